@@ -1,0 +1,381 @@
+"""Command line: ``python run_ablations.py --space components``.
+
+Every bad input (flag, YAML key or value, data directory, experiment name) is caught before any
+trial starts and reported as one line on stderr with exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, NoReturn, Optional, Sequence
+
+from ablations.config import (
+    ConfigError,
+    TrialConfig,
+    apply_overrides,
+    config_from_sources,
+    parse_bool,
+)
+from model.data import MAX_SYNTHETIC_FRAMES, DataError, load_directory
+
+EXIT_BAD_INPUT = 2
+DEFAULT_STORAGE = "ablation_results"
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class UsageError(Exception):
+    """Bad input found by the CLI; printed as one line, exit code 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line (``prog: error: ...``) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+# ------------------------------------------------------------------------------ flag types
+
+
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be >= {minimum}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
+
+
+def _resource(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return value
+
+
+def _seeds(text: str) -> list[int]:
+    """``3`` means seeds 0,1,2; ``0,5,7`` is an explicit list."""
+    text = text.strip()
+    try:
+        if "," in text:
+            seeds = [int(part) for part in text.split(",") if part.strip()]
+        else:
+            count = int(text)
+            if count < 1:
+                raise argparse.ArgumentTypeError(f"{text!r}: the number of seeds must be >= 1")
+            seeds = list(range(count))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a count (3) or a list of seeds (0,1,2)"
+        ) from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: seeds must be distinct integers >= 0")
+    return seeds
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value
+
+
+def _bool_flag(text: str) -> bool:
+    try:
+        return parse_bool(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(
+        prog="run_ablations.py",
+        description="Run ablations of the multimodal regression model on Ray Tune; results in "
+        "Parquet under STORAGE/NAME/.",
+    )
+    what = parser.add_argument_group("what to run")
+    what.add_argument("--space", default="components",
+                      help="search space to run (see --list; default: components)")
+    what.add_argument("--only", default=None, metavar="VARIANT[,VARIANT]",
+                      help="run only these variants of the space")
+    what.add_argument("--seeds", type=_seeds, default=[0, 1, 2], metavar="N|S1,S2,...",
+                      help="number of seeds (3 = seeds 0,1,2) or an explicit list; the same "
+                      "seeds run for every variant (default: 3)")
+    what.add_argument("--epochs", type=_positive_int, default=None, help="epochs per trial")
+    what.add_argument("--config", default=None, metavar="FILE.yaml",
+                      help="base configuration: a YAML mapping of config keys")
+    what.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
+                      metavar="KEY=VALUE", help="override one config key (repeatable)")
+    what.add_argument("--list", action="store_true", help="list spaces and variants, then exit")
+    what.add_argument("--dry-run", action="store_true",
+                      help="print the trials and their resolved configs; run nothing")
+    data = parser.add_argument_group("data")
+    data.add_argument("--data", default=None, metavar="DIR",
+                      help="directory with images.npy and table.parquet (default: synthetic)")
+    data.add_argument("--max-train-examples", type=_non_negative_int, default=None, metavar="N",
+                      help="use at most N training samples (0: all)")
+    data.add_argument("--max-eval-examples", type=_non_negative_int, default=None, metavar="N",
+                      help="use at most N validation and N test samples (0: all)")
+    where = parser.add_argument_group("where and how")
+    where.add_argument("--address", default=None,
+                       help="existing Ray cluster: 'auto' or ray://host:port "
+                       "(default: start a local Ray)")
+    where.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR",
+                       help=f"results root (default: ./{DEFAULT_STORAGE})")
+    where.add_argument("--name", default=None,
+                       help="experiment name (default: SPACE-YYYYmmdd-HHMMSS)")
+    where.add_argument("--cpus-per-trial", type=_resource, default=1.0, metavar="N",
+                       help="CPUs per trial; the trial uses that many threads (default: 1)")
+    where.add_argument("--gpus-per-trial", type=_resource, default=0.0, metavar="N",
+                       help="GPUs per trial, fractions allowed, e.g. 0.5 (default: 0)")
+    where.add_argument("--max-concurrent", type=_non_negative_int, default=0, metavar="N",
+                       help="at most N trials at once (default 0: as resources allow)")
+    where.add_argument("--max-failures", type=_non_negative_int, default=0, metavar="N",
+                       help="retry a failed trial up to N times, from its last checkpoint "
+                       "(default: 0)")
+    where.add_argument("--dashboard", type=_bool_flag, default=True, metavar="BOOL",
+                       help="start the Ray dashboard on 127.0.0.1 with a local Ray "
+                       "(default: true)")
+    where.add_argument("--no-dashboard", dest="dashboard", action="store_false",
+                       help="same as --dashboard false")
+    where.add_argument("--quiet", action="store_true", help="no line per finished trial")
+    where.add_argument("--verbose", action="store_true",
+                       help="Ray Tune's live trial table and per-trial results")
+    return parser
+
+
+# ------------------------------------------------------------------------------ building
+
+
+def base_config(args: argparse.Namespace) -> TrialConfig:
+    """Defaults ← --config YAML ← flags ← --set, validated."""
+    flags: dict[str, Any] = {}
+    if args.epochs is not None:
+        flags["epochs"] = args.epochs
+    if args.max_train_examples is not None:
+        flags["max_train_examples"] = args.max_train_examples
+    if args.max_eval_examples is not None:
+        flags["max_eval_examples"] = args.max_eval_examples
+    if args.data is not None:
+        flags["data_dir"] = str(Path(args.data).expanduser().resolve())
+    config = config_from_sources(yaml_path=args.config, overrides=flags)
+    if args.overrides:
+        config = apply_overrides(config, dict(args.overrides), source="--set")
+    threads = max(1, int(args.cpus_per_trial))
+    device = config.device
+    if device == "auto":
+        device = "cuda" if args.gpus_per_trial > 0 else "cpu"
+    if device == "cuda" and args.gpus_per_trial <= 0:
+        raise ConfigError("device=cuda needs --gpus-per-trial > 0 (e.g. 1 or 0.5)")
+    return config.replace(num_threads=threads, device=device)
+
+
+def check_data(trials: Sequence[Any]) -> Optional[str]:
+    """Validate the data every trial will read, before any trial starts. Returns a summary."""
+    data_dirs = {spec.config.data_dir for spec in trials}
+    summary = []
+    for data_dir in sorted(data_dirs):
+        if data_dir:
+            data = load_directory(data_dir)  # DataError names the file and problem
+            frames, where = data.num_frames, data_dir
+            counts = {s: int((data.split == s).sum()) for s in ("train", "val", "test")}
+            summary.append(f"{data_dir}: {len(data.target)} samples {counts}, "
+                           f"frames x C x H x W = {data.num_frames} x "
+                           f"{' x '.join(map(str, data.image_shape))}, "
+                           f"{len(data.scalar_names)} scalars, strata {list(data.strata.columns)}")
+        else:
+            frames, where = MAX_SYNTHETIC_FRAMES, "the synthetic data"
+            counts = None
+        for spec in trials:
+            if spec.config.data_dir != data_dir:
+                continue
+            if spec.config.temporal_frames > frames:
+                raise ConfigError(
+                    f"trial {spec.name}: temporal_frames={spec.config.temporal_frames} but "
+                    f"{where} has {frames} frames; lower temporal_frames"
+                )
+            if counts is not None:
+                n_train = counts["train"]
+                if spec.config.max_train_examples:
+                    n_train = min(n_train, spec.config.max_train_examples)
+                if spec.config.batch_size > n_train:
+                    raise ConfigError(
+                        f"trial {spec.name}: batch_size={spec.config.batch_size} exceeds the "
+                        f"{n_train} training samples; lower batch_size"
+                    )
+                if spec.config.use_scalars and not data.scalar_names:
+                    raise ConfigError(f"{data_dir}: table.parquet has no scalar_* columns; "
+                                      "set use_scalars=false")
+    return "; ".join(summary) or None
+
+
+def list_spaces() -> str:
+    from search_spaces import SPACES
+
+    lines = []
+    for space in SPACES.values():
+        lines.append(f"{space.name}: {space.description}")
+        for variant, diff in space.variants.items():
+            shown = ", ".join(f"{k}={v}" for k, v in diff.items()) or "(reference)"
+            lines.append(f"  {variant:<24} {shown}")
+    return "\n".join(lines)
+
+
+def describe_trials(trials: Sequence[Any], base: TrialConfig) -> str:
+    """The dry-run listing: the base config once, then each trial and what differs from it."""
+    lines = [f"{len(trials)} trials. Base configuration:"]
+    for key, value in base.to_dict().items():
+        if key not in ("ablation", "seed"):
+            lines.append(f"  {key}: {value}")
+    lines.append("Trials (name: differences from the base):")
+    for index, spec in enumerate(trials, 1):
+        diff = spec.config.diff(base)
+        diff.pop("ablation", None)
+        diff.pop("seed", None)
+        shown = ", ".join(f"{k}={v}" for k, v in diff.items()) or "(base)"
+        lines.append(f"  {index:>3}. {spec.name:<32} {shown}")
+    return "\n".join(lines)
+
+
+def summary_table(trials_df: Any) -> str:
+    """Per variant: ok/total and mean ± std of the test MAE over ok trials."""
+    import pandas as pd
+
+    rows = []
+    for ablation, group in trials_df.groupby("ablation", sort=False):
+        ok = group[group["status"] == "ok"]
+        mae = ok["test_mae"]
+        rows.append({
+            "ablation": ablation,
+            "ok": f"{len(ok)}/{len(group)}",
+            "test_mae_km": f"{mae.mean():.3f} ± {mae.std(ddof=1):.3f}" if len(mae) > 1
+            else (f"{mae.mean():.3f}" if len(mae) else "-"),
+            "test_rmse_km": f"{ok['test_rmse'].mean():.3f}" if len(ok) else "-",
+            "test_coverage_90": f"{ok['test_coverage_90'].mean():.2f}"
+            if len(ok) and ok["test_coverage_90"].notna().any() else "-",
+            "wall_s": f"{group['wall_s'].mean():.1f}",
+        })
+    return pd.DataFrame(rows).to_string(index=False)
+
+
+# ------------------------------------------------------------------------------ main
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _main(args, list(sys.argv if argv is None else ["run_ablations.py", *argv]))
+    except (ConfigError, DataError, UsageError) as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(args: argparse.Namespace, command: list[str]) -> int:
+    from search_spaces import expand, get_space
+
+    if args.list:
+        print(list_spaces())
+        return 0
+    space = get_space(args.space)
+    base = base_config(args)
+    only = [v.strip() for v in args.only.split(",") if v.strip()] if args.only else None
+    trials = expand(space, base, args.seeds, only=only)
+    data_summary = check_data(trials)
+    name = args.name or f"{space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    if not NAME_PATTERN.match(name):
+        raise UsageError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only")
+    storage = Path(args.storage).expanduser().resolve()
+    target = storage / name
+    if args.dry_run:
+        print(f"Experiment {name} (dry run): space {space.name}, seeds {args.seeds}")
+        if data_summary:
+            print(f"Data: {data_summary}")
+        print(describe_trials(trials, base.replace(ablation=space.reference)))
+        return 0
+    if target.exists() and any(target.iterdir()):
+        raise UsageError(f"{target} already exists; choose another --name or --storage")
+    if storage.exists() and not storage.is_dir():
+        raise UsageError(f"--storage {storage} is a file, not a directory")
+    if args.address is not None and args.address != "auto" \
+            and not re.match(r"^(ray://)?[\w.-]+:\d+$", args.address):
+        raise UsageError(f"--address {args.address!r}: use 'auto', host:port or ray://host:port")
+    return _run(args, space, trials, storage, name, command)
+
+
+def _run(args: argparse.Namespace, space: Any, trials: list[Any], storage: Path, name: str,
+         command: list[str]) -> int:
+    import ray
+
+    from ablations.runner import RunOptions, init_ray, run_experiment
+
+    options = RunOptions(
+        storage=storage, name=name, space=space.name, address=args.address,
+        cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial,
+        max_concurrent=args.max_concurrent, max_failures=args.max_failures,
+        dashboard=args.dashboard,
+        verbose=1 if args.verbose else 0, progress=not args.quiet, command=command,
+    )
+    variants = len({spec.variant for spec in trials})
+    try:
+        started_ray, dashboard_url = init_ray(options)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"cannot connect to Ray at {args.address or 'local'}: {first}") from None
+    try:
+        resources = ray.cluster_resources()
+        print(f"Experiment {name}: space {space.name}, {len(trials)} trials "
+              f"({variants} variants x {len(args.seeds)} seeds), "
+              f"{args.cpus_per_trial:g} CPU + {args.gpus_per_trial:g} GPU per trial, "
+              f"Ray with {resources.get('CPU', 0):g} CPUs / {resources.get('GPU', 0):g} GPUs")
+        if args.cpus_per_trial > resources.get("CPU", 0) or \
+                args.gpus_per_trial > resources.get("GPU", 0):
+            raise UsageError(
+                f"a trial asks for {args.cpus_per_trial:g} CPU / {args.gpus_per_trial:g} GPU but "
+                f"the cluster has {resources.get('CPU', 0):g} / {resources.get('GPU', 0):g}; "
+                "lower --cpus-per-trial / --gpus-per-trial"
+            )
+        if dashboard_url:
+            print(f"Ray dashboard: http://{dashboard_url.removeprefix('http://')} "
+                  "(token authentication: `ray get-auth-token` prints the token)")
+        print(f"Results: {storage / name}")
+        print(f"TensorBoard: tensorboard --logdir {storage / name / 'tune'}")
+        result = run_experiment(trials, options)
+    finally:
+        if started_ray:
+            ray.shutdown()
+    df = result.trials
+    print()
+    print(summary_table(df))
+    counts = df["status"].value_counts().to_dict()
+    print(f"\n{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed, "
+          f"{counts.get('diverged', 0)} diverged of {len(df)} trials.")
+    for _, row in df[df["status"] != "ok"].iterrows():
+        print(f"  {row['trial_name']}: {row['status']}: {row['error']}")
+    print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
+    return 0 if counts.get("ok", 0) else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,320 @@
+"""Build the Tuner for a list of trials, run it on a local or existing Ray, write the Parquet.
+
+Layout of an experiment folder ``<storage>/<name>/``::
+
+    experiment.json        what was run: space, trials, options, versions
+    trials.parquet         one row per trial
+    epochs.parquet         one row per trial per epoch
+    predictions.parquet    one row per test sample per ok trial
+    tune/                  Ray Tune's own state, checkpoints and logs (TensorBoard, CSV, JSON)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import os
+import platform
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import pandas as pd
+
+from ablations.config import TrialConfig
+from results.io import (
+    EPOCHS_FILE,
+    METADATA_FILE,
+    PREDICTIONS_FILE,
+    TRIALS_FILE,
+    write_json_atomic,
+    write_parquet_atomic,
+)
+from results.schema import CONFIG_COLUMNS, EPOCH_COLUMNS, TRIAL_COLUMNS, column_names
+from search_spaces.spaces import TrialSpec
+
+TUNE_SUBDIR = "tune"
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_PACKAGES = ("model", "ablations", "search_spaces", "results")
+
+
+@dataclass
+class RunOptions:
+    """How to run an experiment (not what: that is the list of trials)."""
+
+    storage: Path  # results root; the experiment goes in storage / name
+    name: str
+    space: str
+    address: Optional[str] = None  # None: start a local Ray; else an existing cluster
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float = 0.0
+    max_concurrent: int = 0  # 0: as many as resources allow
+    max_failures: int = 0  # retries of a failed trial, each from its last checkpoint
+    dashboard: bool = True
+    verbose: int = 0  # Ray Tune's own console output: 0 none, 1 status table, 2 every result
+    progress: bool = True  # one line per finished trial
+    command: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ExperimentResult:
+    directory: Path
+    trials: pd.DataFrame
+    epochs: pd.DataFrame
+    predictions: pd.DataFrame
+
+
+def experiment_dir(options: RunOptions) -> Path:
+    return (options.storage / options.name).resolve()
+
+
+def git_commit() -> Optional[str]:
+    """HEAD of the project's git checkout, with ``-dirty`` if modified; None outside git."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}-dirty" if dirty else head
+
+
+def runtime_env_for_cluster() -> dict[str, Any]:
+    """Ship this project's packages to the cluster's workers (they need torch, ray, pandas,
+    pyarrow installed; the code itself travels with the job)."""
+    import ablations
+    import model
+    import results
+    import search_spaces
+
+    return {"py_modules": [model, ablations, search_spaces, results]}
+
+
+def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
+    """Connect to or start Ray. Returns (whether this call started it and should stop it,
+    the dashboard URL of a Ray it started, if any)."""
+    import ray
+
+    if ray.is_initialized():
+        return False, None
+    if options.address:
+        ray.init(address=options.address, runtime_env=runtime_env_for_cluster(),
+                 logging_level=logging.WARNING)
+        return True, None
+    context = ray.init(include_dashboard=options.dashboard, dashboard_host="127.0.0.1",
+                       logging_level=logging.WARNING)
+    url = getattr(context, "dashboard_url", None) if options.dashboard else None
+    return True, url or None
+
+
+def run_experiment(trials: Sequence[TrialSpec], options: RunOptions) -> ExperimentResult:
+    """Run ``trials`` with Ray Tune and write the experiment folder.
+
+    Uses the Ray already initialised in this process if there is one (tests do
+    ``ray.init(num_cpus=2)``); else starts a local one, or connects to ``options.address``.
+    """
+    from ray import tune
+
+    from ablations.progress import TrialProgress
+    from ablations.trainable import trial_name, tune_trainable
+
+    root = experiment_dir(options)
+    root.mkdir(parents=True, exist_ok=True)
+    # num_to_keep=1 makes Tune snapshot its (small) experiment state after each checkpoint,
+    # and warn about it every time; the snapshot is cheap here.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    started_at = dt.datetime.now(dt.timezone.utc)
+    metadata = _metadata(trials, options, started_at)
+    write_json_atomic(metadata, root / METADATA_FILE)
+
+    resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
+    plan = {spec.name: spec.config.to_dict() for spec in trials}
+    tuner = tune.Tuner(
+        tune.with_resources(tune.with_parameters(tune_trainable, plan=plan), resources),
+        # The grid holds names (readable in the progress table); configs travel in `plan`.
+        param_space={"trial": tune.grid_search([spec.name for spec in trials])},
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=options.max_concurrent or None,
+            reuse_actors=True,  # one worker process runs many trials: torch imported once
+            trial_name_creator=trial_name,
+            trial_dirname_creator=trial_name,
+        ),
+        run_config=tune.RunConfig(
+            name=TUNE_SUBDIR,
+            storage_path=str(root),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            failure_config=tune.FailureConfig(max_failures=options.max_failures, fail_fast=False),
+            verbose=options.verbose,
+            callbacks=[TrialProgress(len(trials))] if options.progress else None,
+        ),
+    )
+    grid = tuner.fit()
+    return collect_results(grid, trials, options, metadata)
+
+
+def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
+                    metadata: dict[str, Any]) -> ExperimentResult:
+    """Turn Tune's ResultGrid into the three tables and write them atomically."""
+    root = experiment_dir(options)
+    by_name = {spec.name: spec for spec in trials}
+    trial_rows, epoch_frames, prediction_frames = [], [], []
+    for result in grid:
+        name = result.config["trial"]
+        spec = by_name[name]
+        metrics = dict(result.metrics or {})
+        history = result.metrics_dataframe
+        row = _trial_row(spec, metrics, result.error, history, options, metadata)
+        trial_rows.append(row)
+        if history is not None and len(history) and "epoch" in history:
+            epoch_frames.append(_epoch_rows(spec, history, options))
+        if row["status"] == "ok" and result.checkpoint is not None:
+            predictions = _read_predictions(result.checkpoint)
+            if predictions is not None:
+                prediction_frames.append(_with_keys(predictions, spec, options))
+
+    trials_df = _order(pd.DataFrame(trial_rows), [spec.name for spec in trials])
+    epochs_df = (
+        pd.concat(epoch_frames, ignore_index=True) if epoch_frames
+        else pd.DataFrame(columns=column_names(EPOCH_COLUMNS))
+    )
+    predictions_df = (
+        pd.concat(prediction_frames, ignore_index=True) if prediction_frames
+        else pd.DataFrame(columns=["experiment", "trial_name", "ablation", "seed", "sample_index",
+                                   "target", "pred_mean", "pred_std"])
+    )
+    write_parquet_atomic(epochs_df, root / EPOCHS_FILE)
+    write_parquet_atomic(predictions_df, root / PREDICTIONS_FILE)
+    write_parquet_atomic(trials_df, root / TRIALS_FILE)  # last: its presence means complete
+    return ExperimentResult(root, trials_df, epochs_df, predictions_df)
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def _metadata(trials: Sequence[TrialSpec], options: RunOptions,
+              started_at: dt.datetime) -> dict[str, Any]:
+    import ray
+    import torch
+
+    return {
+        "experiment": options.name,
+        "space": options.space,
+        "started_at": started_at.isoformat(),
+        "command": options.command,
+        "trials": {spec.name: spec.config.to_dict() for spec in trials},
+        "seeds": sorted({spec.seed for spec in trials}),
+        "cpus_per_trial": options.cpus_per_trial,
+        "gpus_per_trial": options.gpus_per_trial,
+        "address": options.address or "local",
+        "torch_version": torch.__version__,
+        "ray_version": ray.__version__,
+        "python_version": platform.python_version(),
+        "git_commit": git_commit(),
+        "hostname": platform.node(),
+    }
+
+
+def _error_line(error: BaseException) -> str:
+    """The last line of an error's text: ``Type: message`` without Ray's traceback."""
+    text = str(error).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    line = lines[-1] if lines else type(error).__name__
+    return line[:500]
+
+
+def _nan_if_missing(metrics: dict[str, Any], key: str) -> float:
+    value = metrics.get(key)
+    try:
+        return float(value) if value is not None else math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseException],
+               history: Optional[pd.DataFrame], options: RunOptions,
+               metadata: dict[str, Any]) -> dict[str, Any]:
+    if error is not None:
+        status, message = "failed", _error_line(error)
+    elif metrics.get("status") == "diverged":
+        status, message = "diverged", str(metrics.get("error", "non-finite loss"))
+    elif metrics.get("status") == "ok" and "test_mae" in metrics:
+        status, message = "ok", None
+    else:
+        status, message = "failed", "trial ended without a final result"
+    epochs_run = int(history["epoch"].max()) if history is not None and "epoch" in history \
+        and history["epoch"].notna().any() else 0
+    row: dict[str, Any] = {
+        "experiment": options.name,
+        "space": options.space,
+        "trial_name": spec.name,
+        "trial_id": str(metrics.get("trial_id", "")),
+        "status": status,
+        "error": message,
+        "epochs_run": epochs_run,
+    }
+    for name, dtype, _ in TRIAL_COLUMNS:
+        if dtype == "float64" and name not in row:
+            row[name] = _nan_if_missing(metrics, name)
+    # The trainer's steady-state figure (epochs after the first), not the last epoch's.
+    row["train_samples_per_s"] = _nan_if_missing(metrics, "steady_train_samples_per_s")
+    if math.isnan(row["wall_s"]):  # failed before the end: Tune's own clock
+        row["wall_s"] = _nan_if_missing(metrics, "time_total_s")
+    row["device_used"] = metrics.get("device")
+    row["data_source"] = spec.config.data_dir or "synthetic"
+    for key in ("torch_version", "ray_version", "python_version", "git_commit"):
+        row[key] = metadata[key]
+    row.update(spec.config.to_dict())
+    return row
+
+
+def _epoch_rows(spec: TrialSpec, history: pd.DataFrame, options: RunOptions) -> pd.DataFrame:
+    history = history[history["epoch"].notna()]
+    keys = ("experiment", "trial_name", "ablation", "seed")
+    frame = pd.DataFrame(index=history.index)
+    for name, dtype, _ in EPOCH_COLUMNS:
+        if name not in keys:
+            frame[name] = history[name] if name in history else math.nan
+    frame = _with_keys(frame.reset_index(drop=True), spec, options)
+    frame["epoch"] = frame["epoch"].astype("int64")
+    return frame[column_names(EPOCH_COLUMNS)].drop_duplicates(["trial_name", "epoch"], keep="last")
+
+
+def _with_keys(frame: pd.DataFrame, spec: TrialSpec, options: RunOptions) -> pd.DataFrame:
+    frame = frame.copy()
+    frame.insert(0, "seed", spec.seed)
+    frame.insert(0, "ablation", spec.variant)
+    frame.insert(0, "trial_name", spec.name)
+    frame.insert(0, "experiment", options.name)
+    return frame
+
+
+def _read_predictions(checkpoint: Any) -> Optional[pd.DataFrame]:
+    from ablations.trainable import PREDICTIONS_FILE as CKPT_PREDICTIONS
+
+    with checkpoint.as_directory() as directory:
+        path = os.path.join(directory, CKPT_PREDICTIONS)
+        if not os.path.exists(path):
+            return None
+        return pd.read_parquet(path)
+
+
+def _order(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """Rows in the order of the plan; documented columns first, then the config columns."""
+    frame = frame.set_index("trial_name").loc[names].reset_index()
+    first = column_names(TRIAL_COLUMNS)
+    head = ["experiment", "space", "trial_name", "trial_id", "ablation", "seed"]
+    rest = [c for c in first if c not in head]
+    config = [c for c in CONFIG_COLUMNS if c not in head]
+    return frame[head + rest + config]
+
+
+def default_threads(config: TrialConfig, cpus_per_trial: float) -> TrialConfig:
+    """A trial given N CPUs uses N intra-op threads (at least 1)."""
+    return config.replace(num_threads=max(1, int(cpus_per_trial)))

@@ -1,0 +1,33 @@
+"""The multimodal spatiotemporal regression model and its data."""
+
+from model.data import (
+    DataError,
+    RegressionData,
+    SyntheticSpec,
+    check_directory,
+    load_directory,
+    make_synthetic,
+)
+from model.model import (
+    FULL_WIDTHS,
+    REDUCED_WIDTHS,
+    ModelConfig,
+    MultimodalRegressionModel,
+    build_model,
+    count_parameters,
+)
+
+__all__ = [
+    "FULL_WIDTHS",
+    "REDUCED_WIDTHS",
+    "DataError",
+    "ModelConfig",
+    "MultimodalRegressionModel",
+    "RegressionData",
+    "SyntheticSpec",
+    "build_model",
+    "check_directory",
+    "count_parameters",
+    "load_directory",
+    "make_synthetic",
+]

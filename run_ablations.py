@@ -1,0 +1,14 @@
+#!/usr/bin/env python3
+"""Run ablations of the multimodal regression model on Ray Tune.
+
+    python run_ablations.py --space components          # 9 variants x 3 seeds, synthetic data
+    python run_ablations.py --list                      # spaces and their variants
+    python run_ablations.py --space components --dry-run
+"""
+
+import sys
+
+from ablations.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Shared fixtures: a tiny trial config, tiny data directories, one local Ray per module."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ablations.config import TrialConfig
+
+# Tune must not try to reach the network or pop up anything.
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_config(**changes) -> TrialConfig:
+    """A trial that trains in well under a second: small data, small widths."""
+    base = TrialConfig(
+        epochs=2, batch_size=16, synthetic_train=96, synthetic_val=32, synthetic_test=48,
+        cnn_widths="8,16,16", embed_dim=16, num_heads=2, eval_batch_size=64,
+    )
+    return base.replace(**changes) if changes else base
+
+
+def write_data_dir(root: Path, *, n: int = 40, frames: int = 3, channels: int = 2, size: int = 8,
+                   split: bool = True, seed: int = 0) -> Path:
+    """A valid file dataset: images.npy (N, T, C, H, W) and table.parquet."""
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    images = rng.standard_normal((n, frames, channels, size, size)).astype(np.float32)
+    np.save(root / "images.npy", images)
+    table = pd.DataFrame({
+        "target": rng.uniform(0, 10, n),
+        "scalar_a": rng.standard_normal(n),
+        "scalar_b": rng.standard_normal(n),
+        "site": rng.choice(["north", "south"], n),
+        "season": rng.integers(1, 5, n),
+    })
+    if split:
+        table["split"] = (["train"] * (n - 16)) + (["val"] * 8) + (["test"] * 8)
+    table.to_parquet(root / "table.parquet", index=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """One real local Ray per test module, as Ray Tune's own tests do."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -1,0 +1,145 @@
+"""The command line: bad input gives one line and exit code 2; --list, --dry-run, a real run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from ablations.cli import main
+from tests.conftest import REPO, write_data_dir
+
+
+def run_cli(*args, cwd=None, timeout=240):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    return subprocess.run([sys.executable, str(REPO / "run_ablations.py"), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def in_process(capsys, *args) -> tuple[int, str, str]:
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, err, pattern):
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert pattern in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "pattern"),
+    [
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--seeds", "0"], "number of seeds must be >= 1"),
+        (["--seeds", "a,b"], "not a count"),
+        (["--seeds", "1,1"], "distinct"),
+        (["--epochs", "-1"], "must be >= 1"),
+        (["--space", "nope"], "unknown space 'nope'; choose one of: components"),
+        (["--only", "no_brains"], "unknown variant(s) ['no_brains']"),
+        (["--config", "/nonexistent.yaml"], "config file not found"),
+        (["--cpus-per-trial", "-1"], "must be a finite number >= 0"),
+        (["--gpus-per-trial", "x"], "not a number"),
+        (["--dashboard", "maybe"], "not a boolean"),
+        (["--set", "temporal_frames=9"], "temporal_frames=9 but the synthetic data has 8 frames"),
+        (["--set", "use_scalars=False", "--set", "use_images=0"], "no input"),
+        (["--set", "nonsense"], "not KEY=VALUE"),
+        (["--set", "gradient_checkpointing=on"], "not a boolean"),
+        (["--data", "/nonexistent/dir"], "data directory not found"),
+        (["--name", "bad name!"], "--name 'bad name!'"),
+        (["--address", "not an address"], "--address 'not an address'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, args, pattern):
+    code, _, err = in_process(capsys, *args, "--storage", str(tmp_path / "results"))
+    assert_one_line_error(code, err, pattern)
+    assert not (tmp_path / "results").exists()  # nothing started, nothing written
+
+
+def test_bad_yaml_key_and_value(capsys, tmp_path):
+    (tmp_path / "a.yaml").write_text("memory_optimised: true\n")
+    code, _, err = in_process(capsys, "--config", str(tmp_path / "a.yaml"), "--dry-run")
+    assert_one_line_error(code, err, "unknown key 'memory_optimised'; did you mean "
+                                     "'memory_optimized'?")
+    (tmp_path / "b.yaml").write_text("gradient_checkpointing: Flase\n")
+    code, _, err = in_process(capsys, "--config", str(tmp_path / "b.yaml"), "--dry-run")
+    assert_one_line_error(code, err, "gradient_checkpointing: 'Flase' is not a boolean")
+
+
+def test_bad_data_directory_is_refused_before_any_trial(capsys, tmp_path):
+    root = write_data_dir(tmp_path / "d")
+    table = pd.read_parquet(root / "table.parquet")
+    table.loc[2, "scalar_a"] = float("nan")
+    table.to_parquet(root / "table.parquet")
+    code, _, err = in_process(capsys, "--data", str(root), "--storage", str(tmp_path / "r"))
+    assert_one_line_error(code, err, "column 'scalar_a' has 1 NaN/inf values")
+    assert str(root / "table.parquet") in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_existing_experiment_is_never_overwritten(capsys, tmp_path):
+    existing = tmp_path / "r" / "mine"
+    existing.mkdir(parents=True)
+    (existing / "trials.parquet").write_bytes(b"precious")
+    code, _, err = in_process(capsys, "--storage", str(tmp_path / "r"), "--name", "mine")
+    assert_one_line_error(code, err, "already exists")
+    assert (existing / "trials.parquet").read_bytes() == b"precious"
+
+
+def test_list(capsys):
+    code, out, _ = in_process(capsys, "--list")
+    assert code == 0
+    for name in ("components:", "no_temporal_attention", "single_frame", "point_estimate"):
+        assert name in out
+
+
+def test_dry_run_lists_27_resolved_trials(capsys):
+    code, out, _ = in_process(capsys, "--space", "components", "--dry-run")
+    assert code == 0
+    assert "27 trials" in out
+    assert "single_frame-seed2" in out and "temporal_frames=1" in out
+    assert "reduced_width-seed0" in out and "cnn_widths=32,64,128" in out
+
+
+def test_dry_run_applies_yaml_then_flags(capsys, tmp_path):
+    (tmp_path / "c.yaml").write_text("epochs: 9\nbatch_size: 20\nmemory_optimized: yes\n")
+    code, out, _ = in_process(capsys, "--config", str(tmp_path / "c.yaml"), "--epochs", "2",
+                              "--dry-run", "--seeds", "0,5")
+    assert code == 0
+    assert "  epochs: 2" in out and "  batch_size: 20" in out and "cnn_widths: 32,64,128" in out
+    assert "baseline-seed5" in out and "18 trials" in out
+
+
+def test_a_subprocess_error_has_no_traceback(tmp_path):
+    proc = run_cli("--epochs", "zero", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_end_to_end_cli_run(tmp_path):
+    """The CLI starts its own local Ray, runs, prints where results are, writes Parquet."""
+    proc = run_cli(
+        "--space", "components", "--only", "baseline,single_frame", "--seeds", "2",
+        "--epochs", "1", "--set", "synthetic_train=64", "--set", "synthetic_val=16",
+        "--set", "synthetic_test=16", "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16",
+        "--name", "e2e", "--no-dashboard", cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out_dir = tmp_path / "ablation_results" / "e2e"  # default storage: under the working folder
+    assert f"Results in {out_dir}" in proc.stdout
+    assert "[4/4]" in proc.stdout  # progress lines
+    trials = pd.read_parquet(out_dir / "trials.parquet")
+    assert sorted(trials["trial_name"]) == ["baseline-seed0", "baseline-seed1",
+                                            "single_frame-seed0", "single_frame-seed1"]
+    assert (trials["status"] == "ok").all()
+    assert (out_dir / "epochs.parquet").is_file() and (out_dir / "predictions.parquet").is_file()

@@ -1,0 +1,122 @@
+"""Real Ray Tune runs on a local Ray (num_cpus=2): Parquet files, failures, the schema."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+from ablations.runner import RunOptions, run_experiment
+from results import read_experiment
+from results.schema import (
+    CONFIG_COLUMNS,
+    EPOCH_COLUMNS,
+    PREDICTION_COLUMNS,
+    TRIAL_COLUMNS,
+    column_names,
+)
+from search_spaces import COMPONENT_ABLATIONS, TrialSpec, expand, get_space
+from tests.conftest import REPO, tiny_config
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def experiment(ray_local, tmp_path_factory):
+    """baseline, no_images and point_estimate at two seeds, plus one trial that raises."""
+    base = tiny_config(epochs=2)
+    trials = expand(get_space("components"), base, [0, 1],
+                    only=["baseline", "no_images", "point_estimate"])
+    broken = base.replace(ablation="broken", inject_failure_at_epoch=2)
+    trials.append(TrialSpec("broken-seed0", "broken", 0, broken))
+    options = RunOptions(storage=tmp_path_factory.mktemp("storage"), name="tiny",
+                         space="components", progress=False)
+    return run_experiment(trials, options), trials
+
+
+def test_writes_the_three_parquet_files_with_documented_columns(experiment):
+    result, trials = experiment
+    tables = read_experiment(result.directory)
+    trials_df, epochs_df, predictions_df = tables["trials"], tables["epochs"], tables["predictions"]
+    assert set(column_names(TRIAL_COLUMNS)) | set(CONFIG_COLUMNS) <= set(trials_df.columns)
+    assert set(column_names(EPOCH_COLUMNS)) <= set(epochs_df.columns)
+    assert set(column_names(PREDICTION_COLUMNS)) <= set(predictions_df.columns)
+    assert len(trials_df) == len(trials) == 7
+    assert trials_df["trial_name"].tolist() == [spec.name for spec in trials]
+    # one row per test sample per ok trial, with the strata
+    assert len(predictions_df) == 6 * 48
+    assert {"stratum_regime", "stratum_speed_px_per_frame"} <= set(predictions_df.columns)
+    # per-epoch curves, including the epoch the broken trial finished before failing
+    assert epochs_df.groupby("trial_name")["epoch"].max().to_dict()["broken-seed0"] == 1
+    assert len(epochs_df) == 6 * 2 + 1
+
+
+def test_a_failing_trial_is_recorded_and_the_others_finish(experiment):
+    trials_df = experiment[0].trials.set_index("trial_name")
+    assert trials_df.loc["broken-seed0", "status"] == "failed"
+    assert "InjectedFailure: injected failure at epoch 2" in trials_df.loc["broken-seed0", "error"]
+    assert trials_df.loc["broken-seed0", "epochs_run"] == 1
+    ok = trials_df.drop(index="broken-seed0")
+    assert (ok["status"] == "ok").all() and ok["error"].isna().all()
+    assert (ok["epochs_run"] == 2).all()
+    assert ok["test_mae"].notna().all() and (ok["train_samples_per_s"] > 0).all()
+    assert (ok["peak_mem_mb"] > 0).all() and (ok["wall_s"] > 0).all()
+
+
+def test_config_values_and_metadata_are_columns(experiment):
+    trials_df = experiment[0].trials.set_index("trial_name")
+    assert not trials_df.loc["no_images-seed1", "use_images"]
+    assert trials_df.loc["no_images-seed1", "seed"] == 1
+    assert trials_df.loc["point_estimate-seed0", "head"] == "point"
+    assert pd.isna(trials_df.loc["point_estimate-seed0", "test_nll"])
+    assert trials_df.loc["baseline-seed0", "test_nll"] == trials_df.loc["baseline-seed0",
+                                                                         "test_nll"]
+    assert trials_df["torch_version"].str.len().gt(0).all()
+    assert trials_df["ray_version"].str.match(r"^\d+\.\d+").all()
+    assert (trials_df["space"] == "components").all()
+
+
+def test_paired_seeds_give_identical_data_to_every_variant(experiment):
+    predictions = experiment[0].predictions
+    per_trial = predictions.groupby("trial_name")["sample_index"].apply(tuple)
+    assert per_trial.nunique() == 1  # the same test samples, in the same order
+    targets = predictions.groupby("trial_name")["target"].sum()
+    assert targets.nunique() == 1
+
+
+def test_no_temp_files_left_behind(experiment):
+    leftovers = [p.name for p in experiment[0].directory.iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_a_retried_trial_resumes_from_its_last_checkpoint(ray_local, tmp_path):
+    config = tiny_config(epochs=3, inject_failure_at_epoch=2, ablation="flaky")
+    options = RunOptions(storage=tmp_path, name="retry", space="components", progress=False,
+                         max_failures=1)
+    result = run_experiment([TrialSpec("flaky-seed0", "flaky", 0, config)], options)
+    row = result.trials.iloc[0]
+    assert row["status"] == "ok" and row["epochs_run"] == 3
+    # epoch 1 ran once: the retry started from its checkpoint, not from scratch
+    assert result.epochs["epoch"].tolist() == [1, 2, 3]
+    assert len(result.predictions) == 48
+    # and it ended where an uninterrupted run ends
+    from ablations.train import train
+    clean = train(config.replace(inject_failure_at_epoch=0))
+    assert row["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-5)
+
+
+def test_readme_documents_every_column():
+    readme = (REPO / "results" / "README.md").read_text()
+    documented = set(re.findall(r"^\| `([a-z0-9_]+)`", readme, flags=re.MULTILINE))
+    for columns in (TRIAL_COLUMNS, EPOCH_COLUMNS, PREDICTION_COLUMNS):
+        missing = set(column_names(columns)) - documented
+        assert not missing, f"results/README.md lacks {sorted(missing)}"
+
+
+def test_components_table_has_the_baseline_and_eight_ablations():
+    assert list(COMPONENT_ABLATIONS) == [
+        "baseline", "no_temporal_attention", "no_spatial_attention", "no_attention",
+        "no_scalars", "no_images", "single_frame", "reduced_width", "point_estimate",
+    ]
+    assert COMPONENT_ABLATIONS["baseline"] == {}

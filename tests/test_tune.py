@@ -24,12 +24,15 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def experiment(ray_local, tmp_path_factory):
-    """baseline, no_images and point_estimate at two seeds, plus one trial that raises."""
+    """baseline, no_images and point_estimate at two seeds, one trial that raises and one whose
+    loss goes non-finite."""
     base = tiny_config(epochs=2)
     trials = expand(get_space("components"), base, [0, 1],
                     only=["baseline", "no_images", "point_estimate"])
     broken = base.replace(ablation="broken", inject_failure_at_epoch=2)
     trials.append(TrialSpec("broken-seed0", "broken", 0, broken))
+    exploding = base.replace(ablation="exploding", lr=1e30, grad_clip=0.0)
+    trials.append(TrialSpec("exploding-seed0", "exploding", 0, exploding))
     options = RunOptions(storage=tmp_path_factory.mktemp("storage"), name="tiny",
                          space="components", progress=False)
     return run_experiment(trials, options), trials
@@ -42,14 +45,14 @@ def test_writes_the_three_parquet_files_with_documented_columns(experiment):
     assert set(column_names(TRIAL_COLUMNS)) | set(CONFIG_COLUMNS) <= set(trials_df.columns)
     assert set(column_names(EPOCH_COLUMNS)) <= set(epochs_df.columns)
     assert set(column_names(PREDICTION_COLUMNS)) <= set(predictions_df.columns)
-    assert len(trials_df) == len(trials) == 7
+    assert len(trials_df) == len(trials) == 8
     assert trials_df["trial_name"].tolist() == [spec.name for spec in trials]
     # one row per test sample per ok trial, with the strata
     assert len(predictions_df) == 6 * 48
     assert {"stratum_regime", "stratum_speed_px_per_frame"} <= set(predictions_df.columns)
     # per-epoch curves, including the epoch the broken trial finished before failing
     assert epochs_df.groupby("trial_name")["epoch"].max().to_dict()["broken-seed0"] == 1
-    assert len(epochs_df) == 6 * 2 + 1
+    assert len(epochs_df) == 6 * 2 + 1 + 1  # the exploding trial stops after its first epoch
 
 
 def test_a_failing_trial_is_recorded_and_the_others_finish(experiment):
@@ -57,7 +60,9 @@ def test_a_failing_trial_is_recorded_and_the_others_finish(experiment):
     assert trials_df.loc["broken-seed0", "status"] == "failed"
     assert "InjectedFailure: injected failure at epoch 2" in trials_df.loc["broken-seed0", "error"]
     assert trials_df.loc["broken-seed0", "epochs_run"] == 1
-    ok = trials_df.drop(index="broken-seed0")
+    assert trials_df.loc["exploding-seed0", "status"] == "diverged"
+    assert "non-finite loss at epoch 1" in trials_df.loc["exploding-seed0", "error"]
+    ok = trials_df.drop(index=["broken-seed0", "exploding-seed0"])
     assert (ok["status"] == "ok").all() and ok["error"].isna().all()
     assert (ok["epochs_run"] == 2).all()
     assert ok["test_mae"].notna().all() and (ok["train_samples_per_s"] > 0).all()

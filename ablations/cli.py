@@ -7,7 +7,9 @@ trial starts and reported as one line on stderr with exit code 2, no traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
+import logging
 import math
 import os
 import re
@@ -22,7 +24,9 @@ from ablations.config import (
     config_from_sources,
     parse_bool,
 )
+from ablations.systems import resolve_systems, skip_reason
 from model.data import MAX_SYNTHETIC_FRAMES, DataError, load_directory
+from search_spaces.presets import PRESETS
 
 EXIT_BAD_INPUT = 2
 DEFAULT_STORAGE = "ablation_results"
@@ -119,10 +123,20 @@ def build_parser() -> OneLineParser:
                       help="number of seeds (3 = seeds 0,1,2) or an explicit list; the same "
                       "seeds run for every variant (default: 3)")
     what.add_argument("--epochs", type=_positive_int, default=None, help="epochs per trial")
-    what.add_argument("--config", default=None, metavar="FILE.yaml",
-                      help="base configuration: a YAML mapping of config keys")
+    what.add_argument("--config", default=None, metavar="FILE.yaml|PRESET",
+                      help="base configuration: a YAML mapping of config keys, or a preset "
+                      "name (full_optimized, full_stable, memory_optimized)")
     what.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
                       metavar="KEY=VALUE", help="override one config key (repeatable)")
+    what.add_argument("--resolve-conflicts", action="store_true",
+                      help="map unsafe switch combinations to the nearest safe setting (with a "
+                      "warning) instead of refusing them")
+    what.add_argument("--auto-batch", action="store_true",
+                      help="probe the largest batch whose training step fits the trial's GPU "
+                      "(one step per size, on a worker with the trial's resources) and use it")
+    what.add_argument("--diagnose", action="store_true",
+                      help="print devices, free/total memory, what this torch supports, Ray "
+                      "resources and a suggested command, then exit")
     what.add_argument("--list", action="store_true", help="list spaces and variants, then exit")
     what.add_argument("--dry-run", action="store_true",
                       help="print the trials and their resolved configs; run nothing")
@@ -175,7 +189,14 @@ def base_config(args: argparse.Namespace) -> TrialConfig:
         flags["max_eval_examples"] = args.max_eval_examples
     if args.data is not None:
         flags["data_dir"] = str(Path(args.data).expanduser().resolve())
-    config = config_from_sources(yaml_path=args.config, overrides=flags)
+    yaml_path = args.config
+    preset = None
+    if args.config is not None and not Path(args.config).exists() and args.config in PRESETS:
+        yaml_path, preset = None, PRESETS[args.config]
+    config = TrialConfig()
+    if preset is not None:
+        config = apply_overrides(config, preset, source=f"preset {args.config}")
+    config = config_from_sources(yaml_path=yaml_path, overrides=flags, base=config)
     if args.overrides:
         config = apply_overrides(config, dict(args.overrides), source="--set")
     threads = max(1, int(args.cpus_per_trial))
@@ -187,43 +208,61 @@ def base_config(args: argparse.Namespace) -> TrialConfig:
     return config.replace(num_threads=threads, device=device)
 
 
-def check_data(trials: Sequence[Any]) -> Optional[str]:
-    """Validate the data every trial will read, before any trial starts. Returns a summary."""
-    data_dirs = {spec.config.data_dir for spec in trials}
+def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool
+                ) -> tuple[list[Any], list[tuple[Any, str]], list[str], Optional[str]]:
+    """Validate every trial against its device and data before any trial starts.
+
+    Returns (trials to run, skipped (trial, reason), notes on mapped settings, data summary).
+    A cell that cannot run is skipped in spaces with ``skip_invalid``, else an error.
+    """
+    runnable, skipped, notes = [], [], []
     summary = []
-    for data_dir in sorted(data_dirs):
+    data_info: dict[str, tuple[int, Optional[dict], Any]] = {}
+    for data_dir in sorted({spec.config.data_dir for spec in trials}):
         if data_dir:
             data = load_directory(data_dir)  # DataError names the file and problem
-            frames, where = data.num_frames, data_dir
             counts = {s: int((data.split == s).sum()) for s in ("train", "val", "test")}
+            data_info[data_dir] = (data.num_frames, counts, data)
             summary.append(f"{data_dir}: {len(data.target)} samples {counts}, "
                            f"frames x C x H x W = {data.num_frames} x "
                            f"{' x '.join(map(str, data.image_shape))}, "
                            f"{len(data.scalar_names)} scalars, strata {list(data.strata.columns)}")
         else:
-            frames, where = MAX_SYNTHETIC_FRAMES, "the synthetic data"
-            counts = None
-        for spec in trials:
-            if spec.config.data_dir != data_dir:
+            data_info[data_dir] = (MAX_SYNTHETIC_FRAMES, None, None)
+    for spec in trials:
+        config = spec.config
+        frames, counts, data = data_info[config.data_dir]
+        where = config.data_dir or "the synthetic data"
+        problem = None
+        if config.temporal_frames > frames:
+            problem = (f"temporal_frames={config.temporal_frames} but {where} has {frames} "
+                       "frames; lower temporal_frames")
+        elif space.skip_invalid:
+            problem = skip_reason(config, config.device)
+        if problem is not None:
+            if space.skip_invalid:
+                skipped.append((spec, problem))
                 continue
-            if spec.config.temporal_frames > frames:
+            raise ConfigError(f"trial {spec.name}: {problem}")
+        config, mapped = resolve_systems(config, device=config.device, resolve=resolve)
+        notes.extend(f"{spec.name}: {note}" for note in mapped)
+        if counts is not None:
+            n_train = counts["train"]
+            if config.max_train_examples:
+                n_train = min(n_train, config.max_train_examples)
+            if config.batch_size > n_train:
                 raise ConfigError(
-                    f"trial {spec.name}: temporal_frames={spec.config.temporal_frames} but "
-                    f"{where} has {frames} frames; lower temporal_frames"
+                    f"trial {spec.name}: batch_size={config.batch_size} exceeds the "
+                    f"{n_train} training samples; lower batch_size"
                 )
-            if counts is not None:
-                n_train = counts["train"]
-                if spec.config.max_train_examples:
-                    n_train = min(n_train, spec.config.max_train_examples)
-                if spec.config.batch_size > n_train:
-                    raise ConfigError(
-                        f"trial {spec.name}: batch_size={spec.config.batch_size} exceeds the "
-                        f"{n_train} training samples; lower batch_size"
-                    )
-                if spec.config.use_scalars and not data.scalar_names:
-                    raise ConfigError(f"{data_dir}: table.parquet has no scalar_* columns; "
-                                      "set use_scalars=false")
-    return "; ".join(summary) or None
+            if config.use_scalars and not data.scalar_names:
+                raise ConfigError(f"{config.data_dir}: table.parquet has no scalar_* columns; "
+                                  "set use_scalars=false")
+        runnable.append(dataclasses.replace(spec, config=config))
+    if not runnable:
+        raise ConfigError(f"no trial of space {space.name} can run here: "
+                          f"{skipped[0][1] if skipped else 'none selected'}")
+    return runnable, skipped, notes, "; ".join(summary) or None
 
 
 def list_spaces() -> str:
@@ -238,9 +277,12 @@ def list_spaces() -> str:
     return "\n".join(lines)
 
 
-def describe_trials(trials: Sequence[Any], base: TrialConfig) -> str:
-    """The dry-run listing: the base config once, then each trial and what differs from it."""
-    lines = [f"{len(trials)} trials. Base configuration:"]
+def describe_trials(trials: Sequence[Any], base: TrialConfig,
+                    skipped: Sequence[tuple[Any, str]] = ()) -> str:
+    """The dry-run listing: the base config once, then each trial and what differs from it,
+    then the skipped cells with their reasons."""
+    lines = [f"{len(trials)} trials" + (f" ({len(skipped)} more skipped)" if skipped else "")
+             + ". Base configuration:"]
     for key, value in base.to_dict().items():
         if key not in ("ablation", "seed"):
             lines.append(f"  {key}: {value}")
@@ -251,6 +293,10 @@ def describe_trials(trials: Sequence[Any], base: TrialConfig) -> str:
         diff.pop("seed", None)
         shown = ", ".join(f"{k}={v}" for k, v in diff.items()) or "(base)"
         lines.append(f"  {index:>3}. {spec.name:<32} {shown}")
+    if skipped:
+        lines.append("Skipped (conflicts with this device or data; not run):")
+        for spec, reason in skipped:
+            lines.append(f"   SKIP {spec.name:<32} {reason}")
     return "\n".join(lines)
 
 
@@ -297,11 +343,19 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
     if args.list:
         print(list_spaces())
         return 0
+    if args.diagnose:
+        return _diagnose(args)
     space = get_space(args.space)
+    if args.auto_batch and space.name == "batch":
+        raise UsageError("--auto-batch picks one batch size; the batch space sweeps them: "
+                         "drop one of the two")
     base = base_config(args)
     only = [v.strip() for v in args.only.split(",") if v.strip()] if args.only else None
     trials = expand(space, base, args.seeds, only=only)
-    data_summary = check_data(trials)
+    trials, skipped, notes, data_summary = plan_trials(space, trials,
+                                                       resolve=args.resolve_conflicts)
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
     name = args.name or f"{space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
     if not NAME_PATTERN.match(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only")
@@ -311,7 +365,7 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
         print(f"Experiment {name} (dry run): space {space.name}, seeds {args.seeds}")
         if data_summary:
             print(f"Data: {data_summary}")
-        print(describe_trials(trials, base.replace(ablation=space.reference)))
+        print(describe_trials(trials, base.replace(ablation=space.reference), skipped))
         return 0
     if target.exists() and any(target.iterdir()):
         raise UsageError(f"{target} already exists; choose another --name or --storage")
@@ -320,11 +374,11 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
     if args.address is not None and args.address != "auto" \
             and not re.match(r"^(ray://)?[\w.-]+:\d+$", args.address):
         raise UsageError(f"--address {args.address!r}: use 'auto', host:port or ray://host:port")
-    return _run(args, space, trials, storage, name, command)
+    return _run(args, space, trials, skipped, storage, name, command)
 
 
-def _run(args: argparse.Namespace, space: Any, trials: list[Any], storage: Path, name: str,
-         command: list[str]) -> int:
+def _run(args: argparse.Namespace, space: Any, trials: list[Any], skipped: list[Any],
+         storage: Path, name: str, command: list[str]) -> int:
     import ray
 
     from ablations.runner import RunOptions, init_ray, run_experiment
@@ -360,7 +414,9 @@ def _run(args: argparse.Namespace, space: Any, trials: list[Any], storage: Path,
                   "(token authentication: `ray get-auth-token` prints the token)")
         print(f"Results: {storage / name}")
         print(f"TensorBoard: tensorboard --logdir {storage / name / 'tune'}")
-        result = run_experiment(trials, options)
+        if args.auto_batch:
+            trials = _auto_batch(args, trials)
+        result = run_experiment(trials, options, skipped=skipped)
     finally:
         if started_ray:
             ray.shutdown()
@@ -369,11 +425,75 @@ def _run(args: argparse.Namespace, space: Any, trials: list[Any], storage: Path,
     print(summary_table(df))
     counts = df["status"].value_counts().to_dict()
     print(f"\n{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed, "
-          f"{counts.get('diverged', 0)} diverged of {len(df)} trials.")
-    for _, row in df[df["status"] != "ok"].iterrows():
+          f"{counts.get('diverged', 0)} diverged, {counts.get('skipped', 0)} skipped "
+          f"of {len(df)} trials.")
+    for _, row in df[~df["status"].isin(["ok", "skipped"])].iterrows():
         print(f"  {row['trial_name']}: {row['status']}: {row['error']}")
     print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
     return 0 if counts.get("ok", 0) else 1
+
+
+def _auto_batch(args: argparse.Namespace, trials: list[Any]) -> list[Any]:
+    """Probe on a worker holding one trial's resources; set every trial's batch size."""
+    import ray
+
+    from ablations.memory import probe_max_batch
+
+    config = trials[0].config
+    if config.device != "cuda" and not config.inject_oom_above_batch:
+        print(f"auto-batch: trials run on {config.device}, which has no GPU memory to fit; "
+              f"keeping batch_size={config.batch_size}")
+        return trials
+    probe = ray.remote(num_cpus=args.cpus_per_trial, num_gpus=args.gpus_per_trial)(
+        probe_max_batch)
+    found = ray.get(probe.remote(config))
+    batch = found["batch"]
+    if batch < 1:
+        raise UsageError(f"auto-batch: even batch 1 runs out of memory on {found['device']}; "
+                         "use --config memory_optimized or fewer temporal_frames")
+    sizes = ", ".join(f"{size}{'' if ok else ' OOM'}" for size, ok in found["probed"])
+    print(f"auto-batch: largest batch whose step fits on {found['device']}: {batch} "
+          f"(probed {sizes}); using batch_size={batch * config.grad_accum_steps}")
+    out = []
+    for spec in trials:
+        new = spec.config.replace(batch_size=batch * spec.config.grad_accum_steps)
+        out.append(dataclasses.replace(spec, config=new))
+    return out
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    import ray
+
+    from ablations.memory import diagnose
+
+    info = diagnose()
+    print(f"python {info['python']}, torch {info['torch']}")
+    print(f"CPU: {info['cpu_cores']} cores, RAM {info['ram_available_gib']} GiB available of "
+          f"{info['ram_total_gib']} GiB")
+    print(f"CPU support: bf16 autocast {info['cpu_bf16_autocast']}, fp16 autocast "
+          f"{info['cpu_fp16_autocast']}, fused AdamW {info['cpu_fused_adamw']}, C++ compiler "
+          f"for inductor {info['cpp_compiler_for_inductor']}")
+    if info["gpus"]:
+        for gpu in info["gpus"]:
+            print(f"GPU {gpu['index']}: {gpu['name']}, {gpu['free_gib']} GiB free of "
+                  f"{gpu['total_gib']} GiB, capability {gpu['capability']}, bf16 {gpu['bf16']}, "
+                  f"tf32 {gpu['tf32']}")
+    else:
+        print("GPU: none visible to torch (CUDA available: False)")
+    try:
+        if args.address:
+            ray.init(address=args.address, logging_level=logging.WARNING)
+        else:
+            ray.init(include_dashboard=False, logging_level=logging.WARNING)
+        resources = ray.cluster_resources()
+        print("Ray resources: " + ", ".join(f"{k} {v:g}" for k, v in sorted(resources.items())
+                                            if not k.startswith("node:")))
+    except (ConnectionError, RuntimeError) as exc:
+        print(f"Ray: cannot start or connect ({str(exc).splitlines()[0]})")
+    finally:
+        ray.shutdown()
+    print(f"Suggested: {info['suggestion']}")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

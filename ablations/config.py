@@ -20,6 +20,9 @@ COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune", "max-autot
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")
 HEADS = ("gaussian", "point")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "single")
+LR_SCALINGS = ("fixed", "linear", "sqrt")
 DEVICES = ("auto", "cpu", "cuda")
 
 _TRUE = frozenset({"true", "1", "yes"})
@@ -118,8 +121,11 @@ class TrialConfig:
 
     # Optimisation.
     epochs: int = 4
-    batch_size: int = 32
-    lr: float = 2e-3
+    batch_size: int = 32  # effective batch per optimizer step (micro-batch x grad_accum_steps)
+    grad_accum_steps: int = 1  # micro-batches per optimizer step
+    lr: float = 2e-3  # at lr_reference_batch; see lr_scaling
+    lr_scaling: str = "fixed"  # fixed / linear / sqrt in batch_size / lr_reference_batch
+    lr_reference_batch: int = 32
     weight_decay: float = 1e-4
     grad_clip: float = 1.0  # max gradient norm; 0 = no clipping
     eval_batch_size: int = 256
@@ -127,13 +133,23 @@ class TrialConfig:
     # Systems.
     device: str = "auto"  # auto = cuda when the trial has a GPU, else cpu
     num_threads: int = 1  # torch intra-op threads; the runner sets it to --cpus-per-trial
-    gradient_checkpointing: bool = False
-    compile: str = "off"  # one of COMPILE_MODES
+    gradient_checkpointing: bool = False  # recompute CNN (one call over B*T frames) + attention
+    compile: str = "off"  # one of COMPILE_MODES; the mode actually used after resolution
     compile_backend: str = "inductor"  # eager / aot_eager for tests without a C++ compiler
+    precision: str = "fp32"  # fp32 / tf32 (CUDA) / bf16 (autocast) / fp16 (autocast+GradScaler)
+    channels_last: bool = False  # NHWC memory format for the CNN
+    optimizer_impl: str = "auto"  # AdamW kernel: auto (fused on CUDA, foreach on CPU) / ...
+    num_workers: int = 0  # DataLoader worker processes (0: load in the training process)
+    pin_memory: bool = False  # page-locked host batches for faster copies to the GPU
+    min_micro_batch: int = 1  # OOM recovery halves the micro-batch down to this floor
+    compile_requested: str = ""  # set by conflict resolution: what was asked for, if mapped
+    precision_requested: str = ""
 
     # Fault injection for tests of the failure path: raise at the start of this epoch (1-based,
     # 0 = never), only in a run that did not resume from a checkpoint, so a retry gets past it.
     inject_failure_at_epoch: int = 0
+    # OOM injection for tests on CPU: raise torch.OutOfMemoryError for micro-batches above this.
+    inject_oom_above_batch: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cnn_widths", parse_widths(self.cnn_widths))  # canonical form
@@ -144,11 +160,13 @@ class TrialConfig:
         """Raise :class:`ConfigError` naming the first bad value and the fix."""
         positive = ("epochs", "batch_size", "eval_batch_size", "temporal_frames", "embed_dim",
                     "num_heads", "num_threads", "synthetic_train", "synthetic_val",
-                    "synthetic_test")
+                    "synthetic_test", "grad_accum_steps", "lr_reference_batch",
+                    "min_micro_batch")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("max_train_examples", "max_eval_examples", "inject_failure_at_epoch"):
+        for name in ("max_train_examples", "max_eval_examples", "inject_failure_at_epoch",
+                     "num_workers", "inject_oom_above_batch"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.lr <= 0:
@@ -165,18 +183,35 @@ class TrialConfig:
         _choice("device", self.device, DEVICES)
         _choice("compile", self.compile, COMPILE_MODES)
         _choice("compile_backend", self.compile_backend, COMPILE_BACKENDS)
+        _choice("precision", self.precision, PRECISIONS)
+        _choice("optimizer_impl", self.optimizer_impl, OPTIMIZER_IMPLS)
+        _choice("lr_scaling", self.lr_scaling, LR_SCALINGS)
+        if self.compile_requested:
+            _choice("compile_requested", self.compile_requested, COMPILE_MODES)
+        if self.precision_requested:
+            _choice("precision_requested", self.precision_requested, PRECISIONS)
+        if self.batch_size % self.grad_accum_steps:
+            raise ConfigError(
+                f"batch_size ({self.batch_size}) must be divisible by grad_accum_steps "
+                f"({self.grad_accum_steps}): the micro-batch is their quotient"
+            )
         parse_widths(self.cnn_widths)
         if not (self.use_images or self.use_scalars):
             raise ConfigError("use_images and use_scalars are both false: the model has no input")
-        if self.compile in CUDA_GRAPH_MODES and self.gradient_checkpointing:
-            raise ConfigError(
-                f"compile={self.compile} uses CUDA graphs, which break with "
-                "gradient_checkpointing; use compile=default or max-autotune-no-cudagraphs"
-            )
         if self.data_dir and not Path(self.data_dir).is_absolute():
             raise ConfigError(f"data_dir must be absolute in a trial config, got {self.data_dir!r}")
 
     # ---------------------------------------------------------------- conversion
+    @property
+    def micro_batch(self) -> int:
+        return self.batch_size // self.grad_accum_steps
+
+    @property
+    def effective_lr(self) -> float:
+        """``lr`` scaled for ``batch_size`` relative to ``lr_reference_batch``."""
+        ratio = self.batch_size / self.lr_reference_batch
+        return self.lr * {"fixed": 1.0, "linear": ratio, "sqrt": ratio**0.5}[self.lr_scaling]
+
     @property
     def widths(self) -> tuple[int, int, int]:
         a, b, c = (int(w) for w in self.cnn_widths.split(","))

@@ -114,7 +114,8 @@ def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
     return True, url or None
 
 
-def run_experiment(trials: Sequence[TrialSpec], options: RunOptions) -> ExperimentResult:
+def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
+                   skipped: Sequence[tuple[TrialSpec, str]] = ()) -> ExperimentResult:
     """Run ``trials`` with Ray Tune and write the experiment folder.
 
     Uses the Ray already initialised in this process if there is one (tests do
@@ -131,7 +132,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions) -> Experime
     # and warn about it every time; the snapshot is cheap here.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     started_at = dt.datetime.now(dt.timezone.utc)
-    metadata = _metadata(trials, options, started_at)
+    metadata = _metadata(trials, options, started_at, skipped)
     write_json_atomic(metadata, root / METADATA_FILE)
 
     resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
@@ -156,11 +157,12 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions) -> Experime
         ),
     )
     grid = tuner.fit()
-    return collect_results(grid, trials, options, metadata)
+    return collect_results(grid, trials, options, metadata, skipped)
 
 
 def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
-                    metadata: dict[str, Any]) -> ExperimentResult:
+                    metadata: dict[str, Any],
+                    skipped: Sequence[tuple[TrialSpec, str]] = ()) -> ExperimentResult:
     """Turn Tune's ResultGrid into the three tables and write them atomically."""
     root = experiment_dir(options)
     by_name = {spec.name: spec for spec in trials}
@@ -179,7 +181,12 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
             if predictions is not None:
                 prediction_frames.append(_with_keys(predictions, spec, options))
 
-    trials_df = _order(pd.DataFrame(trial_rows), [spec.name for spec in trials])
+    for spec, reason in skipped:  # cells that could not run here: a row with the reason
+        row = _trial_row(spec, {}, None, None, options, metadata)
+        row.update(status="skipped", failure_reason="conflict", error=reason)
+        trial_rows.append(row)
+    names = [spec.name for spec in trials] + [spec.name for spec, _ in skipped]
+    trials_df = _order(pd.DataFrame(trial_rows), names)
     epochs_df = (
         pd.concat(epoch_frames, ignore_index=True) if epoch_frames
         else pd.DataFrame(columns=column_names(EPOCH_COLUMNS))
@@ -198,8 +205,8 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
 # ------------------------------------------------------------------------------------ helpers
 
 
-def _metadata(trials: Sequence[TrialSpec], options: RunOptions,
-              started_at: dt.datetime) -> dict[str, Any]:
+def _metadata(trials: Sequence[TrialSpec], options: RunOptions, started_at: dt.datetime,
+              skipped: Sequence[tuple[TrialSpec, str]] = ()) -> dict[str, Any]:
     import ray
     import torch
 
@@ -209,6 +216,7 @@ def _metadata(trials: Sequence[TrialSpec], options: RunOptions,
         "started_at": started_at.isoformat(),
         "command": options.command,
         "trials": {spec.name: spec.config.to_dict() for spec in trials},
+        "skipped": {spec.name: reason for spec, reason in skipped},
         "seeds": sorted({spec.seed for spec in trials}),
         "cpus_per_trial": options.cpus_per_trial,
         "gpus_per_trial": options.gpus_per_trial,
@@ -240,14 +248,17 @@ def _nan_if_missing(metrics: dict[str, Any], key: str) -> float:
 def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseException],
                history: Optional[pd.DataFrame], options: RunOptions,
                metadata: dict[str, Any]) -> dict[str, Any]:
+    reason = None
     if error is not None:
         status, message = "failed", _error_line(error)
+        reason = "oom" if "TrialOutOfMemory" in message or "oom:" in message else "error"
     elif metrics.get("status") == "diverged":
         status, message = "diverged", str(metrics.get("error", "non-finite loss"))
+        reason = "non-finite-loss"
     elif metrics.get("status") == "ok" and "test_mae" in metrics:
         status, message = "ok", None
     else:
-        status, message = "failed", "trial ended without a final result"
+        status, message, reason = "failed", "trial ended without a final result", "error"
     epochs_run = int(history["epoch"].max()) if history is not None and "epoch" in history \
         and history["epoch"].notna().any() else 0
     row: dict[str, Any] = {
@@ -256,6 +267,7 @@ def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExc
         "trial_name": spec.name,
         "trial_id": str(metrics.get("trial_id", "")),
         "status": status,
+        "failure_reason": reason,
         "error": message,
         "epochs_run": epochs_run,
     }
@@ -267,6 +279,11 @@ def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExc
     if math.isnan(row["wall_s"]):  # failed before the end: Tune's own clock
         row["wall_s"] = _nan_if_missing(metrics, "time_total_s")
     row["device_used"] = metrics.get("device")
+    for key in ("compile_used", "optimizer_used"):
+        row[key] = metrics.get(key)
+    for key in ("oom_retries", "final_micro_batch", "final_accum_steps"):
+        value = metrics.get(key)
+        row[key] = int(value) if value is not None and value == value else None
     row["data_source"] = spec.config.data_dir or "synthetic"
     for key in ("torch_version", "ray_version", "python_version", "git_commit"):
         row[key] = metadata[key]
@@ -282,7 +299,9 @@ def _epoch_rows(spec: TrialSpec, history: pd.DataFrame, options: RunOptions) -> 
         if name not in keys:
             frame[name] = history[name] if name in history else math.nan
     frame = _with_keys(frame.reset_index(drop=True), spec, options)
-    frame["epoch"] = frame["epoch"].astype("int64")
+    for name, dtype, _ in EPOCH_COLUMNS:
+        if dtype == "int64" and name not in keys:
+            frame[name] = frame[name].astype("Int64")
     return frame[column_names(EPOCH_COLUMNS)].drop_duplicates(["trial_name", "epoch"], keep="last")
 
 
@@ -312,7 +331,11 @@ def _order(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     head = ["experiment", "space", "trial_name", "trial_id", "ablation", "seed"]
     rest = [c for c in first if c not in head]
     config = [c for c in CONFIG_COLUMNS if c not in head]
-    return frame[head + rest + config]
+    frame = frame[head + rest + config]
+    for name, dtype, _ in TRIAL_COLUMNS:
+        if dtype == "int64":
+            frame[name] = frame[name].astype("Int64")  # nullable: skipped/failed rows
+    return frame
 
 
 def default_threads(config: TrialConfig, cpus_per_trial: float) -> TrialConfig:

@@ -10,20 +10,24 @@ Units: the model trains on a standardised target; every metric here is in km (ta
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import gc
 import math
 import resource
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ablations.config import TrialConfig
+from ablations.config import CUDA_GRAPH_MODES, TrialConfig
+from ablations.systems import NO_CUDA_GRAPH_MODE, resolve_systems
 from model.data import (
     RegressionData,
     SyntheticSpec,
@@ -112,27 +116,67 @@ class Normaliser:
         )
 
 
+class BatchSource(torch.utils.data.Dataset):
+    """A list of sample indices -> CPU tensors (raw frames, normalised scalars, normalised
+    target). Indexed by whole batches, so a DataLoader with a BatchSampler reads each batch
+    with one sorted read of the (memory-mapped) images."""
+
+    def __init__(self, data: RegressionData, norm: Normaliser, config: TrialConfig):
+        self.data, self.norm, self.config = data, norm, config
+
+    def __len__(self) -> int:
+        return len(self.data.target)
+
+    def __getitem__(self, idx: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        idx = np.asarray(idx)
+        frames = torch.empty(0)
+        if self.config.use_images:
+            frames = torch.from_numpy(self.data.frames(idx, self.config.temporal_frames))
+        scalars = torch.empty(0)
+        if self.config.use_scalars:
+            s = (self.data.scalars[idx] - self.norm.scalar_mean) / self.norm.scalar_std
+            scalars = torch.from_numpy(s.astype(np.float32))
+        target = (self.data.target[idx] - self.norm.target_mean) / self.norm.target_std
+        return frames, scalars, torch.from_numpy(target.astype(np.float32))
+
+
 class Batches:
-    """Turns sample indices into normalised tensors on the device."""
+    """Moves CPU batches to the device and normalises the frames there."""
 
     def __init__(self, data: RegressionData, norm: Normaliser, config: TrialConfig,
                  device: torch.device):
-        self.data, self.norm, self.config, self.device = data, norm, config, device
+        self.source = BatchSource(data, norm, config)
+        self.config, self.device = config, device
         shape = (1, 1, -1, 1, 1)
         self.image_mean = torch.from_numpy(norm.image_mean).view(shape).to(device)
         self.image_std = torch.from_numpy(norm.image_std).view(shape).to(device)
 
-    def __call__(self, idx: np.ndarray) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor], torch.Tensor]:
-        frames = None
+    def to_device(self, batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+                  ) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor], torch.Tensor]:
+        frames, scalars, target = batch
+        blocking = not (self.config.pin_memory and self.device.type == "cuda")
+        out_frames = None
         if self.config.use_images:
-            raw = torch.from_numpy(self.data.frames(idx, self.config.temporal_frames))
-            frames = (raw.to(self.device, non_blocking=True) - self.image_mean) / self.image_std
-        scalars = None
-        if self.config.use_scalars:
-            s = (self.data.scalars[idx] - self.norm.scalar_mean) / self.norm.scalar_std
-            scalars = torch.from_numpy(s.astype(np.float32)).to(self.device)
-        target = (self.data.target[idx] - self.norm.target_mean) / self.norm.target_std
-        return frames, scalars, torch.from_numpy(target.astype(np.float32)).to(self.device)
+            out_frames = (frames.to(self.device, non_blocking=not blocking) - self.image_mean) \
+                / self.image_std
+        out_scalars = scalars.to(self.device, non_blocking=not blocking) \
+            if self.config.use_scalars else None
+        return out_frames, out_scalars, target.to(self.device, non_blocking=not blocking)
+
+    def __call__(self, idx: np.ndarray):
+        return self.to_device(self.source[idx])
+
+    def loader(self, order: np.ndarray, micro_batch: int) -> Iterable:
+        """Training micro-batches in ``order`` (drop_last: every batch has the same shape)."""
+        sampler = torch.utils.data.BatchSampler(order.tolist(), micro_batch, drop_last=True)
+        if self.config.num_workers == 0 and not self.config.pin_memory:
+            return (self.source[idx] for idx in sampler)
+        return torch.utils.data.DataLoader(
+            self.source, sampler=sampler, batch_size=None,
+            num_workers=self.config.num_workers,
+            pin_memory=self.config.pin_memory and self.device.type == "cuda",
+            prefetch_factor=2 if self.config.num_workers else None,
+        )
 
 
 def epoch_order(train_idx: np.ndarray, seed: int, epoch: int) -> np.ndarray:
@@ -163,6 +207,7 @@ def model_config_for(config: TrialConfig, data: RegressionData) -> ModelConfig:
         num_heads=config.num_heads,
         dropout=config.dropout,
         gradient_checkpointing=config.gradient_checkpointing,
+        channels_last=config.channels_last,
     )
 
 
@@ -188,14 +233,19 @@ def resolve_device(config: TrialConfig) -> torch.device:
 
 @torch.no_grad()
 def predict(model: torch.nn.Module, batches: Batches, idx: np.ndarray, batch_size: int,
-            norm: Normaliser) -> tuple[np.ndarray, Optional[np.ndarray], float]:
-    """Predicted mean and std in km for samples ``idx`` (in order), and the mean loss."""
+            norm: Normaliser, precision: str = "fp32"
+            ) -> tuple[np.ndarray, Optional[np.ndarray], float]:
+    """Predicted mean and std in km for samples ``idx`` (in order), and the mean loss.
+    Runs the plain (uncompiled) model under ``no_grad`` (rule 5)."""
     model.eval()
     means, stds, losses = [], [], []
     for start in range(0, len(idx), batch_size):
         chunk = idx[start : start + batch_size]
         frames, scalars, target = batches(chunk)
-        mean, variance = model(frames, scalars)
+        with autocast_for(precision, batches.device.type):
+            mean, variance = model(frames, scalars)
+        mean = mean.float()
+        variance = None if variance is None else variance.float()
         losses.append(float(loss_fn(mean, variance, target)) * len(chunk))
         means.append(mean.float().cpu().numpy().copy())  # copy off any graph-owned buffer
         if variance is not None:
@@ -270,7 +320,8 @@ def train(
     """Train one trial; see the module docstring.
 
     Args:
-        config: the trial's configuration.
+        config: the trial's configuration. Unsafe switch combinations raise ``ConfigError``
+            here too (the runner resolves them before any trial starts).
         report: called after every epoch with (metrics, resumable state, predictions or None).
             The state refers to the live model and optimizer tensors: serialise or deep-copy
             it inside the call.
@@ -279,12 +330,17 @@ def train(
 
     Returns:
         The outcome: status ``ok`` or ``diverged`` (a non-finite loss), the last metrics, the
-        per-epoch history and the test predictions. Other errors propagate.
+        per-epoch history and the test predictions.
+
+    Raises:
+        TrialOutOfMemory: out of memory even at the smallest micro-batch.
     """
     started = time.perf_counter()
     torch.set_num_threads(config.num_threads)
-    torch.manual_seed(config.seed)
     device = resolve_device(config)
+    config, _ = resolve_systems(config, device=device.type, resolve=False)
+    set_float32_precision(config.precision, device)
+    torch.manual_seed(config.seed)
     reset_peak_memory(device)
 
     data = data if data is not None else load_data(config)
@@ -301,54 +357,78 @@ def train(
     batches = Batches(data, norm, config, device)
 
     model = build_model(model_config_for(config, data)).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    if config.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    optimizer, optimizer_used = make_optimizer(model, config, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
     steps_per_epoch = len(train_idx) // config.batch_size  # drop_last: fixed shapes
     scheduler = torch.optim.lr_scheduler.OneCycleLR(
-        optimizer, max_lr=config.lr, total_steps=config.epochs * steps_per_epoch, pct_start=0.15
+        optimizer, max_lr=config.effective_lr, total_steps=config.epochs * steps_per_epoch,
+        pct_start=0.15,
     )
     history: list[dict[str, Any]] = []
     start_epoch = 1
-    if resume_state is not None:
+    micro_batch, accum_steps, oom_retries = config.micro_batch, config.grad_accum_steps, 0
+    if resume_state is not None:  # in place: parameters keep their storage (rule 4)
         model.load_state_dict(resume_state["model"])
         optimizer.load_state_dict(resume_state["optimizer"])
         scheduler.load_state_dict(resume_state["scheduler"])
+        scaler.load_state_dict(resume_state["scaler"])
         torch.set_rng_state(resume_state["torch_rng"])
         history = list(resume_state["history"])
         start_epoch = int(resume_state["epoch"]) + 1
-    # Compile once, after .to(device) and after restoring weights (never rebind afterwards).
-    if config.compile == "off":
-        forward = model
-    elif config.compile_backend == "inductor":
-        forward = torch.compile(model, mode=config.compile)
-    else:  # modes are inductor options; other backends take none
-        forward = torch.compile(model, backend=config.compile_backend)
+        micro_batch, accum_steps = resume_state["micro_batch"], resume_state["accum_steps"]
+        oom_retries = resume_state["oom_retries"]
+    compiled = CompiledModel(model, config)  # once, after .to(device) and restoring weights
+    stepper = Stepper(compiled, optimizer, scheduler, scaler, batches, config)
 
     metrics: dict[str, Any] = history[-1] if history else {}
     status = "ok"
+    compile_s = 0.0
     epoch = start_epoch - 1
+
+    def state_now() -> dict[str, Any]:
+        return resumable_state(epoch, model, optimizer, scheduler, scaler, history,
+                               micro_batch=micro_batch, accum_steps=accum_steps,
+                               oom_retries=oom_retries)
+
     for epoch in range(start_epoch, config.epochs + 1):
         if epoch == config.inject_failure_at_epoch and resume_state is None:
             raise InjectedFailure(f"injected failure at epoch {epoch} (inject_failure_at_epoch)")
         epoch_started = time.perf_counter()
-        model.train()
-        order = epoch_order(train_idx, config.seed, epoch)
-        loss_sum = torch.zeros((), device=device)
-        for step in range(steps_per_epoch):
-            chunk = order[step * config.batch_size : (step + 1) * config.batch_size]
-            frames, scalars, target = batches(chunk)
-            mean, variance = forward(frames, scalars)
-            loss = loss_fn(mean, variance, target)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            loss_sum += loss.detach()
-        train_loss = float(loss_sum) / steps_per_epoch  # one sync per epoch, not per step
+        order = epoch_order(train_idx, config.seed, epoch)[: steps_per_epoch * config.batch_size]
+        snapshot = copy.deepcopy(state_now()) if device.type == "cuda" or \
+            config.inject_oom_above_batch else None
+        while True:
+            run, oom_text = None, None
+            try:
+                run = stepper.run_epoch(order, micro_batch, accum_steps,
+                                        time_first_step=epoch == start_epoch)
+            except Exception as exc:  # noqa: BLE001 - only OOM is handled; the rest re-raised
+                if not is_out_of_memory(exc):
+                    raise
+                oom_text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "OOM"
+            if run is not None:
+                break
+            # Recover outside the except block: the exception no longer pins frames/tensors.
+            release_memory(device, compiled)
+            if micro_batch % 2 or micro_batch // 2 < config.min_micro_batch or snapshot is None:
+                raise TrialOutOfMemory(
+                    f"oom: out of memory at micro-batch {micro_batch} x {accum_steps} "
+                    f"accumulation steps; cannot halve below min_micro_batch="
+                    f"{config.min_micro_batch} ({oom_text})"
+                )
+            micro_batch, accum_steps, oom_retries = micro_batch // 2, accum_steps * 2, oom_retries + 1
+            restore_state(snapshot, model, optimizer, scheduler, scaler)  # an OOM in step() may
+            compiled.after_oom(accum_steps)  # have updated part of the weights: start over
+            stepper.compiled = compiled
+        train_loss = run.loss
         train_s = time.perf_counter() - epoch_started
+        if epoch == start_epoch:
+            compile_s = run.compile_s
 
-        val_mean, val_std, val_loss = predict(model, batches, val_idx, config.eval_batch_size, norm)
+        val_mean, val_std, val_loss = predict(model, batches, val_idx, config.eval_batch_size,
+                                              norm, config.precision)
         metrics = {
             "epoch": epoch,
             "train_loss": train_loss,
@@ -356,7 +436,10 @@ def train(
             **regression_metrics(data.target[val_idx], val_mean, val_std, "val"),
             "lr": scheduler.get_last_lr()[0],
             "epoch_s": time.perf_counter() - epoch_started,
-            "train_samples_per_s": steps_per_epoch * config.batch_size / train_s,
+            "train_s": train_s,
+            "train_samples_per_s": run.samples_per_s,
+            "micro_batch": micro_batch,
+            "accum_steps": accum_steps,
             "status": "ok",
         }
         if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
@@ -367,55 +450,226 @@ def train(
         last = epoch == config.epochs or status != "ok"
         predictions = None
         if last:
-            metrics.update(_final_metrics(history, device, started))
+            metrics.update(_final_metrics(history, device, started, compile_s, oom_retries,
+                                          compiled.mode, optimizer_used))
             if status == "ok":
                 predictions, test_metrics = _test(model, batches, data, test_idx, config, norm)
                 metrics.update(test_metrics)
         if report is not None:
-            report(metrics, resumable_state(epoch, model, optimizer, scheduler, history),
-                   predictions)
+            report(metrics, state_now(), predictions)
         if status != "ok":
             return TrialOutcome(status=status, metrics=metrics, history=history)
     if epoch < start_epoch:  # resumed after the last epoch: evaluate once more and report
         metrics = dict(metrics)
-        metrics.update(_final_metrics(history, device, started))
+        metrics.update(_final_metrics(history, device, started, compile_s, oom_retries,
+                                      compiled.mode, optimizer_used))
         predictions, test_metrics = _test(model, batches, data, test_idx, config, norm)
         metrics.update(test_metrics)
         if report is not None:
-            report(metrics, resumable_state(epoch, model, optimizer, scheduler, history),
-                   predictions)
-        return TrialOutcome(status="ok", metrics=metrics, history=history, predictions=predictions)
+            report(metrics, state_now(), predictions)
     return TrialOutcome(status=status, metrics=metrics, history=history, predictions=predictions)
 
 
+# --------------------------------------------------------------------------------------------
+# Systems: precision, compile, optimizer, the step, OOM
+# --------------------------------------------------------------------------------------------
+
+
+class TrialOutOfMemory(RuntimeError):
+    """Out of memory even at the smallest micro-batch; the trial fails with reason ``oom``."""
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        "CUDA out of memory" in text or "CUBLAS_STATUS_ALLOC_FAILED" in text
+    )
+
+
+def release_memory(device: torch.device, compiled: "CompiledModel") -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def set_float32_precision(precision: str, device: torch.device) -> None:
+    """TF32 on or off, set once before compiling (and reset: worker processes are reused)."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+
+def autocast_for(precision: str, device_type: str):
+    """The autocast context of a precision: bf16/fp16 mixed precision, else a no-op."""
+    if precision in ("bf16", "fp16"):
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        return torch.autocast(device_type, dtype=dtype)
+    return contextlib.nullcontext()
+
+
+def make_optimizer(model: torch.nn.Module, config: TrialConfig, device: torch.device
+                   ) -> tuple[torch.optim.Optimizer, str]:
+    """AdamW with the kernel asked for; ``auto``: fused on CUDA, foreach elsewhere."""
+    impl = config.optimizer_impl
+    if impl == "auto":
+        impl = "fused" if device.type == "cuda" else "foreach"
+    kwargs: dict[str, Any] = {"fused": True} if impl == "fused" else {"foreach": impl == "foreach"}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.effective_lr,
+                                  weight_decay=config.weight_decay, **kwargs)
+    return optimizer, impl
+
+
+class CompiledModel:
+    """The model's training forward, compiled once (or not); evaluation uses the plain model."""
+
+    def __init__(self, model: torch.nn.Module, config: TrialConfig):
+        self.model, self.mode, self.backend = model, config.compile, config.compile_backend
+        self.forward = self._build()
+
+    def _build(self):
+        if self.mode == "off":
+            return self.model
+        if self.backend == "inductor":
+            return torch.compile(self.model, mode=self.mode, dynamic=False)
+        return torch.compile(self.model, backend=self.backend, dynamic=False)
+
+    @property
+    def uses_cuda_graphs(self) -> bool:
+        return self.backend == "inductor" and self.mode in CUDA_GRAPH_MODES
+
+    def mark_step(self) -> None:
+        if self.uses_cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+
+    def after_oom(self, accum_steps: int) -> None:
+        """Drop compiled code (new shapes follow); no CUDA graphs with accumulation."""
+        if self.mode == "off":
+            return
+        torch.compiler.reset()
+        if self.uses_cuda_graphs and accum_steps > 1:
+            self.mode = NO_CUDA_GRAPH_MODE[self.mode]
+        self.forward = self._build()
+
+
+@dataclass
+class EpochRun:
+    loss: float  # mean micro-batch loss
+    samples_per_s: float  # excluding the first (compiling) step when it was timed
+    compile_s: float  # first step's time above a steady step's; 0 when not timed
+
+
+class Stepper:
+    """Runs one epoch of micro-batches with accumulation, precision and clipping."""
+
+    def __init__(self, compiled: CompiledModel, optimizer, scheduler, scaler, batches: Batches,
+                 config: TrialConfig):
+        self.compiled, self.optimizer, self.scheduler, self.scaler = (
+            compiled, optimizer, scheduler, scaler)
+        self.batches, self.config = batches, config
+
+    def run_epoch(self, order: np.ndarray, micro_batch: int, accum_steps: int, *,
+                  time_first_step: bool) -> EpochRun:
+        config, device = self.config, self.batches.device
+        model = self.compiled.model
+        model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), device=device)
+        count, first_step_s = 0, 0.0
+        started = time.perf_counter()
+        for count, cpu_batch in enumerate(self.batches.loader(order, micro_batch), 1):
+            frames, scalars, target = self.batches.to_device(cpu_batch)
+            if config.inject_oom_above_batch and len(target) > config.inject_oom_above_batch:
+                raise torch.OutOfMemoryError(
+                    f"CUDA out of memory (injected: micro-batch {len(target)} > "
+                    f"inject_oom_above_batch={config.inject_oom_above_batch})"
+                )
+            self.compiled.mark_step()
+            with autocast_for(config.precision, device.type):
+                mean, variance = self.compiled.forward(frames, scalars)
+            loss = loss_fn(mean.float(), None if variance is None else variance.float(), target)
+            self.scaler.scale(loss / accum_steps).backward()
+            if count % accum_steps == 0:
+                if config.grad_clip > 0:
+                    self.scaler.unscale_(self.optimizer)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+                self.optimizer.zero_grad(set_to_none=True)
+                self.scheduler.step()
+            loss_sum += loss.detach()
+            if count == 1 and time_first_step:
+                _synchronize(device)
+                first_step_s = time.perf_counter() - started
+        _synchronize(device)  # one sync per epoch, none per step
+        total_s = time.perf_counter() - started
+        mean_loss = float(loss_sum) / max(count, 1)
+        if time_first_step and count > 1:
+            steady_s = (total_s - first_step_s) / (count - 1)
+            return EpochRun(mean_loss, (count - 1) * micro_batch / (total_s - first_step_s),
+                            max(0.0, first_step_s - steady_s))
+        return EpochRun(mean_loss, count * micro_batch / total_s, 0.0)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def restore_state(state: dict[str, Any], model, optimizer, scheduler, scaler) -> None:
+    """Weights back in place (``load_state_dict`` copies into the existing parameters)."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    scaler.load_state_dict(state["scaler"])
+    torch.set_rng_state(state["torch_rng"])
+
+
 def resumable_state(epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    scheduler: Any, history: list[dict[str, Any]]) -> dict[str, Any]:
+                    scheduler: Any, scaler: Any, history: list[dict[str, Any]], *,
+                    micro_batch: int, accum_steps: int, oom_retries: int) -> dict[str, Any]:
     """What ``train(resume_state=...)`` needs to continue after ``epoch``."""
     return {
         "epoch": epoch,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict(),
         "torch_rng": torch.get_rng_state(),
         "history": list(history),
+        "micro_batch": micro_batch,
+        "accum_steps": accum_steps,
+        "oom_retries": oom_retries,
     }
 
 
-def _final_metrics(history: list[dict[str, Any]], device: torch.device, started: float) -> dict[str, Any]:
-    rates = [h["train_samples_per_s"] for h in history]
-    steady = rates[1:] or rates  # the first epoch includes warm-up
+def _final_metrics(history: list[dict[str, Any]], device: torch.device, started: float,
+                   compile_s: float, oom_retries: int, compile_used: str,
+                   optimizer_used: str) -> dict[str, Any]:
     return {
         "epochs_run": len(history),
-        "steady_train_samples_per_s": statistics.median(steady),
+        # epoch 1's rate already excludes its first (compiling) step
+        "steady_train_samples_per_s": statistics.median(h["train_samples_per_s"] for h in history),
+        "mean_epoch_s": statistics.fmean(h["epoch_s"] for h in history),
+        "compile_s": compile_s,
         "peak_mem_mb": peak_memory_mb(device),
+        "peak_mem_reserved_mb": torch.cuda.max_memory_reserved(device) / 2**20
+        if device.type == "cuda" else math.nan,
         "wall_s": time.perf_counter() - started,
         "device": device.type,
+        "compile_used": compile_used,
+        "optimizer_used": optimizer_used,
+        "oom_retries": oom_retries,
+        "final_micro_batch": history[-1]["micro_batch"],
+        "final_accum_steps": history[-1]["accum_steps"],
     }
 
 
 def _test(model, batches: Batches, data: RegressionData, test_idx: np.ndarray,
           config: TrialConfig, norm: Normaliser) -> tuple[pd.DataFrame, dict[str, float]]:
-    mean, std, _ = predict(model, batches, test_idx, config.eval_batch_size, norm)
+    mean, std, _ = predict(model, batches, test_idx, config.eval_batch_size, norm,
+                           config.precision)
     target = data.target[test_idx]
     predictions = pd.DataFrame(
         {

@@ -54,6 +54,7 @@ class ModelConfig:
     dropout: float = 0.1  # dropout in attention and fusion
     coord_channels: bool = True  # append x/y coordinate planes so pooled features know position
     gradient_checkpointing: bool = False  # recompute the CNN and attention in backward
+    channels_last: bool = False  # NHWC memory format for the CNN's input (systems switch)
 
     def __post_init__(self) -> None:
         for name in ("in_channels", "image_height", "image_width", "temporal_frames", "embed_dim"):
@@ -103,9 +104,11 @@ def _conv_block(c_in: int, c_out: int, stride: int) -> nn.Sequential:
 class FrameCNN(nn.Module):
     """Per-frame CNN: (N, C, H, W) -> (N, widths[2], h, w) with h, w = H/4, W/4 (rounded up)."""
 
-    def __init__(self, in_channels: int, widths: tuple[int, int, int], coord_channels: bool):
+    def __init__(self, in_channels: int, widths: tuple[int, int, int], coord_channels: bool,
+                 channels_last: bool = False):
         super().__init__()
         self.coord_channels = coord_channels
+        self.channels_last = channels_last
         c_in = in_channels + (2 if coord_channels else 0)
         self.layers = nn.Sequential(
             _conv_block(c_in, widths[0], stride=1),
@@ -121,6 +124,8 @@ class FrameCNN(nn.Module):
             grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
             coords = torch.stack((grid_x, grid_y)).expand(n, 2, height, width)
             frames = torch.cat((frames, coords), dim=1)
+        if self.channels_last:
+            frames = frames.contiguous(memory_format=torch.channels_last)
         return self.layers(frames)
 
 
@@ -157,7 +162,8 @@ class MultimodalRegressionModel(nn.Module):
         if config.use_images:
             branches += 1
             widths = config.cnn_widths
-            self.cnn = FrameCNN(config.in_channels, widths, config.coord_channels)
+            self.cnn = FrameCNN(config.in_channels, widths, config.coord_channels,
+                                config.channels_last)
             map_h, map_w = config.feature_map_size
             self.spatial_proj = nn.Linear(widths[2], dim)
             self.spatial_pos = nn.Parameter(torch.zeros(1, map_h * map_w, dim))

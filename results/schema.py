@@ -15,6 +15,7 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("trial_name", "string", "unique within the experiment: <ablation>-seed<seed>"),
     ("trial_id", "string", "Ray Tune's trial id"),
     ("status", "string", "ok / failed / diverged"),
+    ("failure_reason", "string", "oom / error / non-finite-loss for failed and diverged trials"),
     ("error", "string", "one-line error for failed and diverged trials, else null"),
     ("epochs_run", "int64", "epochs completed"),
     ("train_loss", "float64", "last epoch's mean training loss (NLL or MSE, standardised units)"),
@@ -30,9 +31,19 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("test_nll", "float64", "test Gaussian NLL per sample, km units (null: point head)"),
     ("test_coverage_90", "float64", "share of test targets inside the central 90% interval"),
     ("wall_s", "float64", "trial wall time inside the worker: data, model, training, evaluation"),
-    ("train_samples_per_s", "float64", "median training throughput over epochs after the first"),
-    ("peak_mem_mb", "float64", "peak RSS of the worker process (CPU) or CUDA max allocated (GPU)"),
+    ("train_samples_per_s", "float64",
+     "steady-state training samples/s: median over epochs, the first (compiling) step excluded"),
+    ("mean_epoch_s", "float64", "mean seconds per epoch, training and validation"),
+    ("compile_s", "float64", "first training step's time above a steady step's (compile, warm-up)"),
+    ("peak_mem_mb", "float64",
+     "peak memory of the trial: CUDA max_memory_allocated on GPU, the process's peak RSS on CPU"),
+    ("peak_mem_reserved_mb", "float64", "CUDA max_memory_reserved (null on CPU)"),
     ("device_used", "string", "cpu / cuda"),
+    ("compile_used", "string", "compile mode that ran (also `compile`; OOM recovery may change it)"),
+    ("optimizer_used", "string", "AdamW kernel that ran: fused / foreach / single"),
+    ("oom_retries", "int64", "times the trial ran out of memory and halved its micro-batch"),
+    ("final_micro_batch", "int64", "micro-batch at the end (batch_size / grad_accum_steps at first)"),
+    ("final_accum_steps", "int64", "gradient accumulation steps at the end"),
     ("data_source", "string", "synthetic:<key of its parameters> or the data directory"),
     ("torch_version", "string", "torch.__version__ in the driver"),
     ("ray_version", "string", "ray.__version__ in the driver"),
@@ -55,7 +66,10 @@ EPOCH_COLUMNS: list[tuple[str, str, str]] = [
     ("val_coverage_90", "float64", "validation 90% interval coverage (null: point head)"),
     ("lr", "float64", "learning rate at the end of the epoch"),
     ("epoch_s", "float64", "seconds for the epoch, training and validation"),
-    ("train_samples_per_s", "float64", "training throughput of the epoch"),
+    ("train_s", "float64", "seconds of training in the epoch"),
+    ("train_samples_per_s", "float64", "training throughput of the epoch (epoch 1: first step excluded)"),
+    ("micro_batch", "int64", "micro-batch size in this epoch"),
+    ("accum_steps", "int64", "gradient accumulation steps in this epoch"),
 ]
 
 PREDICTION_COLUMNS: list[tuple[str, str, str]] = [
@@ -77,3 +91,87 @@ CONFIG_COLUMNS: list[str] = list(TrialConfig.__dataclass_fields__)
 
 def column_names(columns: list[tuple[str, str, str]]) -> list[str]:
     return [name for name, _, _ in columns]
+
+
+def _table(columns: list[tuple[str, str, str]]) -> str:
+    rows = ["| column | type | meaning |", "|---|---|---|"]
+    rows += [f"| `{name}` | {dtype} | {text} |" for name, dtype, text in columns]
+    return "\n".join(rows)
+
+
+def render_markdown() -> str:
+    """The text of results/README.md (``python -m results.schema`` rewrites the file)."""
+    config = ", ".join(f"`{c}`" for c in CONFIG_COLUMNS)
+    return f"""# Results: the experiment folder and its Parquet schema
+
+Every run writes `<storage>/<experiment>/` (default storage: `./ablation_results`):
+
+| file | one row per |
+|---|---|
+| `trials.parquet` | trial (variant × seed), whatever its status |
+| `epochs.parquet` | trial × epoch: the learning curves |
+| `predictions.parquet` | test sample × ok trial |
+| `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, versions, command |
+| `tune/` | Ray Tune's own state, checkpoints, TensorBoard/CSV/JSON logs |
+
+Files are written atomically (a temporary file in the same folder, fsync, rename): a crash
+leaves either the previous file or the new one, never half of one. `trials.parquet` is written
+last, so its presence means the other two are complete.
+
+Read them with pandas:
+
+```python
+import pandas as pd
+trials = pd.read_parquet("ablation_results/<experiment>/trials.parquet")
+ok = trials[trials.status == "ok"]
+ok.groupby("ablation")["test_mae"].agg(["mean", "std", "count"])
+```
+
+or `results.read_experiment(path)`, which returns the three tables and names a missing file.
+
+This file is `results/schema.py` rendered (`python -m results.schema`); a test checks that a
+real run writes every column and that this file is up to date.
+
+## trials.parquet
+
+{_table(TRIAL_COLUMNS)}
+| `ablation`, `seed`, ... | | every field of `TrialConfig` (`ablations/config.py`) is a column too, with the value the trial ran with |
+
+Config columns: {config}.
+
+`compile` and `precision` hold what ran; `compile_requested` and `precision_requested` what was
+asked for when `--resolve-conflicts` mapped it (empty otherwise).
+
+Status: `ok` (trained all epochs, test metrics present); `failed` (raised; `error` holds the
+last line of the exception, `failure_reason` is `oom` when it ran out of memory even at the
+smallest micro-batch, else `error`; `epochs_run` the epochs it finished); `diverged` (a
+non-finite training or validation loss; the trial stops there and is not retried); `skipped` (a
+cell of a sweep that cannot run on this device or data, e.g. a CUDA-graph compile mode on CPU;
+`error` holds the reason; nothing ran). Failed and diverged trials keep their row; the other
+trials go on.
+
+Metrics are in target units (km) except the losses, which are in standardised units (the model
+trains on a standardised target). NLL is the Gaussian negative log-likelihood per sample,
+`0.5·log(2π·σ²) + (y−μ)²/(2σ²)`, with μ and σ in km; it and the coverage are null for the
+`point` head (no variance is made up).
+
+## epochs.parquet
+
+{_table(EPOCH_COLUMNS)}
+
+## predictions.parquet
+
+{_table(PREDICTION_COLUMNS)}
+| `stratum_<column>` | as in the data | one column per stratum of the data: for the synthetic set `stratum_regime`, `stratum_speed_px_per_frame`, `stratum_blob_sigma_px`; for a file dataset every column of `table.parquet` other than `target`, `split` and `scalar_*` |
+
+`sample_index` is the row of the sample in the dataset, so a sample can be matched across trials
+(every trial of an experiment sees the same data and the same test split).
+"""
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    target = Path(__file__).with_name("README.md")
+    target.write_text(render_markdown())
+    print(f"wrote {target}")

@@ -1,11 +1,17 @@
 """Declarative search spaces: tables of named diffs against a base configuration."""
 
 from search_spaces.components import BASELINE, COMPONENT_ABLATIONS
+from search_spaces.presets import PRESETS
 from search_spaces.spaces import SPACES, Space, TrialSpec, expand, get_space
+from search_spaces.sweeps import BATCH_SWEEP, FRAMES_SWEEP, SYSTEMS_MATRIX
 
 __all__ = [
     "BASELINE",
+    "BATCH_SWEEP",
     "COMPONENT_ABLATIONS",
+    "FRAMES_SWEEP",
+    "PRESETS",
+    "SYSTEMS_MATRIX",
     "SPACES",
     "Space",
     "TrialSpec",

@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 
 from ablations.config import ConfigError, TrialConfig, apply_overrides
 from search_spaces.components import BASELINE, COMPONENT_ABLATIONS
+from search_spaces.sweeps import BATCH_SWEEP, FRAMES_SWEEP, SYSTEMS_MATRIX, SYSTEMS_REFERENCE
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,9 @@ class Space:
     description: str
     variants: Mapping[str, Mapping[str, Any]]
     reference: str = BASELINE  # the variant the others are compared with
+    # True: a cell that cannot run here (a switch conflict on the device, more frames than the
+    # data has) is skipped with its reason; False: it is an error before anything runs.
+    skip_invalid: bool = False
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,26 @@ SPACES: dict[str, Space] = {
         name="components",
         description="the full model and eight component ablations, each over every seed",
         variants=COMPONENT_ABLATIONS,
+    ),
+    "systems": Space(
+        name="systems",
+        description="gradient_checkpointing x compile mode x precision; unsafe cells skipped",
+        variants=SYSTEMS_MATRIX,
+        reference=SYSTEMS_REFERENCE,
+        skip_invalid=True,
+    ),
+    "batch": Space(
+        name="batch",
+        description="batch sizes 4..64; learning rate per lr_scaling (fixed/linear/sqrt)",
+        variants=BATCH_SWEEP,
+        reference="batch32",
+    ),
+    "frames": Space(
+        name="frames",
+        description="temporal_frames 1..8 (the most recent frames; beyond the data's T skipped)",
+        variants=FRAMES_SWEEP,
+        reference="frames4",
+        skip_invalid=True,
     ),
 }
 

@@ -44,7 +44,7 @@ def assert_one_line_error(code, err, pattern):
         (["--seeds", "a,b"], "not a count"),
         (["--seeds", "1,1"], "distinct"),
         (["--epochs", "-1"], "must be >= 1"),
-        (["--space", "nope"], "unknown space 'nope'; choose one of: components"),
+        (["--space", "nope"], "unknown space 'nope'; choose one of: batch, components, frames, systems"),
         (["--only", "no_brains"], "unknown variant(s) ['no_brains']"),
         (["--config", "/nonexistent.yaml"], "config file not found"),
         (["--cpus-per-trial", "-1"], "must be a finite number >= 0"),
@@ -143,3 +143,59 @@ def test_end_to_end_cli_run(tmp_path):
                                             "single_frame-seed0", "single_frame-seed1"]
     assert (trials["status"] == "ok").all()
     assert (out_dir / "epochs.parquet").is_file() and (out_dir / "predictions.parquet").is_file()
+
+
+def test_systems_dry_run_lists_the_matrix_with_conflicts_marked(capsys):
+    code, out, _ = in_process(capsys, "--space", "systems", "--seeds", "1", "--dry-run")
+    assert code == 0
+    skipped = [line for line in out.splitlines() if line.strip().startswith("SKIP")]
+    runnable = [line for line in out.splitlines() if "-seed0 " in line and "SKIP" not in line]
+    assert len(skipped) + len(runnable) == 40
+    # every CUDA-graph cell and every tf32 cell is skipped on CPU, with its reason
+    assert sum("reduce-overhead" in line for line in skipped) == 8
+    assert sum("-max-autotune-fp32" in line or "-max-autotune-bf16" in line
+               for line in skipped) == 4
+    assert all("no CUDA graphs" in line for line in skipped if "reduce-overhead" in line)
+    assert sum("tf32 is a CUDA" in line for line in skipped) >= 6
+    assert any("nockpt-default-bf16-seed0" in line for line in runnable)
+
+
+def test_resolve_conflicts_maps_with_a_warning(capsys):
+    code, out, err = in_process(capsys, "--set", "compile=reduce-overhead", "--set",
+                                "compile_backend=eager", "--only", "baseline", "--dry-run")
+    assert_one_line_error(code, err, "compile=reduce-overhead uses CUDA graphs")
+    code, out, err = in_process(capsys, "--set", "compile=reduce-overhead", "--set",
+                                "compile_backend=eager", "--only", "baseline", "--dry-run",
+                                "--resolve-conflicts")
+    assert code == 0
+    assert "warning: baseline-seed0: compile=reduce-overhead" in err and "using compile=default" \
+        in err
+    assert "compile_requested=reduce-overhead" in out
+
+
+def test_preset_by_name(capsys):
+    code, out, _ = in_process(capsys, "--config", "full_optimized", "--dry-run", "--seeds", "1")
+    assert code == 0
+    assert "  compile: default" in out and "  batch_size: 20" in out
+    assert "  gradient_checkpointing: True" in out
+
+
+def test_frames_sweep_skips_frames_beyond_the_data(capsys, tmp_path):
+    root = write_data_dir(tmp_path / "d", frames=3)
+    code, out, _ = in_process(capsys, "--space", "frames", "--data", str(root), "--seeds", "1",
+                              "--set", "batch_size=8", "--dry-run")
+    assert code == 0
+    assert "3 trials (5 more skipped)" in out
+    assert "SKIP frames4-seed0" in out and "has 3 frames" in out
+
+
+def test_auto_batch_refused_for_the_batch_space(capsys):
+    code, _, err = in_process(capsys, "--space", "batch", "--auto-batch")
+    assert_one_line_error(code, err, "--auto-batch picks one batch size")
+
+
+def test_diagnose(tmp_path):
+    proc = run_cli("--diagnose", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "CPU:" in proc.stdout and "Ray resources: CPU" in proc.stdout
+    assert "Suggested: python run_ablations.py" in proc.stdout

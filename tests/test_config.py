@@ -92,7 +92,8 @@ def test_unknown_key_is_refused_with_a_suggestion(tmp_path):
         ({"cnn_widths": "64,128"}, "three"),
         ({"use_images": "false", "use_scalars": "false"}, "no input"),
         ({"embed_dim": "10", "num_heads": "4"}, "divisible"),
-        ({"compile": "reduce-overhead", "gradient_checkpointing": "true"}, "CUDA graphs"),
+        ({"batch_size": "20", "grad_accum_steps": "3"}, "divisible by grad_accum_steps"),
+        ({"precision": "fp8"}, "precision.*not one of"),
     ],
 )
 def test_bad_values_are_refused(overrides, message):

@@ -111,12 +111,61 @@ def test_a_retried_trial_resumes_from_its_last_checkpoint(ray_local, tmp_path):
     assert row["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-5)
 
 
-def test_readme_documents_every_column():
+def test_oom_past_the_floor_is_a_failed_row_and_the_rest_go_on(ray_local, tmp_path):
+    base = tiny_config(epochs=1, batch_size=16)
+    trials = [
+        TrialSpec("oom-seed0", "oom", 0, base.replace(inject_oom_above_batch=3,
+                                                       min_micro_batch=8)),
+        TrialSpec("recovers-seed0", "recovers", 0, base.replace(inject_oom_above_batch=5)),
+    ]
+    result = run_experiment(trials, RunOptions(storage=tmp_path, name="oom", space="components",
+                                               progress=False))
+    rows = result.trials.set_index("trial_name")
+    assert rows.loc["oom-seed0", "status"] == "failed"
+    assert rows.loc["oom-seed0", "failure_reason"] == "oom"
+    assert rows.loc["recovers-seed0", "status"] == "ok"
+    assert rows.loc["recovers-seed0", "oom_retries"] == 2
+    assert rows.loc["recovers-seed0", "final_micro_batch"] == 4
+
+
+@pytest.mark.parametrize(
+    ("space", "only"),
+    [
+        ("systems", ["nockpt-off-fp32", "ckpt-default-bf16", "ckpt-reduce-overhead-fp32"]),
+        ("batch", ["batch8", "batch16"]),
+        ("frames", ["frames1", "frames2"]),
+    ],
+)
+def test_tiny_run_of_each_sweep_writes_rows(ray_local, tmp_path, space, only):
+    from ablations.cli import plan_trials
+
+    spec = get_space(space)
+    base = tiny_config(epochs=1, compile_backend="eager", device="cpu")
+    trials, skipped, _, _ = plan_trials(spec, expand(spec, base, [0], only=only), resolve=False)
+    result = run_experiment(trials, RunOptions(storage=tmp_path, name=space, space=space,
+                                               progress=False), skipped=skipped)
+    rows = result.trials.set_index("trial_name")
+    assert len(rows) == len(only)
+    for name in only:
+        expected = "skipped" if "reduce-overhead" in name else "ok"
+        assert rows.loc[f"{name}-seed0", "status"] == expected
+    ran = rows[rows["status"] == "ok"]
+    assert (ran["train_samples_per_s"] > 0).all() and ran["compile_s"].notna().all()
+    assert ran["peak_mem_mb"].gt(0).all() and ran["mean_epoch_s"].gt(0).all()
+    if space == "systems":
+        assert rows.loc["ckpt-default-bf16-seed0", "compile_used"] == "default"
+        assert rows.loc["ckpt-default-bf16-seed0", "precision"] == "bf16"
+        assert "no CUDA graphs" in rows.loc["ckpt-reduce-overhead-fp32-seed0", "error"]
+
+
+def test_results_readme_is_the_rendered_schema():
+    from results.schema import render_markdown
+
     readme = (REPO / "results" / "README.md").read_text()
+    assert readme == render_markdown(), "run: python -m results.schema"
     documented = set(re.findall(r"^\| `([a-z0-9_]+)`", readme, flags=re.MULTILINE))
     for columns in (TRIAL_COLUMNS, EPOCH_COLUMNS, PREDICTION_COLUMNS):
-        missing = set(column_names(columns)) - documented
-        assert not missing, f"results/README.md lacks {sorted(missing)}"
+        assert set(column_names(columns)) <= documented
 
 
 def test_components_table_has_the_baseline_and_eight_ablations():

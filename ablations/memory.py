@@ -1,0 +1,160 @@
+"""Memory-aware defaults: probe the largest batch that fits, and describe the machine.
+
+``probe_max_batch`` runs single training steps (forward, backward, optimizer step) at growing
+batch sizes on the trial's device until one runs out of memory, then bisects. The runner calls
+it in a Ray task that holds the trial's resources, so it measures the GPU the trials will get.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+from typing import Any, Optional
+
+import torch
+
+from ablations.config import TrialConfig
+from ablations.systems import cpu_autocast_supported, cpu_fused_adamw_supported, has_cpp_compiler
+from ablations.train import (
+    autocast_for,
+    is_out_of_memory,
+    load_data,
+    loss_fn,
+    make_optimizer,
+    model_config_for,
+    resolve_device,
+)
+from model.model import build_model
+
+MAX_PROBE_BATCH = 1024
+
+
+def _one_step_fits(config: TrialConfig, data: Any, batch: int, device: torch.device) -> bool:
+    """One eager training step at ``batch``; False if it ran out of memory."""
+    failed = False
+    model = optimizer = None
+    try:
+        if config.inject_oom_above_batch and batch > config.inject_oom_above_batch:
+            raise torch.OutOfMemoryError(f"CUDA out of memory (injected: batch {batch})")
+        model = build_model(model_config_for(config, data)).to(device)
+        model.train()
+        optimizer, _ = make_optimizer(model, config, device)
+        channels, height, width = data.image_shape
+        frames = torch.randn(batch, config.temporal_frames, channels, height, width, device=device)
+        scalars = torch.randn(batch, len(data.scalar_names), device=device)
+        with autocast_for(config.precision, device.type):
+            mean, variance = model(frames if config.use_images else None,
+                                   scalars if config.use_scalars else None)
+        loss = loss_fn(mean.float(), None if variance is None else variance.float(),
+                       torch.zeros(batch, device=device))
+        loss.backward()
+        optimizer.step()
+    except Exception as exc:  # noqa: BLE001 - only OOM is an answer; the rest re-raised
+        if not is_out_of_memory(exc):
+            raise
+        failed = True
+    del model, optimizer
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return not failed
+
+
+def probe_max_batch(config: TrialConfig, *, limit: int = MAX_PROBE_BATCH) -> dict[str, Any]:
+    """The largest batch (micro-batch) whose training step fits on this device.
+
+    Doubles from 1 until a step runs out of memory or ``limit`` is reached, then bisects
+    between the last size that fitted and the first that did not.
+
+    Returns:
+        ``{"batch": int, "device": str, "probed": [(size, fits), ...], "limited": bool}``;
+        ``batch`` is 0 when even 1 does not fit.
+    """
+    torch.set_num_threads(config.num_threads)
+    device = resolve_device(config)
+    data = load_data(config.replace(synthetic_train=8, synthetic_val=4, synthetic_test=4)
+                     if not config.data_dir else config)
+    probed: list[tuple[int, bool]] = []
+
+    def fits(size: int) -> bool:
+        ok = _one_step_fits(config, data, size, device)
+        probed.append((size, ok))
+        return ok
+
+    low, high = 0, None  # low fits (0: nothing yet), high does not
+    size = 1
+    while size <= limit:
+        if fits(size):
+            low, size = size, size * 2
+        else:
+            high = size
+            break
+    if high is None:
+        return {"batch": low, "device": device.type, "probed": probed, "limited": True}
+    while high - low > 1:
+        mid = (low + high) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid
+    return {"batch": low, "device": device.type, "probed": probed, "limited": False}
+
+
+def diagnose() -> dict[str, Any]:
+    """Devices, memory, what this torch supports here, and a suggested configuration."""
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu_cores": os.cpu_count(),
+        "ram_total_gib": _ram_gib("MemTotal"),
+        "ram_available_gib": _ram_gib("MemAvailable"),
+        "cpu_bf16_autocast": cpu_autocast_supported("bfloat16"),
+        "cpu_fp16_autocast": cpu_autocast_supported("float16"),
+        "cpu_fused_adamw": cpu_fused_adamw_supported(),
+        "cpp_compiler_for_inductor": has_cpp_compiler(),
+        "gpus": [],
+    }
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            free, total = torch.cuda.mem_get_info(index)
+            props = torch.cuda.get_device_properties(index)
+            info["gpus"].append({
+                "index": index,
+                "name": props.name,
+                "free_gib": round(free / 2**30, 2),
+                "total_gib": round(total / 2**30, 2),
+                "capability": f"{props.major}.{props.minor}",
+                "bf16": torch.cuda.is_bf16_supported(),
+                "tf32": props.major >= 8,
+            })
+    info["suggestion"] = suggest(info)
+    return info
+
+
+def suggest(info: dict[str, Any]) -> str:
+    """A command line for this machine: a preset by free GPU memory, or CPU trials per core."""
+    gpus = info["gpus"]
+    if gpus:
+        free = min(gpu["free_gib"] for gpu in gpus)
+        preset = "full_optimized" if free >= 12 else "full_stable" if free >= 6 \
+            else "memory_optimized"
+        precision = " --set precision=bf16" if all(g["bf16"] for g in gpus) else ""
+        return (f"python run_ablations.py --space components --config {preset} "
+                f"--gpus-per-trial 1 --auto-batch{precision}   "
+                f"# {len(gpus)} GPU(s), {free:.1f} GiB free on the fullest")
+    cores = info["cpu_cores"] or 1
+    return (f"python run_ablations.py --space components --cpus-per-trial 1 "
+            f"--max-concurrent {cores}   # CPU only: one single-threaded trial per core, "
+            "no compile (its compile time outweighs the gain on short CPU trials)")
+
+
+def _ram_gib(key: str) -> Optional[float]:
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith(key + ":"):
+                    return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return None

@@ -1,0 +1,140 @@
+"""What is safe to combine: checkpointing, torch.compile modes, precision, accumulation, device.
+
+One function, :func:`resolve_systems`, applies the rules (``shared/TRAINING_RULES.md``) to a
+trial config before anything runs: a conflicting combination is refused with a message naming
+the fix, or, with ``resolve=True`` (``--resolve-conflicts``), mapped to the nearest safe setting
+with a note. The setting actually used is what the trial config then holds (``compile``,
+``precision``); what was asked for is kept in ``compile_requested`` / ``precision_requested``.
+The training loop calls it again (strictly) so that no path can reach a CUDA-graph crash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import shutil
+from typing import Optional
+
+import torch
+
+from ablations.config import CUDA_GRAPH_MODES, ConfigError, TrialConfig
+
+# The nearest mode without CUDA graphs.
+NO_CUDA_GRAPH_MODE = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Conflict:
+    """One unsafe combination: what is wrong, the fix, and the safe replacement (if any)."""
+
+    problem: str
+    fix: str
+    replacement: Optional[dict[str, str]]  # fields to set with resolve=True; None: refuse only
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_autocast_supported(dtype_name: str) -> bool:
+    """Whether autocast on CPU runs a conv and a matmul in ``dtype`` here (checked, not assumed)."""
+    dtype = getattr(torch, dtype_name)
+    try:
+        with torch.autocast("cpu", dtype=dtype):
+            x = torch.randn(2, 3, 8, 8)
+            conv = torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3), padding=1)
+            out = conv.flatten(1) @ torch.randn(4 * 64, 2)
+        out.float().sum().item()
+        return True
+    except (RuntimeError, TypeError):
+        return False
+
+
+def has_cpp_compiler() -> bool:
+    """Inductor on CPU compiles C++; without a compiler use backend aot_eager or eager."""
+    return any(shutil.which(cc) for cc in ("g++", "c++", "clang++"))
+
+
+def find_conflicts(config: TrialConfig, device: str) -> list[Conflict]:
+    """Every unsafe combination in ``config`` for ``device`` ('cpu' or 'cuda')."""
+    found = []
+    if config.compile in CUDA_GRAPH_MODES:
+        reasons = []
+        if device != "cuda":
+            reasons.append(f"device {device} has no CUDA graphs")
+        if config.gradient_checkpointing:
+            reasons.append("gradient_checkpointing breaks under CUDA graphs (pytorch #154306)")
+        if config.grad_accum_steps > 1:
+            reasons.append("gradient accumulation breaks under CUDA graphs (pytorch #169545)")
+        if reasons:
+            safe = NO_CUDA_GRAPH_MODE[config.compile]
+            found.append(Conflict(
+                problem=f"compile={config.compile} uses CUDA graphs but " + "; ".join(reasons),
+                fix=f"use compile={safe} (or --resolve-conflicts to map it)",
+                replacement={"compile": safe},
+            ))
+    if config.precision == "tf32" and device != "cuda":
+        found.append(Conflict(
+            problem=f"precision=tf32 is a CUDA tensor-core mode; {device} has none",
+            fix="use precision=fp32 (or --resolve-conflicts to map it)",
+            replacement={"precision": "fp32"},
+        ))
+    if config.precision in ("bf16", "fp16") and device == "cpu" \
+            and not cpu_autocast_supported("bfloat16" if config.precision == "bf16" else "float16"):
+        found.append(Conflict(
+            problem=f"precision={config.precision}: autocast on this CPU does not support it",
+            fix="use precision=fp32 or bf16 (or --resolve-conflicts to map it)",
+            replacement={"precision": "fp32"},
+        ))
+    if config.compile != "off" and config.compile_backend == "inductor" and device == "cpu" \
+            and not has_cpp_compiler():
+        found.append(Conflict(
+            problem="compile with backend inductor on CPU needs a C++ compiler; none found",
+            fix="install g++ or use compile_backend=aot_eager",
+            replacement={"compile_backend": "aot_eager"},
+        ))
+    if config.optimizer_impl == "fused" and device == "cpu" and not cpu_fused_adamw_supported():
+        found.append(Conflict(
+            problem="optimizer_impl=fused: this torch has no fused AdamW on CPU",
+            fix="use optimizer_impl=foreach (or --resolve-conflicts)",
+            replacement={"optimizer_impl": "foreach"},
+        ))
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_fused_adamw_supported() -> bool:
+    try:
+        param = torch.nn.Parameter(torch.zeros(2))
+        param.grad = torch.ones(2)
+        torch.optim.AdamW([param], fused=True).step()
+        return True
+    except (RuntimeError, TypeError, ValueError):
+        return False
+
+
+def resolve_systems(config: TrialConfig, *, device: str, resolve: bool = False) -> tuple[TrialConfig, list[str]]:
+    """Check ``config`` for ``device``; return the config to run and notes on what was mapped.
+
+    Raises:
+        ConfigError: for the first conflict when ``resolve`` is False, naming the fix.
+    """
+    notes: list[str] = []
+    requested = {
+        "compile_requested": config.compile_requested or config.compile,
+        "precision_requested": config.precision_requested or config.precision,
+    }
+    for _ in range(4):  # a replacement can expose another conflict; the chain is short
+        conflicts = find_conflicts(config, device)
+        if not conflicts:
+            break
+        first = conflicts[0]
+        if not resolve or first.replacement is None:
+            raise ConfigError(f"{first.problem}; {first.fix}")
+        notes.append(f"{first.problem}: using "
+                     + ", ".join(f"{k}={v}" for k, v in first.replacement.items()))
+        config = dataclasses.replace(config, **first.replacement)
+    return dataclasses.replace(config, **requested), notes
+
+
+def skip_reason(config: TrialConfig, device: str) -> Optional[str]:
+    """Why a sweep cell cannot run on ``device`` (its first conflict), or None."""
+    conflicts = find_conflicts(config, device)
+    return conflicts[0].problem if conflicts else None

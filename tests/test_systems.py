@@ -1,0 +1,190 @@
+"""Switches that must be safe together: the conflict rules, compile, precision, accumulation,
+OOM recovery, auto-batch, and the systems/batch/frames spaces."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from ablations.config import ConfigError
+from ablations.memory import probe_max_batch
+from ablations.systems import (
+    cpu_autocast_supported,
+    find_conflicts,
+    resolve_systems,
+)
+from ablations.train import TrialOutOfMemory, train
+from search_spaces import PRESETS, SYSTEMS_MATRIX, expand, get_space
+from tests.conftest import REPO, tiny_config
+
+
+# ------------------------------------------------------------------ the rules
+
+
+@pytest.mark.parametrize(
+    ("changes", "device", "fragment", "mapped"),
+    [
+        ({"compile": "reduce-overhead"}, "cpu", "device cpu has no CUDA graphs",
+         {"compile": "default"}),
+        ({"compile": "max-autotune"}, "cpu", "no CUDA graphs",
+         {"compile": "max-autotune-no-cudagraphs"}),
+        ({"compile": "reduce-overhead", "gradient_checkpointing": True}, "cuda",
+         "gradient_checkpointing breaks", {"compile": "default"}),
+        ({"compile": "max-autotune", "grad_accum_steps": 2}, "cuda",
+         "gradient accumulation breaks", {"compile": "max-autotune-no-cudagraphs"}),
+        ({"precision": "tf32"}, "cpu", "tf32 is a CUDA", {"precision": "fp32"}),
+    ],
+)
+def test_conflicts_are_refused_or_mapped(changes, device, fragment, mapped):
+    config = tiny_config(**changes)
+    with pytest.raises(ConfigError, match=fragment):
+        resolve_systems(config, device=device, resolve=False)
+    resolved, notes = resolve_systems(config, device=device, resolve=True)
+    for key, value in mapped.items():
+        assert getattr(resolved, key) == value
+    assert notes and fragment.split()[0] in notes[0]
+    # what was asked for is kept beside what runs
+    assert resolved.compile_requested == config.compile
+    assert resolved.precision_requested == config.precision
+
+
+@pytest.mark.parametrize("mode", ["off", "default", "max-autotune-no-cudagraphs"])
+def test_modes_without_cuda_graphs_are_safe_with_checkpointing(mode):
+    config = tiny_config(compile=mode, gradient_checkpointing=True, grad_accum_steps=2)
+    assert [c for c in find_conflicts(config, "cuda") if "compile" in c.problem] == []
+
+
+def test_cuda_graph_mode_is_safe_only_in_its_own_conditions():
+    assert find_conflicts(tiny_config(compile="reduce-overhead"), "cuda") == []
+
+
+def test_training_refuses_a_cuda_graph_mode_before_the_first_step():
+    # never a crash at epoch 2: the loop checks the rules itself
+    with pytest.raises(ConfigError, match="CUDA graphs"):
+        train(tiny_config(compile="reduce-overhead"))
+
+
+# ------------------------------------------------------------------ the switches run
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compile_matches_eager(backend):
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    eager = train(tiny_config(dropout=0.0, epochs=1))
+    compiled = train(tiny_config(dropout=0.0, epochs=1, compile="default",
+                                 compile_backend=backend))
+    torch._dynamo.reset()
+    assert compiled.metrics["compile_used"] == "default"
+    assert compiled.metrics["train_loss"] == pytest.approx(eager.metrics["train_loss"], rel=1e-3)
+    assert compiled.metrics["val_loss"] == pytest.approx(eager.metrics["val_loss"], rel=1e-3)
+
+
+def test_checkpointing_trains_to_the_same_result():
+    plain = train(tiny_config(dropout=0.0))
+    checkpointed = train(tiny_config(dropout=0.0, gradient_checkpointing=True))
+    assert checkpointed.metrics["val_loss"] == pytest.approx(plain.metrics["val_loss"], rel=1e-4)
+
+
+def test_bf16_runs_on_cpu():
+    assert cpu_autocast_supported("bfloat16")
+    outcome = train(tiny_config(precision="bf16"))
+    assert outcome.status == "ok"
+    assert outcome.metrics["test_mae"] == outcome.metrics["test_mae"]  # finite, not NaN
+
+
+def test_fp16_on_cpu_runs_or_is_refused_by_the_check():
+    config = tiny_config(precision="fp16")
+    if cpu_autocast_supported("float16"):
+        assert train(config).status == "ok"  # with a GradScaler
+    else:
+        with pytest.raises(ConfigError, match="fp16"):
+            train(config)
+
+
+def test_accumulation_channels_last_and_optimizer_kernels():
+    outcome = train(tiny_config(batch_size=16, grad_accum_steps=4, channels_last=True,
+                                optimizer_impl="single"))
+    assert outcome.status == "ok"
+    assert outcome.metrics["final_micro_batch"] == 4 and outcome.metrics["final_accum_steps"] == 4
+    assert outcome.metrics["optimizer_used"] == "single"
+    assert train(tiny_config()).metrics["optimizer_used"] == "foreach"  # auto on CPU
+
+
+def test_accumulation_gives_the_same_step_as_one_big_batch():
+    # same samples per optimizer step, no dropout: the same trajectory up to float error
+    one = train(tiny_config(dropout=0.0, batch_size=16, epochs=1))
+    four = train(tiny_config(dropout=0.0, batch_size=16, grad_accum_steps=4, epochs=1))
+    assert four.metrics["val_loss"] == pytest.approx(one.metrics["val_loss"], rel=1e-3)
+
+
+def test_measurements_are_reported():
+    metrics = train(tiny_config()).metrics
+    for key in ("steady_train_samples_per_s", "compile_s", "mean_epoch_s", "peak_mem_mb"):
+        assert metrics[key] >= 0
+    assert metrics["steady_train_samples_per_s"] > 0 and metrics["peak_mem_mb"] > 10
+
+
+# ------------------------------------------------------------------ OOM recovery
+
+
+def test_oom_halves_the_micro_batch_and_keeps_the_effective_batch():
+    outcome = train(tiny_config(batch_size=16, inject_oom_above_batch=5, epochs=2))
+    metrics = outcome.metrics
+    assert outcome.status == "ok"
+    assert metrics["oom_retries"] == 2  # 16 -> 8 -> 4
+    assert metrics["final_micro_batch"] == 4 and metrics["final_accum_steps"] == 4
+    assert metrics["final_micro_batch"] * metrics["final_accum_steps"] == 16
+    # the retried epoch started over from its snapshot: the result is the clean run's
+    clean = train(tiny_config(batch_size=16, grad_accum_steps=4, epochs=2))
+    assert metrics["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-4)
+
+
+def test_oom_past_the_floor_fails_with_reason_oom():
+    with pytest.raises(TrialOutOfMemory, match="oom: out of memory at micro-batch 8"):
+        train(tiny_config(batch_size=16, inject_oom_above_batch=5, min_micro_batch=8))
+
+
+def test_auto_batch_probe_finds_the_largest_fitting_batch():
+    found = probe_max_batch(tiny_config(inject_oom_above_batch=20))
+    assert found["batch"] == 20 and not found["limited"]
+    sizes = [size for size, _ in found["probed"]]
+    assert sizes[:6] == [1, 2, 4, 8, 16, 32]  # doubling, then bisection between 16 and 32
+    assert (32, False) in found["probed"] and (20, True) in found["probed"]
+    assert (21, False) in found["probed"]
+
+
+# ------------------------------------------------------------------ spaces and presets
+
+
+def test_systems_matrix_is_the_full_product():
+    assert len(SYSTEMS_MATRIX) == 2 * 5 * 4
+    assert SYSTEMS_MATRIX["ckpt-reduce-overhead-bf16"] == {
+        "gradient_checkpointing": True, "compile": "reduce-overhead", "precision": "bf16"}
+
+
+def test_batch_and_frames_spaces_expand():
+    base = tiny_config()
+    batch = expand(get_space("batch"), base, [0, 1])
+    assert [t.config.batch_size for t in batch[::2]] == [4, 8, 16, 20, 32, 64]
+    assert len(batch) == 12
+    frames = expand(get_space("frames"), base, [0])
+    assert [t.config.temporal_frames for t in frames] == list(range(1, 9))
+
+
+def test_lr_scaling():
+    assert tiny_config(batch_size=64, lr=1e-3, lr_scaling="linear").effective_lr == \
+        pytest.approx(2e-3)
+    assert tiny_config(batch_size=8, lr=1e-3, lr_scaling="sqrt").effective_lr == \
+        pytest.approx(5e-4)
+    assert tiny_config(batch_size=8, lr=1e-3).effective_lr == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_preset_yaml_files_match_the_presets(name):
+    path = REPO / "configs" / f"{name}.yaml"
+    assert yaml.safe_load(path.read_text()) == PRESETS[name]  # unambiguous for any YAML reader
+    from ablations.config import TrialConfig, apply_overrides, config_from_sources
+    assert config_from_sources(yaml_path=path) == apply_overrides(TrialConfig(), PRESETS[name],
+                                                                   source=name)

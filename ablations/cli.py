@@ -26,6 +26,7 @@ from ablations.config import (
 )
 from ablations.systems import resolve_systems, skip_reason
 from model.data import MAX_SYNTHETIC_FRAMES, DataError, load_directory
+from results.io import read_metadata
 from search_spaces.presets import PRESETS
 
 EXIT_BAD_INPUT = 2
@@ -128,6 +129,16 @@ def build_parser() -> OneLineParser:
                       "name (full_optimized, full_stable, memory_optimized)")
     what.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
                       metavar="KEY=VALUE", help="override one config key (repeatable)")
+    what.add_argument("--num-samples", type=_positive_int, default=16, metavar="N",
+                      help="trials to sample in a search space such as hpo (default: 16)")
+    what.add_argument("--scheduler", choices=["asha", "fifo"], default=None,
+                      help="trial scheduler of a search space (default asha for hpo); ablation "
+                      "spaces run every trial to the same budget and refuse one")
+    what.add_argument("--resume", action="store_true",
+                      help="continue the experiment --name (default: the newest in --storage) "
+                      "from where it stopped; finished trials are kept")
+    what.add_argument("--retry-failed", action="store_true",
+                      help="with --resume: retry failed trials from their last checkpoint")
     what.add_argument("--resolve-conflicts", action="store_true",
                       help="map unsafe switch combinations to the nearest safe setting (with a "
                       "warning) instead of refusing them")
@@ -271,6 +282,9 @@ def list_spaces() -> str:
     lines = []
     for space in SPACES.values():
         lines.append(f"{space.name}: {space.description}")
+        if space.search:
+            for field, (kind, values) in space.search.items():
+                lines.append(f"  {field:<24} {kind} {values}")
         for variant, diff in space.variants.items():
             shown = ", ".join(f"{k}={v}" for k, v in diff.items()) or "(reference)"
             lines.append(f"  {variant:<24} {shown}")
@@ -317,6 +331,7 @@ def summary_table(trials_df: Any) -> str:
             "test_coverage_90": f"{ok['test_coverage_90'].mean():.2f}"
             if len(ok) and ok["test_coverage_90"].notna().any() else "-",
             "wall_s": f"{group['wall_s'].mean():.1f}",
+            "cpu_h": f"{group['cpu_hours'].sum():.3f}",
         })
     return pd.DataFrame(rows).to_string(index=False)
 
@@ -345,52 +360,137 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
         return 0
     if args.diagnose:
         return _diagnose(args)
+    if args.address is not None and args.address != "auto" \
+            and not re.match(r"^(ray://)?[\w.-]+:\d+$", args.address):
+        raise UsageError(f"--address {args.address!r}: use 'auto', host:port or ray://host:port")
+    if "://" in args.storage:
+        raise UsageError(f"--storage {args.storage}: URIs are not supported yet; use a path "
+                         "(on a cluster, one every node can reach, e.g. a shared file system)")
+    storage = Path(args.storage).expanduser().resolve()
+    if storage.exists() and not storage.is_dir():
+        raise UsageError(f"--storage {storage} is a file, not a directory")
+    if args.retry_failed and not args.resume:
+        raise UsageError("--retry-failed only applies with --resume")
+    if args.resume:
+        return _resume(args, storage, command)
+
     space = get_space(args.space)
     if args.auto_batch and space.name == "batch":
         raise UsageError("--auto-batch picks one batch size; the batch space sweeps them: "
                          "drop one of the two")
+    if args.scheduler is not None and not space.is_search:
+        raise UsageError(f"--scheduler: space {space.name} is an ablation table; every trial "
+                         "runs to the same budget so comparisons stay unbiased (schedulers are "
+                         "for search spaces such as hpo)")
     base = base_config(args)
     only = [v.strip() for v in args.only.split(",") if v.strip()] if args.only else None
-    trials = expand(space, base, args.seeds, only=only)
-    trials, skipped, notes, data_summary = plan_trials(space, trials,
-                                                       resolve=args.resolve_conflicts)
+    hpo = None
+    if space.is_search:
+        if only:
+            raise UsageError(f"--only: space {space.name} is a search and has no variants")
+        from ablations.runner import HpoSearch
+
+        base = base.replace(ablation=space.name, seed=args.seeds[0])
+        plan_trials(space, [_spec_for(base)], resolve=args.resolve_conflicts)  # validates
+        hpo = HpoSearch(base=base, space=dict(space.search), num_samples=args.num_samples,
+                        scheduler=args.scheduler or "asha")
+        trials, skipped, notes, data_summary = [], [], [], None
+    else:
+        trials = expand(space, base, args.seeds, only=only)
+        trials, skipped, notes, data_summary = plan_trials(space, trials,
+                                                           resolve=args.resolve_conflicts)
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
     name = args.name or f"{space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
     if not NAME_PATTERN.match(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only")
-    storage = Path(args.storage).expanduser().resolve()
     target = storage / name
     if args.dry_run:
         print(f"Experiment {name} (dry run): space {space.name}, seeds {args.seeds}")
         if data_summary:
             print(f"Data: {data_summary}")
-        print(describe_trials(trials, base.replace(ablation=space.reference), skipped))
+        if hpo is not None:
+            print(f"{hpo.num_samples} sampled trials ({hpo.scheduler} scheduler) over:")
+            for field, (kind, values) in hpo.space.items():
+                print(f"  {field}: {kind} {values}")
+            print(describe_trials([], base))
+        else:
+            print(describe_trials(trials, base.replace(ablation=space.reference), skipped))
         return 0
+    resume = False
     if target.exists() and any(target.iterdir()):
-        raise UsageError(f"{target} already exists; choose another --name or --storage")
-    if storage.exists() and not storage.is_dir():
-        raise UsageError(f"--storage {storage} is a file, not a directory")
-    if args.address is not None and args.address != "auto" \
-            and not re.match(r"^(ray://)?[\w.-]+:\d+$", args.address):
-        raise UsageError(f"--address {args.address!r}: use 'auto', host:port or ray://host:port")
-    return _run(args, space, trials, skipped, storage, name, command)
+        previous = read_metadata(target)
+        if previous is None:
+            raise UsageError(f"{target} already exists and is not an experiment of this tool; "
+                             "choose another --name or --storage")
+        from ablations.runner import skipped_plan, trial_plan
+
+        same = (previous.get("space") == space.name
+                and previous.get("trials") == trial_plan(trials)
+                and previous.get("skipped") == skipped_plan(skipped)
+                and (hpo is None) == (previous.get("hpo") is None))
+        if not same:
+            raise UsageError(f"{target} holds a different experiment (space "
+                             f"{previous.get('space')}, {len(previous.get('trials', {}))} "
+                             "trials); continue it with --resume or choose another --name")
+        print(f"Experiment {name} exists with the same plan: resuming it.")
+        resume = True
+    return _run(args, space.name, trials, skipped, storage, name, command, hpo=hpo,
+                resume=resume)
 
 
-def _run(args: argparse.Namespace, space: Any, trials: list[Any], skipped: list[Any],
-         storage: Path, name: str, command: list[str]) -> int:
+def _spec_for(config: TrialConfig) -> Any:
+    from search_spaces import TrialSpec
+
+    return TrialSpec(f"{config.ablation}-seed{config.seed}", config.ablation, config.seed, config)
+
+
+def _resume(args: argparse.Namespace, storage: Path, command: list[str]) -> int:
+    """Continue an experiment from its experiment.json and Ray Tune's state."""
+    from ablations.runner import HpoSearch, plan_from_metadata
+
+    name = args.name
+    if name is None:
+        candidates = sorted((p for p in storage.glob("*/experiment.json")),
+                            key=lambda p: p.stat().st_mtime) if storage.is_dir() else []
+        if not candidates:
+            raise UsageError(f"--resume: no experiment in {storage}; pass --name or --storage")
+        name = candidates[-1].parent.name
+    target = storage / name
+    meta = read_metadata(target)
+    if meta is None:
+        raise UsageError(f"--resume: {target} is not an experiment folder (no experiment.json)")
+    trials, skipped = plan_from_metadata(meta)
+    hpo = None
+    if meta.get("hpo"):
+        h = meta["hpo"]
+        hpo = HpoSearch(base=TrialConfig.from_dict(h["base"]),
+                        space={k: (kind, tuple(v) if isinstance(v, list) else v)
+                               for k, (kind, v) in h["space"].items()},
+                        num_samples=h["num_samples"], metric=h["metric"], mode=h["mode"],
+                        scheduler=h["scheduler"])
+    args.cpus_per_trial = meta.get("cpus_per_trial", args.cpus_per_trial)
+    args.gpus_per_trial = meta.get("gpus_per_trial", args.gpus_per_trial)
+    args.seeds = meta.get("seeds", args.seeds)
+    print(f"Resuming experiment {name} ({meta['space']}): trials already finished are kept")
+    return _run(args, meta["space"], trials, skipped, storage, name, command, hpo=hpo,
+                resume=True)
+
+
+def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: list[Any],
+         storage: Path, name: str, command: list[str], *, hpo: Any = None,
+         resume: bool = False) -> int:
     import ray
 
     from ablations.runner import RunOptions, init_ray, run_experiment
 
     options = RunOptions(
-        storage=storage, name=name, space=space.name, address=args.address,
+        storage=storage, name=name, space=space_name, address=args.address,
         cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial,
         max_concurrent=args.max_concurrent, max_failures=args.max_failures,
-        dashboard=args.dashboard,
+        retry_failed=args.retry_failed, dashboard=args.dashboard,
         verbose=1 if args.verbose else 0, progress=not args.quiet, command=command,
     )
-    variants = len({spec.variant for spec in trials})
     try:
         started_ray, dashboard_url = init_ray(options)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -398,8 +498,10 @@ def _run(args: argparse.Namespace, space: Any, trials: list[Any], skipped: list[
         raise UsageError(f"cannot connect to Ray at {args.address or 'local'}: {first}") from None
     try:
         resources = ray.cluster_resources()
-        print(f"Experiment {name}: space {space.name}, {len(trials)} trials "
-              f"({variants} variants x {len(args.seeds)} seeds), "
+        count = f"{hpo.num_samples} sampled trials" if hpo else \
+            f"{len(trials)} trials ({len({s.variant for s in trials})} variants x " \
+            f"{len(args.seeds)} seeds)"
+        print(f"Experiment {name}: space {space_name}, {count}, "
               f"{args.cpus_per_trial:g} CPU + {args.gpus_per_trial:g} GPU per trial, "
               f"Ray with {resources.get('CPU', 0):g} CPUs / {resources.get('GPU', 0):g} GPUs")
         if args.cpus_per_trial > resources.get("CPU", 0) or \
@@ -409,14 +511,16 @@ def _run(args: argparse.Namespace, space: Any, trials: list[Any], skipped: list[
                 f"the cluster has {resources.get('CPU', 0):g} / {resources.get('GPU', 0):g}; "
                 "lower --cpus-per-trial / --gpus-per-trial"
             )
+        if args.address:
+            check_data_on_workers(trials or [_spec_for(hpo.base)], args)
         if dashboard_url:
             print(f"Ray dashboard: http://{dashboard_url.removeprefix('http://')} "
                   "(token authentication: `ray get-auth-token` prints the token)")
         print(f"Results: {storage / name}")
         print(f"TensorBoard: tensorboard --logdir {storage / name / 'tune'}")
-        if args.auto_batch:
+        if args.auto_batch and trials:
             trials = _auto_batch(args, trials)
-        result = run_experiment(trials, options, skipped=skipped)
+        result = run_experiment(trials, options, skipped=skipped, hpo=hpo, resume=resume)
     finally:
         if started_ray:
             ray.shutdown()
@@ -425,12 +529,38 @@ def _run(args: argparse.Namespace, space: Any, trials: list[Any], skipped: list[
     print(summary_table(df))
     counts = df["status"].value_counts().to_dict()
     print(f"\n{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed, "
-          f"{counts.get('diverged', 0)} diverged, {counts.get('skipped', 0)} skipped "
-          f"of {len(df)} trials.")
-    for _, row in df[~df["status"].isin(["ok", "skipped"])].iterrows():
+          f"{counts.get('diverged', 0)} diverged, {counts.get('stopped', 0)} stopped early, "
+          f"{counts.get('skipped', 0)} skipped of {len(df)} trials; "
+          f"{result.wall_s:.0f} s wall, {df['cpu_hours'].sum():.3f} CPU-hours, "
+          f"{df['gpu_hours'].sum():.3f} GPU-hours.")
+    for _, row in df[~df["status"].isin(["ok", "skipped", "stopped"])].iterrows():
         print(f"  {row['trial_name']}: {row['status']}: {row['error']}")
+    if hpo is not None and (result.directory / "best_config.yaml").exists():
+        print(f"Best configuration: {result.directory / 'best_config.yaml'} "
+              f"(use it with --config); Optuna study: sqlite:///{result.directory / 'optuna.db'}")
     print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
     return 0 if counts.get("ok", 0) else 1
+
+
+def check_data_on_workers(trials: Sequence[Any], args: argparse.Namespace) -> None:
+    """On a cluster, the data directory must be visible from the nodes that run trials."""
+    import ray
+
+    dirs = sorted({spec.config.data_dir for spec in trials if spec.config.data_dir})
+    if not dirs:
+        return
+
+    def visible(paths: list[str]) -> tuple[str, list[str]]:
+        import os as _os
+        import platform as _platform
+
+        return _platform.node(), [p for p in paths if not _os.path.isdir(p)]
+
+    probe = ray.remote(num_cpus=min(args.cpus_per_trial, 1) or 0.01)(visible)
+    node, missing = ray.get(probe.remote(dirs))
+    if missing:
+        raise UsageError(f"--data {missing[0]} is not visible on worker node {node}; put the "
+                         "data on a path every node can read (a shared file system)")
 
 
 def _auto_batch(args: argparse.Namespace, trials: list[Any]) -> list[Any]:

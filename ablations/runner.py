@@ -16,7 +16,9 @@ import logging
 import math
 import os
 import platform
+import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -26,6 +28,8 @@ import pandas as pd
 from ablations.config import TrialConfig
 from results.io import (
     EPOCHS_FILE,
+    read_metadata,
+    remove_stale_temp_files,
     METADATA_FILE,
     PREDICTIONS_FILE,
     TRIALS_FILE,
@@ -52,6 +56,7 @@ class RunOptions:
     gpus_per_trial: float = 0.0
     max_concurrent: int = 0  # 0: as many as resources allow
     max_failures: int = 0  # retries of a failed trial, each from its last checkpoint
+    retry_failed: bool = False  # on resume: retry failed trials from their last checkpoint
     dashboard: bool = True
     verbose: int = 0  # Ray Tune's own console output: 0 none, 1 status table, 2 every result
     progress: bool = True  # one line per finished trial
@@ -64,6 +69,7 @@ class ExperimentResult:
     trials: pd.DataFrame
     epochs: pd.DataFrame
     predictions: pd.DataFrame
+    wall_s: float = math.nan  # the driver's time in Tuner.fit
 
 
 def experiment_dir(options: RunOptions) -> Path:
@@ -114,64 +120,191 @@ def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
     return True, url or None
 
 
+@dataclass
+class HpoSearch:
+    """An Optuna (TPE) search through Ray Tune's OptunaSearch, with an ASHA scheduler."""
+
+    base: TrialConfig  # the configuration every sampled trial starts from
+    space: dict[str, tuple[str, Any]]  # field -> (kind, args): see search_spaces/hpo.py
+    num_samples: int
+    metric: str = "val_mae"
+    mode: str = "min"
+    scheduler: str = "asha"  # asha / fifo (no early stopping)
+
+
 def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
-                   skipped: Sequence[tuple[TrialSpec, str]] = ()) -> ExperimentResult:
-    """Run ``trials`` with Ray Tune and write the experiment folder.
+                   skipped: Sequence[tuple[TrialSpec, str]] = (), *,
+                   hpo: Optional[HpoSearch] = None, resume: bool = False) -> ExperimentResult:
+    """Run ``trials`` (or an ``hpo`` search) with Ray Tune and write the experiment folder.
 
     Uses the Ray already initialised in this process if there is one (tests do
     ``ray.init(num_cpus=2)``); else starts a local one, or connects to ``options.address``.
+    With ``resume``, an interrupted experiment continues (``Tuner.restore``): finished trials
+    are kept, unfinished ones continue from their last checkpoint, failed ones are retried
+    from theirs if ``options.retry_failed``.
     """
     from ray import tune
 
     from ablations.progress import TrialProgress
-    from ablations.trainable import trial_name, tune_trainable
+    from ablations.trainable import STATE_SUBDIR, trial_name, tune_trainable
 
     root = experiment_dir(options)
     root.mkdir(parents=True, exist_ok=True)
-    # num_to_keep=1 makes Tune snapshot its (small) experiment state after each checkpoint,
-    # and warn about it every time; the snapshot is cheap here.
+    remove_stale_temp_files(root)
+    # Tune warns when it snapshots its experiment state after checkpoints in quick succession
+    # (short trials ending together); the snapshot is a small file here.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     started_at = dt.datetime.now(dt.timezone.utc)
-    metadata = _metadata(trials, options, started_at, skipped)
+    metadata = _metadata(trials, options, started_at, skipped, hpo)
+    previous = read_metadata(root)
+    if resume and previous is not None:
+        metadata["started_at"] = previous.get("started_at", metadata["started_at"])
+        metadata["resumed_at"] = [*previous.get("resumed_at", []), started_at.isoformat()]
     write_json_atomic(metadata, root / METADATA_FILE)
 
     resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
     plan = {spec.name: spec.config.to_dict() for spec in trials}
-    tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(tune_trainable, plan=plan), resources),
-        # The grid holds names (readable in the progress table); configs travel in `plan`.
-        param_space={"trial": tune.grid_search([spec.name for spec in trials])},
-        tune_config=tune.TuneConfig(
-            max_concurrent_trials=options.max_concurrent or None,
-            reuse_actors=True,  # one worker process runs many trials: torch imported once
-            trial_name_creator=trial_name,
-            trial_dirname_creator=trial_name,
-        ),
-        run_config=tune.RunConfig(
-            name=TUNE_SUBDIR,
-            storage_path=str(root),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            failure_config=tune.FailureConfig(max_failures=options.max_failures, fail_fast=False),
-            verbose=options.verbose,
-            callbacks=[TrialProgress(len(trials))] if options.progress else None,
-        ),
-    )
+    if hpo is not None:
+        plan = {HPO_TRIAL: hpo.base.to_dict()}
+    state_root = root / STATE_SUBDIR
+    trainable = tune.with_resources(
+        tune.with_parameters(tune_trainable, plan=plan, state_root=str(state_root)), resources)
+    tune_dir = root / TUNE_SUBDIR
+    started = time.monotonic()
+    if resume and tune.Tuner.can_restore(str(tune_dir)):
+        tuner = tune.Tuner.restore(str(tune_dir), trainable=trainable, resume_unfinished=True,
+                                   resume_errored=options.retry_failed, restart_errored=False)
+    else:
+        if hpo is not None:
+            param_space, tune_config = _hpo_setup(hpo, options, root)
+        else:
+            # The grid holds names (readable in the progress table); configs go in `plan`.
+            param_space = {"trial": tune.grid_search([spec.name for spec in trials])}
+            tune_config = tune.TuneConfig(
+                max_concurrent_trials=options.max_concurrent or None,
+                reuse_actors=True,  # one worker process runs many trials: torch imported once
+                trial_name_creator=trial_name,
+                trial_dirname_creator=trial_name,
+            )
+        tuner = tune.Tuner(
+            trainable,
+            param_space=param_space,
+            tune_config=tune_config,
+            run_config=tune.RunConfig(
+                name=TUNE_SUBDIR,
+                storage_path=str(root),
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),  # the final one only
+                failure_config=tune.FailureConfig(max_failures=options.max_failures,
+                                                  fail_fast=False),
+                verbose=options.verbose,
+                callbacks=[TrialProgress(hpo.num_samples if hpo else len(trials))]
+                if options.progress else None,
+            ),
+        )
     grid = tuner.fit()
-    return collect_results(grid, trials, options, metadata, skipped)
+    metadata["driver_wall_s"] = time.monotonic() - started
+    if hpo is not None:
+        trials = [_hpo_spec(result, hpo) for result in grid]
+    result = collect_results(grid, trials, options, metadata, skipped, state_root=state_root)
+    if hpo is not None:
+        write_best_config(result.trials, hpo, root)
+    if (result.trials["status"] != "failed").all():
+        # Nothing left to resume: drop the per-trial state (final checkpoints stay in tune/).
+        shutil.rmtree(state_root, ignore_errors=True)
+    return result
+
+
+HPO_TRIAL = "hpo"
+BEST_CONFIG_FILE = "best_config.yaml"
+OPTUNA_FILE = "optuna.db"
+
+
+def _hpo_setup(hpo: HpoSearch, options: RunOptions, root: Path) -> tuple[dict, Any]:
+    import optuna
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+    from ablations.trainable import trial_name
+
+    params = {}
+    for name, (kind, args) in hpo.space.items():
+        if kind == "loguniform":
+            params[name] = tune.loguniform(*args)
+        elif kind == "uniform":
+            params[name] = tune.uniform(*args)
+        elif kind == "choice":
+            params[name] = tune.choice(list(args))
+        else:
+            raise ValueError(f"unknown search kind {kind!r} for {name}")
+    storage = optuna.storages.RDBStorage(f"sqlite:///{root / OPTUNA_FILE}")
+    searcher = OptunaSearch(study_name=options.name, storage=storage, seed=hpo.base.seed)
+    scheduler = (
+        ASHAScheduler(time_attr="training_iteration", max_t=hpo.base.epochs, grace_period=1,
+                      reduction_factor=2)
+        if hpo.scheduler == "asha" else FIFOScheduler()
+    )
+    tune_config = tune.TuneConfig(
+        metric=hpo.metric, mode=hpo.mode, search_alg=searcher, scheduler=scheduler,
+        num_samples=hpo.num_samples, max_concurrent_trials=options.max_concurrent or None,
+        reuse_actors=True, trial_name_creator=trial_name, trial_dirname_creator=trial_name,
+    )
+    return {"trial": HPO_TRIAL, "params": params}, tune_config
+
+
+def result_name(result: Any) -> str:
+    """The trial's name: its directory, named by ``trial_dirname_creator``."""
+    return Path(str(result.path)).name
+
+
+def _hpo_spec(result: Any, hpo: HpoSearch) -> TrialSpec:
+    from ablations.config import apply_overrides
+
+    name = result_name(result)
+    config = apply_overrides(hpo.base, {**result.config.get("params", {}), "ablation": HPO_TRIAL},
+                             source="hpo sample")
+    return TrialSpec(name, HPO_TRIAL, config.seed, config)
+
+
+def write_best_config(trials_df: pd.DataFrame, hpo: HpoSearch, root: Path) -> Optional[Path]:
+    """The best trial's configuration as a YAML file that ``--config`` accepts."""
+    import yaml
+
+    done = trials_df[trials_df["status"] == "ok"]
+    if done.empty:
+        return None
+    best = done.sort_values(hpo.metric, ascending=hpo.mode == "min").iloc[0]
+    keys = [k for k in TrialConfig.__dataclass_fields__
+            if k not in ("ablation", "seed", "data_dir", "num_threads", "device",
+                         "compile_requested", "precision_requested", "inject_failure_at_epoch",
+                         "inject_oom_above_batch")]
+    default = TrialConfig()
+    values = {k: _plain(best[k]) for k in keys
+              if k in hpo.space or _plain(best[k]) != getattr(default, k)}
+    header = (f"# Best of {len(trials_df)} trials of {hpo.num_samples} ({hpo.metric} "
+              f"{_plain(best[hpo.metric]):.4f}, trial {best['trial_name']}).\n"
+              f"# python run_ablations.py --space components --config {BEST_CONFIG_FILE}\n")
+    path = root / BEST_CONFIG_FILE
+    path.write_text(header + yaml.safe_dump(values, sort_keys=True))
+    return path
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
 
 
 def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
                     metadata: dict[str, Any],
-                    skipped: Sequence[tuple[TrialSpec, str]] = ()) -> ExperimentResult:
+                    skipped: Sequence[tuple[TrialSpec, str]] = (), *,
+                    state_root: Optional[Path] = None) -> ExperimentResult:
     """Turn Tune's ResultGrid into the three tables and write them atomically."""
     root = experiment_dir(options)
     by_name = {spec.name: spec for spec in trials}
     trial_rows, epoch_frames, prediction_frames = [], [], []
     for result in grid:
-        name = result.config["trial"]
-        spec = by_name[name]
+        spec = by_name[result_name(result)]
         metrics = dict(result.metrics or {})
-        history = result.metrics_dataframe
+        history = _history(result, state_root)
         row = _trial_row(spec, metrics, result.error, history, options, metadata)
         trial_rows.append(row)
         if history is not None and len(history) and "epoch" in history:
@@ -199,14 +332,16 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
     write_parquet_atomic(epochs_df, root / EPOCHS_FILE)
     write_parquet_atomic(predictions_df, root / PREDICTIONS_FILE)
     write_parquet_atomic(trials_df, root / TRIALS_FILE)  # last: its presence means complete
-    return ExperimentResult(root, trials_df, epochs_df, predictions_df)
+    return ExperimentResult(root, trials_df, epochs_df, predictions_df,
+                            wall_s=metadata.get("driver_wall_s", math.nan))
 
 
 # ------------------------------------------------------------------------------------ helpers
 
 
 def _metadata(trials: Sequence[TrialSpec], options: RunOptions, started_at: dt.datetime,
-              skipped: Sequence[tuple[TrialSpec, str]] = ()) -> dict[str, Any]:
+              skipped: Sequence[tuple[TrialSpec, str]] = (),
+              hpo: Optional[HpoSearch] = None) -> dict[str, Any]:
     import ray
     import torch
 
@@ -215,8 +350,16 @@ def _metadata(trials: Sequence[TrialSpec], options: RunOptions, started_at: dt.d
         "space": options.space,
         "started_at": started_at.isoformat(),
         "command": options.command,
-        "trials": {spec.name: spec.config.to_dict() for spec in trials},
-        "skipped": {spec.name: reason for spec, reason in skipped},
+        "trials": trial_plan(trials),
+        "skipped": skipped_plan(skipped),
+        "hpo": None if hpo is None else {
+            "base": hpo.base.to_dict(), "space": {k: [kind, list(args) if isinstance(
+                args, tuple) else args] for k, (kind, args) in hpo.space.items()},
+            "num_samples": hpo.num_samples, "metric": hpo.metric, "mode": hpo.mode,
+            "scheduler": hpo.scheduler,
+        },
+        "max_concurrent": options.max_concurrent,
+        "max_failures": options.max_failures,
         "seeds": sorted({spec.seed for spec in trials}),
         "cpus_per_trial": options.cpus_per_trial,
         "gpus_per_trial": options.gpus_per_trial,
@@ -227,6 +370,29 @@ def _metadata(trials: Sequence[TrialSpec], options: RunOptions, started_at: dt.d
         "git_commit": git_commit(),
         "hostname": platform.node(),
     }
+
+
+def trial_plan(trials: Sequence[TrialSpec]) -> dict[str, dict[str, Any]]:
+    """The trials as experiment.json keeps them: name -> resolved config."""
+    return {spec.name: spec.config.to_dict() for spec in trials}
+
+
+def skipped_plan(skipped: Sequence[tuple[TrialSpec, str]]) -> dict[str, dict[str, Any]]:
+    return {spec.name: {"reason": reason, "config": spec.config.to_dict()}
+            for spec, reason in skipped}
+
+
+def plan_from_metadata(meta: dict[str, Any]
+                       ) -> tuple[list[TrialSpec], list[tuple[TrialSpec, str]]]:
+    """Rebuild the trials and skipped cells that experiment.json recorded."""
+    def spec(name: str, values: dict[str, Any]) -> TrialSpec:
+        config = TrialConfig.from_dict(values)
+        return TrialSpec(name, config.ablation, config.seed, config)
+
+    trials = [spec(name, values) for name, values in meta.get("trials", {}).items()]
+    skipped = [(spec(name, item["config"]), item["reason"])
+               for name, item in meta.get("skipped", {}).items()]
+    return trials, skipped
 
 
 def _error_line(error: BaseException) -> str:
@@ -257,6 +423,8 @@ def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExc
         reason = "non-finite-loss"
     elif metrics.get("status") == "ok" and "test_mae" in metrics:
         status, message = "ok", None
+    elif metrics.get("status") == "ok" and spec.config.ablation == "hpo":
+        status, message, reason = "stopped", "stopped early by the scheduler", "early-stopped"
     else:
         status, message, reason = "failed", "trial ended without a final result", "error"
     epochs_run = int(history["epoch"].max()) if history is not None and "epoch" in history \
@@ -278,10 +446,14 @@ def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExc
     row["train_samples_per_s"] = _nan_if_missing(metrics, "steady_train_samples_per_s")
     if math.isnan(row["wall_s"]):  # failed before the end: Tune's own clock
         row["wall_s"] = _nan_if_missing(metrics, "time_total_s")
+    # Cost ledger: the resources the trial held for its wall time.
+    held_s = row["wall_s"] if not math.isnan(row["wall_s"]) else 0.0
+    row["cpu_hours"] = held_s * options.cpus_per_trial / 3600
+    row["gpu_hours"] = held_s * options.gpus_per_trial / 3600
     row["device_used"] = metrics.get("device")
     for key in ("compile_used", "optimizer_used"):
         row[key] = metrics.get(key)
-    for key in ("oom_retries", "final_micro_batch", "final_accum_steps"):
+    for key in ("oom_retries", "final_micro_batch", "final_accum_steps", "resumed_from_epoch"):
         value = metrics.get(key)
         row[key] = int(value) if value is not None and value == value else None
     row["data_source"] = spec.config.data_dir or "synthetic"
@@ -289,6 +461,31 @@ def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExc
         row[key] = metadata[key]
     row.update(spec.config.to_dict())
     return row
+
+
+def _history(result: Any, state_root: Optional[Path]) -> Optional[pd.DataFrame]:
+    """The trial's per-epoch metrics. From the trainable's own state (final checkpoint, else its
+    state file), which keeps every epoch across restarts; else Tune's result log, which a
+    restarted trial begins anew."""
+    import torch
+
+    from ablations.trainable import STATE_FILE
+
+    states = []
+    if result.checkpoint is not None:
+        with result.checkpoint.as_directory() as directory:
+            path = os.path.join(directory, STATE_FILE)
+            if os.path.exists(path):
+                states.append(torch.load(path, weights_only=True))
+    if state_root is not None:
+        path = state_root / result_name(result) / STATE_FILE
+        if path.is_file():
+            states.append(torch.load(path, weights_only=True))
+    if states:
+        newest = max(states, key=lambda state: state["epoch"])
+        if newest["history"]:
+            return pd.DataFrame(newest["history"])
+    return result.metrics_dataframe
 
 
 def _epoch_rows(spec: TrialSpec, history: pd.DataFrame, options: RunOptions) -> pd.DataFrame:

@@ -451,7 +451,7 @@ def train(
         predictions = None
         if last:
             metrics.update(_final_metrics(history, device, started, compile_s, oom_retries,
-                                          compiled.mode, optimizer_used))
+                                          compiled.mode, optimizer_used, start_epoch - 1))
             if status == "ok":
                 predictions, test_metrics = _test(model, batches, data, test_idx, config, norm)
                 metrics.update(test_metrics)
@@ -462,7 +462,7 @@ def train(
     if epoch < start_epoch:  # resumed after the last epoch: evaluate once more and report
         metrics = dict(metrics)
         metrics.update(_final_metrics(history, device, started, compile_s, oom_retries,
-                                      compiled.mode, optimizer_used))
+                                      compiled.mode, optimizer_used, start_epoch - 1))
         predictions, test_metrics = _test(model, batches, data, test_idx, config, norm)
         metrics.update(test_metrics)
         if report is not None:
@@ -646,9 +646,10 @@ def resumable_state(epoch: int, model: torch.nn.Module, optimizer: torch.optim.O
 
 def _final_metrics(history: list[dict[str, Any]], device: torch.device, started: float,
                    compile_s: float, oom_retries: int, compile_used: str,
-                   optimizer_used: str) -> dict[str, Any]:
+                   optimizer_used: str, resumed_from_epoch: int) -> dict[str, Any]:
     return {
         "epochs_run": len(history),
+        "resumed_from_epoch": resumed_from_epoch,
         # epoch 1's rate already excludes its first (compiling) step
         "steady_train_samples_per_s": statistics.median(h["train_samples_per_s"] for h in history),
         "mean_epoch_s": statistics.fmean(h["epoch_s"] for h in history),

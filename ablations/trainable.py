@@ -1,7 +1,16 @@
 """The Ray Tune function trainable: a thin wrapper around :func:`ablations.train.train`.
 
-Each epoch becomes one ``tune.report`` with a checkpoint (``state.pt``; the last one also holds
-``predictions.parquet``). A restarted trial resumes from its latest checkpoint.
+Every epoch becomes one ``tune.report``. Resumable state is written after every epoch to the
+experiment folder, ``<experiment>/trial_state/<trial>/state.pt``, atomically (temporary file,
+fsync, rename); the last epoch also reports a Ray checkpoint holding the state and
+``predictions.parquet``. A restarted trial (resume after the driver died, a retry after a
+failure, a node that died) resumes from the newest of the two.
+
+Why not a Ray checkpoint every epoch: with ``num_to_keep`` Tune deletes the previous checkpoint
+when a new one lands, while its experiment-state snapshot (synced in the background) may still
+point at the deleted one; a driver killed in that window leaves a trial that cannot be restored
+("Could not recover from checkpoint as it does not exist on storage anymore"). The state file
+has one name and is replaced atomically, so it is always the last completed epoch.
 """
 
 from __future__ import annotations
@@ -9,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from pathlib import Path
 from typing import Any, Optional
 
 import pandas as pd
@@ -17,33 +27,61 @@ from ray import tune
 
 from ablations.config import TrialConfig
 from ablations.train import train
+from results.io import atomic_write
 
 STATE_FILE = "state.pt"
 PREDICTIONS_FILE = "predictions.parquet"
+STATE_SUBDIR = "trial_state"
 
 
 def trial_name(trial: Any) -> str:
-    """``trial_name_creator`` / ``trial_dirname_creator``: the spec's name, e.g. baseline-seed0."""
+    """``trial_name_creator`` / ``trial_dirname_creator``: the spec's name, e.g. baseline-seed0;
+    for a sampled (hpo) trial, hpo-<trial id>."""
+    if "params" in trial.config:
+        return f"{trial.config['trial']}-{trial.trial_id}"
     return str(trial.config["trial"])
 
 
-def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]]) -> None:
-    """Train trial ``config["trial"]`` (a name) with its resolved config ``plan[name]``
-    (a ``TrialConfig.to_dict()``). The runner passes ``plan`` with ``tune.with_parameters``."""
-    logging.getLogger("ray.train").setLevel(logging.WARNING)  # no line per checkpoint
-    trial = TrialConfig.from_dict(plan[config["trial"]])
-    resume_state = None
+def save_state_atomic(state: dict[str, Any], path: Path) -> None:
+    atomic_write(path, lambda handle: torch.save(state, handle))
+
+
+def load_resume_state(state_path: Path) -> Optional[dict[str, Any]]:
+    """The newest resumable state: this trial's state file or its Ray checkpoint."""
+    candidates = []
+    if state_path.is_file():
+        candidates.append(torch.load(state_path, weights_only=True))
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
-            resume_state = torch.load(os.path.join(directory, STATE_FILE), weights_only=True)
+            path = os.path.join(directory, STATE_FILE)
+            if os.path.exists(path):
+                candidates.append(torch.load(path, weights_only=True))
+    return max(candidates, key=lambda state: state["epoch"]) if candidates else None
+
+
+def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
+                   state_root: str) -> None:
+    """Train trial ``config["trial"]`` (a name) with its resolved config ``plan[name]``
+    (a ``TrialConfig.to_dict()``), updated with sampled ``config["params"]`` in a search.
+    The runner passes ``plan`` and ``state_root`` with ``tune.with_parameters``."""
+    logging.getLogger("ray.train").setLevel(logging.WARNING)  # no line per checkpoint
+    values = dict(plan[config["trial"]])
+    if "params" in config:
+        values.update(config["params"], ablation=config["trial"])
+    trial = TrialConfig.from_dict(values)
+    state_path = Path(state_root) / tune.get_context().get_trial_name() / STATE_FILE
+    resume_state = load_resume_state(state_path)
 
     def report(metrics: dict[str, Any], state: dict[str, Any],
                predictions: Optional[pd.DataFrame]) -> None:
+        save_state_atomic(state, state_path)
+        if predictions is None:
+            tune.report(metrics)
+            return
         with tempfile.TemporaryDirectory() as directory:
             torch.save(state, os.path.join(directory, STATE_FILE))
-            if predictions is not None:
-                predictions.to_parquet(os.path.join(directory, PREDICTIONS_FILE), index=False)
+            predictions.to_parquet(os.path.join(directory, PREDICTIONS_FILE), index=False)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
 
     train(trial, report=report, resume_state=resume_state)

@@ -18,7 +18,7 @@ PREDICTIONS_FILE = "predictions.parquet"
 METADATA_FILE = "experiment.json"
 
 
-def _atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
     """Call ``write`` on a temporary file in ``path``'s folder, fsync it and rename it into
     place: readers see the old file or the new one, never half of one."""
     path = Path(path)
@@ -39,13 +39,30 @@ def _atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
 def write_parquet_atomic(frame: pd.DataFrame, path: str | Path) -> Path:
     """Write ``frame`` as Parquet, atomically."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    return _atomic_write(path, lambda handle: pq.write_table(table, handle))
+    return atomic_write(path, lambda handle: pq.write_table(table, handle))
 
 
 def write_json_atomic(data: dict[str, Any], path: str | Path) -> Path:
     """Write ``data`` as indented JSON, atomically."""
     text = json.dumps(data, indent=2, sort_keys=True, default=str)
-    return _atomic_write(path, lambda handle: handle.write(text.encode()))
+    return atomic_write(path, lambda handle: handle.write(text.encode()))
+
+
+def read_metadata(directory: str | Path) -> dict[str, Any] | None:
+    """``experiment.json`` of an experiment folder, or None if there is none."""
+    path = Path(directory) / METADATA_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def remove_stale_temp_files(directory: str | Path) -> list[Path]:
+    """Remove temporary files a killed writer left behind (the real files are intact)."""
+    removed = []
+    for path in Path(directory).glob(".*.tmp"):
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
 
 
 def read_experiment(directory: str | Path) -> dict[str, pd.DataFrame]:

@@ -14,10 +14,13 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("space", "string", "search space the trial belongs to, e.g. components"),
     ("trial_name", "string", "unique within the experiment: <ablation>-seed<seed>"),
     ("trial_id", "string", "Ray Tune's trial id"),
-    ("status", "string", "ok / failed / diverged"),
-    ("failure_reason", "string", "oom / error / non-finite-loss for failed and diverged trials"),
+    ("status", "string", "ok / failed / diverged / stopped (early, hpo) / skipped"),
+    ("failure_reason", "string",
+     "oom / error / non-finite-loss / early-stopped / conflict; null when ok"),
     ("error", "string", "one-line error for failed and diverged trials, else null"),
     ("epochs_run", "int64", "epochs completed"),
+    ("resumed_from_epoch", "int64",
+     "0: trained in one go; k: the last run of the trial resumed after epoch k (resume, retry)"),
     ("train_loss", "float64", "last epoch's mean training loss (NLL or MSE, standardised units)"),
     ("val_loss", "float64", "last epoch's validation loss, same units as train_loss"),
     ("val_mae", "float64", "last epoch's validation MAE, km"),
@@ -31,6 +34,8 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("test_nll", "float64", "test Gaussian NLL per sample, km units (null: point head)"),
     ("test_coverage_90", "float64", "share of test targets inside the central 90% interval"),
     ("wall_s", "float64", "trial wall time inside the worker: data, model, training, evaluation"),
+    ("cpu_hours", "float64", "cost ledger: wall_s x CPUs the trial held, in hours"),
+    ("gpu_hours", "float64", "cost ledger: wall_s x GPUs the trial held (fractions count), in hours"),
     ("train_samples_per_s", "float64",
      "steady-state training samples/s: median over epochs, the first (compiling) step excluded"),
     ("mean_epoch_s", "float64", "mean seconds per epoch, training and validation"),
@@ -112,7 +117,8 @@ Every run writes `<storage>/<experiment>/` (default storage: `./ablation_results
 | `epochs.parquet` | trial × epoch: the learning curves |
 | `predictions.parquet` | test sample × ok trial |
 | `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, versions, command |
-| `tune/` | Ray Tune's own state, checkpoints, TensorBoard/CSV/JSON logs |
+| `tune/` | Ray Tune's own state, each trial's final checkpoint, TensorBoard/CSV/JSON logs |
+| `trial_state/` | each trial's resumable state after its last epoch, while the experiment can still be resumed (removed when no trial failed) |
 
 Files are written atomically (a temporary file in the same folder, fsync, rename): a crash
 leaves either the previous file or the new one, never half of one. `trials.parquet` is written
@@ -147,8 +153,8 @@ last line of the exception, `failure_reason` is `oom` when it ran out of memory 
 smallest micro-batch, else `error`; `epochs_run` the epochs it finished); `diverged` (a
 non-finite training or validation loss; the trial stops there and is not retried); `skipped` (a
 cell of a sweep that cannot run on this device or data, e.g. a CUDA-graph compile mode on CPU;
-`error` holds the reason; nothing ran). Failed and diverged trials keep their row; the other
-trials go on.
+`error` holds the reason; nothing ran); `stopped` (an `hpo` trial the ASHA scheduler stopped
+early; no test metrics). Failed and diverged trials keep their row; the other trials go on.
 
 Metrics are in target units (km) except the losses, which are in standardised units (the model
 trains on a standardised target). NLL is the Gaussian negative log-likelihood per sample,

@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 
 from ablations.config import ConfigError, TrialConfig, apply_overrides
 from search_spaces.components import BASELINE, COMPONENT_ABLATIONS
+from search_spaces.hpo import HPO_SEARCH
 from search_spaces.sweeps import BATCH_SWEEP, FRAMES_SWEEP, SYSTEMS_MATRIX, SYSTEMS_REFERENCE
 
 
@@ -21,6 +22,12 @@ class Space:
     # True: a cell that cannot run here (a switch conflict on the device, more frames than the
     # data has) is skipped with its reason; False: it is an error before anything runs.
     skip_invalid: bool = False
+    # A search (field -> (kind, args)) instead of a table: sampled trials, schedulers allowed.
+    search: Mapping[str, tuple[str, Any]] | None = None
+
+    @property
+    def is_search(self) -> bool:
+        return self.search is not None
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,14 @@ SPACES: dict[str, Space] = {
         variants=FRAMES_SWEEP,
         reference="frames4",
         skip_invalid=True,
+    ),
+    "hpo": Space(
+        name="hpo",
+        description="Optuna TPE over lr, weight decay, dropout, widths, embed dim, batch size; "
+        "ASHA early stopping; --num-samples trials",
+        variants={},
+        reference="",
+        search=HPO_SEARCH,
     ),
 }
 

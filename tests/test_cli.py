@@ -44,7 +44,7 @@ def assert_one_line_error(code, err, pattern):
         (["--seeds", "a,b"], "not a count"),
         (["--seeds", "1,1"], "distinct"),
         (["--epochs", "-1"], "must be >= 1"),
-        (["--space", "nope"], "unknown space 'nope'; choose one of: batch, components, frames, systems"),
+        (["--space", "nope"], "unknown space 'nope'; choose one of: batch, components, frames, hpo, systems"),
         (["--only", "no_brains"], "unknown variant(s) ['no_brains']"),
         (["--config", "/nonexistent.yaml"], "config file not found"),
         (["--cpus-per-trial", "-1"], "must be a finite number >= 0"),
@@ -57,10 +57,12 @@ def assert_one_line_error(code, err, pattern):
         (["--data", "/nonexistent/dir"], "data directory not found"),
         (["--name", "bad name!"], "--name 'bad name!'"),
         (["--address", "not an address"], "--address 'not an address'"),
+        (["--storage", "s3://bucket/x"], "URIs are not supported yet"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, args, pattern):
-    code, _, err = in_process(capsys, *args, "--storage", str(tmp_path / "results"))
+    storage = [] if "--storage" in args else ["--storage", str(tmp_path / "results")]
+    code, _, err = in_process(capsys, *args, *storage)
     assert_one_line_error(code, err, pattern)
     assert not (tmp_path / "results").exists()  # nothing started, nothing written
 
@@ -91,7 +93,7 @@ def test_existing_experiment_is_never_overwritten(capsys, tmp_path):
     existing.mkdir(parents=True)
     (existing / "trials.parquet").write_bytes(b"precious")
     code, _, err = in_process(capsys, "--storage", str(tmp_path / "r"), "--name", "mine")
-    assert_one_line_error(code, err, "already exists")
+    assert_one_line_error(code, err, "already exists and is not an experiment of this tool")
     assert (existing / "trials.parquet").read_bytes() == b"precious"
 
 
@@ -199,3 +201,24 @@ def test_diagnose(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "CPU:" in proc.stdout and "Ray resources: CPU" in proc.stdout
     assert "Suggested: python run_ablations.py" in proc.stdout
+
+
+def test_a_scheduler_is_refused_for_ablation_spaces(capsys):
+    code, _, err = in_process(capsys, "--space", "components", "--scheduler", "asha")
+    assert_one_line_error(code, err, "every trial runs to the same budget")
+
+
+def test_hpo_dry_run_lists_the_search(capsys):
+    code, out, _ = in_process(capsys, "--space", "hpo", "--num-samples", "8", "--dry-run")
+    assert code == 0
+    assert "8 sampled trials (asha scheduler)" in out and "lr: loguniform" in out
+
+
+def test_resume_errors(capsys, tmp_path):
+    code, _, err = in_process(capsys, "--resume", "--storage", str(tmp_path))
+    assert_one_line_error(code, err, "--resume: no experiment in")
+    (tmp_path / "x").mkdir()
+    code, _, err = in_process(capsys, "--resume", "--name", "x", "--storage", str(tmp_path))
+    assert_one_line_error(code, err, "is not an experiment folder")
+    code, _, err = in_process(capsys, "--retry-failed")
+    assert_one_line_error(code, err, "--retry-failed only applies with --resume")

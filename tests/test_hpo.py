@@ -1,0 +1,38 @@
+"""The hpo space: Optuna TPE through OptunaSearch, ASHA early stopping, the Optuna storage
+and the best configuration as a YAML file that --config accepts."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from ablations.config import config_from_sources
+from ablations.runner import HpoSearch, RunOptions, run_experiment
+from search_spaces.hpo import HPO_SEARCH
+from tests.conftest import tiny_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_hpo_with_asha_writes_optuna_storage_and_best_config(ray_local, tmp_path):
+    space = {k: HPO_SEARCH[k] for k in ("lr", "weight_decay", "dropout")}
+    hpo = HpoSearch(base=tiny_config(epochs=4, ablation="hpo"), space=space, num_samples=4)
+    options = RunOptions(storage=tmp_path, name="search", space="hpo", progress=False,
+                         max_concurrent=1)
+    result = run_experiment([], options, hpo=hpo)
+    trials = result.trials
+    assert len(trials) == 4 and trials["trial_name"].str.startswith("hpo-").all()
+    assert set(trials["status"]) <= {"ok", "stopped"}
+    stopped = trials[trials["status"] == "stopped"]
+    assert len(stopped) >= 1 and (stopped["epochs_run"] < 4).all()  # ASHA stopped some early
+    assert (trials.loc[trials["status"] == "ok", "epochs_run"] == 4).all()
+    # the sampled values are the config columns
+    assert trials["lr"].nunique() == 4 and trials["lr"].between(3e-4, 1e-2).all()
+    # the Optuna study, readable with Optuna's own API (and optuna-dashboard)
+    study = optuna.load_study(study_name="search",
+                              storage=f"sqlite:///{result.directory / 'optuna.db'}")
+    assert len(study.trials) == 4
+    # the best configuration is a --config file
+    best = config_from_sources(yaml_path=result.directory / "best_config.yaml")
+    winner = trials[trials["status"] == "ok"].sort_values("val_mae").iloc[0]
+    assert best.lr == pytest.approx(winner["lr"]) and best.epochs == 4

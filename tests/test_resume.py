@@ -1,0 +1,84 @@
+"""Resume: a driver killed with SIGKILL mid-experiment continues with --resume; every trial
+ends up in trials.parquet exactly once and nothing that had finished is run again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+TINY = ["--set", "synthetic_train=96", "--set", "synthetic_val=16", "--set", "synthetic_test=16",
+        "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16", "--set", "num_heads=2",
+        "--set", "batch_size=16", "--no-dashboard"]
+
+
+def cli(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    return [sys.executable, "-u", str(REPO / "run_ablations.py"), *args], dict(cwd=cwd, env=env)
+
+
+def test_sigkill_then_resume(tmp_path):
+    args = ["--space", "components", "--only", "baseline,no_images,single_frame",
+            "--seeds", "2", "--epochs", "3", "--name", "killed", *TINY]
+    command, kw = cli(*args, cwd=tmp_path)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, **kw)
+    seen, deadline = [], time.monotonic() + 180
+    for line in proc.stdout:  # wait until two trials have finished, then kill everything
+        seen.append(line)
+        if line.startswith("[2/6]") or time.monotonic() > deadline:
+            break
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray it started, no clean-up
+    proc.wait(timeout=30)
+    assert any(line.startswith("[2/6]") for line in seen), "".join(seen[-20:])
+    root = tmp_path / "ablation_results" / "killed"
+    assert not (root / "trials.parquet").exists()  # it died before writing results
+
+    command, kw = cli("--resume", "--name", "killed", "--no-dashboard", cwd=tmp_path)
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "Resuming experiment killed" in resumed.stdout
+    trials = pd.read_parquet(root / "trials.parquet")
+    assert sorted(trials["trial_name"]) == sorted(
+        f"{v}-seed{s}" for v in ("baseline", "no_images", "single_frame") for s in (0, 1))
+    assert (trials["status"] == "ok").all()
+    epochs = pd.read_parquet(root / "epochs.parquet")
+    assert not epochs.duplicated(["trial_name", "epoch"]).any()
+    per_trial = epochs.groupby("trial_name")["epoch"].apply(lambda e: tuple(sorted(e)))
+    assert per_trial.map(lambda e: e == (1, 2, 3)).all(), per_trial
+    # Trials that had finished were not trained again: either Tune's state had them as done
+    # (they do not run), or they restart from their final state and only re-evaluate.
+    finished_before = {line.split()[1] for line in seen if line.startswith("[")}
+    rows = trials.set_index("trial_name")
+    rerun = {line.split()[1] for line in resumed.stdout.splitlines() if line.startswith("[")}
+    for name in finished_before:
+        if name in rerun:
+            assert rows.loc[name, "resumed_from_epoch"] == 3, name
+        else:
+            assert rows.loc[name, "resumed_from_epoch"] == 0, name
+    # trials cut off mid-way continued from their last epoch, not from scratch
+    assert (rows["resumed_from_epoch"].isin([0, 1, 2, 3])).all()
+
+    # The same --name and plan again: nothing left to run, the same rows.
+    command, kw = cli(*args, cwd=tmp_path)
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resuming it" in again.stdout
+    assert len(pd.read_parquet(root / "trials.parquet")) == 6
+
+    # The same --name with another plan is refused, and nothing is touched.
+    before = (root / "trials.parquet").read_bytes()
+    command, kw = cli("--space", "components", "--only", "baseline", "--name", "killed",
+                      *TINY, cwd=tmp_path)
+    other = subprocess.run(command, capture_output=True, text=True, timeout=120, **kw)
+    assert other.returncode == 2 and "holds a different experiment" in other.stderr
+    assert (root / "trials.parquet").read_bytes() == before

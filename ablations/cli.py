@@ -26,7 +26,7 @@ from ablations.config import (
 )
 from ablations.systems import resolve_systems, skip_reason
 from model.data import MAX_SYNTHETIC_FRAMES, DataError, load_directory
-from results.io import read_metadata
+from results.io import filesystem, is_file, is_uri, join, list_dir, read_metadata
 from search_spaces.presets import PRESETS
 
 EXIT_BAD_INPUT = 2
@@ -162,8 +162,9 @@ def build_parser() -> OneLineParser:
     where.add_argument("--address", default=None,
                        help="existing Ray cluster: 'auto' or ray://host:port "
                        "(default: start a local Ray)")
-    where.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR",
-                       help=f"results root (default: ./{DEFAULT_STORAGE})")
+    where.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR|URI",
+                       help=f"results root: a path or a URI such as s3://bucket/results "
+                       f"(default: ./{DEFAULT_STORAGE})")
     where.add_argument("--name", default=None,
                        help="experiment name (default: SPACE-YYYYmmdd-HHMMSS)")
     where.add_argument("--cpus-per-trial", type=_resource, default=1.0, metavar="N",
@@ -330,6 +331,8 @@ def summary_table(trials_df: Any) -> str:
             "test_rmse_km": f"{ok['test_rmse'].mean():.3f}" if len(ok) else "-",
             "test_coverage_90": f"{ok['test_coverage_90'].mean():.2f}"
             if len(ok) and ok["test_coverage_90"].notna().any() else "-",
+            "samples_per_s": f"{ok['train_samples_per_s'].mean():.0f}" if len(ok) else "-",
+            "peak_mem_mb": f"{ok['peak_mem_mb'].mean():.0f}" if len(ok) else "-",
             "wall_s": f"{group['wall_s'].mean():.1f}",
             "cpu_h": f"{group['cpu_hours'].sum():.3f}",
         })
@@ -363,12 +366,7 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
     if args.address is not None and args.address != "auto" \
             and not re.match(r"^(ray://)?[\w.-]+:\d+$", args.address):
         raise UsageError(f"--address {args.address!r}: use 'auto', host:port or ray://host:port")
-    if "://" in args.storage:
-        raise UsageError(f"--storage {args.storage}: URIs are not supported yet; use a path "
-                         "(on a cluster, one every node can reach, e.g. a shared file system)")
-    storage = Path(args.storage).expanduser().resolve()
-    if storage.exists() and not storage.is_dir():
-        raise UsageError(f"--storage {storage} is a file, not a directory")
+    storage = storage_root(args.storage)
     if args.retry_failed and not args.resume:
         raise UsageError("--retry-failed only applies with --resume")
     if args.resume:
@@ -404,7 +402,7 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
     name = args.name or f"{space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
     if not NAME_PATTERN.match(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only")
-    target = storage / name
+    target = join(storage, name)
     if args.dry_run:
         print(f"Experiment {name} (dry run): space {space.name}, seeds {args.seeds}")
         if data_summary:
@@ -418,7 +416,7 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
             print(describe_trials(trials, base.replace(ablation=space.reference), skipped))
         return 0
     resume = False
-    if target.exists() and any(target.iterdir()):
+    if list_dir(target):
         previous = read_metadata(target)
         if previous is None:
             raise UsageError(f"{target} already exists and is not an experiment of this tool; "
@@ -436,7 +434,7 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
         print(f"Experiment {name} exists with the same plan: resuming it.")
         resume = True
     return _run(args, space.name, trials, skipped, storage, name, command, hpo=hpo,
-                resume=resume)
+                resume=resume, reuse_workers=not space.isolate_trials)
 
 
 def _spec_for(config: TrialConfig) -> Any:
@@ -445,18 +443,37 @@ def _spec_for(config: TrialConfig) -> Any:
     return TrialSpec(f"{config.ablation}-seed{config.seed}", config.ablation, config.seed, config)
 
 
-def _resume(args: argparse.Namespace, storage: Path, command: list[str]) -> int:
+def storage_root(text: str) -> str:
+    """--storage as a local absolute path or a URI (s3://, gs://, file://, ...)."""
+    if is_uri(text):
+        try:
+            filesystem(text)
+        except (ValueError, OSError, ImportError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"--storage {text}: {first}") from None
+        return text.rstrip("/")
+    storage = Path(text).expanduser().resolve()
+    if storage.exists() and not storage.is_dir():
+        raise UsageError(f"--storage {storage} is a file, not a directory")
+    return str(storage)
+
+
+def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
     """Continue an experiment from its experiment.json and Ray Tune's state."""
     from ablations.runner import HpoSearch, plan_from_metadata
+    from search_spaces import SPACES
 
     name = args.name
     if name is None:
-        candidates = sorted((p for p in storage.glob("*/experiment.json")),
-                            key=lambda p: p.stat().st_mtime) if storage.is_dir() else []
-        if not candidates:
+        started = {}
+        for entry in list_dir(storage):
+            meta = read_metadata(join(storage, entry))
+            if meta is not None:
+                started[entry] = max([meta.get("started_at", ""), *meta.get("resumed_at", [])])
+        if not started:
             raise UsageError(f"--resume: no experiment in {storage}; pass --name or --storage")
-        name = candidates[-1].parent.name
-    target = storage / name
+        name = max(started, key=started.get)
+    target = join(storage, name)
     meta = read_metadata(target)
     if meta is None:
         raise UsageError(f"--resume: {target} is not an experiment folder (no experiment.json)")
@@ -473,13 +490,14 @@ def _resume(args: argparse.Namespace, storage: Path, command: list[str]) -> int:
     args.gpus_per_trial = meta.get("gpus_per_trial", args.gpus_per_trial)
     args.seeds = meta.get("seeds", args.seeds)
     print(f"Resuming experiment {name} ({meta['space']}): trials already finished are kept")
+    space = SPACES.get(meta["space"])
     return _run(args, meta["space"], trials, skipped, storage, name, command, hpo=hpo,
-                resume=True)
+                resume=True, reuse_workers=not (space and space.isolate_trials))
 
 
 def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: list[Any],
-         storage: Path, name: str, command: list[str], *, hpo: Any = None,
-         resume: bool = False) -> int:
+         storage: str, name: str, command: list[str], *, hpo: Any = None,
+         resume: bool = False, reuse_workers: bool = True) -> int:
     import ray
 
     from ablations.runner import RunOptions, init_ray, run_experiment
@@ -488,7 +506,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         storage=storage, name=name, space=space_name, address=args.address,
         cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial,
         max_concurrent=args.max_concurrent, max_failures=args.max_failures,
-        retry_failed=args.retry_failed, dashboard=args.dashboard,
+        retry_failed=args.retry_failed, reuse_workers=reuse_workers, dashboard=args.dashboard,
         verbose=1 if args.verbose else 0, progress=not args.quiet, command=command,
     )
     try:
@@ -516,8 +534,8 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         if dashboard_url:
             print(f"Ray dashboard: http://{dashboard_url.removeprefix('http://')} "
                   "(token authentication: `ray get-auth-token` prints the token)")
-        print(f"Results: {storage / name}")
-        print(f"TensorBoard: tensorboard --logdir {storage / name / 'tune'}")
+        print(f"Results: {join(storage, name)}")
+        print(f"TensorBoard: tensorboard --logdir {join(storage, name, 'tune')}")
         if args.auto_batch and trials:
             trials = _auto_batch(args, trials)
         result = run_experiment(trials, options, skipped=skipped, hpo=hpo, resume=resume)
@@ -535,9 +553,9 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
           f"{df['gpu_hours'].sum():.3f} GPU-hours.")
     for _, row in df[~df["status"].isin(["ok", "skipped", "stopped"])].iterrows():
         print(f"  {row['trial_name']}: {row['status']}: {row['error']}")
-    if hpo is not None and (result.directory / "best_config.yaml").exists():
-        print(f"Best configuration: {result.directory / 'best_config.yaml'} "
-              f"(use it with --config); Optuna study: sqlite:///{result.directory / 'optuna.db'}")
+    if hpo is not None and is_file(join(result.directory, "best_config.yaml")):
+        print(f"Best configuration: {join(result.directory, 'best_config.yaml')} (use it with "
+              f"--config); Optuna study: {join(result.directory, 'optuna.db')} (SQLite)")
     print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
     return 0 if counts.get("ok", 0) else 1
 

@@ -16,8 +16,8 @@ import logging
 import math
 import os
 import platform
-import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,12 @@ import pandas as pd
 from ablations.config import TrialConfig
 from results.io import (
     EPOCHS_FILE,
+    atomic_write,
+    delete_dir,
+    is_file,
+    is_uri,
+    join,
+    read_bytes,
     read_metadata,
     remove_stale_temp_files,
     METADATA_FILE,
@@ -48,7 +54,7 @@ PROJECT_PACKAGES = ("model", "ablations", "search_spaces", "results")
 class RunOptions:
     """How to run an experiment (not what: that is the list of trials)."""
 
-    storage: Path  # results root; the experiment goes in storage / name
+    storage: Path | str  # results root (a path or a URI); the experiment goes in storage/name
     name: str
     space: str
     address: Optional[str] = None  # None: start a local Ray; else an existing cluster
@@ -57,6 +63,7 @@ class RunOptions:
     max_concurrent: int = 0  # 0: as many as resources allow
     max_failures: int = 0  # retries of a failed trial, each from its last checkpoint
     retry_failed: bool = False  # on resume: retry failed trials from their last checkpoint
+    reuse_workers: bool = True  # False: a fresh process per trial (clean peak memory)
     dashboard: bool = True
     verbose: int = 0  # Ray Tune's own console output: 0 none, 1 status table, 2 every result
     progress: bool = True  # one line per finished trial
@@ -65,7 +72,7 @@ class RunOptions:
 
 @dataclass
 class ExperimentResult:
-    directory: Path
+    directory: Path | str  # a Path for a local experiment, the URI otherwise
     trials: pd.DataFrame
     epochs: pd.DataFrame
     predictions: pd.DataFrame
@@ -73,7 +80,10 @@ class ExperimentResult:
 
 
 def experiment_dir(options: RunOptions) -> Path:
-    return (options.storage / options.name).resolve()
+    storage = str(options.storage)
+    if is_uri(storage):
+        return join(storage, options.name)
+    return str((Path(storage) / options.name).resolve())
 
 
 def git_commit() -> Optional[str]:
@@ -149,7 +159,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     from ablations.trainable import STATE_SUBDIR, trial_name, tune_trainable
 
     root = experiment_dir(options)
-    root.mkdir(parents=True, exist_ok=True)
+    if not is_uri(root):
+        Path(root).mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(root)
     # Tune warns when it snapshots its experiment state after checkpoints in quick succession
     # (short trials ending together); the snapshot is a small file here.
@@ -160,19 +171,19 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     if resume and previous is not None:
         metadata["started_at"] = previous.get("started_at", metadata["started_at"])
         metadata["resumed_at"] = [*previous.get("resumed_at", []), started_at.isoformat()]
-    write_json_atomic(metadata, root / METADATA_FILE)
+    write_json_atomic(metadata, join(root, METADATA_FILE))
 
     resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
     plan = {spec.name: spec.config.to_dict() for spec in trials}
     if hpo is not None:
         plan = {HPO_TRIAL: hpo.base.to_dict()}
-    state_root = root / STATE_SUBDIR
+    state_root = join(root, STATE_SUBDIR)
     trainable = tune.with_resources(
-        tune.with_parameters(tune_trainable, plan=plan, state_root=str(state_root)), resources)
-    tune_dir = root / TUNE_SUBDIR
+        tune.with_parameters(tune_trainable, plan=plan, state_root=state_root), resources)
+    tune_dir = join(root, TUNE_SUBDIR)
     started = time.monotonic()
-    if resume and tune.Tuner.can_restore(str(tune_dir)):
-        tuner = tune.Tuner.restore(str(tune_dir), trainable=trainable, resume_unfinished=True,
+    if resume and tune.Tuner.can_restore(tune_dir):
+        tuner = tune.Tuner.restore(tune_dir, trainable=trainable, resume_unfinished=True,
                                    resume_errored=options.retry_failed, restart_errored=False)
     else:
         if hpo is not None:
@@ -182,7 +193,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
             param_space = {"trial": tune.grid_search([spec.name for spec in trials])}
             tune_config = tune.TuneConfig(
                 max_concurrent_trials=options.max_concurrent or None,
-                reuse_actors=True,  # one worker process runs many trials: torch imported once
+                # one worker process runs many trials (torch imported once), unless isolated
+                reuse_actors=options.reuse_workers,
                 trial_name_creator=trial_name,
                 trial_dirname_creator=trial_name,
             )
@@ -192,7 +204,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
             tune_config=tune_config,
             run_config=tune.RunConfig(
                 name=TUNE_SUBDIR,
-                storage_path=str(root),
+                storage_path=root,
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1),  # the final one only
                 failure_config=tune.FailureConfig(max_failures=options.max_failures,
                                                   fail_fast=False),
@@ -208,9 +220,10 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     result = collect_results(grid, trials, options, metadata, skipped, state_root=state_root)
     if hpo is not None:
         write_best_config(result.trials, hpo, root)
+        _publish_optuna(root, options.name)
     if (result.trials["status"] != "failed").all():
         # Nothing left to resume: drop the per-trial state (final checkpoints stay in tune/).
-        shutil.rmtree(state_root, ignore_errors=True)
+        delete_dir(state_root)
     return result
 
 
@@ -219,7 +232,26 @@ BEST_CONFIG_FILE = "best_config.yaml"
 OPTUNA_FILE = "optuna.db"
 
 
-def _hpo_setup(hpo: HpoSearch, options: RunOptions, root: Path) -> tuple[dict, Any]:
+def _optuna_file(root: str, name: str) -> Path:
+    """The study's SQLite file: in the experiment folder, or for a URI root a local copy
+    (SQLite needs a local file) that is uploaded beside the results at the end."""
+    if not is_uri(root):
+        return Path(root) / OPTUNA_FILE
+    local = Path(tempfile.gettempdir()) / "ablation-runner" / name / OPTUNA_FILE
+    local.parent.mkdir(parents=True, exist_ok=True)
+    remote = join(root, OPTUNA_FILE)
+    if is_file(remote) and not local.exists():  # resuming elsewhere: start from the upload
+        local.write_bytes(read_bytes(remote))
+    return local
+
+
+def _publish_optuna(root: str, name: str) -> None:
+    if is_uri(root):
+        data = _optuna_file(root, name).read_bytes()
+        atomic_write(join(root, OPTUNA_FILE), lambda handle: handle.write(data))
+
+
+def _hpo_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, Any]:
     import optuna
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
@@ -237,7 +269,7 @@ def _hpo_setup(hpo: HpoSearch, options: RunOptions, root: Path) -> tuple[dict, A
             params[name] = tune.choice(list(args))
         else:
             raise ValueError(f"unknown search kind {kind!r} for {name}")
-    storage = optuna.storages.RDBStorage(f"sqlite:///{root / OPTUNA_FILE}")
+    storage = optuna.storages.RDBStorage(f"sqlite:///{_optuna_file(root, options.name)}")
     searcher = OptunaSearch(study_name=options.name, storage=storage, seed=hpo.base.seed)
     scheduler = (
         ASHAScheduler(time_attr="training_iteration", max_t=hpo.base.epochs, grace_period=1,
@@ -266,7 +298,7 @@ def _hpo_spec(result: Any, hpo: HpoSearch) -> TrialSpec:
     return TrialSpec(name, HPO_TRIAL, config.seed, config)
 
 
-def write_best_config(trials_df: pd.DataFrame, hpo: HpoSearch, root: Path) -> Optional[Path]:
+def write_best_config(trials_df: pd.DataFrame, hpo: HpoSearch, root: str) -> Optional[str]:
     """The best trial's configuration as a YAML file that ``--config`` accepts."""
     import yaml
 
@@ -284,9 +316,8 @@ def write_best_config(trials_df: pd.DataFrame, hpo: HpoSearch, root: Path) -> Op
     header = (f"# Best of {len(trials_df)} trials of {hpo.num_samples} ({hpo.metric} "
               f"{_plain(best[hpo.metric]):.4f}, trial {best['trial_name']}).\n"
               f"# python run_ablations.py --space components --config {BEST_CONFIG_FILE}\n")
-    path = root / BEST_CONFIG_FILE
-    path.write_text(header + yaml.safe_dump(values, sort_keys=True))
-    return path
+    text = header + yaml.safe_dump(values, sort_keys=True)
+    return atomic_write(join(root, BEST_CONFIG_FILE), lambda handle: handle.write(text.encode()))
 
 
 def _plain(value: Any) -> Any:
@@ -296,7 +327,7 @@ def _plain(value: Any) -> Any:
 def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
                     metadata: dict[str, Any],
                     skipped: Sequence[tuple[TrialSpec, str]] = (), *,
-                    state_root: Optional[Path] = None) -> ExperimentResult:
+                    state_root: Optional[str] = None) -> ExperimentResult:
     """Turn Tune's ResultGrid into the three tables and write them atomically."""
     root = experiment_dir(options)
     by_name = {spec.name: spec for spec in trials}
@@ -329,10 +360,10 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
         else pd.DataFrame(columns=["experiment", "trial_name", "ablation", "seed", "sample_index",
                                    "target", "pred_mean", "pred_std"])
     )
-    write_parquet_atomic(epochs_df, root / EPOCHS_FILE)
-    write_parquet_atomic(predictions_df, root / PREDICTIONS_FILE)
-    write_parquet_atomic(trials_df, root / TRIALS_FILE)  # last: its presence means complete
-    return ExperimentResult(root, trials_df, epochs_df, predictions_df,
+    write_parquet_atomic(epochs_df, join(root, EPOCHS_FILE))
+    write_parquet_atomic(predictions_df, join(root, PREDICTIONS_FILE))
+    write_parquet_atomic(trials_df, join(root, TRIALS_FILE))  # last: its presence = complete
+    return ExperimentResult(root if is_uri(root) else Path(root), trials_df, epochs_df, predictions_df,
                             wall_s=metadata.get("driver_wall_s", math.nan))
 
 
@@ -463,13 +494,13 @@ def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExc
     return row
 
 
-def _history(result: Any, state_root: Optional[Path]) -> Optional[pd.DataFrame]:
+def _history(result: Any, state_root: Optional[str]) -> Optional[pd.DataFrame]:
     """The trial's per-epoch metrics. From the trainable's own state (final checkpoint, else its
     state file), which keeps every epoch across restarts; else Tune's result log, which a
     restarted trial begins anew."""
     import torch
 
-    from ablations.trainable import STATE_FILE
+    from ablations.trainable import STATE_FILE, load_state
 
     states = []
     if result.checkpoint is not None:
@@ -478,9 +509,9 @@ def _history(result: Any, state_root: Optional[Path]) -> Optional[pd.DataFrame]:
             if os.path.exists(path):
                 states.append(torch.load(path, weights_only=True))
     if state_root is not None:
-        path = state_root / result_name(result) / STATE_FILE
-        if path.is_file():
-            states.append(torch.load(path, weights_only=True))
+        path = join(state_root, result_name(result), STATE_FILE)
+        if is_file(path):
+            states.append(load_state(path))
     if states:
         newest = max(states, key=lambda state: state["epoch"])
         if newest["history"]:

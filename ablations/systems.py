@@ -76,11 +76,18 @@ def find_conflicts(config: TrialConfig, device: str) -> list[Conflict]:
             fix="use precision=fp32 (or --resolve-conflicts to map it)",
             replacement={"precision": "fp32"},
         ))
-    if config.precision in ("bf16", "fp16") and device == "cpu" \
-            and not cpu_autocast_supported("bfloat16" if config.precision == "bf16" else "float16"):
+    if config.precision == "fp16" and device == "cpu":
+        # It runs, but without fast kernels: 14x slower than fp32 in benchmarks/switches.py.
         found.append(Conflict(
-            problem=f"precision={config.precision}: autocast on this CPU does not support it",
-            fix="use precision=fp32 or bf16 (or --resolve-conflicts to map it)",
+            problem="precision=fp16 on CPU has no fast kernels (measured 14x slower than fp32, "
+                    "docs/benchmarks.md)",
+            fix="use precision=bf16 (or --resolve-conflicts to map it)",
+            replacement={"precision": "bf16"},
+        ))
+    if config.precision == "bf16" and device == "cpu" and not cpu_autocast_supported("bfloat16"):
+        found.append(Conflict(
+            problem="precision=bf16: autocast on this CPU does not support it",
+            fix="use precision=fp32 (or --resolve-conflicts to map it)",
             replacement={"precision": "fp32"},
         ))
     if config.compile != "off" and config.compile_backend == "inductor" and device == "cpu" \

@@ -15,10 +15,10 @@ has one name and is replaced atomically, so it is always the last completed epoc
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import tempfile
-from pathlib import Path
 from typing import Any, Optional
 
 import pandas as pd
@@ -27,7 +27,7 @@ from ray import tune
 
 from ablations.config import TrialConfig
 from ablations.train import train
-from results.io import atomic_write
+from results.io import atomic_write, is_file, join, read_bytes
 
 STATE_FILE = "state.pt"
 PREDICTIONS_FILE = "predictions.parquet"
@@ -42,15 +42,19 @@ def trial_name(trial: Any) -> str:
     return str(trial.config["trial"])
 
 
-def save_state_atomic(state: dict[str, Any], path: Path) -> None:
+def save_state_atomic(state: dict[str, Any], path: str) -> None:
     atomic_write(path, lambda handle: torch.save(state, handle))
 
 
-def load_resume_state(state_path: Path) -> Optional[dict[str, Any]]:
+def load_state(path: str) -> dict[str, Any]:
+    return torch.load(io.BytesIO(read_bytes(path)), weights_only=True)
+
+
+def load_resume_state(state_path: str) -> Optional[dict[str, Any]]:
     """The newest resumable state: this trial's state file or its Ray checkpoint."""
     candidates = []
-    if state_path.is_file():
-        candidates.append(torch.load(state_path, weights_only=True))
+    if is_file(state_path):
+        candidates.append(load_state(state_path))
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
@@ -70,7 +74,7 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
     if "params" in config:
         values.update(config["params"], ablation=config["trial"])
     trial = TrialConfig.from_dict(values)
-    state_path = Path(state_root) / tune.get_context().get_trial_name() / STATE_FILE
+    state_path = join(state_root, tune.get_context().get_trial_name(), STATE_FILE)
     resume_state = load_resume_state(state_path)
 
     def report(metrics: dict[str, Any], state: dict[str, Any],

@@ -1,15 +1,23 @@
-"""Parquet writers (atomic) and readers for an experiment folder."""
+"""Parquet writers (atomic) and readers for an experiment folder, local or at a URI.
+
+An experiment root is a local path or a URI that ``pyarrow.fs`` understands (``s3://``,
+``gs://``, ``hdfs://``, ``file://``): the same forms Ray Tune accepts as ``storage_path``.
+Paths are handled as strings joined with ``/``.
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 TRIALS_FILE = "trials.parquet"
@@ -18,50 +26,112 @@ PREDICTIONS_FILE = "predictions.parquet"
 METADATA_FILE = "experiment.json"
 
 
-def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
-    """Call ``write`` on a temporary file in ``path``'s folder, fsync it and rename it into
-    place: readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+def is_uri(location: str | Path) -> bool:
+    return "://" in str(location)
 
 
-def write_parquet_atomic(frame: pd.DataFrame, path: str | Path) -> Path:
+def join(root: str | Path, *parts: str) -> str:
+    """``root/part/...`` for a path or a URI."""
+    if not is_uri(root):
+        return str(Path(root).joinpath(*parts))
+    return "/".join([str(root).rstrip("/"), *parts])
+
+
+def filesystem(location: str | Path) -> tuple[pafs.FileSystem, str]:
+    """(filesystem, path within it) for a local path or a URI."""
+    if is_uri(location):
+        return pafs.FileSystem.from_uri(str(location))
+    return pafs.LocalFileSystem(), str(Path(location).resolve())
+
+
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> str:
+    """Call ``write`` on a temporary file beside ``path`` and move it into place: readers see
+    the old file or the new one, never half of one. Locally the file is fsynced and renamed
+    (atomic); on an object store the object appears whole when its upload completes."""
+    if not is_uri(path):
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                write(handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return str(path)
+    fs, target = filesystem(path)
+    parent, name = target.rsplit("/", 1)
+    fs.create_dir(parent, recursive=True)
+    buffer = io.BytesIO()
+    write(buffer)
+    tmp = f"{parent}/.{name}.{uuid.uuid4().hex}.tmp"
+    with fs.open_output_stream(tmp) as out:
+        out.write(buffer.getvalue())
+    fs.move(tmp, target)
+    return str(path)
+
+
+def write_parquet_atomic(frame: pd.DataFrame, path: str | Path) -> str:
     """Write ``frame`` as Parquet, atomically."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
     return atomic_write(path, lambda handle: pq.write_table(table, handle))
 
 
-def write_json_atomic(data: dict[str, Any], path: str | Path) -> Path:
+def write_json_atomic(data: dict[str, Any], path: str | Path) -> str:
     """Write ``data`` as indented JSON, atomically."""
     text = json.dumps(data, indent=2, sort_keys=True, default=str)
     return atomic_write(path, lambda handle: handle.write(text.encode()))
 
 
+def exists(path: str | Path) -> bool:
+    fs, target = filesystem(path)
+    return fs.get_file_info(target).type != pafs.FileType.NotFound
+
+
+def is_file(path: str | Path) -> bool:
+    fs, target = filesystem(path)
+    return fs.get_file_info(target).type == pafs.FileType.File
+
+
+def read_bytes(path: str | Path) -> bytes:
+    fs, target = filesystem(path)
+    with fs.open_input_stream(target) as handle:
+        return handle.read()
+
+
+def list_dir(path: str | Path) -> list[str]:
+    """Names of the entries of a directory; [] if it does not exist."""
+    fs, target = filesystem(path)
+    if fs.get_file_info(target).type != pafs.FileType.Directory:
+        return []
+    return [info.base_name for info in fs.get_file_info(pafs.FileSelector(target))]
+
+
+def delete_dir(path: str | Path) -> None:
+    fs, target = filesystem(path)
+    if fs.get_file_info(target).type == pafs.FileType.Directory:
+        fs.delete_dir(target)
+
+
 def read_metadata(directory: str | Path) -> dict[str, Any] | None:
     """``experiment.json`` of an experiment folder, or None if there is none."""
-    path = Path(directory) / METADATA_FILE
-    if not path.is_file():
+    path = join(directory, METADATA_FILE)
+    if not is_file(path):
         return None
-    return json.loads(path.read_text())
+    return json.loads(read_bytes(path))
 
 
-def remove_stale_temp_files(directory: str | Path) -> list[Path]:
+def remove_stale_temp_files(directory: str | Path) -> list[str]:
     """Remove temporary files a killed writer left behind (the real files are intact)."""
     removed = []
-    for path in Path(directory).glob(".*.tmp"):
-        path.unlink(missing_ok=True)
-        removed.append(path)
+    for name in list_dir(directory):
+        if name.startswith(".") and name.endswith(".tmp"):
+            fs, target = filesystem(join(directory, name))
+            fs.delete_file(target)
+            removed.append(name)
     return removed
 
 
@@ -71,12 +141,12 @@ def read_experiment(directory: str | Path) -> dict[str, pd.DataFrame]:
     Raises:
         FileNotFoundError: naming the missing file.
     """
-    root = Path(directory)
     out = {}
     for key, name in (("trials", TRIALS_FILE), ("epochs", EPOCHS_FILE),
                       ("predictions", PREDICTIONS_FILE)):
-        path = root / name
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: missing; is {root} an experiment folder?")
-        out[key] = pd.read_parquet(path)
+        path = join(directory, name)
+        if not is_file(path):
+            raise FileNotFoundError(f"{path}: missing; is {directory} an experiment folder?")
+        fs, target = filesystem(path)
+        out[key] = pq.read_table(target, filesystem=fs).to_pandas()
     return out

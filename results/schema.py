@@ -41,7 +41,9 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("mean_epoch_s", "float64", "mean seconds per epoch, training and validation"),
     ("compile_s", "float64", "first training step's time above a steady step's (compile, warm-up)"),
     ("peak_mem_mb", "float64",
-     "peak memory of the trial: CUDA max_memory_allocated on GPU, the process's peak RSS on CPU"),
+     "peak memory of the trial: CUDA max_memory_allocated on GPU; on CPU the worker process's "
+     "peak RSS during the trial, which includes what a reused worker already held (the systems "
+     "space runs each trial in a fresh process)"),
     ("peak_mem_reserved_mb", "float64", "CUDA max_memory_reserved (null on CPU)"),
     ("device_used", "string", "cpu / cuda"),
     ("compile_used", "string", "compile mode that ran (also `compile`; OOM recovery may change it)"),

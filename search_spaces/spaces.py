@@ -22,6 +22,9 @@ class Space:
     # True: a cell that cannot run here (a switch conflict on the device, more frames than the
     # data has) is skipped with its reason; False: it is an error before anything runs.
     skip_invalid: bool = False
+    # Each trial in a fresh worker process, so its peak memory is its own (costs a process
+    # start per trial); else worker processes are reused across trials.
+    isolate_trials: bool = False
     # A search (field -> (kind, args)) instead of a table: sampled trials, schedulers allowed.
     search: Mapping[str, tuple[str, Any]] | None = None
 
@@ -52,6 +55,7 @@ SPACES: dict[str, Space] = {
         variants=SYSTEMS_MATRIX,
         reference=SYSTEMS_REFERENCE,
         skip_invalid=True,
+        isolate_trials=True,
     ),
     "batch": Space(
         name="batch",

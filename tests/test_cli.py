@@ -57,7 +57,7 @@ def assert_one_line_error(code, err, pattern):
         (["--data", "/nonexistent/dir"], "data directory not found"),
         (["--name", "bad name!"], "--name 'bad name!'"),
         (["--address", "not an address"], "--address 'not an address'"),
-        (["--storage", "s3://bucket/x"], "URIs are not supported yet"),
+        (["--storage", "nosuchscheme://bucket/x"], "--storage nosuchscheme://bucket/x"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, args, pattern):

@@ -94,13 +94,13 @@ def test_bf16_runs_on_cpu():
     assert outcome.metrics["test_mae"] == outcome.metrics["test_mae"]  # finite, not NaN
 
 
-def test_fp16_on_cpu_runs_or_is_refused_by_the_check():
+def test_fp16_on_cpu_is_refused_or_mapped_to_bf16():
     config = tiny_config(precision="fp16")
-    if cpu_autocast_supported("float16"):
-        assert train(config).status == "ok"  # with a GradScaler
-    else:
-        with pytest.raises(ConfigError, match="fp16"):
-            train(config)
+    with pytest.raises(ConfigError, match="fp16 on CPU has no fast kernels"):
+        train(config)
+    resolved, _ = resolve_systems(config, device="cpu", resolve=True)
+    assert resolved.precision == "bf16" and resolved.precision_requested == "fp16"
+    assert find_conflicts(config, "cuda") == []  # fp16 + GradScaler is fine on CUDA
 
 
 def test_accumulation_channels_last_and_optimizer_kernels():

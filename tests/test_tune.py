@@ -158,6 +158,21 @@ def test_tiny_run_of_each_sweep_writes_rows(ray_local, tmp_path, space, only):
         assert "no CUDA graphs" in rows.loc["ckpt-reduce-overhead-fp32-seed0", "error"]
 
 
+def test_storage_uri(ray_local, tmp_path):
+    """A URI root goes through pyarrow.fs (file:// here; s3:// and gs:// take the same path)."""
+    uri = f"file://{tmp_path}/bucket"
+    trials = expand(get_space("components"), tiny_config(epochs=2), [0], only=["baseline"])
+    result = run_experiment(trials, RunOptions(storage=uri, name="remote", space="components",
+                                               progress=False))
+    assert result.directory == f"{uri}/remote"
+    tables = read_experiment(result.directory)
+    assert tables["trials"]["status"].tolist() == ["ok"]
+    assert len(tables["epochs"]) == 2 and len(tables["predictions"]) == 48
+    on_disk = tmp_path / "bucket" / "remote"
+    assert (on_disk / "experiment.json").is_file() and (on_disk / "tune").is_dir()
+    assert not (on_disk / "trial_state").exists()  # removed once nothing can be resumed
+
+
 def test_results_readme_is_the_rendered_schema():
     from results.schema import render_markdown
 

@@ -222,3 +222,33 @@ def test_resume_errors(capsys, tmp_path):
     assert_one_line_error(code, err, "is not an experiment folder")
     code, _, err = in_process(capsys, "--retry-failed")
     assert_one_line_error(code, err, "--retry-failed only applies with --resume")
+
+
+@pytest.mark.slow
+def test_end_to_end_cli_run_on_a_file_dataset(tmp_path):
+    """--data DIR through the whole path: validation, Tune trials, strata in the predictions."""
+    root = write_data_dir(tmp_path / "data", n=60, frames=3, size=8)
+    proc = run_cli(
+        "--space", "frames", "--only", "frames1,frames3,frames4", "--seeds", "1",
+        "--epochs", "1", "--data", str(root), "--max-train-examples", "32",
+        "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16", "--set", "batch_size=8",
+        "--name", "files", "--no-dashboard", cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out_dir = tmp_path / "ablation_results" / "files"
+    trials = pd.read_parquet(out_dir / "trials.parquet").set_index("trial_name")
+    assert trials.loc["frames4-seed0", "status"] == "skipped"  # the data has 3 frames
+    assert (trials.loc[["frames1-seed0", "frames3-seed0"], "status"] == "ok").all()
+    assert trials.loc["frames1-seed0", "data_dir"] == str(root)
+    predictions = pd.read_parquet(out_dir / "predictions.parquet")
+    assert {"stratum_site", "stratum_season"} <= set(predictions.columns)
+    assert len(predictions) == 2 * 8  # the 8 test rows of the table, per ok trial
+
+
+def test_more_gpus_than_the_cluster_has_is_refused_before_any_trial(tmp_path):
+    proc = run_cli("--gpus-per-trial", "1", "--only", "baseline", "--seeds", "1",
+                   "--no-dashboard", "--name", "gpu", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert "a trial asks for 1 CPU / 1 GPU but the cluster has" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "ablation_results" / "gpu" / "trials.parquet").exists()

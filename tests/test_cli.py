@@ -196,6 +196,7 @@ def test_auto_batch_refused_for_the_batch_space(capsys):
     assert_one_line_error(code, err, "--auto-batch picks one batch size")
 
 
+@pytest.mark.slow
 def test_diagnose(tmp_path):
     proc = run_cli("--diagnose", cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -245,6 +246,7 @@ def test_end_to_end_cli_run_on_a_file_dataset(tmp_path):
     assert len(predictions) == 2 * 8  # the 8 test rows of the table, per ok trial
 
 
+@pytest.mark.slow
 def test_more_gpus_than_the_cluster_has_is_refused_before_any_trial(tmp_path):
     proc = run_cli("--gpus-per-trial", "1", "--only", "baseline", "--seeds", "1",
                    "--no-dashboard", "--name", "gpu", cwd=tmp_path, timeout=120)

@@ -159,6 +159,29 @@ def test_tiny_run_of_each_sweep_writes_rows(ray_local, tmp_path, space, only):
         assert "no CUDA graphs" in rows.loc["ckpt-reduce-overhead-fp32-seed0", "error"]
 
 
+def test_resume_retries_failed_trials_only_when_asked(ray_local, tmp_path):
+    base = tiny_config(epochs=3)
+    trials = [TrialSpec("fine-seed0", "fine", 0, base.replace(ablation="fine")),
+              TrialSpec("flaky-seed0", "flaky", 0,
+                        base.replace(ablation="flaky", inject_failure_at_epoch=2))]
+    options = RunOptions(storage=tmp_path, name="retry", space="components", progress=False)
+    first = run_experiment(trials, options).trials.set_index("trial_name")
+    assert first.loc["flaky-seed0", "status"] == "failed"
+    assert first.loc["flaky-seed0", "epochs_run"] == 1
+    # a plain resume keeps the failure
+    again = run_experiment(trials, options, resume=True).trials.set_index("trial_name")
+    assert again.loc["flaky-seed0", "status"] == "failed"
+    # --retry-failed: the failed trial continues from its last epoch; the ok one is kept
+    options.retry_failed = True
+    retried = run_experiment(trials, options, resume=True).trials.set_index("trial_name")
+    assert retried.loc["flaky-seed0", "status"] == "ok"
+    assert retried.loc["flaky-seed0", "resumed_from_epoch"] == 1
+    assert retried.loc["flaky-seed0", "epochs_run"] == 3
+    assert retried.loc["fine-seed0", "resumed_from_epoch"] == 0  # not run again
+    assert retried.loc["fine-seed0", "test_mae"] == first.loc["fine-seed0", "test_mae"]
+    assert not (tmp_path / "retry" / "trial_state").exists()  # nothing left to resume
+
+
 def test_a_reused_worker_does_not_grow_from_trial_to_trial(ray_local, tmp_path):
     # One worker runs 6 trials in turn. Before release_memory() its peak RSS grew ~47 MiB per
     # trial (glibc arenas of the per-trial threads); the bound below allows noise, not that.

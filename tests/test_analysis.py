@@ -1,0 +1,167 @@
+"""The analysis functions against hand-computed values and scipy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import integrate, stats
+
+from results.analysis import (
+    ablation_table,
+    calibration_curve,
+    coverage,
+    gaussian_crps,
+    holm,
+    load_experiments,
+    seed_ensemble,
+    stratified_errors,
+    t_interval,
+    uncertainty_metrics,
+    uncertainty_table,
+)
+from results.io import write_parquet_atomic
+
+
+def test_holm_against_hand_values():
+    # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 -> 0.02, 0.03, 0.06, max(0.06, 0.04)
+    np.testing.assert_allclose(holm([0.01, 0.04, 0.03, 0.005]), [0.03, 0.06, 0.06, 0.02])
+    adjusted = holm([0.5, np.nan, 0.01])
+    assert np.isnan(adjusted[1]) and adjusted[2] == pytest.approx(0.02)
+    assert adjusted[0] == pytest.approx(0.5)
+    np.testing.assert_allclose(holm([0.9, 0.8]), [1.0, 1.0])  # capped at 1, monotone
+
+
+def test_t_interval_matches_scipy():
+    values = np.array([1.0, 1.4, 0.7, 1.1])
+    expected = stats.t.interval(0.95, 3, loc=values.mean(), scale=stats.sem(values))
+    np.testing.assert_allclose(t_interval(values), expected)
+    assert np.isnan(t_interval(np.array([1.0]))[0])
+
+
+def _trials():
+    rows = []
+    for seed, (base, abl) in enumerate([(1.0, 1.2), (1.1, 1.4), (0.9, 1.0)]):
+        rows.append({"ablation": "baseline", "seed": seed, "status": "ok", "test_mae": base})
+        rows.append({"ablation": "no_x", "seed": seed, "status": "ok", "test_mae": abl})
+    rows.append({"ablation": "baseline", "seed": 3, "status": "ok", "test_mae": 1.0})
+    rows.append({"ablation": "no_x", "seed": 3, "status": "failed", "test_mae": np.nan})
+    return pd.DataFrame(rows)
+
+
+def test_ablation_table_paired_against_hand_values():
+    table = ablation_table(_trials()).set_index("ablation")
+    row = table.loc["no_x"]
+    # paired diffs 0.2, 0.3, 0.1: mean 0.2, sd 0.1; the failed seed 3 is excluded and counted
+    assert row["n_pairs"] == 3 and row["n_ok"] == 3 and row["n_excluded"] == 1
+    assert row["diff_mean"] == pytest.approx(0.2)
+    assert row["effect_size_dz"] == pytest.approx(2.0)
+    half = stats.t.ppf(0.975, 2) * 0.1 / np.sqrt(3)
+    assert (row["diff_ci_low"], row["diff_ci_high"]) == pytest.approx((0.2 - half, 0.2 + half))
+    expected_p = stats.ttest_rel([1.2, 1.4, 1.0], [1.0, 1.1, 0.9]).pvalue
+    assert row["p_value"] == pytest.approx(expected_p)
+    assert row["p_holm"] == pytest.approx(expected_p)  # one comparison
+    assert row["relative_change"] == pytest.approx(0.2 / 1.0)
+    assert table.loc["baseline", "n_ok"] == 4 and np.isnan(table.loc["baseline", "p_value"])
+
+
+def test_ablation_table_needs_the_reference():
+    with pytest.raises(ValueError, match="reference 'full'"):
+        ablation_table(_trials(), reference="full")
+
+
+def test_gaussian_crps_matches_numerical_integration():
+    for mean, std, target in [(0.0, 1.0, 0.3), (2.0, 0.5, 0.9), (-1.0, 2.0, 4.0)]:
+        def integrand(x):
+            return (stats.norm.cdf(x, mean, std) - (x >= target)) ** 2
+        numeric = integrate.quad(integrand, -np.inf, target)[0] + \
+            integrate.quad(integrand, target, np.inf)[0]
+        assert gaussian_crps(np.array([mean]), np.array([std]), np.array([target]))[0] == \
+            pytest.approx(numeric, rel=1e-6)
+
+
+def test_coverage_hand_values():
+    mean, std = np.zeros(4), np.ones(4)
+    target = np.array([0.5, -1.0, 1.7, 3.0])  # 90% half-width 1.645
+    assert coverage(mean, std, target, 0.9) == pytest.approx(0.5)
+    assert coverage(mean, std, target, 0.5) == pytest.approx(0.25)  # half-width 0.674
+
+
+def test_calibrated_predictions_give_the_nominal_coverage():
+    rng = np.random.default_rng(0)
+    n = 20000
+    mean, std = rng.normal(size=n), rng.uniform(0.5, 2.0, size=n)
+    frame = pd.DataFrame({"ablation": "a", "pred_mean": mean, "pred_std": std,
+                          "target": rng.normal(mean, std)})
+    curve = calibration_curve(frame)
+    assert (curve["observed"] - curve["nominal"]).abs().max() < 0.02
+    metrics = uncertainty_metrics(frame)
+    assert metrics["coverage_90"] == pytest.approx(0.9, abs=0.01)
+    assert metrics["nll"] == pytest.approx(-stats.norm.logpdf(frame.target, mean, std).mean())
+    assert metrics["sharpness"] == pytest.approx(std.mean())
+    assert metrics["spread_skill"] == pytest.approx(
+        stats.spearmanr(std, np.abs(frame.target - mean)).statistic)
+    assert metrics["spread_skill"] > 0.2  # bigger predicted spread, bigger errors
+
+
+def _predictions():
+    return pd.DataFrame({
+        "ablation": ["baseline"] * 4 + ["point_estimate"] * 4,
+        "seed": [0, 0, 1, 1] * 2,
+        "sample_index": [0, 1, 0, 1] * 2,
+        "target": [1.0, 2.0, 1.0, 2.0] * 2,
+        "pred_mean": [1.0, 3.0, 3.0, 2.0, 1.5, 2.5, 0.5, 2.0],
+        "pred_std": [1.0, 1.0, 1.0, 1.0] + [np.nan] * 4,
+        "stratum_regime": ["clear", "storm"] * 4,
+    })
+
+
+def test_uncertainty_table_has_no_rows_for_a_point_head():
+    table = uncertainty_table(_predictions())
+    assert table["ablation"].tolist() == ["baseline"]
+
+
+def test_seed_ensemble_mixture_against_hand_values():
+    ensemble = seed_ensemble(_predictions()).set_index(["ablation", "sample_index"])
+    # baseline sample 0: means 1 and 3, std 1: mean 2, variance (1+1 + 1+9)/2 - 4 = 2
+    assert ensemble.loc[("baseline", 0), "pred_mean"] == pytest.approx(2.0)
+    assert ensemble.loc[("baseline", 0), "pred_std"] == pytest.approx(np.sqrt(2.0))
+    # point head: the spread of the means, 1.5 and 0.5 -> variance 0.25
+    assert ensemble.loc[("point_estimate", 0), "pred_std"] == pytest.approx(0.5)
+    one = seed_ensemble(_predictions()[lambda f: f.seed == 0]).set_index(
+        ["ablation", "sample_index"])
+    assert np.isnan(one.loc[("point_estimate", 0), "pred_std"])  # one model: nothing made up
+    assert one.loc[("baseline", 0), "pred_std"] == pytest.approx(1.0)
+
+
+def test_stratified_errors_against_hand_values():
+    table = stratified_errors(_predictions())
+    regime = table[table["stratum"] == "regime"].set_index(["ablation", "stratum_value"])
+    # baseline clear: errors 0 and 2 -> MAE 1, RMSE sqrt(2), bias 1
+    assert regime.loc[("baseline", "clear"), "n"] == 2
+    assert regime.loc[("baseline", "clear"), "mae"] == pytest.approx(1.0)
+    assert regime.loc[("baseline", "clear"), "rmse"] == pytest.approx(np.sqrt(2.0))
+    assert regime.loc[("baseline", "clear"), "bias"] == pytest.approx(1.0)
+    # point_estimate clear: errors 0.5 and -0.5 -> MAE 0.5, bias 0, diff to baseline -0.5
+    assert regime.loc[("point_estimate", "clear"), "mae"] == pytest.approx(0.5)
+    assert regime.loc[("point_estimate", "clear"), "bias"] == pytest.approx(0.0)
+    assert regime.loc[("point_estimate", "clear"), "mae_diff"] == pytest.approx(-0.5)
+    assert "target_bin" in set(table["stratum"])
+
+
+def test_load_experiments_concatenates_and_names_missing_files(tmp_path):
+    for name in ("a", "b"):
+        root = tmp_path / name
+        write_parquet_atomic(_trials().assign(experiment=name, trial_name="t"),
+                             root / "trials.parquet")
+        write_parquet_atomic(pd.DataFrame({"experiment": [name], "epoch": [1]}),
+                             root / "epochs.parquet")
+        write_parquet_atomic(_predictions().assign(experiment=name, trial_name="t"),
+                             root / "predictions.parquet")
+    tables = load_experiments([tmp_path / "a", tmp_path / "b"])
+    assert len(tables["trials"]) == 2 * len(_trials())
+    assert tables["trials"]["experiment"].dtype == "string"
+    assert tables["trials"]["seed"].dtype == "int64"
+    (tmp_path / "b" / "epochs.parquet").unlink()
+    with pytest.raises(FileNotFoundError, match="epochs.parquet: missing"):
+        load_experiments([tmp_path / "a", tmp_path / "b"])

@@ -342,11 +342,39 @@ def summary_table(trials_df: Any) -> str:
 # ------------------------------------------------------------------------------ main
 
 
+def report_main(argv: Sequence[str]) -> int:
+    """``run_ablations.py report EXPERIMENT_DIR``: write report.md/.html, print the table."""
+    parser = OneLineParser(prog="run_ablations.py report",
+                           description="Analyse an experiment folder: report.md, report.html "
+                           "and figures in it; the ablation table on the terminal.")
+    parser.add_argument("experiment", metavar="EXPERIMENT_DIR")
+    parser.add_argument("--reference", default="baseline",
+                        help="variant the others are compared with (default: baseline)")
+    parser.add_argument("--metric", default="test_mae", help="trials column to compare")
+    args = parser.parse_args(argv)
+    from results.report import markdown_table, write_report
+
+    try:
+        report = write_report(args.experiment, reference=args.reference, metric=args.metric)
+    except (FileNotFoundError, ValueError, KeyError) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    table = report.ablation[["ablation", "n_ok", f"{args.metric}_mean", "diff_mean",
+                             "diff_ci_low", "diff_ci_high", "p_holm"]]
+    print(markdown_table(table))
+    print(f"\nReport: {report.markdown} and {report.html}")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "report":
+        return report_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return _main(args, list(sys.argv if argv is None else ["run_ablations.py", *argv]))
+        return _main(args, ["run_ablations.py", *argv])
     except (ConfigError, DataError, UsageError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -165,3 +165,40 @@ def test_load_experiments_concatenates_and_names_missing_files(tmp_path):
     (tmp_path / "b" / "epochs.parquet").unlink()
     with pytest.raises(FileNotFoundError, match="epochs.parquet: missing"):
         load_experiments([tmp_path / "a", tmp_path / "b"])
+
+
+def _experiment(root):
+    trials = _trials().assign(experiment="exp", trial_name=lambda f: f.ablation + "-" +
+                              f.seed.astype(str))
+    epochs = pd.DataFrame({"experiment": "exp", "ablation": ["baseline", "baseline", "no_x",
+                                                              "no_x"],
+                           "seed": 0, "epoch": [1, 2, 1, 2], "val_mae": [1.2, 1.0, 1.3, 1.2]})
+    predictions = _predictions().assign(experiment="exp", trial_name="t")
+    for name, frame in (("trials", trials), ("epochs", epochs), ("predictions", predictions)):
+        write_parquet_atomic(frame, root / f"{name}.parquet")
+    return root
+
+
+def test_report_writes_markdown_html_and_figures(tmp_path):
+    from results.report import write_report
+
+    report = write_report(_experiment(tmp_path / "exp"))
+    markdown = report.markdown.read_text()
+    assert "## Ablation table" in markdown and "| no_x |" in markdown
+    assert "![Calibration](report_files/calibration.png)" in markdown
+    page = report.html.read_text()
+    assert page.count("src='data:image/png;base64,") == 4  # self-contained: figures embedded
+    assert "<table" in page and "Errors by stratum" in page
+    for name in ("forest", "learning_curves", "strata", "calibration"):
+        assert (tmp_path / "exp" / "report_files" / f"{name}.png").stat().st_size > 1000
+
+
+def test_report_command(tmp_path, capsys):
+    from ablations.cli import main
+
+    assert main(["report", str(_experiment(tmp_path / "exp"))]) == 0
+    out = capsys.readouterr().out
+    assert "| no_x | 3 |" in out and "report.html" in out
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "trials.parquet: missing" in err

@@ -209,6 +209,26 @@ def test_storage_uri(ray_local, tmp_path):
     assert not (on_disk / "trial_state").exists()  # removed once nothing can be resumed
 
 
+def test_report_and_notebook_on_a_real_experiment(experiment, monkeypatch):
+    """The report command and the notebook run on an experiment written by a real Tune run
+    (it has a failed and a diverged trial: excluded and counted)."""
+    import nbclient
+    import nbformat
+
+    from ablations.cli import main
+
+    directory = experiment[0].directory
+    assert main(["report", str(directory)]) == 0
+    assert (directory / "report.html").stat().st_size > 10_000
+    monkeypatch.setenv("ABLATION_EXPERIMENT", str(directory))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    notebook = nbformat.read(REPO / "notebooks" / "ablation_analysis.ipynb", as_version=4)
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(REPO)}}).execute()
+    outputs = "".join(str(cell.get("outputs", "")) for cell in notebook.cells)
+    assert "no_images" in outputs and "p_holm" in outputs and "coverage_90" in outputs
+
+
 def test_results_readme_is_the_rendered_schema():
     from results.schema import render_markdown
 

@@ -1,0 +1,80 @@
+"""Figures for the report (matplotlib, Agg backend, PNG). Each takes analysis DataFrames."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = "test_mae") -> Path:
+    """Paired difference to the reference per ablation, with its confidence interval."""
+    rows = table[table["n_pairs"].notna()].iloc[::-1]
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.2))
+    y = np.arange(len(rows))
+    mean = rows["diff_mean"].to_numpy(dtype=float)
+    lower = np.nan_to_num(mean - rows["diff_ci_low"].to_numpy(dtype=float))
+    upper = np.nan_to_num(rows["diff_ci_high"].to_numpy(dtype=float) - mean)
+    significant = rows["p_holm"].to_numpy(dtype=float) < 0.05
+    ax.errorbar(mean, y, xerr=[lower, upper], fmt="none", ecolor="0.4", capsize=3)
+    ax.scatter(mean, y, c=np.where(significant, "tab:red", "tab:blue"), zorder=3)
+    ax.axvline(0, color="0.2", lw=0.8)
+    ax.set_yticks(y, [f"{a}  (Holm p={p:.3g})" for a, p in zip(rows["ablation"], rows["p_holm"])])
+    ax.set_xlabel(f"{metric}: difference to the reference (km), 95% CI")
+    ax.set_title("red: Holm-adjusted p < 0.05", fontsize=9)
+    return _save(fig, path)
+
+
+def stratum_heatmap(strata: pd.DataFrame, path: str | Path, *, stratum: str = "regime",
+                    value: str = "mae") -> Path:
+    """Ablation x stratum value heatmap of ``value`` (MAE by default), annotated."""
+    grid = strata[strata["stratum"] == stratum].pivot(index="ablation", columns="stratum_value",
+                                                       values=value)
+    fig, ax = plt.subplots(figsize=(1.3 * grid.shape[1] + 3, 0.45 * grid.shape[0] + 1.5))
+    image = ax.imshow(grid.to_numpy(dtype=float), cmap="viridis", aspect="auto")
+    ax.set_xticks(range(grid.shape[1]), grid.columns, rotation=30, ha="right")
+    ax.set_yticks(range(grid.shape[0]), grid.index)
+    for (i, j), v in np.ndenumerate(grid.to_numpy(dtype=float)):
+        if np.isfinite(v):
+            ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="white", fontsize=8)
+    fig.colorbar(image, ax=ax, label=f"{value} (km)")
+    ax.set_title(f"{value} by {stratum}")
+    return _save(fig, path)
+
+
+def calibration_plot(curve: pd.DataFrame, path: str | Path) -> Path:
+    """Observed vs nominal coverage of central intervals, one line per ablation."""
+    fig, ax = plt.subplots(figsize=(5, 5))
+    for ablation, group in curve.groupby("ablation", sort=False):
+        ax.plot(group["nominal"], group["observed"], marker=".", label=ablation)
+    ax.plot([0, 1], [0, 1], color="0.3", ls="--", lw=0.8)
+    ax.set_xlabel("nominal coverage")
+    ax.set_ylabel("observed coverage")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def learning_curves(epochs: pd.DataFrame, path: str | Path, *, metric: str = "val_mae") -> Path:
+    """Mean over seeds of ``metric`` per epoch, one line per ablation."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    means = epochs.groupby(["ablation", "epoch"], sort=False)[metric].mean().reset_index()
+    for ablation, group in means.groupby("ablation", sort=False):
+        ax.plot(group["epoch"], group[metric], marker=".", label=ablation)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"{metric} (mean over seeds)")
+    ax.legend(fontsize=7)
+    return _save(fig, path)

@@ -495,27 +495,14 @@ def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExc
 
 
 def _history(result: Any, state_root: Optional[str]) -> Optional[pd.DataFrame]:
-    """The trial's per-epoch metrics. From the trainable's own state (final checkpoint, else its
-    state file), which keeps every epoch across restarts; else Tune's result log, which a
-    restarted trial begins anew."""
-    import torch
+    """The trial's per-epoch metrics. From the trainable's own state, which keeps every epoch
+    across restarts; else Tune's result log, which a restarted trial begins anew."""
+    from ablations.trainable import STATE_FILE, newest_state
 
-    from ablations.trainable import STATE_FILE, load_state
-
-    states = []
-    if result.checkpoint is not None:
-        with result.checkpoint.as_directory() as directory:
-            path = os.path.join(directory, STATE_FILE)
-            if os.path.exists(path):
-                states.append(torch.load(path, weights_only=True))
-    if state_root is not None:
-        path = join(state_root, result_name(result), STATE_FILE)
-        if is_file(path):
-            states.append(load_state(path))
-    if states:
-        newest = max(states, key=lambda state: state["epoch"])
-        if newest["history"]:
-            return pd.DataFrame(newest["history"])
+    path = join(state_root, result_name(result), STATE_FILE) if state_root else None
+    state = newest_state(path, result.checkpoint)
+    if state is not None and state["history"]:
+        return pd.DataFrame(state["history"])
     return result.metrics_dataframe
 
 
@@ -564,8 +551,3 @@ def _order(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
         if dtype == "int64":
             frame[name] = frame[name].astype("Int64")  # nullable: skipped/failed rows
     return frame
-
-
-def default_threads(config: TrialConfig, cpus_per_trial: float) -> TrialConfig:
-    """A trial given N CPUs uses N intra-op threads (at least 1)."""
-    return config.replace(num_threads=max(1, int(cpus_per_trial)))

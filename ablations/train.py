@@ -392,6 +392,16 @@ def train(
                                micro_batch=micro_batch, accum_steps=accum_steps,
                                oom_retries=oom_retries)
 
+    def finish(metrics: dict[str, Any], *, test: bool) -> Optional[pd.DataFrame]:
+        """Add the trial's final metrics (and test metrics); return the test predictions."""
+        metrics.update(_final_metrics(history, device, started, compile_s, oom_retries,
+                                      compiled.mode, optimizer_used, start_epoch - 1))
+        if not test:
+            return None
+        predictions, test_metrics = _test(model, batches, data, test_idx, config, norm)
+        metrics.update(test_metrics)
+        return predictions
+
     for epoch in range(start_epoch, config.epochs + 1):
         if epoch == config.inject_failure_at_epoch and resume_state is None:
             raise InjectedFailure(f"injected failure at epoch {epoch} (inject_failure_at_epoch)")
@@ -411,7 +421,7 @@ def train(
             if run is not None:
                 break
             # Recover outside the except block: the exception no longer pins frames/tensors.
-            release_memory(device, compiled)
+            release_memory(device)
             if micro_batch % 2 or micro_batch // 2 < config.min_micro_batch or snapshot is None:
                 raise TrialOutOfMemory(
                     f"oom: out of memory at micro-batch {micro_batch} x {accum_steps} "
@@ -421,7 +431,6 @@ def train(
             micro_batch, accum_steps, oom_retries = micro_batch // 2, accum_steps * 2, oom_retries + 1
             restore_state(snapshot, model, optimizer, scheduler, scaler)  # an OOM in step() may
             compiled.after_oom(accum_steps)  # have updated part of the weights: start over
-            stepper.compiled = compiled
         train_loss = run.loss
         train_s = time.perf_counter() - epoch_started
         if epoch == start_epoch:
@@ -447,24 +456,16 @@ def train(
             metrics["status"] = "diverged"
             metrics["error"] = f"non-finite loss at epoch {epoch} (train {train_loss}, val {val_loss})"
         history.append(metrics)
-        last = epoch == config.epochs or status != "ok"
         predictions = None
-        if last:
-            metrics.update(_final_metrics(history, device, started, compile_s, oom_retries,
-                                          compiled.mode, optimizer_used, start_epoch - 1))
-            if status == "ok":
-                predictions, test_metrics = _test(model, batches, data, test_idx, config, norm)
-                metrics.update(test_metrics)
+        if epoch == config.epochs or status != "ok":
+            predictions = finish(metrics, test=status == "ok")
         if report is not None:
             report(metrics, state_now(), predictions)
         if status != "ok":
             return TrialOutcome(status=status, metrics=metrics, history=history)
     if epoch < start_epoch:  # resumed after the last epoch: evaluate once more and report
         metrics = dict(metrics)
-        metrics.update(_final_metrics(history, device, started, compile_s, oom_retries,
-                                      compiled.mode, optimizer_used, start_epoch - 1))
-        predictions, test_metrics = _test(model, batches, data, test_idx, config, norm)
-        metrics.update(test_metrics)
+        predictions = finish(metrics, test=True)
         if report is not None:
             report(metrics, state_now(), predictions)
     return TrialOutcome(status=status, metrics=metrics, history=history, predictions=predictions)
@@ -488,7 +489,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
     )
 
 
-def release_memory(device: torch.device, compiled: "CompiledModel") -> None:
+def release_memory(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()

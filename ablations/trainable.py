@@ -52,18 +52,19 @@ def load_state(path: str) -> dict[str, Any]:
     return torch.load(io.BytesIO(read_bytes(path)), weights_only=True)
 
 
-def load_resume_state(state_path: str) -> Optional[dict[str, Any]]:
-    """The newest resumable state: this trial's state file or its Ray checkpoint."""
-    candidates = []
-    if is_file(state_path):
-        candidates.append(load_state(state_path))
-    checkpoint = tune.get_checkpoint()
+def newest_state(state_path: Optional[str], checkpoint: Optional[Any]
+                 ) -> Optional[dict[str, Any]]:
+    """The trial's newest resumable state: its state file, else its Ray checkpoint. The state
+    file is written before every report, so when it exists it is never older than the
+    checkpoint, and the checkpoint is not read."""
+    if state_path and is_file(state_path):
+        return load_state(state_path)
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
             path = os.path.join(directory, STATE_FILE)
             if os.path.exists(path):
-                candidates.append(torch.load(path, weights_only=True))
-    return max(candidates, key=lambda state: state["epoch"]) if candidates else None
+                return torch.load(path, weights_only=True)
+    return None
 
 
 def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
@@ -77,7 +78,7 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
         values.update(config["params"], ablation=config["trial"])
     trial = TrialConfig.from_dict(values)
     state_path = join(state_root, tune.get_context().get_trial_name(), STATE_FILE)
-    resume_state = load_resume_state(state_path)
+    resume_state = newest_state(state_path, tune.get_checkpoint())
 
     def report(metrics: dict[str, Any], state: dict[str, Any],
                predictions: Optional[pd.DataFrame]) -> None:

@@ -9,7 +9,7 @@ Synthetic data, planted effects (see :func:`make_synthetic`)
 Each sample shows one Gaussian blob moving in a straight line across the frames.
 
     target_km = 2.0
-              + 3.75 * speed_px_per_frame         # motion: needs >= 2 frames (0 .. 3 km)
+              + 2.5 * speed_px_per_frame          # motion: needs >= 2 frames (0 .. 3 km)
               + 1.7 * (blob_sigma_px - 1.5)       # spatial structure: blob size (-1.2 .. 1.2 km)
               + 0.8 * scalar_0 - 0.5 * scalar_1   # scalar features (std ~0.94 km)
               + noise_km                          # heteroscedastic, by regime
@@ -122,7 +122,7 @@ def make_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:
     t, c, h, w = spec.frames, spec.channels, spec.height, spec.width
 
     regime = rng.integers(0, len(REGIMES), size=n)
-    speed = rng.uniform(0.0, 0.8, size=n)  # px per frame
+    speed = rng.uniform(0.0, 1.2, size=n)  # px per frame
     angle = rng.uniform(0.0, 2 * np.pi, size=n)
     sigma = rng.uniform(0.8, 2.2, size=n)  # blob size, px
     scalars = rng.standard_normal(size=(n, 3)).astype(np.float32)
@@ -156,7 +156,7 @@ def make_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:
     target_noise = np.asarray(REGIME_TARGET_NOISE_KM)[regime]
     target = (
         2.0
-        + 3.75 * speed
+        + 2.5 * speed
         + 1.7 * (sigma - 1.5)
         + 0.8 * scalars[:, 0].astype(np.float64)
         - 0.5 * scalars[:, 1].astype(np.float64)

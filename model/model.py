@@ -4,7 +4,7 @@ Input: a stack of T image frames ``(B, T, C, H, W)`` and scalar features ``(B, S
 Output: the predicted mean of the target and, with the Gaussian head, its variance.
 
     frames ─► per-frame CNN over (B·T) ─► spatial attention ─► temporal attention ─┐
-                                                                                    ├─► fusion ─► head
+                                              (frames in order ─► linear read-out) ├─► fusion ─► head
     scalars ─► scalar MLP ──────────────────────────────────────────────────────────┘
 
 Each field of :class:`ModelConfig` names the ablation that switches it off. Shapes
@@ -45,7 +45,7 @@ class ModelConfig:
     temporal_frames: int = 4  # frames used, the most recent ones; 1: ablation `single_frame`
     cnn_widths: tuple[int, int, int] = FULL_WIDTHS  # (32, 64, 128): ablation `reduced_width`
     spatial_attention: bool = True  # False: mean-pool the CNN map; `no_spatial_attention`
-    temporal_attention: bool = True  # False: concat frames + linear; `no_temporal_attention`
+    temporal_attention: bool = True  # False: no attention over frames; `no_temporal_attention`
     use_images: bool = True  # False: no CNN at all, scalars only; ablation `no_images`
     use_scalars: bool = True  # False: no scalar branch; ablation `no_scalars`
     head: HeadKind = "gaussian"  # "point": mean only, trained with MSE; `point_estimate`
@@ -173,14 +173,16 @@ class MultimodalRegressionModel(nn.Module):
                 else None
             )
             self.temporal_pos = nn.Parameter(torch.zeros(1, config.temporal_frames, dim))
-            if config.temporal_attention:
-                self.temporal_block: nn.Module = SelfAttentionBlock(
-                    dim, config.num_heads, config.dropout
-                )
-            else:  # keeps frame order, so motion stays learnable without attention
-                self.temporal_block = nn.Sequential(
-                    nn.Flatten(1), nn.Linear(config.temporal_frames * dim, dim)
-                )
+            self.temporal_block = (
+                SelfAttentionBlock(dim, config.num_heads, config.dropout)
+                if config.temporal_attention
+                else None
+            )
+            # Frames in order -> one embedding; a linear map of the ordered frames keeps motion
+            # (differences between frames) learnable with or without temporal attention.
+            self.temporal_readout = nn.Sequential(
+                nn.Flatten(1), nn.Linear(config.temporal_frames * dim, dim)
+            )
             nn.init.normal_(self.spatial_pos, std=0.02)
             nn.init.normal_(self.temporal_pos, std=0.02)
         if config.use_scalars:
@@ -216,9 +218,9 @@ class MultimodalRegressionModel(nn.Module):
         if self.spatial_block is not None:
             tokens = self._checkpointed(self.spatial_block, tokens)
         per_frame = tokens.mean(dim=1).view(batch, steps, -1) + self.temporal_pos  # (B, T, D)
-        if self.config.temporal_attention:
-            return self._checkpointed(self.temporal_block, per_frame).mean(dim=1)
-        return self.temporal_block(per_frame)
+        if self.temporal_block is not None:
+            per_frame = self._checkpointed(self.temporal_block, per_frame)
+        return self.temporal_readout(per_frame)
 
     def forward(
         self, frames: torch.Tensor | None, scalars: torch.Tensor | None

@@ -2,8 +2,9 @@
 
 - :func:`load_experiments`: one or several experiment folders -> trials, epochs, predictions.
 - :func:`ablation_table`: per ablation, mean and CI of a test metric over seeds, the paired
-  difference to the reference (same seed), its t interval, a paired t-test, Holm correction
-  across the ablations, and an effect size. Failed trials are excluded and counted.
+  difference to the reference (same seed), its t interval, a paired t-test (Welch's test for a
+  variant with other seeds), Holm correction across the ablations, and an effect size. Failed
+  trials are excluded and counted.
 - :func:`stratified_errors`: MAE, RMSE and bias per stratum and per ablation, with counts, and
   the difference to the reference per stratum.
 - :func:`uncertainty_table`: NLL, CRPS, central-interval coverage, sharpness and spread-skill
@@ -89,19 +90,73 @@ def t_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, flo
     return float(values.mean() - half), float(values.mean() + half)
 
 
+def welch_interval(a: np.ndarray, b: np.ndarray, confidence: float = 0.95
+                   ) -> tuple[float, float]:
+    """Confidence interval of mean(a) - mean(b) with Welch-Satterthwaite degrees of freedom."""
+    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
+    se = np.sqrt(va + vb)
+    if se == 0:
+        return float("nan"), float("nan")
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = stats.t.ppf(0.5 + confidence / 2, df) * se
+    diff = float(np.mean(a) - np.mean(b))
+    return diff - half, diff + half
+
+
+def _compare(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
+             ref_seeds: np.ndarray, by_seed: pd.DataFrame, ablation: str, reference: str,
+             confidence: float) -> dict:
+    """Difference of ``ablation`` to ``reference``: paired over common seeds where there are
+    two or more, else Welch's unpaired test over the two sets of seeds."""
+    common = np.intersect1d(seeds, ref_seeds)
+    if len(common) >= 2:
+        pair = by_seed.loc[common, [ablation, reference]]
+        diff = (pair[ablation] - pair[reference]).to_numpy()
+        sd = diff.std(ddof=1)
+        d_low, d_high = t_interval(diff, confidence)
+        return {
+            "test": "paired t", "n_pairs": len(diff), "diff_mean": diff.mean(),
+            "diff_ci_low": d_low, "diff_ci_high": d_high,
+            "p_value": stats.ttest_rel(pair[ablation], pair[reference]).pvalue,
+            "effect_size": diff.mean() / sd if sd > 0 else np.nan,
+            "relative_change": diff.mean() / pair[reference].mean(),
+        }
+    if len(values) >= 2 and len(ref_values) >= 2:
+        diff = values.mean() - ref_values.mean()
+        pooled = np.sqrt((np.var(values, ddof=1) + np.var(ref_values, ddof=1)) / 2)
+        d_low, d_high = welch_interval(values, ref_values, confidence)
+        return {
+            "test": "Welch t", "n_pairs": 0, "diff_mean": diff,
+            "diff_ci_low": d_low, "diff_ci_high": d_high,
+            "p_value": stats.ttest_ind(values, ref_values, equal_var=False).pvalue,
+            "effect_size": diff / pooled if pooled > 0 else np.nan,
+            "relative_change": diff / ref_values.mean(),
+        }
+    return {"test": "none (fewer than 2 seeds)"}
+
+
 def ablation_table(trials: pd.DataFrame, *, metric: str = "test_mae",
                    reference: str = "baseline", confidence: float = 0.95) -> pd.DataFrame:
-    """One row per ablation: mean and CI of ``metric`` over its ok seeds; the paired difference
-    to ``reference`` over the seeds both have ok (mean, t CI, paired t-test p, Holm-adjusted p
-    across the ablations, Cohen's d_z = mean / sd of the paired differences, relative change);
-    and the counts of ok and excluded (failed, diverged, stopped, skipped) trials."""
+    """One row per ablation: mean and CI of ``metric`` over its ok seeds; the difference to
+    ``reference`` (mean, CI, p-value, Holm-adjusted p across the ablations, effect size,
+    relative change); and the counts of ok and excluded (failed, diverged, stopped, skipped)
+    trials.
+
+    The comparison is paired by seed (paired t-test; effect size Cohen's d_z = mean / sd of
+    the paired differences) over the seeds both have ok. An ablation that shares fewer than two
+    ok seeds with the reference, such as a repeat of the reference under other seeds, is
+    compared unpaired (Welch's t-test; effect size Cohen's d with the mean of the two
+    variances). The ``test`` column says which."""
     if reference not in set(trials["ablation"]):
         raise ValueError(f"reference {reference!r} is not among the ablations")
     ok = trials[trials["status"] == "ok"]
     by_seed = ok.pivot_table(index="seed", columns="ablation", values=metric, aggfunc="mean")
+    ref_ok = ok[ok["ablation"] == reference]
+    ref_values = ref_ok[metric].to_numpy(dtype=float)
     rows = []
     for ablation, group in trials.groupby("ablation", sort=False):
-        values = ok.loc[ok["ablation"] == ablation, metric].to_numpy(dtype=float)
+        mine = ok[ok["ablation"] == ablation]
+        values = mine[metric].to_numpy(dtype=float)
         low, high = t_interval(values, confidence)
         row = {
             "ablation": ablation, "n_ok": len(values),
@@ -109,26 +164,17 @@ def ablation_table(trials: pd.DataFrame, *, metric: str = "test_mae",
             f"{metric}_mean": values.mean() if len(values) else np.nan,
             f"{metric}_ci_low": low, f"{metric}_ci_high": high,
         }
-        if ablation != reference and reference in by_seed and ablation in by_seed:
-            pair = by_seed[[ablation, reference]].dropna()
-            diff = (pair[ablation] - pair[reference]).to_numpy()
-            d_low, d_high = t_interval(diff, confidence)
-            sd = diff.std(ddof=1) if len(diff) > 1 else np.nan
-            p_value = stats.ttest_rel(pair[ablation], pair[reference]).pvalue \
-                if len(diff) > 1 else np.nan
-            row.update({
-                "n_pairs": len(diff), "diff_mean": diff.mean() if len(diff) else np.nan,
-                "diff_ci_low": d_low, "diff_ci_high": d_high, "p_value": p_value,
-                "effect_size_dz": diff.mean() / sd if sd and sd > 0 else np.nan,
-                "relative_change": diff.mean() / pair[reference].mean() if len(diff) else np.nan,
-            })
+        if ablation != reference:
+            row.update(_compare(values, ref_values, mine["seed"].to_numpy(),
+                                ref_ok["seed"].to_numpy(), by_seed, ablation, reference,
+                                confidence))
         rows.append(row)
     table = pd.DataFrame(rows)
-    for column in ("n_pairs", "diff_mean", "diff_ci_low", "diff_ci_high", "p_value",
-                   "effect_size_dz", "relative_change"):
+    for column in ("test", "n_pairs", "diff_mean", "diff_ci_low", "diff_ci_high", "p_value",
+                   "effect_size", "relative_change"):
         if column not in table:
             table[column] = np.nan
-    table["p_holm"] = holm(table["p_value"].to_numpy())
+    table["p_holm"] = holm(table["p_value"].to_numpy(dtype=float))
     return table
 
 

@@ -23,7 +23,7 @@ def _save(fig, path: str | Path) -> Path:
 
 def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = "test_mae") -> Path:
     """Paired difference to the reference per ablation, with its confidence interval."""
-    rows = table[table["n_pairs"].notna()].iloc[::-1]
+    rows = table[table["diff_mean"].notna()].iloc[::-1]
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.2))
     y = np.arange(len(rows))
     mean = rows["diff_mean"].to_numpy(dtype=float)

@@ -75,12 +75,13 @@ def write_report(directory: str | Path, *, reference: str = "baseline",
         figures["Calibration"] = plots.calibration_plot(curve, figures_dir / "calibration.png")
 
     shown = ablation[["ablation", "n_ok", "n_excluded", f"{metric}_mean", f"{metric}_ci_low",
-                      f"{metric}_ci_high", "diff_mean", "diff_ci_low", "diff_ci_high",
-                      "p_value", "p_holm", "effect_size_dz"]]
+                      f"{metric}_ci_high", "test", "diff_mean", "diff_ci_low",
+                      "diff_ci_high", "p_value", "p_holm", "effect_size"]]
     sections = [
         ("Ablation table", f"{metric} (km): mean and 95% t interval over seeds; paired "
          f"difference to `{reference}` over the seeds both ran (t interval, paired t-test, "
-         "Holm-adjusted over the ablations, Cohen's d_z). Failed trials are excluded and "
+         "Holm-adjusted over the ablations, Cohen's d_z; a variant run under other seeds than "
+         "the reference: Welch's t-test and Cohen's d). Failed trials are excluded and "
          "counted in n_excluded.", shown),
         ("Uncertainty (single models)", "Gaussian NLL and CRPS (km), coverage of central "
          "intervals, sharpness (mean predicted std), spread-skill (Spearman of std with |error|). "

@@ -55,7 +55,7 @@ def test_ablation_table_paired_against_hand_values():
     # paired diffs 0.2, 0.3, 0.1: mean 0.2, sd 0.1; the failed seed 3 is excluded and counted
     assert row["n_pairs"] == 3 and row["n_ok"] == 3 and row["n_excluded"] == 1
     assert row["diff_mean"] == pytest.approx(0.2)
-    assert row["effect_size_dz"] == pytest.approx(2.0)
+    assert row["effect_size"] == pytest.approx(2.0)
     half = stats.t.ppf(0.975, 2) * 0.1 / np.sqrt(3)
     assert (row["diff_ci_low"], row["diff_ci_high"]) == pytest.approx((0.2 - half, 0.2 + half))
     expected_p = stats.ttest_rel([1.2, 1.4, 1.0], [1.0, 1.1, 0.9]).pvalue
@@ -202,3 +202,41 @@ def test_report_command(tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "trials.parquet: missing" in err
+
+
+def test_variant_under_other_seeds_gets_welch_against_scipy():
+    trials = _trials()
+    repeat = pd.DataFrame({"ablation": "repeat", "seed": [10, 11, 12], "status": "ok",
+                           "test_mae": [1.05, 0.95, 1.2]})
+    row = ablation_table(pd.concat([trials, repeat])).set_index("ablation").loc["repeat"]
+    base = np.array([1.0, 1.1, 0.9, 1.0])
+    mine = repeat["test_mae"].to_numpy()
+    assert row["test"] == "Welch t" and row["n_pairs"] == 0
+    assert row["p_value"] == pytest.approx(stats.ttest_ind(mine, base, equal_var=False).pvalue)
+    assert row["diff_mean"] == pytest.approx(mine.mean() - base.mean())
+    # scipy >= 1.10 gives the Welch interval of the difference
+    ci = stats.ttest_ind(mine, base, equal_var=False).confidence_interval(0.95)
+    assert (row["diff_ci_low"], row["diff_ci_high"]) == pytest.approx((ci.low, ci.high))
+    pooled = np.sqrt((mine.var(ddof=1) + base.var(ddof=1)) / 2)
+    assert row["effect_size"] == pytest.approx((mine.mean() - base.mean()) / pooled)
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_holm_table_keeps_the_family_wise_error_rate_under_the_null(paired):
+    """Eight ablations that change nothing, 3 seeds each: the chance that the table flags any of
+    them (Holm p < 0.05) must stay at or under 5% (500 simulated experiments; without the
+    correction it would be ~1 - 0.95**8 = 34%)."""
+    rng = np.random.default_rng(0)
+    flagged = 0
+    ablations = ["baseline"] + [f"null_{i}" for i in range(8)]
+    for _ in range(500):
+        rows = []
+        for k, ablation in enumerate(ablations):
+            seeds = range(3) if paired or k == 0 else range(3 * k, 3 * k + 3)
+            for seed in seeds:  # every trial an independent draw of the same configuration
+                rows.append({"ablation": ablation, "seed": seed, "status": "ok",
+                             "test_mae": 0.55 + 0.01 * rng.standard_normal()})
+        table = ablation_table(pd.DataFrame(rows))
+        assert set(table["test"].dropna()) == {"paired t" if paired else "Welch t"}
+        flagged += bool((table["p_holm"] < 0.05).any())
+    assert flagged / 500 <= 0.07  # 0.05 + 2 Monte Carlo standard errors (0.0097)

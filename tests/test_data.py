@@ -46,7 +46,7 @@ def test_planted_effects_are_there():
     assert corr(target, data.scalars[:, 0]) > 0.3  # scalar signal
     assert abs(corr(target, data.scalars[:, 2])) < 0.06  # pure noise feature
     # residual noise grows with the regime
-    signal = (2.0 + 3.75 * strata["speed_px_per_frame"] + 1.7 * (strata["blob_sigma_px"] - 1.5)
+    signal = (2.0 + 2.5 * strata["speed_px_per_frame"] + 1.7 * (strata["blob_sigma_px"] - 1.5)
               + 0.8 * data.scalars[:, 0] - 0.5 * data.scalars[:, 1])
     residual = pd.Series(target - signal).groupby(strata["regime"].to_numpy()).std()
     for regime, expected in zip(("clear", "hazy", "storm"), REGIME_TARGET_NOISE_KM):

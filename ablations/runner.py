@@ -213,11 +213,13 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                 if options.progress else None,
             ),
         )
+    metadata["fit_started_at"] = time.time()
     grid = tuner.fit()
     metadata["driver_wall_s"] = time.monotonic() - started
     if hpo is not None:
         trials = [_hpo_spec(result, hpo) for result in grid]
     result = collect_results(grid, trials, options, metadata, skipped, state_root=state_root)
+    write_json_atomic(metadata, join(root, METADATA_FILE))  # with the driver's wall time
     if hpo is not None:
         write_best_config(result.trials, hpo, root)
         _publish_optuna(root, options.name)
@@ -484,7 +486,8 @@ def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExc
     row["device_used"] = metrics.get("device")
     for key in ("compile_used", "optimizer_used"):
         row[key] = metrics.get(key)
-    for key in ("oom_retries", "final_micro_batch", "final_accum_steps", "resumed_from_epoch"):
+    for key in ("oom_retries", "final_micro_batch", "final_accum_steps", "resumed_from_epoch",
+                "torch_threads"):
         value = metrics.get(key)
         row[key] = int(value) if value is not None and value == value else None
     row["data_source"] = spec.config.data_dir or "synthetic"

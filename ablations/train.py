@@ -335,7 +335,7 @@ def train(
     Raises:
         TrialOutOfMemory: out of memory even at the smallest micro-batch.
     """
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     torch.set_num_threads(config.num_threads)
     device = resolve_device(config)
     config, _ = resolve_systems(config, device=device.type, resolve=False)
@@ -395,7 +395,8 @@ def train(
     def finish(metrics: dict[str, Any], *, test: bool) -> Optional[pd.DataFrame]:
         """Add the trial's final metrics (and test metrics); return the test predictions."""
         metrics.update(_final_metrics(history, device, started, compile_s, oom_retries,
-                                      compiled.mode, optimizer_used, start_epoch - 1))
+                                      compiled.mode, optimizer_used, start_epoch - 1),
+                       started_at=started_at)
         if not test:
             return None
         predictions, test_metrics = _test(model, batches, data, test_idx, config, norm)
@@ -450,6 +451,7 @@ def train(
             "micro_batch": micro_batch,
             "accum_steps": accum_steps,
             "status": "ok",
+            "reported_at": time.time(),
         }
         if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
             status = "diverged"
@@ -654,6 +656,7 @@ def _final_metrics(history: list[dict[str, Any]], device: torch.device, started:
         # epoch 1's rate already excludes its first (compiling) step
         "steady_train_samples_per_s": statistics.median(h["train_samples_per_s"] for h in history),
         "mean_epoch_s": statistics.fmean(h["epoch_s"] for h in history),
+        "torch_threads": torch.get_num_threads(),
         "compile_s": compile_s,
         "peak_mem_mb": peak_memory_mb(device),
         "peak_mem_reserved_mb": torch.cuda.max_memory_reserved(device) / 2**20

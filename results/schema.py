@@ -39,6 +39,8 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("train_samples_per_s", "float64",
      "steady-state training samples/s: median over epochs, the first (compiling) step excluded"),
     ("mean_epoch_s", "float64", "mean seconds per epoch, training and validation"),
+    ("torch_threads", "int64", "torch intra-op threads the trial ran with (= its CPUs)"),
+    ("started_at", "float64", "Unix time the trial's training function started in its worker"),
     ("compile_s", "float64", "first training step's time above a steady step's (compile, warm-up)"),
     ("peak_mem_mb", "float64",
      "peak memory of the trial: CUDA max_memory_allocated on GPU; on CPU the worker process's "
@@ -77,6 +79,7 @@ EPOCH_COLUMNS: list[tuple[str, str, str]] = [
     ("train_samples_per_s", "float64", "training throughput of the epoch (epoch 1: first step excluded)"),
     ("micro_batch", "int64", "micro-batch size in this epoch"),
     ("accum_steps", "int64", "gradient accumulation steps in this epoch"),
+    ("reported_at", "float64", "Unix time the epoch's result was reported"),
 ]
 
 PREDICTION_COLUMNS: list[tuple[str, str, str]] = [

@@ -269,3 +269,14 @@ def test_default_settings_flag_the_planted_effects_and_not_a_repeat(ray_local, t
         assert table.loc[ablation, "p_holm"] < 0.05, table.loc[ablation].to_dict()
     assert table.loc["baseline_repeat", "test"] == "Welch t"
     assert table.loc["baseline_repeat", "p_holm"] >= 0.05, table.loc["baseline_repeat"].to_dict()
+
+
+def test_trials_record_their_threads_and_times(experiment):
+    result, _ = experiment
+    ok = result.trials[result.trials["status"] == "ok"]
+    assert (ok["torch_threads"] == 1).all()  # = --cpus-per-trial (default 1)
+    epochs = result.epochs.merge(ok[["trial_name", "started_at"]], on="trial_name")
+    assert (epochs["reported_at"] > epochs["started_at"]).all()
+    first = epochs.sort_values("epoch").groupby("trial_name").first()
+    later = epochs.sort_values("epoch").groupby("trial_name").last()
+    assert (later["reported_at"] > first["reported_at"]).all()

@@ -1,0 +1,161 @@
+"""Data: training from a file dataset larger than 4 GB; prints a markdown table.
+
+    python benchmarks/data.py --dir /tmp/ablation-bench-data --gb 4.3
+
+Writes (once; reused when the shape matches) ``images.npy`` of N samples x 8 frames x 2 x 64
+x 64 float32 and ``table.parquet`` (target, three scalars, a 70/15/15 split), then measures,
+each in a fresh process:
+
+- loader: one epoch of training batches (32 samples, the 4 most recent frames, shuffled
+  order) read and normalised as the trainer does, without the model: samples/s and MB/s;
+- model step: forward + backward + AdamW step of the full model on batches of that shape
+  (random data in memory): samples/s;
+- training: ``train()`` on the file for one epoch over a seeded subset of the training split
+  (``--train-examples``) and the capped validation and test splits.
+For each: peak RSS (VmHWM) and, at the end, RSS split into anonymous memory (arrays, tensors)
+and file pages mapped into the process (RssFile: a memory map's pages count here while they
+stay mapped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from common import REPO, machine, markdown
+
+FRAMES, CHANNELS, SIZE = 8, 2, 64
+SAMPLE_BYTES = FRAMES * CHANNELS * SIZE * SIZE * 4
+
+MEMORY = """
+def memory():
+    out = {}
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile"):
+                out[key] = int(value.split()[0]) / 1024
+    return out
+"""
+
+LOADER = MEMORY + """
+import json, sys, time
+import numpy as np, torch
+torch.set_num_threads(1)
+from ablations.config import TrialConfig
+from ablations.train import Batches, Normaliser, epoch_order, load_data
+config = TrialConfig(data_dir=sys.argv[1], batch_size=32)
+data = load_data(config)
+train_idx = data.indices("train")
+batches = Batches(data, Normaliser.fit(data, train_idx), config, torch.device("cpu"))
+order = epoch_order(train_idx, 0, 1)
+t0 = time.perf_counter(); n = 0
+for batch in batches.loader(order, 32):
+    frames, _, _ = batches.to_device(batch)
+    n += frames.shape[0]
+seconds = time.perf_counter() - t0
+print(json.dumps({"samples_per_s": n / seconds, "mb_per_s": n * frames[0].numel() * 4 / seconds / 2**20,
+                  "samples": n, **memory()}))
+"""
+
+STEP = MEMORY + """
+import json, time
+import torch
+torch.set_num_threads(1)
+from model import ModelConfig, build_model
+from ablations.train import loss_fn
+torch.manual_seed(0)
+model = build_model(ModelConfig(in_channels=2, image_height=64, image_width=64, num_scalars=3))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+x, s, y = torch.randn(32, 4, 2, 64, 64), torch.randn(32, 3), torch.randn(32)
+def step():
+    opt.zero_grad(set_to_none=True)
+    loss = loss_fn(*model(x, s), y); loss.backward(); opt.step()
+step()
+t0 = time.perf_counter()
+for _ in range(4): step()
+print(json.dumps({"samples_per_s": 4 * 32 / (time.perf_counter() - t0), **memory()}))
+"""
+
+TRAIN = MEMORY + """
+import json, sys
+from ablations.config import TrialConfig
+from ablations.train import train
+config = TrialConfig(data_dir=sys.argv[1], epochs=1, batch_size=32, num_threads=1,
+                     max_train_examples=int(sys.argv[2]), max_eval_examples=128)
+out = train(config)
+print(json.dumps({"samples_per_s": out.metrics["steady_train_samples_per_s"],
+                  "test_mae": out.metrics["test_mae"], **memory()}))
+"""
+
+
+def write_dataset(root: Path, samples: int) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    images_path = root / "images.npy"
+    shape = (samples, FRAMES, CHANNELS, SIZE, SIZE)
+    if images_path.exists() and np.load(images_path, mmap_mode="r").shape == shape:
+        return
+    rng = np.random.default_rng(0)
+    images = np.lib.format.open_memmap(images_path, mode="w+", dtype=np.float32, shape=shape)
+    chunk = 256
+    for start in range(0, samples, chunk):
+        stop = min(start + chunk, samples)
+        images[start:stop] = rng.standard_normal((stop - start, *shape[1:]), dtype=np.float32)
+    images.flush()
+    del images
+    split = rng.choice(["train", "val", "test"], size=samples, p=[0.7, 0.15, 0.15])
+    table = pd.DataFrame({"target": rng.normal(5.0, 1.0, samples), "split": split,
+                          **{f"scalar_{i}": rng.standard_normal(samples) for i in range(3)}})
+    table.to_parquet(root / "table.parquet", index=False)
+
+
+def run(code: str, *args: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True,
+                          text=True, check=False, env={"PYTHONPATH": str(REPO),
+                                                       "PATH": "/usr/bin:/bin"})
+    if done.returncode:
+        raise RuntimeError(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", default="/tmp/ablation-bench-data")
+    parser.add_argument("--gb", type=float, default=4.3, help="size of images.npy, 1e9 bytes")
+    parser.add_argument("--train-examples", type=int, default=512)
+    args = parser.parse_args()
+    root = Path(args.dir)
+    samples = int(args.gb * 1e9 / SAMPLE_BYTES) + 1
+    started = time.time()
+    write_dataset(root, samples)
+    size_gb = (root / "images.npy").stat().st_size / 1e9
+    loader = run(LOADER, str(root))
+    step = run(STEP)
+    trained = run(TRAIN, str(root), str(args.train_examples))
+    rows = [
+        ["loader alone (one epoch)", loader["samples_per_s"], f"{loader['mb_per_s']:.0f}",
+         loader["VmHWM"], loader["RssAnon"], loader["RssFile"]],
+        ["model step alone", step["samples_per_s"], "", step["VmHWM"], step["RssAnon"],
+         step["RssFile"]],
+        [f"train() {args.train_examples} examples, 1 epoch", trained["samples_per_s"], "",
+         trained["VmHWM"], trained["RssAnon"], trained["RssFile"]],
+    ]
+    print(f"Machine: {machine()}")
+    print(f"images.npy {size_gb:.2f} GB ({samples} samples x {FRAMES} x {CHANNELS} x {SIZE} x "
+          f"{SIZE} float32), in the page cache; batch 32, 4 frames, 1 thread; "
+          f"{time.time() - started:.0f} s in all.\n")
+    print(markdown(["what", "samples/s", "MB/s read", "peak RSS MiB", "anon MiB at end",
+                    "file-mapped MiB at end"], rows))
+    print(f"\nloader / model step: {loader['samples_per_s'] / step['samples_per_s']:.0f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

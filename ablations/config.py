@@ -142,6 +142,9 @@ class TrialConfig:
     num_workers: int = 0  # DataLoader worker processes (0: load in the training process)
     pin_memory: bool = False  # page-locked host batches for faster copies to the GPU
     min_micro_batch: int = 1  # OOM recovery halves the micro-batch down to this floor
+    # Write the trial's resumable state every k epochs (and after the last): a restarted
+    # trial repeats at most k-1 epochs; larger k saves a state write per epoch.
+    checkpoint_every: int = 1
     compile_requested: str = ""  # set by conflict resolution: what was asked for, if mapped
     precision_requested: str = ""
 
@@ -161,7 +164,7 @@ class TrialConfig:
         positive = ("epochs", "batch_size", "eval_batch_size", "temporal_frames", "embed_dim",
                     "num_heads", "num_threads", "synthetic_train", "synthetic_val",
                     "synthetic_test", "grad_accum_steps", "lr_reference_batch",
-                    "min_micro_batch")
+                    "min_micro_batch", "checkpoint_every")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

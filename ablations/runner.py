@@ -155,6 +155,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     """
     from ray import tune
 
+    from ablations.cost import longest_first
     from ablations.progress import TrialProgress
     from ablations.trainable import STATE_SUBDIR, trial_name, tune_trainable
 
@@ -190,7 +191,9 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
             param_space, tune_config = _hpo_setup(hpo, options, root)
         else:
             # The grid holds names (readable in the progress table); configs go in `plan`.
-            param_space = {"trial": tune.grid_search([spec.name for spec in trials])}
+            # Longest trials first: the short ones fill the slots at the end (ablations/cost.py).
+            order = longest_first([spec.config for spec in trials])
+            param_space = {"trial": tune.grid_search([trials[i].name for i in order])}
             tune_config = tune.TuneConfig(
                 max_concurrent_trials=options.max_concurrent or None,
                 # one worker process runs many trials (torch imported once), unless isolated

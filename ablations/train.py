@@ -33,7 +33,7 @@ from model.data import (
     SyntheticSpec,
     cap_split,
     load_directory,
-    make_synthetic,
+    load_synthetic,
 )
 from model.model import ModelConfig, MultimodalRegressionModel, build_model
 
@@ -67,7 +67,7 @@ def load_data(config: TrialConfig) -> RegressionData:
     if config.data_dir:
         data = load_directory(config.data_dir, split_seed=config.data_seed)
     else:
-        data = make_synthetic(
+        data = load_synthetic(
             SyntheticSpec(
                 n_train=config.synthetic_train,
                 n_val=config.synthetic_val,
@@ -99,9 +99,15 @@ class Normaliser:
     @classmethod
     def fit(cls, data: RegressionData, train_idx: np.ndarray) -> "Normaliser":
         sample = train_idx[:NORMALISATION_SAMPLES]
-        images = data.frames(sample, data.num_frames).astype(np.float64)  # (n, T, C, H, W)
-        image_mean = images.mean(axis=(0, 1, 3, 4))
-        image_std = images.std(axis=(0, 1, 3, 4))
+        channels = data.image_shape[0]
+        total, total_sq, count = np.zeros(channels), np.zeros(channels), 0
+        for start in range(0, len(sample), 64):  # in chunks: a bounded copy of the images
+            chunk = data.frames(sample[start : start + 64], data.num_frames).astype(np.float64)
+            total += chunk.sum(axis=(0, 1, 3, 4))
+            total_sq += np.square(chunk).sum(axis=(0, 1, 3, 4))
+            count += chunk.size // channels
+        image_mean = total / count
+        image_std = np.sqrt(np.maximum(total_sq / count - image_mean**2, 0.0))
         scalars = data.scalars[train_idx].astype(np.float64)
         target = data.target[train_idx]
         return cls(

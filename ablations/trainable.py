@@ -1,7 +1,7 @@
 """The Ray Tune function trainable: a thin wrapper around :func:`ablations.train.train`.
 
-Every epoch becomes one ``tune.report``. Resumable state is written after every epoch to the
-experiment folder, ``<experiment>/trial_state/<trial>/state.pt``, atomically (temporary file,
+Every epoch becomes one ``tune.report``. Resumable state is written after every epoch (every
+``checkpoint_every`` epochs, and after the last) to the experiment folder, ``<experiment>/trial_state/<trial>/state.pt``, atomically (temporary file,
 fsync, rename); the last epoch also reports a Ray checkpoint holding the state and
 ``predictions.parquet``. A restarted trial (resume after the driver died, a retry after a
 failure, a node that died) resumes from the newest of the two.
@@ -82,7 +82,8 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
 
     def report(metrics: dict[str, Any], state: dict[str, Any],
                predictions: Optional[pd.DataFrame]) -> None:
-        save_state_atomic(state, state_path)
+        if predictions is not None or state["epoch"] % trial.checkpoint_every == 0:
+            save_state_atomic(state, state_path)
         if predictions is None:
             tune.report(metrics)
             return

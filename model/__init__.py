@@ -6,6 +6,7 @@ from model.data import (
     SyntheticSpec,
     check_directory,
     load_directory,
+    load_synthetic,
     make_synthetic,
 )
 from model.model import (
@@ -29,5 +30,6 @@ __all__ = [
     "check_directory",
     "count_parameters",
     "load_directory",
+    "load_synthetic",
     "make_synthetic",
 ]

@@ -30,8 +30,12 @@ other column is kept as a stratum for analysis.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from dataclasses import asdict, dataclass
+import inspect
+import os
+import tempfile
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +91,11 @@ class RegressionData:
     strata: pd.DataFrame  # (N, k): columns kept for analysis, index 0..N-1
     scalar_names: list[str]
     source: str  # "synthetic:<key>" or the directory
+    # Set for a file dataset: images.npy and the byte offset of its C-ordered array. Batches
+    # are then read with plain file reads instead of through the memory map, so the pages
+    # read do not stay mapped into the process (and counted in its RSS) for the whole run.
+    images_file: str = ""
+    images_offset: int = 0
 
     @property
     def num_frames(self) -> int:
@@ -103,10 +112,28 @@ class RegressionData:
     def frames(self, idx: np.ndarray, temporal_frames: int) -> np.ndarray:
         """Images of samples ``idx``, the most recent ``temporal_frames`` frames: (b, t, C, H, W)."""
         order = np.argsort(idx, kind="stable")
-        sorted_idx = idx[order]  # ascending reads are kind to a memory map
+        sorted_idx = idx[order]  # ascending reads are kind to the disk
+        if self.images_file:
+            return self._read_frames(sorted_idx, order, temporal_frames)
         block = np.asarray(self.images[sorted_idx, self.num_frames - temporal_frames :])
         out = np.empty_like(block)
         out[order] = block
+        return out
+
+    def _read_frames(self, sorted_idx: np.ndarray, order: np.ndarray,
+                     temporal_frames: int) -> np.ndarray:
+        """The last ``temporal_frames`` frames of each sample are one contiguous run of bytes
+        in images.npy: one read each, straight into the output array."""
+        total, rest = self.num_frames, self.images.shape[2:]
+        frame_bytes = int(np.prod(rest)) * self.images.itemsize
+        out = np.empty((len(sorted_idx), temporal_frames, *rest), dtype=self.images.dtype)
+        with open(self.images_file, "rb", buffering=0) as handle:
+            for sample, row in zip(sorted_idx, order):
+                handle.seek(self.images_offset
+                            + (int(sample) * total + total - temporal_frames) * frame_bytes)
+                view = memoryview(out[row]).cast("B")
+                if handle.readinto(view) != len(view):
+                    raise DataError(f"{self.images_file}: file ends inside sample {sample}")
         return out
 
 
@@ -179,6 +206,85 @@ def make_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:
         scalar_names=[f"scalar_{i}" for i in range(scalars.shape[1])],
         source=f"synthetic:{spec.key()}",
     )
+
+
+CACHE_DIR_ENV = "ABLATION_CACHE_DIR"
+_RECENT: dict[str, RegressionData] = {}  # this process's synthetic sets, newest last
+
+
+def cache_dir() -> Path:
+    """Where synthetic sets are cached: $ABLATION_CACHE_DIR, else ~/.cache/ablation-runner."""
+    return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "ablation-runner")
+
+
+def load_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:
+    """``make_synthetic(spec)``, generated once: kept in this process (a reused Ray worker
+    serves its next trials from memory) and in :func:`cache_dir` as an ``.npz`` keyed by the
+    spec and the generator's source code, so a change to either makes a new file. The arrays
+    are shared read-only; each call gets its own ``RegressionData`` (its own ``split``)."""
+    key = hashlib.sha1(
+        (spec.key() + inspect.getsource(make_synthetic)).encode()).hexdigest()[:16]
+    data = _RECENT.pop(key, None)
+    if data is None:
+        path = cache_dir() / f"synthetic-{key}.npz"
+        data = _read_cached(path)
+        if data is None:
+            data = make_synthetic(spec)
+            _write_cached(data, path)
+        for array in (data.images, data.scalars, data.target, data.split):
+            array.flags.writeable = False
+    _RECENT[key] = data
+    while len(_RECENT) > 2:
+        _RECENT.pop(next(iter(_RECENT)))
+    return replace(data)
+
+
+def _write_cached(data: RegressionData, path: Path) -> None:
+    """Write atomically (temporary file, rename); a cache that cannot be written is skipped."""
+    arrays = {"images": data.images, "scalars": data.scalars, "target": data.target,
+              "split": data.split, "scalar_names": np.array(data.scalar_names),
+              "source": np.array(data.source)}
+    for column in data.strata.columns:
+        values = data.strata[column]
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            arrays[f"strata_codes:{column}"] = values.cat.codes.to_numpy()
+            arrays[f"strata_categories:{column}"] = np.asarray(values.cat.categories, dtype=str)
+        else:
+            arrays[f"strata:{column}"] = values.to_numpy()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.savez(handle, **arrays)
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+
+
+def _read_cached(path: Path) -> RegressionData | None:
+    """The cached set, or None when it is missing or unreadable (then it is made again)."""
+    try:
+        with np.load(path, allow_pickle=False) as cached:
+            columns: dict[str, object] = {}
+            for name in cached.files:
+                kind, _, column = name.partition(":")
+                if kind == "strata":
+                    columns[column] = cached[name]
+                elif kind == "strata_codes":
+                    columns[column] = pd.Categorical.from_codes(
+                        cached[name], categories=list(cached[f"strata_categories:{column}"]))
+            return RegressionData(
+                images=cached["images"], scalars=cached["scalars"], target=cached["target"],
+                split=cached["split"], strata=pd.DataFrame(columns),
+                scalar_names=[str(n) for n in cached["scalar_names"]],
+                source=str(cached["source"]),
+            )
+    except (OSError, KeyError, ValueError, EOFError):
+        return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -276,6 +382,8 @@ def load_directory(directory: str | Path, *, split_seed: int = 0) -> RegressionD
         strata=table[strata_cols].reset_index(drop=True),
         scalar_names=scalar_names,
         source=str(root.resolve()),
+        images_file=str(images_path) if images.flags.c_contiguous else "",
+        images_offset=int(images.offset),
     )
 
 

@@ -18,6 +18,22 @@ os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def synthetic_cache(tmp_path_factory):
+    """Synthetic sets cached in a folder of this test session, not in the user's cache (set
+    before any local Ray starts, so its workers inherit it)."""
+    from model.data import CACHE_DIR_ENV
+
+    folder = tmp_path_factory.mktemp("synthetic-cache")
+    previous = os.environ.get(CACHE_DIR_ENV)
+    os.environ[CACHE_DIR_ENV] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop(CACHE_DIR_ENV, None)
+    else:
+        os.environ[CACHE_DIR_ENV] = previous
+
+
 def tiny_config(**changes) -> TrialConfig:
     """A trial that trains in well under a second: small data, small widths."""
     base = TrialConfig(

@@ -11,6 +11,7 @@ from model.data import (
     DataError,
     SyntheticSpec,
     load_directory,
+    load_synthetic,
     make_synthetic,
     seeded_split,
 )
@@ -66,6 +67,60 @@ def test_file_dataset_loads_memory_mapped(tmp_path):
     assert data.scalar_names == ["scalar_a", "scalar_b"]
     assert list(data.strata.columns) == ["site", "season"]
     assert int((data.split == "train").sum()) == 24
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16])
+def test_file_dataset_batches_are_file_reads_equal_to_the_memory_map(tmp_path, dtype):
+    root = write_data_dir(tmp_path / "d", frames=5)
+    images = np.load(root / "images.npy")
+    np.save(root / "images.npy", (images * 100).astype(dtype))
+    data = load_directory(root)
+    assert data.images_file == str(root / "images.npy") and data.images_offset > 0
+    idx = np.array([17, 3, 39, 0, 3, 22])  # unsorted, with a repeat, first and last sample
+    for frames in (1, 3, 5):
+        got = data.frames(idx, frames)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, np.asarray(data.images)[idx, 5 - frames:])
+    # a Fortran-ordered file falls back to the memory map
+    np.save(root / "images.npy", np.asfortranarray((images * 100).astype(dtype)))
+    fortran = load_directory(root)
+    assert fortran.images_file == ""
+    np.testing.assert_array_equal(fortran.frames(idx, 2), np.asarray(fortran.images)[idx, 3:])
+
+
+def test_synthetic_set_is_cached_in_the_process_and_on_disk(tmp_path, monkeypatch):
+    import model.data as data_module
+
+    monkeypatch.setenv(data_module.CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(data_module, "_RECENT", {})
+    spec = SyntheticSpec(n_train=40, n_val=8, n_test=8, seed=3)
+    fresh = make_synthetic(spec)
+    first = load_synthetic(spec)
+    files = list(tmp_path.glob("synthetic-*.npz"))
+    assert len(files) == 1
+    for got in (first, load_synthetic(spec)):  # generated, then from this process
+        np.testing.assert_array_equal(got.images, fresh.images)
+        pd.testing.assert_frame_equal(got.strata, fresh.strata)
+    second = load_synthetic(spec)
+    assert second is not first and second.images is first.images  # shared, read-only
+    assert not second.images.flags.writeable
+    second.split = np.array(["train"] * 56)  # a trial's caps do not leak into the next
+    assert (load_synthetic(spec).split == fresh.split).all()
+
+    monkeypatch.setattr(data_module, "_RECENT", {})  # a new process: read from disk
+    from_disk = load_synthetic(spec)
+    for name in ("images", "scalars", "target", "split"):
+        np.testing.assert_array_equal(getattr(from_disk, name), getattr(fresh, name))
+    pd.testing.assert_frame_equal(from_disk.strata, fresh.strata)
+    assert from_disk.scalar_names == fresh.scalar_names and from_disk.source == fresh.source
+
+    files[0].write_bytes(b"not an npz")  # a broken cache file is made again
+    monkeypatch.setattr(data_module, "_RECENT", {})
+    np.testing.assert_array_equal(load_synthetic(spec).images, fresh.images)
+    assert np.load(files[0])["images"].shape == fresh.images.shape
+    other = load_synthetic(SyntheticSpec(n_train=40, n_val=8, n_test=8, seed=4))
+    assert len(list(tmp_path.glob("synthetic-*.npz"))) == 2
+    assert not np.array_equal(other.target, fresh.target)
 
 
 def test_file_dataset_without_split_gets_a_seeded_split(tmp_path):

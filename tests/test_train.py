@@ -97,3 +97,15 @@ def test_regression_metrics_against_hand_computed_values():
     from scipy.stats import norm
     assert m["x_nll"] == pytest.approx(-norm.logpdf(target, mean, std).mean())
     assert m["x_coverage_90"] == pytest.approx(0.5)  # |err| <= 1.645 std for the first two
+
+
+def test_image_normalisation_in_chunks_equals_the_whole_sample():
+    from ablations.train import NORMALISATION_SAMPLES, Normaliser
+    from model.data import SyntheticSpec, make_synthetic
+
+    data = make_synthetic(SyntheticSpec(n_train=150, n_val=4, n_test=4))
+    train_idx = data.indices("train")
+    norm = Normaliser.fit(data, train_idx)  # 150 samples: three chunks, the last partial
+    images = data.images[train_idx[:NORMALISATION_SAMPLES]].astype(np.float64)
+    np.testing.assert_allclose(norm.image_mean, images.mean(axis=(0, 1, 3, 4)), rtol=1e-6)
+    np.testing.assert_allclose(norm.image_std, images.std(axis=(0, 1, 3, 4)), rtol=1e-6)

@@ -112,6 +112,21 @@ def test_a_retried_trial_resumes_from_its_last_checkpoint(ray_local, tmp_path):
     assert row["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-5)
 
 
+def test_state_every_k_epochs_repeats_at_most_k_minus_1(ray_local, tmp_path):
+    config = tiny_config(epochs=4, inject_failure_at_epoch=4, checkpoint_every=2,
+                         ablation="flaky")
+    options = RunOptions(storage=tmp_path, name="every2", space="components", progress=False,
+                         max_failures=1)
+    result = run_experiment([TrialSpec("flaky-seed0", "flaky", 0, config)], options)
+    row = result.trials.iloc[0]
+    # failed at the start of epoch 4; the newest state was epoch 2's, not 3's
+    assert row["status"] == "ok" and row["resumed_from_epoch"] == 2
+    assert result.epochs["epoch"].tolist() == [1, 2, 3, 4]
+    from ablations.train import train
+    clean = train(config.replace(inject_failure_at_epoch=0))
+    assert row["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-5)
+
+
 def test_oom_past_the_floor_is_a_failed_row_and_the_rest_go_on(ray_local, tmp_path):
     base = tiny_config(epochs=1, batch_size=16)
     trials = [

@@ -1,0 +1,82 @@
+"""Estimated cost of a trial, to start the longest trials first.
+
+With more trials than slots, the order decides how long the last slot runs alone: 9 trials of
+the `components` space on 2 slots in table order left `point_estimate` (17 s) running alone
+at the end (`docs/benchmarks.md`). Starting the most expensive trials first (the classic
+longest-processing-time rule) leaves the short ones to fill the gaps.
+
+The estimate: the model's training FLOPs per sample (forward and backward, counted by
+``torch.utils.flop_counter`` on the meta device, so no memory and no real compute) x epochs
+x training samples. Systems switches (compile, precision) do not enter; nor does fixed cost.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Sequence
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from ablations.config import TrialConfig
+from model.data import SyntheticSpec, check_directory
+from model.model import ModelConfig, build_model
+
+
+@functools.lru_cache(maxsize=256)
+def training_flops_per_sample(model_config: ModelConfig) -> float:
+    """FLOPs of one forward + backward pass for one sample."""
+    config = model_config
+    with torch.device("meta"):
+        model = build_model(config)
+        frames = torch.empty(1, config.temporal_frames, config.in_channels, config.image_height,
+                             config.image_width) if config.use_images else None
+        scalars = torch.empty(1, config.num_scalars) if config.use_scalars else None
+    with FlopCounterMode(display=False) as counter:
+        mean, variance = model(frames, scalars)
+        loss = mean.sum() if variance is None else mean.sum() + variance.sum()
+        loss.backward()
+    return float(counter.get_total_flops())
+
+
+def _data_shape(config: TrialConfig) -> tuple[int, int, int, int, int]:
+    """(channels, height, width, number of scalars, training samples) without loading data."""
+    if not config.data_dir:
+        spec = SyntheticSpec()
+        train = config.synthetic_train
+        shape = (spec.channels, spec.height, spec.width, 3, train)
+    else:
+        (samples, _, channels, height, width), columns = check_directory(config.data_dir)
+        scalars = sum(1 for c in columns if c.startswith("scalar_"))
+        shape = (channels, height, width, scalars, samples)
+    if config.max_train_examples:
+        shape = (*shape[:4], min(shape[4], config.max_train_examples))
+    return shape
+
+
+def estimated_cost(config: TrialConfig) -> float:
+    """Relative cost of a trial (FLOPs); NaN when it cannot be estimated here (e.g. the data
+    directory exists only on the cluster's workers)."""
+    try:
+        channels, height, width, scalars, samples = _data_shape(config)
+        model_config = ModelConfig(
+            in_channels=channels, image_height=height, image_width=width,
+            num_scalars=scalars if config.use_scalars else 0,
+            temporal_frames=config.temporal_frames, cnn_widths=config.widths,
+            spatial_attention=config.spatial_attention,
+            temporal_attention=config.temporal_attention, use_images=config.use_images,
+            use_scalars=config.use_scalars, head=config.head,  # type: ignore[arg-type]
+            embed_dim=config.embed_dim, num_heads=config.num_heads,
+        )
+        return training_flops_per_sample(model_config) * config.epochs * samples
+    except Exception:  # noqa: BLE001 - an estimate only: keep the given order
+        return math.nan
+
+
+def longest_first(configs: Sequence[TrialConfig]) -> list[int]:
+    """Indices of ``configs`` ordered by estimated cost, largest first; ties (e.g. seeds of
+    one variant) and trials without an estimate keep their order, the latter at the end."""
+    costs = [estimated_cost(c) for c in configs]
+    return sorted(range(len(configs)),
+                  key=lambda i: (math.isnan(costs[i]), -costs[i] if costs[i] == costs[i] else 0))

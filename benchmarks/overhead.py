@@ -37,6 +37,33 @@ import ray; ray.shutdown()
 """
 
 
+SYNTHETIC = """
+import json, os, statistics, sys, tempfile, time
+os.environ["ABLATION_CACHE_DIR"] = tempfile.mkdtemp()
+import model.data as data
+def timed(fn):
+    t0 = time.perf_counter(); fn(); return time.perf_counter() - t0
+out = {"generate": statistics.median(timed(data.make_synthetic) for _ in range(5))}
+timed(data.load_synthetic)  # generates and writes the cache file
+out["memory"] = statistics.median(timed(data.load_synthetic) for _ in range(5))
+disk = []
+for _ in range(5):
+    data._RECENT.clear()
+    disk.append(timed(data.load_synthetic))
+out["disk"] = statistics.median(disk)
+print(json.dumps(out))
+"""
+
+
+def synthetic_load_s() -> dict:
+    """Seconds to get the default synthetic set: generated, from the on-disk cache (a fresh
+    worker), from the process's cache (a reused worker); medians of 5."""
+    done = subprocess.run([sys.executable, "-c", SYNTHETIC], cwd=REPO, capture_output=True,
+                          text=True, check=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    return __import__("json").loads(done.stdout.strip().splitlines()[-1])
+
+
 def plain_once(threads: int, epochs: int) -> dict:
     out = run_plain({"ablation": "baseline", "seed": 0, "epochs": epochs,
                      "num_threads": threads})
@@ -99,6 +126,7 @@ def main() -> int:
                          med["start_s"], med["first_result_s"], med["wall_s"],
                          " ".join(f"{r['samples_per_s']:.0f}" for r in results)])
     ray_s = [ray_start_s(dashboard) for _ in range(args.repeats)]
+    synthetic = synthetic_load_s()
     print(f"Machine: {machine()}")
     print(f"Baseline trial, {args.epochs} epochs, {args.repeats} repeats (medians), "
           f"dashboard {'on' if dashboard else 'off'}; {time.time() - started:.0f} s in all.\n")
@@ -106,6 +134,9 @@ def main() -> int:
                     "first result s", "wall s", "samples/s per repeat"], rows))
     print(f"\nRay start alone (ray.init as the CLI does it, median of {args.repeats}): "
           f"{statistics.median(ray_s):.1f} s")
+    print(f"Synthetic default set per trial: generated {synthetic['generate']:.3f} s, from the "
+          f"disk cache {synthetic['disk']:.3f} s, from the process's cache "
+          f"{synthetic['memory'] * 1e3:.2f} ms")
     return 0
 
 

@@ -15,23 +15,25 @@ pytestmark = pytest.mark.slow
 
 
 def test_hpo_with_asha_writes_optuna_storage_and_best_config(ray_local, tmp_path):
-    space = {k: HPO_SEARCH[k] for k in ("lr", "weight_decay", "dropout")}
-    hpo = HpoSearch(base=tiny_config(epochs=4, ablation="hpo"), space=space, num_samples=4)
+    # a wide lr range, so some samples are clearly worse and ASHA has something to stop
+    space = {"lr": ("loguniform", (1e-5, 3e-2)),
+             **{k: HPO_SEARCH[k] for k in ("weight_decay", "dropout")}}
+    hpo = HpoSearch(base=tiny_config(epochs=4, ablation="hpo"), space=space, num_samples=6)
     options = RunOptions(storage=tmp_path, name="search", space="hpo", progress=False,
                          max_concurrent=1)
     result = run_experiment([], options, hpo=hpo)
     trials = result.trials
-    assert len(trials) == 4 and trials["trial_name"].str.startswith("hpo-").all()
+    assert len(trials) == 6 and trials["trial_name"].str.startswith("hpo-").all()
     assert set(trials["status"]) <= {"ok", "stopped"}
     stopped = trials[trials["status"] == "stopped"]
     assert len(stopped) >= 1 and (stopped["epochs_run"] < 4).all()  # ASHA stopped some early
     assert (trials.loc[trials["status"] == "ok", "epochs_run"] == 4).all()
     # the sampled values are the config columns
-    assert trials["lr"].nunique() == 4 and trials["lr"].between(3e-4, 1e-2).all()
+    assert trials["lr"].nunique() == 6 and trials["lr"].between(1e-5, 3e-2).all()
     # the Optuna study, readable with Optuna's own API (and optuna-dashboard)
     study = optuna.load_study(study_name="search",
                               storage=f"sqlite:///{result.directory / 'optuna.db'}")
-    assert len(study.trials) == 4
+    assert len(study.trials) == 6
     # the best configuration is a --config file
     best = config_from_sources(yaml_path=result.directory / "best_config.yaml")
     winner = trials[trials["status"] == "ok"].sort_values("val_mae").iloc[0]

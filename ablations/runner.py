@@ -336,8 +336,10 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
     """Turn Tune's ResultGrid into the three tables and write them atomically."""
     root = experiment_dir(options)
     by_name = {spec.name: spec for spec in trials}
+    position = {spec.name: i for i, spec in enumerate(trials)}
     trial_rows, epoch_frames, prediction_frames = [], [], []
-    for result in grid:
+    # In the plan's order (the space's table), not the order the trials ran in (longest first).
+    for result in sorted(grid, key=lambda r: position.get(result_name(r), len(position))):
         spec = by_name[result_name(result)]
         metrics = dict(result.metrics or {})
         history = _history(result, state_root)

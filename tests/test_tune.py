@@ -295,3 +295,13 @@ def test_trials_record_their_threads_and_times(experiment):
     first = epochs.sort_values("epoch").groupby("trial_name").first()
     later = epochs.sort_values("epoch").groupby("trial_name").last()
     assert (later["reported_at"] > first["reported_at"]).all()
+
+
+def test_tables_follow_the_plan_order_whatever_order_trials_ran_in(experiment):
+    result, trials = experiment
+    plan = [spec.name for spec in trials]  # baseline, no_images, point_estimate x 2 seeds, ...
+    assert result.trials["trial_name"].tolist() == plan
+    ran = result.predictions.drop_duplicates("trial_name")["trial_name"].tolist()
+    assert ran == [name for name in plan if name in ran]
+    started = result.trials.dropna(subset=["started_at"]).sort_values("started_at")
+    assert started["trial_name"].iloc[-1].startswith("no_images")  # longest first: ran last

@@ -13,7 +13,7 @@ BASELINE = "baseline"
 
 COMPONENT_ABLATIONS: dict[str, dict[str, Any]] = {
     BASELINE: {},  # the full model
-    "no_temporal_attention": {"temporal_attention": False},  # frames concatenated, then linear
+    "no_temporal_attention": {"temporal_attention": False},  # same ordered read-out, no attention
     "no_spatial_attention": {"spatial_attention": False},  # CNN map mean-pooled
     "no_attention": {"temporal_attention": False, "spatial_attention": False},
     "no_scalars": {"use_scalars": False},  # images only

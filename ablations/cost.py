@@ -20,7 +20,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from ablations.config import TrialConfig
-from model.data import SyntheticSpec, check_directory
+from ablations.train import model_config_for_shape
+from model.data import SYNTHETIC_SCALARS, SyntheticSpec, check_directory
 from model.model import ModelConfig, build_model
 
 
@@ -40,35 +41,26 @@ def training_flops_per_sample(model_config: ModelConfig) -> float:
     return float(counter.get_total_flops())
 
 
-def _data_shape(config: TrialConfig) -> tuple[int, int, int, int, int]:
-    """(channels, height, width, number of scalars, training samples) without loading data."""
+def _data_shape(config: TrialConfig) -> tuple[tuple[int, int, int], int, int]:
+    """((C, H, W), number of scalars, training samples), without loading the data."""
     if not config.data_dir:
         spec = SyntheticSpec()
-        train = config.synthetic_train
-        shape = (spec.channels, spec.height, spec.width, 3, train)
+        image_shape, scalars = (spec.channels, spec.height, spec.width), SYNTHETIC_SCALARS
+        samples = config.synthetic_train
     else:
-        (samples, _, channels, height, width), columns = check_directory(config.data_dir)
+        (samples, _, *image_shape), columns = check_directory(config.data_dir)
         scalars = sum(1 for c in columns if c.startswith("scalar_"))
-        shape = (channels, height, width, scalars, samples)
     if config.max_train_examples:
-        shape = (*shape[:4], min(shape[4], config.max_train_examples))
-    return shape
+        samples = min(samples, config.max_train_examples)
+    return tuple(image_shape), scalars, samples  # type: ignore[return-value]
 
 
 def estimated_cost(config: TrialConfig) -> float:
     """Relative cost of a trial (FLOPs); NaN when it cannot be estimated here (e.g. the data
     directory exists only on the cluster's workers)."""
     try:
-        channels, height, width, scalars, samples = _data_shape(config)
-        model_config = ModelConfig(
-            in_channels=channels, image_height=height, image_width=width,
-            num_scalars=scalars if config.use_scalars else 0,
-            temporal_frames=config.temporal_frames, cnn_widths=config.widths,
-            spatial_attention=config.spatial_attention,
-            temporal_attention=config.temporal_attention, use_images=config.use_images,
-            use_scalars=config.use_scalars, head=config.head,  # type: ignore[arg-type]
-            embed_dim=config.embed_dim, num_heads=config.num_heads,
-        )
+        image_shape, scalars, samples = _data_shape(config)
+        model_config = model_config_for_shape(config, image_shape, scalars)
         return training_flops_per_sample(model_config) * config.epochs * samples
     except Exception:  # noqa: BLE001 - an estimate only: keep the given order
         return math.nan

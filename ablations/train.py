@@ -196,12 +196,18 @@ def epoch_order(train_idx: np.ndarray, seed: int, epoch: int) -> np.ndarray:
 
 
 def model_config_for(config: TrialConfig, data: RegressionData) -> ModelConfig:
-    channels, height, width = data.image_shape
+    return model_config_for_shape(config, data.image_shape, len(data.scalar_names))
+
+
+def model_config_for_shape(config: TrialConfig, image_shape: tuple[int, int, int],
+                           num_scalars: int) -> ModelConfig:
+    """The trial's model for images of ``image_shape`` (C, H, W) and ``num_scalars`` scalars."""
+    channels, height, width = image_shape
     return ModelConfig(
         in_channels=channels,
         image_height=height,
         image_width=width,
-        num_scalars=len(data.scalar_names),
+        num_scalars=num_scalars,
         temporal_frames=config.temporal_frames,
         cnn_widths=config.widths,
         spatial_attention=config.spatial_attention,

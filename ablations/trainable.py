@@ -1,8 +1,9 @@
 """The Ray Tune function trainable: a thin wrapper around :func:`ablations.train.train`.
 
 Every epoch becomes one ``tune.report``. Resumable state is written after every epoch (every
-``checkpoint_every`` epochs, and after the last) to the experiment folder, ``<experiment>/trial_state/<trial>/state.pt``, atomically (temporary file,
-fsync, rename); the last epoch also reports a Ray checkpoint holding the state and
+``checkpoint_every`` epochs, and after the last) to the experiment folder,
+``<experiment>/trial_state/<trial>/state.pt``, atomically (temporary file, fsync, rename);
+the last epoch also reports a Ray checkpoint holding the state and
 ``predictions.parquet``. A restarted trial (resume after the driver died, a retry after a
 failure, a node that died) resumes from the newest of the two.
 

@@ -27,15 +27,21 @@ print(json.dumps({"metrics": {k: v for k, v in out.metrics.items()
 """
 
 
+def run_python(code: str, *args: str) -> dict:
+    """Run ``code`` in a fresh Python process (this repository importable) and return the JSON
+    object on the last line of its output."""
+    done = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=_env(),
+                          capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"benchmark process failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run_plain(config: dict) -> dict:
     """``train(TrialConfig(**config))`` in a fresh Python process, no Ray. Returns its metrics,
     per-epoch history, and the process's start and end times (Unix seconds)."""
     launched = time.time()
-    done = subprocess.run([sys.executable, "-c", PLAIN_TRIAL, json.dumps(config)], cwd=REPO,
-                          env=_env(), capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise RuntimeError(f"plain trial failed:\n{done.stderr[-3000:]}")
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_python(PLAIN_TRIAL, json.dumps(config))
     out["launched_at"], out["ended_at"] = launched, time.time()
     return out
 

@@ -21,8 +21,6 @@ stay mapped).
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from common import REPO, machine, markdown
+from common import machine, markdown, run_python
 
 FRAMES, CHANNELS, SIZE = 8, 2, 64
 SAMPLE_BYTES = FRAMES * CHANNELS * SIZE * SIZE * 4
@@ -119,15 +117,6 @@ def write_dataset(root: Path, samples: int) -> None:
     table.to_parquet(root / "table.parquet", index=False)
 
 
-def run(code: str, *args: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True,
-                          text=True, check=False, env={"PYTHONPATH": str(REPO),
-                                                       "PATH": "/usr/bin:/bin"})
-    if done.returncode:
-        raise RuntimeError(done.stderr[-3000:])
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", default="/tmp/ablation-bench-data")
@@ -142,10 +131,10 @@ def main() -> int:
     with open(root / "images.npy", "rb") as handle:  # into the page cache: time CPU, not disk
         while handle.read(64 << 20):
             pass
-    loader = run(LOADER, str(root), "read")
-    mapped = run(LOADER, str(root), "mmap")
-    step = run(STEP)
-    trained = run(TRAIN, str(root), str(args.train_examples))
+    loader = run_python(LOADER, str(root), "read")
+    mapped = run_python(LOADER, str(root), "mmap")
+    step = run_python(STEP)
+    trained = run_python(TRAIN, str(root), str(args.train_examples))
     rows = [
         ["loader alone (one epoch), file reads", loader["samples_per_s"],
          f"{loader['mb_per_s']:.0f}", loader["VmHWM"], loader["RssAnon"], loader["RssFile"]],

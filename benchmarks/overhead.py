@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import time
 
-from common import REPO, machine, markdown, run_cli, run_plain
+from common import machine, markdown, run_cli, run_plain, run_python
 
 RAY_START = """
-import time
+import json, sys, time
 t0 = time.perf_counter()
 from ablations.runner import RunOptions, init_ray
-init_ray(RunOptions(storage="/tmp", name="x", space="components", dashboard={dashboard}))
-print(time.perf_counter() - t0)
+init_ray(RunOptions(storage="/tmp", name="x", space="components", dashboard=sys.argv[1] == "on"))
+print(json.dumps({"seconds": time.perf_counter() - t0}))
 import ray; ray.shutdown()
 """
 
@@ -58,10 +57,7 @@ print(json.dumps(out))
 def synthetic_load_s() -> dict:
     """Seconds to get the default synthetic set: generated, from the on-disk cache (a fresh
     worker), from the process's cache (a reused worker); medians of 5."""
-    done = subprocess.run([sys.executable, "-c", SYNTHETIC], cwd=REPO, capture_output=True,
-                          text=True, check=True,
-                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
-    return __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    return run_python(SYNTHETIC)
 
 
 def plain_once(threads: int, epochs: int) -> dict:
@@ -95,10 +91,7 @@ def cli_once(threads: int, epochs: int, dashboard: bool) -> dict:
 
 
 def ray_start_s(dashboard: bool) -> float:
-    done = subprocess.run([sys.executable, "-c", RAY_START.format(dashboard=dashboard)],
-                          cwd=REPO, capture_output=True, text=True, check=True,
-                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
-    return float(done.stdout.strip().splitlines()[0])
+    return run_python(RAY_START, "on" if dashboard else "off")["seconds"]
 
 
 def main() -> int:

@@ -31,6 +31,7 @@ other column is kept as a stratum for analysis.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import inspect
 import os
@@ -44,6 +45,7 @@ import pyarrow.parquet as pq
 
 SPLITS = ("train", "val", "test")
 MAX_SYNTHETIC_FRAMES = 8
+SYNTHETIC_SCALARS = 3  # scalar_0, scalar_1 carry signal; scalar_2 is noise
 
 REGIMES = ("clear", "hazy", "storm")
 REGIME_TARGET_NOISE_KM = (0.15, 0.35, 0.70)
@@ -152,7 +154,7 @@ def make_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:
     speed = rng.uniform(0.0, 1.2, size=n)  # px per frame
     angle = rng.uniform(0.0, 2 * np.pi, size=n)
     sigma = rng.uniform(0.8, 2.2, size=n)  # blob size, px
-    scalars = rng.standard_normal(size=(n, 3)).astype(np.float32)
+    scalars = rng.standard_normal(size=(n, SYNTHETIC_SCALARS)).astype(np.float32)
 
     # Trajectory centred on the middle frame; keep every frame's centre inside the image.
     half_path = speed * (MAX_SYNTHETIC_FRAMES - 1) / 2
@@ -222,8 +224,7 @@ def load_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:
     serves its next trials from memory) and in :func:`cache_dir` as an ``.npz`` keyed by the
     spec and the generator's source code, so a change to either makes a new file. The arrays
     are shared read-only; each call gets its own ``RegressionData`` (its own ``split``)."""
-    key = hashlib.sha1(
-        (spec.key() + inspect.getsource(make_synthetic)).encode()).hexdigest()[:16]
+    key = hashlib.sha1((spec.key() + _generator_source()).encode()).hexdigest()[:16]
     data = _RECENT.pop(key, None)
     if data is None:
         path = cache_dir() / f"synthetic-{key}.npz"
@@ -237,6 +238,11 @@ def load_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:
     while len(_RECENT) > 2:
         _RECENT.pop(next(iter(_RECENT)))
     return replace(data)
+
+
+@functools.cache
+def _generator_source() -> str:
+    return inspect.getsource(make_synthetic)
 
 
 def _write_cached(data: RegressionData, path: Path) -> None:

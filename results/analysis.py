@@ -90,19 +90,6 @@ def t_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, flo
     return float(values.mean() - half), float(values.mean() + half)
 
 
-def welch_interval(a: np.ndarray, b: np.ndarray, confidence: float = 0.95
-                   ) -> tuple[float, float]:
-    """Confidence interval of mean(a) - mean(b) with Welch-Satterthwaite degrees of freedom."""
-    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
-    se = np.sqrt(va + vb)
-    if se == 0:
-        return float("nan"), float("nan")
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = stats.t.ppf(0.5 + confidence / 2, df) * se
-    diff = float(np.mean(a) - np.mean(b))
-    return diff - half, diff + half
-
-
 def _compare(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
              ref_seeds: np.ndarray, by_seed: pd.DataFrame, ablation: str, reference: str,
              confidence: float) -> dict:
@@ -124,11 +111,12 @@ def _compare(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
     if len(values) >= 2 and len(ref_values) >= 2:
         diff = values.mean() - ref_values.mean()
         pooled = np.sqrt((np.var(values, ddof=1) + np.var(ref_values, ddof=1)) / 2)
-        d_low, d_high = welch_interval(values, ref_values, confidence)
+        welch = stats.ttest_ind(values, ref_values, equal_var=False)
+        interval = welch.confidence_interval(confidence)
         return {
             "test": "Welch t", "n_pairs": 0, "diff_mean": diff,
-            "diff_ci_low": d_low, "diff_ci_high": d_high,
-            "p_value": stats.ttest_ind(values, ref_values, equal_var=False).pvalue,
+            "diff_ci_low": interval.low, "diff_ci_high": interval.high,
+            "p_value": welch.pvalue,
             "effect_size": diff / pooled if pooled > 0 else np.nan,
             "relative_change": diff / ref_values.mean(),
         }

@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, Optional, Sequence
@@ -24,12 +25,13 @@ from ablations.config import (
     config_from_sources,
     parse_bool,
 )
-from ablations.systems import resolve_systems, skip_reason
+from ablations.systems import local_cuda_capability, resolve_systems, skip_reason
 from model.data import MAX_SYNTHETIC_FRAMES, DataError, load_directory
-from results.io import filesystem, is_file, is_uri, join, list_dir, read_metadata
+from results.io import MetadataError, filesystem, is_file, is_uri, join, list_dir, read_metadata
 from search_spaces.presets import PRESETS
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 DEFAULT_STORAGE = "ablation_results"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -139,6 +141,10 @@ def build_parser() -> OneLineParser:
                       "from where it stopped; finished trials are kept")
     what.add_argument("--retry-failed", action="store_true",
                       help="with --resume: retry failed trials from their last checkpoint")
+    what.add_argument("--allow-changed", action="store_true",
+                      help="resume (--resume, or the same --name) even though the code or the "
+                      "data changed since the experiment started; what changed is printed and "
+                      "kept in experiment.json")
     what.add_argument("--resolve-conflicts", action="store_true",
                       help="map unsafe switch combinations to the nearest safe setting (with a "
                       "warning) instead of refusing them")
@@ -217,12 +223,15 @@ def base_config(args: argparse.Namespace) -> TrialConfig:
         device = "cuda" if args.gpus_per_trial > 0 else "cpu"
     if device == "cuda" and args.gpus_per_trial <= 0:
         raise ConfigError("device=cuda needs --gpus-per-trial > 0 (e.g. 1 or 0.5)")
-    return config.replace(num_threads=threads, device=device)
+    return config.replace(num_threads=threads, device=device,
+                          resolve_conflicts=args.resolve_conflicts)
 
 
-def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool
+def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool,
+                capability: Optional[tuple[int, int]] = None
                 ) -> tuple[list[Any], list[tuple[Any, str]], list[str], Optional[str]]:
-    """Validate every trial against its device and data before any trial starts.
+    """Validate every trial against its device and data before any trial starts; with the
+    compute ``capability`` of the GPUs the trials will get (a local run), against that too.
 
     Returns (trials to run, skipped (trial, reason), notes on mapped settings, data summary).
     A cell that cannot run is skipped in spaces with ``skip_invalid``, else an error.
@@ -250,13 +259,14 @@ def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool
             problem = (f"temporal_frames={config.temporal_frames} but {where} has {frames} "
                        "frames; lower temporal_frames")
         elif space.skip_invalid:
-            problem = skip_reason(config, config.device)
+            problem = skip_reason(config, config.device, capability)
         if problem is not None:
             if space.skip_invalid:
                 skipped.append((spec, problem))
                 continue
             raise ConfigError(f"trial {spec.name}: {problem}")
-        config, mapped = resolve_systems(config, device=config.device, resolve=resolve)
+        config, mapped = resolve_systems(config, device=config.device, resolve=resolve,
+                                         capability=capability)
         notes.extend(f"{spec.name}: {note}" for note in mapped)
         if counts is not None:
             n_train = counts["train"]
@@ -347,17 +357,25 @@ def report_main(argv: Sequence[str]) -> int:
     parser = OneLineParser(prog="run_ablations.py report",
                            description="Analyse an experiment folder: report.md, report.html "
                            "and figures in it; the ablation table on the terminal.")
-    parser.add_argument("experiment", metavar="EXPERIMENT_DIR")
+    parser.add_argument("experiment", metavar="EXPERIMENT_DIR|URI",
+                        help="an experiment folder, or its URI (file://..., s3://bucket/...)")
     parser.add_argument("--reference", default="baseline",
                         help="variant the others are compared with (default: baseline)")
     parser.add_argument("--metric", default="test_mae", help="trials column to compare")
     args = parser.parse_args(argv)
+    import pyarrow as pa
+
     from results.report import markdown_table, write_report
 
+    experiment = args.experiment if is_uri(args.experiment) \
+        else str(Path(args.experiment).expanduser())
     try:
-        report = write_report(args.experiment, reference=args.reference, metric=args.metric)
-    except (FileNotFoundError, ValueError, KeyError) as exc:
+        report = write_report(experiment, reference=args.reference, metric=args.metric)
+    except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
+        # ValueError includes results.report.NotAnExperimentError; OSError: cannot write
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, OSError) and getattr(exc, "filename", None):
+            message = f"{exc.filename}: {exc.strerror or message}"
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     table = report.ablation[["ablation", "n_ok", f"{args.metric}_mean", "diff_mean",
@@ -375,12 +393,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         return _main(args, ["run_ablations.py", *argv])
-    except (ConfigError, DataError, UsageError) as exc:
+    except (ConfigError, DataError, UsageError, MetadataError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _main(args: argparse.Namespace, command: list[str]) -> int:
@@ -409,6 +427,8 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
                          "runs to the same budget so comparisons stay unbiased (schedulers are "
                          "for search spaces such as hpo)")
     base = base_config(args)
+    # A local run knows the GPUs its trials get; a cluster's are checked in each trial.
+    capability = local_cuda_capability() if args.address is None else None
     only = [v.strip() for v in args.only.split(",") if v.strip()] if args.only else None
     hpo = None
     if space.is_search:
@@ -417,13 +437,15 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
         from ablations.runner import HpoSearch
 
         base = base.replace(ablation=space.name, seed=args.seeds[0])
-        plan_trials(space, [_spec_for(base)], resolve=args.resolve_conflicts)  # validates
+        planned, _, notes, _ = plan_trials(space, [_spec_for(base)],
+                                           resolve=args.resolve_conflicts, capability=capability)
+        base = planned[0].config  # what --resolve-conflicts mapped is what the samples start from
         hpo = HpoSearch(base=base, space=dict(space.search), num_samples=args.num_samples,
                         scheduler=args.scheduler or "asha")
-        trials, skipped, notes, data_summary = [], [], [], None
+        trials, skipped, data_summary = [], [], None
     else:
         trials = expand(space, base, args.seeds, only=only)
-        trials, skipped, notes, data_summary = plan_trials(space, trials,
+        trials, skipped, notes, data_summary = plan_trials(space, trials, capability=capability,
                                                            resolve=args.resolve_conflicts)
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
@@ -451,6 +473,10 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
                              "choose another --name or --storage")
         from ablations.runner import skipped_plan, trial_plan
 
+        recorded = previous.get("auto_batch")
+        if args.auto_batch and recorded:  # the same command again: the size it chose then
+            trials = [dataclasses.replace(spec, config=spec.config.replace(
+                batch_size=recorded["batch_size"])) for spec in trials]
         same = (previous.get("space") == space.name
                 and previous.get("trials") == trial_plan(trials)
                 and previous.get("skipped") == skipped_plan(skipped)
@@ -459,6 +485,8 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
             raise UsageError(f"{target} holds a different experiment (space "
                              f"{previous.get('space')}, {len(previous.get('trials', {}))} "
                              "trials); continue it with --resume or choose another --name")
+        check_unchanged(previous, [s.config for s in [*trials, *(t for t, _ in skipped)]]
+                        or [base], args.allow_changed)
         print(f"Experiment {name} exists with the same plan: resuming it.")
         resume = True
     return _run(args, space.name, trials, skipped, storage, name, command, hpo=hpo,
@@ -492,10 +520,16 @@ def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
     from search_spaces import SPACES
 
     name = args.name
+    if name is not None and not NAME_PATTERN.match(name):  # a name, never a path
+        raise UsageError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only "
+                         "(the experiment's folder is --storage/NAME)")
     if name is None:
         started = {}
         for entry in list_dir(storage):
-            meta = read_metadata(join(storage, entry))
+            try:
+                meta = read_metadata(join(storage, entry))
+            except MetadataError:  # a damaged record: not the experiment to continue
+                continue
             if meta is not None:
                 started[entry] = max([meta.get("started_at", ""), *meta.get("resumed_at", [])])
         if not started:
@@ -514,13 +548,58 @@ def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
                                for k, (kind, v) in h["space"].items()},
                         num_samples=h["num_samples"], metric=h["metric"], mode=h["mode"],
                         scheduler=h["scheduler"])
+    check_unchanged(meta, [s.config for s in [*trials, *(t for t, _ in skipped)]]
+                    + ([hpo.base] if hpo else []), args.allow_changed)
     args.cpus_per_trial = meta.get("cpus_per_trial", args.cpus_per_trial)
     args.gpus_per_trial = meta.get("gpus_per_trial", args.gpus_per_trial)
     args.seeds = meta.get("seeds", args.seeds)
-    print(f"Resuming experiment {name} ({meta['space']}): trials already finished are kept")
+    print(f"Resuming experiment {name} ({meta['space']}): "
+          f"{resume_outlook(target, trials, hpo, args.retry_failed)}")
     space = SPACES.get(meta["space"])
     return _run(args, meta["space"], trials, skipped, storage, name, command, hpo=hpo,
                 resume=True, reuse_workers=not (space and space.isolate_trials))
+
+
+def resume_outlook(target: str, trials: Sequence[Any], hpo: Any, retry_failed: bool) -> str:
+    """One line: how many trials are finished, continue, start (Tune's saved state)."""
+    from ablations.runner import resume_counts
+
+    counts = resume_counts(target, trials, retry_failed=retry_failed,
+                           num_samples=hpo.num_samples if hpo else None)
+    one = {"continue": counts["continue"] == 1, "start": counts["start"] == 1}
+    parts = [f"{counts['finished']} finished (kept)"]
+    if counts["failed"]:
+        parts.append(f"{counts['failed']} failed (kept; --retry-failed retries them)")
+    parts.append(f"{counts['continue']} "
+                 + ("continues from its" if one["continue"] else "continue from their")
+                 + " last saved epoch")
+    parts.append(f"{counts['start']} " + ("starts" if one["start"] else "start"))
+    return ", ".join(parts)
+
+
+def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],
+                    allow_changed: bool) -> None:
+    """Before resuming: refuse (one line) when the code or the data changed since the
+    experiment started, unless ``allow_changed``; then print what changed and what else differs
+    (packages, device, commit). ``experiment.json`` keeps it (``resume_history``)."""
+    from ablations.provenance import changes, collect
+
+    try:
+        current = collect(configs)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"cannot fingerprint the data to compare it with the experiment's: "
+                         f"{first}") from None
+    blocking, notes = changes(meta.get("provenance"), current)
+    if blocking and not allow_changed:
+        raise UsageError(f"experiment {meta.get('experiment')} cannot be resumed: changed since "
+                         f"it started: {'; '.join(blocking)}; restore them, run under a new "
+                         "--name, or pass --allow-changed to continue anyway")
+    for line in blocking:
+        print(f"warning: resuming although it changed (--allow-changed): {line}",
+              file=sys.stderr)
+    if notes:
+        print(f"note: since the experiment started: {'; '.join(notes)}", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: list[Any],
@@ -528,7 +607,8 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
          resume: bool = False, reuse_workers: bool = True) -> int:
     import ray
 
-    from ablations.runner import RunOptions, init_ray, run_experiment
+    from ablations.runner import (ClusterUnreachable, RunOptions, init_ray, job_runtime_env,
+                                  run_experiment)
 
     options = RunOptions(
         storage=storage, name=name, space=space_name, address=args.address,
@@ -537,8 +617,13 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         retry_failed=args.retry_failed, reuse_workers=reuse_workers, dashboard=args.dashboard,
         verbose=1 if args.verbose else 0, progress=not args.quiet, command=command,
     )
+    if not args.address and job_runtime_env() is not None:
+        raise UsageError("running as a Ray job without --address: this would start a private "
+                         "Ray on one node; pass --address auto to use the job's cluster")
     try:
         started_ray, dashboard_url = init_ray(options)
+    except ClusterUnreachable as exc:
+        raise UsageError(str(exc)) from None
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"cannot connect to Ray at {args.address or 'local'}: {first}") from None
@@ -564,9 +649,14 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
                   "(token authentication: `ray get-auth-token` prints the token)")
         print(f"Results: {join(storage, name)}")
         print(f"TensorBoard: tensorboard --logdir {join(storage, name, 'tune')}")
-        if args.auto_batch and trials:
-            trials = _auto_batch(args, trials)
-        result = run_experiment(trials, options, skipped=skipped, hpo=hpo, resume=resume)
+        if args.auto_batch and trials and not resume:  # a resume keeps the size it recorded
+            trials, options.auto_batch = _auto_batch(args, trials)
+        try:
+            result = run_experiment(trials, options, skipped=skipped, hpo=hpo, resume=resume)
+        except KeyboardInterrupt:  # a second Ctrl-C / SIGTERM: stopped without results
+            print(f"\nInterrupted before the results were written; continue with: "
+                  f"{resume_command(storage, name, args.address)}", file=sys.stderr)
+            return EXIT_INTERRUPTED
     finally:
         if started_ray:
             ray.shutdown()
@@ -574,23 +664,41 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     print()
     print(summary_table(df))
     counts = df["status"].value_counts().to_dict()
+    unfinished = counts.get("interrupted", 0) + counts.get("not_started", 0)
+    stopped = (f"{counts.get('interrupted', 0)} interrupted, "
+               f"{counts.get('not_started', 0)} not started, ") if unfinished else ""
     print(f"\n{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed, "
           f"{counts.get('diverged', 0)} diverged, {counts.get('stopped', 0)} stopped early, "
-          f"{counts.get('skipped', 0)} skipped of {len(df)} trials; "
+          f"{stopped}{counts.get('skipped', 0)} skipped of {len(df)} trials; "
           f"{result.wall_s:.0f} s wall, {df['cpu_hours'].sum():.3f} CPU-hours, "
           f"{df['gpu_hours'].sum():.3f} GPU-hours.")
-    for _, row in df[~df["status"].isin(["ok", "skipped", "stopped"])].iterrows():
+    for _, row in df[df["status"].isin(["failed", "diverged"])].iterrows():
         print(f"  {row['trial_name']}: {row['status']}: {row['error']}")
     if hpo is not None and is_file(join(result.directory, "best_config.yaml")):
         print(f"Best configuration: {join(result.directory, 'best_config.yaml')} (use it with "
               f"--config); Optuna study: {join(result.directory, 'optuna.db')} (SQLite)")
     print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
+    if unfinished:
+        print(f"Interrupted: {unfinished} trials did not finish; continue with: "
+              f"{resume_command(storage, name, args.address)}")
+        return EXIT_INTERRUPTED
     return 0 if counts.get("ok", 0) else 1
 
 
+def resume_command(storage: str, name: str, address: Optional[str] = None) -> str:
+    """The command that continues experiment ``name`` (finished trials are kept)."""
+    parts = ["python", "run_ablations.py", "--resume", "--name", name, "--storage", storage]
+    if address:
+        parts += ["--address", address]
+    return shlex.join(parts)
+
+
 def check_data_on_workers(trials: Sequence[Any], args: argparse.Namespace) -> None:
-    """On a cluster, the data directory must be visible from the nodes that run trials."""
+    """On a cluster, the data directory must be visible from every node that can run a trial
+    (an alive node with a trial's CPUs and GPUs): each is asked, pinned to it."""
     import ray
+    from ray.exceptions import GetTimeoutError, RayError
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     dirs = sorted({spec.config.data_dir for spec in trials if spec.config.data_dir})
     if not dirs:
@@ -602,45 +710,79 @@ def check_data_on_workers(trials: Sequence[Any], args: argparse.Namespace) -> No
 
         return _platform.node(), [p for p in paths if not _os.path.isdir(p)]
 
-    probe = ray.remote(num_cpus=min(args.cpus_per_trial, 1) or 0.01)(visible)
-    node, missing = ray.get(probe.remote(dirs))
-    if missing:
-        raise UsageError(f"--data {missing[0]} is not visible on worker node {node}; put the "
-                         "data on a path every node can read (a shared file system)")
+    nodes = [node for node in ray.nodes() if node.get("Alive")
+             and node["Resources"].get("CPU", 0) >= args.cpus_per_trial
+             and node["Resources"].get("GPU", 0) >= args.gpus_per_trial]
+    probe, probes = ray.remote(num_cpus=0)(visible), {}
+    for node in nodes:
+        name = f"{node['NodeManagerAddress']}, node {node['NodeID'][:8]}"
+        strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+        probes[name] = probe.options(scheduling_strategy=strategy).remote(dirs)
+    blind, failed = [], []
+    for name, pending in probes.items():
+        try:
+            host, missing = ray.get(pending, timeout=120)
+        except (GetTimeoutError, RayError) as exc:
+            lines = str(exc).strip().splitlines()
+            failed.append(f"{name}: {lines[0] if lines else type(exc).__name__}")
+            continue
+        if missing:
+            blind.append((f"{host} ({name})", missing[0]))
+    if blind:
+        raise UsageError(f"--data {blind[0][1]} is not visible on {len(blind)} of {len(nodes)} "
+                         f"nodes that can run a trial: {'; '.join(n for n, _ in blind)}; put "
+                         "the data on a path every node can read (a shared file system)")
+    if failed:
+        raise UsageError(f"cannot check --data on {len(failed)} node(s): {failed[0]}; check that "
+                         "the project's dependencies are installed on every node")
 
 
-def _auto_batch(args: argparse.Namespace, trials: list[Any]) -> list[Any]:
-    """Probe on a worker holding one trial's resources; set every trial's batch size."""
+def _auto_batch(args: argparse.Namespace, trials: list[Any]) -> tuple[list[Any], Optional[dict]]:
+    """Probe on a worker holding one trial's resources; set every trial's batch size.
+    Returns the trials and what was probed and chosen (for experiment.json)."""
     import ray
 
-    from ablations.memory import probe_max_batch
+    from ablations.memory import auto_batch_limit, choose_micro_batch, probe_max_batch
+    from ablations.train import load_data
 
     config = trials[0].config
     if config.device != "cuda" and not config.inject_oom_above_batch:
         print(f"auto-batch: trials run on {config.device}, which has no GPU memory to fit; "
               f"keeping batch_size={config.batch_size}")
-        return trials
+        return trials, None
+    train_samples = min(len(load_data(spec.config).indices("train")) for spec in trials)
+    limit = auto_batch_limit(train_samples, config.grad_accum_steps)
     probe = ray.remote(num_cpus=args.cpus_per_trial, num_gpus=args.gpus_per_trial)(
         probe_max_batch)
-    found = ray.get(probe.remote(config))
-    batch = found["batch"]
-    if batch < 1:
+    found = ray.get(probe.remote(config, limit=limit))
+    micro, why = choose_micro_batch(found, limit)
+    if micro < 1:
         raise UsageError(f"auto-batch: even batch 1 runs out of memory on {found['device']}; "
                          "use --config memory_optimized or fewer temporal_frames")
     sizes = ", ".join(f"{size}{'' if ok else ' OOM'}" for size, ok in found["probed"])
-    print(f"auto-batch: largest batch whose step fits on {found['device']}: {batch} "
-          f"(probed {sizes}); using batch_size={batch * config.grad_accum_steps}")
     out = []
-    for spec in trials:
-        new = spec.config.replace(batch_size=batch * spec.config.grad_accum_steps)
-        out.append(dataclasses.replace(spec, config=new))
-    return out
+    for spec in trials:  # the plan's constraints again, with the new size (ConfigError if not)
+        batch = micro * spec.config.grad_accum_steps
+        if batch > train_samples:
+            raise UsageError(f"auto-batch: batch_size={batch} exceeds the {train_samples} "
+                             "training samples; lower grad_accum_steps")
+        out.append(dataclasses.replace(spec, config=spec.config.replace(batch_size=batch)))
+    chosen = micro * config.grad_accum_steps
+    print(f"auto-batch: batch_size={chosen} (micro-batch {micro} x {config.grad_accum_steps}), "
+          f"limited by {why}; {train_samples // chosen} optimizer steps per epoch; "
+          f"probed on {found['device']}: {sizes}")
+    record = {"batch_size": chosen, "micro_batch": micro, "limited_by": why,
+              "largest_fitting_micro_batch": found["batch"], "probe_limit": limit,
+              "probed": found["probed"], "device": found["device"],
+              "requested_batch_size": config.batch_size, "train_samples": train_samples}
+    return out, record
 
 
 def _diagnose(args: argparse.Namespace) -> int:
     import ray
 
     from ablations.memory import diagnose
+    from ablations.runner import check_cluster_address
 
     info = diagnose()
     print(f"python {info['python']}, torch {info['torch']}")
@@ -651,16 +793,19 @@ def _diagnose(args: argparse.Namespace) -> int:
           f"for inductor {info['cpp_compiler_for_inductor']}")
     if info["gpus"]:
         for gpu in info["gpus"]:
+            bf16 = "native" if gpu["bf16"] else \
+                "emulated (slow: use fp16)" if gpu["bf16_emulated"] else "no"
             print(f"GPU {gpu['index']}: {gpu['name']}, {gpu['free_gib']} GiB free of "
-                  f"{gpu['total_gib']} GiB, capability {gpu['capability']}, bf16 {gpu['bf16']}, "
-                  f"tf32 {gpu['tf32']}")
+                  f"{gpu['total_gib']} GiB, capability {gpu['capability']}, bf16 {bf16}, tf32 "
+                  f"{'native' if gpu['tf32'] else 'no (needs capability 8.0)'}")
     else:
         print("GPU: none visible to torch (CUDA available: False)")
     try:
         if args.address:
+            check_cluster_address(args.address)
             ray.init(address=args.address, logging_level=logging.WARNING)
-        else:
-            ray.init(include_dashboard=False, logging_level=logging.WARNING)
+        else:  # a private local Ray, as a run starts (ablations/runner.py init_ray)
+            ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
         resources = ray.cluster_resources()
         print("Ray resources: " + ", ".join(f"{k} {v:g}" for k, v in sorted(resources.items())
                                             if not k.startswith("node:")))

@@ -145,7 +145,10 @@ class TrialConfig:
     # Write the trial's resumable state every k epochs (and after the last): a restarted
     # trial repeats at most k-1 epochs; larger k saves a state write per epoch.
     checkpoint_every: int = 1
-    compile_requested: str = ""  # set by conflict resolution: what was asked for, if mapped
+    # --resolve-conflicts: map unsafe combinations instead of refusing them, also in the worker
+    # for rules that depend on the GPU the trial gets (bf16/tf32 need compute capability 8.0)
+    resolve_conflicts: bool = False
+    compile_requested: str = ""  # set by resolve_systems: what was asked (= compile if unmapped)
     precision_requested: str = ""
 
     # Fault injection for tests of the failure path: raise at the start of this epoch (1-based,

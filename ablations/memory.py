@@ -15,7 +15,12 @@ from typing import Any, Optional
 import torch
 
 from ablations.config import TrialConfig
-from ablations.systems import cpu_autocast_supported, cpu_fused_adamw_supported, has_cpp_compiler
+from ablations.systems import (
+    NATIVE_BF16_TF32_CAPABILITY,
+    cpu_autocast_supported,
+    cpu_fused_adamw_supported,
+    has_cpp_compiler,
+)
 from ablations.train import (
     autocast_for,
     is_out_of_memory,
@@ -28,6 +33,37 @@ from ablations.train import (
 from model.model import build_model
 
 MAX_PROBE_BATCH = 1024
+# Auto-batch never leaves an epoch fewer optimizer steps than this: on small data any GPU fits
+# the whole training split, and one step per epoch would leave every ablation undertrained.
+MIN_STEPS_PER_EPOCH = 16
+# Of the largest micro-batch whose training step fitted, use at most this share: the probe does
+# not measure evaluation (halved on OOM, but slow), allocator fragmentation over an epoch or
+# compile buffers.
+AUTO_BATCH_HEADROOM = 0.8
+
+
+def auto_batch_limit(train_samples: int, grad_accum_steps: int, *,
+                     cap: int = MAX_PROBE_BATCH) -> int:
+    """The largest micro-batch auto-batch may pick: one that keeps ``MIN_STEPS_PER_EPOCH``
+    optimizer steps per epoch (never more than the training split)."""
+    return max(1, min(cap, train_samples // (MIN_STEPS_PER_EPOCH * grad_accum_steps)))
+
+
+def choose_micro_batch(found: dict[str, Any], limit: int) -> tuple[int, str]:
+    """The micro-batch to train with from a :func:`probe_max_batch` result, and what limited
+    it. A power of two, so OOM recovery can halve it down to 1; 0 when nothing fitted."""
+    fitted = found["batch"]
+    if fitted < 1:
+        return 0, "memory: even batch 1 ran out of memory"
+    if found["limited"]:  # no OOM up to the limit
+        usable = min(fitted, limit)
+        why = (f"epoch length: at most {limit} keeps >= {MIN_STEPS_PER_EPOCH} optimizer steps "
+               "per epoch")
+    else:
+        usable = max(1, int(fitted * AUTO_BATCH_HEADROOM))
+        why = (f"memory: {fitted} fitted one step; {AUTO_BATCH_HEADROOM:.0%} of it leaves room "
+               "for what the probe did not measure")
+    return 1 << (usable.bit_length() - 1), why
 
 
 def _one_step_fits(config: TrialConfig, data: Any, batch: int, device: torch.device) -> bool:
@@ -125,8 +161,12 @@ def diagnose() -> dict[str, Any]:
                 "free_gib": round(free / 2**30, 2),
                 "total_gib": round(total / 2**30, 2),
                 "capability": f"{props.major}.{props.minor}",
-                "bf16": torch.cuda.is_bf16_supported(),
-                "tf32": props.major >= 8,
+                # native from 8.0 (ablations/systems.py); is_bf16_supported() is also True
+                # on a T4 (7.5), where bf16 is emulated and slow
+                "bf16": (props.major, props.minor) >= NATIVE_BF16_TF32_CAPABILITY,
+                "bf16_emulated": torch.cuda.is_bf16_supported(including_emulation=True)
+                and (props.major, props.minor) < NATIVE_BF16_TF32_CAPABILITY,
+                "tf32": (props.major, props.minor) >= NATIVE_BF16_TF32_CAPABILITY,
             })
     info["suggestion"] = suggest(info)
     return info

@@ -17,6 +17,17 @@ class TrialProgress(tune.Callback):
         self.done = 0
         self.stream = stream or sys.stdout
         self.started = time.monotonic()
+        self.counted = False
+
+    def setup(self, **info: Any) -> None:
+        """Each fit; after ``--resume`` too, on the callback Tune restores with the experiment."""
+        self.started = time.monotonic()
+        self.counted = False
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        if not self.counted:  # on a resume, the trials that finished before count as done
+            self.done = sum(trial.status in ("TERMINATED", "ERROR") for trial in trials)
+            self.counted = True
 
     def _line(self, trial: Any, status: str) -> None:
         self.done += 1

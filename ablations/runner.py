@@ -11,21 +11,25 @@ Layout of an experiment folder ``<storage>/<name>/``::
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import math
 import os
 import platform
-import subprocess
+import signal
+import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import pandas as pd
 
 from ablations.config import TrialConfig
+from ablations.provenance import trial_columns
 from results.io import (
     EPOCHS_FILE,
     atomic_write,
@@ -43,6 +47,7 @@ from results.io import (
     write_parquet_atomic,
 )
 from results.schema import CONFIG_COLUMNS, EPOCH_COLUMNS, TRIAL_COLUMNS, column_names
+from search_spaces.hpo import HPO_METRIC, HPO_MODE
 from search_spaces.spaces import TrialSpec
 
 TUNE_SUBDIR = "tune"
@@ -68,6 +73,7 @@ class RunOptions:
     verbose: int = 0  # Ray Tune's own console output: 0 none, 1 status table, 2 every result
     progress: bool = True  # one line per finished trial
     command: list[str] = field(default_factory=list)
+    auto_batch: Optional[dict[str, Any]] = None  # what --auto-batch probed and chose
 
 
 @dataclass
@@ -87,45 +93,162 @@ def experiment_dir(options: RunOptions) -> Path:
 
 
 def git_commit() -> Optional[str]:
-    """HEAD of the project's git checkout, with ``-dirty`` if modified; None outside git."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=10, check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=10, check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{head}-dirty" if dirty else head
+    """HEAD of the project's git checkout, with ``-dirty`` if tracked files differ from it;
+    None outside git (``ablations/provenance.py`` records more: the diff's hash, ...)."""
+    from ablations.provenance import git_commit_label, git_state
+
+    return git_commit_label(git_state(PROJECT_ROOT))
 
 
 def runtime_env_for_cluster() -> dict[str, Any]:
-    """Ship this project's packages to the cluster's workers (they need torch, ray, pandas,
-    pyarrow installed; the code itself travels with the job)."""
-    import ablations
-    import model
-    import results
-    import search_spaces
+    """The runtime environment that ships this project's packages to a cluster's workers
+    (they need torch, ray, pandas, pyarrow installed; the code itself travels with the job).
 
-    return {"py_modules": [model, ablations, search_spaces, results]}
+    Inside a Ray job (``ray job submit --working-dir .``) the code is already in the job's
+    working directory, which Ray ships to every worker: nothing is added (a second copy would
+    conflict with the job's own runtime environment). Otherwise the packages go as
+    ``py_modules`` directory paths (not module objects: Ray deep-copies the runtime
+    environment when it merges it with a job's, and a module cannot be pickled).
+    """
+    job = job_runtime_env()
+    if job is not None and (job.get("py_modules")
+                            or (job.get("working_dir")
+                                and Path.cwd().resolve() == PROJECT_ROOT)):
+        return {}
+    return {"py_modules": [str(PROJECT_ROOT / package) for package in PROJECT_PACKAGES]}
+
+
+def job_runtime_env() -> Optional[dict[str, Any]]:
+    """The runtime environment of the Ray job this process runs as, None outside a job."""
+    import json
+
+    # Ray sets this in a job's driver (ray/_private/runtime_env/constants.py).
+    text = os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR")
+    if not text:
+        return None
+    try:
+        return json.loads(text).get("runtime_env") or {}
+    except (ValueError, AttributeError):
+        return {}
+
+
+class ClusterUnreachable(ConnectionError):
+    """--address names no reachable Ray cluster, or one that refuses this process's token.
+    The message is one line naming the problem and the fix."""
+
+
+# How long the connection check waits for the head (an unroutable address waits this long).
+PROBE_TIMEOUT_S = 8.0
+
+
+def check_cluster_address(address: str) -> str:
+    """Before ``ray.init``: check that ``address`` (``auto``, ``host:port``, ``ray://host:port``)
+    leads to a Ray head that accepts this process, in seconds. ``ray.init`` itself retries for
+    a minute or more on a wrong address, printing a GCS log line every second, and reports a
+    missing token the same way. Returns the resolved ``host:port``; raises
+    ``ClusterUnreachable`` with one line."""
+    import socket
+
+    from ray._private import services
+
+    start_head = "start one with `ray start --head --port=6379` (docs/cluster.md)"
+    if address.startswith("ray://"):  # Ray Client: a plain TCP check of its port
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S).close()
+        except OSError as exc:
+            raise ClusterUnreachable(
+                f"no Ray Client server answers at {address} ({exc.strerror or exc}); check the "
+                f"address (the head's port 10001 by default) or {start_head}") from None
+        return address
+    try:
+        resolved = services.canonicalize_bootstrap_address(address)
+    except (ConnectionError, ValueError) as exc:  # `auto` with no cluster recorded
+        raise ClusterUnreachable(
+            f"--address {address}: no running Ray cluster found on this machine (neither "
+            f"RAY_ADDRESS nor `ray start` names one: {str(exc).splitlines()[0]}); pass the "
+            f"head's host:port or {start_head}") from None
+    named = address if resolved == address else f"{address} (= {resolved})"
+    status, detail = _gcs_status(resolved, _token_ray_would_send(address))
+    if status is None:
+        return resolved
+    import grpc
+
+    if status == grpc.StatusCode.UNAUTHENTICATED:
+        if _token_ray_would_send(address) is None:
+            raise ClusterUnreachable(
+                f"the Ray cluster at {named} requires a token (token authentication) and this "
+                "process sends none: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the output "
+                "of `ray get-auth-token` on the head> (docs/cluster.md)")
+        raise ClusterUnreachable(
+            f"the Ray cluster at {named} refused this process's token (RAY_AUTH_TOKEN, "
+            "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token): use the head's, printed by "
+            "`ray get-auth-token` on the head (docs/cluster.md)")
+    if status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        raise ClusterUnreachable(
+            f"no Ray cluster answers at {named} ({detail}); check the address (the head's "
+            f"`ray start --head --port`, 6379 by default) or {start_head}")
+    raise ClusterUnreachable(
+        f"{named} does not answer as a Ray head ({status.name}: {detail}); pass the port "
+        f"given to `ray start --head --port` (6379 by default) or {start_head}")
+
+
+def _token_ray_would_send(address: str) -> Optional[str]:
+    """The token ``ray.init(address=...)`` will send: with RAY_AUTH_MODE=token, or (Ray's own
+    rule) for ``auto`` not replaced by RAY_ADDRESS when RAY_AUTH_MODE is unset and a token is
+    available locally."""
+    from ray._raylet import AuthenticationTokenLoader
+
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is not None and mode.lower() != "token":
+        return None
+    if mode is None and (address != "auto" or os.environ.get("RAY_ADDRESS")):
+        return None
+    loader = AuthenticationTokenLoader.instance()
+    if not loader.has_token(ignore_auth_mode=True):
+        return None
+    return loader.get_raw_token(ignore_auth_mode=True)
+
+
+def _gcs_status(address: str, token: Optional[str]) -> tuple[Any, str]:
+    """Ask the GCS at ``address`` for its cluster id: (None, "") if it answers, else (the gRPC
+    status code, its first line)."""
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    metadata = [("authorization", f"Bearer {token}")] if token else []
+    # No HTTP proxy: the head is reached directly, as the raylets and ray.init reach it.
+    with grpc.insecure_channel(address, options=[("grpc.enable_http_proxy", 0)]) as channel:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        try:
+            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=PROBE_TIMEOUT_S,
+                              metadata=metadata, wait_for_ready=False)
+        except grpc.RpcError as exc:
+            detail = (exc.details() or "").strip().splitlines()
+            return exc.code(), detail[0] if detail else exc.code().name
+    return None, ""
 
 
 def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
     """Connect to or start Ray. Returns (whether this call started it and should stop it,
-    the dashboard URL of a Ray it started, if any)."""
+    the dashboard URL of a Ray it started, if any).
+
+    Without an address, a private local Ray is started every time (``address="local"``): not
+    the cluster ``ray start`` last left on this machine, nor one RAY_ADDRESS names.
+    With one, the address is checked first (``check_cluster_address``: one line and no
+    minute of retries when it is wrong).
+    """
     import ray
 
     if ray.is_initialized():
         return False, None
     if options.address:
+        check_cluster_address(options.address)
         ray.init(address=options.address, runtime_env=runtime_env_for_cluster(),
                  logging_level=logging.WARNING)
         return True, None
-    context = ray.init(include_dashboard=options.dashboard, dashboard_host="127.0.0.1",
-                       logging_level=logging.WARNING)
+    context = ray.init(address="local", include_dashboard=options.dashboard,
+                       dashboard_host="127.0.0.1", logging_level=logging.WARNING)
     url = getattr(context, "dashboard_url", None) if options.dashboard else None
     return True, url or None
 
@@ -137,8 +260,8 @@ class HpoSearch:
     base: TrialConfig  # the configuration every sampled trial starts from
     space: dict[str, tuple[str, Any]]  # field -> (kind, args): see search_spaces/hpo.py
     num_samples: int
-    metric: str = "val_mae"
-    mode: str = "min"
+    metric: str = HPO_METRIC  # search_spaces/hpo.py
+    mode: str = HPO_MODE
     scheduler: str = "asha"  # asha / fifo (no early stopping)
 
 
@@ -169,6 +292,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     started_at = dt.datetime.now(dt.timezone.utc)
     metadata = _metadata(trials, options, started_at, skipped, hpo)
     previous = read_metadata(root)
+    metadata["auto_batch"] = options.auto_batch or (previous or {}).get("auto_batch")
     if resume and previous is not None:
         metadata["started_at"] = previous.get("started_at", metadata["started_at"])
         metadata["resumed_at"] = [*previous.get("resumed_at", []), started_at.isoformat()]
@@ -184,8 +308,10 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     tune_dir = join(root, TUNE_SUBDIR)
     started = time.monotonic()
     if resume and tune.Tuner.can_restore(tune_dir):
-        tuner = tune.Tuner.restore(tune_dir, trainable=trainable, resume_unfinished=True,
-                                   resume_errored=options.retry_failed, restart_errored=False)
+        with _quiet_tune_logs():
+            tuner = tune.Tuner.restore(tune_dir, trainable=trainable, resume_unfinished=True,
+                                       resume_errored=options.retry_failed,
+                                       restart_errored=False)
     else:
         if hpo is not None:
             param_space, tune_config = _hpo_setup(hpo, options, root)
@@ -217,7 +343,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
             ),
         )
     metadata["fit_started_at"] = time.time()
-    grid = tuner.fit()
+    with _sigterm_as_sigint(options), _quiet_tune_logs():
+        grid = tuner.fit()  # SIGINT/SIGTERM: Tune stops the trials, saves state, returns
     metadata["driver_wall_s"] = time.monotonic() - started
     if hpo is not None:
         trials = [_hpo_spec(result, hpo) for result in grid]
@@ -226,10 +353,136 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     if hpo is not None:
         write_best_config(result.trials, hpo, root)
         _publish_optuna(root, options.name)
-    if (result.trials["status"] != "failed").all():
+    if not result.trials["status"].isin(RESUMABLE_STATUSES).any():
         # Nothing left to resume: drop the per-trial state (final checkpoints stay in tune/).
         delete_dir(state_root)
     return result
+
+
+# After SIGTERM, how long Tune may take to stop the trials and save its state (3-5 s measured
+# on 2 busy cores) before the driver gives up on a Ray that the same signal stopped.
+STOP_GRACE_S = 15.0
+STOP_GRACE_ENV = "ABLATIONS_STOP_GRACE_S"  # overrides it (seconds)
+
+
+def resume_command(storage: str, name: str, address: Optional[str] = None) -> str:
+    """The command that continues experiment ``name`` (finished trials are kept)."""
+    import shlex
+
+    parts = ["python", "run_ablations.py", "--resume", "--name", name, "--storage", storage]
+    if address:
+        parts += ["--address", address]
+    return shlex.join(parts)
+
+
+@contextlib.contextmanager
+def _sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
+    """While it is open, SIGTERM (what ``timeout``, batch schedulers and ``docker stop`` send)
+    does what Ctrl-C does: inside ``Tuner.fit`` Tune's SIGINT handler stops the trials, saves
+    the experiment state and returns; a second signal raises KeyboardInterrupt. Without it,
+    the handler of Ray's core worker prints a native stack dump and aborts the driver.
+
+    ``timeout`` and schedulers signal the whole process group, and the processes of a local
+    Ray (which block SIGINT, not SIGTERM) stop too: Tune then waits a minute on the dead Ray
+    before Ray aborts the driver. If the stop has not finished after ``STOP_GRACE_S``, the
+    driver exits (130) with the resume command; the trials' saved state is kept (``--resume``
+    continues from it and Tune's last periodic snapshot)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    finished = threading.Event()
+    grace_s = float(os.environ.get(STOP_GRACE_ENV, STOP_GRACE_S))
+
+    def give_up() -> None:
+        if not finished.wait(grace_s):
+            print(f"\nStopped; Ray did not answer within {grace_s:g} s (the signal "
+                  "stopped it too), so no results were written. The trials' saved state is "
+                  "kept; continue with: "
+                  f"{resume_command(str(options.storage), options.name, options.address)}",
+                  file=sys.stderr, flush=True)
+            os._exit(130)
+
+    def forward(signum: int, frame: Any) -> None:
+        threading.Thread(target=give_up, name="sigterm-grace", daemon=True).start()
+        handler = signal.getsignal(signal.SIGINT)  # Tune's during fit, Python's outside it
+        if not callable(handler):
+            raise KeyboardInterrupt
+        handler(signal.SIGINT, frame)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        yield
+    finally:
+        finished.set()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+class _DropTuneLines(logging.Filter):
+    """Drops Tune's log lines that mislead a CLI user: its resume hint (``Tuner.restore(...)``;
+    the CLI prints its own ``--resume`` command) and, for trials that had not started, "Could
+    not fetch metrics" (there is nothing to fetch)."""
+
+    DROPPED = ("has been interrupted, but the most recent state was saved",
+               "Failed to fetch metrics for")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(text in message for text in self.DROPPED)
+
+
+_TUNE_LOGGERS = ("ray.tune.tune", "ray.tune.analysis.experiment_analysis")
+
+
+@contextlib.contextmanager
+def _quiet_tune_logs() -> Iterator[None]:
+    drop = _DropTuneLines()
+    for name in _TUNE_LOGGERS:
+        logging.getLogger(name).addFilter(drop)
+    try:
+        yield
+    finally:
+        for name in _TUNE_LOGGERS:
+            logging.getLogger(name).removeFilter(drop)
+
+
+def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool = False,
+                  num_samples: Optional[int] = None) -> dict[str, int]:
+    """What ``--resume`` will do with each trial of the experiment at ``root``, from Tune's
+    saved state and the trials' own: ``finished`` (kept: ok, diverged, stopped), ``failed``
+    (kept; with ``retry_failed`` counted in ``continue``), ``continue`` (resumes from its
+    saved state) and ``start`` (from scratch). ``trials`` is the plan (empty for a search of
+    ``num_samples`` trials)."""
+    from ray.tune import ExperimentAnalysis, ResultGrid, Tuner
+
+    from ablations.trainable import STATE_FILE, STATE_SUBDIR
+
+    def saved(name: str) -> bool:  # the trainable resumes from this even if Tune never saw it
+        return is_file(join(root, STATE_SUBDIR, name, STATE_FILE))
+
+    tune_dir = join(root, TUNE_SUBDIR)
+    results = []
+    if Tuner.can_restore(tune_dir):
+        with _quiet_tune_logs():
+            results = list(ResultGrid(ExperimentAnalysis(tune_dir)))
+    counts = {"finished": 0, "failed": 0, "continue": 0, "start": 0}
+    for result in results:
+        status, _, _ = trial_status(dict(result.metrics or {}), result.error, None,
+                                    hpo=num_samples is not None)
+        if status == "failed":
+            counts["continue" if retry_failed else "failed"] += 1
+        elif status == "interrupted" or (status == "not_started" and saved(result_name(result))):
+            counts["continue"] += 1
+        elif status == "not_started":
+            counts["start"] += 1
+        else:
+            counts["finished"] += 1
+    known = {result_name(result) for result in results}
+    for spec in trials:  # not created in Tune before the stop
+        if spec.name not in known:
+            counts["continue" if saved(spec.name) else "start"] += 1
+    if num_samples is not None:
+        counts["start"] += max(0, num_samples - len(results))
+    return counts
 
 
 HPO_TRIAL = "hpo"
@@ -352,6 +605,10 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
             if predictions is not None:
                 prediction_frames.append(_with_keys(predictions, spec, options))
 
+    ran = {result_name(result) for result in grid}
+    for spec in trials:  # stopped (Ctrl-C, SIGTERM) before Tune created the trial
+        if spec.name not in ran:
+            trial_rows.append(_trial_row(spec, {}, None, None, options, metadata))
     for spec, reason in skipped:  # cells that could not run here: a row with the reason
         row = _trial_row(spec, {}, None, None, options, metadata)
         row.update(status="skipped", failure_reason="conflict", error=reason)
@@ -383,6 +640,20 @@ def _metadata(trials: Sequence[TrialSpec], options: RunOptions, started_at: dt.d
     import ray
     import torch
 
+    from ablations.provenance import changes, collect, git_commit_label
+
+    configs = [spec.config for spec in trials] + [spec.config for spec, _ in skipped]
+    provenance = collect(configs + ([hpo.base] if hpo is not None else []), root=PROJECT_ROOT)
+    # A resume (the folder already holds an experiment) that found the code, data, packages or
+    # device changed (the CLI refuses code/data changes without --allow-changed) keeps what
+    # changed and the provenance it replaces.
+    previous = read_metadata(experiment_dir(options)) or {}
+    history = list(previous.get("resume_history", []))
+    blocking, notes = changes(previous.get("provenance"), provenance)
+    if blocking or notes:
+        replaced = {k: v for k, v in previous["provenance"].items() if k != "environment"}
+        history.append({"at": started_at.isoformat(), "changed": blocking, "notes": notes,
+                        "previous": replaced})
     return {
         "experiment": options.name,
         "space": options.space,
@@ -405,8 +676,10 @@ def _metadata(trials: Sequence[TrialSpec], options: RunOptions, started_at: dt.d
         "torch_version": torch.__version__,
         "ray_version": ray.__version__,
         "python_version": platform.python_version(),
-        "git_commit": git_commit(),
+        "git_commit": git_commit_label(provenance["git"]),
         "hostname": platform.node(),
+        "provenance": provenance,  # code, git, packages, device, data: ablations/provenance.py
+        "resume_history": history,
     }
 
 
@@ -449,22 +722,39 @@ def _nan_if_missing(metrics: dict[str, Any], key: str) -> float:
         return math.nan
 
 
+# Trials a resume continues (interrupted; failed with --retry-failed) or starts (not_started);
+# while any is left, trial_state/ is kept.
+RESUMABLE_STATUSES = ("failed", "interrupted", "not_started")
+
+
+def trial_status(metrics: dict[str, Any], error: Optional[BaseException],
+                 history: Optional[pd.DataFrame], *, hpo: bool = False
+                 ) -> tuple[str, Optional[str], Optional[str]]:
+    """(status, error, failure_reason) of a trial from its last result and error.
+
+    A trial Tune did not finish (no ``done`` in its last result: the run was stopped by
+    Ctrl-C or SIGTERM) is ``interrupted`` if it recorded an epoch, else ``not_started``."""
+    if error is not None:
+        message = _error_line(error)
+        reason = "oom" if "TrialOutOfMemory" in message or "oom:" in message else "error"
+        return "failed", message, reason
+    if metrics.get("status") == "diverged":
+        return "diverged", str(metrics.get("error", "non-finite loss")), "non-finite-loss"
+    if metrics.get("status") == "ok" and "test_mae" in metrics:
+        return "ok", None, None
+    if not metrics.get("done"):
+        started = (history is not None and len(history) > 0) or "training_iteration" in metrics
+        return ("interrupted" if started else "not_started"), None, None
+    if metrics.get("status") == "ok" and hpo:
+        return "stopped", "stopped early by the scheduler", "early-stopped"
+    return "failed", "trial ended without a final result", "error"
+
+
 def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseException],
                history: Optional[pd.DataFrame], options: RunOptions,
                metadata: dict[str, Any]) -> dict[str, Any]:
-    reason = None
-    if error is not None:
-        status, message = "failed", _error_line(error)
-        reason = "oom" if "TrialOutOfMemory" in message or "oom:" in message else "error"
-    elif metrics.get("status") == "diverged":
-        status, message = "diverged", str(metrics.get("error", "non-finite loss"))
-        reason = "non-finite-loss"
-    elif metrics.get("status") == "ok" and "test_mae" in metrics:
-        status, message = "ok", None
-    elif metrics.get("status") == "ok" and spec.config.ablation == "hpo":
-        status, message, reason = "stopped", "stopped early by the scheduler", "early-stopped"
-    else:
-        status, message, reason = "failed", "trial ended without a final result", "error"
+    status, message, reason = trial_status(metrics, error, history,
+                                           hpo=spec.config.ablation == HPO_TRIAL)
     epochs_run = int(history["epoch"].max()) if history is not None and "epoch" in history \
         and history["epoch"].notna().any() else 0
     row: dict[str, Any] = {
@@ -489,13 +779,15 @@ def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExc
     row["cpu_hours"] = held_s * options.cpus_per_trial / 3600
     row["gpu_hours"] = held_s * options.gpus_per_trial / 3600
     row["device_used"] = metrics.get("device")
-    for key in ("compile_used", "optimizer_used"):
+    for key in ("compile_used", "optimizer_used", "precision_used"):
         row[key] = metrics.get(key)
     for key in ("oom_retries", "final_micro_batch", "final_accum_steps", "resumed_from_epoch",
+                "eval_batch_used", "compiled_graphs",
                 "torch_threads"):
         value = metrics.get(key)
         row[key] = int(value) if value is not None and value == value else None
-    row["data_source"] = spec.config.data_dir or "synthetic"
+    row.update(trial_columns(metadata.get("provenance"), spec.config))  # data_source, ...
+    row["device_name"] = metrics.get("device_name")
     for key in ("torch_version", "ray_version", "python_version", "git_commit"):
         row[key] = metadata[key]
     row.update(spec.config.to_dict())
@@ -503,14 +795,15 @@ def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExc
 
 
 def _history(result: Any, state_root: Optional[str]) -> Optional[pd.DataFrame]:
-    """The trial's per-epoch metrics. From the trainable's own state, which keeps every epoch
-    across restarts; else Tune's result log, which a restarted trial begins anew."""
-    from ablations.trainable import STATE_FILE, newest_state
+    """The trial's per-epoch metrics. From the trainable's history file, which keeps every
+    epoch across restarts and is read without loading weights (a GPU trial's state needs no
+    CUDA on the driver); else Tune's result log, which a restarted trial begins anew."""
+    from ablations.trainable import read_history
 
-    path = join(state_root, result_name(result), STATE_FILE) if state_root else None
-    state = newest_state(path, result.checkpoint)
-    if state is not None and state["history"]:
-        return pd.DataFrame(state["history"])
+    state_dir = join(state_root, result_name(result)) if state_root else None
+    history = read_history(state_dir, result.checkpoint)
+    if history:
+        return pd.DataFrame(history)
     return result.metrics_dataframe
 
 

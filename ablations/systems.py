@@ -1,11 +1,13 @@
 """What is safe to combine: checkpointing, torch.compile modes, precision, accumulation, device.
 
-One function, :func:`resolve_systems`, applies the rules (``shared/TRAINING_RULES.md``) to a
-trial config before anything runs: a conflicting combination is refused with a message naming
-the fix, or, with ``resolve=True`` (``--resolve-conflicts``), mapped to the nearest safe setting
-with a note. The setting actually used is what the trial config then holds (``compile``,
-``precision``); what was asked for is kept in ``compile_requested`` / ``precision_requested``.
-The training loop calls it again (strictly) so that no path can reach a CUDA-graph crash.
+One function, :func:`resolve_systems`, applies the rules (``docs/training-rules.md``, with
+their sources) to a trial config before anything runs: a conflicting combination is refused with
+a message naming the fix, or, with ``resolve=True`` (``--resolve-conflicts``), mapped to the
+nearest safe setting with a note. The setting actually used is what the trial config then holds
+(``compile``, ``precision``); what was asked for is kept in ``compile_requested`` /
+``precision_requested`` (the same values unless mapped).
+The training loop calls it again with the GPU it got (strictly unless the trial config says
+``resolve_conflicts``), so that no path can reach a CUDA-graph crash.
 """
 
 from __future__ import annotations
@@ -52,9 +54,32 @@ def has_cpp_compiler() -> bool:
     return any(shutil.which(cc) for cc in ("g++", "c++", "clang++"))
 
 
-def find_conflicts(config: TrialConfig, device: str) -> list[Conflict]:
-    """Every unsafe combination in ``config`` for ``device`` ('cpu' or 'cuda')."""
+# bf16 and TF32 run on tensor cores from compute capability 8.0 (Ampere). Below it,
+# torch.cuda.is_bf16_supported() can still be True (a T4, 7.5: bf16 emulated, far slower than
+# fp16) and allow_tf32 is a no-op; fp16 with a GradScaler is native from 7.0 (Volta).
+NATIVE_BF16_TF32_CAPABILITY = (8, 0)
+NATIVE_FP16_CAPABILITY = (7, 0)
+
+
+def find_conflicts(config: TrialConfig, device: str,
+                   capability: Optional[tuple[int, int]] = None) -> list[Conflict]:
+    """Every unsafe combination in ``config`` for ``device`` ('cpu' or 'cuda'); with the GPU's
+    compute ``capability`` (None: not known here, e.g. a driver without the trials' GPU), also
+    the precisions that GPU has no native support for."""
     found = []
+    if device == "cuda" and capability is not None \
+            and tuple(capability) < NATIVE_BF16_TF32_CAPABILITY \
+            and config.precision in ("bf16", "tf32"):
+        native_fp16 = tuple(capability) >= NATIVE_FP16_CAPABILITY
+        safe = "fp16" if config.precision == "bf16" and native_fp16 else "fp32"
+        found.append(Conflict(
+            problem=f"precision={config.precision} needs compute capability 8.0 (Ampere) for "
+                    f"native support; this GPU has {capability[0]}.{capability[1]}"
+                    + (" (bf16 would be emulated, slowly)" if config.precision == "bf16" else
+                       " (TF32 would silently be fp32)"),
+            fix=f"use precision={safe} (or --resolve-conflicts to map it)",
+            replacement={"precision": safe},
+        ))
     if config.compile in CUDA_GRAPH_MODES:
         reasons = []
         if device != "cuda":
@@ -106,6 +131,14 @@ def find_conflicts(config: TrialConfig, device: str) -> list[Conflict]:
     return found
 
 
+def local_cuda_capability() -> Optional[tuple[int, int]]:
+    """The lowest compute capability among this machine's GPUs; None without CUDA."""
+    if not torch.cuda.is_available():
+        return None
+    return min(tuple(torch.cuda.get_device_capability(i))  # type: ignore[misc]
+               for i in range(torch.cuda.device_count()))
+
+
 @functools.lru_cache(maxsize=None)
 def cpu_fused_adamw_supported() -> bool:
     try:
@@ -117,7 +150,9 @@ def cpu_fused_adamw_supported() -> bool:
         return False
 
 
-def resolve_systems(config: TrialConfig, *, device: str, resolve: bool = False) -> tuple[TrialConfig, list[str]]:
+def resolve_systems(config: TrialConfig, *, device: str, resolve: bool = False,
+                    capability: Optional[tuple[int, int]] = None
+                    ) -> tuple[TrialConfig, list[str]]:
     """Check ``config`` for ``device``; return the config to run and notes on what was mapped.
 
     Raises:
@@ -129,7 +164,7 @@ def resolve_systems(config: TrialConfig, *, device: str, resolve: bool = False) 
         "precision_requested": config.precision_requested or config.precision,
     }
     for _ in range(4):  # a replacement can expose another conflict; the chain is short
-        conflicts = find_conflicts(config, device)
+        conflicts = find_conflicts(config, device, capability)
         if not conflicts:
             break
         first = conflicts[0]
@@ -141,7 +176,8 @@ def resolve_systems(config: TrialConfig, *, device: str, resolve: bool = False) 
     return dataclasses.replace(config, **requested), notes
 
 
-def skip_reason(config: TrialConfig, device: str) -> Optional[str]:
+def skip_reason(config: TrialConfig, device: str,
+                capability: Optional[tuple[int, int]] = None) -> Optional[str]:
     """Why a sweep cell cannot run on ``device`` (its first conflict), or None."""
-    conflicts = find_conflicts(config, device)
+    conflicts = find_conflicts(config, device, capability)
     return conflicts[0].problem if conflicts else None

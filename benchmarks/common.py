@@ -3,6 +3,7 @@ the machine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -47,23 +48,27 @@ def run_plain(config: dict) -> dict:
 
 
 def run_cli(args: list[str], storage: str | None = None) -> dict:
-    """``python run_ablations.py ARGS --storage S --name bench --quiet`` in a fresh process.
-    Returns the trials and epochs tables and the process's start and end times."""
-    storage = storage or tempfile.mkdtemp(prefix="bench-")
-    launched = time.time()
-    done = subprocess.run(
-        [sys.executable, "run_ablations.py", *args, "--storage", storage, "--name", "bench",
-         "--quiet"], cwd=REPO, env=_env(), capture_output=True, text=True, check=False)
-    ended = time.time()
-    if done.returncode:
-        raise RuntimeError(f"CLI run failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    folder = Path(storage) / "bench"
-    return {
-        "trials": pd.read_parquet(folder / "trials.parquet"),
-        "epochs": pd.read_parquet(folder / "epochs.parquet"),
-        "metadata": json.loads((folder / "experiment.json").read_text()),
-        "launched_at": launched, "ended_at": ended, "folder": folder,
-    }
+    """``python run_ablations.py ARGS --storage S --name bench --quiet`` in a fresh process;
+    without ``storage``, S is a temporary folder removed afterwards (also on failure).
+    Returns the trials and epochs tables, experiment.json and the process's start and end
+    times."""
+    with contextlib.ExitStack() as stack:
+        if storage is None:
+            storage = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-"))
+        launched = time.time()
+        done = subprocess.run(
+            [sys.executable, "run_ablations.py", *args, "--storage", storage, "--name", "bench",
+             "--quiet"], cwd=REPO, env=_env(), capture_output=True, text=True, check=False)
+        ended = time.time()
+        if done.returncode:
+            raise RuntimeError(f"CLI run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        folder = Path(storage) / "bench"
+        return {
+            "trials": pd.read_parquet(folder / "trials.parquet"),
+            "epochs": pd.read_parquet(folder / "epochs.parquet"),
+            "metadata": json.loads((folder / "experiment.json").read_text()),
+            "launched_at": launched, "ended_at": ended,
+        }
 
 
 def _env() -> dict[str, str]:

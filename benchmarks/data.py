@@ -1,10 +1,13 @@
 """Data: training from a file dataset larger than 4 GB; prints a markdown table.
 
-    python benchmarks/data.py --dir /tmp/ablation-bench-data --gb 4.3
+    python benchmarks/data.py --gb 4.3                        # in a temporary folder, removed
+    python benchmarks/data.py --dir /data/bench --gb 4.3      # kept in DIR, reused next time
 
-Writes (once; reused when the shape matches) ``images.npy`` of N samples x 8 frames x 2 x 64
-x 64 float32 and ``table.parquet`` (target, three scalars, a 70/15/15 split), then measures,
-each in a fresh process:
+Writes ``images.npy`` of N samples x 8 frames x 2 x 64 x 64 float32 and ``table.parquet``
+(target, three scalars, a 70/15/15 split): in a temporary folder that is removed at the end
+(also on an error or Ctrl-C), or in ``--dir``, where it is kept and reused when the shape
+matches (``images.npy`` is renamed into place only once complete, so an interrupted write is
+never reused). Then measures, each in a fresh process:
 
 - loader: one epoch of training batches (32 samples, the 4 most recent frames, shuffled
   order) read and normalised as the trainer does, without the model: samples/s and MB/s; with
@@ -21,7 +24,9 @@ stay mapped).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -99,12 +104,13 @@ print(json.dumps({"samples_per_s": out.metrics["steady_train_samples_per_s"],
 
 def write_dataset(root: Path, samples: int) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    images_path = root / "images.npy"
+    images_path, partial = root / "images.npy", root / "images.npy.partial"
     shape = (samples, FRAMES, CHANNELS, SIZE, SIZE)
-    if images_path.exists() and np.load(images_path, mmap_mode="r").shape == shape:
+    if images_path.exists() and (root / "table.parquet").exists() \
+            and np.load(images_path, mmap_mode="r").shape == shape:
         return
     rng = np.random.default_rng(0)
-    images = np.lib.format.open_memmap(images_path, mode="w+", dtype=np.float32, shape=shape)
+    images = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=shape)
     chunk = 256
     for start in range(0, samples, chunk):
         stop = min(start + chunk, samples)
@@ -115,15 +121,24 @@ def write_dataset(root: Path, samples: int) -> None:
     table = pd.DataFrame({"target": rng.normal(5.0, 1.0, samples), "split": split,
                           **{f"scalar_{i}": rng.standard_normal(samples) for i in range(3)}})
     table.to_parquet(root / "table.parquet", index=False)
+    os.replace(partial, images_path)  # complete: from now on it may be reused
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", default="/tmp/ablation-bench-data")
+    parser.add_argument("--dir", default=None,
+                        help="keep the dataset here and reuse it (default: a temporary folder, "
+                        "removed at the end)")
     parser.add_argument("--gb", type=float, default=4.3, help="size of images.npy, 1e9 bytes")
     parser.add_argument("--train-examples", type=int, default=512)
     args = parser.parse_args()
-    root = Path(args.dir)
+    if args.dir is not None:
+        return measure(Path(args.dir), args)
+    with tempfile.TemporaryDirectory(prefix="ablation-bench-data-") as folder:
+        return measure(Path(folder), args)
+
+
+def measure(root: Path, args: argparse.Namespace) -> int:
     samples = int(args.gb * 1e9 / SAMPLE_BYTES) + 1
     started = time.time()
     write_dataset(root, samples)

@@ -38,18 +38,19 @@ import ray; ray.shutdown()
 
 SYNTHETIC = """
 import json, os, statistics, sys, tempfile, time
-os.environ["ABLATION_CACHE_DIR"] = tempfile.mkdtemp()
-import model.data as data
-def timed(fn):
-    t0 = time.perf_counter(); fn(); return time.perf_counter() - t0
-out = {"generate": statistics.median(timed(data.make_synthetic) for _ in range(5))}
-timed(data.load_synthetic)  # generates and writes the cache file
-out["memory"] = statistics.median(timed(data.load_synthetic) for _ in range(5))
-disk = []
-for _ in range(5):
-    data._RECENT.clear()
-    disk.append(timed(data.load_synthetic))
-out["disk"] = statistics.median(disk)
+with tempfile.TemporaryDirectory(prefix="bench-cache-") as cache:  # removed at the end
+    os.environ["ABLATION_CACHE_DIR"] = cache
+    import model.data as data
+    def timed(fn):
+        t0 = time.perf_counter(); fn(); return time.perf_counter() - t0
+    out = {"generate": statistics.median(timed(data.make_synthetic) for _ in range(5))}
+    timed(data.load_synthetic)  # generates and writes the cache file
+    out["memory"] = statistics.median(timed(data.load_synthetic) for _ in range(5))
+    disk = []
+    for _ in range(5):
+        data._RECENT.clear()
+        disk.append(timed(data.load_synthetic))
+    out["disk"] = statistics.median(disk)
 print(json.dumps(out))
 """
 

@@ -1,8 +1,9 @@
 """Data: an embedded synthetic default with planted effects, and a file format for real data.
 
-Both give a :class:`RegressionData`: images ``(N, T, C, H, W)`` float32 (an in-memory array or
-a read-only memory map), scalar features ``(N, S)``, the target ``(N,)`` in km, a split label
-per sample (train/val/test) and a table of strata kept for analysis.
+Both give a :class:`RegressionData`: images ``(N, T, C, H, W)`` (an in-memory float32 array or
+a read-only memory map of the file, any numeric dtype; batches come out float32), scalar
+features ``(N, S)``, the target ``(N,)`` in km, a split label per sample (train/val/test) and a
+table of strata kept for analysis.
 
 Synthetic data, planted effects (see :func:`make_synthetic`)
 -------------------------------------------------------------
@@ -22,10 +23,14 @@ Strata kept: ``regime``, ``speed_px_per_frame``, ``blob_sigma_px``.
 
 File dataset (``--data DIR``)
 -----------------------------
-``DIR/images.npy``: float array ``(N, T, C, H, W)``, opened memory-mapped, never read whole.
-``DIR/table.parquet``: one row per sample in the same order: ``target`` (float), ``scalar_*``
-feature columns, optional ``split`` (train/val/test; otherwise a seeded 70/15/15 split); every
-other column is kept as a stratum for analysis.
+``DIR/images.npy``: float or integer array ``(N, T, C, H, W)`` (any width or byte order; each
+batch read is cast to native float32, the file stays as it is), opened memory-mapped, never read
+whole. ``DIR/table.parquet``: one row per sample in the same order: ``target`` (numbers, km),
+``scalar_*`` feature columns (numbers or booleans), optional ``split`` (strings train/val/test,
+case and surrounding spaces ignored, each with at least one row; otherwise a seeded 70/15/15
+split); every other column is kept as a stratum for analysis (types Parquet and pandas cannot
+group by, such as lists, structs, maps and bytes, as text). :func:`load_directory` refuses
+everything else with one :class:`DataError` naming the file and the problem.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 SPLITS = ("train", "val", "test")
@@ -86,7 +92,8 @@ class SyntheticSpec:
 class RegressionData:
     """Arrays of one dataset, all splits together, in sample order."""
 
-    images: np.ndarray  # (N, T, C, H, W) float32, possibly a read-only memmap
+    images: np.ndarray  # (N, T, C, H, W), possibly a read-only memmap of any numeric dtype:
+    #                     read batches with frames(), which returns float32
     scalars: np.ndarray  # (N, S) float32
     target: np.ndarray  # (N,) float64, km
     split: np.ndarray  # (N,) str: train / val / test
@@ -112,14 +119,30 @@ class RegressionData:
         return np.flatnonzero(self.split == split)
 
     def frames(self, idx: np.ndarray, temporal_frames: int) -> np.ndarray:
-        """Images of samples ``idx``, the most recent ``temporal_frames`` frames: (b, t, C, H, W)."""
+        """Images of samples ``idx``, the most recent ``temporal_frames`` frames:
+        (b, t, C, H, W), native-endian float32 whatever the file holds (float16/64, integers,
+        big-endian: the batch read is cast, the file stays as it is).
+
+        Raises:
+            DataError: if a pixel of the batch is NaN or inf (or beyond float32's range),
+                naming the sample.
+        """
         order = np.argsort(idx, kind="stable")
         sorted_idx = idx[order]  # ascending reads are kind to the disk
         if self.images_file:
-            return self._read_frames(sorted_idx, order, temporal_frames)
-        block = np.asarray(self.images[sorted_idx, self.num_frames - temporal_frames :])
-        out = np.empty_like(block)
-        out[order] = block
+            out = self._read_frames(sorted_idx, order, temporal_frames)
+        else:
+            block = np.asarray(self.images[sorted_idx, self.num_frames - temporal_frames :])
+            out = np.empty_like(block)
+            out[order] = block
+        with np.errstate(over="ignore"):  # beyond float32's range: inf, refused below
+            out = out.astype(np.float32, copy=False)  # also native byte order
+        if not np.isfinite(out).all():
+            bad = ~np.isfinite(out.reshape(len(out), -1)).all(axis=1)
+            sample = int(np.asarray(idx)[np.flatnonzero(bad)[0]])
+            where = self.images_file or self.source
+            raise DataError(f"{where}: sample {sample} has NaN/inf pixels (or values beyond "
+                            "float32's range); fix or drop that sample")
         return out
 
     def _read_frames(self, sorted_idx: np.ndarray, order: np.ndarray,
@@ -222,9 +245,10 @@ def cache_dir() -> Path:
 def load_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:
     """``make_synthetic(spec)``, generated once: kept in this process (a reused Ray worker
     serves its next trials from memory) and in :func:`cache_dir` as an ``.npz`` keyed by the
-    spec and the generator's source code, so a change to either makes a new file. The arrays
+    spec, the generator's source code and the constants it reads
+    (:func:`synthetic_cache_key`), so a change to any makes a new file. The arrays
     are shared read-only; each call gets its own ``RegressionData`` (its own ``split``)."""
-    key = hashlib.sha1((spec.key() + _generator_source()).encode()).hexdigest()[:16]
+    key = synthetic_cache_key(spec)
     data = _RECENT.pop(key, None)
     if data is None:
         path = cache_dir() / f"synthetic-{key}.npz"
@@ -240,9 +264,34 @@ def load_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:
     return replace(data)
 
 
+def synthetic_cache_key(spec: SyntheticSpec) -> str:
+    """The cache key of ``spec``'s set: the spec, the generator's source and the values of the
+    module-level names it reads (REGIMES, the noise tables, MAX_SYNTHETIC_FRAMES, ...), so a
+    change to any of them makes a new set."""
+    constants = {name: repr(globals()[name]) for name in _generator_globals()}
+    text = spec.key() + _generator_source() + repr(sorted(constants.items()))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
 @functools.cache
 def _generator_source() -> str:
     return inspect.getsource(make_synthetic)
+
+
+@functools.cache
+def _generator_globals() -> tuple[str, ...]:
+    """Module-level data (not functions, classes or modules) that make_synthetic reads."""
+    names: set[str] = set()
+    codes = [make_synthetic.__code__]
+    while codes:  # nested code objects too (lambdas, comprehensions)
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if inspect.iscode(c))
+    return tuple(sorted(
+        name for name in names
+        if name in globals() and not callable(globals()[name])
+        and not inspect.ismodule(globals()[name])
+    ))
 
 
 def _write_cached(data: RegressionData, path: Path) -> None:
@@ -298,99 +347,252 @@ def _read_cached(path: Path) -> RegressionData | None:
 # --------------------------------------------------------------------------------------------
 
 
+# Samples, spread over images.npy, checked for NaN/inf before any trial (fewer if they would
+# exceed IMAGE_CHECK_BYTES, so a file of large images is checked in a bounded read).
+IMAGE_CHECK_SAMPLES = 64
+IMAGE_CHECK_BYTES = 64 << 20
+
+# Arrow types a stratum may keep as they are; any other (lists, structs, maps, binary, ...) is
+# kept as text, so predictions.parquet can be written and grouped by it.
+_PLAIN_STRATUM_TYPES = (
+    pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_string,
+    pa.types.is_large_string, pa.types.is_timestamp, pa.types.is_date, pa.types.is_time,
+    pa.types.is_duration, pa.types.is_decimal, pa.types.is_null, pa.types.is_dictionary,
+)
+
+
+def _images_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """(shape, fortran_order, dtype, byte offset of the data) from the .npy header alone:
+    nothing is unpickled or mapped."""
+    try:
+        with open(path, "rb") as handle:
+            start = handle.read(6)
+            if start.startswith(b"PK"):
+                raise DataError(f"{path}: a zip archive (.npz?), not a .npy array; write one "
+                                "array with np.save")
+            if start != b"\x93NUMPY":
+                raise DataError(f"{path}: not a .npy file (no numpy header); write it with "
+                                "np.save")
+            handle.seek(0)
+            version = np.lib.format.read_magic(handle)
+            if version == (1, 0):
+                shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(handle)
+            elif version == (2, 0):
+                shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(handle)
+            else:
+                raise DataError(f"{path}: .npy format version {version} is not supported; "
+                                "write a numeric array with np.save")
+            return tuple(shape), bool(fortran_order), dtype, handle.tell()
+    except DataError:
+        raise
+    except OSError as exc:
+        hint = "; give this user read access" if isinstance(exc, PermissionError) else ""
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc}){hint}") from None
+    except (ValueError, SyntaxError, EOFError) as exc:
+        raise DataError(f"{path}: damaged .npy header ({exc}); write it with np.save") from None
+
+
 def check_directory(directory: str | Path) -> tuple[tuple[int, ...], list[str]]:
-    """Validate a data directory without reading the images; return (images shape, columns).
+    """Validate a data directory from the headers of its files (no image data is read);
+    return (images shape, table columns).
 
     Raises:
         DataError: naming the file and the problem.
     """
     root = Path(directory)
-    if not root.is_dir():
-        raise DataError(f"{root}: data directory not found")
     images_path, table_path = root / "images.npy", root / "table.parquet"
-    for path in (images_path, table_path):
-        if not path.is_file():
-            raise DataError(f"{path}: missing (a data directory needs images.npy and table.parquet)")
     try:
-        images = np.load(images_path, mmap_mode="r")
-    except Exception as exc:  # noqa: BLE001 - numpy raises several kinds for a bad file
-        raise DataError(f"{images_path}: not a readable .npy array ({exc})") from None
-    if images.ndim != 5:
+        if root.is_file():
+            raise DataError(f"{root}: a file, not a data directory; --data takes a directory "
+                            "holding images.npy and table.parquet")
+        if not root.is_dir():
+            raise DataError(f"{root}: data directory not found")
+        for path in (images_path, table_path):
+            if not path.exists():
+                raise DataError(f"{path}: missing (a data directory needs images.npy and "
+                                "table.parquet)")
+            if not path.is_file():
+                raise DataError(f"{path}: not a file (a data directory needs images.npy and "
+                                "table.parquet files)")
+        size = images_path.stat().st_size
+    except PermissionError as exc:
+        raise DataError(f"{exc.filename or root}: cannot be read (permission denied); "
+                        "give this user read access") from None
+    shape, _, dtype, offset = _images_header(images_path)
+    if dtype.hasobject or dtype.kind not in "fiu":
+        kind = "Python objects" if dtype.hasobject else f"dtype {dtype}"
+        raise DataError(f"{images_path}: holds {kind}, not numbers; save a float or integer "
+                        "array (float32 is best)")
+    if len(shape) != 5:
         raise DataError(
-            f"{images_path}: expected 5 dimensions (N, T, C, H, W), got shape {images.shape}"
+            f"{images_path}: expected 5 dimensions (N, T, C, H, W), got shape {shape}"
         )
-    if not np.issubdtype(images.dtype, np.floating) and not np.issubdtype(images.dtype, np.integer):
-        raise DataError(f"{images_path}: dtype {images.dtype} is not numeric")
-    if min(images.shape) < 1:
-        raise DataError(f"{images_path}: empty dimension in shape {images.shape}")
+    if min(shape) < 1:
+        raise DataError(f"{images_path}: empty dimension in shape {shape}")
+    expected = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size < expected:
+        raise DataError(f"{images_path}: truncated: {size} bytes, but shape {shape} of "
+                        f"{dtype} needs {expected}; write it again")
     try:
-        schema = pq.read_schema(table_path)
-    except Exception as exc:  # noqa: BLE001
+        table_file = pq.ParquetFile(table_path)
+    except OSError as exc:
+        raise DataError(f"{table_path}: cannot be read ({exc.strerror or exc})") from None
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds for a bad file
         raise DataError(f"{table_path}: not a readable Parquet file ({exc})") from None
-    columns = list(schema.names)
+    columns = list(table_file.schema_arrow.names)
+    duplicates = sorted({c for c in columns if columns.count(c) > 1})
+    if duplicates:
+        raise DataError(f"{table_path}: duplicate column names {duplicates}")
     if "target" not in columns:
         raise DataError(f"{table_path}: missing column 'target'")
-    rows = pq.ParquetFile(table_path).metadata.num_rows
-    if rows != images.shape[0]:
+    rows = table_file.metadata.num_rows
+    if rows == 0:
+        raise DataError(f"{table_path}: no rows")
+    if rows != shape[0]:
         raise DataError(
-            f"{table_path}: {rows} rows but {images_path.name} has {images.shape[0]} samples"
+            f"{table_path}: {rows} rows but {images_path.name} has {shape[0]} samples"
         )
-    return tuple(int(s) for s in images.shape), columns
+    return shape, columns
 
 
 def load_directory(directory: str | Path, *, split_seed: int = 0) -> RegressionData:
     """Open a data directory: images memory-mapped, the table read whole (it is small).
 
     Raises:
-        DataError: naming the file and the problem (missing file or column, row count, NaN/inf,
-            wrong ndim, unknown split value).
+        DataError: naming the file and the problem (see :func:`check_directory`, plus: a
+            target or scalar column that is not numeric or holds nulls/NaN/inf, a bad split
+            column, NaN/inf in the images sampled at :data:`IMAGE_CHECK_SAMPLES` samples).
     """
     root = Path(directory)
-    check_directory(root)
+    shape, _ = check_directory(root)
     images_path, table_path = root / "images.npy", root / "table.parquet"
-    table = pq.read_table(table_path).to_pandas()
-    scalar_names = [col for col in table.columns if col.startswith("scalar_")]
-    for col in ["target", *scalar_names]:
-        if not pd.api.types.is_numeric_dtype(table[col]):
-            raise DataError(f"{table_path}: column {col!r} is not numeric ({table[col].dtype})")
-        values = table[col].to_numpy(dtype=np.float64)
-        bad = ~np.isfinite(values)
-        if bad.any():
-            first = int(np.flatnonzero(bad)[0])
-            raise DataError(
-                f"{table_path}: column {col!r} has {int(bad.sum())} NaN/inf values "
-                f"(first at row {first})"
-            )
-    if "split" in table.columns:
-        split = table["split"].astype(str).to_numpy()
-        unknown = sorted(set(split) - set(SPLITS))
-        if unknown:
-            raise DataError(
-                f"{table_path}: column 'split' has unknown values {unknown}; use train/val/test"
-            )
-        for name in ("train", "val"):
-            if not (split == name).any():
-                raise DataError(f"{table_path}: column 'split' has no {name!r} rows")
+    try:
+        arrow = pq.read_table(table_path)
+    except OSError as exc:
+        raise DataError(f"{table_path}: cannot be read ({exc.strerror or exc})") from None
+    except Exception as exc:  # noqa: BLE001
+        raise DataError(f"{table_path}: not a readable Parquet file ({exc})") from None
+    n = arrow.num_rows
+    scalar_names = [col for col in arrow.column_names if col.startswith("scalar_")]
+    numeric = {col: _numeric_column(arrow, col, table_path) for col in ["target", *scalar_names]}
+    with np.errstate(over="ignore"):  # beyond float32's range: inf, refused below
+        scalars = (
+            np.stack([numeric[col] for col in scalar_names], axis=1).astype(np.float32)
+            if scalar_names
+            else np.zeros((n, 0), dtype=np.float32)
+        )
+    for position, col in enumerate(scalar_names):  # finite as float64: inf means overflow
+        _check_finite(scalars[:, position], col, table_path,
+                      what="values beyond float32's range", fix="rescale the column")
+    if "split" in arrow.column_names:
+        split = _split_column(arrow, table_path)
     else:
-        split = seeded_split(len(table), seed=split_seed)
-    images = np.load(images_path, mmap_mode="r")
-    strata_cols = [c for c in table.columns if c not in ("target", "split", *scalar_names)]
-    scalars = (
-        table[scalar_names].to_numpy(dtype=np.float32)
-        if scalar_names
-        else np.zeros((len(table), 0), dtype=np.float32)
-    )
-    return RegressionData(
+        if n < 3:
+            raise DataError(f"{table_path}: {n} rows; a train/val/test split needs at least 3")
+        split = seeded_split(n, seed=split_seed)
+    pandas_index = [c for c in (arrow.schema.pandas_metadata or {}).get("index_columns", [])
+                    if isinstance(c, str)]  # a DataFrame index written with the table
+    strata_cols = [c for c in arrow.column_names
+                   if c not in ("target", "split", *scalar_names, *pandas_index)]
+    strata = arrow.select(strata_cols)
+    try:
+        strata_frame = strata.to_pandas().reset_index(drop=True)
+    except Exception as exc:  # noqa: BLE001
+        raise DataError(f"{table_path}: columns {strata_cols} cannot be read into pandas "
+                        f"({exc})") from None
+    for col, field in zip(strata_cols, strata.schema):
+        if pa.types.is_float16(field.type):  # pandas cannot group or bin float16
+            strata_frame[col] = strata_frame[col].astype(np.float32)
+        elif not any(test(field.type) for test in _PLAIN_STRATUM_TYPES):
+            strata_frame[col] = strata_frame[col].map(_as_text)  # e.g. lists, structs, bytes
+    try:
+        images = np.load(images_path, mmap_mode="r", allow_pickle=False)
+    except Exception as exc:  # noqa: BLE001 - numpy raises several kinds for a bad file
+        raise DataError(f"{images_path}: not a readable .npy array ({exc})") from None
+    data = RegressionData(
         images=images,
         scalars=scalars,
-        target=table["target"].to_numpy(dtype=np.float64),
+        target=numeric["target"],
         split=split,
-        strata=table[strata_cols].reset_index(drop=True),
+        strata=strata_frame,
         scalar_names=scalar_names,
         source=str(root.resolve()),
         images_file=str(images_path) if images.flags.c_contiguous else "",
         images_offset=int(images.offset),
     )
+    # NaN/inf pixels: samples spread over the file now; any other fails the batch holding it.
+    sample_bytes = int(np.prod(shape[1:], dtype=np.int64)) * max(images.itemsize, 4)
+    count = max(1, min(IMAGE_CHECK_SAMPLES, IMAGE_CHECK_BYTES // sample_bytes))
+    data.frames(np.unique(np.linspace(0, shape[0] - 1, count).astype(np.int64)), shape[1])
+    return data
+
+
+def _numeric_column(arrow: pa.Table, col: str, table_path: Path) -> np.ndarray:
+    """Column ``col`` as float64; refused unless numbers, none null, NaN or inf."""
+    kind = arrow.schema.field(col).type
+    if pa.types.is_null(kind):
+        raise DataError(f"{table_path}: column {col!r} is all null; fill or drop it")
+    if col == "target" and pa.types.is_boolean(kind):
+        raise DataError(f"{table_path}: column 'target' is boolean; the target is a number (km)")
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)
+            or pa.types.is_boolean(kind) or pa.types.is_decimal(kind)):
+        raise DataError(f"{table_path}: column {col!r} has type {kind}, not numbers; "
+                        "store it as float")
+    # nulls (what pandas writes for NaN) become NaN
+    values = arrow.column(col).cast(pa.float64()).to_numpy(zero_copy_only=False)
+    _check_finite(values, col, table_path)
+    return values
+
+
+def _check_finite(values: np.ndarray, col: str, table_path: Path, *,
+                  what: str = "NaN/inf values",
+                  fix: str = "nulls count as NaN: fill or drop those rows") -> None:
+    bad = ~np.isfinite(values)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise DataError(f"{table_path}: column {col!r} has {int(bad.sum())} {what} "
+                        f"(first at row {first}); {fix}")
+
+
+def _split_column(arrow: pa.Table, table_path: Path) -> np.ndarray:
+    """The ``split`` column as train/val/test strings (case and surrounding spaces ignored)."""
+    column = arrow.column("split")
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raise DataError(f"{table_path}: column 'split' has type {column.type}; use the strings "
+                        "train/val/test (or drop the column for a seeded 70/15/15 split)")
+    if column.null_count:
+        first = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DataError(f"{table_path}: column 'split' has {column.null_count} null values "
+                        f"(first at row {first}); give every row train/val/test")
+    split = np.char.lower(np.char.strip(
+        column.cast(pa.string()).to_numpy(zero_copy_only=False).astype(str)))
+    unknown = sorted(set(split.tolist()) - set(SPLITS))
+    if unknown:
+        raise DataError(
+            f"{table_path}: column 'split' has unknown values {unknown[:5]}; use train/val/test"
+        )
+    for name in SPLITS:
+        if not (split == name).any():
+            raise DataError(f"{table_path}: column 'split' has no {name!r} rows; every split "
+                            "needs at least one sample")
+    return split
+
+
+def _as_text(value: object) -> object:
+    """A stratum value Parquet and pandas cannot group by as it is, as text (None stays)."""
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return "0x" + bytes(value).hex()
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    return str(value)
 
 
 def seeded_split(n: int, *, seed: int, fractions: tuple[float, float] = (0.7, 0.15)) -> np.ndarray:

@@ -127,8 +127,8 @@ def ablation_table(trials: pd.DataFrame, *, metric: str = "test_mae",
                    reference: str = "baseline", confidence: float = 0.95) -> pd.DataFrame:
     """One row per ablation: mean and CI of ``metric`` over its ok seeds; the difference to
     ``reference`` (mean, CI, p-value, Holm-adjusted p across the ablations, effect size,
-    relative change); and the counts of ok and excluded (failed, diverged, stopped, skipped)
-    trials.
+    relative change); and the counts of ok and excluded (failed, diverged, stopped, skipped,
+    interrupted, not_started) trials.
 
     The comparison is paired by seed (paired t-test; effect size Cohen's d_z = mean / sd of
     the paired differences) over the seeds both have ok. An ablation that shares fewer than two

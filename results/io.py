@@ -116,12 +116,29 @@ def delete_dir(path: str | Path) -> None:
         fs.delete_dir(target)
 
 
+class MetadataError(ValueError):
+    """An experiment.json that cannot be read; the message names the file."""
+
+
 def read_metadata(directory: str | Path) -> dict[str, Any] | None:
-    """``experiment.json`` of an experiment folder, or None if there is none."""
+    """``experiment.json`` of an experiment folder, or None if there is none.
+
+    Raises:
+        MetadataError: the file is there but is not a JSON object (damaged by hand or a tool).
+    """
     path = join(directory, METADATA_FILE)
     if not is_file(path):
         return None
-    return json.loads(read_bytes(path))
+    try:
+        meta = json.loads(read_bytes(path))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MetadataError(f"{path}: not valid JSON ({str(exc).splitlines()[0]}); the "
+                            "experiment's record is damaged: restore it or use another --name"
+                            ) from None
+    if not isinstance(meta, dict):
+        raise MetadataError(f"{path}: not a JSON object; the experiment's record is damaged: "
+                            "restore it or use another --name")
+    return meta
 
 
 def remove_stale_temp_files(directory: str | Path) -> list[str]:

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import base64
 import html
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from results import plots
 from results.analysis import (
@@ -24,14 +28,28 @@ from results.analysis import (
     stratified_errors,
     uncertainty_table,
 )
+from results.io import (
+    EPOCHS_FILE,
+    METADATA_FILE,
+    PREDICTIONS_FILE,
+    TRIALS_FILE,
+    atomic_write,
+    filesystem,
+    is_uri,
+    join,
+)
 
 FIGURES_DIR = "report_files"
 
 
+class NotAnExperimentError(ValueError):
+    """The folder given to the report is not a finished experiment; the message says why."""
+
+
 @dataclass
 class Report:
-    markdown: Path
-    html: Path
+    markdown: Path | str  # a Path for a local experiment, the URI for one in object storage
+    html: Path | str
     ablation: pd.DataFrame
 
 
@@ -48,19 +66,97 @@ def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
     return "\n".join([header, rule, *rows])
 
 
+def check_experiment(directory: str | Path) -> None:
+    """Refuse, with one line naming the problem, a folder that is not a finished experiment.
+
+    Raises:
+        NotAnExperimentError: the folder is missing, a file, not an experiment, unfinished, or
+            one of its Parquet files is unreadable.
+    """
+    try:
+        fs, root = filesystem(directory)
+        kind = fs.get_file_info(root).type
+        if kind == pafs.FileType.NotFound:
+            raise NotAnExperimentError(f"{join(directory, TRIALS_FILE)}: missing; {directory} "
+                                       "does not exist: pass an experiment folder "
+                                       "(<storage>/<experiment>)")
+        if kind != pafs.FileType.Directory:
+            raise NotAnExperimentError(f"{directory}: a file, not an experiment folder")
+        infos = {info.base_name: info for info in fs.get_file_info(pafs.FileSelector(root))}
+    except (OSError, pa.ArrowException) as exc:
+        raise NotAnExperimentError(f"{directory}: cannot be read ({_first_line(exc)})") from None
+    for name in (TRIALS_FILE, EPOCHS_FILE, PREDICTIONS_FILE):
+        path = join(directory, name)
+        if name not in infos:
+            if METADATA_FILE in infos:
+                raise NotAnExperimentError(
+                    f"{path}: missing; the experiment has not finished: continue it with "
+                    "run_ablations.py --resume --name <experiment> --storage <storage>")
+            raise NotAnExperimentError(f"{path}: missing; is {directory} an experiment folder?")
+        try:
+            with fs.open_input_file(f"{root}/{name}") as handle:
+                pq.ParquetFile(handle).close()  # reads the footer: a Parquet file?
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise NotAnExperimentError(f"{path}: not a readable Parquet file "
+                                       f"({_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def write_report(directory: str | Path, *, reference: str = "baseline",
                  metric: str = "test_mae") -> Report:
-    """Analyse the experiment in ``directory`` and write report.md, report.html and the PNGs."""
-    root = Path(directory)
-    tables = load_experiments(root)
+    """Analyse the experiment in ``directory`` (a path or a URI such as ``s3://bucket/exp``)
+    and write report.md, report.html and the PNGs into it, each atomically.
+
+    Raises:
+        NotAnExperimentError: see :func:`check_experiment`.
+        ValueError: no ok trial, a ``reference`` that is not a variant, a ``metric`` that is
+            not a numeric column.
+    """
+    check_experiment(directory)
+    try:
+        tables = load_experiments(directory)
+    except (OSError, pa.ArrowException) as exc:
+        raise NotAnExperimentError(f"{directory}: cannot be read ({_first_line(exc)})") from None
     trials, epochs, predictions = tables["trials"], tables["epochs"], tables["predictions"]
+    if not len(trials):
+        raise ValueError(f"{join(directory, TRIALS_FILE)}: no trials")
+    variants = list(dict.fromkeys(trials["ablation"].astype(str)))
+    if reference not in variants:
+        raise ValueError(f"reference {reference!r} is not a variant of this experiment "
+                         f"(variants: {', '.join(variants)}); pass --reference")
+    if metric not in trials.columns or not pd.api.types.is_numeric_dtype(trials[metric]):
+        numeric = [c for c in ("test_mae", "test_rmse", "val_mae", "test_nll") if c in trials]
+        raise ValueError(f"metric {metric!r} is not a numeric column of {TRIALS_FILE} "
+                         f"(e.g. {', '.join(numeric) or 'test_mae'})")
+    ok = trials["status"] == "ok"
+    if not ok.any():
+        counts = trials["status"].value_counts().to_dict()
+        raise ValueError(f"{directory}: no trial finished ok "
+                         f"({', '.join(f'{n} {s}' for s, n in counts.items())}); nothing to "
+                         "compare (trials.parquet has each trial's error)")
+    if not (ok & (trials["ablation"] == reference)).any():
+        raise ValueError(f"reference {reference!r} has no ok trial; pass another --reference "
+                         f"(variants: {', '.join(variants)})")
+    with tempfile.TemporaryDirectory(prefix="report-") as scratch:
+        return _write_report(directory, trials, epochs, predictions, Path(scratch),
+                             reference=reference, metric=metric)
+
+
+def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
+                  predictions: pd.DataFrame, scratch: Path, *, reference: str,
+                  metric: str) -> Report:
+    """Figures are drawn in ``scratch`` and moved into place with the other files."""
     name = str(trials["experiment"].iloc[0])
     ablation = ablation_table(trials, metric=metric, reference=reference)
     uncertainty = uncertainty_table(predictions)
     ensemble = uncertainty_table(seed_ensemble(predictions)) if len(predictions) else pd.DataFrame()
     strata = stratified_errors(predictions, reference=reference) if len(predictions) \
         else pd.DataFrame()
-    figures_dir = root / FIGURES_DIR
+    figures_dir = scratch / FIGURES_DIR
     figures = {
         "Differences to the reference": plots.forest_plot(
             ablation, figures_dir / "forest.png", metric=metric),
@@ -81,8 +177,9 @@ def write_report(directory: str | Path, *, reference: str = "baseline",
         ("Ablation table", f"{metric} (km): mean and 95% t interval over seeds; paired "
          f"difference to `{reference}` over the seeds both ran (t interval, paired t-test, "
          "Holm-adjusted over the ablations, Cohen's d_z; a variant run under other seeds than "
-         "the reference: Welch's t-test and Cohen's d). Failed trials are excluded and "
-         "counted in n_excluded.", shown),
+         "the reference: Welch's t-test and Cohen's d). Trials that are not ok (failed, "
+         "diverged, stopped, skipped, interrupted, not started) are excluded and counted in "
+         "n_excluded.", shown),
         ("Uncertainty (single models)", "Gaussian NLL and CRPS (km), coverage of central "
          "intervals, sharpness (mean predicted std), spread-skill (Spearman of std with |error|). "
          "Models without a variance head have no row.", uncertainty),
@@ -97,8 +194,9 @@ def write_report(directory: str | Path, *, reference: str = "baseline",
     md += ["## Figures", ""]
     for title, path in figures.items():
         md += [f"### {title}", "", f"![{title}]({FIGURES_DIR}/{path.name})", ""]
-    markdown_path = root / "report.md"
-    markdown_path.write_text("\n".join(md))
+    for path in figures.values():
+        _write_file(join(directory, FIGURES_DIR, path.name), path.read_bytes())
+    markdown_path = _write_file(join(directory, "report.md"), "\n".join(md).encode())
 
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Ablation report: "
              f"{html.escape(name)}</title><style>body{{font-family:sans-serif;max-width:1100px;"
@@ -114,6 +212,11 @@ def write_report(directory: str | Path, *, reference: str = "baseline",
         parts.append(f"<h2>{html.escape(title)}</h2>"
                      f"<img alt='{html.escape(title)}' src='data:image/png;base64,{data}'>")
     parts.append("</body></html>")
-    html_path = root / "report.html"
-    html_path.write_text("\n".join(parts))
+    html_path = _write_file(join(directory, "report.html"), "\n".join(parts).encode())
     return Report(markdown_path, html_path, ablation)
+
+
+def _write_file(path: str, content: bytes) -> Path | str:
+    """Write atomically; a Path for a local file, the URI otherwise."""
+    atomic_write(path, lambda handle: handle.write(content))
+    return path if is_uri(path) else Path(path)

@@ -14,7 +14,8 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("space", "string", "search space the trial belongs to, e.g. components"),
     ("trial_name", "string", "unique within the experiment: <ablation>-seed<seed>"),
     ("trial_id", "string", "Ray Tune's trial id"),
-    ("status", "string", "ok / failed / diverged / stopped (early, hpo) / skipped"),
+    ("status", "string",
+     "ok / failed / diverged / stopped (early, hpo) / skipped / interrupted / not_started"),
     ("failure_reason", "string",
      "oom / error / non-finite-loss / early-stopped / conflict; null when ok"),
     ("error", "string", "one-line error for failed and diverged trials, else null"),
@@ -33,7 +34,9 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("test_r2", "float64", "test coefficient of determination"),
     ("test_nll", "float64", "test Gaussian NLL per sample, km units (null: point head)"),
     ("test_coverage_90", "float64", "share of test targets inside the central 90% interval"),
-    ("wall_s", "float64", "trial wall time inside the worker: data, model, training, evaluation"),
+    ("wall_s", "float64",
+     "trial wall time inside the worker: data, model, training, evaluation; a resumed trial "
+     "adds the time of its runs before the resume"),
     ("cpu_hours", "float64", "cost ledger: wall_s x CPUs the trial held, in hours"),
     ("gpu_hours", "float64", "cost ledger: wall_s x GPUs the trial held (fractions count), in hours"),
     ("train_samples_per_s", "float64",
@@ -46,18 +49,44 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
      "peak memory of the trial: CUDA max_memory_allocated on GPU; on CPU the worker process's "
      "peak RSS during the trial, which includes what a reused worker already held (the systems "
      "space runs each trial in a fresh process)"),
-    ("peak_mem_reserved_mb", "float64", "CUDA max_memory_reserved (null on CPU)"),
+    ("peak_mem_train_mb", "float64",
+     "peak memory while training (same measure as peak_mem_mb): what checkpointing saves"),
+    ("peak_mem_eval_mb", "float64",
+     "peak memory while evaluating (eval_batch_size samples at once)"),
+    ("peak_mem_reserved_mb", "float64",
+     "CUDA max_memory_reserved of the trial (the previous trial's cache is released first; "
+     "null on CPU)"),
+    ("eval_batch_used", "int64",
+     "evaluation batch that ran: eval_batch_size, halved for each out-of-memory error in evaluation"),
     ("device_used", "string", "cpu / cuda"),
-    ("compile_used", "string", "compile mode that ran (also `compile`; OOM recovery may change it)"),
+    ("device_name", "string",
+     "the device the trial ran on, as its worker saw it: CUDA device name, or the CPU model"),
+    ("compile_used", "string",
+     "compile mode that ran (OOM recovery with accumulation leaves a CUDA-graph mode for the "
+     "mode without graphs; a resumed trial keeps it)"),
+    ("compiled_graphs", "int64",
+     "graphs torch.compile built during the trial (0 with compile on: it ran eager)"),
+    ("precision_used", "string",
+     "precision that ran: `precision`, or what --resolve-conflicts mapped it to on the trial's "
+     "GPU (bf16/tf32 need compute capability 8.0)"),
     ("optimizer_used", "string", "AdamW kernel that ran: fused / foreach / single"),
     ("oom_retries", "int64", "times the trial ran out of memory and halved its micro-batch"),
     ("final_micro_batch", "int64", "micro-batch at the end (batch_size / grad_accum_steps at first)"),
     ("final_accum_steps", "int64", "gradient accumulation steps at the end"),
-    ("data_source", "string", "synthetic:<key of its parameters> or the data directory"),
+    ("data_source", "string",
+     "the data directory, or synthetic:<cache key> (the synthetic set's spec and generator)"),
+    ("data_fingerprint", "string",
+     "short hash of the data's fingerprint (experiment.json provenance.data; file sizes, hashes "
+     "of table.parquet and of sampled image bytes); a resume refuses changed data"),
+    ("code_fingerprint", "string",
+     "first 16 hex of the sha256 of the project's source that ran (experiment.json "
+     "provenance.code); a resume refuses changed code"),
     ("torch_version", "string", "torch.__version__ in the driver"),
     ("ray_version", "string", "ray.__version__ in the driver"),
     ("python_version", "string", "Python version in the driver"),
-    ("git_commit", "string", "commit of this code (with -dirty if modified), null outside git"),
+    ("git_commit", "string",
+     "commit of this code, with -dirty if tracked files differed from it (experiment.json "
+     "provenance.git has the diff's hash), null outside git"),
 ]
 
 EPOCH_COLUMNS: list[tuple[str, str, str]] = [
@@ -121,7 +150,7 @@ Every run writes `<storage>/<experiment>/` (default storage: `./ablation_results
 | `trials.parquet` | trial (variant × seed), whatever its status |
 | `epochs.parquet` | trial × epoch: the learning curves |
 | `predictions.parquet` | test sample × ok trial |
-| `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, versions, command |
+| `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, command, and `provenance` (below) |
 | `tune/` | Ray Tune's own state, each trial's final checkpoint, TensorBoard/CSV/JSON logs |
 | `trial_state/` | each trial's resumable state after its last epoch, while the experiment can still be resumed (removed when no trial failed) |
 
@@ -151,7 +180,7 @@ real run writes every column and that this file is up to date.
 Config columns: {config}.
 
 `compile` and `precision` hold what ran; `compile_requested` and `precision_requested` what was
-asked for when `--resolve-conflicts` mapped it (empty otherwise).
+asked for (the same values unless `--resolve-conflicts` mapped them).
 
 Status: `ok` (trained all epochs, test metrics present); `failed` (raised; `error` holds the
 last line of the exception, `failure_reason` is `oom` when it ran out of memory even at the
@@ -160,6 +189,11 @@ non-finite training or validation loss; the trial stops there and is not retried
 cell of a sweep that cannot run on this device or data, e.g. a CUDA-graph compile mode on CPU;
 `error` holds the reason; nothing ran); `stopped` (an `hpo` trial the ASHA scheduler stopped
 early; no test metrics). Failed and diverged trials keep their row; the other trials go on.
+When a run is stopped (Ctrl-C, SIGTERM), the trials it had not finished are `interrupted` (it
+ran at least one epoch; `epochs_run` says how many; `--resume` continues it from its last saved
+epoch) or `not_started` (no epoch ran; `--resume` starts it); neither is a failure (no
+`failure_reason`, no `error`), and the analysis excludes both, as it excludes every status but
+`ok`.
 
 Metrics are in target units (km) except the losses, which are in standardised units (the model
 trains on a standardised target). NLL is the Gaussian negative log-likelihood per sample,
@@ -177,6 +211,28 @@ trains on a standardised target). NLL is the Gaussian negative log-likelihood pe
 
 `sample_index` is the row of the sample in the dataset, so a sample can be matched across trials
 (every trial of an experiment sees the same data and the same test split).
+
+## experiment.json: provenance
+
+`provenance` holds what is needed to trust and repeat the experiment (`ablations/provenance.py`);
+it is written when the experiment starts and replaced at every resume:
+
+| key | what |
+|---|---|
+| `code` | `sha256` of the source that runs: every `.py` file of `model/`, `ablations/`, `search_spaces/`, `results/` and `run_ablations.py`, by path and content (a git checkout or not) |
+| `git` | `commit`; `dirty` (tracked files differ from the commit); `diff_sha256` (sha256 of the bytes of `git diff HEAD --binary`, null when clean); `untracked` (names of untracked files git does not ignore, the first 100; their contents are not read: an untracked source file is covered by `code`); null outside a git checkout |
+| `packages` | versions of Python, torch, ray, numpy, pandas, pyarrow, optuna, scipy |
+| `environment` | every installed distribution and its version (a freeze) |
+| `device` | the driver's: CPU model, hostname, CUDA device names and compute capabilities (the device each trial ran on is `device_name` in trials.parquet) |
+| `data` | per data source (`data_source`): for a file dataset the files' sizes and mtimes, `images.npy`'s shape and dtype, the sha256 of `table.parquet` and of the bytes of 64 samples of `images.npy` picked with a fixed seed (at most 256 KiB of each; the file is never read whole); for the synthetic set its spec and cache key. `fingerprint`: a short hash of all but the mtimes |
+
+A resume (`--resume`, or the same `--name` with the same plan) compares the recorded `code` and
+`data` fingerprints with the current ones and refuses to continue when one changed, unless
+`--allow-changed`; mtimes and the commit as such are not compared (a copy of the same bytes is
+the same data; a commit that changes only docs or tests changes no code that runs).
+`resume_history` has one entry per resume that found a difference: when (`at`), `changed` (code
+or data: the resume had `--allow-changed`), `notes` (git commit or diff, package versions,
+device) and the `previous` provenance (without `environment`).
 """
 
 

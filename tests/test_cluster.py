@@ -49,5 +49,7 @@ def test_worker_node_dies_mid_trial_and_the_trial_finishes(tmp_path):
         cluster.shutdown()
     row = result.trials.iloc[0]
     assert row["status"] == "ok" and row["epochs_run"] == 6
+    # it continued from the epoch saved before the node died, not from scratch
+    assert row["resumed_from_epoch"] >= 1
     epochs = result.epochs["epoch"].tolist()
     assert sorted(set(epochs)) == [1, 2, 3, 4, 5, 6]

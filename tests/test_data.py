@@ -69,7 +69,7 @@ def test_file_dataset_loads_memory_mapped(tmp_path):
     assert int((data.split == "train").sum()) == 24
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.int16])
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.float64, ">f4", np.float16, np.uint16])
 def test_file_dataset_batches_are_file_reads_equal_to_the_memory_map(tmp_path, dtype):
     root = write_data_dir(tmp_path / "d", frames=5)
     images = np.load(root / "images.npy")
@@ -79,13 +79,16 @@ def test_file_dataset_batches_are_file_reads_equal_to_the_memory_map(tmp_path, d
     idx = np.array([17, 3, 39, 0, 3, 22])  # unsorted, with a repeat, first and last sample
     for frames in (1, 3, 5):
         got = data.frames(idx, frames)
-        assert got.dtype == dtype
-        np.testing.assert_array_equal(got, np.asarray(data.images)[idx, 5 - frames:])
+        assert got.dtype == np.dtype("float32") and got.dtype.isnative  # whatever the file holds
+        np.testing.assert_array_equal(got, np.asarray(data.images)[idx, 5 - frames:]
+                                      .astype(np.float32))
     # a Fortran-ordered file falls back to the memory map
     np.save(root / "images.npy", np.asfortranarray((images * 100).astype(dtype)))
     fortran = load_directory(root)
     assert fortran.images_file == ""
-    np.testing.assert_array_equal(fortran.frames(idx, 2), np.asarray(fortran.images)[idx, 3:])
+    got = fortran.frames(idx, 2)
+    assert got.dtype == np.dtype("float32") and got.dtype.isnative
+    np.testing.assert_array_equal(got, np.asarray(fortran.images)[idx, 3:].astype(np.float32))
 
 
 def test_synthetic_set_is_cached_in_the_process_and_on_disk(tmp_path, monkeypatch):
@@ -168,7 +171,7 @@ def _corrupt(kind: str, root):
         ("inf scalar", r"column 'scalar_b' has 1 NaN/inf values \(first at row 5\)"),
         ("wrong ndim", r"images\.npy: expected 5 dimensions"),
         ("unknown split", r"column 'split' has unknown values \['training'\]"),
-        ("not npy", r"images\.npy: not a readable \.npy array"),
+        ("not npy", r"images\.npy: not a \.npy file"),
     ],
 )
 def test_bad_data_is_rejected_naming_file_and_problem(tmp_path, kind, message):
@@ -186,3 +189,20 @@ def test_missing_directory(tmp_path):
 def test_seeded_split_needs_three_samples():
     with pytest.raises(DataError):
         seeded_split(2, seed=0)
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("REGIME_PIXEL_NOISE", (0.05, 0.20, 0.50)),
+    ("REGIME_TARGET_NOISE_KM", (0.15, 0.35, 0.71)),
+    ("REGIMES", ("clear", "hazy", "fog")),
+    ("MAX_SYNTHETIC_FRAMES", 9),
+    ("SYNTHETIC_SCALARS", 4),
+])
+def test_synthetic_cache_key_covers_the_generators_constants(monkeypatch, name, value):
+    import model.data as data_module
+
+    spec = SyntheticSpec(n_train=40, n_val=8, n_test=8)
+    before = data_module.synthetic_cache_key(spec)
+    assert data_module.synthetic_cache_key(spec) == before  # stable
+    monkeypatch.setattr(data_module, name, value)
+    assert data_module.synthetic_cache_key(spec) != before

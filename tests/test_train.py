@@ -109,3 +109,21 @@ def test_image_normalisation_in_chunks_equals_the_whole_sample():
     images = data.images[train_idx[:NORMALISATION_SAMPLES]].astype(np.float64)
     np.testing.assert_allclose(norm.image_mean, images.mean(axis=(0, 1, 3, 4)), rtol=1e-6)
     np.testing.assert_allclose(norm.image_std, images.std(axis=(0, 1, 3, 4)), rtol=1e-6)
+
+
+def test_image_normalisation_samples_the_whole_training_split_not_its_head():
+    # A time-ordered file: the first samples are dark, the later ones bright. Statistics from
+    # the first NORMALISATION_SAMPLES would see only dark frames.
+    from ablations.train import NORMALISATION_SAMPLES, Normaliser
+    from model.data import SyntheticSpec, make_synthetic
+
+    n = 4 * NORMALISATION_SAMPLES
+    data = make_synthetic(SyntheticSpec(n_train=n, n_val=4, n_test=4, height=8, width=8))
+    images = np.array(data.images)
+    images[n // 2 : n] += 10.0  # the second half of the training split, brighter
+    data.images = images
+    train_idx = data.indices("train")
+    norm = Normaliser.fit(data, train_idx, seed=0)
+    whole = images[train_idx].astype(np.float64).mean(axis=(0, 1, 3, 4))
+    np.testing.assert_allclose(norm.image_mean, whole, atol=1.0)  # not the dark head (~-5)
+    assert Normaliser.fit(data, train_idx, seed=0).image_mean.tolist() == norm.image_mean.tolist()

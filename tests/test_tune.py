@@ -166,11 +166,16 @@ def test_tiny_run_of_each_sweep_writes_rows(ray_local, tmp_path, space, only):
         expected = "skipped" if "reduce-overhead" in name else "ok"
         assert rows.loc[f"{name}-seed0", "status"] == expected
     ran = rows[rows["status"] == "ok"]
-    assert (ran["train_samples_per_s"] > 0).all() and ran["compile_s"].notna().all()
-    assert ran["peak_mem_mb"].gt(0).all() and ran["mean_epoch_s"].gt(0).all()
+    assert (ran["train_samples_per_s"] > 0).all()
+    assert (ran["compile_s"] >= 0).all() and (ran["compile_s"] < ran["wall_s"]).all()
+    assert ran["peak_mem_mb"].gt(10).all()  # MiB: a worker holds torch at least
+    assert (ran["mean_epoch_s"] > 0).all() and (ran["mean_epoch_s"] <= ran["wall_s"]).all()
+    assert (ran["peak_mem_mb"] == ran[["peak_mem_train_mb", "peak_mem_eval_mb"]].max(axis=1)).all()
     if space == "systems":
-        assert rows.loc["ckpt-default-bf16-seed0", "compile_used"] == "default"
-        assert rows.loc["ckpt-default-bf16-seed0", "precision"] == "bf16"
+        compiled = rows.loc["ckpt-default-bf16-seed0"]
+        assert compiled["compile_used"] == "default" and compiled["compiled_graphs"] >= 1
+        assert rows.loc["nockpt-off-fp32-seed0", "compiled_graphs"] == 0
+        assert compiled["precision"] == "bf16" and compiled["precision_used"] == "bf16"
         assert "no CUDA graphs" in rows.loc["ckpt-reduce-overhead-fp32-seed0", "error"]
 
 

@@ -1,0 +1,349 @@
+"""Code paths that only run on a GPU, exercised on the CPU through the same code: state saved
+on a CUDA device, the fp16 GradScaler after an OOM, the OOM snapshot, the compile mode an OOM
+switched, reused workers, precisions a GPU has no native support for, evaluation OOM,
+auto-batch bounds. Tests that need CUDA itself are skipped without it."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import re
+import tomllib
+
+import pytest
+import torch
+
+from ablations.memory import (
+    MIN_STEPS_PER_EPOCH,
+    auto_batch_limit,
+    choose_micro_batch,
+)
+from ablations.stepping import (
+    CompiledModel,
+    compile_mode_for,
+    cpu_copy,
+    make_optimizer,
+    restart_epoch,
+)
+from ablations.systems import find_conflicts, resolve_systems
+from ablations.trainable import (
+    HISTORY_FILE,
+    STATE_FILE,
+    load_state,
+    newest_state,
+    read_history,
+    save_state_atomic,
+)
+from ablations.train import train
+from model.model import build_model
+from tests.conftest import REPO, tiny_config
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+# ------------------------------------------------------------------ 1. state saved on a GPU
+
+
+@pytest.fixture
+def saved_as_on_a_gpu():
+    """Within the block, torch.save tags CPU storages 'cuda:0', as a GPU trial's state is tagged:
+    loading such a file without map_location needs CUDA."""
+    from torch import serialization
+
+    def tag(obj):
+        device = getattr(obj, "device", None)
+        return "cuda:0" if device is not None and device.type == "cpu" else None
+
+    entry = (-1, tag, lambda obj, location: None)  # priority -1: before the built-in taggers
+    serialization._package_registry.append(entry)
+    serialization._package_registry.sort(key=lambda item: item[0])
+    try:
+        yield
+    finally:
+        serialization._package_registry.remove(entry)
+
+
+def _trained_state(epoch: int = 2):
+    """The resumable state after ``epoch`` of a 2-epoch trial."""
+    states = []
+    train(tiny_config(epochs=2), report=lambda m, state, p: states.append(copy.deepcopy(state)))
+    return states[epoch - 1]
+
+
+def test_a_gpu_trials_state_is_read_on_a_driver_without_cuda(tmp_path, saved_as_on_a_gpu):
+    state = _trained_state()
+    save_state_atomic(state, str(tmp_path))
+    raw = (tmp_path / STATE_FILE).read_bytes()
+    if not torch.cuda.is_available():  # the file really is a CUDA one: a plain load fails here
+        with pytest.raises(RuntimeError, match="CUDA"):
+            torch.load(io.BytesIO(raw), weights_only=True)
+    loaded = load_state(str(tmp_path / STATE_FILE))
+    assert loaded["epoch"] == 2 and loaded["model"]
+    assert all(t.device.type == "cpu" for t in loaded["model"].values())
+    assert newest_state(str(tmp_path / STATE_FILE), None)["epoch"] == 2  # what --resume reads
+
+
+def test_the_history_is_read_without_loading_weights(tmp_path):
+    state = _trained_state()
+    save_state_atomic(state, str(tmp_path))
+    (tmp_path / STATE_FILE).write_bytes(b"not a torch file")  # weights unreadable: no matter
+    history = read_history(str(tmp_path), None)
+    assert [row["epoch"] for row in history] == [1, 2]
+    assert history[-1]["val_mae"] == pytest.approx(state["history"][-1]["val_mae"])
+    assert json.loads((tmp_path / HISTORY_FILE).read_text()) == history
+
+
+def test_a_gpu_state_resumes_on_the_cpu(tmp_path, saved_as_on_a_gpu):
+    save_state_atomic(_trained_state(epoch=1), str(tmp_path))
+    resumed = train(tiny_config(epochs=2), resume_state=load_state(str(tmp_path / STATE_FILE)))
+    assert resumed.status == "ok" and resumed.metrics["resumed_from_epoch"] == 1
+
+
+# ------------------------------------------------------------------ 2. fp16 scaler after an OOM
+
+
+def test_a_retry_after_an_oom_between_unscale_and_update_can_step(tmp_path):
+    # CPU GradScaler: the same per-optimizer stage tracking as CUDA's.
+    config = tiny_config(precision="fp16")
+    model = build_model(_model_config(config))
+    optimizer, _ = make_optimizer(model, config, torch.device("cpu"))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    scaler = torch.amp.GradScaler("cpu", enabled=True)
+    snapshot = cpu_copy({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                         "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
+                         "torch_rng": torch.get_rng_state()})
+
+    def backward_and_unscale(scaler):
+        mean, _ = model(torch.randn(4, config.temporal_frames, 2, 12, 12), torch.randn(4, 3))
+        scaler.scale(mean.square().mean()).backward()
+        scaler.unscale_(optimizer)  # then clipping; the OOM strikes before step/update
+
+    backward_and_unscale(scaler)
+    with pytest.raises(RuntimeError, match="unscale_\\(\\) has already been called"):
+        scaler.unscale_(optimizer)  # what a retry on the restored old scaler would hit
+    scaler = restart_epoch(snapshot, model, optimizer, scheduler, config, torch.device("cpu"))
+    optimizer.zero_grad(set_to_none=True)
+    backward_and_unscale(scaler)  # the retry's first step: no "already been called"
+    scaler.step(optimizer)
+    scaler.update()
+    assert scaler.get_scale() == snapshot["scaler"]["scale"]  # the scale itself came back
+
+
+def _model_config(config):
+    from ablations.train import model_config_for_shape
+
+    return model_config_for_shape(config, (2, 12, 12), 3)
+
+
+# ------------------------------------------------------------------ 3. the compile mode that ran
+
+
+def test_an_oom_under_cuda_graphs_switches_the_mode_and_the_state_keeps_it():
+    # torch.compile is lazy: building the CUDA-graph model on CPU compiles nothing
+    config = tiny_config(compile="reduce-overhead", compile_backend="inductor")
+    compiled = CompiledModel(build_model(_model_config(config)), config)
+    assert compiled.uses_cuda_graphs
+    compiled.after_oom(accum_steps=2)
+    assert compiled.mode == "default" and not compiled.uses_cuda_graphs
+    assert compile_mode_for("max-autotune", 4) == "max-autotune-no-cudagraphs"
+    assert compile_mode_for("reduce-overhead", 1) == "reduce-overhead"
+
+
+def test_a_resumed_trial_runs_the_compile_mode_its_state_recorded():
+    states = []
+    train(tiny_config(epochs=2, compile="default", compile_backend="eager"),
+          report=lambda m, state, p: states.append(copy.deepcopy(state)))
+    assert states[0]["compile_mode"] == "default"
+    state = dict(states[0], compile_mode="off")  # e.g. what an OOM retry switched to
+    resumed = train(tiny_config(epochs=2, compile="default", compile_backend="eager"),
+                    resume_state=state)
+    assert resumed.metrics["compile_used"] == "off"
+
+
+# ------------------------------------------------------------------ 4. the OOM snapshot
+
+
+def test_the_snapshot_is_a_cpu_copy_that_shares_no_storage():
+    model = torch.nn.Linear(3, 3)
+    snapshot = cpu_copy({"model": model.state_dict(), "steps": [torch.ones(2)]})
+    for name, tensor in model.state_dict().items():
+        assert snapshot["model"][name].device.type == "cpu"
+        assert snapshot["model"][name].data_ptr() != tensor.data_ptr()
+        assert torch.equal(snapshot["model"][name], tensor)
+
+
+def test_two_ooms_in_one_epoch_with_adam_moments_restart_from_a_clean_snapshot():
+    # Epoch 2 starts with Adam moments. Two OOMs in it (16 -> 8 -> 4): after the first
+    # restore, a snapshot aliased by the optimizer would hold moments the 8-sample retry
+    # updated, and the second restore would start from them.
+    config = tiny_config(epochs=2, batch_size=16, dropout=0.0)
+    states = []
+    train(config, report=lambda m, s, p: states.append(copy.deepcopy(s)))
+    after_one = states[0]
+    recovered = train(config.replace(inject_oom_above_batch=5), resume_state=after_one)
+    assert recovered.metrics["oom_retries"] == 2
+    clean = train(config, resume_state=dict(after_one, micro_batch=4, accum_steps=4))
+    assert recovered.metrics["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-5)
+    assert recovered.metrics["train_loss"] == pytest.approx(clean.metrics["train_loss"], rel=1e-5)
+
+
+# ------------------------------------------------------------------ 5. RNG
+
+
+@needs_cuda
+def test_cuda_dropout_continues_identically_after_a_resume():
+    config = tiny_config(epochs=3, device="cuda")
+    whole = train(config)
+    states = []
+    train(config.replace(epochs=2), report=lambda m, s, p: states.append(copy.deepcopy(s)))
+    resumed = train(config, resume_state=states[-1])
+    assert resumed.metrics["val_loss"] == pytest.approx(whole.metrics["val_loss"], rel=1e-6)
+
+
+def test_the_state_holds_the_generators_the_trial_draws_from():
+    state = _trained_state()
+    assert isinstance(state["torch_rng"], torch.Tensor)
+    assert ("cuda_rng" in state) == torch.cuda.is_available()
+
+
+# ------------------------------------------------------------------ 6. reused workers
+
+
+def test_a_later_compiled_trial_in_the_same_worker_still_compiles():
+    import torch._dynamo
+
+    # Each trial's model is new code for Dynamo; past the recompile limit it silently runs
+    # eager. Limit 1 here: the second trial hits it unless the trial starts from a reset.
+    with torch._dynamo.config.patch(recompile_limit=1):
+        first = train(tiny_config(epochs=1, compile="default", compile_backend="eager"))
+        second = train(tiny_config(epochs=1, compile="default", compile_backend="eager",
+                                   cnn_widths="8,8,16"))
+    torch._dynamo.reset()
+    assert first.metrics["compiled_graphs"] >= 1
+    assert second.metrics["compiled_graphs"] >= 1
+
+
+@needs_cuda
+def test_a_trial_does_not_inherit_the_previous_trials_cuda_cache():
+    big = train(tiny_config(device="cuda", cnn_widths="64,128,256", eval_batch_size=512))
+    small = train(tiny_config(device="cuda"))
+    assert small.metrics["peak_mem_reserved_mb"] < big.metrics["peak_mem_reserved_mb"]
+
+
+# ------------------------------------------------------------------ 7. native precisions
+
+
+@pytest.mark.parametrize(("precision", "capability", "mapped"), [
+    ("bf16", (7, 5), "fp16"),  # T4: bf16 emulated; fp16 tensor cores
+    ("tf32", (7, 5), "fp32"),
+    ("bf16", (6, 0), "fp32"),  # P100: no fp16 tensor cores either
+])
+def test_bf16_and_tf32_need_capability_8(precision, capability, mapped):
+    config = tiny_config(precision=precision)
+    assert find_conflicts(config, "cuda", (8, 0)) == []
+    assert find_conflicts(config, "cuda") == []  # capability unknown (a driver without it)
+    with pytest.raises(Exception, match="needs compute capability 8.0"):
+        resolve_systems(config, device="cuda", capability=capability)
+    resolved, notes = resolve_systems(config, device="cuda", capability=capability,
+                                      resolve=True)
+    assert resolved.precision == mapped and resolved.precision_requested == precision
+    assert "capability" in notes[0]
+
+
+# ------------------------------------------------------------------ 8. the torch floor
+
+
+def test_the_torch_floor_has_out_of_memory_error():
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    floor = next(re.search(r">=\s*([\d.]+)", dep).group(1) for dep in dependencies
+                 if dep.startswith("torch"))
+    assert tuple(int(part) for part in floor.split(".")[:2]) >= (2, 5)  # OutOfMemoryError
+
+
+# ------------------------------------------------------------------ 9. evaluation memory
+
+
+def test_an_oom_in_evaluation_halves_the_evaluation_batch():
+    clean = train(tiny_config(dropout=0.0))
+    halved = train(tiny_config(dropout=0.0, batch_size=16, inject_oom_above_batch=20))
+    assert halved.metrics["eval_batch_used"] == 16  # 64 -> 32 -> 16
+    assert halved.metrics["oom_retries"] == 0  # training at 16 never hit it
+    assert halved.metrics["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-5)
+    assert halved.metrics["test_mae"] == pytest.approx(clean.metrics["test_mae"], rel=1e-5)
+
+
+def test_training_and_evaluation_peaks_are_recorded_apart():
+    # 512 evaluation samples at once through full-width CNN maps (~75 MiB a layer) vs
+    # training micro-batches of 8: the evaluation peak is well above the training one.
+    metrics = train(tiny_config(epochs=1, batch_size=8, cnn_widths="64,64,64",
+                                synthetic_val=512, eval_batch_size=512)).metrics
+    assert metrics["peak_mem_eval_mb"] > metrics["peak_mem_train_mb"] + 30, metrics
+    assert metrics["peak_mem_mb"] == max(metrics["peak_mem_eval_mb"],
+                                         metrics["peak_mem_train_mb"])
+
+
+# ------------------------------------------------------------------ 10. auto-batch bounds
+
+
+def test_auto_batch_keeps_enough_steps_per_epoch():
+    assert auto_batch_limit(1280, 1) == 1280 // MIN_STEPS_PER_EPOCH == 80
+    assert auto_batch_limit(1280, 4) == 20  # micro-batches of a 4-step accumulation
+    assert auto_batch_limit(10, 1) == 1
+    # nothing ran out of memory up to the limit: the limit decides, as a power of two
+    assert choose_micro_batch({"batch": 64, "limited": True}, 80) == (64, pytest.approx(
+        "epoch length: at most 80 keeps >= 16 optimizer steps per epoch"))
+    # memory decides: 80% of what fitted, down to a power of two
+    micro, why = choose_micro_batch({"batch": 150, "limited": False}, 1024)
+    assert micro == 64 and why.startswith("memory: 150 fitted")
+    assert choose_micro_batch({"batch": 0, "limited": False}, 80)[0] == 0
+
+
+@pytest.mark.slow
+def test_auto_batch_prints_and_records_its_choice_and_a_rerun_resumes(tmp_path):
+    from tests.test_cli import run_cli
+
+    args = ["--space", "components", "--only", "baseline", "--seeds", "1", "--epochs", "1",
+            "--auto-batch", "--set", "inject_oom_above_batch=12", "--set", "synthetic_train=512",
+            "--set", "synthetic_val=32", "--set", "synthetic_test=32", "--set",
+            "cnn_widths=8,16,16", "--set", "embed_dim=16", "--set", "num_heads=2",
+            "--name", "auto", "--no-dashboard"]
+    first = run_cli(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    # 512 samples / 16 steps -> at most 32; 12 fitted one step; 80% of it -> 8
+    assert "auto-batch: batch_size=8 (micro-batch 8 x 1), limited by memory: 12 fitted" \
+        in first.stdout, first.stdout
+    root = tmp_path / "ablation_results" / "auto"
+    record = json.loads((root / "experiment.json").read_text())["auto_batch"]
+    assert record["batch_size"] == 8 and record["largest_fitting_micro_batch"] == 12
+    assert record["probe_limit"] == 32
+    trials = __import__("pandas").read_parquet(root / "trials.parquet")
+    assert trials["batch_size"].tolist() == [8]
+    again = run_cli(*args, cwd=tmp_path)  # the same command: resumed, not another plan
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resuming it" in again.stdout and "auto-batch:" not in again.stdout
+
+
+# ------------------------------------------------------------------ 12. hpo --resolve-conflicts
+
+
+def test_hpo_samples_start_from_the_resolved_base(capsys):
+    from tests.test_cli import in_process
+
+    code, out, err = in_process(capsys, "--space", "hpo", "--resolve-conflicts", "--set",
+                                "compile=reduce-overhead", "--dry-run")
+    assert code == 0, err
+    assert "  compile: default" in out.splitlines()  # mapped, and kept
+    assert "  compile_requested: reduce-overhead" in out.splitlines()
+    assert "warning:" in err and "using compile=default" in err
+
+
+# ------------------------------------------------------------------ 18. time before a resume
+
+
+def test_wall_time_includes_the_runs_before_a_resume():
+    states = []
+    train(tiny_config(epochs=2), report=lambda m, s, p: states.append(copy.deepcopy(s)))
+    assert 0 < states[0]["wall_s"] < states[1]["wall_s"]
+    resumed = train(tiny_config(epochs=2), resume_state=dict(states[0], wall_s=1000.0))
+    assert 1000.0 < resumed.metrics["wall_s"] < 1000.0 + 120

@@ -1,0 +1,129 @@
+"""`run_ablations.py report` on what is not a finished experiment (one line, exit 2), on a
+storage URI, and its writes atomic; experiment names that are paths refused. No Ray."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ablations.cli import main
+from tests.test_analysis import _experiment
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory) -> Path:
+    return _experiment(tmp_path_factory.mktemp("report") / "exp")
+
+
+def _copy(experiment: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "exp"
+    shutil.copytree(experiment, root)
+    return root
+
+
+def _set_status(root: Path, status: str, ablation: str | None = None) -> None:
+    trials = pd.read_parquet(root / "trials.parquet")
+    rows = trials["ablation"] == ablation if ablation else slice(None)
+    trials.loc[rows, "status"] = status
+    trials.to_parquet(root / "trials.parquet", index=False)
+
+
+# (id, change to a copy of a finished experiment -> the argument, extra args, error regex)
+CASES = [
+    ("missing folder", lambda root: str(root / "nope"), [],
+     r"nope/trials\.parquet: missing; .*nope does not exist"),
+    ("a file", lambda root: str(root / "trials.parquet"), [], r"a file, not an experiment folder"),
+    ("empty folder", lambda root: (shutil.rmtree(root), root.mkdir(), str(root))[-1], [],
+     r"exp/trials\.parquet: missing; is .*exp an experiment folder\?"),
+    ("unfinished experiment", lambda root: (
+        [(root / f).unlink() for f in ("trials.parquet", "epochs.parquet", "predictions.parquet")],
+        (root / "experiment.json").write_text(json.dumps({"space": "components"})), str(root))[-1],
+     [], r"trials\.parquet: missing; the experiment has not finished: continue it with "
+         r"run_ablations.py --resume"),
+    ("corrupt trials.parquet", lambda root: ((root / "trials.parquet").write_text("x,y\n1,2\n"),
+                                             str(root))[-1],
+     [], r"trials\.parquet: not a readable Parquet file"),
+    ("truncated predictions.parquet", lambda root: (
+        (root / "predictions.parquet").write_bytes(
+            (root / "predictions.parquet").read_bytes()[:50]),
+        str(root))[-1], [], r"predictions\.parquet: not a readable Parquet file"),
+    ("no ok trial", lambda root: (_set_status(root, "failed"), str(root))[-1], [],
+     r"no trial finished ok \(8 failed\)"),
+    ("reference absent", lambda root: str(root), ["--reference", "nope"],
+     r"reference 'nope' is not a variant of this experiment \(variants: baseline, no_x\)"),
+    ("reference without ok trial", lambda root: (_set_status(root, "failed", "baseline"),
+                                                 str(root))[-1], [],
+     r"reference 'baseline' has no ok trial"),
+    ("metric absent", lambda root: str(root), ["--metric", "test_accuracy"],
+     r"metric 'test_accuracy' is not a numeric column of trials\.parquet"),
+    ("metric not numeric", lambda root: str(root), ["--metric", "status"],
+     r"metric 'status' is not a numeric column"),
+    ("unknown URI scheme", lambda root: "nosuch://bucket/exp", [],
+     r"nosuch://bucket/exp: cannot be read"),
+]
+
+
+@pytest.mark.parametrize(("case", "change", "extra", "error"), CASES,
+                         ids=[case[0] for case in CASES])
+def test_report_on_what_is_not_a_finished_experiment_is_one_line(experiment, tmp_path, capsys,
+                                                                 case, change, extra, error):
+    argument = change(_copy(experiment, tmp_path))
+    before = _files(tmp_path)
+    assert main(["report", argument, *extra]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("run_ablations.py report: error: "), lines
+    assert re.search(error, lines[0]), lines[0]
+    assert _files(tmp_path) == before  # nothing written
+
+
+def test_report_on_a_file_uri_writes_every_file_in_place(experiment, tmp_path, capsys):
+    root = _copy(experiment, tmp_path)
+    uri = root.as_uri()  # file:///...
+    assert main(["report", uri]) == 0
+    out = capsys.readouterr().out
+    assert f"Report: {uri}/report.md and {uri}/report.html" in out and "| no_x | 3 |" in out
+    assert "## Ablation table" in (root / "report.md").read_text()
+    assert (root / "report.html").read_text().count("src='data:image/png;base64,") == 4
+    for name in ("forest", "learning_curves", "strata", "calibration"):
+        assert (root / "report_files" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_a_failed_report_write_keeps_the_previous_report_whole(experiment, tmp_path, capsys,
+                                                               monkeypatch):
+    import results.io
+
+    root = _copy(experiment, tmp_path)
+    assert main(["report", str(root)]) == 0
+    previous = {name: (root / name).read_bytes() for name in _files(root)}
+
+    def disk_full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(results.io.os, "fsync", disk_full)
+    capsys.readouterr()
+    assert main(["report", str(root)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "No space left on device" in lines[0], lines
+    assert {name: (root / name).read_bytes() for name in _files(root)} == previous
+
+
+@pytest.mark.parametrize("name", ["../elsewhere", "a/b", "/abs", ".hidden", ""])
+def test_resume_refuses_a_name_that_is_a_path(tmp_path, capsys, name):
+    outside = tmp_path / "elsewhere"  # an experiment folder outside --storage: never reached
+    outside.mkdir()
+    (outside / "experiment.json").write_text("{}")
+    assert main(["--resume", "--name", name, "--storage", str(tmp_path / "results")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"--name {name!r}: use letters, digits" in lines[0], lines
+    assert not (tmp_path / "results").exists()
+

@@ -16,19 +16,18 @@ from model.data import RegressionData, SyntheticSpec, cap_split, load_directory,
 NORMALISATION_SAMPLES = 512
 
 
+def synthetic_spec(config: TrialConfig) -> SyntheticSpec:
+    """The synthetic set a trial config trains on (without ``data_dir``)."""
+    return SyntheticSpec(n_train=config.synthetic_train, n_val=config.synthetic_val,
+                         n_test=config.synthetic_test, seed=config.data_seed)
+
+
 def load_data(config: TrialConfig) -> RegressionData:
     """The trial's data with its caps applied (capped-out samples get split '')."""
     if config.data_dir:
         data = load_directory(config.data_dir, split_seed=config.data_seed)
     else:
-        data = load_synthetic(
-            SyntheticSpec(
-                n_train=config.synthetic_train,
-                n_val=config.synthetic_val,
-                n_test=config.synthetic_test,
-                seed=config.data_seed,
-            )
-        )
+        data = load_synthetic(synthetic_spec(config))
     split = data.split
     if config.max_train_examples:
         split = cap_split(split, "train", config.max_train_examples, seed=config.data_seed)

@@ -13,8 +13,9 @@ import logging
 import math
 import os
 import re
-import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, NoReturn, Optional, Sequence
 
@@ -476,7 +477,8 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
         recorded = previous.get("auto_batch")
         if args.auto_batch and recorded:  # the same command again: the size it chose then
             trials = [dataclasses.replace(spec, config=spec.config.replace(
-                batch_size=recorded["batch_size"])) for spec in trials]
+                batch_size=recorded["micro_batch"] * spec.config.grad_accum_steps))
+                for spec in trials]
         same = (previous.get("space") == space.name
                 and previous.get("trials") == trial_plan(trials)
                 and previous.get("skipped") == skipped_plan(skipped)
@@ -608,7 +610,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     import ray
 
     from ablations.runner import (ClusterUnreachable, RunOptions, init_ray, job_runtime_env,
-                                  run_experiment)
+                                  resume_command, run_experiment)
 
     options = RunOptions(
         storage=storage, name=name, space=space_name, address=args.address,
@@ -627,6 +629,9 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"cannot connect to Ray at {args.address or 'local'}: {first}") from None
+    # Ray's driver exits on SIGTERM (code 15, no word); before and after Tuner.fit (where
+    # run_experiment hands it to Tune's stop) it is Ctrl-C: stop, say how to continue.
+    sigterm = _sigterm_is_ctrl_c()
     try:
         resources = ray.cluster_resources()
         count = f"{hpo.num_samples} sampled trials" if hpo else \
@@ -651,13 +656,14 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         print(f"TensorBoard: tensorboard --logdir {join(storage, name, 'tune')}")
         if args.auto_batch and trials and not resume:  # a resume keeps the size it recorded
             trials, options.auto_batch = _auto_batch(args, trials)
-        try:
-            result = run_experiment(trials, options, skipped=skipped, hpo=hpo, resume=resume)
-        except KeyboardInterrupt:  # a second Ctrl-C / SIGTERM: stopped without results
-            print(f"\nInterrupted before the results were written; continue with: "
-                  f"{resume_command(storage, name, args.address)}", file=sys.stderr)
-            return EXIT_INTERRUPTED
+        result = run_experiment(trials, options, skipped=skipped, hpo=hpo, resume=resume)
+    except KeyboardInterrupt:  # a second Ctrl-C / SIGTERM, or one outside Tuner.fit
+        print(f"\nInterrupted before the results were written; continue with: "
+              f"{resume_command(storage, name, args.address)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, sigterm)
         if started_ray:
             ray.shutdown()
     df = result.trials
@@ -685,12 +691,17 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     return 0 if counts.get("ok", 0) else 1
 
 
-def resume_command(storage: str, name: str, address: Optional[str] = None) -> str:
-    """The command that continues experiment ``name`` (finished trials are kept)."""
-    parts = ["python", "run_ablations.py", "--resume", "--name", name, "--storage", storage]
-    if address:
-        parts += ["--address", address]
-    return shlex.join(parts)
+def _sigterm_is_ctrl_c() -> Any:
+    """SIGTERM raises KeyboardInterrupt from now on (main thread only); returns the handler
+    to restore, None when not in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    return signal.SIG_DFL if previous is None else previous  # None: set outside Python
 
 
 def check_data_on_workers(trials: Sequence[Any], args: argparse.Namespace) -> None:
@@ -719,9 +730,10 @@ def check_data_on_workers(trials: Sequence[Any], args: argparse.Namespace) -> No
         strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
         probes[name] = probe.options(scheduling_strategy=strategy).remote(dirs)
     blind, failed = [], []
+    ray.wait(list(probes.values()), num_returns=len(probes), timeout=120)  # all at once
     for name, pending in probes.items():
         try:
-            host, missing = ray.get(pending, timeout=120)
+            host, missing = ray.get(pending, timeout=0.1)
         except (GetTimeoutError, RayError) as exc:
             lines = str(exc).strip().splitlines()
             failed.append(f"{name}: {lines[0] if lines else type(exc).__name__}")
@@ -750,8 +762,10 @@ def _auto_batch(args: argparse.Namespace, trials: list[Any]) -> tuple[list[Any],
         print(f"auto-batch: trials run on {config.device}, which has no GPU memory to fit; "
               f"keeping batch_size={config.batch_size}")
         return trials, None
-    train_samples = min(len(load_data(spec.config).indices("train")) for spec in trials)
-    limit = auto_batch_limit(train_samples, config.grad_accum_steps)
+    datasets = {(c.data_dir, c.data_seed, c.synthetic_train, c.synthetic_val, c.synthetic_test,
+                 c.max_train_examples, c.max_eval_examples): c for c in (s.config for s in trials)}
+    train_samples = min(len(load_data(c).indices("train")) for c in datasets.values())
+    limit = auto_batch_limit(train_samples, max(s.config.grad_accum_steps for s in trials))
     probe = ray.remote(num_cpus=args.cpus_per_trial, num_gpus=args.gpus_per_trial)(
         probe_max_batch)
     found = ray.get(probe.remote(config, limit=limit))

@@ -164,12 +164,18 @@ def diagnose() -> dict[str, Any]:
                 # native from 8.0 (ablations/systems.py); is_bf16_supported() is also True
                 # on a T4 (7.5), where bf16 is emulated and slow
                 "bf16": (props.major, props.minor) >= NATIVE_BF16_TF32_CAPABILITY,
-                "bf16_emulated": torch.cuda.is_bf16_supported(including_emulation=True)
-                and (props.major, props.minor) < NATIVE_BF16_TF32_CAPABILITY,
+                "bf16_emulated": (props.major, props.minor) < NATIVE_BF16_TF32_CAPABILITY
+                and _bf16_supported_on(index),
                 "tf32": (props.major, props.minor) >= NATIVE_BF16_TF32_CAPABILITY,
             })
     info["suggestion"] = suggest(info)
     return info
+
+
+def _bf16_supported_on(index: int) -> bool:
+    """``is_bf16_supported`` asks about the current device: ask about GPU ``index``."""
+    with torch.cuda.device(index):
+        return torch.cuda.is_bf16_supported(including_emulation=True)
 
 
 def suggest(info: dict[str, Any]) -> str:

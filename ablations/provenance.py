@@ -40,6 +40,8 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from ablations.batches import synthetic_spec
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CODE_PATHS = ("model", "ablations", "search_spaces", "results", "run_ablations.py")
 KEY_PACKAGES = ("torch", "ray", "numpy", "pandas", "pyarrow", "optuna", "scipy")
@@ -171,14 +173,6 @@ def synthetic_key(spec: Any) -> str:
     from model import data
 
     return data.synthetic_cache_key(spec)
-
-
-def synthetic_spec(config: Any) -> Any:
-    """The :class:`~model.data.SyntheticSpec` a trial config trains on (as ``train.load_data``)."""
-    from model.data import SyntheticSpec
-
-    return SyntheticSpec(n_train=config.synthetic_train, n_val=config.synthetic_val,
-                         n_test=config.synthetic_test, seed=config.data_seed)
 
 
 def data_source(config: Any) -> str:

@@ -7,6 +7,8 @@ Layout of an experiment folder ``<storage>/<name>/``::
     epochs.parquet         one row per trial per epoch
     predictions.parquet    one row per test sample per ok trial
     tune/                  Ray Tune's own state, checkpoints and logs (TensorBoard, CSV, JSON)
+    trial_state/<trial>/   state.pt (resumable state) and history.json, until nothing is left to
+                           resume
 """
 
 from __future__ import annotations
@@ -90,14 +92,6 @@ def experiment_dir(options: RunOptions) -> Path:
     if is_uri(storage):
         return join(storage, options.name)
     return str((Path(storage) / options.name).resolve())
-
-
-def git_commit() -> Optional[str]:
-    """HEAD of the project's git checkout, with ``-dirty`` if tracked files differ from it;
-    None outside git (``ablations/provenance.py`` records more: the diff's hash, ...)."""
-    from ablations.provenance import git_commit_label, git_state
-
-    return git_commit_label(git_state(PROJECT_ROOT))
 
 
 def runtime_env_for_cluster() -> dict[str, Any]:
@@ -403,7 +397,9 @@ def _sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
             os._exit(130)
 
     def forward(signum: int, frame: Any) -> None:
-        threading.Thread(target=give_up, name="sigterm-grace", daemon=True).start()
+        if options.address is None:  # only a local Ray can have died of the same signal; a
+            # cluster's stop (trials saving, state syncing to storage) takes the time it takes
+            threading.Thread(target=give_up, name="sigterm-grace", daemon=True).start()
         handler = signal.getsignal(signal.SIGINT)  # Tune's during fit, Python's outside it
         if not callable(handler):
             raise KeyboardInterrupt

@@ -51,6 +51,7 @@ def injected_oom(config: TrialConfig, batch: int, where: str) -> None:
 
 
 def release_memory(device: torch.device) -> None:
+    """After an out-of-memory error: collect the dropped tensors, return cached blocks."""
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -136,6 +137,14 @@ def compile_mode_for(mode: str, accum_steps: int) -> str:
     if mode in CUDA_GRAPH_MODES and accum_steps > 1:
         return NO_CUDA_GRAPH_MODE[mode]
     return mode
+
+
+def resumed_compile_mode(configured: str, saved: Optional[str], accum_steps: int) -> str:
+    """The compile mode a resumed trial runs: the one its state saved when OOM recovery switched
+    to it from ``configured`` (what ran, not what was asked), else ``configured``, which this
+    worker's rules have checked, and in either case under the rules for ``accum_steps``."""
+    allowed = {configured, NO_CUDA_GRAPH_MODE.get(configured, configured)}
+    return compile_mode_for(saved if saved in allowed else configured, accum_steps)
 
 
 class CompiledModel:

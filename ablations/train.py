@@ -32,6 +32,7 @@ from ablations.stepping import (  # noqa: F401 - re-exported: the loop's public 
     TrialOutOfMemory,
     autocast_for,
     compile_mode_for,
+    resumed_compile_mode,
     compiled_graph_count,
     cpu_copy,
     cuda_capability,
@@ -275,17 +276,17 @@ def train(
         # a copy: on the CPU the optimizer would keep (and update) the caller's tensors
         optimizer.load_state_dict(copy.deepcopy(resume_state["optimizer"]))
         scheduler.load_state_dict(resume_state["scheduler"])
-        scaler.load_state_dict(resume_state["scaler"])
-        set_rng_state(resume_state, device)
+        if resume_state["scaler"] and scaler.is_enabled():  # empty when saved without fp16
+            scaler.load_state_dict(resume_state["scaler"])  # (a GPU without native bf16 maps
+        set_rng_state(resume_state, device)  # bf16 to fp16 on a retry: a fresh scale then)
         history = list(resume_state["history"])
         start_epoch = int(resume_state["epoch"]) + 1
         micro_batch, accum_steps = resume_state["micro_batch"], resume_state["accum_steps"]
         oom_retries = resume_state["oom_retries"]
         eval_batch = resume_state.get("eval_batch", eval_batch)
         wall_before_s = resume_state.get("wall_s", 0.0)
-        # What ran before (an OOM retry may have left CUDA graphs), under the rules again.
-        compile_mode = compile_mode_for(resume_state.get("compile_mode", compile_mode),
-                                        accum_steps)
+        compile_mode = resumed_compile_mode(config.compile, resume_state.get("compile_mode"),
+                                            accum_steps)
     compiled = CompiledModel(model, config, compile_mode)  # once, after .to(device) and weights
     stepper = Stepper(compiled, optimizer, scheduler, scaler, batches, config)
 

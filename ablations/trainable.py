@@ -50,7 +50,7 @@ def trial_name(trial: Any) -> str:
 
 
 def save_state_atomic(state: dict[str, Any], state_dir: str) -> None:
-    """The state, then its history beside it (each atomic; the history is never older)."""
+    """The state, then its history beside it (each atomic; the history is never newer)."""
     atomic_write(join(state_dir, STATE_FILE), lambda handle: torch.save(state, handle))
     history = json.dumps(state["history"], default=_json_value).encode()
     atomic_write(join(state_dir, HISTORY_FILE), lambda handle: handle.write(history))
@@ -128,10 +128,10 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
     try:
         train(trial, report=report, resume_state=resume_state)
     finally:
-        release_memory()
+        return_memory_after_trial()
 
 
-def release_memory() -> None:
+def return_memory_after_trial() -> None:
     """Give freed memory back at the end of a trial. Tune runs each trial in a new thread of a
     reused worker; glibc gives threads their own malloc arenas and keeps what they freed, so
     without this a worker's RSS grew by ~47 MiB per trial (8 trials: 661 -> 1120 MiB). On a

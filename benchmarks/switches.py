@@ -159,7 +159,7 @@ def main() -> int:
     import torch
 
     from ablations.config import TrialConfig
-    from ablations.systems import skip_reason
+    from ablations.systems import local_cuda_capability, skip_reason
 
     device = args.device if args.device != "auto" else \
         ("cuda" if torch.cuda.is_available() else "cpu")
@@ -173,7 +173,7 @@ def main() -> int:
         config = TrialConfig(compile=mode, precision=precision, device=device,
                              gradient_checkpointing=checkpointing,
                              compile_backend=args.compile_backend)
-        reason = skip_reason(config, device)
+        reason = skip_reason(config, device, local_cuda_capability())
         row = {k: cell[k] for k in ("checkpointing", "compile", "precision")}
         if reason and not args.run_conflicts:
             rows.append({**row, "note": f"skipped: {reason}"})

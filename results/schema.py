@@ -103,7 +103,8 @@ EPOCH_COLUMNS: list[tuple[str, str, str]] = [
     ("val_nll", "float64", "validation Gaussian NLL, km units (null: point head)"),
     ("val_coverage_90", "float64", "validation 90% interval coverage (null: point head)"),
     ("lr", "float64", "learning rate at the end of the epoch"),
-    ("epoch_s", "float64", "seconds for the epoch, training and validation"),
+    ("epoch_s", "float64",
+     "seconds for the epoch, training and validation (on GPU with the OOM snapshot's host copy)"),
     ("train_s", "float64", "seconds of training in the epoch"),
     ("train_samples_per_s", "float64", "training throughput of the epoch (epoch 1: first step excluded)"),
     ("micro_batch", "int64", "micro-batch size in this epoch"),
@@ -152,7 +153,7 @@ Every run writes `<storage>/<experiment>/` (default storage: `./ablation_results
 | `predictions.parquet` | test sample × ok trial |
 | `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, command, and `provenance` (below) |
 | `tune/` | Ray Tune's own state, each trial's final checkpoint, TensorBoard/CSV/JSON logs |
-| `trial_state/` | each trial's resumable state after its last epoch, while the experiment can still be resumed (removed when no trial failed) |
+| `trial_state/` | each trial's resumable state after its last saved epoch (`state.pt`) and its per-epoch metrics (`history.json`), while the experiment can still be resumed (removed when every trial ended ok, diverged, stopped or skipped) |
 
 Files are written atomically (a temporary file in the same folder, fsync, rename): a crash
 leaves either the previous file or the new one, never half of one. `trials.parquet` is written

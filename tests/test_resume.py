@@ -77,9 +77,11 @@ def test_sigkill_then_resume(tmp_path):
             assert rows.loc[name, "resumed_from_epoch"] == 3, name
         else:
             assert rows.loc[name, "resumed_from_epoch"] == 0, name
-    # trials cut off mid-way continued from their last saved epoch, not from scratch
+    # trials cut off mid-way continued from their last saved epoch, not from scratch (one whose
+    # last epoch was saved had finished, though the driver died before it said so: as above)
     for name, epoch in cut_off.items():
-        assert rows.loc[name, "resumed_from_epoch"] == epoch, (name, epoch)
+        expected = {epoch} if epoch < 3 else {0, 3}
+        assert rows.loc[name, "resumed_from_epoch"] in expected, (name, epoch)
 
     # The same --name and plan again: nothing left to run, the same rows.
     command, kw = cli(*args, cwd=tmp_path)

@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, NoReturn, Optional, Sequence
 
+from ablations.batches import scalar_columns
 from ablations.config import (
     ConfigError,
     TrialConfig,
@@ -158,6 +159,11 @@ def build_parser() -> OneLineParser:
     what.add_argument("--list", action="store_true", help="list spaces and variants, then exit")
     what.add_argument("--dry-run", action="store_true",
                       help="print the trials and their resolved configs; run nothing")
+    what.add_argument("--margin", type=_margin, default=None, metavar="M|P%",
+                      help="equivalence margin of the end-of-run verdicts: metric units (0.02) "
+                      "or a share of the reference's mean (default 5%%)")
+    what.add_argument("--alpha", type=_alpha, default=0.05,
+                      help="family-wise error rate of the verdicts (default 0.05)")
     data = parser.add_argument_group("data")
     data.add_argument("--data", default=None, metavar="DIR",
                       help="directory with images.npy and table.parquet (default: synthetic)")
@@ -240,21 +246,34 @@ def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool,
     runnable, skipped, notes = [], [], []
     summary = []
     data_info: dict[str, tuple[int, Optional[dict], Any]] = {}
+    scalar_names: dict[str, list[str]] = {}
     for data_dir in sorted({spec.config.data_dir for spec in trials}):
         if data_dir:
             data = load_directory(data_dir)  # DataError names the file and problem
             counts = {s: int((data.split == s).sum()) for s in ("train", "val", "test")}
             data_info[data_dir] = (data.num_frames, counts, data)
+            scalar_names[data_dir] = list(data.scalar_names)
             summary.append(f"{data_dir}: {len(data.target)} samples {counts}, "
                            f"frames x C x H x W = {data.num_frames} x "
                            f"{' x '.join(map(str, data.image_shape))}, "
                            f"{len(data.scalar_names)} scalars, strata {list(data.strata.columns)}")
         else:
             data_info[data_dir] = (MAX_SYNTHETIC_FRAMES, None, None)
+            scalar_names[data_dir] = scalar_columns(TrialConfig())
     for spec in trials:
         config = spec.config
         frames, counts, data = data_info[config.data_dir]
         where = config.data_dir or "the synthetic data"
+        columns = scalar_names[config.data_dir]
+        unknown = [name for name in config.dropped_scalars if name not in columns]
+        if unknown:
+            raise ConfigError(f"trial {spec.name}: drop_scalars: {where} has no scalar column "
+                              f"{unknown[0]!r}; its scalar columns: {', '.join(columns) or 'none'}")
+        if config.use_scalars and config.dropped_scalars and \
+                not set(columns) - set(config.dropped_scalars):
+            raise ConfigError(f"trial {spec.name}: drop_scalars={config.drop_scalars} leaves out "
+                              f"every scalar column of {where}; to train without scalars set "
+                              "use_scalars=false (components' no_scalars variant) instead")
         problem = None
         if config.temporal_frames > frames:
             problem = (f"temporal_frames={config.temporal_frames} but {where} has {frames} "
@@ -297,7 +316,11 @@ def list_spaces() -> str:
         if space.search:
             for field, (kind, values) in space.search.items():
                 lines.append(f"  {field:<24} {kind} {values}")
-        for variant, diff in space.variants.items():
+        variants = space.variants
+        if space.variants_from_data is not None:
+            variants = space.table(scalar_columns(TrialConfig()))
+            lines.append("  (generated from the data's scalar columns; on the synthetic data:)")
+        for variant, diff in variants.items():
             shown = ", ".join(f"{k}={v}" for k, v in diff.items()) or "(reference)"
             lines.append(f"  {variant:<24} {shown}")
     return "\n".join(lines)
@@ -326,10 +349,24 @@ def describe_trials(trials: Sequence[Any], base: TrialConfig,
     return "\n".join(lines)
 
 
-def summary_table(trials_df: Any) -> str:
-    """Per variant: ok/total and mean ± std of the test MAE over ok trials."""
+def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = "test_mae",
+                  margin: str | float = "5%", alpha: float = 0.05) -> str:
+    """Per variant: ok/total trials (the seeds spent), mean ± std of the test MAE over ok
+    trials, ...; where ``reference`` is a variant with an ok trial, also each variant's verdict
+    against it on ``metric`` and the equivalence bound it reached
+    (results.analysis.verdict_table), and a note under the table with the margin and alpha."""
     import pandas as pd
 
+    from results.analysis import verdict_note, verdict_table
+
+    verdicts, no_verdicts = None, ""
+    ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == "ok")
+    if ok_reference.any() and trials_df["ablation"].nunique() > 1:
+        try:
+            verdicts = verdict_table(trials_df, reference=reference, metric=metric,
+                                     margin=margin, alpha=alpha).set_index("ablation")
+        except (ValueError, KeyError) as exc:  # e.g. a relative margin of a mean of 0
+            no_verdicts = f"\n\nNo verdicts: {exc}"
     rows = []
     for ablation, group in trials_df.groupby("ablation", sort=False):
         ok = group[group["status"] == "ok"]
@@ -347,10 +384,42 @@ def summary_table(trials_df: Any) -> str:
             "wall_s": f"{group['wall_s'].mean():.1f}",
             "cpu_h": f"{group['cpu_hours'].sum():.3f}",
         })
-    return pd.DataFrame(rows).to_string(index=False)
+        if verdicts is not None:
+            bound = verdicts.loc[ablation, "equivalence_bound_holm"]
+            rows[-1]["verdict"] = verdicts.loc[ablation, "verdict"]
+            rows[-1]["equiv_bound"] = "-" if pd.isna(bound) else f"{bound:.3f}"
+    table = pd.DataFrame(rows).to_string(index=False)
+    if verdicts is None:
+        return table + no_verdicts
+    seeds = verdicts["n_ok"]
+    spent = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
+    return (f"{table}\n\n{verdict_note(verdicts)} Seeds per variant: {spent} (ok column); "
+            f"equiv_bound: equivalence_bound_holm.")
 
 
 # ------------------------------------------------------------------------------ main
+
+
+def _margin(text: str) -> str:
+    """An equivalence margin flag: ``0.02`` (metric units) or ``5%`` (of the reference's mean)."""
+    from results.analysis import parse_margin
+
+    try:
+        parse_margin(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _alpha(text: str) -> float:
+    """A family-wise error rate in (0, 0.5)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 0.5:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a number in (0, 0.5), e.g. 0.05")
+    return value
 
 
 def report_main(argv: Sequence[str]) -> int:
@@ -362,7 +431,14 @@ def report_main(argv: Sequence[str]) -> int:
                         help="an experiment folder, or its URI (file://..., s3://bucket/...)")
     parser.add_argument("--reference", default="baseline",
                         help="variant the others are compared with (default: baseline)")
-    parser.add_argument("--metric", default="test_mae", help="trials column to compare")
+    parser.add_argument("--metric", default="test_mae",
+                        help="trials column to compare (default: test_mae; e.g. test_rmse, "
+                        "test_nll, val_mae, test_r2: worse/better follow its direction)")
+    parser.add_argument("--margin", type=_margin, default="5%", metavar="X|P%",
+                        help="equivalence margin: in the metric's units (0.02) or a percentage "
+                        "of the reference's mean (default: 5%%)")
+    parser.add_argument("--alpha", type=_alpha, default=0.05,
+                        help="family-wise error rate of each kind of verdict (default: 0.05)")
     args = parser.parse_args(argv)
     import pyarrow as pa
 
@@ -371,7 +447,8 @@ def report_main(argv: Sequence[str]) -> int:
     experiment = args.experiment if is_uri(args.experiment) \
         else str(Path(args.experiment).expanduser())
     try:
-        report = write_report(experiment, reference=args.reference, metric=args.metric)
+        report = write_report(experiment, reference=args.reference, metric=args.metric,
+                              margin=args.margin, alpha=args.alpha)
     except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
         # ValueError includes results.report.NotAnExperimentError; OSError: cannot write
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -380,8 +457,10 @@ def report_main(argv: Sequence[str]) -> int:
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     table = report.ablation[["ablation", "n_ok", f"{args.metric}_mean", "diff_mean",
-                             "diff_ci_low", "diff_ci_high", "p_holm"]]
+                             "tost_ci_low", "tost_ci_high", "p_holm", "p_tost_holm",
+                             "equivalence_bound_holm", "verdict"]]
     print(markdown_table(table))
+    print(f"\n{report.note}")
     print(f"\nReport: {report.markdown} and {report.html}")
     return 0
 
@@ -445,7 +524,8 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
                         scheduler=args.scheduler or "asha")
         trials, skipped, data_summary = [], [], None
     else:
-        trials = expand(space, base, args.seeds, only=only)
+        scalar_names = scalar_columns(base) if space.variants_from_data else None
+        trials = expand(space, base, args.seeds, only=only, scalar_names=scalar_names)
         trials, skipped, notes, data_summary = plan_trials(space, trials, capability=capability,
                                                            resolve=args.resolve_conflicts)
     for note in notes:
@@ -668,7 +748,12 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
             ray.shutdown()
     df = result.trials
     print()
-    print(summary_table(df))
+    # verdicts against the baseline at the margin and alpha of the run's flags where it has them
+    from search_spaces import SPACES
+
+    space = SPACES.get(space_name)
+    print(summary_table(df, reference=space.reference if space else "baseline",
+                        margin=args.margin or "5%", alpha=args.alpha))
     counts = df["status"].value_counts().to_dict()
     unfinished = counts.get("interrupted", 0) + counts.get("not_started", 0)
     stopped = (f"{counts.get('interrupted', 0)} interrupted, "

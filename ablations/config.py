@@ -90,6 +90,26 @@ def parse_widths(value: Any, *, name: str = "cnn_widths") -> str:
     return ",".join(str(w) for w in widths)
 
 
+def parse_scalar_names(value: Any, *, name: str = "drop_scalars") -> str:
+    """Scalar column names as a YAML list, 'scalar_a,scalar_b' or '' -> the canonical
+    'scalar_a,scalar_b' (sorted, each once; '' = none). Whether the data has them is checked
+    against the data before any trial starts (``ablations.cli.plan_trials``)."""
+    if isinstance(value, (list, tuple)):
+        items = [str(v).strip() for v in value]
+        if any("," in item for item in items):
+            raise ConfigError(f"{name}: {value!r}: a column name cannot contain a comma")
+    elif isinstance(value, dict):
+        raise ConfigError(f"{name}: expected column names, got a mapping {value!r}")
+    else:
+        items = [part.strip() for part in str(value).split(",")]
+    names = sorted({item for item in items if item})
+    bad = [n for n in names if not n.startswith("scalar_") or n == "scalar_"]
+    if bad:
+        raise ConfigError(f"{name}: {bad[0]!r} is not a scalar column name; scalar columns "
+                          "are named scalar_* (e.g. drop_scalars=scalar_2)")
+    return ",".join(names)
+
+
 @dataclass(frozen=True)
 class TrialConfig:
     """Everything one trial needs. Only scalars and strings, so it serialises to Ray as is."""
@@ -114,6 +134,9 @@ class TrialConfig:
     temporal_attention: bool = True
     use_images: bool = True
     use_scalars: bool = True
+    # Scalar columns the model does not see (comma-separated, '' = none): the
+    # leave-one-covariate-out ablations of the `features` space.
+    drop_scalars: str = ""
     head: str = "gaussian"
     embed_dim: int = 128
     num_heads: int = 4
@@ -159,6 +182,7 @@ class TrialConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cnn_widths", parse_widths(self.cnn_widths))  # canonical form
+        object.__setattr__(self, "drop_scalars", parse_scalar_names(self.drop_scalars))
         self.validate()
 
     # ---------------------------------------------------------------- validation
@@ -219,6 +243,11 @@ class TrialConfig:
         return self.lr * {"fixed": 1.0, "linear": ratio, "sqrt": ratio**0.5}[self.lr_scaling]
 
     @property
+    def dropped_scalars(self) -> tuple[str, ...]:
+        """The scalar columns left out, as names."""
+        return tuple(self.drop_scalars.split(",")) if self.drop_scalars else ()
+
+    @property
     def widths(self) -> tuple[int, int, int]:
         a, b, c = (int(w) for w in self.cnn_widths.split(","))
         return a, b, c
@@ -275,6 +304,8 @@ def coerce(name: str, value: Any) -> Any:
         return _parse_float(value, name)
     if name == "cnn_widths":
         return parse_widths(value)
+    if name == "drop_scalars":
+        return parse_scalar_names(value)
     if isinstance(value, (dict, list)):
         raise ConfigError(f"{name}: expected a single value, got {type(value).__name__}")
     return str(value).strip()
@@ -351,5 +382,6 @@ def config_from_sources(
 
 __all__ = [
     "ALIASES", "COMPILE_MODES", "ConfigError", "TrialConfig", "apply_overrides", "coerce",
-    "config_from_sources", "load_yaml_overrides", "parse_bool", "parse_widths",
+    "config_from_sources", "load_yaml_overrides", "parse_bool", "parse_scalar_names",
+    "parse_widths",
 ]

@@ -19,9 +19,10 @@ from typing import Sequence
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from ablations.batches import scalar_columns
 from ablations.config import TrialConfig
 from ablations.train import model_config_for_shape
-from model.data import SYNTHETIC_SCALARS, SyntheticSpec, check_directory
+from model.data import SyntheticSpec, check_directory
 from model.model import ModelConfig, build_model
 
 
@@ -42,16 +43,17 @@ def training_flops_per_sample(model_config: ModelConfig) -> float:
 
 
 def _data_shape(config: TrialConfig) -> tuple[tuple[int, int, int], int, int]:
-    """((C, H, W), number of scalars, training samples), without loading the data."""
+    """((C, H, W), number of scalars the model sees, training samples), without loading the
+    data."""
     if not config.data_dir:
         spec = SyntheticSpec()
-        image_shape, scalars = (spec.channels, spec.height, spec.width), SYNTHETIC_SCALARS
+        image_shape = (spec.channels, spec.height, spec.width)
         samples = config.synthetic_train
     else:
-        (samples, _, *image_shape), columns = check_directory(config.data_dir)
-        scalars = sum(1 for c in columns if c.startswith("scalar_"))
+        (samples, _, *image_shape), _ = check_directory(config.data_dir)
     if config.max_train_examples:
         samples = min(samples, config.max_train_examples)
+    scalars = sum(1 for c in scalar_columns(config) if c not in config.dropped_scalars)
     return tuple(image_shape), scalars, samples  # type: ignore[return-value]
 
 

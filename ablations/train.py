@@ -85,12 +85,15 @@ class TrialOutcome:
 
 
 def model_config_for(config: TrialConfig, data: RegressionData) -> ModelConfig:
+    """The trial's model for ``data`` as :func:`load_data` returns it (the columns in
+    ``drop_scalars`` already left out)."""
     return model_config_for_shape(config, data.image_shape, len(data.scalar_names))
 
 
 def model_config_for_shape(config: TrialConfig, image_shape: tuple[int, int, int],
                            num_scalars: int) -> ModelConfig:
-    """The trial's model for images of ``image_shape`` (C, H, W) and ``num_scalars`` scalars."""
+    """The trial's model for images of ``image_shape`` (C, H, W) and ``num_scalars`` scalars
+    (the columns the model sees: those of the data less ``drop_scalars``)."""
     channels, height, width = image_shape
     return ModelConfig(
         in_channels=channels,

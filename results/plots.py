@@ -21,21 +21,57 @@ def _save(fig, path: str | Path) -> Path:
     return path
 
 
+VERDICT_COLORS = {"worse": "tab:red", "higher": "tab:red", "better": "tab:green",
+                  "lower": "tab:green", "equivalent": "tab:blue", "negligible": "tab:purple",
+                  "inconclusive": "0.55"}
+
+
 def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = "test_mae") -> Path:
-    """Paired difference to the reference per ablation, with its confidence interval."""
+    """Difference to the reference per ablation with its confidence interval.
+
+    Given :func:`results.analysis.verdict_table`'s table: the 1 − α interval thin, the 1 − 2α
+    interval (the one TOST reads) thick, the margin band shaded, ticks at ± the equivalence
+    bound reached after Holm where the difference is not significant (an ablation is
+    `equivalent` when they lie inside the band), each point coloured by its verdict. Given
+    :func:`results.analysis.ablation_table`'s: the interval, red where Holm p < 0.05.
+    """
     rows = table[table["diff_mean"].notna()].iloc[::-1]
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.2))
+    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.4))
     y = np.arange(len(rows))
     mean = rows["diff_mean"].to_numpy(dtype=float)
     lower = np.nan_to_num(mean - rows["diff_ci_low"].to_numpy(dtype=float))
     upper = np.nan_to_num(rows["diff_ci_high"].to_numpy(dtype=float) - mean)
-    significant = rows["p_holm"].to_numpy(dtype=float) < 0.05
-    ax.errorbar(mean, y, xerr=[lower, upper], fmt="none", ecolor="0.4", capsize=3)
-    ax.scatter(mean, y, c=np.where(significant, "tab:red", "tab:blue"), zorder=3)
+    ax.errorbar(mean, y, xerr=[lower, upper], fmt="none", ecolor="0.4", capsize=3, lw=1)
     ax.axvline(0, color="0.2", lw=0.8)
-    ax.set_yticks(y, [f"{a}  (Holm p={p:.3g})" for a, p in zip(rows["ablation"], rows["p_holm"])])
-    ax.set_xlabel(f"{metric}: difference to the reference (km), 95% CI")
-    ax.set_title("red: Holm-adjusted p < 0.05", fontsize=9)
+    if "verdict" not in rows:
+        significant = rows["p_holm"].to_numpy(dtype=float) < 0.05
+        ax.scatter(mean, y, c=np.where(significant, "tab:red", "tab:blue"), zorder=3)
+        ax.set_yticks(y, [f"{a}  (Holm p={p:.3g})"
+                          for a, p in zip(rows["ablation"], rows["p_holm"])])
+        ax.set_xlabel(f"{metric}: difference to the reference (km), 95% CI")
+        ax.set_title("red: Holm-adjusted p < 0.05", fontsize=9)
+        return _save(fig, path)
+    alpha = table.attrs.get("alpha", 0.05)
+    margin = float(table["margin"].iloc[0])
+    ax.axvspan(-margin, margin, color="tab:blue", alpha=0.12, lw=0)
+    for edge in (-margin, margin):
+        ax.axvline(edge, color="tab:blue", lw=0.8, ls="--")
+    ax.hlines(y, rows["tost_ci_low"], rows["tost_ci_high"], color="0.25", lw=4)
+    for verdict in dict.fromkeys(rows["verdict"]):
+        mine = (rows["verdict"] == verdict).to_numpy()
+        ax.scatter(mean[mine], y[mine], color=VERDICT_COLORS.get(verdict, "0.55"), zorder=3,
+                   label=verdict)
+    bound = rows["equivalence_bound_holm"].to_numpy(dtype=float)
+    open_question = rows["verdict"].isin(["equivalent", "negligible", "inconclusive"]).to_numpy()
+    ax.scatter(np.r_[-bound, bound][np.r_[open_question, open_question]],
+               np.r_[y, y][np.r_[open_question, open_question]], marker="|", s=120,
+               color="0.2", zorder=3, label="±bound reached (Holm)")
+    ax.set_yticks(y, [f"{a}  (|Δ| < {b:.3g})" for a, b in zip(rows["ablation"], bound)])
+    ax.set_xlabel(f"{metric}: difference to the reference; {1 - alpha:.0%} CI thin, "
+                  f"{1 - 2 * alpha:.0%} thick")
+    ax.set_title(f"shaded: the margin ±{margin:.3g}; colour: verdict (Holm over the family)",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="best")
     return _save(fig, path)
 
 

@@ -1,6 +1,8 @@
 """``python run_ablations.py report EXPERIMENT_DIR``: report.md and a self-contained report.html.
 
-Both hold the ablation table, the uncertainty tables (single models and seed ensembles), the
+Both lead with the verdict table (each ablation `worse`/`better`/`equivalent`/`negligible`/
+`inconclusive` against the reference at a margin, with the equivalence bound reached), then hold
+the ablation table, the uncertainty tables (single models and seed ensembles), the
 per-stratum errors and four figures (forest plot, stratum heatmap, calibration curves, learning
 curves); the HTML embeds the figures as base64 PNGs, so it is one file to send around.
 """
@@ -21,12 +23,15 @@ import pyarrow.parquet as pq
 
 from results import plots
 from results.analysis import (
-    ablation_table,
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
     calibration_curve,
     load_experiments,
     seed_ensemble,
     stratified_errors,
     uncertainty_table,
+    verdict_note,
+    verdict_table,
 )
 from results.io import (
     EPOCHS_FILE,
@@ -50,7 +55,8 @@ class NotAnExperimentError(ValueError):
 class Report:
     markdown: Path | str  # a Path for a local experiment, the URI for one in object storage
     html: Path | str
-    ablation: pd.DataFrame
+    ablation: pd.DataFrame  # results.analysis.verdict_table's table: the ablation table + verdicts
+    note: str  # results.analysis.verdict_note: what the verdicts mean, margin and alpha
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
@@ -107,14 +113,17 @@ def _first_line(exc: BaseException) -> str:
 
 
 def write_report(directory: str | Path, *, reference: str = "baseline",
-                 metric: str = "test_mae") -> Report:
+                 metric: str = "test_mae", margin: str | float = DEFAULT_MARGIN,
+                 alpha: float = DEFAULT_ALPHA) -> Report:
     """Analyse the experiment in ``directory`` (a path or a URI such as ``s3://bucket/exp``)
     and write report.md, report.html and the PNGs into it, each atomically.
+
+    ``margin`` and ``alpha`` are :func:`results.analysis.verdict_table`'s.
 
     Raises:
         NotAnExperimentError: see :func:`check_experiment`.
         ValueError: no ok trial, a ``reference`` that is not a variant, a ``metric`` that is
-            not a numeric column.
+            not a numeric column, a bad ``margin`` or ``alpha``.
     """
     check_experiment(directory)
     try:
@@ -143,15 +152,17 @@ def write_report(directory: str | Path, *, reference: str = "baseline",
                          f"(variants: {', '.join(variants)})")
     with tempfile.TemporaryDirectory(prefix="report-") as scratch:
         return _write_report(directory, trials, epochs, predictions, Path(scratch),
-                             reference=reference, metric=metric)
+                             reference=reference, metric=metric, margin=margin, alpha=alpha)
 
 
 def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
                   predictions: pd.DataFrame, scratch: Path, *, reference: str,
-                  metric: str) -> Report:
+                  metric: str, margin: str | float, alpha: float) -> Report:
     """Figures are drawn in ``scratch`` and moved into place with the other files."""
     name = str(trials["experiment"].iloc[0])
-    ablation = ablation_table(trials, metric=metric, reference=reference)
+    ablation = verdict_table(trials, metric=metric, reference=reference, margin=margin,
+                             alpha=alpha)
+    note = verdict_note(ablation)
     uncertainty = uncertainty_table(predictions)
     ensemble = uncertainty_table(seed_ensemble(predictions)) if len(predictions) else pd.DataFrame()
     strata = stratified_errors(predictions, reference=reference) if len(predictions) \
@@ -170,12 +181,19 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     if len(curve):
         figures["Calibration"] = plots.calibration_plot(curve, figures_dir / "calibration.png")
 
+    verdicts = ablation[["ablation", "n_ok", "test", "diff_mean", "tost_ci_low",
+                         "tost_ci_high", "p_holm", "p_tost_holm", "equivalence_bound",
+                         "equivalence_bound_holm", "verdict"]]
     shown = ablation[["ablation", "n_ok", "n_excluded", f"{metric}_mean", f"{metric}_ci_low",
                       f"{metric}_ci_high", "test", "diff_mean", "diff_ci_low",
                       "diff_ci_high", "p_value", "p_holm", "effect_size"]]
     sections = [
-        ("Ablation table", f"{metric} (km): mean and 95% t interval over seeds; paired "
-         f"difference to `{reference}` over the seeds both ran (t interval, paired t-test, "
+        ("Verdicts", f"{note} Seeds per variant: n_ok. tost_ci: the {1 - 2 * alpha:.0%} "
+         "interval of the difference; equivalence_bound: the smallest margin TOST alone "
+         "supports, _holm: with Holm over the family (the verdict is `equivalent` exactly "
+         "when it is below the margin).", verdicts),
+        ("Ablation table", f"{metric} (km): mean and {1 - alpha:.0%} t interval over seeds; "
+         f"paired difference to `{reference}` over the seeds both ran (t interval, paired t-test, "
          "Holm-adjusted over the ablations, Cohen's d_z; a variant run under other seeds than "
          "the reference: Welch's t-test and Cohen's d). Trials that are not ok (failed, "
          "diverged, stopped, skipped, interrupted, not started) are excluded and counted in "
@@ -213,7 +231,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                      f"<img alt='{html.escape(title)}' src='data:image/png;base64,{data}'>")
     parts.append("</body></html>")
     html_path = _write_file(join(directory, "report.html"), "\n".join(parts).encode())
-    return Report(markdown_path, html_path, ablation)
+    return Report(markdown_path, html_path, ablation, note)
 
 
 def _write_file(path: str, content: bytes) -> Path | str:

@@ -1,6 +1,7 @@
 """Declarative search spaces: tables of named diffs against a base configuration."""
 
 from search_spaces.components import BASELINE, COMPONENT_ABLATIONS
+from search_spaces.features import feature_variants
 from search_spaces.presets import PRESETS
 from search_spaces.spaces import SPACES, Space, TrialSpec, expand, get_space
 from search_spaces.sweeps import BATCH_SWEEP, FRAMES_SWEEP, SYSTEMS_MATRIX
@@ -16,5 +17,6 @@ __all__ = [
     "Space",
     "TrialSpec",
     "expand",
+    "feature_variants",
     "get_space",
 ]

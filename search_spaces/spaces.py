@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ablations.config import ConfigError, TrialConfig, apply_overrides
 from search_spaces.components import BASELINE, COMPONENT_ABLATIONS
+from search_spaces.features import feature_variants
 from search_spaces.hpo import HPO_SEARCH
 from search_spaces.sweeps import BATCH_SWEEP, FRAMES_SWEEP, SYSTEMS_MATRIX, SYSTEMS_REFERENCE
 
@@ -27,10 +28,25 @@ class Space:
     isolate_trials: bool = False
     # A search (field -> (kind, args)) instead of a table: sampled trials, schedulers allowed.
     search: Mapping[str, tuple[str, Any]] | None = None
+    # A table generated from the data: (the data's scalar column names, the columns the base
+    # already drops) -> variants. Then ``variants`` is empty; see :meth:`table`.
+    variants_from_data: Callable[[Sequence[str], Sequence[str]],
+                                 Mapping[str, Mapping[str, Any]]] | None = None
 
     @property
     def is_search(self) -> bool:
         return self.search is not None
+
+    def table(self, scalar_names: Sequence[str] | None = None, dropped: Sequence[str] = ()
+              ) -> Mapping[str, Mapping[str, Any]]:
+        """The variants; a space generated from the data needs the data's ``scalar_names``
+        (all its scalar columns) and the columns the base configuration ``dropped``."""
+        if self.variants_from_data is None:
+            return self.variants
+        if scalar_names is None:
+            raise ConfigError(f"space {self.name} is generated from the data's scalar columns; "
+                              "pass scalar_names")
+        return {**self.variants, **self.variants_from_data(scalar_names, dropped)}
 
 
 @dataclass(frozen=True)
@@ -48,6 +64,13 @@ SPACES: dict[str, Space] = {
         name="components",
         description="the full model and eight component ablations, each over every seed",
         variants=COMPONENT_ABLATIONS,
+    ),
+    "features": Space(
+        name="features",
+        description="leave-one-covariate-out: one variant per scalar column of the data "
+        "(no_<column>), and no_images, each over every seed",
+        variants={},
+        variants_from_data=feature_variants,
     ),
     "systems": Space(
         name="systems",
@@ -97,19 +120,22 @@ def expand(
     seeds: Sequence[int],
     *,
     only: Sequence[str] | None = None,
+    scalar_names: Sequence[str] | None = None,
 ) -> list[TrialSpec]:
     """Every variant of ``space`` (or those in ``only``) at every seed, variant-major.
 
     Each variant's diff is applied to ``base`` and validated here, so a bad cell fails before
-    any trial starts.
+    any trial starts. A space generated from the data (``features``) needs the data's
+    ``scalar_names`` (``ablations.batches.scalar_columns(base)``).
     """
     if not seeds:
         raise ConfigError("no seeds given; pass --seeds N (>= 1) or a list like 0,1,2")
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds must be distinct, got {list(seeds)}")
-    names = list(space.variants)
+    table = space.table(scalar_names, base.dropped_scalars)
+    names = list(table)
     if only:
-        unknown = [n for n in only if n not in space.variants]
+        unknown = [n for n in only if n not in table]
         if unknown:
             raise ConfigError(
                 f"unknown variant(s) {unknown} in space {space.name!r}; "
@@ -118,7 +144,7 @@ def expand(
         names = [n for n in names if n in only]
     trials = []
     for variant in names:
-        diff = {**space.variants[variant], "ablation": variant}
+        diff = {**table[variant], "ablation": variant}
         configured = apply_overrides(base, diff, source=f"space {space.name}, variant {variant}")
         for seed in seeds:
             config = apply_overrides(configured, {"seed": seed}, source=f"variant {variant}")

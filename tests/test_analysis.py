@@ -185,10 +185,16 @@ def test_report_writes_markdown_html_and_figures(tmp_path):
     report = write_report(_experiment(tmp_path / "exp"))
     markdown = report.markdown.read_text()
     assert "## Ablation table" in markdown and "| no_x |" in markdown
+    # it leads with the verdicts: no_x is +0.2 but p = 0.07 over 3 seeds, and its 90% interval
+    # reaches 0.37, beyond the default margin of 5% of the baseline's mean 1.0
+    assert markdown.index("## Verdicts") < markdown.index("## Ablation table")
+    assert "| no_x | 3 | paired t | 0.2 |" in markdown and "| inconclusive |" in markdown
+    assert "margin ±0.05 (5% of baseline's mean 1)" in markdown
     assert "![Calibration](report_files/calibration.png)" in markdown
     page = report.html.read_text()
     assert page.count("src='data:image/png;base64,") == 4  # self-contained: figures embedded
     assert "<table" in page and "Errors by stratum" in page
+    assert page.index("<h2>Verdicts</h2>") < page.index("<h2>Ablation table</h2>")
     for name in ("forest", "learning_curves", "strata", "calibration"):
         assert (tmp_path / "exp" / "report_files" / f"{name}.png").stat().st_size > 1000
 
@@ -199,6 +205,7 @@ def test_report_command(tmp_path, capsys):
     assert main(["report", str(_experiment(tmp_path / "exp"))]) == 0
     out = capsys.readouterr().out
     assert "| no_x | 3 |" in out and "report.html" in out
+    assert "| inconclusive |" in out and "margin ±0.05" in out
     assert main(["report", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "trials.parquet: missing" in err

@@ -44,7 +44,7 @@ def assert_one_line_error(code, err, pattern):
         (["--seeds", "a,b"], "not a count"),
         (["--seeds", "1,1"], "distinct"),
         (["--epochs", "-1"], "must be >= 1"),
-        (["--space", "nope"], "unknown space 'nope'; choose one of: batch, components, frames, hpo, systems"),
+        (["--space", "nope"], "unknown space 'nope'; choose one of: batch, components, features, frames, hpo, systems"),
         (["--only", "no_brains"], "unknown variant(s) ['no_brains']"),
         (["--config", "/nonexistent.yaml"], "config file not found"),
         (["--cpus-per-trial", "-1"], "must be a finite number >= 0"),
@@ -134,12 +134,17 @@ def test_end_to_end_cli_run(tmp_path):
         "--space", "components", "--only", "baseline,single_frame", "--seeds", "2",
         "--epochs", "1", "--set", "synthetic_train=64", "--set", "synthetic_val=16",
         "--set", "synthetic_test=16", "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16",
-        "--name", "e2e", "--no-dashboard", cwd=tmp_path,
+        "--name", "e2e", "--no-dashboard", "--margin", "0.5", cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out_dir = tmp_path / "ablation_results" / "e2e"  # default storage: under the working folder
     assert f"Results in {out_dir}" in proc.stdout
     assert "[4/4]" in proc.stdout  # progress lines
+    # the summary gives each variant a verdict against the baseline, at the margin asked for
+    assert "Verdicts on test_mae (lower is better) against baseline, margin ±0.5" in proc.stdout
+    single = next(line for line in proc.stdout.splitlines() if line.strip().startswith(
+        "single_frame"))
+    assert single.split()[-2] in ("worse", "better", "equivalent", "negligible", "inconclusive")
     trials = pd.read_parquet(out_dir / "trials.parquet")
     assert sorted(trials["trial_name"]) == ["baseline-seed0", "baseline-seed1",
                                             "single_frame-seed0", "single_frame-seed1"]

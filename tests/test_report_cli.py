@@ -30,6 +30,12 @@ def _copy(experiment: Path, tmp_path: Path) -> Path:
     return root
 
 
+def _set_metric(root: Path, metric: str, value: float, ablation: str) -> None:
+    trials = pd.read_parquet(root / "trials.parquet")
+    trials.loc[trials["ablation"] == ablation, metric] = value
+    trials.to_parquet(root / "trials.parquet", index=False)
+
+
 def _set_status(root: Path, status: str, ablation: str | None = None) -> None:
     trials = pd.read_parquet(root / "trials.parquet")
     rows = trials["ablation"] == ablation if ablation else slice(None)
@@ -69,6 +75,9 @@ CASES = [
      r"metric 'status' is not a numeric column"),
     ("unknown URI scheme", lambda root: "nosuch://bucket/exp", [],
      r"nosuch://bucket/exp: cannot be read"),
+    ("relative margin of a zero mean", lambda root: (_set_metric(root, "test_mae", 0.0, "baseline"),
+                                                     str(root))[-1], [],
+     r"margin '5%' of the reference's mean 0 is 0: give the margin in the metric's units"),
 ]
 
 
@@ -96,6 +105,44 @@ def test_report_on_a_file_uri_writes_every_file_in_place(experiment, tmp_path, c
     for name in ("forest", "learning_curves", "strata", "calibration"):
         assert (root / "report_files" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize(("flags", "error"), [
+    (["--margin", "abc"], r"argument --margin: margin 'abc': give a positive number in the "
+     r"metric's units \(0\.02\) or a percentage of the reference's mean \(5%\)"),
+    (["--margin", "-1"], r"argument --margin: margin '-1': give a positive number"),
+    (["--margin", "0%"], r"argument --margin: margin '0%': give a positive number"),
+    (["--alpha", "0.5"], r"argument --alpha: '0\.5': must be a number in \(0, 0\.5\)"),
+    (["--alpha", "x"], r"argument --alpha: 'x': must be a number in \(0, 0\.5\)"),
+])
+def test_a_bad_margin_or_alpha_is_one_line(experiment, tmp_path, capsys, flags, error):
+    root = _copy(experiment, tmp_path)
+    before = _files(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:  # argparse's exit, code 2
+        main(["report", str(root), *flags])
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("run_ablations.py report: error: "), lines
+    assert re.search(error, lines[0]), lines[0]
+    assert _files(tmp_path) == before  # nothing written
+
+
+@pytest.mark.parametrize(("flags", "verdict", "note"), [
+    ([], "inconclusive", "margin ±0.05 (5% of baseline's mean 1), alpha 0.05"),
+    # the 90% interval of no_x - baseline (0.2 ± 0.17) lies inside ±0.5
+    (["--margin", "0.5"], "equivalent", "margin ±0.5, alpha 0.05"),
+    # paired p = 0.074 < 0.1: significant; its 80% interval reaches 0.31, beyond ±0.05
+    (["--alpha", "0.1"], "worse", "margin ±0.05 (5% of baseline's mean 1), alpha 0.1"),
+])
+def test_margin_and_alpha_flags_set_the_verdicts(experiment, tmp_path, capsys, flags, verdict,
+                                                 note):
+    root = _copy(experiment, tmp_path)
+    assert main(["report", str(root), *flags]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| no_x |"))
+    assert row.endswith(f"| {verdict} |") and note in out, out
+    markdown = (root / "report.md").read_text()
+    assert f"| {verdict} |" in markdown and note in markdown
 
 
 def test_a_failed_report_write_keeps_the_previous_report_whole(experiment, tmp_path, capsys,

@@ -689,8 +689,8 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
          resume: bool = False, reuse_workers: bool = True) -> int:
     import ray
 
-    from ablations.runner import (ClusterUnreachable, RunOptions, init_ray, job_runtime_env,
-                                  resume_command, run_experiment)
+    from ablations.cluster import ClusterUnreachable, job_runtime_env
+    from ablations.runner import RunOptions, init_ray, resume_command, run_experiment
 
     options = RunOptions(
         storage=storage, name=name, space=space_name, address=args.address,
@@ -881,7 +881,7 @@ def _diagnose(args: argparse.Namespace) -> int:
     import ray
 
     from ablations.memory import diagnose
-    from ablations.runner import check_cluster_address
+    from ablations.cluster import check_cluster_address
 
     info = diagnose()
     print(f"python {info['python']}, torch {info['torch']}")

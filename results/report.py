@@ -3,7 +3,8 @@
 Both lead with the verdict table (each ablation `worse`/`better`/`equivalent`/`negligible`/
 `inconclusive` against the reference at a margin, with the equivalence bound reached), then hold
 the ablation table, the uncertainty tables (single models and seed ensembles), the
-per-stratum errors and four figures (forest plot, stratum heatmap, calibration curves, learning
+per-stratum errors, the cells where an ablation hurts more or less than overall ("Where it
+hurts") and four figures (forest plot, stratum heatmap, calibration curves, learning
 curves); the HTML embeds the figures as base64 PNGs, so it is one file to send around.
 """
 
@@ -28,6 +29,7 @@ from results.analysis import (
     calibration_curve,
     load_experiments,
     seed_ensemble,
+    stratified_effects,
     stratified_errors,
     uncertainty_table,
     verdict_note,
@@ -167,6 +169,10 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     ensemble = uncertainty_table(seed_ensemble(predictions)) if len(predictions) else pd.DataFrame()
     strata = stratified_errors(predictions, reference=reference) if len(predictions) \
         else pd.DataFrame()
+    has_reference = len(predictions) and (predictions["ablation"] == reference).any()
+    effects = stratified_effects(predictions, reference=reference, alpha=alpha) \
+        if has_reference else pd.DataFrame(columns=["differs"])
+    hurts = effects[effects["differs"].astype(bool)].drop(columns=["differs", "interaction_p"])
     figures_dir = scratch / FIGURES_DIR
     figures = {
         "Differences to the reference": plots.forest_plot(
@@ -205,6 +211,12 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
          "ensemble: mean of the means, mixture variance.", ensemble),
         ("Errors by stratum", "MAE, RMSE and bias (km) per stratum, and the MAE difference to "
          f"`{reference}` in the same stratum.", strata),
+        ("Where it hurts", "Cells (a stratum level or target bin) where an ablation's effect "
+         f"on the absolute error differs from its overall effect: diff_mean, the seed-paired "
+         f"difference to `{reference}` in the cell (km) with its {1 - alpha:.0%} t interval; "
+         "overall_diff, the same over all test samples; a one-sample t-test over seeds of "
+         "(cell − overall difference), Holm-adjusted over every cell of that ablation, below "
+         f"{alpha:g}." + ("" if len(hurts) else " No cell differs."), hurts),
     ]
     md = [f"# Ablation report: {name}", ""]
     for title, text, frame in sections:

@@ -77,11 +77,14 @@ def test_sigkill_then_resume(tmp_path):
             assert rows.loc[name, "resumed_from_epoch"] == 3, name
         else:
             assert rows.loc[name, "resumed_from_epoch"] == 0, name
-    # trials cut off mid-way continued from their last saved epoch, not from scratch (one whose
-    # last epoch was saved had finished, though the driver died before it said so: as above)
+    # trials cut off mid-way continued from their last saved epoch, not from scratch: at least
+    # the one saved when the driver was killed (a worker outside the killed process group may
+    # save one more before it notices). One whose last epoch was saved had finished, though the
+    # driver died before it said so: as above.
     for name, epoch in cut_off.items():
-        expected = {epoch} if epoch < 3 else {0, 3}
-        assert rows.loc[name, "resumed_from_epoch"] in expected, (name, epoch)
+        resumed_from = rows.loc[name, "resumed_from_epoch"]
+        assert resumed_from in ({0, 3} if epoch == 3 else {1, 2, 3}), (name, epoch)
+        assert resumed_from == 0 or resumed_from >= epoch, (name, epoch, resumed_from)
 
     # The same --name and plan again: nothing left to run, the same rows.
     command, kw = cli(*args, cwd=tmp_path)

@@ -79,9 +79,11 @@ def _resource(text: str) -> float:
     return value
 
 
-def _seeds(text: str) -> list[int]:
-    """``3`` means seeds 0,1,2; ``0,5,7`` is an explicit list."""
+def _seeds(text: str) -> list[int] | str:
+    """``3`` means seeds 0,1,2; ``0,5,7`` is an explicit list; ``auto``: in rounds."""
     text = text.strip()
+    if text == "auto":
+        return text
     try:
         if "," in text:
             seeds = [int(part) for part in text.split(",") if part.strip()]
@@ -92,7 +94,7 @@ def _seeds(text: str) -> list[int]:
             seeds = list(range(count))
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a count (3) or a list of seeds (0,1,2)"
+            f"{text!r} is not a count (3), a list of seeds (0,1,2) or auto"
         ) from None
     if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: seeds must be distinct integers >= 0")
@@ -124,9 +126,18 @@ def build_parser() -> OneLineParser:
                       help="search space to run (see --list; default: components)")
     what.add_argument("--only", default=None, metavar="VARIANT[,VARIANT]",
                       help="run only these variants of the space")
-    what.add_argument("--seeds", type=_seeds, default=[0, 1, 2], metavar="N|S1,S2,...",
+    what.add_argument("--seeds", type=_seeds, default=[0, 1, 2], metavar="N|S1,S2,...|auto",
                       help="number of seeds (3 = seeds 0,1,2) or an explicit list; the same "
-                      "seeds run for every variant (default: 3)")
+                      "seeds run for every variant (default: 3). auto: a pilot of --pilot "
+                      "seeds, then more seeds in rounds only for variants without a verdict, "
+                      "up to --max-seeds (README: Verdicts)")
+    what.add_argument("--pilot", type=_int_at_least(2), default=None, metavar="N",
+                      help="with --seeds auto: seeds of the first round (default: 3)")
+    what.add_argument("--max-seeds", type=_int_at_least(2), default=None, metavar="N",
+                      help="with --seeds auto: at most N seeds per variant (default: 10)")
+    what.add_argument("--null-control", action="store_true",
+                      help="add <reference>_repeat: the reference under other seeds (training "
+                      "seed + 1000, paired by seed), a variant whose true effect is 0")
     what.add_argument("--epochs", type=_positive_int, default=None, help="epochs per trial")
     what.add_argument("--config", default=None, metavar="FILE.yaml|PRESET",
                       help="base configuration: a YAML mapping of config keys, or a preset "
@@ -164,6 +175,10 @@ def build_parser() -> OneLineParser:
                       "or a share of the reference's mean (default 5%%)")
     what.add_argument("--alpha", type=_alpha, default=0.05,
                       help="family-wise error rate of the verdicts (default 0.05)")
+    what.add_argument("--metric", type=_metric, default="test_mae",
+                      help="the metric of the verdicts (and of --seeds auto's decisions), a "
+                      "numeric column of trials.parquet such as test_rmse, test_nll, val_mae "
+                      "(default: test_mae)")
     data = parser.add_argument_group("data")
     data.add_argument("--data", default=None, metavar="DIR",
                       help="directory with images.npy and table.parquet (default: synthetic)")
@@ -350,11 +365,14 @@ def describe_trials(trials: Sequence[Any], base: TrialConfig,
 
 
 def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = "test_mae",
-                  margin: str | float = "5%", alpha: float = 0.05) -> str:
+                  margin: str | float = "5%", alpha: float = 0.05,
+                  sequential: Optional[dict[str, Any]] = None) -> str:
     """Per variant: ok/total trials (the seeds spent), mean ± std of the test MAE over ok
     trials, ...; where ``reference`` is a variant with an ok trial, also each variant's verdict
     against it on ``metric`` and the equivalence bound it reached
-    (results.analysis.verdict_table), and a note under the table with the margin and alpha."""
+    (results.analysis.verdict_table), and a note under the table with the margin and alpha.
+    ``sequential``: experiment.json's record of a ``--seeds auto`` run: the verdicts are the
+    sequential design's, and the compute spent is compared with a fixed design."""
     import pandas as pd
 
     from results.analysis import verdict_note, verdict_table
@@ -363,8 +381,16 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
     ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == "ok")
     if ok_reference.any() and trials_df["ablation"].nunique() > 1:
         try:
-            verdicts = verdict_table(trials_df, reference=reference, metric=metric,
-                                     margin=margin, alpha=alpha).set_index("ablation")
+            if sequential:
+                from results.sequential import SeedDesign, sequential_verdict_table
+
+                verdicts = sequential_verdict_table(
+                    trials_df, SeedDesign.from_dict(sequential["design"]), sequential["seeds"],
+                    reference=reference, metric=metric, margin=margin, alpha=alpha)
+            else:
+                verdicts = verdict_table(trials_df, reference=reference, metric=metric,
+                                         margin=margin, alpha=alpha)
+            verdicts = verdicts.set_index("ablation")
         except (ValueError, KeyError) as exc:  # e.g. a relative margin of a mean of 0
             no_verdicts = f"\n\nNo verdicts: {exc}"
     rows = []
@@ -393,8 +419,15 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
         return table + no_verdicts
     seeds = verdicts["n_ok"]
     spent = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
-    return (f"{table}\n\n{verdict_note(verdicts)} Seeds per variant: {spent} (ok column); "
+    text = (f"{table}\n\n{verdict_note(verdicts)} Seeds per variant: {spent} (ok column); "
             f"equiv_bound: equivalence_bound_holm.")
+    if sequential:
+        from results.sequential import SeedDesign, compute_note, compute_spent, design_note
+
+        design = SeedDesign.from_dict(sequential["design"])
+        text += (f"\n{design_note(design, alpha)}\n"
+                 f"{compute_note(compute_spent(trials_df, design.max_seeds))}")
+    return text
 
 
 # ------------------------------------------------------------------------------ main
@@ -408,6 +441,18 @@ def _margin(text: str) -> str:
         parse_margin(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _metric(text: str) -> str:
+    """A numeric trials.parquet column the verdicts can be computed on."""
+    from results.schema import TRIAL_COLUMNS
+
+    numeric = [name for name, dtype, _ in TRIAL_COLUMNS
+               if dtype == "float64" and name.startswith(("test_", "val_", "train_"))]
+    if text not in numeric:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a metric column; choose one of: "
+                                         f"{', '.join(numeric)}")
     return text
 
 
@@ -510,6 +555,9 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
     # A local run knows the GPUs its trials get; a cluster's are checked in each trial.
     capability = local_cuda_capability() if args.address is None else None
     only = [v.strip() for v in args.only.split(",") if v.strip()] if args.only else None
+    auto = _auto_seeds(args, space)
+    if auto and only and space.reference not in only:
+        only = [space.reference, *only]  # every variant is compared with it
     hpo = None
     if space.is_search:
         if only:
@@ -526,8 +574,21 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
     else:
         scalar_names = scalar_columns(base) if space.variants_from_data else None
         trials = expand(space, base, args.seeds, only=only, scalar_names=scalar_names)
+        if args.null_control:
+            trials = with_null_control(trials, space.reference)
         trials, skipped, notes, data_summary = plan_trials(space, trials, capability=capability,
                                                            resolve=args.resolve_conflicts)
+    sequential = None
+    if auto:
+        from ablations.rounds import SequentialRun
+        from results.sequential import SeedDesign
+
+        design = SeedDesign.plan(*auto)
+        sequential = SequentialRun(design, list(args.seeds), space.reference, args.metric,
+                                   args.margin or "5%", args.alpha, {s.name: s for s in trials})
+        pilot = set(args.seeds[:design.looks[0]])
+        trials = [s for s in trials if s.seed in pilot]  # the first round's; dry run shows them
+        skipped = [(s, why) for s, why in skipped if s.seed in pilot]
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
     name = args.name or f"{space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
@@ -536,6 +597,10 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
     target = join(storage, name)
     if args.dry_run:
         print(f"Experiment {name} (dry run): space {space.name}, seeds {args.seeds}")
+        if sequential is not None:
+            from results.sequential import design_note
+
+            print(f"{design_note(sequential.design, args.alpha)} The pilot's trials:")
         if data_summary:
             print(f"Data: {data_summary}")
         if hpo is not None:
@@ -559,8 +624,14 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
             trials = [dataclasses.replace(spec, config=spec.config.replace(
                 batch_size=recorded["micro_batch"] * spec.config.grad_accum_steps))
                 for spec in trials]
+        planned = previous.get("trials")
+        if sequential is not None:  # the whole table up to --max-seeds, and the design
+            planned = (previous.get("sequential") or {}).get("plan")
+            trials = list(sequential.plan.values())
         same = (previous.get("space") == space.name
-                and previous.get("trials") == trial_plan(trials)
+                and planned == trial_plan(trials)
+                and (sequential is None or previous["sequential"]["design"]
+                     == sequential.design.to_dict())
                 and previous.get("skipped") == skipped_plan(skipped)
                 and (hpo is None) == (previous.get("hpo") is None))
         if not same:
@@ -571,8 +642,52 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
                         or [base], args.allow_changed)
         print(f"Experiment {name} exists with the same plan: resuming it.")
         resume = True
+        if sequential is not None:
+            from ablations.rounds import SequentialRun
+
+            sequential = SequentialRun.from_record(previous["sequential"])
+            trials = sequential.current_trials()
     return _run(args, space.name, trials, skipped, storage, name, command, hpo=hpo,
-                resume=resume, reuse_workers=not space.isolate_trials)
+                resume=resume, reuse_workers=not space.isolate_trials, sequential=sequential)
+
+
+def _auto_seeds(args: argparse.Namespace, space: Any) -> Optional[tuple[int, int]]:
+    """(pilot, max seeds) for --seeds auto, with args.seeds set to every seed it may run;
+    None for fixed seeds (refusing --pilot / --max-seeds there)."""
+    if args.seeds != "auto":
+        if args.pilot is not None or args.max_seeds is not None:
+            raise UsageError("--pilot and --max-seeds apply with --seeds auto only")
+        return None
+    from results.sequential import DEFAULT_MAX_SEEDS
+
+    if space.is_search:
+        raise UsageError(f"--seeds auto: space {space.name} is a search, not an ablation "
+                         "table; give a number of seeds")
+    if args.auto_batch:
+        raise UsageError("--auto-batch with --seeds auto is not supported yet: pass the batch "
+                         "size (--set batch_size=N) or fixed seeds")
+    pilot = args.pilot or 3
+    max_seeds = args.max_seeds or max(DEFAULT_MAX_SEEDS, pilot)
+    if max_seeds < pilot:
+        raise UsageError(f"--max-seeds {max_seeds} is below the pilot's {pilot} seeds; raise "
+                         "--max-seeds or lower --pilot")
+    args.seeds = list(range(max_seeds))
+    return pilot, max_seeds
+
+
+def with_null_control(trials: list[Any], reference: str) -> list[Any]:
+    """``trials`` plus ``<reference>_repeat``: the reference's trials with the training seed
+    offset by 1000 (``seed_offset``), paired by ``seed``: a variant whose true effect is 0."""
+    repeat = f"{reference}_repeat"
+    if any(spec.variant == repeat for spec in trials):
+        raise UsageError(f"--null-control: the space already has a variant {repeat!r}")
+    extra = [dataclasses.replace(spec, name=f"{repeat}-seed{spec.seed}", variant=repeat,
+                                 config=spec.config.replace(ablation=repeat, seed_offset=1000))
+             for spec in trials if spec.variant == reference]
+    if not extra:
+        raise UsageError(f"--null-control: the reference {reference!r} is not among the "
+                         "variants to run (see --only)")
+    return [*trials, *extra]
 
 
 def _spec_for(config: TrialConfig) -> Any:
@@ -622,6 +737,12 @@ def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
     if meta is None:
         raise UsageError(f"--resume: {target} is not an experiment folder (no experiment.json)")
     trials, skipped = plan_from_metadata(meta)
+    sequential, tune_subdir = None, None
+    if meta.get("sequential"):
+        from ablations.rounds import SequentialRun
+
+        sequential = SequentialRun.from_record(meta["sequential"])
+        tune_subdir = sequential.rounds[-1]["tune"] if sequential.rounds else None
     hpo = None
     if meta.get("hpo"):
         h = meta["hpo"]
@@ -635,19 +756,24 @@ def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
     args.cpus_per_trial = meta.get("cpus_per_trial", args.cpus_per_trial)
     args.gpus_per_trial = meta.get("gpus_per_trial", args.gpus_per_trial)
     args.seeds = meta.get("seeds", args.seeds)
+    current = sequential.current_trials() if sequential is not None else trials
     print(f"Resuming experiment {name} ({meta['space']}): "
-          f"{resume_outlook(target, trials, hpo, args.retry_failed)}")
+          f"{resume_outlook(target, current, hpo, args.retry_failed, tune_subdir)}")
     space = SPACES.get(meta["space"])
-    return _run(args, meta["space"], trials, skipped, storage, name, command, hpo=hpo,
-                resume=True, reuse_workers=not (space and space.isolate_trials))
+    return _run(args, meta["space"], current, skipped, storage, name, command, hpo=hpo,
+                resume=True, reuse_workers=not (space and space.isolate_trials),
+                sequential=sequential)
 
 
-def resume_outlook(target: str, trials: Sequence[Any], hpo: Any, retry_failed: bool) -> str:
-    """One line: how many trials are finished, continue, start (Tune's saved state)."""
-    from ablations.runner import resume_counts
+def resume_outlook(target: str, trials: Sequence[Any], hpo: Any, retry_failed: bool,
+                   tune_subdir: Optional[str] = None) -> str:
+    """One line: how many trials are finished, continue, start (Tune's saved state);
+    ``tune_subdir``: the Tune folder of the round to continue (--seeds auto)."""
+    from ablations.runner import TUNE_SUBDIR, resume_counts
 
     counts = resume_counts(target, trials, retry_failed=retry_failed,
-                           num_samples=hpo.num_samples if hpo else None)
+                           num_samples=hpo.num_samples if hpo else None,
+                           tune_subdir=tune_subdir or TUNE_SUBDIR)
     one = {"continue": counts["continue"] == 1, "start": counts["start"] == 1}
     parts = [f"{counts['finished']} finished (kept)"]
     if counts["failed"]:
@@ -686,7 +812,7 @@ def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],
 
 def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: list[Any],
          storage: str, name: str, command: list[str], *, hpo: Any = None,
-         resume: bool = False, reuse_workers: bool = True) -> int:
+         resume: bool = False, reuse_workers: bool = True, sequential: Any = None) -> int:
     import ray
 
     from ablations.cluster import ClusterUnreachable, job_runtime_env
@@ -717,6 +843,10 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         count = f"{hpo.num_samples} sampled trials" if hpo else \
             f"{len(trials)} trials ({len({s.variant for s in trials})} variants x " \
             f"{len(args.seeds)} seeds)"
+        if sequential is not None:
+            looks = sequential.design.looks
+            count = (f"{len({s.variant for s in sequential.plan.values()})} variants, seeds in "
+                     f"rounds ({looks[0]} seeds, then up to {looks[-1]} where no verdict yet)")
         print(f"Experiment {name}: space {space_name}, {count}, "
               f"{args.cpus_per_trial:g} CPU + {args.gpus_per_trial:g} GPU per trial, "
               f"Ray with {resources.get('CPU', 0):g} CPUs / {resources.get('GPU', 0):g} GPUs")
@@ -733,10 +863,17 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
             print(f"Ray dashboard: http://{dashboard_url.removeprefix('http://')} "
                   "(token authentication: `ray get-auth-token` prints the token)")
         print(f"Results: {join(storage, name)}")
-        print(f"TensorBoard: tensorboard --logdir {join(storage, name, 'tune')}")
+        print(f"TensorBoard: tensorboard --logdir "
+              f"{join(storage, name) if sequential else join(storage, name, 'tune')}")
         if args.auto_batch and trials and not resume:  # a resume keeps the size it recorded
             trials, options.auto_batch = _auto_batch(args, trials)
-        result = run_experiment(trials, options, skipped=skipped, hpo=hpo, resume=resume)
+        if sequential is not None:
+            from ablations.rounds import run_rounds
+
+            result, _ = run_rounds(sequential, options, skipped, resume=resume,
+                                   root=join(storage, name))
+        else:
+            result = run_experiment(trials, options, skipped=skipped, hpo=hpo, resume=resume)
     except KeyboardInterrupt:  # a second Ctrl-C / SIGTERM, or one outside Tuner.fit
         print(f"\nInterrupted before the results were written; continue with: "
               f"{resume_command(storage, name, args.address)}", file=sys.stderr)
@@ -752,8 +889,13 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     from search_spaces import SPACES
 
     space = SPACES.get(space_name)
-    print(summary_table(df, reference=space.reference if space else "baseline",
-                        margin=args.margin or "5%", alpha=args.alpha))
+    if sequential is not None:  # the decisions' own margin, alpha and metric
+        print(summary_table(df, reference=sequential.reference, metric=sequential.metric,
+                            margin=sequential.margin, alpha=sequential.alpha,
+                            sequential=sequential.record()))
+    else:
+        print(summary_table(df, reference=space.reference if space else "baseline",
+                            metric=args.metric, margin=args.margin or "5%", alpha=args.alpha))
     counts = df["status"].value_counts().to_dict()
     unfinished = counts.get("interrupted", 0) + counts.get("not_started", 0)
     stopped = (f"{counts.get('interrupted', 0)} interrupted, "

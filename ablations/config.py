@@ -117,6 +117,10 @@ class TrialConfig:
     # Identity within the experiment.
     ablation: str = "baseline"  # name of the variant in its space's table
     seed: int = 0  # model init, shuffling and dropout; the same seeds for every variant
+    # Added to ``seed`` for the training randomness only (``seed`` stays the pairing key): a
+    # variant equal to the reference with an offset is the reference under other seeds, a
+    # null control (--null-control).
+    seed_offset: int = 0
 
     # Data.
     data_dir: str = ""  # "" = the embedded synthetic set; else an absolute directory path
@@ -195,7 +199,8 @@ class TrialConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("max_train_examples", "max_eval_examples", "inject_failure_at_epoch",
+        for name in ("seed_offset", "max_train_examples", "max_eval_examples",
+                     "inject_failure_at_epoch",
                      "num_workers", "inject_oom_above_batch"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")

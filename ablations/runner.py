@@ -78,6 +78,17 @@ class RunOptions:
 
 
 @dataclass
+class RoundInfo:
+    """One round of a ``--seeds auto`` experiment, as run_experiment needs it."""
+
+    number: int  # 1 = the pilot
+    tune_subdir: str  # Tune's folder of this round: tune (the pilot), tune-round2, ...
+    earlier: list  # TrialSpecs of the earlier rounds (kept in experiment.json's trials)
+    earlier_rows: Optional[tuple]  # (trials, epochs, predictions) rows of the earlier rounds
+    record: dict  # experiment.json's "sequential": the design, the seeds, the rounds
+
+
+@dataclass
 class ExperimentResult:
     directory: Path | str  # a Path for a local experiment, the URI otherwise
     trials: pd.DataFrame
@@ -131,8 +142,13 @@ class HpoSearch:
 
 def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                    skipped: Sequence[tuple[TrialSpec, str]] = (), *,
-                   hpo: Optional[HpoSearch] = None, resume: bool = False) -> ExperimentResult:
+                   hpo: Optional[HpoSearch] = None, resume: bool = False,
+                   round_: Optional["RoundInfo"] = None) -> ExperimentResult:
     """Run ``trials`` (or an ``hpo`` search) with Ray Tune and write the experiment folder.
+
+    ``round_``: one round of a ``--seeds auto`` experiment (ablations/rounds.py): its Tune
+    folder, its number (the ``round`` column), the earlier rounds' trials and rows (kept in
+    experiment.json and the Parquet files) and the design recorded in experiment.json.
 
     Uses the Ray already initialised in this process if there is one (tests do
     ``ray.init(num_cpus=2)``); else starts a local one, or connects to ``options.address``.
@@ -155,11 +171,16 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     started_at = dt.datetime.now(dt.timezone.utc)
     metadata = _metadata(trials, options, started_at, skipped, hpo)
+    if round_ is not None:
+        metadata["trials"] = {**trial_plan(round_.earlier), **metadata["trials"]}
+        metadata["seeds"] = sorted({spec.seed for spec in [*round_.earlier, *trials]})
+        metadata["sequential"] = round_.record
     previous = read_metadata(root)
     metadata["auto_batch"] = options.auto_batch or (previous or {}).get("auto_batch")
-    if resume and previous is not None:
+    if (resume or (round_ is not None and round_.number > 1)) and previous is not None:
         metadata["started_at"] = previous.get("started_at", metadata["started_at"])
-        metadata["resumed_at"] = [*previous.get("resumed_at", []), started_at.isoformat()]
+        metadata["resumed_at"] = [*previous.get("resumed_at", []),
+                                  *([started_at.isoformat()] if resume else [])]
     write_json_atomic(metadata, join(root, METADATA_FILE))
 
     resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
@@ -169,7 +190,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     state_root = join(root, STATE_SUBDIR)
     trainable = tune.with_resources(
         tune.with_parameters(tune_trainable, plan=plan, state_root=state_root), resources)
-    tune_dir = join(root, TUNE_SUBDIR)
+    tune_dir = join(root, round_.tune_subdir if round_ else TUNE_SUBDIR)
     started = time.monotonic()
     if resume and tune.Tuner.can_restore(tune_dir):
         with _quiet_tune_logs():
@@ -196,7 +217,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
             param_space=param_space,
             tune_config=tune_config,
             run_config=tune.RunConfig(
-                name=TUNE_SUBDIR,
+                name=round_.tune_subdir if round_ else TUNE_SUBDIR,
                 storage_path=root,
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1),  # the final one only
                 failure_config=tune.FailureConfig(max_failures=options.max_failures,
@@ -212,7 +233,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     metadata["driver_wall_s"] = time.monotonic() - started
     if hpo is not None:
         trials = [_hpo_spec(result, hpo) for result in grid]
-    result = collect_results(grid, trials, options, metadata, skipped, state_root=state_root)
+    result = collect_results(grid, trials, options, metadata, skipped, state_root=state_root,
+                             round_=round_)
     write_json_atomic(metadata, join(root, METADATA_FILE))  # with the driver's wall time
     if hpo is not None:
         write_best_config(result.trials, hpo, root)
@@ -312,7 +334,8 @@ def _quiet_tune_logs() -> Iterator[None]:
 
 
 def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool = False,
-                  num_samples: Optional[int] = None) -> dict[str, int]:
+                  num_samples: Optional[int] = None, tune_subdir: str = TUNE_SUBDIR
+                  ) -> dict[str, int]:
     """What ``--resume`` will do with each trial of the experiment at ``root``, from Tune's
     saved state and the trials' own: ``finished`` (kept: ok, diverged, stopped), ``failed``
     (kept; with ``retry_failed`` counted in ``continue``), ``continue`` (resumes from its
@@ -325,7 +348,7 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
     def saved(name: str) -> bool:  # the trainable resumes from this even if Tune never saw it
         return is_file(join(root, STATE_SUBDIR, name, STATE_FILE))
 
-    tune_dir = join(root, TUNE_SUBDIR)
+    tune_dir = join(root, tune_subdir)
     results = []
     if Tuner.can_restore(tune_dir):
         with _quiet_tune_logs():
@@ -451,8 +474,10 @@ def _plain(value: Any) -> Any:
 def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
                     metadata: dict[str, Any],
                     skipped: Sequence[tuple[TrialSpec, str]] = (), *,
-                    state_root: Optional[str] = None) -> ExperimentResult:
-    """Turn Tune's ResultGrid into the three tables and write them atomically."""
+                    state_root: Optional[str] = None,
+                    round_: Optional["RoundInfo"] = None) -> ExperimentResult:
+    """Turn Tune's ResultGrid into the three tables and write them atomically; a later round
+    of a ``--seeds auto`` experiment appends its rows to the earlier rounds'."""
     root = experiment_dir(options)
     by_name = {spec.name: spec for spec in trials}
     position = {spec.name: i for i, spec in enumerate(trials)}
@@ -480,7 +505,8 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
         row.update(status="skipped", failure_reason="conflict", error=reason)
         trial_rows.append(row)
     names = [spec.name for spec in trials] + [spec.name for spec, _ in skipped]
-    trials_df = _order(pd.DataFrame(trial_rows), names)
+    rows = pd.DataFrame(trial_rows).assign(round=round_.number if round_ else 1)
+    trials_df = _order(rows, names)
     epochs_df = (
         pd.concat(epoch_frames, ignore_index=True) if epoch_frames
         else pd.DataFrame(columns=column_names(EPOCH_COLUMNS))
@@ -490,6 +516,10 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
         else pd.DataFrame(columns=["experiment", "trial_name", "ablation", "seed", "sample_index",
                                    "target", "pred_mean", "pred_std"])
     )
+    if round_ is not None and round_.earlier_rows is not None:
+        trials_df, epochs_df, predictions_df = (
+            _after(earlier, frame, names) for earlier, frame in
+            zip(round_.earlier_rows, (trials_df, epochs_df, predictions_df)))
     write_parquet_atomic(epochs_df, join(root, EPOCHS_FILE))
     write_parquet_atomic(predictions_df, join(root, PREDICTIONS_FILE))
     write_parquet_atomic(trials_df, join(root, TRIALS_FILE))  # last: its presence = complete
@@ -704,6 +734,17 @@ def _read_predictions(checkpoint: Any) -> Optional[pd.DataFrame]:
         if not os.path.exists(path):
             return None
         return pd.read_parquet(path)
+
+
+def _after(earlier: pd.DataFrame, frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """The earlier rounds' rows (those of this round's trials dropped: a resumed round
+    rewrites them), then this round's."""
+    earlier = earlier[~earlier["trial_name"].isin(names)]
+    if earlier.empty:
+        return frame
+    if frame.empty:
+        return earlier.reset_index(drop=True)
+    return pd.concat([earlier, frame], ignore_index=True)
 
 
 def _order(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:

@@ -244,7 +244,7 @@ def train(
     config, _ = resolve_systems(config, device=device.type, resolve=config.resolve_conflicts,
                                 capability=cuda_capability(device))
     set_float32_precision(config.precision, device)
-    torch.manual_seed(config.seed)  # seeds the CUDA generators too
+    torch.manual_seed(config.seed + config.seed_offset)  # seeds the CUDA generators too
     memory = PeakMemory(device)
 
     data = data if data is not None else load_data(config)
@@ -326,7 +326,8 @@ def train(
         if epoch == config.inject_failure_at_epoch and resume_state is None:
             raise InjectedFailure(f"injected failure at epoch {epoch} (inject_failure_at_epoch)")
         epoch_started = time.perf_counter()
-        order = epoch_order(train_idx, config.seed, epoch)[: steps_per_epoch * config.batch_size]
+        order = epoch_order(train_idx, config.seed + config.seed_offset,
+                            epoch)[: steps_per_epoch * config.batch_size]
         # The OOM snapshot, in host memory (the GPU is what ran out).
         snapshot = cpu_copy(state_now()) if device.type == "cuda" or \
             config.inject_oom_above_batch else None

@@ -251,11 +251,8 @@ def _holm_equivalence_bound(diff: np.ndarray, se: np.ndarray, df: np.ndarray,
     """Per comparison (last axis = the family), the smallest margin, common to the family,
     above which Holm's procedure over the family's TOST p-values declares it equivalent.
 
-    Exact, without evaluating p-values: comparison j's TOST p is below α/c exactly when the
-    margin exceeds B[j, c] = |Δ_j| + t(1 − α/c)·se_j. At a margin m, Holm's step s rejects when
-    at least s comparisons have B[·, k − s + 1] < m; with R steps passed, comparison i is
-    declared when B[i, k − R + 1] < m. Being declared can only start at one of the k² values
-    B, so the bound is the smallest B just above which comparison i is declared.
+    Comparison j's TOST p is below α/c exactly when the margin exceeds
+    B[j, c] = |Δ_j| + t(1 − α/c)·se_j; :func:`holm_bound` does the rest.
     """
     valid = ~np.isnan(diff)
     size = diff.shape[-1]
@@ -265,6 +262,23 @@ def _holm_equivalence_bound(diff: np.ndarray, se: np.ndarray, df: np.ndarray,
     with np.errstate(invalid="ignore"):
         bounds = np.abs(diff)[..., :, None] + special.stdtrit(
             df[..., :, None], 1 - level[..., None, :]) * se[..., :, None]  # (..., K_j, K_s)
+    return holm_bound(bounds, valid)
+
+
+def holm_bound(bounds: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """The smallest margin, common to a family (axis -2 of ``bounds``), above which Holm's
+    procedure declares each comparison equivalent, given ``bounds[..., j, s]``: the smallest
+    margin at which comparison j's own test passes at Holm's step s + 1 (level α/(k − s),
+    k = the number of ``valid`` comparisons), so it shrinks as s grows (a looser level needs
+    a narrower margin); invalid comparisons get NaN.
+
+    Exact, without evaluating p-values: at a margin m, Holm's step s rejects when at least s
+    comparisons have B[·, s] < m; with R steps passed, comparison i is declared when
+    B[i, R] < m. Being declared can only start at one of the k² values B, so the bound is
+    the smallest B just above which comparison i is declared.
+    """
+    size = bounds.shape[-1]
+    step = np.arange(1, size + 1)
     bounds = np.where(valid[..., :, None], bounds, np.inf)
     candidates = bounds.reshape(*bounds.shape[:-2], size * size)  # (..., M)
     # passed[..., m, s]: just above candidate m, at least s comparisons clear step s's level
@@ -404,8 +418,9 @@ def verdict_note(table: pd.DataFrame) -> str:
     """Two lines saying what :func:`verdict_table`'s verdicts mean, with its margin and α."""
     a = table.attrs
     given = a["margin_given"].strip()
+    of = f" over {a['margin_of']} seeds" if a.get("margin_of") else ""
     margin = f"±{a['margin']:.3g}" + (f" ({given} of {a['reference']}'s mean "
-                                      f"{a['reference_mean']:.3g})" if given.endswith("%")
+                                      f"{a['reference_mean']:.3g}{of})" if given.endswith("%")
                                       else "")
     better = {-1: "lower is better", 1: "higher is better", 0: "no better direction"}
     return (f"Verdicts on {a['metric']} ({better[a['direction']]}) against {a['reference']}, "

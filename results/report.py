@@ -40,10 +40,19 @@ from results.io import (
     METADATA_FILE,
     PREDICTIONS_FILE,
     TRIALS_FILE,
+    MetadataError,
     atomic_write,
     filesystem,
     is_uri,
     join,
+    read_metadata,
+)
+from results.sequential import (
+    SeedDesign,
+    compute_note,
+    compute_spent,
+    design_note,
+    sequential_verdict_table,
 )
 
 FIGURES_DIR = "report_files"
@@ -152,19 +161,35 @@ def write_report(directory: str | Path, *, reference: str = "baseline",
     if not (ok & (trials["ablation"] == reference)).any():
         raise ValueError(f"reference {reference!r} has no ok trial; pass another --reference "
                          f"(variants: {', '.join(variants)})")
+    try:
+        sequential = (read_metadata(directory) or {}).get("sequential")
+    except MetadataError:  # a damaged record: the tables still make a report, as fixed seeds
+        sequential = None
     with tempfile.TemporaryDirectory(prefix="report-") as scratch:
         return _write_report(directory, trials, epochs, predictions, Path(scratch),
-                             reference=reference, metric=metric, margin=margin, alpha=alpha)
+                             reference=reference, metric=metric, margin=margin, alpha=alpha,
+                             sequential=sequential)
 
 
 def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
                   predictions: pd.DataFrame, scratch: Path, *, reference: str,
-                  metric: str, margin: str | float, alpha: float) -> Report:
-    """Figures are drawn in ``scratch`` and moved into place with the other files."""
+                  metric: str, margin: str | float, alpha: float,
+                  sequential: dict | None = None) -> Report:
+    """Figures are drawn in ``scratch`` and moved into place with the other files.
+    ``sequential``: experiment.json's record of a ``--seeds auto`` run (its verdicts are the
+    sequential design's; the report adds the compute spent)."""
     name = str(trials["experiment"].iloc[0])
-    ablation = verdict_table(trials, metric=metric, reference=reference, margin=margin,
-                             alpha=alpha)
-    note = verdict_note(ablation)
+    compute = pd.DataFrame()
+    if sequential:
+        design = SeedDesign.from_dict(sequential["design"])
+        ablation = sequential_verdict_table(trials, design, sequential["seeds"], metric=metric,
+                                            reference=reference, margin=margin, alpha=alpha)
+        note = f"{verdict_note(ablation)} {design_note(design, alpha)}"
+        compute = compute_spent(trials, design.max_seeds)
+    else:
+        ablation = verdict_table(trials, metric=metric, reference=reference, margin=margin,
+                                 alpha=alpha)
+        note = verdict_note(ablation)
     uncertainty = uncertainty_table(predictions)
     ensemble = uncertainty_table(seed_ensemble(predictions)) if len(predictions) else pd.DataFrame()
     strata = stratified_errors(predictions, reference=reference) if len(predictions) \
@@ -189,7 +214,8 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
 
     verdicts = ablation[["ablation", "n_ok", "test", "diff_mean", "tost_ci_low",
                          "tost_ci_high", "p_holm", "p_tost_holm", "equivalence_bound",
-                         "equivalence_bound_holm", "verdict"]]
+                         "equivalence_bound_holm", "verdict"]
+                        + (["looks"] if sequential else [])]
     shown = ablation[["ablation", "n_ok", "n_excluded", f"{metric}_mean", f"{metric}_ci_low",
                       f"{metric}_ci_high", "test", "diff_mean", "diff_ci_low",
                       "diff_ci_high", "p_value", "p_holm", "effect_size"]]
@@ -198,6 +224,9 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
          "interval of the difference; equivalence_bound: the smallest margin TOST alone "
          "supports, _holm: with Holm over the family (the verdict is `equivalent` exactly "
          "when it is below the margin).", verdicts),
+        *([("Compute spent", f"{compute_note(compute)} trials, rounds, CPU- and GPU-hours per "
+            "variant; fixed_*: the same variant at the last look's seeds (its mean cost per "
+            "trial times that many seeds).", compute)] if sequential else []),
         ("Ablation table", f"{metric} (km): mean and {1 - alpha:.0%} t interval over seeds; "
          f"paired difference to `{reference}` over the seeds both ran (t interval, paired t-test, "
          "Holm-adjusted over the ablations, Cohen's d_z; a variant run under other seeds than "

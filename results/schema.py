@@ -19,6 +19,9 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("failure_reason", "string",
      "oom / error / non-finite-loss / early-stopped / conflict; null when ok"),
     ("error", "string", "one-line error for failed and diverged trials, else null"),
+    ("round", "int64",
+     "round of a `--seeds auto` experiment the trial ran in: 1 = the pilot (every trial of a "
+     "fixed-seed experiment), k = the seeds look k added (experiment.json `sequential`)"),
     ("epochs_run", "int64", "epochs completed"),
     ("resumed_from_epoch", "int64",
      "0: trained in one go; k: the last run of the trial resumed after epoch k (resume, retry)"),
@@ -151,8 +154,8 @@ Every run writes `<storage>/<experiment>/` (default storage: `./ablation_results
 | `trials.parquet` | trial (variant × seed), whatever its status |
 | `epochs.parquet` | trial × epoch: the learning curves |
 | `predictions.parquet` | test sample × ok trial |
-| `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, command, and `provenance` (below) |
-| `tune/` | Ray Tune's own state, each trial's final checkpoint, TensorBoard/CSV/JSON logs |
+| `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, command, and `provenance` (below); for `--seeds auto`, `sequential`: the design (looks, α shares), the seed order, the metric, margin and α the rounds decided on, every cell up to `--max-seeds` (`plan`) and each round's trials and Tune folder (`rounds`) |
+| `tune/` | Ray Tune's own state, each trial's final checkpoint, TensorBoard/CSV/JSON logs (`--seeds auto`: the pilot's; round k's in `tune-round<k>/`) |
 | `trial_state/` | each trial's resumable state after its last saved epoch (`state.pt`) and its per-epoch metrics (`history.json`), while the experiment can still be resumed (removed when every trial ended ok, diverged, stopped or skipped) |
 
 Files are written atomically (a temporary file in the same folder, fsync, rename): a crash

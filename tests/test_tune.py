@@ -268,28 +268,43 @@ def test_components_table_has_the_baseline_and_eight_ablations():
     assert COMPONENT_ABLATIONS["baseline"] == {}
 
 
-def test_default_settings_flag_the_planted_effects_and_not_a_repeat(ray_local, tmp_path):
-    """At the default settings (model, data, 4 epochs, seeds 0-2), the ablations that remove a
-    planted signal are significant after Holm; the baseline run again under seeds 3-5 is not
-    (Welch's test, no shared seeds)."""
-    from results.analysis import ablation_table
+def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ray_local,
+                                                                            tmp_path):
+    """``--seeds auto`` at the default settings (model, data, 4 epochs; pilot 3, --max-seeds 4
+    to bound the test's time): the ablations that remove a planted signal (no_images,
+    single_frame, no_scalars) are `worse` after the pilot and get no more seeds; two true nulls,
+    the baseline under other training seeds (--null-control) and leaving out the pure-noise
+    column scalar_2 (the features space's no_scalar_2), are never `worse`/`better` and get the
+    next look's seeds while they have no verdict."""
+    from ablations.cli import with_null_control
+    from ablations.rounds import SequentialRun, run_rounds
+    from results.sequential import SeedDesign
 
     base = TrialConfig()
-    trials = expand(get_space("components"), base, [0, 1, 2],
-                    only=["baseline", "single_frame", "no_images"])
-    trials += [TrialSpec(f"baseline_repeat-seed{seed}", "baseline_repeat", seed,
-                         base.replace(ablation="baseline_repeat", seed=seed))
-               for seed in (3, 4, 5)]
-    result = run_experiment(trials, RunOptions(storage=tmp_path, name="planted",
-                                               space="components", progress=False))
-    assert (result.trials["status"] == "ok").all()
-    table = ablation_table(result.trials).set_index("ablation")
-    for ablation in ("single_frame", "no_images"):
-        assert table.loc[ablation, "test"] == "paired t"
-        assert table.loc[ablation, "diff_mean"] > 0.1  # km worse without the signal
-        assert table.loc[ablation, "p_holm"] < 0.05, table.loc[ablation].to_dict()
-    assert table.loc["baseline_repeat", "test"] == "Welch t"
-    assert table.loc["baseline_repeat", "p_holm"] >= 0.05, table.loc["baseline_repeat"].to_dict()
+    seeds = [0, 1, 2, 3]
+    trials = expand(get_space("components"), base, seeds,
+                    only=["baseline", "no_images", "single_frame", "no_scalars"])
+    trials += [TrialSpec(f"no_scalar_2-seed{seed}", "no_scalar_2", seed,
+                         base.replace(ablation="no_scalar_2", drop_scalars="scalar_2", seed=seed))
+               for seed in seeds]
+    trials = with_null_control(trials, "baseline")
+    run = SequentialRun(SeedDesign.plan(3, 4), seeds, "baseline", "test_mae", "5%", 0.05,
+                        {spec.name: spec for spec in trials})
+    options = RunOptions(storage=tmp_path, name="planted", space="components", progress=False)
+    result, table = run_rounds(run, options, root=str(tmp_path / "planted"), say=lambda _: None)
+    trials = result.trials
+    assert (trials["status"] == "ok").all(), trials[["trial_name", "status", "error"]]
+    verdicts = table.set_index("ablation")["verdict"]
+    for planted in ("no_images", "single_frame", "no_scalars"):
+        assert verdicts[planted] == "worse", table.set_index("ablation").loc[planted].to_dict()
+        assert set(trials.loc[trials["ablation"] == planted, "round"]) == {1}  # no more seeds
+    for null in ("baseline_repeat", "no_scalar_2"):
+        assert verdicts[null] in ("equivalent", "inconclusive"), (null, verdicts[null])
+        ran = set(trials.loc[trials["ablation"] == null, "round"])
+        # no verdict after the pilot: the next look's seed (or decided at the pilot)
+        assert ran == {1, 2} or verdicts[null] == "equivalent", (null, ran)
+    assert set(trials.loc[trials["round"] == 2, "ablation"]) <= {"baseline", "baseline_repeat",
+                                                                 "no_scalar_2"}
 
 
 def test_trials_record_their_threads_and_times(experiment):

@@ -1,0 +1,163 @@
+"""``--seeds auto``: an ablation table run in rounds, seeds added only where they decide.
+
+Round 1 (the pilot) runs every variant at the design's first ``n_1`` seeds. After each round,
+:func:`results.sequential.sequential_verdict_table` gives every variant its verdict so far; the
+variants still ``inconclusive`` (with at least two ok trials) and the reference run the next
+look's seeds as the next round; a variant with a verdict stops. The design (looks, α shares)
+is fixed before the pilot and recorded in experiment.json (``sequential``), with each round's
+trials and Tune folder (``tune`` for the pilot, ``tune-round<k>`` after), so ``--resume``
+continues the round a stop cut short and then decides exactly as an uninterrupted run would:
+the decisions are a function of the trials' results only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ablations.runner import (
+    TUNE_SUBDIR,
+    ExperimentResult,
+    RoundInfo,
+    RunOptions,
+    run_experiment,
+    trial_plan,
+)
+from results.io import TRIALS_FILE, is_file, join, read_experiment
+from results.sequential import SeedDesign, active_arms, sequential_verdict_table
+from search_spaces import TrialSpec
+
+UNFINISHED = ("interrupted", "not_started")
+
+
+@dataclass
+class SequentialRun:
+    """What experiment.json's ``sequential`` records: the design and the rounds so far."""
+
+    design: SeedDesign
+    seeds: list[int]  # the seed order: look k runs seeds[:looks[k]]
+    reference: str
+    metric: str
+    margin: str
+    alpha: float
+    plan: dict[str, TrialSpec]  # every cell up to max_seeds, by trial name
+    rounds: list[dict[str, Any]] = field(default_factory=list)  # round, tune, trials, active
+
+    def record(self) -> dict[str, Any]:
+        return {"design": self.design.to_dict(), "seeds": self.seeds,
+                "reference": self.reference, "metric": self.metric, "margin": self.margin,
+                "alpha": self.alpha, "plan": trial_plan(self.plan.values()),
+                "rounds": self.rounds}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> SequentialRun:
+        from ablations.config import TrialConfig
+
+        plan = {}
+        for name, values in record["plan"].items():
+            config = TrialConfig.from_dict(values)
+            plan[name] = TrialSpec(name, config.ablation, config.seed, config)
+        return cls(SeedDesign.from_dict(record["design"]), list(record["seeds"]),
+                   record["reference"], record["metric"], record["margin"],
+                   float(record["alpha"]), plan, list(record["rounds"]))
+
+    def cells(self, arms: Sequence[str], seeds: Sequence[int]) -> list[TrialSpec]:
+        """The plan's trials of ``arms`` at ``seeds``, in the plan's order."""
+        arms, seeds = set(arms), set(seeds)
+        return [s for s in self.plan.values() if s.variant in arms and s.seed in seeds]
+
+    def current_trials(self) -> list[TrialSpec]:
+        """The trials of the last round recorded (the pilot's before any)."""
+        if not self.rounds:
+            return self.cells(self.arms_and_reference(), self.look_seeds(1))
+        return [self.plan[name] for name in self.rounds[-1]["trials"]]
+
+    def arms_and_reference(self) -> list[str]:
+        return list(dict.fromkeys(s.variant for s in self.plan.values()))
+
+    def look_seeds(self, number: int) -> list[int]:
+        """The seeds round ``number`` (1-based) adds."""
+        looks = (0, *self.design.looks)
+        return self.seeds[looks[number - 1]:looks[number]]
+
+    def verdicts(self, trials: pd.DataFrame) -> pd.DataFrame:
+        return sequential_verdict_table(trials, self.design, self.seeds,
+                                        reference=self.reference, metric=self.metric,
+                                        margin=self.margin, alpha=self.alpha)
+
+
+def next_arms(table: pd.DataFrame, ran: Sequence[str]) -> list[str]:
+    """Variants that get the next look's seeds: those of the round just run (``ran``) with no
+    verdict yet and at least two ok trials (a variant whose trials fail gets no more seeds to
+    fail on; a variant that stopped never resumes)."""
+    ok = table.set_index("ablation")["n_ok"]
+    return [arm for arm in active_arms(table) if arm in set(ran) and ok[arm] >= 2]
+
+
+def _earlier_rows(root: str, names: set[str]) -> tuple[pd.DataFrame, ...] | None:
+    """The rows of the earlier rounds' trials (``names``) from the experiment's files."""
+    if not is_file(join(root, TRIALS_FILE)):
+        return None
+    frames = read_experiment(root)
+    return tuple(frames[key][frames[key]["trial_name"].isin(names)]
+                 for key in ("trials", "epochs", "predictions"))
+
+
+def run_rounds(run: SequentialRun, options: RunOptions,
+               skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
+               root: str, say: Any = print) -> tuple[ExperimentResult, pd.DataFrame]:
+    """Run the rounds (or continue them after a stop) until every variant has a verdict or
+    ran the design's last look. Returns the experiment's result (all rounds' rows) and the
+    verdict table the last round ended with."""
+    arms = list(dict.fromkeys(s.variant for s in run.plan.values() if s.variant != run.reference))
+    if resume and run.rounds:
+        number = len(run.rounds)
+        current = [run.plan[name] for name in run.rounds[-1]["trials"]]
+    else:
+        number, resume = 1, False
+        current = run.cells([run.reference, *arms], run.look_seeds(1))
+        run.rounds = [{"round": 1, "tune": TUNE_SUBDIR, "trials": [s.name for s in current]}]
+    wall_s = 0.0  # the driver's time in Tune over this call's rounds
+    while True:
+        earlier = [run.plan[name] for r in run.rounds[:-1] for name in r["trials"]]
+        info = RoundInfo(number=number, tune_subdir=run.rounds[-1]["tune"], earlier=earlier,
+                         earlier_rows=_earlier_rows(root, {s.name for s in earlier})
+                         if earlier else None, record=run.record())
+        looks = run.design.looks
+        say(f"Round {number} of at most {len(looks)}: {len(current)} trials "
+            f"({len({s.variant for s in current})} variants, seeds "
+            f"{_span(run.look_seeds(number))}; {looks[number - 1]} seeds per variant so far)")
+        result = run_experiment(current, options, skipped, resume=resume, round_=info)
+        wall_s += result.wall_s
+        result.wall_s = wall_s
+        table = run.verdicts(result.trials)
+        if result.trials["status"].isin(UNFINISHED).any():
+            return result, table  # stopped: --resume continues this round
+        ran = {s.variant for s in current}
+        following = next_arms(table, ran)
+        decided = table[table["ablation"].isin(ran - {run.reference, *following})]
+        say(f"Round {number}: " + (", ".join(
+            f"{a} {v}" for a, v in zip(decided["ablation"], decided["verdict"]))
+            or "no verdict yet"))
+        if not following or number == len(looks):
+            if following:
+                say(f"{len(following)} variant(s) ran {looks[-1]} seeds (--max-seeds) without "
+                    f"a verdict: {', '.join(following)}")
+            return result, table
+        number += 1
+        current = run.cells([run.reference, *following], run.look_seeds(number))
+        run.rounds.append({"round": number, "tune": f"{TUNE_SUBDIR}-round{number}",
+                           "trials": [s.name for s in current]})
+        resume = False
+        say(f"{len(following)} variant(s) get seeds {_span(run.look_seeds(number))}: "
+            f"{', '.join(following)}")
+
+
+def _span(seeds: Sequence[int]) -> str:
+    seeds = list(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(str(s) for s in seeds)

@@ -1,0 +1,208 @@
+"""`--seeds auto` end to end on a real local Ray: rounds are trials of one experiment folder,
+each round's variants are exactly those the earlier rounds left without a verdict (plus the
+reference), `trials.parquet` says which round each trial ran in, the summary and the report
+give the verdicts and the compute spent, and a run stopped by Ctrl-C in round 2 is continued by
+--resume without losing or re-running anything. Bad flags are refused before anything runs.
+
+The statistical behaviour (error rates with the stopping included) is simulated in
+tests/test_sequential.py; a run at the default settings is in tests/test_tune.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ablations.rounds import SequentialRun, next_arms
+from results.report import write_report
+from tests.conftest import REPO
+from tests.test_cli import assert_one_line_error, in_process
+
+# Tiny trials (about a second each), 8 epochs so a round-2 trial is still running when the
+# stop arrives. baseline_repeat (--null-control) is a true null: inconclusive after a 3-seed
+# pilot at a 5% margin, so there is always a round 2.
+ARGS = ["--space", "components", "--only", "no_images", "--null-control", "--seeds", "auto",
+        "--max-seeds", "6", "--epochs", "8", "--set", "synthetic_train=96",
+        "--set", "synthetic_val=16", "--set", "synthetic_test=32", "--set", "cnn_widths=8,16,16",
+        "--set", "embed_dim=16", "--set", "num_heads=2", "--set", "batch_size=16",
+        "--no-dashboard"]
+VARIANTS = {"baseline", "no_images", "baseline_repeat"}
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def command(storage: Path, name: str, *extra: str) -> list[str]:
+    return [sys.executable, "-u", str(REPO / "run_ablations.py"), *ARGS, "--name", name,
+            "--storage", str(storage), *extra]
+
+
+@pytest.fixture(scope="module")
+def stopped_and_resumed(tmp_path_factory):
+    """Ctrl-C (SIGINT to the process group) once a round-2 trial has saved an epoch, then the
+    printed --resume command."""
+    storage = tmp_path_factory.mktemp("auto") / "results"
+    tmp = storage.parent
+    out, err = tmp / "stopped.out", tmp / "stopped.err"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen(command(storage, "stopped"), stdout=stdout, stderr=stderr,
+                                env=env(), start_new_session=True)
+        deadline = time.monotonic() + 300
+        try:
+            while True:  # a round-2 trial (seeds 3-5) has saved an epoch
+                assert proc.poll() is None and time.monotonic() < deadline, \
+                    out.read_text()[-2000:] + err.read_text()[-3000:]
+                if list((storage / "stopped" / "trial_state").glob("*-seed[345]/state.pt")):
+                    break
+                time.sleep(0.05)
+            os.killpg(proc.pid, signal.SIGINT)
+            returncode = proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    root = storage / "stopped"
+    stopped = {"returncode": returncode, "text": out.read_text() + err.read_text(),
+               "trials": pd.read_parquet(root / "trials.parquet")}
+    printed = re.search(r"python run_ablations\.py --resume [^\n]*", stopped["text"])
+    assert printed, stopped["text"][-3000:]
+    resume = shlex.split(printed.group(0))
+    resume[:2] = [sys.executable, str(REPO / "run_ablations.py")]
+    # --allow-changed: other tests may edit the checkout meanwhile (provenance is not tested
+    # here); --no-dashboard as in the first run.
+    done = subprocess.run([*resume, "--no-dashboard", "--allow-changed"], capture_output=True,
+                          text=True, env=env(), timeout=400, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return {"root": root, "stopped": stopped, "stdout": done.stdout,
+            "trials": pd.read_parquet(root / "trials.parquet"),
+            "meta": json.loads((root / "experiment.json").read_text())}
+
+
+# ------------------------------------------------------------------------------ bad flags
+
+
+@pytest.mark.parametrize(
+    ("args", "pattern"),
+    [
+        (["--seeds", "auto", "--space", "hpo"], "--seeds auto: space hpo is a search"),
+        (["--seeds", "auto", "--pilot", "4", "--max-seeds", "3"],
+         "--max-seeds 3 is below the pilot's 4 seeds"),
+        (["--seeds", "3", "--max-seeds", "6"], "--pilot and --max-seeds apply with --seeds auto"),
+        (["--pilot", "1", "--seeds", "auto"], "--pilot: '1' must be >= 2"),
+        (["--seeds", "auto", "--auto-batch"], "--auto-batch with --seeds auto is not supported"),
+        (["--seeds", "sometimes"], "is not a count (3), a list of seeds (0,1,2) or auto"),
+        (["--metric", "test_accuracy"], "'test_accuracy' is not a metric column"),
+        (["--only", "no_images", "--null-control"],
+         "--null-control: the reference 'baseline' is not among the variants"),
+    ],
+)
+def test_bad_auto_flags_are_one_line_before_any_trial(capsys, args, pattern):
+    code, _, err = in_process(capsys, *args, "--dry-run")
+    assert_one_line_error(code, err, pattern)
+
+
+def test_dry_run_shows_the_design_and_the_pilot(capsys):
+    code, out, _ = in_process(capsys, "--seeds", "auto", "--only", "no_images", "--dry-run")
+    assert code == 0, out
+    assert "looks at 3, 6, 10 seeds per variant" in out
+    # --only gains the reference; the pilot's trials are listed, not the later rounds'
+    assert "baseline-seed2" in out and "no_images-seed2" in out
+    assert "seed3" not in out
+
+
+# ------------------------------------------------------------------------------ rounds
+
+
+@pytest.mark.slow
+def test_each_round_runs_exactly_the_variants_left_without_a_verdict(stopped_and_resumed):
+    trials, meta = stopped_and_resumed["trials"], stopped_and_resumed["meta"]
+    run = SequentialRun.from_record(meta["sequential"])
+    assert run.design.looks == (3, 6)
+    assert set(trials["ablation"]) == VARIANTS
+    assert (trials["status"] == "ok").all(), trials[["trial_name", "status", "error"]]
+    pilot = trials[trials["round"] == 1]
+    assert set(pilot["ablation"]) == VARIANTS and set(pilot["seed"]) == {0, 1, 2}
+    rounds = sorted(trials["round"].unique())
+    assert rounds[0] == 1 and len(rounds) >= 2, rounds  # the null control needs more seeds
+    for number in rounds[1:]:
+        before = trials[trials["round"] < number]
+        last = before.loc[before["round"] == number - 1, "ablation"]
+        expected = set(next_arms(run.verdicts(before), set(last))) | {"baseline"}
+        ran = trials[trials["round"] == number]
+        assert set(ran["ablation"]) == expected, number
+        assert set(ran["seed"]) == set(run.look_seeds(number)) == {3, 4, 5}
+    # experiment.json records the same rounds, each in its own Tune folder
+    recorded = {r["round"]: set(r["trials"]) for r in meta["sequential"]["rounds"]}
+    assert recorded == {n: set(trials.loc[trials["round"] == n, "trial_name"]) for n in rounds}
+    for record in meta["sequential"]["rounds"]:
+        assert (stopped_and_resumed["root"] / record["tune"]).is_dir()
+    assert set(meta["trials"]) == set(trials["trial_name"])
+    assert meta["started_at"] < meta["resumed_at"][0]  # the pilot's start, kept by round 2
+    # the epochs and predictions of every round are kept, not only the last round's
+    epochs = pd.read_parquet(stopped_and_resumed["root"] / "epochs.parquet")
+    assert set(epochs["trial_name"]) == set(trials["trial_name"])
+    assert (epochs.groupby("trial_name")["epoch"].nunique() == 8).all()
+    predictions = pd.read_parquet(stopped_and_resumed["root"] / "predictions.parquet")
+    assert set(predictions["trial_name"]) == set(trials["trial_name"])
+
+
+@pytest.mark.slow
+def test_the_summary_gives_verdicts_seeds_and_compute_against_a_fixed_design(stopped_and_resumed):
+    out, trials = stopped_and_resumed["stdout"], stopped_and_resumed["trials"]
+    assert "Round 2 of at most 2:" in out  # the resumed run's own output
+    assert "looks at 3, 6 seeds per variant" in out
+    spent = len(trials)
+    assert f"Compute spent: {spent} trials" in out
+    assert "a fixed design at 6 seeds for every variant: 18 trials" in out
+    table = out[out.index("ablation"):]
+    for variant in VARIANTS:
+        ok = (trials[trials["ablation"] == variant]["status"] == "ok").sum()
+        assert re.search(rf"\b{variant}\s+{ok}/{ok}\b", table), (variant, table[:2000])
+
+
+@pytest.mark.slow
+def test_the_report_reads_the_rounds(stopped_and_resumed):
+    report = write_report(stopped_and_resumed["root"])
+    text = Path(report.markdown).read_text()
+    assert "## Compute spent" in text and "looks at 3, 6 seeds" in text
+    run = SequentialRun.from_record(stopped_and_resumed["meta"]["sequential"])
+    expected = run.verdicts(stopped_and_resumed["trials"]).set_index("ablation")["verdict"]
+    got = report.ablation.set_index("ablation")["verdict"]
+    assert got.to_dict() == expected.to_dict()
+    assert "looks" in report.ablation
+
+
+@pytest.mark.slow
+def test_a_run_stopped_in_round_2_resumes_it_and_loses_nothing(stopped_and_resumed):
+    """Ctrl-C while round 2 runs: exit 130, round 1 kept whole, round 2's unfinished trials
+    `interrupted`/`not_started`; the printed --resume continues round 2 in the same folder
+    (its Tune folder, its saved epochs) and finishes the experiment."""
+    stopped = stopped_and_resumed["stopped"]
+    assert stopped["returncode"] == 130, stopped["text"][-3000:]
+    before = stopped["trials"].set_index("trial_name")
+    assert (before.loc[before["round"] == 1, "status"] == "ok").all()
+    second = before[before["round"] == 2]
+    assert len(second) and set(second["status"]) & {"interrupted", "not_started"}
+    assert "Resuming experiment stopped (components):" in stopped_and_resumed["stdout"]
+    assert "Round 2 of at most 2" in stopped_and_resumed["stdout"]
+    assert "Round 1 of" not in stopped_and_resumed["stdout"]  # round 1 is not run again
+
+    after = stopped_and_resumed["trials"].set_index("trial_name")
+    assert (after["status"] == "ok").all(), after[["status", "error"]]
+    for name, row in before.iterrows():  # round 1's results are the ones kept
+        if row["round"] == 1:
+            assert after.loc[name, "test_mae"] == row["test_mae"], name
+        elif row["status"] == "interrupted":  # continued after its last saved epoch
+            assert after.loc[name, "resumed_from_epoch"] >= 1, name
+    epochs = pd.read_parquet(stopped_and_resumed["root"] / "epochs.parquet")
+    assert not epochs.duplicated(["trial_name", "epoch"]).any()
+    assert not (stopped_and_resumed["root"] / "trial_state").exists()  # nothing left to resume

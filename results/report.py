@@ -224,9 +224,10 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
          "interval of the difference; equivalence_bound: the smallest margin TOST alone "
          "supports, _holm: with Holm over the family (the verdict is `equivalent` exactly "
          "when it is below the margin).", verdicts),
-        *([("Compute spent", f"{compute_note(compute)} trials, rounds, CPU- and GPU-hours per "
-            "variant; fixed_*: the same variant at the last look's seeds (its mean cost per "
-            "trial times that many seeds).", compute)] if sequential else []),
+        *([("Compute spent", f"{compute_note(compute)} Per variant: the trials it ran, in how "
+            "many rounds, their CPU- and GPU-hours; fixed_*: the same variant at the last "
+            "look's seeds (its mean cost per trial times that many seeds).", compute)]
+          if sequential else []),
         ("Ablation table", f"{metric} (km): mean and {1 - alpha:.0%} t interval over seeds; "
          f"paired difference to `{reference}` over the seeds both ran (t interval, paired t-test, "
          "Holm-adjusted over the ablations, Cohen's d_z; a variant run under other seeds than "

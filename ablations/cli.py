@@ -124,6 +124,10 @@ def build_parser() -> OneLineParser:
     what = parser.add_argument_group("what to run")
     what.add_argument("--space", default="components",
                       help="search space to run (see --list; default: components)")
+    what.add_argument("--model", default=None, metavar="PACKAGE.MODULE:NAME",
+                      help="a model plugin to ablate instead of the built-in model "
+                      "(docs/plugins.md), e.g. examples.conv3d:PLUGIN; a space file's model: "
+                      "key does the same")
     what.add_argument("--only", default=None, metavar="VARIANT[,VARIANT]",
                       help="run only these variants of the space")
     what.add_argument("--seeds", type=_seeds, default=[0, 1, 2], metavar="N|S1,S2,...|auto",
@@ -234,6 +238,8 @@ def base_config(args: argparse.Namespace) -> TrialConfig:
     if args.config is not None and not Path(args.config).exists() and args.config in PRESETS:
         yaml_path, preset = None, PRESETS[args.config]
     config = TrialConfig()
+    if args.model:
+        config = apply_overrides(config, {"model": args.model}, source="--model")
     if preset is not None:
         config = apply_overrides(config, preset, source=f"preset {args.config}")
     config = config_from_sources(yaml_path=yaml_path, overrides=flags, base=config)
@@ -474,16 +480,19 @@ def report_main(argv: Sequence[str]) -> int:
                            "and figures in it; the ablation table on the terminal.")
     parser.add_argument("experiment", metavar="EXPERIMENT_DIR|URI",
                         help="an experiment folder, or its URI (file://..., s3://bucket/...)")
-    parser.add_argument("--reference", default="baseline",
-                        help="variant the others are compared with (default: baseline)")
-    parser.add_argument("--metric", default="test_mae",
-                        help="trials column to compare (default: test_mae; e.g. test_rmse, "
-                        "test_nll, val_mae, test_r2: worse/better follow its direction)")
-    parser.add_argument("--margin", type=_margin, default="5%", metavar="X|P%",
+    parser.add_argument("--reference", default=None,
+                        help="variant the others are compared with (default: the "
+                        "experiment's, e.g. baseline)")
+    parser.add_argument("--metric", default=None,
+                        help="trials column to compare (default: test_mae, or what a --seeds "
+                        "auto run decided on; e.g. test_rmse, test_nll, val_mae, test_r2: "
+                        "worse/better follow its direction)")
+    parser.add_argument("--margin", type=_margin, default=None, metavar="X|P%",
                         help="equivalence margin: in the metric's units (0.02) or a percentage "
-                        "of the reference's mean (default: 5%%)")
-    parser.add_argument("--alpha", type=_alpha, default=0.05,
-                        help="family-wise error rate of each kind of verdict (default: 0.05)")
+                        "of the reference's mean (default: 5%%, or the run's with --seeds auto)")
+    parser.add_argument("--alpha", type=_alpha, default=None,
+                        help="family-wise error rate of each kind of verdict (default: 0.05, "
+                        "or the run's with --seeds auto)")
     args = parser.parse_args(argv)
     import pyarrow as pa
 
@@ -501,7 +510,8 @@ def report_main(argv: Sequence[str]) -> int:
             message = f"{exc.filename}: {exc.strerror or message}"
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    table = report.ablation[["ablation", "n_ok", f"{args.metric}_mean", "diff_mean",
+    metric = report.ablation.attrs["metric"]
+    table = report.ablation[["ablation", "n_ok", f"{metric}_mean", "diff_mean",
                              "tost_ci_low", "tost_ci_high", "p_holm", "p_tost_holm",
                              "equivalence_bound_holm", "verdict"]]
     print(markdown_table(table))
@@ -544,6 +554,11 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
         return _resume(args, storage, command)
 
     space = get_space(args.space)
+    if space.model:
+        if args.model and args.model != space.model:
+            raise UsageError(f"--model {args.model} but {space.source_file} is about "
+                             f"{space.model}; drop one of the two")
+        args.model = space.model
     if args.auto_batch and space.name == "batch":
         raise UsageError("--auto-batch picks one batch size; the batch space sweeps them: "
                          "drop one of the two")
@@ -589,6 +604,13 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
         pilot = set(args.seeds[:design.looks[0]])
         trials = [s for s in trials if s.seed in pilot]  # the first round's; dry run shows them
         skipped = [(s, why) for s, why in skipped if s.seed in pilot]
+        variants = {s.variant for s in trials}
+        if space.reference not in variants:
+            raise UsageError(f"--seeds auto: the reference {space.reference!r} cannot run here "
+                             "(skipped); every round compares with it")
+        if len(variants) < 2:
+            raise UsageError("--seeds auto: only the reference would run; there is nothing to "
+                             "decide (see --only)")
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
     name = args.name or f"{space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
@@ -625,9 +647,19 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
                 batch_size=recorded["micro_batch"] * spec.config.grad_accum_steps))
                 for spec in trials]
         planned = previous.get("trials")
+        if (sequential is None) != (not previous.get("sequential")):
+            was = "--seeds auto" if previous.get("sequential") else "fixed seeds"
+            raise UsageError(f"{target} holds an experiment run with {was}; continue it with "
+                             "--resume or choose another --name")
         if sequential is not None:  # the whole table up to --max-seeds, and the design
-            planned = (previous.get("sequential") or {}).get("plan")
+            planned = previous["sequential"].get("plan")
             trials = list(sequential.plan.values())
+            recorded = previous["sequential"]
+            decided = (recorded["metric"], str(recorded["margin"]), float(recorded["alpha"]))
+            if decided != (sequential.metric, str(sequential.margin), sequential.alpha):
+                raise UsageError(f"{target} decides its rounds on metric {decided[0]}, margin "
+                                 f"{decided[1]}, alpha {decided[2]:g}; give those (or --resume, "
+                                 "which keeps them) or choose another --name")
         same = (previous.get("space") == space.name
                 and planned == trial_plan(trials)
                 and (sequential is None or previous["sequential"]["design"]
@@ -648,7 +680,8 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
             sequential = SequentialRun.from_record(previous["sequential"])
             trials = sequential.current_trials()
     return _run(args, space.name, trials, skipped, storage, name, command, hpo=hpo,
-                resume=resume, reuse_workers=not space.isolate_trials, sequential=sequential)
+                resume=resume, reuse_workers=not space.isolate_trials, sequential=sequential,
+                reference=space.reference)
 
 
 def _auto_seeds(args: argparse.Namespace, space: Any) -> Optional[tuple[int, int]]:
@@ -762,7 +795,8 @@ def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
     space = SPACES.get(meta["space"])
     return _run(args, meta["space"], current, skipped, storage, name, command, hpo=hpo,
                 resume=True, reuse_workers=not (space and space.isolate_trials),
-                sequential=sequential)
+                sequential=sequential,
+                reference=meta.get("reference") or (space.reference if space else "baseline"))
 
 
 def resume_outlook(target: str, trials: Sequence[Any], hpo: Any, retry_failed: bool,
@@ -812,14 +846,16 @@ def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],
 
 def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: list[Any],
          storage: str, name: str, command: list[str], *, hpo: Any = None,
-         resume: bool = False, reuse_workers: bool = True, sequential: Any = None) -> int:
+         resume: bool = False, reuse_workers: bool = True, sequential: Any = None,
+         reference: str = "baseline") -> int:
     import ray
 
     from ablations.cluster import ClusterUnreachable, job_runtime_env
     from ablations.runner import RunOptions, init_ray, resume_command, run_experiment
 
     options = RunOptions(
-        storage=storage, name=name, space=space_name, address=args.address,
+        storage=storage, name=name, space=space_name, reference=reference,
+        address=args.address,
         cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial,
         max_concurrent=args.max_concurrent, max_failures=args.max_failures,
         retry_failed=args.retry_failed, reuse_workers=reuse_workers, dashboard=args.dashboard,
@@ -885,17 +921,14 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
             ray.shutdown()
     df = result.trials
     print()
-    # verdicts against the baseline at the margin and alpha of the run's flags where it has them
-    from search_spaces import SPACES
-
-    space = SPACES.get(space_name)
+    # verdicts against the reference at the margin and alpha of the run's flags
     if sequential is not None:  # the decisions' own margin, alpha and metric
         print(summary_table(df, reference=sequential.reference, metric=sequential.metric,
                             margin=sequential.margin, alpha=sequential.alpha,
                             sequential=sequential.record()))
     else:
-        print(summary_table(df, reference=space.reference if space else "baseline",
-                            metric=args.metric, margin=args.margin or "5%", alpha=args.alpha))
+        print(summary_table(df, reference=reference, metric=args.metric,
+                            margin=args.margin or "5%", alpha=args.alpha))
     counts = df["status"].value_counts().to_dict()
     unfinished = counts.get("interrupted", 0) + counts.get("not_started", 0)
     stopped = (f"{counts.get('interrupted', 0)} interrupted, "

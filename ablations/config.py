@@ -12,7 +12,7 @@ import difflib
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -131,6 +131,12 @@ class TrialConfig:
     max_train_examples: int = 0  # 0 = all; else a seeded subset of the train split
     max_eval_examples: int = 0  # 0 = all; caps val and test alike
 
+    # The model: "" = the built-in multimodal model (the switches below); else a plugin,
+    # "package.module:NAME" (ablations/plugins.py, docs/plugins.md), whose own switches are
+    # in model_options: JSON of those that differ from the plugin's defaults.
+    model: str = ""
+    model_options: str = ""
+
     # Model switches (see model.ModelConfig for what each does).
     temporal_frames: int = 4
     cnn_widths: str = "64,128,256"
@@ -233,6 +239,13 @@ class TrialConfig:
         parse_widths(self.cnn_widths)
         if not (self.use_images or self.use_scalars):
             raise ConfigError("use_images and use_scalars are both false: the model has no input")
+        if self.model:
+            from ablations.plugins import decode_options, plugin_config
+
+            plugin_config(self.model, decode_options(self.model_options))
+        elif self.model_options:
+            raise ConfigError("model_options without a model plugin: set model to "
+                              "package.module:NAME")
         if self.data_dir and not Path(self.data_dir).is_absolute():
             raise ConfigError(f"data_dir must be absolute in a trial config, got {self.data_dir!r}")
 
@@ -316,8 +329,8 @@ def coerce(name: str, value: Any) -> Any:
     return str(value).strip()
 
 
-def unknown_key_error(key: str, source: str) -> ConfigError:
-    valid = sorted([*FIELD_TYPES, *ALIASES, *BOOLEAN_PRESETS])
+def unknown_key_error(key: str, source: str, plugin_keys: Sequence[str] = ()) -> ConfigError:
+    valid = sorted([*FIELD_TYPES, *ALIASES, *BOOLEAN_PRESETS, *plugin_keys])
     close = difflib.get_close_matches(key, valid, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(valid)}"
     return ConfigError(f"{source}: unknown key {key!r}{hint}")
@@ -332,6 +345,9 @@ def apply_overrides(
     """
     changes: dict[str, Any] = {}
     presets: dict[str, Any] = {}
+    model = str(overrides["model"]).strip() if "model" in overrides else base.model
+    plugin_keys = _plugin_keys(model, source)
+    plugin_values: dict[str, Any] = {}
     for key, value in overrides.items():
         key = str(key).strip()
         if key in BOOLEAN_PRESETS:
@@ -342,8 +358,14 @@ def apply_overrides(
             continue
         name = ALIASES.get(key, key)
         if name not in FIELD_TYPES:
-            raise unknown_key_error(key, source)
+            if key in plugin_keys:  # a switch of the model plugin: kept in model_options
+                plugin_values[key] = value
+                continue
+            raise unknown_key_error(key, source, plugin_keys)
         changes[name] = coerce(name, value)
+    if plugin_values or model != base.model:
+        changes["model_options"] = _plugin_options(
+            model, {} if model != base.model else base.model_options, plugin_values, source)
     if "compile" in changes and presets.get("compile") == "off":
         changes["compile"] = "off"  # torch_compile: false wins over a mode
     merged = {**presets, **changes}
@@ -351,6 +373,35 @@ def apply_overrides(
         return dataclasses.replace(base, **merged)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+
+
+def _plugin_keys(model: str, source: str) -> list[str]:
+    """The config keys of the model plugin ``model`` ("" = the built-in model: none)."""
+    if not model:
+        return []
+    from ablations.plugins import PluginError, plugin_keys
+
+    try:
+        return list(plugin_keys(model))
+    except PluginError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _plugin_options(model: str, previous: str | dict, values: Mapping[str, Any],
+                    source: str) -> str:
+    """model_options after ``values`` are applied to ``previous`` (JSON, or {}), parsed and
+    validated by the plugin; only the keys that differ from its defaults are kept."""
+    if not model:
+        return ""
+    from ablations.plugins import (decode_options, encode_options, load_plugin,
+                                   plugin_config)
+
+    options = decode_options(previous) if isinstance(previous, str) else dict(previous)
+    options.update(values)
+    typed = plugin_config(model, options, source=source)
+    defaults = load_plugin(model).config()
+    return encode_options({k: getattr(typed, k) for k in options
+                           if getattr(typed, k) != getattr(defaults, k)})
 
 
 def load_yaml_overrides(path: str | Path) -> dict[str, Any]:

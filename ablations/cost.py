@@ -12,6 +12,7 @@ x training samples. Systems switches (compile, precision) do not enter; nor does
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Sequence
@@ -21,7 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ablations.batches import scalar_columns
 from ablations.config import TrialConfig
-from ablations.train import model_config_for_shape
+from ablations.models import build_trial_model, builtin_model_config
 from model.data import SyntheticSpec, check_directory
 from model.model import ModelConfig, build_model
 
@@ -37,6 +38,23 @@ def training_flops_per_sample(model_config: ModelConfig) -> float:
         scalars = torch.empty(1, config.num_scalars) if config.use_scalars else None
     with FlopCounterMode(display=False) as counter:
         mean, variance = model(frames, scalars)
+        loss = mean.sum() if variance is None else mean.sum() + variance.sum()
+        loss.backward()
+    return float(counter.get_total_flops())
+
+
+@functools.lru_cache(maxsize=256)
+def plugin_flops_per_sample(config: TrialConfig, image_shape: tuple[int, int, int],
+                            scalars: int) -> float:
+    """The same for a model plugin's model (``config.model``)."""
+    config = dataclasses.replace(config, gradient_checkpointing=False, channels_last=False)
+    with torch.device("meta"):
+        model = build_trial_model(config, image_shape, scalars)
+        frames = torch.empty(1, config.temporal_frames, *image_shape) if config.use_images \
+            else torch.empty(0)
+        features = torch.empty(1, scalars) if config.use_scalars else torch.empty(0)
+    with FlopCounterMode(display=False) as counter:
+        mean, variance = model(frames, features)
         loss = mean.sum() if variance is None else mean.sum() + variance.sum()
         loss.backward()
     return float(counter.get_total_flops())
@@ -62,8 +80,11 @@ def estimated_cost(config: TrialConfig) -> float:
     directory exists only on the cluster's workers)."""
     try:
         image_shape, scalars, samples = _data_shape(config)
-        model_config = model_config_for_shape(config, image_shape, scalars)
-        return training_flops_per_sample(model_config) * config.epochs * samples
+        if config.model:
+            flops = plugin_flops_per_sample(config, image_shape, scalars)
+        else:
+            flops = training_flops_per_sample(builtin_model_config(config, image_shape, scalars))
+        return flops * config.epochs * samples
     except Exception:  # noqa: BLE001 - an estimate only: keep the given order
         return math.nan
 

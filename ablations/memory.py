@@ -27,10 +27,9 @@ from ablations.train import (
     load_data,
     loss_fn,
     make_optimizer,
-    model_config_for,
     resolve_device,
 )
-from model.model import build_model
+from ablations.models import build_trial_model
 
 MAX_PROBE_BATCH = 1024
 # Auto-batch never leaves an epoch fewer optimizer steps than this: on small data any GPU fits
@@ -73,7 +72,7 @@ def _one_step_fits(config: TrialConfig, data: Any, batch: int, device: torch.dev
     try:
         if config.inject_oom_above_batch and batch > config.inject_oom_above_batch:
             raise torch.OutOfMemoryError(f"CUDA out of memory (injected: batch {batch})")
-        model = build_model(model_config_for(config, data)).to(device)
+        model = build_trial_model(config, data.image_shape, len(data.scalar_names)).to(device)
         model.train()
         optimizer, _ = make_optimizer(model, config, device)
         channels, height, width = data.image_shape

@@ -108,10 +108,12 @@ def _earlier_rows(root: str, names: set[str]) -> tuple[pd.DataFrame, ...] | None
 
 def run_rounds(run: SequentialRun, options: RunOptions,
                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
-               root: str, say: Any = print) -> tuple[ExperimentResult, pd.DataFrame]:
+               root: str, say: Any = print
+               ) -> tuple[ExperimentResult, Optional[pd.DataFrame]]:
     """Run the rounds (or continue them after a stop) until every variant has a verdict or
     ran the design's last look. Returns the experiment's result (all rounds' rows) and the
-    verdict table the last round ended with."""
+    verdict table the last round ended with (None when the run was stopped in a round, or
+    no verdict is possible, e.g. every reference trial failed)."""
     arms = list(dict.fromkeys(s.variant for s in run.plan.values() if s.variant != run.reference))
     if resume and run.rounds:
         number = len(run.rounds)
@@ -133,9 +135,13 @@ def run_rounds(run: SequentialRun, options: RunOptions,
         result = run_experiment(current, options, skipped, resume=resume, round_=info)
         wall_s += result.wall_s
         result.wall_s = wall_s
-        table = run.verdicts(result.trials)
         if result.trials["status"].isin(UNFINISHED).any():
-            return result, table  # stopped: --resume continues this round
+            return result, None  # stopped: --resume continues this round
+        try:
+            table = run.verdicts(result.trials)
+        except ValueError as exc:  # e.g. every reference trial failed: nothing to decide on
+            say(f"No verdicts after round {number} ({exc}): no more rounds")
+            return result, None
         ran = {s.variant for s in current}
         following = next_arms(table, ran)
         decided = table[table["ablation"].isin(ran - {run.reference, *following})]

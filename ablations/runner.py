@@ -63,6 +63,7 @@ class RunOptions:
     storage: Path | str  # results root (a path or a URI); the experiment goes in storage/name
     name: str
     space: str
+    reference: str = "baseline"  # the variant the others are compared with
     address: Optional[str] = None  # None: start a local Ray; else an existing cluster
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0
@@ -502,10 +503,13 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
             trial_rows.append(_trial_row(spec, {}, None, None, options, metadata))
     for spec, reason in skipped:  # cells that could not run here: a row with the reason
         row = _trial_row(spec, {}, None, None, options, metadata)
-        row.update(status="skipped", failure_reason="conflict", error=reason)
+        row.update(status="skipped", failure_reason="conflict", error=reason,
+                   round=1)  # skipped when the pilot was planned
         trial_rows.append(row)
     names = [spec.name for spec in trials] + [spec.name for spec, _ in skipped]
-    rows = pd.DataFrame(trial_rows).assign(round=round_.number if round_ else 1)
+    rows = pd.DataFrame(trial_rows)
+    rows["round"] = rows["round"].fillna(round_.number if round_ else 1) if "round" in rows \
+        else (round_.number if round_ else 1)
     trials_df = _order(rows, names)
     epochs_df = (
         pd.concat(epoch_frames, ignore_index=True) if epoch_frames
@@ -553,6 +557,7 @@ def _metadata(trials: Sequence[TrialSpec], options: RunOptions, started_at: dt.d
     return {
         "experiment": options.name,
         "space": options.space,
+        "reference": options.reference,
         "started_at": started_at.isoformat(),
         "command": options.command,
         "trials": trial_plan(trials),

@@ -59,7 +59,8 @@ from ablations.batches import (  # noqa: F401 - re-exported
     load_data,
 )
 from model.data import RegressionData
-from model.model import ModelConfig, MultimodalRegressionModel, build_model
+from ablations.models import build_trial_model, builtin_model_config
+from model.model import ModelConfig
 
 Reporter = Callable[[dict[str, Any], dict[str, Any], Optional[pd.DataFrame]], None]
 
@@ -90,29 +91,7 @@ def model_config_for(config: TrialConfig, data: RegressionData) -> ModelConfig:
     return model_config_for_shape(config, data.image_shape, len(data.scalar_names))
 
 
-def model_config_for_shape(config: TrialConfig, image_shape: tuple[int, int, int],
-                           num_scalars: int) -> ModelConfig:
-    """The trial's model for images of ``image_shape`` (C, H, W) and ``num_scalars`` scalars
-    (the columns the model sees: those of the data less ``drop_scalars``)."""
-    channels, height, width = image_shape
-    return ModelConfig(
-        in_channels=channels,
-        image_height=height,
-        image_width=width,
-        num_scalars=num_scalars,
-        temporal_frames=config.temporal_frames,
-        cnn_widths=config.widths,
-        spatial_attention=config.spatial_attention,
-        temporal_attention=config.temporal_attention,
-        use_images=config.use_images,
-        use_scalars=config.use_scalars,
-        head=config.head,  # type: ignore[arg-type]
-        embed_dim=config.embed_dim,
-        num_heads=config.num_heads,
-        dropout=config.dropout,
-        gradient_checkpointing=config.gradient_checkpointing,
-        channels_last=config.channels_last,
-    )
+model_config_for_shape = builtin_model_config  # the built-in model's config (ablations/models)
 
 
 def resolve_device(config: TrialConfig) -> torch.device:
@@ -260,7 +239,7 @@ def train(
     norm = Normaliser.fit(data, train_idx, seed=config.data_seed)
     batches = Batches(data, norm, config, device)
 
-    model = build_model(model_config_for(config, data)).to(device)
+    model = build_trial_model(config, data.image_shape, len(data.scalar_names)).to(device)
     if config.channels_last:
         model = model.to(memory_format=torch.channels_last)
     optimizer, optimizer_used = make_optimizer(model, config, device)
@@ -447,6 +426,6 @@ def _test(model, batches: Batches, data: RegressionData, test_idx: np.ndarray,
         test.batch_size
 
 
-def model_for_shapes(config: TrialConfig, data: RegressionData) -> MultimodalRegressionModel:
+def model_for_shapes(config: TrialConfig, data: RegressionData) -> torch.nn.Module:
     """Build (without training) the model a trial would train; for checks and tests."""
-    return build_model(model_config_for(config, data))
+    return build_trial_model(config, data.image_shape, len(data.scalar_names))

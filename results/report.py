@@ -123,13 +123,16 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def write_report(directory: str | Path, *, reference: str = "baseline",
-                 metric: str = "test_mae", margin: str | float = DEFAULT_MARGIN,
-                 alpha: float = DEFAULT_ALPHA) -> Report:
+def write_report(directory: str | Path, *, reference: str | None = None,
+                 metric: str | None = None, margin: str | float | None = None,
+                 alpha: float | None = None) -> Report:
     """Analyse the experiment in ``directory`` (a path or a URI such as ``s3://bucket/exp``)
     and write report.md, report.html and the PNGs into it, each atomically.
 
-    ``margin`` and ``alpha`` are :func:`results.analysis.verdict_table`'s.
+    ``margin`` and ``alpha`` are :func:`results.analysis.verdict_table`'s. Each of
+    ``reference``, ``metric``, ``margin`` and ``alpha`` left None is what the experiment
+    recorded (experiment.json: the reference; for ``--seeds auto`` the metric, margin and α
+    its rounds decided on), else baseline, test_mae, 5% and 0.05.
 
     Raises:
         NotAnExperimentError: see :func:`check_experiment`.
@@ -137,6 +140,16 @@ def write_report(directory: str | Path, *, reference: str = "baseline",
             not a numeric column, a bad ``margin`` or ``alpha``.
     """
     check_experiment(directory)
+    try:
+        meta = read_metadata(directory) or {}
+    except MetadataError:  # a damaged record: the tables still make a report, as fixed seeds
+        meta = {}
+    sequential = meta.get("sequential")
+    recorded = sequential or {}
+    reference = reference or meta.get("reference") or "baseline"
+    metric = metric or recorded.get("metric") or "test_mae"
+    margin = margin if margin is not None else recorded.get("margin", DEFAULT_MARGIN)
+    alpha = alpha if alpha is not None else float(recorded.get("alpha", DEFAULT_ALPHA))
     try:
         tables = load_experiments(directory)
     except (OSError, pa.ArrowException) as exc:
@@ -161,10 +174,6 @@ def write_report(directory: str | Path, *, reference: str = "baseline",
     if not (ok & (trials["ablation"] == reference)).any():
         raise ValueError(f"reference {reference!r} has no ok trial; pass another --reference "
                          f"(variants: {', '.join(variants)})")
-    try:
-        sequential = (read_metadata(directory) or {}).get("sequential")
-    except MetadataError:  # a damaged record: the tables still make a report, as fixed seeds
-        sequential = None
     with tempfile.TemporaryDirectory(prefix="report-") as scratch:
         return _write_report(directory, trials, epochs, predictions, Path(scratch),
                              reference=reference, metric=metric, margin=margin, alpha=alpha,
@@ -223,7 +232,11 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
         ("Verdicts", f"{note} Seeds per variant: n_ok. tost_ci: the {1 - 2 * alpha:.0%} "
          "interval of the difference; equivalence_bound: the smallest margin TOST alone "
          "supports, _holm: with Holm over the family (the verdict is `equivalent` exactly "
-         "when it is below the margin).", verdicts),
+         "when it is below the margin)." + (
+             " With --seeds auto, tost_ci and equivalence_bound are the fixed-sample figures "
+             "at the seeds each variant ran; the verdict, p_holm, p_tost_holm and "
+             "equivalence_bound_holm are the sequential design's (looks: how many of the "
+             "planned looks the variant reached)." if sequential else ""), verdicts),
         *([("Compute spent", f"{compute_note(compute)} Per variant: the trials it ran, in how "
             "many rounds, their CPU- and GPU-hours; fixed_*: the same variant at the last "
             "look's seeds (its mean cost per trial times that many seeds).", compute)]

@@ -361,19 +361,25 @@ def design_note(design: SeedDesign, alpha: float = DEFAULT_ALPHA) -> str:
 
 
 def experiment_verdicts(directory: str, trials: pd.DataFrame | None = None, *,
-                        reference: str = "baseline", metric: str = "test_mae",
-                        margin: str | float = DEFAULT_MARGIN,
-                        alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
+                        reference: str | None = None, metric: str | None = None,
+                        margin: str | float | None = None,
+                        alpha: float | None = None) -> pd.DataFrame:
     """The verdict table of the experiment in ``directory`` as its design decided them:
     :func:`sequential_verdict_table` for a ``--seeds auto`` run (experiment.json's
-    ``sequential``), else :func:`results.analysis.verdict_table`. ``trials``: its
-    trials.parquet if already loaded."""
+    ``sequential``), else :func:`results.analysis.verdict_table`. Arguments left None are
+    the experiment's (its reference; the metric, margin and α a ``--seeds auto`` run decided
+    on), else baseline, test_mae, 5%, 0.05. ``trials``: its trials.parquet if loaded."""
     from results.analysis import verdict_table
     from results.io import read_experiment, read_metadata
 
     if trials is None:
         trials = read_experiment(directory)["trials"]
-    record = (read_metadata(directory) or {}).get("sequential")
+    meta = read_metadata(directory) or {}
+    record = meta.get("sequential")
+    reference = reference or meta.get("reference") or "baseline"
+    metric = metric or (record or {}).get("metric") or "test_mae"
+    margin = margin if margin is not None else (record or {}).get("margin", DEFAULT_MARGIN)
+    alpha = alpha if alpha is not None else float((record or {}).get("alpha", DEFAULT_ALPHA))
     if record:
         return sequential_verdict_table(trials, SeedDesign.from_dict(record["design"]),
                                         record["seeds"], reference=reference, metric=metric,

@@ -32,6 +32,10 @@ class Space:
     # already drops) -> variants. Then ``variants`` is empty; see :meth:`table`.
     variants_from_data: Callable[[Sequence[str], Sequence[str]],
                                  Mapping[str, Mapping[str, Any]]] | None = None
+    # A table read from a YAML file (search_spaces/files.py): its path, and the model plugin
+    # it names (``model:``), if any.
+    source_file: str = ""
+    model: str = ""
 
     @property
     def is_search(self) -> bool:
@@ -105,7 +109,18 @@ SPACES: dict[str, Space] = {
 
 
 def get_space(name: str) -> Space:
-    """The space called ``name``; a ``ConfigError`` lists the valid names otherwise."""
+    """The space called ``name``, or the table in the YAML file ``name`` names
+    (search_spaces/files.py); a ``ConfigError`` lists the valid names otherwise."""
+    from search_spaces.files import is_space_file, load_space_file
+
+    if is_space_file(name):
+        table = load_space_file(name)
+        if table["name"] in SPACES:
+            raise ConfigError(f"{name}: name {table['name']!r} is a built-in space's; choose "
+                              "another name: in the file")
+        return Space(name=table["name"], description=table["description"],
+                     variants=table["variants"], reference=table["reference"],
+                     source_file=table["path"], model=table["model"])
     try:
         return SPACES[name]
     except KeyError:
@@ -145,7 +160,8 @@ def expand(
     trials = []
     for variant in names:
         diff = {**table[variant], "ablation": variant}
-        configured = apply_overrides(base, diff, source=f"space {space.name}, variant {variant}")
+        where = space.source_file or f"space {space.name}"
+        configured = apply_overrides(base, diff, source=f"{where}, variant {variant}")
         for seed in seeds:
             config = apply_overrides(configured, {"seed": seed}, source=f"variant {variant}")
             trials.append(TrialSpec(f"{variant}-seed{seed}", variant, int(seed), config))

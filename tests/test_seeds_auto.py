@@ -72,7 +72,8 @@ def stopped_and_resumed(tmp_path_factory):
                 os.killpg(proc.pid, signal.SIGKILL)
     root = storage / "stopped"
     stopped = {"returncode": returncode, "text": out.read_text() + err.read_text(),
-               "trials": pd.read_parquet(root / "trials.parquet")}
+               "trials": pd.read_parquet(root / "trials.parquet"),
+               "meta": json.loads((root / "experiment.json").read_text())}
     printed = re.search(r"python run_ablations\.py --resume [^\n]*", stopped["text"])
     assert printed, stopped["text"][-3000:]
     resume = shlex.split(printed.group(0))
@@ -146,7 +147,10 @@ def test_each_round_runs_exactly_the_variants_left_without_a_verdict(stopped_and
     for record in meta["sequential"]["rounds"]:
         assert (stopped_and_resumed["root"] / record["tune"]).is_dir()
     assert set(meta["trials"]) == set(trials["trial_name"])
-    assert meta["started_at"] < meta["resumed_at"][0]  # the pilot's start, kept by round 2
+    # the pilot's start, kept by round 2 and by the resume
+    assert meta["started_at"] == stopped_and_resumed["stopped"]["meta"]["started_at"]
+    assert meta["sequential"]["rounds"][0]["trials"] == \
+        stopped_and_resumed["stopped"]["meta"]["sequential"]["rounds"][0]["trials"]
     # the epochs and predictions of every round are kept, not only the last round's
     epochs = pd.read_parquet(stopped_and_resumed["root"] / "epochs.parquet")
     assert set(epochs["trial_name"]) == set(trials["trial_name"])
@@ -198,11 +202,59 @@ def test_a_run_stopped_in_round_2_resumes_it_and_loses_nothing(stopped_and_resum
 
     after = stopped_and_resumed["trials"].set_index("trial_name")
     assert (after["status"] == "ok").all(), after[["status", "error"]]
-    for name, row in before.iterrows():  # round 1's results are the ones kept
+    for name, row in before.iterrows():  # round 1's trials are the ones kept, not re-run
         if row["round"] == 1:
-            assert after.loc[name, "test_mae"] == row["test_mae"], name
+            assert after.loc[name, ["trial_id", "started_at", "test_mae"]].tolist() == \
+                row[["trial_id", "started_at", "test_mae"]].tolist(), name
         elif row["status"] == "interrupted":  # continued after its last saved epoch
             assert after.loc[name, "resumed_from_epoch"] >= 1, name
     epochs = pd.read_parquet(stopped_and_resumed["root"] / "epochs.parquet")
     assert not epochs.duplicated(["trial_name", "epoch"]).any()
     assert not (stopped_and_resumed["root"] / "trial_state").exists()  # nothing left to resume
+
+
+@pytest.mark.slow
+def test_the_same_name_with_fixed_seeds_or_other_decision_flags_is_refused(
+        stopped_and_resumed, capsys):
+    """An auto experiment's folder is not continued as fixed seeds (that would drop its
+    design), nor with another margin than the one its rounds decided on."""
+    storage = str(stopped_and_resumed["root"].parent)
+    fixed = [a if a != "auto" else "3" for a in ARGS if a not in ("--max-seeds", "6")]
+    code, _, err = in_process(capsys, *fixed, "--name", "stopped", "--storage", storage)
+    assert_one_line_error(code, err, "holds an experiment run with --seeds auto")
+    code, _, err = in_process(capsys, *ARGS, "--margin", "0.05", "--name", "stopped",
+                              "--storage", storage)
+    assert_one_line_error(code, err, "decides its rounds on metric test_mae, margin 5%")
+
+
+def test_only_variants_of_the_last_round_with_two_ok_trials_get_more_seeds():
+    """next_arms: no verdict yet, ran in the round just run, and at least two ok trials."""
+    table = pd.DataFrame({"ablation": ["baseline", "a", "b", "c", "d"],
+                          "verdict": ["reference", "inconclusive", "inconclusive",
+                                      "inconclusive", "worse"],
+                          "n_ok": [3, 3, 1, 3, 3]})
+    assert next_arms(table, {"baseline", "a", "b", "d"}) == ["a"]  # b: 1 ok; c: stopped
+
+
+def test_the_report_and_the_notebook_function_use_what_the_run_decided_on(tmp_path):
+    """experiment_verdicts (the notebook's) and write_report default to the metric, margin
+    and alpha experiment.json records for the rounds, not 5% / 0.05."""
+    import numpy as np
+
+    from results.sequential import SeedDesign, experiment_verdicts
+
+    rng = np.random.default_rng(3)
+    rows = [{"experiment": "e", "trial_name": f"{a}-seed{s}", "ablation": a, "seed": s,
+             "status": "ok", "round": 1, "test_mae": 0.55 + d + rng.normal(0, 0.01),
+             "test_rmse": 0.7 + d + rng.normal(0, 0.01)}
+            for a, d in (("baseline", 0), ("x", 0.0)) for s in range(3)]
+    trials = pd.DataFrame(rows)
+    record = {"design": SeedDesign.plan(3, 6).to_dict(), "seeds": list(range(6)),
+              "reference": "baseline", "metric": "test_rmse", "margin": "0.5", "alpha": 0.1,
+              "plan": {}, "rounds": []}
+    (tmp_path / "experiment.json").write_text(json.dumps({"sequential": record,
+                                                          "reference": "baseline"}))
+    table = experiment_verdicts(str(tmp_path), trials)
+    assert table.attrs["metric"] == "test_rmse" and table.attrs["margin"] == 0.5
+    assert table.attrs["alpha"] == 0.1 and "looks" in table
+    assert experiment_verdicts(str(tmp_path), trials, margin="0.01").attrs["margin"] == 0.01

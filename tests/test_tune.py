@@ -305,6 +305,10 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ra
         assert ran == {1, 2} or verdicts[null] == "equivalent", (null, ran)
     assert set(trials.loc[trials["round"] == 2, "ablation"]) <= {"baseline", "baseline_repeat",
                                                                  "no_scalar_2"}
+    # the null control trained under other seeds: not a copy of the baseline (which TOST would
+    # call equivalent whatever the procedure did)
+    by_seed = trials.pivot_table(index="seed", columns="ablation", values="test_mae")
+    assert (by_seed["baseline_repeat"] != by_seed["baseline"]).all()
 
 
 def test_trials_record_their_threads_and_times(experiment):

@@ -1,0 +1,225 @@
+"""Your own model as a plugin, your own ablation table as a file (docs/plugins.md): the plugin
+is loaded and its switches are config keys like the runner's (parsed, validated, did-you-mean);
+the runner's gradient checkpointing and channels_last apply to it; a space file is validated
+before any trial starts; and examples/conv3d.py runs its own ablation file end to end, on the
+synthetic data and on a file dataset, with verdicts, Parquet and the report."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from ablations.config import ConfigError, TrialConfig, apply_overrides
+from ablations.models import build_trial_model
+from ablations.plugins import ModelPlugin, PluginError, load_plugin
+from tests.conftest import REPO, write_data_dir
+from tests.test_cli import assert_one_line_error, in_process, run_cli
+
+CONV3D = "examples.conv3d:PLUGIN"
+EXAMPLE_SPACE = str(REPO / "examples" / "conv3d_ablations.yaml")
+TINY = ["--epochs", "2", "--set", "synthetic_train=64", "--set", "synthetic_val=16",
+        "--set", "synthetic_test=32", "--set", "batch_size=16", "--set", "width=4",
+        "--no-dashboard"]
+
+
+@pytest.fixture
+def fake_module(monkeypatch):
+    """A plugin module registered in sys.modules under ``fake_plugins``."""
+    module = types.ModuleType("fake_plugins")
+    monkeypatch.setitem(sys.modules, "fake_plugins", module)
+    return module
+
+
+# ------------------------------------------------------------------------------ loading
+
+
+@pytest.mark.parametrize(
+    ("spec", "pattern"),
+    [
+        ("examples.conv3d", "give package.module:NAME"),
+        ("no_such_package.model:PLUGIN", "cannot import no_such_package.model"),
+        ("examples.conv3d:NOPE", "examples.conv3d has no 'NOPE'"),
+        ("examples.conv3d:Conv3dConfig", "is not an ablations.plugins.ModelPlugin"),
+    ],
+)
+def test_a_plugin_that_cannot_load_is_one_line(spec, pattern):
+    with pytest.raises(PluginError, match=pattern):
+        load_plugin(spec)
+
+
+def test_a_plugin_key_that_is_also_a_runner_key_is_refused(fake_module):
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Clash:
+        epochs: int = 3
+
+    fake_module.PLUGIN = ModelPlugin("clash", Clash, build=lambda config, shape: None)
+    with pytest.raises(PluginError, match="'epochs' is also the runner's"):
+        load_plugin("fake_plugins:PLUGIN")
+
+
+# ------------------------------------------------------------------------------ config keys
+
+
+def test_plugin_switches_are_config_keys_kept_in_model_options():
+    config = apply_overrides(TrialConfig(), {"model": CONV3D, "depth": "1", "epochs": "2"},
+                             source="test")
+    assert config.model == CONV3D and config.epochs == 2
+    assert json.loads(config.model_options) == {"depth": 1}
+    # parsed as the runner's own keys: a boolean string, an int; defaults are not stored
+    config = config.replace(variance_head="false", depth=3)
+    assert json.loads(config.model_options) == {"variance_head": False}
+    assert TrialConfig.from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize(
+    ("changes", "pattern"),
+    [
+        ({"dept": "1"}, "unknown key 'dept'; did you mean 'depth'?"),
+        ({"depth": "9"}, "model conv3d: depth must be in 1..4, got 9"),
+        ({"depth": "two"}, "depth='two' is not a int"),
+        ({"variance_head": "on"}, "variance_head"),
+    ],
+)
+def test_bad_plugin_values_are_refused_naming_the_key(changes, pattern):
+    base = apply_overrides(TrialConfig(), {"model": CONV3D}, source="test")
+    with pytest.raises(ConfigError, match=pattern):
+        apply_overrides(base, changes, source="test")
+
+
+def test_plugin_keys_without_the_plugin_are_unknown():
+    with pytest.raises(ConfigError, match="unknown key 'depth'"):
+        apply_overrides(TrialConfig(), {"depth": "1"}, source="test")
+    with pytest.raises(ConfigError, match="model_options without a model plugin"):
+        TrialConfig(model_options='{"depth": 1}')
+
+
+# ------------------------------------------------------------------------------ the model
+
+
+def _batch(config: TrialConfig, shape=(2, 8, 8), scalars=3):
+    torch.manual_seed(0)
+    frames = torch.randn(4, config.temporal_frames, *shape)
+    return frames, torch.randn(4, scalars), torch.randn(4)
+
+
+def test_gradient_checkpointing_wraps_the_plugins_blocks_with_the_same_gradients():
+    base = apply_overrides(TrialConfig(), {"model": CONV3D, "width": "4"}, source="test")
+    grads = {}
+    for checkpointing in (False, True):
+        config = base.replace(gradient_checkpointing=checkpointing)
+        torch.manual_seed(1)
+        model = build_trial_model(config, (2, 8, 8), 3)
+        frames, scalars, target = _batch(config)
+        mean, variance = model(frames, scalars)
+        (0.5 * (variance.log() + (target - mean) ** 2 / variance)).mean().backward()
+        grads[checkpointing] = [p.grad.clone() for p in model.parameters()]
+        wrapped = [n for n, m in model.named_modules() if type(m).__name__ == "Checkpointed"]
+        assert wrapped == (["blocks.0", "blocks.1", "blocks.2"] if checkpointing else [])
+    for a, b in zip(grads[False], grads[True]):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_plugin_without_blocks_refuses_gradient_checkpointing(fake_module):
+    from examples.conv3d import Conv3dConfig, Conv3dRegressor
+
+    fake_module.PLUGIN = ModelPlugin("bare", Conv3dConfig, build=Conv3dRegressor)
+    config = TrialConfig(model="fake_plugins:PLUGIN", gradient_checkpointing=True)
+    with pytest.raises(ConfigError, match="model bare exposes no blocks to checkpoint"):
+        build_trial_model(config, (2, 8, 8), 3)
+
+
+def test_channels_last_reaches_the_plugins_3d_convolutions():
+    config = apply_overrides(TrialConfig(), {"model": CONV3D, "width": "4",
+                                             "channels_last": "true"}, source="test")
+    model = build_trial_model(config, (2, 8, 8), 3)
+    weights = [p for p in model.parameters() if p.dim() == 5]
+    assert weights and all(p.is_contiguous(memory_format=torch.channels_last_3d)
+                           for p in weights)
+    frames, scalars, _ = _batch(config)
+    assert model(frames, scalars)[0].shape == (4,)
+
+
+# ------------------------------------------------------------------------------ space files
+
+
+def _space(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "table.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("variants: [a, b]\n", "'variants' must be a non-empty mapping"),
+        ("variants:\n  baseline: {}\nreferense: baseline\n", "unknown top-level key 'referense'"),
+        ("variants:\n  full: {}\n", "reference 'baseline' is not among the variants (full)"),
+        ("variants:\n  baseline: {}\n  x: 3\n", "variant 'x' must be a mapping"),
+        ("variants: {baseline: {}\n", "not valid YAML at line"),
+        ("variants:\n  baseline: {}\n  small: {cnn_widht: '8,16,16'}\n",
+         "variant small: unknown key 'cnn_widht'; did you mean 'cnn_widths'?"),
+    ],
+)
+def test_a_bad_space_file_is_one_line_before_any_trial(capsys, tmp_path, text, pattern):
+    path = _space(tmp_path, text)
+    code, _, err = in_process(capsys, "--space", path, "--dry-run")
+    assert_one_line_error(code, err, pattern)
+    if "variant small" in pattern:  # the file is named
+        assert path in err
+
+
+def test_a_space_file_for_another_model_than_model_is_refused(capsys):
+    code, _, err = in_process(capsys, "--space", EXAMPLE_SPACE, "--model", "examples.x:Y",
+                              "--dry-run")
+    assert_one_line_error(code, err, "is about examples.conv3d:PLUGIN; drop one of the two")
+
+
+def test_the_example_space_dry_run_resolves_the_plugins_switches(capsys):
+    code, out, _ = in_process(capsys, "--space", EXAMPLE_SPACE, "--seeds", "1", "--dry-run")
+    assert code == 0, out
+    for variant in ("baseline", "no_temporal_kernel", "shallow", "point_head"):
+        assert f"{variant}-seed0" in out
+    assert "temporal_kernel" in out and "depth" in out
+
+
+# ------------------------------------------------------------------------------ end to end
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("data", ["synthetic", "file"])
+def test_the_example_model_runs_its_ablation_file_end_to_end(tmp_path, data):
+    """`--model examples.conv3d:PLUGIN --space examples/conv3d_ablations.yaml`: every trial ok,
+    the verdict table printed, the plugin and its switches in trials.parquet, the report."""
+    from results.report import write_report
+
+    extra = []
+    if data == "file":
+        extra = ["--data", str(write_data_dir(tmp_path / "data", n=80, frames=4))]
+    done = run_cli("--model", CONV3D, "--space", EXAMPLE_SPACE, "--seeds", "2", *TINY, *extra,
+                   "--storage", str(tmp_path / "results"), "--name", "conv3d")
+    out = done.stdout
+    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    assert "verdict" in out and "Verdicts on test_mae" in out
+    root = tmp_path / "results" / "conv3d"
+    trials = pd.read_parquet(root / "trials.parquet")
+    assert (trials["status"] == "ok").all(), trials[["trial_name", "error"]]
+    assert set(trials["model"]) == {CONV3D}
+    options = trials.drop_duplicates("ablation").set_index("ablation")["model_options"]
+    assert json.loads(options["shallow"]) == {"depth": 1, "width": 4}
+    assert json.loads(options["no_temporal_kernel"]) == {"temporal_kernel": 1, "width": 4}
+    point = trials[trials["ablation"] == "point_head"]
+    assert point["test_nll"].isna().all() and trials.loc[
+        trials["ablation"] == "baseline", "test_nll"].notna().all()
+    meta = json.loads((root / "experiment.json").read_text())
+    assert meta["space"] == "conv3d" and meta["reference"] == "baseline"
+    report = write_report(root)
+    assert set(report.ablation["ablation"]) == {"baseline", "no_temporal_kernel", "shallow",
+                                                "point_head"}

@@ -527,8 +527,8 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
     write_parquet_atomic(epochs_df, join(root, EPOCHS_FILE))
     write_parquet_atomic(predictions_df, join(root, PREDICTIONS_FILE))
     write_parquet_atomic(trials_df, join(root, TRIALS_FILE))  # last: its presence = complete
-    return ExperimentResult(root if is_uri(root) else Path(root), trials_df, epochs_df, predictions_df,
-                            wall_s=metadata.get("driver_wall_s", math.nan))
+    return ExperimentResult(root if is_uri(root) else Path(root), trials_df, epochs_df,
+                            predictions_df, wall_s=metadata.get("driver_wall_s", math.nan))
 
 
 # ------------------------------------------------------------------------------------ helpers

@@ -219,7 +219,8 @@ def test_the_same_name_with_fixed_seeds_or_other_decision_flags_is_refused(
     """An auto experiment's folder is not continued as fixed seeds (that would drop its
     design), nor with another margin than the one its rounds decided on."""
     storage = str(stopped_and_resumed["root"].parent)
-    fixed = [a if a != "auto" else "3" for a in ARGS if a not in ("--max-seeds", "6")]
+    fixed = [{"auto": "3", "no_images": "baseline,no_images"}.get(a, a) for a in ARGS
+             if a not in ("--max-seeds", "6")]
     code, _, err = in_process(capsys, *fixed, "--name", "stopped", "--storage", storage)
     assert_one_line_error(code, err, "holds an experiment run with --seeds auto")
     code, _, err = in_process(capsys, *ARGS, "--margin", "0.05", "--name", "stopped",

@@ -1,0 +1,255 @@
+"""Planning an experiment before anything runs: the base configuration from the flags, the
+space's trials expanded and validated against the device and the data, the null control, the
+design of ``--seeds auto``. The command line (ablations/cli.py) and the library
+(ablations/api.py) share it; it prints nothing."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ablations.batches import scalar_columns
+from ablations.config import ConfigError, TrialConfig, apply_overrides, config_from_sources
+from ablations.systems import local_cuda_capability, resolve_systems, skip_reason
+from model.data import MAX_SYNTHETIC_FRAMES, load_directory
+from search_spaces.presets import PRESETS
+
+
+class UsageError(Exception):
+    """Bad input found by the CLI; printed as one line, exit code 2."""
+
+
+def base_config(args: argparse.Namespace) -> TrialConfig:
+    """Defaults ← --config YAML ← flags ← --set, validated."""
+    flags: dict[str, Any] = {}
+    if args.epochs is not None:
+        flags["epochs"] = args.epochs
+    if args.max_train_examples is not None:
+        flags["max_train_examples"] = args.max_train_examples
+    if args.max_eval_examples is not None:
+        flags["max_eval_examples"] = args.max_eval_examples
+    if args.data is not None:
+        flags["data_dir"] = str(Path(args.data).expanduser().resolve())
+    yaml_path = args.config
+    preset = None
+    if args.config is not None and not Path(args.config).exists() and args.config in PRESETS:
+        yaml_path, preset = None, PRESETS[args.config]
+    config = TrialConfig()
+    if args.model:
+        config = apply_overrides(config, {"model": args.model}, source="--model")
+    if preset is not None:
+        config = apply_overrides(config, preset, source=f"preset {args.config}")
+    config = config_from_sources(yaml_path=yaml_path, overrides=flags, base=config)
+    if args.overrides:
+        config = apply_overrides(config, dict(args.overrides), source="--set")
+    threads = max(1, int(args.cpus_per_trial))
+    device = config.device
+    if device == "auto":
+        device = "cuda" if args.gpus_per_trial > 0 else "cpu"
+    if device == "cuda" and args.gpus_per_trial <= 0:
+        raise ConfigError("device=cuda needs --gpus-per-trial > 0 (e.g. 1 or 0.5)")
+    return config.replace(num_threads=threads, device=device,
+                          resolve_conflicts=args.resolve_conflicts)
+
+
+def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool,
+                capability: Optional[tuple[int, int]] = None
+                ) -> tuple[list[Any], list[tuple[Any, str]], list[str], Optional[str]]:
+    """Validate every trial against its device and data before any trial starts; with the
+    compute ``capability`` of the GPUs the trials will get (a local run), against that too.
+
+    Returns (trials to run, skipped (trial, reason), notes on mapped settings, data summary).
+    A cell that cannot run is skipped in spaces with ``skip_invalid``, else an error.
+    """
+    runnable, skipped, notes = [], [], []
+    summary = []
+    data_info: dict[str, tuple[int, Optional[dict], Any]] = {}
+    scalar_names: dict[str, list[str]] = {}
+    for data_dir in sorted({spec.config.data_dir for spec in trials}):
+        if data_dir:
+            data = load_directory(data_dir)  # DataError names the file and problem
+            counts = {s: int((data.split == s).sum()) for s in ("train", "val", "test")}
+            data_info[data_dir] = (data.num_frames, counts, data)
+            scalar_names[data_dir] = list(data.scalar_names)
+            summary.append(f"{data_dir}: {len(data.target)} samples {counts}, "
+                           f"frames x C x H x W = {data.num_frames} x "
+                           f"{' x '.join(map(str, data.image_shape))}, "
+                           f"{len(data.scalar_names)} scalars, strata {list(data.strata.columns)}")
+        else:
+            data_info[data_dir] = (MAX_SYNTHETIC_FRAMES, None, None)
+            scalar_names[data_dir] = scalar_columns(TrialConfig())
+    for spec in trials:
+        config = spec.config
+        frames, counts, data = data_info[config.data_dir]
+        where = config.data_dir or "the synthetic data"
+        columns = scalar_names[config.data_dir]
+        unknown = [name for name in config.dropped_scalars if name not in columns]
+        if unknown:
+            raise ConfigError(f"trial {spec.name}: drop_scalars: {where} has no scalar column "
+                              f"{unknown[0]!r}; its scalar columns: {', '.join(columns) or 'none'}")
+        if config.use_scalars and config.dropped_scalars and \
+                not set(columns) - set(config.dropped_scalars):
+            raise ConfigError(f"trial {spec.name}: drop_scalars={config.drop_scalars} leaves out "
+                              f"every scalar column of {where}; to train without scalars set "
+                              "use_scalars=false (components' no_scalars variant) instead")
+        problem = None
+        if config.temporal_frames > frames:
+            problem = (f"temporal_frames={config.temporal_frames} but {where} has {frames} "
+                       "frames; lower temporal_frames")
+        elif space.skip_invalid:
+            problem = skip_reason(config, config.device, capability)
+        if problem is not None:
+            if space.skip_invalid:
+                skipped.append((spec, problem))
+                continue
+            raise ConfigError(f"trial {spec.name}: {problem}")
+        config, mapped = resolve_systems(config, device=config.device, resolve=resolve,
+                                         capability=capability)
+        notes.extend(f"{spec.name}: {note}" for note in mapped)
+        if counts is not None:
+            n_train = counts["train"]
+            if config.max_train_examples:
+                n_train = min(n_train, config.max_train_examples)
+            if config.batch_size > n_train:
+                raise ConfigError(
+                    f"trial {spec.name}: batch_size={config.batch_size} exceeds the "
+                    f"{n_train} training samples; lower batch_size"
+                )
+            if config.use_scalars and not data.scalar_names:
+                raise ConfigError(f"{config.data_dir}: table.parquet has no scalar_* columns; "
+                                  "set use_scalars=false")
+        runnable.append(dataclasses.replace(spec, config=config))
+    if not runnable:
+        raise ConfigError(f"no trial of space {space.name} can run here: "
+                          f"{skipped[0][1] if skipped else 'none selected'}")
+    return runnable, skipped, notes, "; ".join(summary) or None
+
+
+def _auto_seeds(args: argparse.Namespace, space: Any) -> Optional[tuple[int, int]]:
+    """(pilot, max seeds) for --seeds auto, with args.seeds set to every seed it may run;
+    None for fixed seeds (refusing --pilot / --max-seeds there)."""
+    if args.seeds != "auto":
+        if args.pilot is not None or args.max_seeds is not None:
+            raise UsageError("--pilot and --max-seeds apply with --seeds auto only")
+        return None
+    from results.sequential import DEFAULT_MAX_SEEDS
+
+    if space.is_search:
+        raise UsageError(f"--seeds auto: space {space.name} is a search, not an ablation "
+                         "table; give a number of seeds")
+    if args.auto_batch:
+        raise UsageError("--auto-batch with --seeds auto is not supported yet: pass the batch "
+                         "size (--set batch_size=N) or fixed seeds")
+    pilot = args.pilot or 3
+    max_seeds = args.max_seeds or max(DEFAULT_MAX_SEEDS, pilot)
+    if max_seeds < pilot:
+        raise UsageError(f"--max-seeds {max_seeds} is below the pilot's {pilot} seeds; raise "
+                         "--max-seeds or lower --pilot")
+    args.seeds = list(range(max_seeds))
+    return pilot, max_seeds
+
+
+def with_null_control(trials: list[Any], reference: str) -> list[Any]:
+    """``trials`` plus ``<reference>_repeat``: the reference's trials with the training seed
+    offset by 1000 (``seed_offset``), paired by ``seed``: a variant whose true effect is 0."""
+    repeat = f"{reference}_repeat"
+    if any(spec.variant == repeat for spec in trials):
+        raise UsageError(f"--null-control: the space already has a variant {repeat!r}")
+    extra = [dataclasses.replace(spec, name=f"{repeat}-seed{spec.seed}", variant=repeat,
+                                 config=spec.config.replace(ablation=repeat, seed_offset=1000))
+             for spec in trials if spec.variant == reference]
+    if not extra:
+        raise UsageError(f"--null-control: the reference {reference!r} is not among the "
+                         "variants to run (see --only)")
+    return [*trials, *extra]
+
+
+def _spec_for(config: TrialConfig) -> Any:
+    from search_spaces import TrialSpec
+
+    return TrialSpec(f"{config.ablation}-seed{config.seed}", config.ablation, config.seed, config)
+
+
+@dataclass
+class Prepared:
+    """A planned experiment: what :func:`prepare` found, nothing started."""
+
+    space: Any  # search_spaces.Space
+    base: TrialConfig
+    trials: list  # the trials to run first (with --seeds auto: the pilot's)
+    skipped: list  # (TrialSpec, reason): cells that cannot run here
+    notes: list[str] = field(default_factory=list)  # warnings for the user
+    data_summary: Optional[str] = None
+    hpo: Any = None  # ablations.runner.HpoSearch for a search space
+    sequential: Any = None  # ablations.rounds.SequentialRun for --seeds auto
+
+
+def prepare(args: argparse.Namespace) -> Prepared:
+    """The experiment the parsed flags ``args`` describe, validated: every bad input raises a
+    one-line UsageError/ConfigError/DataError here, before any trial starts. May set
+    ``args.model`` (a space file's model) and ``args.seeds`` (every seed --seeds auto may
+    run)."""
+    from search_spaces import expand, get_space
+
+    space = get_space(args.space)
+    if space.model:
+        if args.model and args.model != space.model:
+            raise UsageError(f"--model {args.model} but {space.source_file} is about "
+                             f"{space.model}; drop one of the two")
+        args.model = space.model
+    if args.auto_batch and space.name == "batch":
+        raise UsageError("--auto-batch picks one batch size; the batch space sweeps them: "
+                         "drop one of the two")
+    if args.scheduler is not None and not space.is_search:
+        raise UsageError(f"--scheduler: space {space.name} is an ablation table; every trial "
+                         "runs to the same budget so comparisons stay unbiased (schedulers are "
+                         "for search spaces such as hpo)")
+    base = base_config(args)
+    # A local run knows the GPUs its trials get; a cluster's are checked in each trial.
+    capability = local_cuda_capability() if args.address is None else None
+    only = [v.strip() for v in args.only.split(",") if v.strip()] if args.only else None
+    auto = _auto_seeds(args, space)
+    if auto and only and space.reference not in only:
+        only = [space.reference, *only]  # every variant is compared with it
+    hpo = None
+    if space.is_search:
+        if only:
+            raise UsageError(f"--only: space {space.name} is a search and has no variants")
+        from ablations.runner import HpoSearch
+
+        base = base.replace(ablation=space.name, seed=args.seeds[0])
+        planned, _, notes, _ = plan_trials(space, [_spec_for(base)],
+                                           resolve=args.resolve_conflicts, capability=capability)
+        base = planned[0].config  # what --resolve-conflicts mapped is what the samples start from
+        hpo = HpoSearch(base=base, space=dict(space.search), num_samples=args.num_samples,
+                        scheduler=args.scheduler or "asha")
+        trials, skipped, data_summary = [], [], None
+    else:
+        scalar_names = scalar_columns(base) if space.variants_from_data else None
+        trials = expand(space, base, args.seeds, only=only, scalar_names=scalar_names)
+        if args.null_control:
+            trials = with_null_control(trials, space.reference)
+        trials, skipped, notes, data_summary = plan_trials(space, trials, capability=capability,
+                                                           resolve=args.resolve_conflicts)
+    sequential = None
+    if auto:
+        from ablations.rounds import SequentialRun
+        from results.sequential import SeedDesign
+
+        design = SeedDesign.plan(*auto)
+        sequential = SequentialRun(design, list(args.seeds), space.reference, args.metric,
+                                   args.margin or "5%", args.alpha, {s.name: s for s in trials})
+        pilot = set(args.seeds[:design.looks[0]])
+        trials = [s for s in trials if s.seed in pilot]  # the first round's; dry run shows them
+        skipped = [(s, why) for s, why in skipped if s.seed in pilot]
+        variants = {s.variant for s in trials}
+        if space.reference not in variants:
+            raise UsageError(f"--seeds auto: the reference {space.reference!r} cannot run here "
+                             "(skipped); every round compares with it")
+        if len(variants) < 2:
+            raise UsageError("--seeds auto: only the reference would run; there is nothing to "
+                             "decide (see --only)")
+    return Prepared(space, base, trials, skipped, notes, data_summary, hpo, sequential)

@@ -1,0 +1,66 @@
+"""The library API (ablations/api.py): ``Experiment.plan()`` validates like the command line
+and starts nothing; ``Experiment.run()`` owns Ray's start and shutdown and returns the tables
+with the verdicts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ablations.api import Experiment
+from ablations.config import ConfigError
+from ablations.planning import UsageError
+from tests.conftest import REPO
+
+TINY = {"epochs": 2, "synthetic_train": 64, "synthetic_val": 16, "synthetic_test": 32,
+        "cnn_widths": "8,16,16", "embed_dim": 16, "num_heads": 2, "batch_size": 16}
+
+
+def test_plan_validates_and_starts_nothing(tmp_path):
+    import ray
+
+    trials = Experiment("components", seeds=2, only=["baseline", "no_images"], overrides=TINY,
+                        storage=tmp_path).plan()
+    assert [t.name for t in trials] == ["baseline-seed0", "baseline-seed1", "no_images-seed0",
+                                        "no_images-seed1"]
+    assert trials[2].config.use_images is False and trials[0].config.epochs == 2
+    assert not ray.is_initialized() and not any(tmp_path.iterdir())
+
+
+def test_plan_of_a_space_file_with_a_plugin_and_seeds_auto():
+    trials = Experiment(str(REPO / "examples" / "conv3d_ablations.yaml"), seeds="auto",
+                        max_seeds=6).plan()
+    assert {t.seed for t in trials} == {0, 1, 2}  # the pilot
+    shallow = next(t for t in trials if t.variant == "shallow")
+    assert json.loads(shallow.config.model_options) == {"depth": 1}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "pattern"),
+    [
+        ({"overrides": {"epoch": 2}}, ConfigError, "unknown key 'epoch'; did you mean 'epochs'"),
+        ({"only": ["no_such"]}, ConfigError, "unknown variant"),
+        ({"seeds": "auto", "pilot": 4, "max_seeds": 3}, UsageError, "below the pilot's"),
+    ],
+)
+def test_plan_raises_the_command_lines_errors(kwargs, error, pattern):
+    with pytest.raises(error, match=pattern):
+        Experiment("components", **kwargs).plan()
+
+
+@pytest.mark.slow
+def test_run_returns_the_tables_and_shuts_down_the_ray_it_started(tmp_path):
+    import ray
+
+    assert not ray.is_initialized()
+    result = Experiment("components", seeds=2, only=["baseline", "no_images"], overrides=TINY,
+                        storage=tmp_path, name="api", num_cpus=2).run()
+    assert not ray.is_initialized()
+    assert (result.trials["status"] == "ok").all() and len(result.trials) == 4
+    assert result.directory == str(tmp_path / "api")
+    assert set(result.verdicts["ablation"]) == {"baseline", "no_images"}
+    assert (tmp_path / "api" / "trials.parquet").is_file()
+    with pytest.raises(UsageError, match="already exists"):  # nothing is overwritten
+        Experiment("components", seeds=2, only=["baseline"], overrides=TINY, storage=tmp_path,
+                   name="api").run()

@@ -1,0 +1,138 @@
+"""Checks and probes before the trials start: the data visible on a cluster's workers,
+--auto-batch's memory probe, and --diagnose."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+from typing import Any, Optional, Sequence
+
+from ablations.planning import UsageError
+
+
+def check_data_on_workers(trials: Sequence[Any], args: argparse.Namespace) -> None:
+    """On a cluster, the data directory must be visible from every node that can run a trial
+    (an alive node with a trial's CPUs and GPUs): each is asked, pinned to it."""
+    import ray
+    from ray.exceptions import GetTimeoutError, RayError
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    dirs = sorted({spec.config.data_dir for spec in trials if spec.config.data_dir})
+    if not dirs:
+        return
+
+    def visible(paths: list[str]) -> tuple[str, list[str]]:
+        import os as _os
+        import platform as _platform
+
+        return _platform.node(), [p for p in paths if not _os.path.isdir(p)]
+
+    nodes = [node for node in ray.nodes() if node.get("Alive")
+             and node["Resources"].get("CPU", 0) >= args.cpus_per_trial
+             and node["Resources"].get("GPU", 0) >= args.gpus_per_trial]
+    probe, probes = ray.remote(num_cpus=0)(visible), {}
+    for node in nodes:
+        name = f"{node['NodeManagerAddress']}, node {node['NodeID'][:8]}"
+        strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+        probes[name] = probe.options(scheduling_strategy=strategy).remote(dirs)
+    blind, failed = [], []
+    ray.wait(list(probes.values()), num_returns=len(probes), timeout=120)  # all at once
+    for name, pending in probes.items():
+        try:
+            host, missing = ray.get(pending, timeout=0.1)
+        except (GetTimeoutError, RayError) as exc:
+            lines = str(exc).strip().splitlines()
+            failed.append(f"{name}: {lines[0] if lines else type(exc).__name__}")
+            continue
+        if missing:
+            blind.append((f"{host} ({name})", missing[0]))
+    if blind:
+        raise UsageError(f"--data {blind[0][1]} is not visible on {len(blind)} of {len(nodes)} "
+                         f"nodes that can run a trial: {'; '.join(n for n, _ in blind)}; put "
+                         "the data on a path every node can read (a shared file system)")
+    if failed:
+        raise UsageError(f"cannot check --data on {len(failed)} node(s): {failed[0]}; check that "
+                         "the project's dependencies are installed on every node")
+
+
+def _auto_batch(args: argparse.Namespace, trials: list[Any]) -> tuple[list[Any], Optional[dict]]:
+    """Probe on a worker holding one trial's resources; set every trial's batch size.
+    Returns the trials and what was probed and chosen (for experiment.json)."""
+    import ray
+
+    from ablations.memory import auto_batch_limit, choose_micro_batch, probe_max_batch
+    from ablations.train import load_data
+
+    config = trials[0].config
+    if config.device != "cuda" and not config.inject_oom_above_batch:
+        print(f"auto-batch: trials run on {config.device}, which has no GPU memory to fit; "
+              f"keeping batch_size={config.batch_size}")
+        return trials, None
+    datasets = {(c.data_dir, c.data_seed, c.synthetic_train, c.synthetic_val, c.synthetic_test,
+                 c.max_train_examples, c.max_eval_examples): c for c in (s.config for s in trials)}
+    train_samples = min(len(load_data(c).indices("train")) for c in datasets.values())
+    limit = auto_batch_limit(train_samples, max(s.config.grad_accum_steps for s in trials))
+    probe = ray.remote(num_cpus=args.cpus_per_trial, num_gpus=args.gpus_per_trial)(
+        probe_max_batch)
+    found = ray.get(probe.remote(config, limit=limit))
+    micro, why = choose_micro_batch(found, limit)
+    if micro < 1:
+        raise UsageError(f"auto-batch: even batch 1 runs out of memory on {found['device']}; "
+                         "use --config memory_optimized or fewer temporal_frames")
+    sizes = ", ".join(f"{size}{'' if ok else ' OOM'}" for size, ok in found["probed"])
+    out = []
+    for spec in trials:  # the plan's constraints again, with the new size (ConfigError if not)
+        batch = micro * spec.config.grad_accum_steps
+        if batch > train_samples:
+            raise UsageError(f"auto-batch: batch_size={batch} exceeds the {train_samples} "
+                             "training samples; lower grad_accum_steps")
+        out.append(dataclasses.replace(spec, config=spec.config.replace(batch_size=batch)))
+    chosen = micro * config.grad_accum_steps
+    print(f"auto-batch: batch_size={chosen} (micro-batch {micro} x {config.grad_accum_steps}), "
+          f"limited by {why}; {train_samples // chosen} optimizer steps per epoch; "
+          f"probed on {found['device']}: {sizes}")
+    record = {"batch_size": chosen, "micro_batch": micro, "limited_by": why,
+              "largest_fitting_micro_batch": found["batch"], "probe_limit": limit,
+              "probed": found["probed"], "device": found["device"],
+              "requested_batch_size": config.batch_size, "train_samples": train_samples}
+    return out, record
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    import ray
+
+    from ablations.memory import diagnose
+    from ablations.cluster import check_cluster_address
+
+    info = diagnose()
+    print(f"python {info['python']}, torch {info['torch']}")
+    print(f"CPU: {info['cpu_cores']} cores, RAM {info['ram_available_gib']} GiB available of "
+          f"{info['ram_total_gib']} GiB")
+    print(f"CPU support: bf16 autocast {info['cpu_bf16_autocast']}, fp16 autocast "
+          f"{info['cpu_fp16_autocast']}, fused AdamW {info['cpu_fused_adamw']}, C++ compiler "
+          f"for inductor {info['cpp_compiler_for_inductor']}")
+    if info["gpus"]:
+        for gpu in info["gpus"]:
+            bf16 = "native" if gpu["bf16"] else \
+                "emulated (slow: use fp16)" if gpu["bf16_emulated"] else "no"
+            print(f"GPU {gpu['index']}: {gpu['name']}, {gpu['free_gib']} GiB free of "
+                  f"{gpu['total_gib']} GiB, capability {gpu['capability']}, bf16 {bf16}, tf32 "
+                  f"{'native' if gpu['tf32'] else 'no (needs capability 8.0)'}")
+    else:
+        print("GPU: none visible to torch (CUDA available: False)")
+    try:
+        if args.address:
+            check_cluster_address(args.address)
+            ray.init(address=args.address, logging_level=logging.WARNING)
+        else:  # a private local Ray, as a run starts (ablations/runner.py init_ray)
+            ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
+        resources = ray.cluster_resources()
+        print("Ray resources: " + ", ".join(f"{k} {v:g}" for k, v in sorted(resources.items())
+                                            if not k.startswith("node:")))
+    except (ConnectionError, RuntimeError) as exc:
+        print(f"Ray: cannot start or connect ({str(exc).splitlines()[0]})")
+    finally:
+        ray.shutdown()
+    print(f"Suggested: {info['suggestion']}")
+    return 0

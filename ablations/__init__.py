@@ -1,7 +1,7 @@
 """The training loop, the Ray Tune trainable, the runner and the CLI.
 
-Only ``trainable``, ``runner`` and ``progress`` import Ray; ``config`` and ``train`` are plain
-Python/PyTorch and usable without it.
+Only ``trainable``, ``runner``, ``hpo_run`` and ``progress`` import Ray; ``config`` and ``train``
+are plain Python/PyTorch and usable without it.
 """
 
 from ablations.config import ConfigError, TrialConfig, parse_bool

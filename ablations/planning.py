@@ -183,7 +183,7 @@ class Prepared:
     skipped: list  # (TrialSpec, reason): cells that cannot run here
     notes: list[str] = field(default_factory=list)  # warnings for the user
     data_summary: Optional[str] = None
-    hpo: Any = None  # ablations.runner.HpoSearch for a search space
+    hpo: Any = None  # ablations.hpo_run.HpoSearch for a search space
     sequential: Any = None  # ablations.rounds.SequentialRun for --seeds auto
 
 

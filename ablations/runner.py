@@ -1,4 +1,8 @@
-"""Build the Tuner for a list of trials, run it on a local or existing Ray, write the Parquet.
+"""Build the Tuner for a list of trials, run it on a local or existing Ray, write the results.
+
+This module runs an experiment: the options, Ray, the Tuner, resume, SIGTERM and
+experiment.json. Turning Tune's results into the three tables is ablations/collect.py; the
+HPO search (Optuna, ASHA, best_config.yaml) is ablations/hpo_run.py.
 
 Layout of an experiment folder ``<storage>/<name>/``::
 
@@ -21,7 +25,6 @@ import os
 import platform
 import signal
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,26 +34,28 @@ from typing import Any, Iterator, Optional, Sequence
 import pandas as pd
 
 from ablations.cluster import PROJECT_ROOT, check_cluster_address, runtime_env_for_cluster
+from ablations.collect import RESUMABLE_STATUSES, collect_results, result_name, trial_status
 from ablations.config import TrialConfig
-from ablations.provenance import trial_columns
+from ablations.hpo_run import (
+    BEST_CONFIG_FILE,  # noqa: F401  (re-exported: it was defined here)
+    HPO_TRIAL,
+    OPTUNA_FILE,  # noqa: F401  (re-exported: it was defined here)
+    HpoSearch,
+    _hpo_setup,
+    _hpo_spec,
+    _publish_optuna,
+    write_best_config,
+)
 from results.io import (
-    EPOCHS_FILE,
-    atomic_write,
+    METADATA_FILE,
     delete_dir,
     is_file,
     is_uri,
     join,
-    read_bytes,
     read_metadata,
     remove_stale_temp_files,
-    METADATA_FILE,
-    PREDICTIONS_FILE,
-    TRIALS_FILE,
     write_json_atomic,
-    write_parquet_atomic,
 )
-from results.schema import CONFIG_COLUMNS, EPOCH_COLUMNS, TRIAL_COLUMNS, column_names
-from search_spaces.hpo import HPO_METRIC, HPO_MODE
 from search_spaces.spaces import TrialSpec
 
 TUNE_SUBDIR = "tune"
@@ -127,18 +132,6 @@ def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
                        dashboard_host="127.0.0.1", logging_level=logging.WARNING)
     url = getattr(context, "dashboard_url", None) if options.dashboard else None
     return True, url or None
-
-
-@dataclass
-class HpoSearch:
-    """An Optuna (TPE) search through Ray Tune's OptunaSearch, with an ASHA scheduler."""
-
-    base: TrialConfig  # the configuration every sampled trial starts from
-    space: dict[str, tuple[str, Any]]  # field -> (kind, args): see search_spaces/hpo.py
-    num_samples: int
-    metric: str = HPO_METRIC  # search_spaces/hpo.py
-    mode: str = HPO_MODE
-    scheduler: str = "asha"  # asha / fifo (no early stopping)
 
 
 def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
@@ -375,162 +368,6 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
     return counts
 
 
-HPO_TRIAL = "hpo"
-BEST_CONFIG_FILE = "best_config.yaml"
-OPTUNA_FILE = "optuna.db"
-
-
-def _optuna_file(root: str, name: str) -> Path:
-    """The study's SQLite file: in the experiment folder, or for a URI root a local copy
-    (SQLite needs a local file) that is uploaded beside the results at the end."""
-    if not is_uri(root):
-        return Path(root) / OPTUNA_FILE
-    local = Path(tempfile.gettempdir()) / "ablation-runner" / name / OPTUNA_FILE
-    local.parent.mkdir(parents=True, exist_ok=True)
-    remote = join(root, OPTUNA_FILE)
-    if is_file(remote) and not local.exists():  # resuming elsewhere: start from the upload
-        local.write_bytes(read_bytes(remote))
-    return local
-
-
-def _publish_optuna(root: str, name: str) -> None:
-    if is_uri(root):
-        data = _optuna_file(root, name).read_bytes()
-        atomic_write(join(root, OPTUNA_FILE), lambda handle: handle.write(data))
-
-
-def _hpo_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, Any]:
-    import optuna
-    from ray import tune
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-    from ray.tune.search.optuna import OptunaSearch
-
-    from ablations.trainable import trial_name
-
-    params = {}
-    for name, (kind, args) in hpo.space.items():
-        if kind == "loguniform":
-            params[name] = tune.loguniform(*args)
-        elif kind == "uniform":
-            params[name] = tune.uniform(*args)
-        elif kind == "choice":
-            params[name] = tune.choice(list(args))
-        else:
-            raise ValueError(f"unknown search kind {kind!r} for {name}")
-    storage = optuna.storages.RDBStorage(f"sqlite:///{_optuna_file(root, options.name)}")
-    searcher = OptunaSearch(study_name=options.name, storage=storage, seed=hpo.base.seed)
-    scheduler = (
-        ASHAScheduler(time_attr="training_iteration", max_t=hpo.base.epochs, grace_period=1,
-                      reduction_factor=2)
-        if hpo.scheduler == "asha" else FIFOScheduler()
-    )
-    tune_config = tune.TuneConfig(
-        metric=hpo.metric, mode=hpo.mode, search_alg=searcher, scheduler=scheduler,
-        num_samples=hpo.num_samples, max_concurrent_trials=options.max_concurrent or None,
-        reuse_actors=True, trial_name_creator=trial_name, trial_dirname_creator=trial_name,
-    )
-    return {"trial": HPO_TRIAL, "params": params}, tune_config
-
-
-def result_name(result: Any) -> str:
-    """The trial's name: its directory, named by ``trial_dirname_creator``."""
-    return Path(str(result.path)).name
-
-
-def _hpo_spec(result: Any, hpo: HpoSearch) -> TrialSpec:
-    from ablations.config import apply_overrides
-
-    name = result_name(result)
-    config = apply_overrides(hpo.base, {**result.config.get("params", {}), "ablation": HPO_TRIAL},
-                             source="hpo sample")
-    return TrialSpec(name, HPO_TRIAL, config.seed, config)
-
-
-def write_best_config(trials_df: pd.DataFrame, hpo: HpoSearch, root: str) -> Optional[str]:
-    """The best trial's configuration as a YAML file that ``--config`` accepts."""
-    import yaml
-
-    done = trials_df[trials_df["status"] == "ok"]
-    if done.empty:
-        return None
-    best = done.sort_values(hpo.metric, ascending=hpo.mode == "min").iloc[0]
-    keys = [k for k in TrialConfig.__dataclass_fields__
-            if k not in ("ablation", "seed", "data_dir", "num_threads", "device",
-                         "compile_requested", "precision_requested", "inject_failure_at_epoch",
-                         "inject_oom_above_batch")]
-    default = TrialConfig()
-    values = {k: _plain(best[k]) for k in keys
-              if k in hpo.space or _plain(best[k]) != getattr(default, k)}
-    header = (f"# Best of {len(trials_df)} trials of {hpo.num_samples} ({hpo.metric} "
-              f"{_plain(best[hpo.metric]):.4f}, trial {best['trial_name']}).\n"
-              f"# python run_ablations.py --space components --config {BEST_CONFIG_FILE}\n")
-    text = header + yaml.safe_dump(values, sort_keys=True)
-    return atomic_write(join(root, BEST_CONFIG_FILE), lambda handle: handle.write(text.encode()))
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
-
-
-def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
-                    metadata: dict[str, Any],
-                    skipped: Sequence[tuple[TrialSpec, str]] = (), *,
-                    state_root: Optional[str] = None,
-                    round_: Optional["RoundInfo"] = None) -> ExperimentResult:
-    """Turn Tune's ResultGrid into the three tables and write them atomically; a later round
-    of a ``--seeds auto`` experiment appends its rows to the earlier rounds'."""
-    root = experiment_dir(options)
-    by_name = {spec.name: spec for spec in trials}
-    position = {spec.name: i for i, spec in enumerate(trials)}
-    trial_rows, epoch_frames, prediction_frames = [], [], []
-    # In the plan's order (the space's table), not the order the trials ran in (longest first).
-    for result in sorted(grid, key=lambda r: position.get(result_name(r), len(position))):
-        spec = by_name[result_name(result)]
-        metrics = dict(result.metrics or {})
-        history = _history(result, state_root)
-        row = _trial_row(spec, metrics, result.error, history, options, metadata)
-        trial_rows.append(row)
-        if history is not None and len(history) and "epoch" in history:
-            epoch_frames.append(_epoch_rows(spec, history, options))
-        if row["status"] == "ok" and result.checkpoint is not None:
-            predictions = _read_predictions(result.checkpoint)
-            if predictions is not None:
-                prediction_frames.append(_with_keys(predictions, spec, options))
-
-    ran = {result_name(result) for result in grid}
-    for spec in trials:  # stopped (Ctrl-C, SIGTERM) before Tune created the trial
-        if spec.name not in ran:
-            trial_rows.append(_trial_row(spec, {}, None, None, options, metadata))
-    for spec, reason in skipped:  # cells that could not run here: a row with the reason
-        row = _trial_row(spec, {}, None, None, options, metadata)
-        row.update(status="skipped", failure_reason="conflict", error=reason,
-                   round=1)  # skipped when the pilot was planned
-        trial_rows.append(row)
-    names = [spec.name for spec in trials] + [spec.name for spec, _ in skipped]
-    rows = pd.DataFrame(trial_rows)
-    rows["round"] = rows["round"].fillna(round_.number if round_ else 1) if "round" in rows \
-        else (round_.number if round_ else 1)
-    trials_df = _order(rows, names)
-    epochs_df = (
-        pd.concat(epoch_frames, ignore_index=True) if epoch_frames
-        else pd.DataFrame(columns=column_names(EPOCH_COLUMNS))
-    )
-    predictions_df = (
-        pd.concat(prediction_frames, ignore_index=True) if prediction_frames
-        else pd.DataFrame(columns=["experiment", "trial_name", "ablation", "seed", "sample_index",
-                                   "target", "pred_mean", "pred_std"])
-    )
-    if round_ is not None and round_.earlier_rows is not None:
-        trials_df, epochs_df, predictions_df = (
-            _after(earlier, frame, names) for earlier, frame in
-            zip(round_.earlier_rows, (trials_df, epochs_df, predictions_df)))
-    write_parquet_atomic(epochs_df, join(root, EPOCHS_FILE))
-    write_parquet_atomic(predictions_df, join(root, PREDICTIONS_FILE))
-    write_parquet_atomic(trials_df, join(root, TRIALS_FILE))  # last: its presence = complete
-    return ExperimentResult(root if is_uri(root) else Path(root), trials_df, epochs_df,
-                            predictions_df, wall_s=metadata.get("driver_wall_s", math.nan))
-
-
 # ------------------------------------------------------------------------------------ helpers
 
 
@@ -605,162 +442,3 @@ def plan_from_metadata(meta: dict[str, Any]
     skipped = [(spec(name, item["config"]), item["reason"])
                for name, item in meta.get("skipped", {}).items()]
     return trials, skipped
-
-
-def _error_line(error: BaseException) -> str:
-    """The last line of an error's text: ``Type: message`` without Ray's traceback."""
-    text = str(error).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    line = lines[-1] if lines else type(error).__name__
-    return line[:500]
-
-
-def _nan_if_missing(metrics: dict[str, Any], key: str) -> float:
-    value = metrics.get(key)
-    try:
-        return float(value) if value is not None else math.nan
-    except (TypeError, ValueError):
-        return math.nan
-
-
-# Trials a resume continues (interrupted; failed with --retry-failed) or starts (not_started);
-# while any is left, trial_state/ is kept.
-RESUMABLE_STATUSES = ("failed", "interrupted", "not_started")
-
-
-def trial_status(metrics: dict[str, Any], error: Optional[BaseException],
-                 history: Optional[pd.DataFrame], *, hpo: bool = False
-                 ) -> tuple[str, Optional[str], Optional[str]]:
-    """(status, error, failure_reason) of a trial from its last result and error.
-
-    A trial Tune did not finish (no ``done`` in its last result: the run was stopped by
-    Ctrl-C or SIGTERM) is ``interrupted`` if it recorded an epoch, else ``not_started``."""
-    if error is not None:
-        message = _error_line(error)
-        reason = "oom" if "TrialOutOfMemory" in message or "oom:" in message else "error"
-        return "failed", message, reason
-    if metrics.get("status") == "diverged":
-        return "diverged", str(metrics.get("error", "non-finite loss")), "non-finite-loss"
-    if metrics.get("status") == "ok" and "test_mae" in metrics:
-        return "ok", None, None
-    if not metrics.get("done"):
-        started = (history is not None and len(history) > 0) or "training_iteration" in metrics
-        return ("interrupted" if started else "not_started"), None, None
-    if metrics.get("status") == "ok" and hpo:
-        return "stopped", "stopped early by the scheduler", "early-stopped"
-    return "failed", "trial ended without a final result", "error"
-
-
-def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseException],
-               history: Optional[pd.DataFrame], options: RunOptions,
-               metadata: dict[str, Any]) -> dict[str, Any]:
-    status, message, reason = trial_status(metrics, error, history,
-                                           hpo=spec.config.ablation == HPO_TRIAL)
-    epochs_run = int(history["epoch"].max()) if history is not None and "epoch" in history \
-        and history["epoch"].notna().any() else 0
-    row: dict[str, Any] = {
-        "experiment": options.name,
-        "space": options.space,
-        "trial_name": spec.name,
-        "trial_id": str(metrics.get("trial_id", "")),
-        "status": status,
-        "failure_reason": reason,
-        "error": message,
-        "epochs_run": epochs_run,
-    }
-    for name, dtype, _ in TRIAL_COLUMNS:
-        if dtype == "float64" and name not in row:
-            row[name] = _nan_if_missing(metrics, name)
-    # The trainer's steady-state figure (epochs after the first), not the last epoch's.
-    row["train_samples_per_s"] = _nan_if_missing(metrics, "steady_train_samples_per_s")
-    if math.isnan(row["wall_s"]):  # failed before the end: Tune's own clock
-        row["wall_s"] = _nan_if_missing(metrics, "time_total_s")
-    # Cost ledger: the resources the trial held for its wall time.
-    held_s = row["wall_s"] if not math.isnan(row["wall_s"]) else 0.0
-    row["cpu_hours"] = held_s * options.cpus_per_trial / 3600
-    row["gpu_hours"] = held_s * options.gpus_per_trial / 3600
-    row["device_used"] = metrics.get("device")
-    for key in ("compile_used", "optimizer_used", "precision_used"):
-        row[key] = metrics.get(key)
-    for key in ("oom_retries", "final_micro_batch", "final_accum_steps", "resumed_from_epoch",
-                "eval_batch_used", "compiled_graphs",
-                "torch_threads"):
-        value = metrics.get(key)
-        row[key] = int(value) if value is not None and value == value else None
-    row.update(trial_columns(metadata.get("provenance"), spec.config))  # data_source, ...
-    row["device_name"] = metrics.get("device_name")
-    for key in ("torch_version", "ray_version", "python_version", "git_commit"):
-        row[key] = metadata[key]
-    row.update(spec.config.to_dict())
-    return row
-
-
-def _history(result: Any, state_root: Optional[str]) -> Optional[pd.DataFrame]:
-    """The trial's per-epoch metrics. From the trainable's history file, which keeps every
-    epoch across restarts and is read without loading weights (a GPU trial's state needs no
-    CUDA on the driver); else Tune's result log, which a restarted trial begins anew."""
-    from ablations.trainable import read_history
-
-    state_dir = join(state_root, result_name(result)) if state_root else None
-    history = read_history(state_dir, result.checkpoint)
-    if history:
-        return pd.DataFrame(history)
-    return result.metrics_dataframe
-
-
-def _epoch_rows(spec: TrialSpec, history: pd.DataFrame, options: RunOptions) -> pd.DataFrame:
-    history = history[history["epoch"].notna()]
-    keys = ("experiment", "trial_name", "ablation", "seed")
-    frame = pd.DataFrame(index=history.index)
-    for name, dtype, _ in EPOCH_COLUMNS:
-        if name not in keys:
-            frame[name] = history[name] if name in history else math.nan
-    frame = _with_keys(frame.reset_index(drop=True), spec, options)
-    for name, dtype, _ in EPOCH_COLUMNS:
-        if dtype == "int64" and name not in keys:
-            frame[name] = frame[name].astype("Int64")
-    return frame[column_names(EPOCH_COLUMNS)].drop_duplicates(["trial_name", "epoch"], keep="last")
-
-
-def _with_keys(frame: pd.DataFrame, spec: TrialSpec, options: RunOptions) -> pd.DataFrame:
-    frame = frame.copy()
-    frame.insert(0, "seed", spec.seed)
-    frame.insert(0, "ablation", spec.variant)
-    frame.insert(0, "trial_name", spec.name)
-    frame.insert(0, "experiment", options.name)
-    return frame
-
-
-def _read_predictions(checkpoint: Any) -> Optional[pd.DataFrame]:
-    from ablations.trainable import PREDICTIONS_FILE as CKPT_PREDICTIONS
-
-    with checkpoint.as_directory() as directory:
-        path = os.path.join(directory, CKPT_PREDICTIONS)
-        if not os.path.exists(path):
-            return None
-        return pd.read_parquet(path)
-
-
-def _after(earlier: pd.DataFrame, frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """The earlier rounds' rows (those of this round's trials dropped: a resumed round
-    rewrites them), then this round's."""
-    earlier = earlier[~earlier["trial_name"].isin(names)]
-    if earlier.empty:
-        return frame
-    if frame.empty:
-        return earlier.reset_index(drop=True)
-    return pd.concat([earlier, frame], ignore_index=True)
-
-
-def _order(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """Rows in the order of the plan; documented columns first, then the config columns."""
-    frame = frame.set_index("trial_name").loc[names].reset_index()
-    first = column_names(TRIAL_COLUMNS)
-    head = ["experiment", "space", "trial_name", "trial_id", "ablation", "seed"]
-    rest = [c for c in first if c not in head]
-    config = [c for c in CONFIG_COLUMNS if c not in head]
-    frame = frame[head + rest + config]
-    for name, dtype, _ in TRIAL_COLUMNS:
-        if dtype == "int64":
-            frame[name] = frame[name].astype("Int64")  # nullable: skipped/failed rows
-    return frame

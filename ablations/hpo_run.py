@@ -1,0 +1,122 @@
+"""The HPO search: Optuna (TPE) through Ray Tune's OptunaSearch, with an ASHA scheduler.
+
+``HpoSearch`` says what to search; ``_hpo_setup`` builds Tune's search and scheduler for
+``run_experiment``; ``write_best_config`` writes the best trial's configuration as YAML.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import pandas as pd
+
+from ablations.collect import _plain, result_name
+from ablations.config import TrialConfig
+from results.io import atomic_write, is_file, is_uri, join, read_bytes
+from search_spaces.hpo import HPO_METRIC, HPO_MODE
+from search_spaces.spaces import TrialSpec
+
+if TYPE_CHECKING:  # runner.py imports this module
+    from ablations.runner import RunOptions
+
+HPO_TRIAL = "hpo"
+BEST_CONFIG_FILE = "best_config.yaml"
+OPTUNA_FILE = "optuna.db"
+
+
+@dataclass
+class HpoSearch:
+    """An Optuna (TPE) search through Ray Tune's OptunaSearch, with an ASHA scheduler."""
+
+    base: TrialConfig  # the configuration every sampled trial starts from
+    space: dict[str, tuple[str, Any]]  # field -> (kind, args): see search_spaces/hpo.py
+    num_samples: int
+    metric: str = HPO_METRIC  # search_spaces/hpo.py
+    mode: str = HPO_MODE
+    scheduler: str = "asha"  # asha / fifo (no early stopping)
+
+
+def _optuna_file(root: str, name: str) -> Path:
+    """The study's SQLite file: in the experiment folder, or for a URI root a local copy
+    (SQLite needs a local file) that is uploaded beside the results at the end."""
+    if not is_uri(root):
+        return Path(root) / OPTUNA_FILE
+    local = Path(tempfile.gettempdir()) / "ablation-runner" / name / OPTUNA_FILE
+    local.parent.mkdir(parents=True, exist_ok=True)
+    remote = join(root, OPTUNA_FILE)
+    if is_file(remote) and not local.exists():  # resuming elsewhere: start from the upload
+        local.write_bytes(read_bytes(remote))
+    return local
+
+
+def _publish_optuna(root: str, name: str) -> None:
+    if is_uri(root):
+        data = _optuna_file(root, name).read_bytes()
+        atomic_write(join(root, OPTUNA_FILE), lambda handle: handle.write(data))
+
+
+def _hpo_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, Any]:
+    import optuna
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+    from ablations.trainable import trial_name
+
+    params = {}
+    for name, (kind, args) in hpo.space.items():
+        if kind == "loguniform":
+            params[name] = tune.loguniform(*args)
+        elif kind == "uniform":
+            params[name] = tune.uniform(*args)
+        elif kind == "choice":
+            params[name] = tune.choice(list(args))
+        else:
+            raise ValueError(f"unknown search kind {kind!r} for {name}")
+    storage = optuna.storages.RDBStorage(f"sqlite:///{_optuna_file(root, options.name)}")
+    searcher = OptunaSearch(study_name=options.name, storage=storage, seed=hpo.base.seed)
+    scheduler = (
+        ASHAScheduler(time_attr="training_iteration", max_t=hpo.base.epochs, grace_period=1,
+                      reduction_factor=2)
+        if hpo.scheduler == "asha" else FIFOScheduler()
+    )
+    tune_config = tune.TuneConfig(
+        metric=hpo.metric, mode=hpo.mode, search_alg=searcher, scheduler=scheduler,
+        num_samples=hpo.num_samples, max_concurrent_trials=options.max_concurrent or None,
+        reuse_actors=True, trial_name_creator=trial_name, trial_dirname_creator=trial_name,
+    )
+    return {"trial": HPO_TRIAL, "params": params}, tune_config
+
+
+def _hpo_spec(result: Any, hpo: HpoSearch) -> TrialSpec:
+    from ablations.config import apply_overrides
+
+    name = result_name(result)
+    config = apply_overrides(hpo.base, {**result.config.get("params", {}), "ablation": HPO_TRIAL},
+                             source="hpo sample")
+    return TrialSpec(name, HPO_TRIAL, config.seed, config)
+
+
+def write_best_config(trials_df: pd.DataFrame, hpo: HpoSearch, root: str) -> Optional[str]:
+    """The best trial's configuration as a YAML file that ``--config`` accepts."""
+    import yaml
+
+    done = trials_df[trials_df["status"] == "ok"]
+    if done.empty:
+        return None
+    best = done.sort_values(hpo.metric, ascending=hpo.mode == "min").iloc[0]
+    keys = [k for k in TrialConfig.__dataclass_fields__
+            if k not in ("ablation", "seed", "data_dir", "num_threads", "device",
+                         "compile_requested", "precision_requested", "inject_failure_at_epoch",
+                         "inject_oom_above_batch")]
+    default = TrialConfig()
+    values = {k: _plain(best[k]) for k in keys
+              if k in hpo.space or _plain(best[k]) != getattr(default, k)}
+    header = (f"# Best of {len(trials_df)} trials of {hpo.num_samples} ({hpo.metric} "
+              f"{_plain(best[hpo.metric]):.4f}, trial {best['trial_name']}).\n"
+              f"# python run_ablations.py --space components --config {BEST_CONFIG_FILE}\n")
+    text = header + yaml.safe_dump(values, sort_keys=True)
+    return atomic_write(join(root, BEST_CONFIG_FILE), lambda handle: handle.write(text.encode()))

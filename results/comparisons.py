@@ -1,0 +1,132 @@
+"""Comparisons of ablations over seeds: Holm's correction, t intervals and the ablation table
+(the seed-paired, or Welch, difference of every ablation to the reference).
+
+- :func:`ablation_table`: per ablation, mean and CI of a test metric over seeds, the paired
+  difference to the reference (same seed), its t interval, a paired t-test (Welch's test for a
+  variant with other seeds), Holm correction across the ablations, and an effect size. Failed
+  trials are excluded and counted.
+- :func:`holm`: Holm-Bonferroni adjusted p-values; :func:`t_interval`: a t confidence interval.
+
+Re-exported by :mod:`results.analysis`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+
+def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1) along the last
+    axis, so a stack of families (one per row) is adjusted at once; NaN stays NaN and is not
+    counted in the family."""
+    p = np.asarray(p_values, dtype=float)
+    missing = np.isnan(p)
+    family = (~missing).sum(axis=-1, keepdims=True)
+    order = np.argsort(np.where(missing, np.inf, p), axis=-1, kind="stable")  # NaN last
+    ranked = np.take_along_axis(p, order, axis=-1)
+    factor = family - np.arange(p.shape[-1])  # k, k - 1, ..., 1 (then NaN rows)
+    adjusted = np.minimum(1.0, np.fmax.accumulate(factor * ranked, axis=-1))
+    adjusted[np.isnan(ranked)] = np.nan
+    out = np.empty_like(p)
+    np.put_along_axis(out, order, adjusted, axis=-1)
+    return out
+
+
+def t_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Two-sided t confidence interval of the mean; NaN with fewer than two values."""
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2:
+        return float("nan"), float("nan")
+    half = stats.t.ppf(0.5 + confidence / 2, len(values) - 1) * stats.sem(values)
+    return float(values.mean() - half), float(values.mean() + half)
+
+
+def _relative(diff: float, reference: float) -> float:
+    """``diff`` as a share of the reference's mean; NaN for a mean of 0 (no warning)."""
+    return diff / reference if reference != 0 else float("nan")
+
+
+def _compare(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
+             ref_seeds: np.ndarray, by_seed: pd.DataFrame, ablation: str, reference: str,
+             confidence: float) -> dict:
+    """Difference of ``ablation`` to ``reference``: paired over common seeds where there are
+    two or more, else Welch's unpaired test over the two sets of seeds."""
+    common = np.intersect1d(seeds, ref_seeds)
+    if len(common) >= 2:
+        pair = by_seed.loc[common, [ablation, reference]]
+        diff = (pair[ablation] - pair[reference]).to_numpy()
+        sd = diff.std(ddof=1)
+        d_low, d_high = t_interval(diff, confidence)
+        return {
+            "test": "paired t", "n_pairs": len(diff), "diff_mean": diff.mean(),
+            "diff_ci_low": d_low, "diff_ci_high": d_high,
+            "p_value": stats.ttest_rel(pair[ablation], pair[reference]).pvalue,
+            "effect_size": diff.mean() / sd if sd > 0 else np.nan,
+            "relative_change": _relative(diff.mean(), pair[reference].mean()),
+            "se": sd / np.sqrt(len(diff)), "df": float(len(diff) - 1),
+        }
+    if len(values) >= 2 and len(ref_values) >= 2:
+        diff = values.mean() - ref_values.mean()
+        pooled = np.sqrt((np.var(values, ddof=1) + np.var(ref_values, ddof=1)) / 2)
+        welch = stats.ttest_ind(values, ref_values, equal_var=False)
+        interval = welch.confidence_interval(confidence)
+        return {
+            "test": "Welch t", "n_pairs": 0, "diff_mean": diff,
+            "diff_ci_low": interval.low, "diff_ci_high": interval.high,
+            "p_value": welch.pvalue,
+            "effect_size": diff / pooled if pooled > 0 else np.nan,
+            "relative_change": _relative(diff, ref_values.mean()),
+            "se": np.sqrt(np.var(values, ddof=1) / len(values)
+                          + np.var(ref_values, ddof=1) / len(ref_values)),
+            "df": float(welch.df),  # Welch-Satterthwaite
+        }
+    return {"test": "none (fewer than 2 seeds)"}
+
+
+def ablation_table(trials: pd.DataFrame, *, metric: str = "test_mae",
+                   reference: str = "baseline", confidence: float = 0.95) -> pd.DataFrame:
+    """One row per ablation: mean and CI of ``metric`` over its ok seeds; the difference to
+    ``reference`` (mean, CI, p-value, Holm-adjusted p across the ablations, effect size,
+    relative change); and the counts of ok and excluded (failed, diverged, stopped, skipped,
+    interrupted, not_started) trials.
+
+    The comparison is paired by seed (paired t-test; effect size Cohen's d_z = mean / sd of
+    the paired differences) over the seeds both have ok. An ablation that shares fewer than two
+    ok seeds with the reference, such as a repeat of the reference under other seeds, is
+    compared unpaired (Welch's t-test; effect size Cohen's d with the mean of the two
+    variances). The ``test`` column says which; ``se`` and ``df`` are the standard error of
+    the difference and the t distribution's degrees of freedom (n - 1 paired,
+    Welch-Satterthwaite unpaired), from which :func:`verdict_table` tests equivalence."""
+    if reference not in set(trials["ablation"]):
+        raise ValueError(f"reference {reference!r} is not among the ablations")
+    ok = trials[trials["status"] == "ok"]
+    by_seed = ok.pivot_table(index="seed", columns="ablation", values=metric, aggfunc="mean")
+    ref_ok = ok[ok["ablation"] == reference]
+    ref_values = ref_ok[metric].to_numpy(dtype=float)
+    rows = []
+    for ablation, group in trials.groupby("ablation", sort=False):
+        mine = ok[ok["ablation"] == ablation]
+        values = mine[metric].to_numpy(dtype=float)
+        low, high = t_interval(values, confidence)
+        row = {
+            "ablation": ablation, "n_ok": len(values),
+            "n_excluded": int((group["status"] != "ok").sum()),
+            f"{metric}_mean": values.mean() if len(values) else np.nan,
+            f"{metric}_ci_low": low, f"{metric}_ci_high": high,
+        }
+        if ablation != reference:
+            row.update(_compare(values, ref_values, mine["seed"].to_numpy(),
+                                ref_ok["seed"].to_numpy(), by_seed, ablation, reference,
+                                confidence))
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for column in ("test", "n_pairs", "diff_mean", "diff_ci_low", "diff_ci_high", "p_value",
+                   "effect_size", "relative_change", "se", "df"):
+        if column not in table:
+            table[column] = np.nan
+    table["p_holm"] = holm(table["p_value"].to_numpy(dtype=float))
+    return table

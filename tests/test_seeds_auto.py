@@ -134,6 +134,13 @@ def test_each_round_runs_exactly_the_variants_left_without_a_verdict(stopped_and
     assert set(pilot["ablation"]) == VARIANTS and set(pilot["seed"]) == {0, 1, 2}
     rounds = sorted(trials["round"].unique())
     assert rounds[0] == 1 and len(rounds) >= 2, rounds  # the null control needs more seeds
+    # the null control (the baseline under other training seeds: not a copy of it) is never
+    # called worse/better, and it gets the next look's seeds while it has no verdict
+    verdicts = run.verdicts(trials).set_index("ablation")["verdict"]
+    assert verdicts["baseline_repeat"] in ("equivalent", "inconclusive"), verdicts.to_dict()
+    assert set(trials.loc[trials["ablation"] == "baseline_repeat", "round"]) == {1, 2}
+    by_seed = trials.pivot_table(index="seed", columns="ablation", values="test_mae")
+    assert (by_seed["baseline_repeat"] != by_seed["baseline"]).all()
     for number in rounds[1:]:
         before = trials[trials["round"] < number]
         last = before.loc[before["round"] == number - 1, "ablation"]

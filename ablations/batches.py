@@ -28,29 +28,29 @@ NORMALISATION_SAMPLES = 512
 
 def synthetic_spec(config: TrialConfig) -> SyntheticSpec:
     """The synthetic set a trial config trains on (without ``data_dir``)."""
-    return SyntheticSpec(n_train=config.synthetic_train, n_val=config.synthetic_val,
-                         n_test=config.synthetic_test, seed=config.data_seed)
+    return SyntheticSpec(n_train=config.data.synthetic_train, n_val=config.data.synthetic_val,
+                         n_test=config.data.synthetic_test, seed=config.data.data_seed)
 
 
 def scalar_columns(config: TrialConfig) -> list[str]:
     """The scalar column names of the trial's data, all of them (``drop_scalars`` not applied),
     from the files' headers: no data is loaded."""
-    if not config.data_dir:
+    if not config.data.data_dir:
         return [f"scalar_{i}" for i in range(SYNTHETIC_SCALARS)]
-    _, columns = check_directory(config.data_dir)
+    _, columns = check_directory(config.data.data_dir)
     return [c for c in columns if c.startswith("scalar_")]  # as load_directory reads them
 
 
 def drop_scalar_columns(data: RegressionData, config: TrialConfig) -> RegressionData:
-    """``data`` without the scalar columns in ``config.drop_scalars`` (in place): every
+    """``data`` without the scalar columns in ``config.data.drop_scalars`` (in place): every
     consumer (normalisation, batches, the model's ``num_scalars``) then sees the kept ones."""
-    if not config.drop_scalars:
+    if not config.data.drop_scalars:
         return data
-    unknown = [n for n in config.dropped_scalars if n not in data.scalar_names]
+    unknown = [n for n in config.data.dropped_scalars if n not in data.scalar_names]
     if unknown:
         raise DataError(f"drop_scalars: {data.source} has no scalar column {unknown[0]!r}; "
                         f"its scalar columns: {', '.join(data.scalar_names) or 'none'}")
-    keep = [i for i, n in enumerate(data.scalar_names) if n not in config.dropped_scalars]
+    keep = [i for i, n in enumerate(data.scalar_names) if n not in config.data.dropped_scalars]
     data.scalars = data.scalars[:, keep]
     data.scalar_names = [data.scalar_names[i] for i in keep]
     return data
@@ -59,17 +59,18 @@ def drop_scalar_columns(data: RegressionData, config: TrialConfig) -> Regression
 def load_data(config: TrialConfig) -> RegressionData:
     """The trial's data with its caps applied (capped-out samples get split '') and without
     the scalar columns in ``drop_scalars``."""
-    if config.data_dir:
-        data = load_directory(config.data_dir, split_seed=config.data_seed)
+    if config.data.data_dir:
+        data = load_directory(config.data.data_dir, split_seed=config.data.data_seed)
     else:
         data = load_synthetic(synthetic_spec(config))
     data = drop_scalar_columns(data, config)
     split = data.split
-    if config.max_train_examples:
-        split = cap_split(split, "train", config.max_train_examples, seed=config.data_seed)
-    if config.max_eval_examples:
+    section = config.data
+    if section.max_train_examples:
+        split = cap_split(split, "train", section.max_train_examples, seed=section.data_seed)
+    if section.max_eval_examples:
         for name in ("val", "test"):
-            split = cap_split(split, name, config.max_eval_examples, seed=config.data_seed + 1)
+            split = cap_split(split, name, section.max_eval_examples, seed=section.data_seed + 1)
     data.split = split
     return data
 
@@ -131,10 +132,10 @@ class BatchSource(torch.utils.data.Dataset):
     def __getitem__(self, idx: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         idx = np.asarray(idx)
         frames = torch.empty(0)
-        if self.config.use_images:
-            frames = torch.from_numpy(self.data.frames(idx, self.config.temporal_frames))
+        if self.config.data.use_images:
+            frames = torch.from_numpy(self.data.frames(idx, self.config.data.temporal_frames))
         scalars = torch.empty(0)
-        if self.config.use_scalars:
+        if self.config.data.use_scalars:
             s = (self.data.scalars[idx] - self.norm.scalar_mean) / self.norm.scalar_std
             scalars = torch.from_numpy(s.astype(np.float32))
         target = (self.data.target[idx] - self.norm.target_mean) / self.norm.target_std
@@ -155,13 +156,13 @@ class Batches:
     def to_device(self, batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
                   ) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor], torch.Tensor]:
         frames, scalars, target = batch
-        blocking = not (self.config.pin_memory and self.device.type == "cuda")
+        blocking = not (self.config.systems.pin_memory and self.device.type == "cuda")
         out_frames = None
-        if self.config.use_images:
+        if self.config.data.use_images:
             out_frames = (frames.to(self.device, non_blocking=not blocking) - self.image_mean) \
                 / self.image_std
         out_scalars = scalars.to(self.device, non_blocking=not blocking) \
-            if self.config.use_scalars else None
+            if self.config.data.use_scalars else None
         return out_frames, out_scalars, target.to(self.device, non_blocking=not blocking)
 
     def __call__(self, idx: np.ndarray):
@@ -170,13 +171,13 @@ class Batches:
     def loader(self, order: np.ndarray, micro_batch: int) -> Iterable:
         """Training micro-batches in ``order`` (drop_last: every batch has the same shape)."""
         sampler = torch.utils.data.BatchSampler(order.tolist(), micro_batch, drop_last=True)
-        if self.config.num_workers == 0 and not self.config.pin_memory:
+        if self.config.systems.num_workers == 0 and not self.config.systems.pin_memory:
             return (self.source[idx] for idx in sampler)
         return torch.utils.data.DataLoader(
             self.source, sampler=sampler, batch_size=None,
-            num_workers=self.config.num_workers,
-            pin_memory=self.config.pin_memory and self.device.type == "cuda",
-            prefetch_factor=2 if self.config.num_workers else None,
+            num_workers=self.config.systems.num_workers,
+            pin_memory=self.config.systems.pin_memory and self.device.type == "cuda",
+            prefetch_factor=2 if self.config.systems.num_workers else None,
         )
 
 

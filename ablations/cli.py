@@ -126,7 +126,7 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
         recorded = previous.get("auto_batch")
         if args.auto_batch and recorded:  # the same command again: the size it chose then
             trials = [dataclasses.replace(spec, config=spec.config.replace(
-                batch_size=recorded["micro_batch"] * spec.config.grad_accum_steps))
+                batch_size=recorded["micro_batch"] * spec.config.optim.grad_accum_steps))
                 for spec in trials]
         planned = previous.get("trials")
         if (sequential is None) != (not previous.get("sequential")):

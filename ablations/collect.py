@@ -23,7 +23,7 @@ from results.io import (
     join,
     write_parquet_atomic,
 )
-from results.schema import CONFIG_COLUMNS, EPOCH_COLUMNS, TRIAL_COLUMNS, column_names
+from results.schema import EPOCH_COLUMNS, TRIAL_COLUMNS, column_names
 from search_spaces.spaces import TrialSpec
 
 if TYPE_CHECKING:  # runner.py imports this module
@@ -180,7 +180,7 @@ def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExc
     row["device_name"] = metrics.get("device_name")
     for key in ("torch_version", "ray_version", "python_version", "git_commit"):
         row[key] = metadata[key]
-    row.update(spec.config.to_dict())
+    row.update(spec.config.flat())
     return row
 
 
@@ -242,12 +242,13 @@ def _after(earlier: pd.DataFrame, frame: pd.DataFrame, names: list[str]) -> pd.D
 
 
 def _order(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """Rows in the order of the plan; documented columns first, then the config columns."""
+    """Rows in the order of the plan; documented columns first, then the config columns (the
+    keys of ``TrialConfig.flat()``: a plugin's own switches are columns too)."""
     frame = frame.set_index("trial_name").loc[names].reset_index()
     first = column_names(TRIAL_COLUMNS)
     head = ["experiment", "space", "trial_name", "trial_id", "ablation", "seed"]
     rest = [c for c in first if c not in head]
-    config = [c for c in CONFIG_COLUMNS if c not in head]
+    config = [c for c in frame.columns if c not in {*head, *first}]
     frame = frame[head + rest + config]
     for name, dtype, _ in TRIAL_COLUMNS:
         if dtype == "int64":

@@ -38,7 +38,7 @@ def describe_trials(trials: Sequence[Any], base: TrialConfig,
     then the skipped cells with their reasons."""
     lines = [f"{len(trials)} trials" + (f" ({len(skipped)} more skipped)" if skipped else "")
              + ". Base configuration:"]
-    for key, value in base.to_dict().items():
+    for key, value in base.flat().items():
         if key not in ("ablation", "seed"):
             lines.append(f"  {key}: {value}")
     lines.append("Trials (name: differences from the base):")

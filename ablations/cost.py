@@ -12,7 +12,6 @@ x training samples. Systems switches (compile, precision) do not enter; nor does
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from typing import Sequence
@@ -46,13 +45,13 @@ def training_flops_per_sample(model_config: ModelConfig) -> float:
 @functools.lru_cache(maxsize=256)
 def plugin_flops_per_sample(config: TrialConfig, image_shape: tuple[int, int, int],
                             scalars: int) -> float:
-    """The same for a model plugin's model (``config.model``)."""
-    config = dataclasses.replace(config, gradient_checkpointing=False, channels_last=False)
+    """The same for a model plugin's model (``config.plugin``)."""
+    config = config.replace(gradient_checkpointing=False, channels_last=False)
     with torch.device("meta"):
         model = build_trial_model(config, image_shape, scalars)
-        frames = torch.empty(1, config.temporal_frames, *image_shape) if config.use_images \
-            else torch.empty(0)
-        features = torch.empty(1, scalars) if config.use_scalars else torch.empty(0)
+        frames = torch.empty(1, config.data.temporal_frames, *image_shape) \
+            if config.data.use_images else torch.empty(0)
+        features = torch.empty(1, scalars) if config.data.use_scalars else torch.empty(0)
     with FlopCounterMode(display=False) as counter:
         mean, variance = model(frames, features)
         loss = mean.sum() if variance is None else mean.sum() + variance.sum()
@@ -63,15 +62,15 @@ def plugin_flops_per_sample(config: TrialConfig, image_shape: tuple[int, int, in
 def _data_shape(config: TrialConfig) -> tuple[tuple[int, int, int], int, int]:
     """((C, H, W), number of scalars the model sees, training samples), without loading the
     data."""
-    if not config.data_dir:
+    if not config.data.data_dir:
         spec = SyntheticSpec()
         image_shape = (spec.channels, spec.height, spec.width)
-        samples = config.synthetic_train
+        samples = config.data.synthetic_train
     else:
-        (samples, _, *image_shape), _ = check_directory(config.data_dir)
-    if config.max_train_examples:
-        samples = min(samples, config.max_train_examples)
-    scalars = sum(1 for c in scalar_columns(config) if c not in config.dropped_scalars)
+        (samples, _, *image_shape), _ = check_directory(config.data.data_dir)
+    if config.data.max_train_examples:
+        samples = min(samples, config.data.max_train_examples)
+    scalars = sum(1 for c in scalar_columns(config) if c not in config.data.dropped_scalars)
     return tuple(image_shape), scalars, samples  # type: ignore[return-value]
 
 
@@ -80,11 +79,11 @@ def estimated_cost(config: TrialConfig) -> float:
     directory exists only on the cluster's workers)."""
     try:
         image_shape, scalars, samples = _data_shape(config)
-        if config.model:
+        if config.plugin:
             flops = plugin_flops_per_sample(config, image_shape, scalars)
         else:
             flops = training_flops_per_sample(builtin_model_config(config, image_shape, scalars))
-        return flops * config.epochs * samples
+        return flops * config.optim.epochs * samples
     except Exception:  # noqa: BLE001 - an estimate only: keep the given order
         return math.nan
 

@@ -79,7 +79,7 @@ def _hpo_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, An
     storage = optuna.storages.RDBStorage(f"sqlite:///{_optuna_file(root, options.name)}")
     searcher = OptunaSearch(study_name=options.name, storage=storage, seed=hpo.base.seed)
     scheduler = (
-        ASHAScheduler(time_attr="training_iteration", max_t=hpo.base.epochs, grace_period=1,
+        ASHAScheduler(time_attr="training_iteration", max_t=hpo.base.optim.epochs, grace_period=1,
                       reduction_factor=2)
         if hpo.scheduler == "asha" else FIFOScheduler()
     )
@@ -108,13 +108,14 @@ def write_best_config(trials_df: pd.DataFrame, hpo: HpoSearch, root: str) -> Opt
     if done.empty:
         return None
     best = done.sort_values(hpo.metric, ascending=hpo.mode == "min").iloc[0]
-    keys = [k for k in TrialConfig.__dataclass_fields__
-            if k not in ("ablation", "seed", "data_dir", "num_threads", "device",
-                         "compile_requested", "precision_requested", "inject_failure_at_epoch",
-                         "inject_oom_above_batch")]
-    default = TrialConfig()
+    default = TrialConfig.of(model=hpo.base.plugin).flat()  # that model's defaults
+    keys = [k for k in default
+            if k not in ("ablation", "seed", "seed_offset", "model", "data_dir", "num_threads",
+                         "device", "compile_requested", "precision_requested") and k in best]
     values = {k: _plain(best[k]) for k in keys
-              if k in hpo.space or _plain(best[k]) != getattr(default, k)}
+              if k in hpo.space or _plain(best[k]) != default[k]}
+    if hpo.base.plugin:
+        values["model"] = hpo.base.plugin
     header = (f"# Best of {len(trials_df)} trials of {hpo.num_samples} ({hpo.metric} "
               f"{_plain(best[hpo.metric]):.4f}, trial {best['trial_name']}).\n"
               f"# python run_ablations.py --space components --config {BEST_CONFIG_FILE}\n")

@@ -70,17 +70,18 @@ def _one_step_fits(config: TrialConfig, data: Any, batch: int, device: torch.dev
     failed = False
     model = optimizer = None
     try:
-        if config.inject_oom_above_batch and batch > config.inject_oom_above_batch:
+        if config.faults.inject_oom_above_batch and batch > config.faults.inject_oom_above_batch:
             raise torch.OutOfMemoryError(f"CUDA out of memory (injected: batch {batch})")
         model = build_trial_model(config, data.image_shape, len(data.scalar_names)).to(device)
         model.train()
         optimizer, _ = make_optimizer(model, config, device)
         channels, height, width = data.image_shape
-        frames = torch.randn(batch, config.temporal_frames, channels, height, width, device=device)
+        frames = torch.randn(batch, config.data.temporal_frames, channels, height, width,
+                             device=device)
         scalars = torch.randn(batch, len(data.scalar_names), device=device)
-        with autocast_for(config.precision, device.type):
-            mean, variance = model(frames if config.use_images else None,
-                                   scalars if config.use_scalars else None)
+        with autocast_for(config.systems.precision, device.type):
+            mean, variance = model(frames if config.data.use_images else None,
+                                   scalars if config.data.use_scalars else None)
         loss = loss_fn(mean.float(), None if variance is None else variance.float(),
                        torch.zeros(batch, device=device))
         loss.backward()
@@ -106,10 +107,10 @@ def probe_max_batch(config: TrialConfig, *, limit: int = MAX_PROBE_BATCH) -> dic
         ``{"batch": int, "device": str, "probed": [(size, fits), ...], "limited": bool}``;
         ``batch`` is 0 when even 1 does not fit.
     """
-    torch.set_num_threads(config.num_threads)
+    torch.set_num_threads(config.systems.num_threads)
     device = resolve_device(config)
     data = load_data(config.replace(synthetic_train=8, synthetic_val=4, synthetic_test=4)
-                     if not config.data_dir else config)
+                     if not config.data.data_dir else config)
     probed: list[tuple[int, bool]] = []
 
     def fits(size: int) -> bool:

@@ -4,17 +4,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import nn
 
 from ablations.config import ConfigError, TrialConfig
-from ablations.plugins import (
-    DataShape,
-    decode_options,
-    load_plugin,
-    plugin_config,
-    wrap_checkpoint_blocks,
-)
+from ablations.plugins import DataShape, load_plugin, wrap_checkpoint_blocks
 from model.model import ModelConfig, build_model
 
 
@@ -25,23 +21,21 @@ def builtin_model_config(config: TrialConfig, image_shape: tuple[int, int, int],
     ``drop_scalars``)."""
     channels, height, width = image_shape
     return ModelConfig(
+        **dataclasses.asdict(config.model),  # the switches, as they are
         in_channels=channels, image_height=height, image_width=width, num_scalars=num_scalars,
-        temporal_frames=config.temporal_frames, cnn_widths=config.widths,
-        spatial_attention=config.spatial_attention,
-        temporal_attention=config.temporal_attention, use_images=config.use_images,
-        use_scalars=config.use_scalars, head=config.head,  # type: ignore[arg-type]
-        embed_dim=config.embed_dim, num_heads=config.num_heads, dropout=config.dropout,
-        gradient_checkpointing=config.gradient_checkpointing,
-        channels_last=config.channels_last,
+        temporal_frames=config.data.temporal_frames, use_images=config.data.use_images,
+        use_scalars=config.data.use_scalars,
+        gradient_checkpointing=config.systems.gradient_checkpointing,
+        channels_last=config.systems.channels_last,
     )
 
 
 def data_shape(config: TrialConfig, image_shape: tuple[int, int, int],
                num_scalars: int) -> DataShape:
     channels, height, width = image_shape
-    return DataShape(frames=config.temporal_frames, channels=channels, height=height,
-                     width=width, scalars=num_scalars if config.use_scalars else 0,
-                     uses_images=config.use_images)
+    return DataShape(frames=config.data.temporal_frames, channels=channels, height=height,
+                     width=width, scalars=num_scalars if config.data.use_scalars else 0,
+                     uses_images=config.data.use_images)
 
 
 def build_trial_model(config: TrialConfig, image_shape: tuple[int, int, int],
@@ -49,18 +43,17 @@ def build_trial_model(config: TrialConfig, image_shape: tuple[int, int, int],
     """The trial's model, weights from torch's current RNG state (on the current default
     device: the meta device for the cost estimate). A plugin's model gets the runner's
     gradient checkpointing (its ``checkpoint_blocks`` wrapped) and ``channels_last``."""
-    if not config.model:
+    if not config.plugin:
         return build_model(builtin_model_config(config, image_shape, num_scalars))
-    plugin = load_plugin(config.model)
-    options = plugin_config(config.model, decode_options(config.model_options))
-    model = plugin.build(options, data_shape(config, image_shape, num_scalars))
-    if config.gradient_checkpointing:
+    plugin = load_plugin(config.plugin)
+    model = plugin.build(config.model, data_shape(config, image_shape, num_scalars))
+    if config.systems.gradient_checkpointing:
         names = list(plugin.checkpoint_blocks(model)) if plugin.checkpoint_blocks else []
         if not names:
             raise ConfigError(f"gradient_checkpointing: model {plugin.name} exposes no blocks "
                               "to checkpoint (ModelPlugin.checkpoint_blocks)")
         wrap_checkpoint_blocks(model, names)
-    if config.channels_last:  # NHWC for 4-D parameters, NDHWC for 5-D ones (Conv3d)
+    if config.systems.channels_last:  # NHWC for 4-D parameters, NDHWC for 5-D ones (Conv3d)
         with torch.no_grad():
             for param in model.parameters():
                 if param.dim() in (4, 5):

@@ -46,7 +46,7 @@ def base_config(args: argparse.Namespace) -> TrialConfig:
     if args.overrides:
         config = apply_overrides(config, dict(args.overrides), source="--set")
     threads = max(1, int(args.cpus_per_trial))
-    device = config.device
+    device = config.systems.device
     if device == "auto":
         device = "cuda" if args.gpus_per_trial > 0 else "cpu"
     if device == "cuda" and args.gpus_per_trial <= 0:
@@ -68,7 +68,7 @@ def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool,
     summary = []
     data_info: dict[str, tuple[int, Optional[dict], Any]] = {}
     scalar_names: dict[str, list[str]] = {}
-    for data_dir in sorted({spec.config.data_dir for spec in trials}):
+    for data_dir in sorted({spec.config.data.data_dir for spec in trials}):
         if data_dir:
             data = load_directory(data_dir)  # DataError names the file and problem
             counts = {s: int((data.split == s).sum()) for s in ("train", "val", "test")}
@@ -83,43 +83,44 @@ def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool,
             scalar_names[data_dir] = scalar_columns(TrialConfig())
     for spec in trials:
         config = spec.config
-        frames, counts, data = data_info[config.data_dir]
-        where = config.data_dir or "the synthetic data"
-        columns = scalar_names[config.data_dir]
-        unknown = [name for name in config.dropped_scalars if name not in columns]
+        frames, counts, data = data_info[config.data.data_dir]
+        where = config.data.data_dir or "the synthetic data"
+        columns = scalar_names[config.data.data_dir]
+        unknown = [name for name in config.data.dropped_scalars if name not in columns]
         if unknown:
             raise ConfigError(f"trial {spec.name}: drop_scalars: {where} has no scalar column "
                               f"{unknown[0]!r}; its scalar columns: {', '.join(columns) or 'none'}")
-        if config.use_scalars and config.dropped_scalars and \
-                not set(columns) - set(config.dropped_scalars):
-            raise ConfigError(f"trial {spec.name}: drop_scalars={config.drop_scalars} leaves out "
+        if config.data.use_scalars and config.data.dropped_scalars and \
+                not set(columns) - set(config.data.dropped_scalars):
+            raise ConfigError(f"trial {spec.name}: drop_scalars={config.data.drop_scalars} leaves "
+                              "out "
                               f"every scalar column of {where}; to train without scalars set "
                               "use_scalars=false (components' no_scalars variant) instead")
         problem = None
-        if config.temporal_frames > frames:
-            problem = (f"temporal_frames={config.temporal_frames} but {where} has {frames} "
+        if config.data.temporal_frames > frames:
+            problem = (f"temporal_frames={config.data.temporal_frames} but {where} has {frames} "
                        "frames; lower temporal_frames")
         elif space.skip_invalid:
-            problem = skip_reason(config, config.device, capability)
+            problem = skip_reason(config, config.systems.device, capability)
         if problem is not None:
             if space.skip_invalid:
                 skipped.append((spec, problem))
                 continue
             raise ConfigError(f"trial {spec.name}: {problem}")
-        config, mapped = resolve_systems(config, device=config.device, resolve=resolve,
+        config, mapped = resolve_systems(config, device=config.systems.device, resolve=resolve,
                                          capability=capability)
         notes.extend(f"{spec.name}: {note}" for note in mapped)
         if counts is not None:
             n_train = counts["train"]
-            if config.max_train_examples:
-                n_train = min(n_train, config.max_train_examples)
-            if config.batch_size > n_train:
+            if config.data.max_train_examples:
+                n_train = min(n_train, config.data.max_train_examples)
+            if config.optim.batch_size > n_train:
                 raise ConfigError(
-                    f"trial {spec.name}: batch_size={config.batch_size} exceeds the "
+                    f"trial {spec.name}: batch_size={config.optim.batch_size} exceeds the "
                     f"{n_train} training samples; lower batch_size"
                 )
-            if config.use_scalars and not data.scalar_names:
-                raise ConfigError(f"{config.data_dir}: table.parquet has no scalar_* columns; "
+            if config.data.use_scalars and not data.scalar_names:
+                raise ConfigError(f"{config.data.data_dir}: table.parquet has no scalar_* columns; "
                                   "set use_scalars=false")
         runnable.append(dataclasses.replace(spec, config=config))
     if not runnable:

@@ -40,6 +40,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ablations.config import ConfigError
+from model.config import MultimodalSwitches
 
 
 class PluginError(ConfigError):
@@ -68,7 +69,21 @@ class ModelPlugin:
     checkpoint_blocks: Optional[Callable[[nn.Module], Sequence[str]]] = None
 
 
-_CACHE: dict[str, ModelPlugin] = {}
+def _build_builtin(switches: Any, shape: DataShape) -> nn.Module:
+    from model.model import ModelConfig, build_model
+
+    return build_model(ModelConfig(
+        **dataclasses.asdict(switches), in_channels=shape.channels, image_height=shape.height,
+        image_width=shape.width, num_scalars=shape.scalars, temporal_frames=shape.frames,
+        use_images=shape.uses_images, use_scalars=shape.scalars > 0))
+
+
+# The built-in multimodal model (model/model.py) as a plugin: ``model`` "" or "multimodal".
+# The runner builds it with its systems flags (ablations/models.py); ``build`` serves callers
+# outside the runner.
+BUILTIN = ModelPlugin(name="multimodal", config=MultimodalSwitches, build=_build_builtin)
+
+_CACHE: dict[str, ModelPlugin] = {"": BUILTIN}
 
 
 def load_plugin(spec: str) -> ModelPlugin:
@@ -95,9 +110,9 @@ def load_plugin(spec: str) -> ModelPlugin:
     if not isinstance(plugin, ModelPlugin) or not dataclasses.is_dataclass(plugin.config):
         raise PluginError(f"model {spec!r}: {attribute} is not an ablations.plugins."
                           "ModelPlugin with a dataclass config")
-    from ablations.config import ALIASES, BOOLEAN_PRESETS, FIELD_TYPES
+    from ablations.config import ALIASES, BOOLEAN_PRESETS, KEY_SECTION, MODEL_KEY
 
-    runner = {*FIELD_TYPES, *ALIASES, *BOOLEAN_PRESETS}
+    runner = {*KEY_SECTION, *ALIASES, *BOOLEAN_PRESETS, MODEL_KEY, "plugin"}
     clash = [f.name for f in dataclasses.fields(plugin.config) if f.name in runner]
     if clash:
         raise PluginError(f"model {spec!r}: its config key {clash[0]!r} is also the runner's; "
@@ -107,9 +122,7 @@ def load_plugin(spec: str) -> ModelPlugin:
 
 
 def plugin_keys(spec: str) -> dict[str, Any]:
-    """The plugin's config keys and their types (empty for the built-in model)."""
-    if not spec:
-        return {}
+    """The model's config keys and their types (the built-in model's for ``spec`` "")."""
     return {f.name: f.type for f in dataclasses.fields(load_plugin(spec).config)}
 
 
@@ -143,27 +156,26 @@ def plugin_config(spec: str, options: Mapping[str, Any], *, source: str = "model
                 values[key] = kind(str(value).strip()) if isinstance(value, str) else kind(value)
                 if kind is int and isinstance(value, float) and value != int(value):
                     raise ValueError
+            elif isinstance(value, (list, tuple)):  # a YAML list for a text key: 64,128,256
+                values[key] = ",".join(str(item).strip() for item in value)
             else:
                 values[key] = kind(value)
         except (ValueError, TypeError, ConfigError):
             raise PluginError(f"{source}: {key}={value!r} is not a {kind.__name__}") from None
-    config = dataclasses.replace(defaults, **values)
-    validate = getattr(config, "validate", None)
-    if callable(validate):
-        try:
+    model = "" if plugin is BUILTIN else f"model {plugin.name}: "
+    try:
+        config = dataclasses.replace(defaults, **values)
+        validate = getattr(config, "validate", None)
+        if callable(validate):
             validate()
-        except ValueError as exc:
-            raise PluginError(f"{source}: model {plugin.name}: {exc}") from None
+    except ValueError as exc:
+        raise PluginError(f"{source}: {model}{exc}") from None
     return config
 
 
-def encode_options(options: Mapping[str, Any]) -> str:
-    """Canonical JSON of a plugin's options (sorted keys), as TrialConfig keeps them."""
-    return json.dumps(dict(sorted(options.items())), separators=(",", ":")) if options else ""
-
-
 def decode_options(text: str) -> dict[str, Any]:
-    """model_options (JSON of an object) -> a dict; PluginError if it is not one."""
+    """The ``model_options`` JSON of folders written before the config had sections -> a
+    dict; PluginError if it is not one."""
     if not text:
         return {}
     try:

@@ -18,7 +18,7 @@ def check_data_on_workers(trials: Sequence[Any], args: argparse.Namespace) -> No
     from ray.exceptions import GetTimeoutError, RayError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    dirs = sorted({spec.config.data_dir for spec in trials if spec.config.data_dir})
+    dirs = sorted({spec.config.data.data_dir for spec in trials if spec.config.data.data_dir})
     if not dirs:
         return
 
@@ -65,14 +65,15 @@ def _auto_batch(args: argparse.Namespace, trials: list[Any]) -> tuple[list[Any],
     from ablations.train import load_data
 
     config = trials[0].config
-    if config.device != "cuda" and not config.inject_oom_above_batch:
-        print(f"auto-batch: trials run on {config.device}, which has no GPU memory to fit; "
-              f"keeping batch_size={config.batch_size}")
+    if config.systems.device != "cuda" and not config.faults.inject_oom_above_batch:
+        print(f"auto-batch: trials run on {config.systems.device}, which has no GPU memory to fit; "
+              f"keeping batch_size={config.optim.batch_size}")
         return trials, None
-    datasets = {(c.data_dir, c.data_seed, c.synthetic_train, c.synthetic_val, c.synthetic_test,
-                 c.max_train_examples, c.max_eval_examples): c for c in (s.config for s in trials)}
+    datasets = {(d.data_dir, d.data_seed, d.synthetic_train, d.synthetic_val, d.synthetic_test,
+                 d.max_train_examples, d.max_eval_examples): c
+                for c in (s.config for s in trials) for d in (c.data,)}
     train_samples = min(len(load_data(c).indices("train")) for c in datasets.values())
-    limit = auto_batch_limit(train_samples, max(s.config.grad_accum_steps for s in trials))
+    limit = auto_batch_limit(train_samples, max(s.config.optim.grad_accum_steps for s in trials))
     probe = ray.remote(num_cpus=args.cpus_per_trial, num_gpus=args.gpus_per_trial)(
         probe_max_batch)
     found = ray.get(probe.remote(config, limit=limit))
@@ -83,19 +84,20 @@ def _auto_batch(args: argparse.Namespace, trials: list[Any]) -> tuple[list[Any],
     sizes = ", ".join(f"{size}{'' if ok else ' OOM'}" for size, ok in found["probed"])
     out = []
     for spec in trials:  # the plan's constraints again, with the new size (ConfigError if not)
-        batch = micro * spec.config.grad_accum_steps
+        batch = micro * spec.config.optim.grad_accum_steps
         if batch > train_samples:
             raise UsageError(f"auto-batch: batch_size={batch} exceeds the {train_samples} "
                              "training samples; lower grad_accum_steps")
         out.append(dataclasses.replace(spec, config=spec.config.replace(batch_size=batch)))
-    chosen = micro * config.grad_accum_steps
-    print(f"auto-batch: batch_size={chosen} (micro-batch {micro} x {config.grad_accum_steps}), "
+    chosen = micro * config.optim.grad_accum_steps
+    print(f"auto-batch: batch_size={chosen} (micro-batch {micro} x "
+          f"{config.optim.grad_accum_steps}), "
           f"limited by {why}; {train_samples // chosen} optimizer steps per epoch; "
           f"probed on {found['device']}: {sizes}")
     record = {"batch_size": chosen, "micro_batch": micro, "limited_by": why,
               "largest_fitting_micro_batch": found["batch"], "probe_limit": limit,
               "probed": found["probed"], "device": found["device"],
-              "requested_batch_size": config.batch_size, "train_samples": train_samples}
+              "requested_batch_size": config.optim.batch_size, "train_samples": train_samples}
     return out, record
 
 

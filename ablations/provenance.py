@@ -178,7 +178,7 @@ def synthetic_key(spec: Any) -> str:
 def data_source(config: Any) -> str:
     """What trials.parquet's ``data_source`` holds: the data directory, or
     ``synthetic:<cache key>``."""
-    return config.data_dir or f"synthetic:{synthetic_key(synthetic_spec(config))}"
+    return config.data.data_dir or f"synthetic:{synthetic_key(synthetic_spec(config))}"
 
 
 def _sha256_file(path: Path) -> str:
@@ -253,7 +253,7 @@ def data_fingerprints(configs: Iterable[Any]) -> dict[str, dict[str, Any]]:
     for config in configs:
         source = data_source(config)
         if source not in out:
-            out[source] = (file_data_fingerprint(config.data_dir) if config.data_dir
+            out[source] = (file_data_fingerprint(config.data.data_dir) if config.data.data_dir
                            else synthetic_fingerprint(config))
     return out
 

@@ -43,10 +43,10 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 def injected_oom(config: TrialConfig, batch: int, where: str) -> None:
     """``inject_oom_above_batch`` (tests on CPU): raise the error CUDA would raise."""
-    if config.inject_oom_above_batch and batch > config.inject_oom_above_batch:
+    if config.faults.inject_oom_above_batch and batch > config.faults.inject_oom_above_batch:
         raise torch.OutOfMemoryError(
             f"CUDA out of memory (injected {where}: batch {batch} > "
-            f"inject_oom_above_batch={config.inject_oom_above_batch})"
+            f"inject_oom_above_batch={config.faults.inject_oom_above_batch})"
         )
 
 
@@ -115,18 +115,18 @@ def autocast_for(precision: str, device_type: str):
 
 def make_scaler(config: TrialConfig, device: torch.device) -> torch.amp.GradScaler:
     """A new GradScaler: enabled for fp16 only (bf16 has fp32's range)."""
-    return torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
+    return torch.amp.GradScaler(device.type, enabled=config.systems.precision == "fp16")
 
 
 def make_optimizer(model: torch.nn.Module, config: TrialConfig, device: torch.device
                    ) -> tuple[torch.optim.Optimizer, str]:
     """AdamW with the kernel asked for; ``auto``: fused on CUDA, foreach elsewhere."""
-    impl = config.optimizer_impl
+    impl = config.systems.optimizer_impl
     if impl == "auto":
         impl = "fused" if device.type == "cuda" else "foreach"
     kwargs: dict[str, Any] = {"fused": True} if impl == "fused" else {"foreach": impl == "foreach"}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.effective_lr,
-                                  weight_decay=config.weight_decay, **kwargs)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.optim.effective_lr,
+                                  weight_decay=config.optim.weight_decay, **kwargs)
     return optimizer, impl
 
 
@@ -151,8 +151,8 @@ class CompiledModel:
     """The model's training forward, compiled once (or not); evaluation uses the plain model."""
 
     def __init__(self, model: torch.nn.Module, config: TrialConfig, mode: Optional[str] = None):
-        self.model, self.backend = model, config.compile_backend
-        self.mode = mode if mode is not None else config.compile
+        self.model, self.backend = model, config.systems.compile_backend
+        self.mode = mode if mode is not None else config.systems.compile
         self.forward = self._build()
 
     def _build(self):
@@ -215,14 +215,14 @@ class Stepper:
         for count, cpu_batch in enumerate(self.batches.loader(order, micro_batch), 1):
             frames, scalars, target = self.batches.to_device(cpu_batch)
             self.compiled.mark_step()
-            with autocast_for(config.precision, device.type):
+            with autocast_for(config.systems.precision, device.type):
                 mean, variance = self.compiled.forward(frames, scalars)
             loss = loss_fn(mean.float(), None if variance is None else variance.float(), target)
             self.scaler.scale(loss / accum_steps).backward()
             if count % accum_steps == 0:
-                if config.grad_clip > 0:
+                if config.optim.grad_clip > 0:
                     self.scaler.unscale_(self.optimizer)
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.optim.grad_clip)
                 if count == last_step:  # the worst moment: every other step of the epoch
                     injected_oom(config, micro_batch, "in the optimizer step")  # has run
                 self.scaler.step(self.optimizer)

@@ -66,42 +66,43 @@ def find_conflicts(config: TrialConfig, device: str,
     """Every unsafe combination in ``config`` for ``device`` ('cpu' or 'cuda'); with the GPU's
     compute ``capability`` (None: not known here, e.g. a driver without the trials' GPU), also
     the precisions that GPU has no native support for."""
+    systems = config.systems
     found = []
     if device == "cuda" and capability is not None \
             and tuple(capability) < NATIVE_BF16_TF32_CAPABILITY \
-            and config.precision in ("bf16", "tf32"):
+            and systems.precision in ("bf16", "tf32"):
         native_fp16 = tuple(capability) >= NATIVE_FP16_CAPABILITY
-        safe = "fp16" if config.precision == "bf16" and native_fp16 else "fp32"
+        safe = "fp16" if systems.precision == "bf16" and native_fp16 else "fp32"
         found.append(Conflict(
-            problem=f"precision={config.precision} needs compute capability 8.0 (Ampere) for "
+            problem=f"precision={systems.precision} needs compute capability 8.0 (Ampere) for "
                     f"native support; this GPU has {capability[0]}.{capability[1]}"
-                    + (" (bf16 would be emulated, slowly)" if config.precision == "bf16" else
+                    + (" (bf16 would be emulated, slowly)" if systems.precision == "bf16" else
                        " (TF32 would silently be fp32)"),
             fix=f"use precision={safe} (or --resolve-conflicts to map it)",
             replacement={"precision": safe},
         ))
-    if config.compile in CUDA_GRAPH_MODES:
+    if systems.compile in CUDA_GRAPH_MODES:
         reasons = []
         if device != "cuda":
             reasons.append(f"device {device} has no CUDA graphs")
-        if config.gradient_checkpointing:
+        if systems.gradient_checkpointing:
             reasons.append("gradient_checkpointing breaks under CUDA graphs (pytorch #154306)")
-        if config.grad_accum_steps > 1:
+        if config.optim.grad_accum_steps > 1:
             reasons.append("gradient accumulation breaks under CUDA graphs (pytorch #169545)")
         if reasons:
-            safe = NO_CUDA_GRAPH_MODE[config.compile]
+            safe = NO_CUDA_GRAPH_MODE[systems.compile]
             found.append(Conflict(
-                problem=f"compile={config.compile} uses CUDA graphs but " + "; ".join(reasons),
+                problem=f"compile={systems.compile} uses CUDA graphs but " + "; ".join(reasons),
                 fix=f"use compile={safe} (or --resolve-conflicts to map it)",
                 replacement={"compile": safe},
             ))
-    if config.precision == "tf32" and device != "cuda":
+    if systems.precision == "tf32" and device != "cuda":
         found.append(Conflict(
             problem=f"precision=tf32 is a CUDA tensor-core mode; {device} has none",
             fix="use precision=fp32 (or --resolve-conflicts to map it)",
             replacement={"precision": "fp32"},
         ))
-    if config.precision == "fp16" and device == "cpu":
+    if systems.precision == "fp16" and device == "cpu":
         # It runs, but without fast kernels: 14x slower than fp32 in benchmarks/switches.py.
         found.append(Conflict(
             problem="precision=fp16 on CPU has no fast kernels (measured 14x slower than fp32, "
@@ -109,20 +110,20 @@ def find_conflicts(config: TrialConfig, device: str,
             fix="use precision=bf16 (or --resolve-conflicts to map it)",
             replacement={"precision": "bf16"},
         ))
-    if config.precision == "bf16" and device == "cpu" and not cpu_autocast_supported("bfloat16"):
+    if systems.precision == "bf16" and device == "cpu" and not cpu_autocast_supported("bfloat16"):
         found.append(Conflict(
             problem="precision=bf16: autocast on this CPU does not support it",
             fix="use precision=fp32 (or --resolve-conflicts to map it)",
             replacement={"precision": "fp32"},
         ))
-    if config.compile != "off" and config.compile_backend == "inductor" and device == "cpu" \
+    if systems.compile != "off" and systems.compile_backend == "inductor" and device == "cpu" \
             and not has_cpp_compiler():
         found.append(Conflict(
             problem="compile with backend inductor on CPU needs a C++ compiler; none found",
             fix="install g++ or use compile_backend=aot_eager",
             replacement={"compile_backend": "aot_eager"},
         ))
-    if config.optimizer_impl == "fused" and device == "cpu" and not cpu_fused_adamw_supported():
+    if systems.optimizer_impl == "fused" and device == "cpu" and not cpu_fused_adamw_supported():
         found.append(Conflict(
             problem="optimizer_impl=fused: this torch has no fused AdamW on CPU",
             fix="use optimizer_impl=foreach (or --resolve-conflicts)",
@@ -160,8 +161,8 @@ def resolve_systems(config: TrialConfig, *, device: str, resolve: bool = False,
     """
     notes: list[str] = []
     requested = {
-        "compile_requested": config.compile_requested or config.compile,
-        "precision_requested": config.precision_requested or config.precision,
+        "compile_requested": config.systems.compile_requested or config.systems.compile,
+        "precision_requested": config.systems.precision_requested or config.systems.precision,
     }
     for _ in range(4):  # a replacement can expose another conflict; the chain is short
         conflicts = find_conflicts(config, device, capability)
@@ -172,8 +173,8 @@ def resolve_systems(config: TrialConfig, *, device: str, resolve: bool = False,
             raise ConfigError(f"{first.problem}; {first.fix}")
         notes.append(f"{first.problem}: using "
                      + ", ".join(f"{k}={v}" for k, v in first.replacement.items()))
-        config = dataclasses.replace(config, **first.replacement)
-    return dataclasses.replace(config, **requested), notes
+        config = config.replace(**first.replacement)
+    return config.replace(**requested), notes
 
 
 def skip_reason(config: TrialConfig, device: str,

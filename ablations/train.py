@@ -95,7 +95,8 @@ model_config_for_shape = builtin_model_config  # the built-in model's config (ab
 
 
 def resolve_device(config: TrialConfig) -> torch.device:
-    if config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available()):
+    wanted = config.systems.device
+    if wanted == "cuda" or (wanted == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             raise RuntimeError("device=cuda but this worker has no CUDA device")
         return torch.device("cuda")
@@ -155,7 +156,7 @@ def _predict_chunk(model: torch.nn.Module, batches: Batches, chunk: np.ndarray,
                    config: TrialConfig) -> tuple[np.ndarray, Optional[np.ndarray], float]:
     injected_oom(config, len(chunk), "in evaluation")
     frames, scalars, target = batches(chunk)
-    with autocast_for(config.precision, batches.device.type):
+    with autocast_for(config.systems.precision, batches.device.type):
         mean, variance = model(frames, scalars)
     mean = mean.float()
     variance = None if variance is None else variance.float()
@@ -201,7 +202,7 @@ def train(
     Args:
         config: the trial's configuration. Unsafe switch combinations raise ``ConfigError``
             here too (the runner resolves them before any trial starts), or are mapped when
-            ``config.resolve_conflicts`` is set (rules that depend on the GPU a trial gets).
+            ``config.systems.resolve_conflicts`` is set (rules that depend on the GPU a trial gets).
         report: called after every epoch with (metrics, resumable state, predictions or None).
             The state refers to the live model and optimizer tensors: serialise or deep-copy
             it inside the call.
@@ -216,43 +217,47 @@ def train(
         TrialOutOfMemory: out of memory even at the smallest micro-batch.
     """
     started, started_at = time.perf_counter(), time.time()
-    torch.set_num_threads(config.num_threads)
+    torch.set_num_threads(config.systems.num_threads)
     device = resolve_device(config)
     start_trial_on_worker(device)
     graphs_before = compiled_graph_count()
-    config, _ = resolve_systems(config, device=device.type, resolve=config.resolve_conflicts,
+    config, _ = resolve_systems(config, device=device.type,
+                                resolve=config.systems.resolve_conflicts,
                                 capability=cuda_capability(device))
-    set_float32_precision(config.precision, device)
+    set_float32_precision(config.systems.precision, device)
     torch.manual_seed(config.seed + config.seed_offset)  # seeds the CUDA generators too
     memory = PeakMemory(device)
 
     data = data if data is not None else load_data(config)
-    if config.temporal_frames > data.num_frames:
+    if config.data.temporal_frames > data.num_frames:
         raise ValueError(
-            f"temporal_frames={config.temporal_frames} but the data has {data.num_frames} frames"
+            f"temporal_frames={config.data.temporal_frames} but the data has {data.num_frames} "
+            "frames"
         )
     train_idx, val_idx, test_idx = (data.indices(s) for s in ("train", "val", "test"))
-    if len(train_idx) < config.batch_size:
+    if len(train_idx) < config.optim.batch_size:
         raise ValueError(
-            f"batch_size={config.batch_size} exceeds the {len(train_idx)} training samples"
+            f"batch_size={config.optim.batch_size} exceeds the {len(train_idx)} training samples"
         )
-    norm = Normaliser.fit(data, train_idx, seed=config.data_seed)
+    norm = Normaliser.fit(data, train_idx, seed=config.data.data_seed)
     batches = Batches(data, norm, config, device)
 
     model = build_trial_model(config, data.image_shape, len(data.scalar_names)).to(device)
-    if config.channels_last:
+    if config.systems.channels_last:
         model = model.to(memory_format=torch.channels_last)
     optimizer, optimizer_used = make_optimizer(model, config, device)
     scaler = make_scaler(config, device)
-    steps_per_epoch = len(train_idx) // config.batch_size  # drop_last: fixed shapes
+    steps_per_epoch = len(train_idx) // config.optim.batch_size  # drop_last: fixed shapes
     scheduler = torch.optim.lr_scheduler.OneCycleLR(
-        optimizer, max_lr=config.effective_lr, total_steps=config.epochs * steps_per_epoch,
+        optimizer, max_lr=config.optim.effective_lr,
+        total_steps=config.optim.epochs * steps_per_epoch,
         pct_start=0.15,
     )
     history: list[dict[str, Any]] = []
     start_epoch, wall_before_s = 1, 0.0
-    micro_batch, accum_steps, oom_retries = config.micro_batch, config.grad_accum_steps, 0
-    eval_batch, compile_mode = config.eval_batch_size, config.compile
+    micro_batch, accum_steps = config.optim.micro_batch, config.optim.grad_accum_steps
+    oom_retries = 0
+    eval_batch, compile_mode = config.optim.eval_batch_size, config.systems.compile
     if resume_state is not None:  # in place: parameters keep their storage (rule 4)
         model.load_state_dict(resume_state["model"])
         # a copy: on the CPU the optimizer would keep (and update) the caller's tensors
@@ -267,8 +272,8 @@ def train(
         oom_retries = resume_state["oom_retries"]
         eval_batch = resume_state.get("eval_batch", eval_batch)
         wall_before_s = resume_state.get("wall_s", 0.0)
-        compile_mode = resumed_compile_mode(config.compile, resume_state.get("compile_mode"),
-                                            accum_steps)
+        compile_mode = resumed_compile_mode(config.systems.compile,
+                                            resume_state.get("compile_mode"), accum_steps)
     compiled = CompiledModel(model, config, compile_mode)  # once, after .to(device) and weights
     stepper = Stepper(compiled, optimizer, scheduler, scaler, batches, config)
 
@@ -295,21 +300,21 @@ def train(
             metrics.update(test_metrics)
         metrics.update(_final_metrics(history, device, memory, compile_s, oom_retries,
                                       compiled.mode, optimizer_used, start_epoch - 1),
-                       precision_used=config.precision, eval_batch_used=eval_batch,
+                       precision_used=config.systems.precision, eval_batch_used=eval_batch,
                        compiled_graphs=compiled_graph_count() - graphs_before,
                        wall_s=wall_before_s + time.perf_counter() - started,
                        started_at=started_at)
         return predictions
 
-    for epoch in range(start_epoch, config.epochs + 1):
-        if epoch == config.inject_failure_at_epoch and resume_state is None:
+    for epoch in range(start_epoch, config.optim.epochs + 1):
+        if epoch == config.faults.inject_failure_at_epoch and resume_state is None:
             raise InjectedFailure(f"injected failure at epoch {epoch} (inject_failure_at_epoch)")
         epoch_started = time.perf_counter()
         order = epoch_order(train_idx, config.seed + config.seed_offset,
-                            epoch)[: steps_per_epoch * config.batch_size]
+                            epoch)[: steps_per_epoch * config.optim.batch_size]
         # The OOM snapshot, in host memory (the GPU is what ran out).
         snapshot = cpu_copy(state_now()) if device.type == "cuda" or \
-            config.inject_oom_above_batch else None
+            config.faults.inject_oom_above_batch else None
         while True:
             run, oom_text = None, None
             try:
@@ -324,11 +329,12 @@ def train(
                 break
             # Recover outside the except block: the exception no longer pins frames/tensors.
             release_memory(device)
-            if micro_batch % 2 or micro_batch // 2 < config.min_micro_batch or snapshot is None:
+            floor = config.systems.min_micro_batch
+            if micro_batch % 2 or micro_batch // 2 < floor or snapshot is None:
                 raise TrialOutOfMemory(
                     f"oom: out of memory at micro-batch {micro_batch} x {accum_steps} "
                     f"accumulation steps; cannot halve below min_micro_batch="
-                    f"{config.min_micro_batch} ({oom_text})"
+                    f"{config.systems.min_micro_batch} ({oom_text})"
                 )
             micro_batch, accum_steps = micro_batch // 2, accum_steps * 2
             oom_retries += 1
@@ -364,7 +370,7 @@ def train(
                                 f"val {val.loss})")
         history.append(metrics)
         predictions = None
-        if epoch == config.epochs or status != "ok":
+        if epoch == config.optim.epochs or status != "ok":
             predictions = finish(metrics, test=status == "ok")
         if report is not None:
             report(metrics, state_now(), predictions)

@@ -101,19 +101,18 @@ def newest_state(state_path: Optional[str], checkpoint: Optional[Any]
 def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
                    state_root: str) -> None:
     """Train trial ``config["trial"]`` (a name) with its resolved config ``plan[name]``
-    (a ``TrialConfig.to_dict()``), updated with sampled ``config["params"]`` in a search.
+    (a ``TrialConfig.to_dict()``), with the sampled ``config["params"]`` (flat keys) in a search.
     The runner passes ``plan`` and ``state_root`` with ``tune.with_parameters``."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # no line per checkpoint
-    values = dict(plan[config["trial"]])
+    trial = TrialConfig.from_dict(plan[config["trial"]])
     if "params" in config:
-        values.update(config["params"], ablation=config["trial"])
-    trial = TrialConfig.from_dict(values)
+        trial = trial.replace(**config["params"], ablation=config["trial"])
     state_dir = join(state_root, tune.get_context().get_trial_name())
     resume_state = newest_state(join(state_dir, STATE_FILE), tune.get_checkpoint())
 
     def report(metrics: dict[str, Any], state: dict[str, Any],
                predictions: Optional[pd.DataFrame]) -> None:
-        if predictions is not None or state["epoch"] % trial.checkpoint_every == 0:
+        if predictions is not None or state["epoch"] % trial.systems.checkpoint_every == 0:
             save_state_atomic(state, state_dir)
         if predictions is None:
             tune.report(metrics)

@@ -39,7 +39,8 @@ def run_python(code: str, *args: str) -> dict:
 
 
 def run_plain(config: dict) -> dict:
-    """``train(TrialConfig(**config))`` in a fresh Python process, no Ray. Returns its metrics,
+    """``train(TrialConfig.from_dict(config))`` (flat keys) in a fresh Python process, no Ray.
+    Returns its metrics,
     per-epoch history, and the process's start and end times (Unix seconds)."""
     launched = time.time()
     out = run_python(PLAIN_TRIAL, json.dumps(config))

@@ -55,7 +55,7 @@ import numpy as np, torch
 torch.set_num_threads(1)
 from ablations.config import TrialConfig
 from ablations.train import Batches, Normaliser, epoch_order, load_data
-config = TrialConfig(data_dir=sys.argv[1], batch_size=32)
+config = TrialConfig.of(data_dir=sys.argv[1], batch_size=32)
 data = load_data(config)
 if sys.argv[2] == "mmap":  # read batches through the memory map (what the trainer did before)
     data.images_file = ""
@@ -94,7 +94,7 @@ TRAIN = MEMORY + """
 import json, sys
 from ablations.config import TrialConfig
 from ablations.train import train
-config = TrialConfig(data_dir=sys.argv[1], epochs=1, batch_size=32, num_threads=1,
+config = TrialConfig.of(data_dir=sys.argv[1], epochs=1, batch_size=32, num_threads=1,
                      max_train_examples=int(sys.argv[2]), max_eval_examples=128)
 out = train(config)
 print(json.dumps({"samples_per_s": out.metrics["steady_train_samples_per_s"],

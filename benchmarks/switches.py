@@ -52,16 +52,16 @@ def run_cell(cell: dict) -> dict:
     torch.set_num_threads(cell["threads"])
     torch.manual_seed(0)
     device = torch.device(cell["device"])
-    config = TrialConfig(compile=cell["compile"], precision=cell["precision"],
+    config = TrialConfig.of(compile=cell["compile"], precision=cell["precision"],
                          gradient_checkpointing=cell["checkpointing"], device=device.type,
                          batch_size=cell["batch"], temporal_frames=cell["frames"])
-    set_float32_precision(config.precision, device)
+    set_float32_precision(config.systems.precision, device)
     model = build_model(ModelConfig(
         in_channels=2, image_height=cell["size"], image_width=cell["size"], num_scalars=3,
         temporal_frames=cell["frames"], gradient_checkpointing=cell["checkpointing"],
     )).to(device)
     optimizer, _ = make_optimizer(model, config, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
+    scaler = torch.amp.GradScaler(device.type, enabled=config.systems.precision == "fp16")
     compiled = CompiledModel(model, config)
     batch, frames, size = cell["batch"], cell["frames"], cell["size"]
     x = torch.randn(batch, frames, 2, size, size, device=device)
@@ -70,7 +70,7 @@ def run_cell(cell: dict) -> dict:
 
     def step() -> None:
         compiled.mark_step()
-        with autocast_for(config.precision, device.type):
+        with autocast_for(config.systems.precision, device.type):
             mean, variance = compiled.forward(x, s)
         loss = loss_fn(mean.float(), variance.float(), y)
         scaler.scale(loss).backward()
@@ -83,7 +83,7 @@ def run_cell(cell: dict) -> dict:
             torch.cuda.synchronize()
 
     model.train()
-    saved_mb = saved_activation_mb(model, x, s, config.precision, device)
+    saved_mb = saved_activation_mb(model, x, s, config.systems.precision, device)
     warm = []
     for _ in range(cell["warmup"]):
         started = time.perf_counter()
@@ -170,7 +170,7 @@ def main() -> int:
         cell = {"checkpointing": checkpointing, "compile": mode, "precision": precision,
                 "device": device, "batch": args.batch, "frames": args.frames, "size": args.size,
                 "steps": args.steps, "warmup": args.warmup, "threads": args.threads}
-        config = TrialConfig(compile=mode, precision=precision, device=device,
+        config = TrialConfig.of(compile=mode, precision=precision, device=device,
                              gradient_checkpointing=checkpointing,
                              compile_backend=args.compile_backend)
         reason = skip_reason(config, device, local_cuda_capability())

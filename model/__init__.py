@@ -9,9 +9,8 @@ from model.data import (
     load_synthetic,
     make_synthetic,
 )
+from model.config import FULL_WIDTHS, REDUCED_WIDTHS, MultimodalSwitches
 from model.model import (
-    FULL_WIDTHS,
-    REDUCED_WIDTHS,
     ModelConfig,
     MultimodalRegressionModel,
     build_model,
@@ -23,6 +22,7 @@ __all__ = [
     "REDUCED_WIDTHS",
     "DataError",
     "ModelConfig",
+    "MultimodalSwitches",
     "MultimodalRegressionModel",
     "RegressionData",
     "SyntheticSpec",

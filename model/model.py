@@ -15,67 +15,48 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-HeadKind = Literal["gaussian", "point"]
-
-FULL_WIDTHS = (64, 128, 256)
-REDUCED_WIDTHS = (32, 64, 128)
+from model.config import DEFAULT_FRAMES, MultimodalSwitches
 
 # Lower bound on the predicted variance (standardised target units): keeps the NLL finite.
 MIN_VARIANCE = 1e-4
 
 
-@dataclass(frozen=True)
-class ModelConfig:
-    """Shape of the data and the model's switches.
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig(MultimodalSwitches):
+    """The switches (:class:`model.config.MultimodalSwitches`: defaults and their validation
+    are there), the shapes of the data and the systems flags the model applies itself.
 
-    The first four fields describe the data and are filled from it; the rest are the switches.
+    The shape fields are filled from the data, never from constants here.
     """
 
     in_channels: int  # C of the frames (from the data)
     image_height: int  # H (from the data)
     image_width: int  # W (from the data)
     num_scalars: int  # S, length of the scalar feature vector (from the data)
-    temporal_frames: int = 4  # frames used, the most recent ones; 1: ablation `single_frame`
-    cnn_widths: tuple[int, int, int] = FULL_WIDTHS  # (32, 64, 128): ablation `reduced_width`
-    spatial_attention: bool = True  # False: mean-pool the CNN map; `no_spatial_attention`
-    temporal_attention: bool = True  # False: no attention over frames; `no_temporal_attention`
+    temporal_frames: int = DEFAULT_FRAMES  # frames used, the most recent ones; 1: `single_frame`
     use_images: bool = True  # False: no CNN at all, scalars only; ablation `no_images`
     use_scalars: bool = True  # False: no scalar branch; ablation `no_scalars`
-    head: HeadKind = "gaussian"  # "point": mean only, trained with MSE; `point_estimate`
-    embed_dim: int = 128  # width of the frame, scalar and fusion embeddings
-    num_heads: int = 4  # attention heads, spatial and temporal
-    dropout: float = 0.1  # dropout in attention and fusion
     coord_channels: bool = True  # append x/y coordinate planes so pooled features know position
     gradient_checkpointing: bool = False  # recompute the CNN and attention in backward
     channels_last: bool = False  # NHWC memory format for the CNN's input (systems switch)
 
     def __post_init__(self) -> None:
-        for name in ("in_channels", "image_height", "image_width", "temporal_frames", "embed_dim"):
+        super().__post_init__()
+        for name in ("in_channels", "image_height", "image_width", "temporal_frames"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_scalars < 0:
             raise ValueError(f"num_scalars must be >= 0, got {self.num_scalars}")
-        if len(self.cnn_widths) != 3 or min(self.cnn_widths) < 1:
-            raise ValueError(f"cnn_widths must be three positive ints, got {self.cnn_widths}")
         if not (self.use_images or self.use_scalars):
             raise ValueError("use_images and use_scalars are both False: the model has no input")
         if self.use_scalars and self.num_scalars == 0:
             raise ValueError("use_scalars is True but the data has no scalar features")
-        if self.embed_dim % self.num_heads:
-            raise ValueError(
-                f"embed_dim ({self.embed_dim}) must be divisible by num_heads ({self.num_heads})"
-            )
-        if self.head not in ("gaussian", "point"):
-            raise ValueError(f"head must be 'gaussian' or 'point', got {self.head!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
     @property
     def feature_map_size(self) -> tuple[int, int]:
@@ -161,7 +142,7 @@ class MultimodalRegressionModel(nn.Module):
         branches = 0
         if config.use_images:
             branches += 1
-            widths = config.cnn_widths
+            widths = config.widths
             self.cnn = FrameCNN(config.in_channels, widths, config.coord_channels,
                                 config.channels_last)
             map_h, map_w = config.feature_map_size

@@ -129,7 +129,9 @@ PREDICTION_COLUMNS: list[tuple[str, str, str]] = [
 # stratum_regime, stratum_speed_px_per_frame, stratum_blob_sigma_px; for a file dataset every
 # column of table.parquet other than target, split and scalar_*.
 
-CONFIG_COLUMNS: list[str] = list(TrialConfig.__dataclass_fields__)
+# The config columns of the built-in model's trials: TrialConfig.flat(). A plugin's trials have
+# its own switches in place of the built-in model's (cnn_widths ... dropout).
+CONFIG_COLUMNS: list[str] = list(TrialConfig().flat())
 
 
 def column_names(columns: list[tuple[str, str, str]]) -> list[str]:
@@ -179,9 +181,10 @@ real run writes every column and that this file is up to date.
 ## trials.parquet
 
 {_table(TRIAL_COLUMNS)}
-| `ablation`, `seed`, ... | | every field of `TrialConfig` (`ablations/config.py`) is a column too, with the value the trial ran with |
+| `ablation`, `seed`, ... | | every config key (`TrialConfig.flat()`, `ablations/config.py`) is a column too, with the value the trial ran with; `model` is the model plugin ("" = the built-in model) |
 
-Config columns: {config}.
+Config columns: {config}. With a model plugin, its own switches stand in place of the built-in
+model's (`cnn_widths` ... `dropout`). Fault-injection keys (tests) are not columns.
 
 `compile` and `precision` hold what ran; `compile_requested` and `precision_requested` what was
 asked for (the same values unless `--resolve-conflicts` mapped them).

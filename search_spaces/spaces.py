@@ -147,7 +147,7 @@ def expand(
         raise ConfigError("no seeds given; pass --seeds N (>= 1) or a list like 0,1,2")
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds must be distinct, got {list(seeds)}")
-    table = space.table(scalar_names, base.dropped_scalars)
+    table = space.table(scalar_names, base.data.dropped_scalars)
     names = list(table)
     if only:
         unknown = [n for n in only if n not in table]

@@ -36,7 +36,7 @@ def synthetic_cache(tmp_path_factory):
 
 def tiny_config(**changes) -> TrialConfig:
     """A trial that trains in well under a second: small data, small widths."""
-    base = TrialConfig(
+    base = TrialConfig.of(
         epochs=2, batch_size=16, synthetic_train=96, synthetic_val=32, synthetic_test=48,
         cnn_widths="8,16,16", embed_dim=16, num_heads=2, eval_batch_size=64,
     )

@@ -4,7 +4,6 @@ with the verdicts."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -24,7 +23,7 @@ def test_plan_validates_and_starts_nothing(tmp_path):
                         storage=tmp_path).plan()
     assert [t.name for t in trials] == ["baseline-seed0", "baseline-seed1", "no_images-seed0",
                                         "no_images-seed1"]
-    assert trials[2].config.use_images is False and trials[0].config.epochs == 2
+    assert trials[2].config.data.use_images is False and trials[0].config.optim.epochs == 2
     assert not ray.is_initialized() and not any(tmp_path.iterdir())
 
 
@@ -33,7 +32,7 @@ def test_plan_of_a_space_file_with_a_plugin_and_seeds_auto():
                         max_seeds=6).plan()
     assert {t.seed for t in trials} == {0, 1, 2}  # the pilot
     shallow = next(t for t in trials if t.variant == "shallow")
-    assert json.loads(shallow.config.model_options) == {"depth": 1}
+    assert shallow.config.plugin == "examples.conv3d:PLUGIN" and shallow.config.model.depth == 1
 
 
 @pytest.mark.parametrize(

@@ -32,9 +32,9 @@ def test_parse_bool_refuses_everything_else(text):
 def test_string_false_is_false_not_true():
     # The old argparse type=bool bug: bool("False") is True.
     config = apply_overrides(TrialConfig(), {"gradient_checkpointing": "False"}, source="t")
-    assert config.gradient_checkpointing is False
+    assert config.systems.gradient_checkpointing is False
     config = apply_overrides(TrialConfig(), {"use_scalars": "no"}, source="t")
-    assert config.use_scalars is False
+    assert config.data.use_scalars is False
 
 
 def test_users_yaml_keys(tmp_path):
@@ -50,19 +50,20 @@ def test_users_yaml_keys(tmp_path):
         "learning_rate: 0.0005\n"
     )
     config = config_from_sources(yaml_path=path)
-    assert config.cnn_widths == "32,64,128"
-    assert config.gradient_checkpointing is False
-    assert config.compile == "max-autotune-no-cudagraphs"
-    assert (config.batch_size, config.temporal_frames, config.epochs) == (20, 5, 7)
-    assert config.lr == pytest.approx(5e-4)
+    assert config.model.cnn_widths == "32,64,128"
+    assert config.systems.gradient_checkpointing is False
+    assert config.systems.compile == "max-autotune-no-cudagraphs"
+    assert (config.optim.batch_size, config.data.temporal_frames, config.optim.epochs) == (20, 5, 7)
+    assert config.optim.lr == pytest.approx(5e-4)
 
 
 def test_torch_compile_true_without_mode_means_default_and_false_wins(tmp_path):
-    assert apply_overrides(TrialConfig(), {"torch_compile": "true"}, source="t").compile == "default"
+    on = apply_overrides(TrialConfig(), {"torch_compile": "true"}, source="t")
+    assert on.systems.compile == "default"
     off = apply_overrides(
         TrialConfig(), {"torch_compile": "false", "torch_compile_mode": "default"}, source="t"
     )
-    assert off.compile == "off"
+    assert off.systems.compile == "off"
 
 
 def test_yaml_on_is_refused(tmp_path):
@@ -109,7 +110,7 @@ def test_yaml_must_be_a_mapping(tmp_path):
 
 
 def test_round_trip_through_dict():
-    config = TrialConfig(seed=3, cnn_widths="32/64/128", head="point")
-    assert config.cnn_widths == "32,64,128" and config.widths == (32, 64, 128)
+    config = TrialConfig.of(seed=3, cnn_widths="32/64/128", head="point")
+    assert config.model.cnn_widths == "32,64,128" and config.model.widths == (32, 64, 128)
     again = TrialConfig.from_dict(config.to_dict())
     assert again == config

@@ -14,12 +14,12 @@ from search_spaces import expand, get_space
 def test_flops_follow_the_model():
     base = estimated_cost(TrialConfig())
     # one frame of four: the CNN and spatial attention run a quarter as often
-    assert 3.0 < base / estimated_cost(TrialConfig(temporal_frames=1)) < 4.5
+    assert 3.0 < base / estimated_cost(TrialConfig.of(temporal_frames=1)) < 4.5
     # half the CNN width: about a quarter of the convolution FLOPs
-    assert 1.5 < base / estimated_cost(TrialConfig(cnn_widths="32,64,128")) < 4.0
-    assert estimated_cost(TrialConfig(use_images=False)) < base / 100
-    assert estimated_cost(TrialConfig(epochs=8)) == pytest.approx(2 * base)
-    assert estimated_cost(TrialConfig(max_train_examples=640)) == pytest.approx(base / 2)
+    assert 1.5 < base / estimated_cost(TrialConfig.of(cnn_widths="32,64,128")) < 4.0
+    assert estimated_cost(TrialConfig.of(use_images=False)) < base / 100
+    assert estimated_cost(TrialConfig.of(epochs=8)) == pytest.approx(2 * base)
+    assert estimated_cost(TrialConfig.of(max_train_examples=640)) == pytest.approx(base / 2)
 
 
 def test_components_start_longest_first_and_seeds_keep_their_order():
@@ -32,7 +32,7 @@ def test_components_start_longest_first_and_seeds_keep_their_order():
 
 
 def test_trials_without_an_estimate_go_last_in_their_order(tmp_path):
-    missing = TrialConfig(data_dir=str(tmp_path / "only-on-the-cluster"))
+    missing = TrialConfig.of(data_dir=str(tmp_path / "only-on-the-cluster"))
     assert math.isnan(estimated_cost(missing))
-    configs = [missing, TrialConfig(temporal_frames=1), missing.replace(seed=1), TrialConfig()]
+    configs = [missing, TrialConfig.of(temporal_frames=1), missing.replace(seed=1), TrialConfig()]
     assert longest_first(configs) == [3, 1, 0, 2]

@@ -39,8 +39,8 @@ def data_dir(tmp_path_factory):
 )
 def test_drop_scalars_has_one_canonical_form(value, canonical):
     config = apply_overrides(TrialConfig(), {"drop_scalars": value}, source="test")
-    assert config.drop_scalars == canonical
-    assert config.dropped_scalars == (tuple(canonical.split(",")) if canonical else ())
+    assert config.data.drop_scalars == canonical
+    assert config.data.dropped_scalars == (tuple(canonical.split(",")) if canonical else ())
     assert TrialConfig.from_dict(config.to_dict()) == config
 
 
@@ -48,7 +48,7 @@ def test_drop_scalars_from_a_yaml_list(tmp_path):
     (tmp_path / "c.yaml").write_text("drop_scalars: [scalar_2, scalar_0]\n")
     overrides = load_yaml_overrides(tmp_path / "c.yaml")
     config = apply_overrides(TrialConfig(), overrides, source="c.yaml")
-    assert config.drop_scalars == "scalar_0,scalar_2"
+    assert config.data.drop_scalars == "scalar_0,scalar_2"
 
 
 @pytest.mark.parametrize(

@@ -116,7 +116,7 @@ def test_a_retry_after_an_oom_between_unscale_and_update_can_step(tmp_path):
                          "torch_rng": torch.get_rng_state()})
 
     def backward_and_unscale(scaler):
-        mean, _ = model(torch.randn(4, config.temporal_frames, 2, 12, 12), torch.randn(4, 3))
+        mean, _ = model(torch.randn(4, config.data.temporal_frames, 2, 12, 12), torch.randn(4, 3))
         scaler.scale(mean.square().mean()).backward()
         scaler.unscale_(optimizer)  # then clipping; the OOM strikes before step/update
 
@@ -255,7 +255,8 @@ def test_bf16_and_tf32_need_capability_8(precision, capability, mapped):
         resolve_systems(config, device="cuda", capability=capability)
     resolved, notes = resolve_systems(config, device="cuda", capability=capability,
                                       resolve=True)
-    assert resolved.precision == mapped and resolved.precision_requested == precision
+    assert resolved.systems.precision == mapped
+    assert resolved.systems.precision_requested == precision
     assert "capability" in notes[0]
 
 

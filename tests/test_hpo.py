@@ -37,4 +37,4 @@ def test_hpo_with_asha_writes_optuna_storage_and_best_config(ray_local, tmp_path
     # the best configuration is a --config file
     best = config_from_sources(yaml_path=result.directory / "best_config.yaml")
     winner = trials[trials["status"] == "ok"].sort_values("val_mae").iloc[0]
-    assert best.lr == pytest.approx(winner["lr"]) and best.epochs == 4
+    assert best.optim.lr == pytest.approx(winner["lr"]) and best.optim.epochs == 4

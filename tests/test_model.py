@@ -22,20 +22,20 @@ def test_output_shapes_for_every_ablation(ablation):
     )
     model = model_for_shapes(config, DATA)
     batch = 5
-    frames = torch.randn(batch, config.temporal_frames, *DATA.image_shape)
+    frames = torch.randn(batch, config.data.temporal_frames, *DATA.image_shape)
     scalars = torch.randn(batch, len(DATA.scalar_names))
-    mean, variance = model(frames if config.use_images else None,
-                           scalars if config.use_scalars else None)
+    mean, variance = model(frames if config.data.use_images else None,
+                           scalars if config.data.use_scalars else None)
     assert mean.shape == (batch,)
-    if config.head == "point":
+    if config.model.head == "point":
         assert variance is None
     else:
         assert variance.shape == (batch,)
         assert bool((variance > 0).all())
     # A component switched off has no parameters at all.
     names = {name.split(".")[0] for name, _ in model.named_parameters()}
-    assert ("cnn" in names) == config.use_images
-    assert ("scalar_mlp" in names) == config.use_scalars
+    assert ("cnn" in names) == config.data.use_images
+    assert ("scalar_mlp" in names) == config.data.use_scalars
 
 
 def test_widths_follow_the_switch():

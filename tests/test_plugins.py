@@ -68,15 +68,31 @@ def test_a_plugin_key_that_is_also_a_runner_key_is_refused(fake_module):
 # ------------------------------------------------------------------------------ config keys
 
 
-def test_plugin_switches_are_config_keys_kept_in_model_options():
+def test_plugin_switches_are_config_keys_of_the_model_section():
     config = apply_overrides(TrialConfig(), {"model": CONV3D, "depth": "1", "epochs": "2"},
                              source="test")
-    assert config.model == CONV3D and config.epochs == 2
-    assert json.loads(config.model_options) == {"depth": 1}
-    # parsed as the runner's own keys: a boolean string, an int; defaults are not stored
+    assert config.plugin == CONV3D and config.optim.epochs == 2
+    assert type(config.model).__name__ == "Conv3dConfig" and config.model.depth == 1
+    # parsed as the runner's own keys: a boolean string, an int
     config = config.replace(variance_head="false", depth=3)
-    assert json.loads(config.model_options) == {"variance_head": False}
+    assert (config.model.variance_head, config.model.depth) == (False, 3)
+    assert config.flat()["model"] == CONV3D and config.flat()["variance_head"] is False
     assert TrialConfig.from_dict(config.to_dict()) == config
+    # nested keys name the section; a new model starts from its own defaults
+    assert config.replace(**{"model.depth": 2}).model.depth == 2
+    assert apply_overrides(config, {"model": {"width": 8}}, source="t").model.width == 8
+    builtin = config.replace(model="multimodal")
+    assert builtin.plugin == "" and builtin.model == TrialConfig().model
+    assert builtin.optim.epochs == 2  # the runner's keys stay
+
+
+def test_configs_written_before_the_sections_still_load():
+    """experiment.json of older folders keeps flat trial configs with model_options JSON."""
+    old = {**TrialConfig.of(model=CONV3D, depth=1).flat(), "model_options": '{"depth": 1}',
+           "inject_oom_above_batch": 0}
+    old.pop("depth")
+    config = TrialConfig.from_dict(old)
+    assert config.plugin == CONV3D and config.model.depth == 1
 
 
 @pytest.mark.parametrize(
@@ -97,8 +113,8 @@ def test_bad_plugin_values_are_refused_naming_the_key(changes, pattern):
 def test_plugin_keys_without_the_plugin_are_unknown():
     with pytest.raises(ConfigError, match="unknown key 'depth'"):
         apply_overrides(TrialConfig(), {"depth": "1"}, source="test")
-    with pytest.raises(ConfigError, match="model_options without a model plugin"):
-        TrialConfig(model_options='{"depth": 1}')
+    with pytest.raises(ConfigError, match="unknown key 'model.depth'"):
+        TrialConfig.of(**{"model.depth": 1})
 
 
 # ------------------------------------------------------------------------------ the model
@@ -106,7 +122,7 @@ def test_plugin_keys_without_the_plugin_are_unknown():
 
 def _batch(config: TrialConfig, shape=(2, 8, 8), scalars=3):
     torch.manual_seed(0)
-    frames = torch.randn(4, config.temporal_frames, *shape)
+    frames = torch.randn(4, config.data.temporal_frames, *shape)
     return frames, torch.randn(4, scalars), torch.randn(4)
 
 
@@ -131,7 +147,7 @@ def test_a_plugin_without_blocks_refuses_gradient_checkpointing(fake_module):
     from examples.conv3d import Conv3dConfig, Conv3dRegressor
 
     fake_module.PLUGIN = ModelPlugin("bare", Conv3dConfig, build=Conv3dRegressor)
-    config = TrialConfig(model="fake_plugins:PLUGIN", gradient_checkpointing=True)
+    config = TrialConfig.of(model="fake_plugins:PLUGIN", gradient_checkpointing=True)
     with pytest.raises(ConfigError, match="model bare exposes no blocks to checkpoint"):
         build_trial_model(config, (2, 8, 8), 3)
 
@@ -212,9 +228,11 @@ def test_the_example_model_runs_its_ablation_file_end_to_end(tmp_path, data):
     trials = pd.read_parquet(root / "trials.parquet")
     assert (trials["status"] == "ok").all(), trials[["trial_name", "error"]]
     assert set(trials["model"]) == {CONV3D}
-    options = trials.drop_duplicates("ablation").set_index("ablation")["model_options"]
-    assert json.loads(options["shallow"]) == {"depth": 1, "width": 4}
-    assert json.loads(options["no_temporal_kernel"]) == {"temporal_kernel": 1, "width": 4}
+    switches = trials.drop_duplicates("ablation").set_index("ablation")
+    assert switches.loc["shallow", ["depth", "width", "temporal_kernel"]].tolist() == [1, 4, 3]
+    assert switches.loc["no_temporal_kernel", ["depth", "width", "temporal_kernel"]].tolist() \
+        == [3, 4, 1]
+    assert "cnn_widths" not in trials and "inject_oom_above_batch" not in trials
     point = trials[trials["ablation"] == "point_head"]
     assert point["test_nll"].isna().all() and trials.loc[
         trials["ablation"] == "baseline", "test_nll"].notna().all()

@@ -93,10 +93,10 @@ def test_large_samples_are_read_in_a_window(data_dir):
 def test_synthetic_data_source_is_its_cache_key():
     source = prov.data_source(TrialConfig())
     assert source.startswith("synthetic:") and len(source) > len("synthetic:")
-    assert prov.data_source(TrialConfig(data_seed=1)) != source
-    fingerprints = prov.data_fingerprints([TrialConfig(), TrialConfig(seed=2)])
+    assert prov.data_source(TrialConfig.of(data_seed=1)) != source
+    fingerprints = prov.data_fingerprints([TrialConfig(), TrialConfig.of(seed=2)])
     assert list(fingerprints) == [source]  # one source, whatever the model seed
-    assert fingerprints[source]["spec"]["n_train"] == TrialConfig().synthetic_train
+    assert fingerprints[source]["spec"]["n_train"] == TrialConfig().data.synthetic_train
 
 
 # ----------------------------------------------------------------------------- code, git
@@ -165,7 +165,7 @@ def test_code_fingerprint_follows_the_source_not_the_docs(repo):
 
 
 def test_changes_block_code_and_data_and_report_the_rest(data_dir):
-    configs = [TrialConfig(data_dir=str(data_dir))]
+    configs = [TrialConfig.of(data_dir=str(data_dir))]
     recorded = prov.collect(configs)
     assert prov.changes(recorded, prov.collect(configs)) == ([], [])
     assert prov.changes(None, recorded) == ([], [])  # an experiment from before provenance

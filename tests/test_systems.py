@@ -43,11 +43,11 @@ def test_conflicts_are_refused_or_mapped(changes, device, fragment, mapped):
         resolve_systems(config, device=device, resolve=False)
     resolved, notes = resolve_systems(config, device=device, resolve=True)
     for key, value in mapped.items():
-        assert getattr(resolved, key) == value
+        assert resolved.flat()[key] == value
     assert notes and fragment.split()[0] in notes[0]
     # what was asked for is kept beside what runs
-    assert resolved.compile_requested == config.compile
-    assert resolved.precision_requested == config.precision
+    assert resolved.systems.compile_requested == config.systems.compile
+    assert resolved.systems.precision_requested == config.systems.precision
 
 
 @pytest.mark.parametrize("mode", ["off", "default", "max-autotune-no-cudagraphs"])
@@ -105,7 +105,7 @@ def test_fp16_on_cpu_is_refused_or_mapped_to_bf16():
     with pytest.raises(ConfigError, match="fp16 on CPU has no fast kernels"):
         train(config)
     resolved, _ = resolve_systems(config, device="cpu", resolve=True)
-    assert resolved.precision == "bf16" and resolved.precision_requested == "fp16"
+    assert resolved.systems.precision == "bf16" and resolved.systems.precision_requested == "fp16"
     assert find_conflicts(config, "cuda") == []  # fp16 + GradScaler is fine on CUDA
 
 
@@ -128,15 +128,15 @@ def test_accumulation_gives_the_same_step_as_one_big_batch():
 def test_measurements_are_reported():
     config = tiny_config()
     metrics = train(config).metrics
-    train_samples = config.synthetic_train // config.batch_size * config.batch_size
+    train_samples = config.data.synthetic_train // config.optim.batch_size * config.optim.batch_size
     # throughput: samples over training time, so at most the samples an epoch over its time
     assert 0 < metrics["steady_train_samples_per_s"]
     assert metrics["mean_epoch_s"] > train_samples / metrics["steady_train_samples_per_s"] * 0.5
-    assert 0 < metrics["mean_epoch_s"] * config.epochs <= metrics["wall_s"]
+    assert 0 < metrics["mean_epoch_s"] * config.optim.epochs <= metrics["wall_s"]
     assert 0 <= metrics["compile_s"] < metrics["wall_s"]
     assert metrics["peak_mem_mb"] > 10  # MiB: the process holds torch at least
     assert metrics["peak_mem_mb"] == max(metrics["peak_mem_train_mb"], metrics["peak_mem_eval_mb"])
-    assert metrics["epochs_run"] == config.epochs and metrics["torch_threads"] == 1
+    assert metrics["epochs_run"] == config.optim.epochs and metrics["torch_threads"] == 1
 
 
 # ------------------------------------------------------------------ OOM recovery
@@ -180,18 +180,18 @@ def test_systems_matrix_is_the_full_product():
 def test_batch_and_frames_spaces_expand():
     base = tiny_config()
     batch = expand(get_space("batch"), base, [0, 1])
-    assert [t.config.batch_size for t in batch[::2]] == [4, 8, 16, 20, 32, 64]
+    assert [t.config.optim.batch_size for t in batch[::2]] == [4, 8, 16, 20, 32, 64]
     assert len(batch) == 12
     frames = expand(get_space("frames"), base, [0])
-    assert [t.config.temporal_frames for t in frames] == list(range(1, 9))
+    assert [t.config.data.temporal_frames for t in frames] == list(range(1, 9))
 
 
 def test_lr_scaling():
-    assert tiny_config(batch_size=64, lr=1e-3, lr_scaling="linear").effective_lr == \
+    assert tiny_config(batch_size=64, lr=1e-3, lr_scaling="linear").optim.effective_lr == \
         pytest.approx(2e-3)
-    assert tiny_config(batch_size=8, lr=1e-3, lr_scaling="sqrt").effective_lr == \
+    assert tiny_config(batch_size=8, lr=1e-3, lr_scaling="sqrt").optim.effective_lr == \
         pytest.approx(5e-4)
-    assert tiny_config(batch_size=8, lr=1e-3).effective_lr == pytest.approx(1e-3)
+    assert tiny_config(batch_size=8, lr=1e-3).optim.effective_lr == pytest.approx(1e-3)
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

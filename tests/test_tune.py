@@ -206,7 +206,7 @@ def test_a_reused_worker_does_not_grow_from_trial_to_trial(ray_local, tmp_path):
     # One worker runs 6 trials in turn. Before return_memory_after_trial() its peak RSS grew
     # ~47 MiB per trial (glibc arenas of the per-trial threads); the bound below allows noise,
     # not that.
-    base = TrialConfig(epochs=1, synthetic_train=512, synthetic_val=64, synthetic_test=64)
+    base = TrialConfig.of(epochs=1, synthetic_train=512, synthetic_val=64, synthetic_test=64)
     trials = expand(get_space("components"), base, list(range(6)), only=["baseline"])
     result = run_experiment(trials, RunOptions(storage=tmp_path, name="memory",
                                                space="components", progress=False,

@@ -169,10 +169,10 @@ def device_info() -> dict[str, Any]:
 
 
 def synthetic_key(spec: Any) -> str:
-    """The synthetic set's cache key: its spec and the generator (``model/data.py``)."""
-    from model import data
+    """The synthetic set's cache key: its spec and the generator (``model/synthetic.py``)."""
+    from model import synthetic
 
-    return data.synthetic_cache_key(spec)
+    return synthetic.synthetic_cache_key(spec)
 
 
 def data_source(config: Any) -> str:

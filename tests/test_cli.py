@@ -129,27 +129,33 @@ def test_a_subprocess_error_has_no_traceback(tmp_path):
 
 @pytest.mark.slow
 def test_end_to_end_cli_run(tmp_path):
-    """The CLI starts its own local Ray, runs, prints where results are, writes Parquet."""
+    """The CLI starts its own local Ray, runs, prints where results are, writes Parquet; here
+    the `features` space, whose table comes from the data's scalar columns (one run serves
+    both: each CLI run starts a Ray of its own)."""
     proc = run_cli(
-        "--space", "components", "--only", "baseline,single_frame", "--seeds", "2",
+        "--space", "features", "--seeds", "2", "--only", "baseline,no_images,no_scalar_2",
         "--epochs", "1", "--set", "synthetic_train=64", "--set", "synthetic_val=16",
         "--set", "synthetic_test=16", "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16",
-        "--name", "e2e", "--no-dashboard", "--margin", "0.5", cwd=tmp_path,
+        "--set", "batch_size=16", "--name", "e2e", "--no-dashboard", "--margin", "0.5",
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out_dir = tmp_path / "ablation_results" / "e2e"  # default storage: under the working folder
     assert f"Results in {out_dir}" in proc.stdout
-    assert "[4/4]" in proc.stdout  # progress lines
+    assert "[6/6]" in proc.stdout  # progress lines
     # the summary gives each variant a verdict against the baseline, at the margin asked for
     assert "Verdicts on test_mae (lower is better) against baseline, margin ±0.5" in proc.stdout
-    single = next(line for line in proc.stdout.splitlines() if line.strip().startswith(
-        "single_frame"))
-    assert single.split()[-2] in ("worse", "better", "equivalent", "negligible", "inconclusive")
+    dropped = next(line for line in proc.stdout.splitlines() if line.strip().startswith(
+        "no_scalar_2"))
+    assert dropped.split()[-2] in ("worse", "better", "equivalent", "negligible", "inconclusive")
     trials = pd.read_parquet(out_dir / "trials.parquet")
-    assert sorted(trials["trial_name"]) == ["baseline-seed0", "baseline-seed1",
-                                            "single_frame-seed0", "single_frame-seed1"]
+    assert sorted(trials["trial_name"]) == [f"{variant}-seed{seed}" for variant in (
+        "baseline", "no_images", "no_scalar_2") for seed in (0, 1)]
     assert (trials["status"] == "ok").all()
     assert (out_dir / "epochs.parquet").is_file() and (out_dir / "predictions.parquet").is_file()
+    by_variant = trials.drop_duplicates("ablation").set_index("ablation")
+    assert by_variant.loc["no_scalar_2", "drop_scalars"] == "scalar_2"
+    assert by_variant.loc["baseline", "drop_scalars"] == ""
 
 
 def test_systems_dry_run_lists_the_matrix_with_conflicts_marked(capsys):

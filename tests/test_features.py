@@ -1,9 +1,9 @@
 """Feature ablations: the drop_scalars key, its validation before any trial, the `features`
-space generated from the data's scalar columns, and a real run of it."""
+space generated from the data's scalar columns (a real run of it: tests/test_cli.py's
+end-to-end run)."""
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
 from ablations.batches import load_data
@@ -13,7 +13,7 @@ from ablations.train import train
 from model.data import DataError
 from search_spaces import feature_variants
 from tests.conftest import tiny_config, write_data_dir
-from tests.test_cli import assert_one_line_error, in_process, run_cli
+from tests.test_cli import assert_one_line_error, in_process
 
 
 @pytest.fixture(scope="module")
@@ -189,21 +189,3 @@ def test_a_trial_without_a_column_trains_a_model_with_one_scalar_fewer():
 def test_the_cost_estimate_counts_only_the_kept_scalars():
     assert estimated_cost(tiny_config(drop_scalars="scalar_0,scalar_2")) < \
         estimated_cost(tiny_config())
-
-
-@pytest.mark.slow
-def test_features_space_runs_end_to_end(tmp_path):
-    proc = run_cli(
-        "--space", "features", "--seeds", "1", "--epochs", "1",
-        "--set", "synthetic_train=64", "--set", "synthetic_val=16", "--set", "synthetic_test=16",
-        "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16", "--set", "batch_size=16",
-        "--name", "features", "--no-dashboard", "--quiet", cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    trials = pd.read_parquet(tmp_path / "ablation_results" / "features" / "trials.parquet")
-    trials = trials.set_index("ablation")
-    assert sorted(trials.index) == ["baseline", "no_images", "no_scalar_0", "no_scalar_1",
-                                    "no_scalar_2"]
-    assert (trials["status"] == "ok").all()
-    assert trials.loc["no_scalar_2", "drop_scalars"] == "scalar_2"
-    assert trials.loc["baseline", "drop_scalars"] == ""

@@ -207,16 +207,14 @@ ARGS = ["--space", "components", "--only", "baseline", "--seeds", "1", "--epochs
 
 def write_experiment(storage: Path, name: str, argv: list[str]) -> Path:
     """experiment.json exactly as a run of ``argv`` writes it when it starts (no Ray)."""
+    from ablations.planning import prepare
     from ablations.runner import RunOptions, _metadata
     from results.io import METADATA_FILE, write_json_atomic
-    from search_spaces import expand, get_space
 
-    args = cli.build_parser().parse_args(argv)
-    space = get_space(args.space)
-    trials = expand(space, cli.base_config(args), args.seeds, only=args.only.split(","))
-    trials, skipped, _, _ = cli.plan_trials(space, trials, resolve=False)
-    options = RunOptions(storage=storage, name=name, space=space.name)
-    meta = _metadata(trials, options, dt.datetime.now(dt.timezone.utc), skipped)
+    prepared = prepare(cli.build_parser().parse_args(argv))  # as the command plans it
+    options = RunOptions(storage=storage, name=name, space=prepared.space.name)
+    meta = _metadata(prepared.trials, options, dt.datetime.now(dt.timezone.utc),
+                     prepared.skipped)
     folder = storage / name
     folder.mkdir(parents=True)
     write_json_atomic(meta, str(folder / METADATA_FILE))

@@ -6,6 +6,7 @@ import re
 
 import pandas as pd
 import pytest
+import ray
 
 from ablations.config import TrialConfig
 from ablations.runner import RunOptions, run_experiment
@@ -153,13 +154,13 @@ def test_oom_past_the_floor_is_a_failed_row_and_the_rest_go_on(ray_local, tmp_pa
     ],
 )
 def test_tiny_run_of_each_sweep_writes_rows(ray_local, tmp_path, space, only):
-    from ablations.cli import plan_trials
+    """Through the public API (``Experiment``), on the Ray already running (left running)."""
+    from ablations.api import Experiment
 
-    spec = get_space(space)
-    base = tiny_config(epochs=1, compile_backend="eager", device="cpu")
-    trials, skipped, _, _ = plan_trials(spec, expand(spec, base, [0], only=only), resolve=False)
-    result = run_experiment(trials, RunOptions(storage=tmp_path, name=space, space=space,
-                                               progress=False), skipped=skipped)
+    tiny = tiny_config(epochs=1, compile_backend="eager", device="cpu").diff(TrialConfig())
+    result = Experiment(space, seeds=1, only=only, overrides=tiny, storage=tmp_path,
+                        name=space).run()
+    assert ray.is_initialized()
     rows = result.trials.set_index("trial_name")
     assert len(rows) == len(only)
     for name in only:
@@ -272,7 +273,8 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ra
                                                                             tmp_path):
     """``--seeds auto`` at the default settings (model, data, 4 epochs; pilot 3, --max-seeds 4
     to bound the test's time): the ablations that remove a planted signal (no_images,
-    single_frame, no_scalars) are `worse` after the pilot and get no more seeds; a true null,
+    single_frame; no_scalars, the third, costs as much as the baseline and is left to the
+    measured run in the README) are `worse` after the pilot and get no more seeds; a true null,
     leaving out the pure-noise column scalar_2 (the features space's no_scalar_2), is never
     `worse`/`better` and gets the next look's seeds while it has no verdict. (The other null,
     the baseline under other training seeds, is run in tests/test_seeds_auto.py: here it would
@@ -283,7 +285,7 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ra
     base = TrialConfig()
     seeds = [0, 1, 2, 3]
     trials = expand(get_space("components"), base, seeds,
-                    only=["baseline", "no_images", "single_frame", "no_scalars"])
+                    only=["baseline", "no_images", "single_frame"])
     trials += [TrialSpec(f"no_scalar_2-seed{seed}", "no_scalar_2", seed,
                          base.replace(ablation="no_scalar_2", drop_scalars="scalar_2", seed=seed))
                for seed in seeds]
@@ -294,7 +296,7 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ra
     trials = result.trials
     assert (trials["status"] == "ok").all(), trials[["trial_name", "status", "error"]]
     verdicts = table.set_index("ablation")["verdict"]
-    for planted in ("no_images", "single_frame", "no_scalars"):
+    for planted in ("no_images", "single_frame"):
         assert verdicts[planted] == "worse", table.set_index("ablation").loc[planted].to_dict()
         assert set(trials.loc[trials["ablation"] == planted, "round"]) == {1}  # no more seeds
     for null in ("no_scalar_2",):

@@ -1,0 +1,144 @@
+"""Two experiments compared variant by variant: did anything change between them (a code
+change, another dataset, another machine) by more than the margin?
+
+:func:`compare_experiments` pairs each variant's trials of experiment B with the same variant's
+trials of experiment A by seed (Welch's test where fewer than two seeds are shared), one family
+of all the variants both have, and gives each the verdicts of :mod:`results.verdicts`:
+`worse`/`better` (B differs from A, Holm over the family), `equivalent` (TOST: the 1 − 2α
+interval of B − A inside ±margin), `negligible` (both), `inconclusive` (neither). The
+margin's percentage is of experiment A's reference mean. :func:`compare_note` says it in words.
+``run_ablations.py compare EXP_A EXP_B`` prints both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from results.comparisons import _compare
+from results.io import read_experiment
+from results.verdicts import (
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
+    equivalence_tests,
+    metric_direction,
+    parse_margin,
+)
+
+
+def _trials(experiment: str | Path | pd.DataFrame) -> pd.DataFrame:
+    if isinstance(experiment, pd.DataFrame):
+        return experiment
+    return read_experiment(experiment)["trials"]
+
+
+def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFrame, *,
+                        metric: str = "test_mae", margin: str | float = DEFAULT_MARGIN,
+                        alpha: float = DEFAULT_ALPHA, reference: str = "baseline",
+                        ) -> pd.DataFrame:
+    """Experiment B against experiment A, per variant both ran.
+
+    Args:
+        a, b: experiment folders (paths or URIs) or their trials tables.
+        metric: a numeric column of both trials tables.
+        margin: the smallest change that matters: in the metric's units (``"0.02"``), or a
+            percentage of A's ``reference`` mean (``"5%"``; of A's mean over all its variants'
+            ok trials where A has no such variant).
+        alpha: family-wise error rate of each kind of verdict, in (0, 0.5).
+        reference: the variant whose mean a percentage margin is taken of.
+
+    Returns:
+        One row per variant in both (A's order): ``ablation``, ``n_a``/``n_b`` (ok trials),
+        ``a_mean``/``b_mean``, ``test`` (paired t over the shared seeds, or Welch t), ``n_pairs``,
+        ``diff_mean`` (B − A) with ``diff_ci_low``/``diff_ci_high`` (1 − α), ``se``, ``df``,
+        ``p_value``/``p_holm``, ``tost_ci_low``/``tost_ci_high`` (1 − 2α), ``p_tost_holm``,
+        ``equivalence_bound_holm``, ``margin`` and ``verdict``. ``.attrs``: metric, margin (in
+        the metric's units, and as given), α, direction, and ``only_in_a`` / ``only_in_b``
+        (variants left out).
+
+    Raises:
+        ValueError: no variant in common, a metric missing from a table, a bad margin or α.
+    """
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
+    first, second = _trials(a), _trials(b)
+    for name, table in (("A", first), ("B", second)):
+        if metric not in table:
+            raise ValueError(f"experiment {name} has no column {metric!r}")
+    ok_a = first[(first["status"] == "ok") & first[metric].notna()]
+    ok_b = second[(second["status"] == "ok") & second[metric].notna()]
+    order_a = list(dict.fromkeys(first["ablation"]))
+    in_b = set(second["ablation"])
+    common = [v for v in order_a if v in in_b]
+    if not common:
+        raise ValueError("the two experiments have no variant in common: nothing to compare")
+    value, relative = parse_margin(margin)
+    base = ok_a.loc[ok_a["ablation"] == reference, metric]
+    scale = float((base if len(base) else ok_a[metric]).mean()) if relative else 1.0
+    absolute = value * abs(scale) if relative else value
+    if not absolute > 0:
+        raise ValueError(f"margin {margin!r} is 0 here: give it in the metric's units")
+    rows = []
+    for variant in common:
+        va = ok_a[ok_a["ablation"] == variant].groupby("seed")[metric].mean()
+        vb = ok_b[ok_b["ablation"] == variant].groupby("seed")[metric].mean()
+        # _compare pairs column `variant` (B) with column `reference` (A) by seed
+        by_seed = pd.concat({"b": vb, "a": va}, axis=1)
+        row = {"ablation": variant, "n_a": len(va), "n_b": len(vb),
+               "a_mean": va.mean() if len(va) else np.nan,
+               "b_mean": vb.mean() if len(vb) else np.nan}
+        row.update(_compare(vb.to_numpy(), va.to_numpy(), vb.index.to_numpy(),
+                            va.index.to_numpy(), by_seed, "b", "a", 1 - alpha))
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for column in ("n_pairs", "diff_mean", "diff_ci_low", "diff_ci_high", "p_value", "se",
+                   "df"):
+        if column not in table:
+            table[column] = np.nan
+    direction = metric_direction(metric)
+    tests = equivalence_tests(table["diff_mean"].to_numpy(dtype=float),
+                              table["se"].to_numpy(dtype=float),
+                              table["df"].to_numpy(dtype=float),
+                              margin=absolute, alpha=alpha, direction=direction)
+    for column in ("p_holm", "tost_ci_low", "tost_ci_high", "p_tost_holm",
+                   "equivalence_bound_holm", "verdict"):
+        table[column] = tests[column]
+    table["margin"] = absolute
+    table = table[["ablation", "n_a", "n_b", "a_mean", "b_mean", "test", "n_pairs",
+                   "diff_mean", "diff_ci_low", "diff_ci_high", "se", "df", "p_value", "p_holm",
+                   "tost_ci_low", "tost_ci_high", "p_tost_holm", "equivalence_bound_holm",
+                   "margin", "verdict"]]
+    table.attrs.update(metric=metric, margin=absolute, margin_given=str(margin), alpha=alpha,
+                       direction=direction, reference=reference,
+                       only_in_a=[v for v in order_a if v not in in_b],
+                       only_in_b=[v for v in dict.fromkeys(second["ablation"])
+                                  if v not in set(order_a)])
+    return table
+
+
+def compare_note(table: pd.DataFrame, *, a: str = "A", b: str = "B") -> str:
+    """What :func:`compare_experiments`' table says, in a few lines."""
+    attrs = table.attrs
+    lines = [f"{b} against {a} on {attrs['metric']}, per variant (Δ = {b} − {a}), margin "
+             f"±{attrs['margin']:.3g} ({attrs['margin_given']}), alpha {attrs['alpha']:g}, "
+             f"Holm over {len(table)} variants."]
+    counts = table["verdict"].value_counts()
+    changed = table.loc[table["verdict"].isin(["worse", "better", "higher", "lower"]),
+                        "ablation"].tolist()
+    if changed:
+        lines.append(f"Changed: {', '.join(changed)}.")
+    elif counts.get("equivalent", 0) + counts.get("negligible", 0) == len(table):
+        lines.append("No variant changed by more than the margin (every one equivalent).")
+    else:
+        undecided = table.loc[table["verdict"] == "inconclusive", "ablation"].tolist()
+        lines.append("No variant changed significantly; not shown to be within the margin: "
+                     f"{', '.join(undecided)} (more seeds would decide).")
+    if (table["test"] != "paired t").any():
+        lines.append("Unpaired (Welch) where the two share fewer than two seeds: "
+                     + ", ".join(table.loc[table["test"] != "paired t", "ablation"]) + ".")
+    for side, key in ((a, "only_in_a"), (b, "only_in_b")):
+        if attrs[key]:
+            lines.append(f"Only in {side} (not compared): {', '.join(attrs[key])}.")
+    return "\n".join(lines)

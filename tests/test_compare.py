@@ -1,0 +1,131 @@
+"""`compare`: two experiments, variant by variant (results/compare.py), checked against scipy
+and a hand-written Holm, by simulation of the procedure, and end to end on the command line
+with two real runs of the same command."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from results.compare import compare_experiments, compare_note
+
+VARIANTS = ["baseline", "no_images", "single_frame", "no_scalars"]
+
+
+def _trials(means: dict[str, float], seeds, rng, noise=0.01, seed_effect=None) -> pd.DataFrame:
+    rows = []
+    for variant, mean in means.items():
+        for seed in seeds:
+            shared = 0.0 if seed_effect is None else seed_effect[seed]
+            rows.append({"ablation": variant, "seed": seed, "status": "ok",
+                         "test_mae": mean + shared + rng.normal(0, noise)})
+    return pd.DataFrame(rows)
+
+
+def test_paired_differences_and_verdicts_match_scipy_and_holm():
+    rng = np.random.default_rng(0)
+    seeds = range(6)
+    effect = {s: rng.normal(0, 0.05) for s in seeds}  # shared by A and B: pairing removes it
+    a = _trials(dict(zip(VARIANTS, (0.55, 0.95, 0.82, 0.96))), seeds, rng, noise=0.004,
+                seed_effect=effect)
+    b = _trials(dict(zip(VARIANTS, (0.55, 0.95, 0.90, 0.96))), seeds, rng, noise=0.004,
+                seed_effect=effect)
+    table = compare_experiments(a, b, margin="0.02").set_index("ablation")
+    assert list(table.index) == VARIANTS and (table["test"] == "paired t").all()
+    p_values = []
+    for variant in VARIANTS:
+        xa = a[a["ablation"] == variant].sort_values("seed")["test_mae"].to_numpy()
+        xb = b[b["ablation"] == variant].sort_values("seed")["test_mae"].to_numpy()
+        d = xb - xa
+        assert table.loc[variant, "diff_mean"] == pytest.approx(d.mean())
+        assert table.loc[variant, "se"] == pytest.approx(d.std(ddof=1) / np.sqrt(len(d)))
+        assert table.loc[variant, "p_value"] == pytest.approx(stats.ttest_rel(xb, xa).pvalue)
+        p_values.append(stats.ttest_rel(xb, xa).pvalue)
+        # TOST by hand: the larger one-sided p against ±0.02
+        t_low = (d.mean() + 0.02) / (d.std(ddof=1) / np.sqrt(len(d)))
+        t_high = (d.mean() - 0.02) / (d.std(ddof=1) / np.sqrt(len(d)))
+        table.loc[variant, "p_tost_by_hand"] = max(stats.t.sf(t_low, len(d) - 1),
+                                                   stats.t.cdf(t_high, len(d) - 1))
+    order = np.argsort(p_values)  # Holm, written out
+    holm = np.empty(len(p_values))
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        holm[index] = running
+    assert table["p_holm"].to_numpy() == pytest.approx(holm)
+    tost = table["p_tost_by_hand"].to_numpy()
+    order = np.argsort(tost)
+    holm_tost, running = np.empty(len(tost)), 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(tost) - rank) * tost[index]))
+        holm_tost[index] = running
+    assert table["p_tost_holm"].to_numpy() == pytest.approx(holm_tost)
+    assert table.loc["single_frame", "verdict"] == "worse"  # +0.08 km, noise 0.004
+    assert (table.drop(index="single_frame")["verdict"] == "equivalent").all()
+    assert "Changed: single_frame." in compare_note(table.reset_index())
+
+
+def test_the_same_numbers_twice_are_equivalent_everywhere():
+    """Deterministic training: the same command twice gives the same numbers, Δ = 0 with no
+    spread; that is `equivalent` (within any margin), not a division by zero."""
+    rng = np.random.default_rng(1)
+    a = _trials(dict(zip(VARIANTS, (0.55, 0.95, 0.82, 0.96))), range(3), rng)
+    table = compare_experiments(a, a.copy())
+    assert (table["verdict"] == "equivalent").all() and (table["diff_mean"] == 0).all()
+    assert "No variant changed by more than the margin" in compare_note(table)
+
+
+def test_different_variant_sets_compare_the_common_ones_with_a_note():
+    rng = np.random.default_rng(2)
+    a = _trials({"baseline": 0.55, "no_images": 0.95, "single_frame": 0.8}, range(3), rng)
+    b = _trials({"baseline": 0.55, "no_images": 0.95, "reduced_width": 0.6}, range(3, 6), rng)
+    table = compare_experiments(a, b)
+    assert table["ablation"].tolist() == ["baseline", "no_images"]
+    assert (table["test"] == "Welch t").all()  # no seed in common
+    note = compare_note(table)
+    assert "Only in A (not compared): single_frame." in note
+    assert "Only in B (not compared): reduced_width." in note and "Welch" in note
+    with pytest.raises(ValueError, match="no variant in common"):
+        compare_experiments(a[a["ablation"] == "single_frame"], b)
+
+
+def _array_verdicts(a: np.ndarray, b: np.ndarray, margin: float) -> np.ndarray:
+    """The procedure on arrays (experiments, variants, seeds): paired t per variant, then
+    results.verdicts.equivalence_tests over the variants, as compare_experiments does."""
+    from results.verdicts import equivalence_tests
+
+    d = b - a
+    n = d.shape[-1]
+    se = d.std(axis=-1, ddof=1) / np.sqrt(n)
+    return equivalence_tests(d.mean(axis=-1), se, np.full(se.shape, n - 1.0), margin=margin,
+                             alpha=0.05, direction=-1)["verdict"]
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.02])
+def test_error_rates_by_simulation(shift):
+    """4000 simulated pairs of experiments, 8 variants, 5 paired seeds: with no change, some
+    variant is called worse/better in at most α (+ 3 Monte Carlo s.e.); with every variant
+    changed by exactly the margin, some variant is called equivalent in at most α. The array
+    path simulated here gives compare_experiments' verdicts exactly (checked on 100)."""
+    rng = np.random.default_rng(3 if shift else 4)
+    experiments, seeds, variants, margin = 4000, 5, 8, 0.02
+    noise = rng.uniform(0.005, 0.02, size=(experiments, variants, 1))
+    a = rng.normal(0.5, noise, size=(experiments, variants, seeds))
+    b = a + shift + rng.normal(0, noise, size=a.shape) * np.sqrt(2)
+    verdicts = _array_verdicts(a, b, margin)
+    for k in range(100):
+        ta = pd.DataFrame([{"ablation": f"v{v}", "seed": s, "status": "ok",
+                            "test_mae": a[k, v, s]} for v in range(variants)
+                           for s in range(seeds)])
+        tb = ta.assign(test_mae=b[k].reshape(-1))
+        table = compare_experiments(ta, tb, margin=margin)
+        assert table["verdict"].tolist() == list(verdicts[k]), k
+    wrong = ("worse", "better") if shift == 0 else ("equivalent", "negligible")
+    rate = np.isin(verdicts, wrong).any(axis=1).mean()
+    print(f"shift {shift}: any wrong verdict in {rate:.1%} of experiments")
+    assert rate <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / experiments), rate
+    if shift == 0:  # and the test has power: a real change of 2 margins is mostly found
+        moved = _array_verdicts(a, b + 2 * margin, margin)
+        assert (moved == "worse").mean() > 0.6

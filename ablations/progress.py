@@ -1,36 +1,115 @@
-"""A compact live progress line per finished trial (Ray's own table: ``--verbose``)."""
+"""Live progress while trials run: a line per finished trial, a status line every ~30 s with
+an ETA, and (``--progress epochs``) a line per epoch. Ray's own table: ``--verbose``.
+
+The ETA comes from the measured epoch times, carried over to the trials not yet measured by
+their estimated cost (``ablations/cost.py``: training FLOPs): seconds per FLOP measured so far
+× the FLOPs left, over the trials that run at once. Before the first epoch ends there is no
+measured time; the status line says so.
+"""
 
 from __future__ import annotations
 
+import math
+import statistics
 import sys
 import time
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, TextIO
 
 from ray import tune
 
+STATUS_EVERY_S = 30.0
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the progress display knows of a trial before it runs."""
+
+    epochs: int
+    cost: float  # estimated training FLOPs of the whole trial (NaN: unknown)
+
+
+def format_duration(seconds: float) -> str:
+    """``42s``, ``4m10s``, ``1h05m``."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
 
 class TrialProgress(tune.Callback):
-    """Prints ``[done/total] name status metric (seconds)`` as each trial ends."""
+    """Prints ``[done/total] name status metric (seconds)`` as each trial ends, a status line
+    (done / running / pending trials, epochs, best and worst running trial, ETA) every
+    ``every_s`` seconds, and with ``epochs`` a line per reported epoch."""
 
-    def __init__(self, total: int, *, stream: TextIO | None = None):
+    def __init__(self, total: int, *, plan: Optional[Mapping[str, Planned]] = None,
+                 default: Optional[Planned] = None, stream: TextIO | None = None,
+                 every_s: float = STATUS_EVERY_S, epochs: bool = False,
+                 clock: Callable[[], float] = time.monotonic):
         self.total = total
-        self.done = 0
+        self.plan = dict(plan or {})
+        self.default = default  # for trials not in ``plan`` (a search's samples)
         self.stream = stream or sys.stdout
-        self.started = time.monotonic()
+        self.every_s, self.epoch_lines, self.clock = every_s, epochs, clock
+        self.done = 0
+        self.started = self.last_status = clock()
         self.counted = False
+        self.epochs_done: dict[str, int] = {}
+        self.epoch_s: dict[str, float] = {}
+        self.val: dict[str, float] = {}
+        self.finished: set[str] = set()
+        self.running: list[str] = []
 
     def setup(self, **info: Any) -> None:
         """Each fit; after ``--resume`` too, on the callback Tune restores with the experiment."""
-        self.started = time.monotonic()
+        self.started = self.last_status = self.clock()
         self.counted = False
 
+    # ---------------------------------------------------------------- Tune's hooks
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
         if not self.counted:  # on a resume, the trials that finished before count as done
-            self.done = sum(trial.status in ("TERMINATED", "ERROR") for trial in trials)
+            ended = [t for t in trials if t.status in ("TERMINATED", "ERROR")]
+            self.done = len(ended)
+            self.finished = {str(t) for t in ended}
             self.counted = True
+        self.running = [str(t) for t in trials if t.status == "RUNNING"]
+        self.pending = sum(t.status == "PENDING" for t in trials) + max(
+            0, self.total - len(trials))
+        if self.clock() - self.last_status >= self.every_s:
+            self.last_status = self.clock()
+            print(self.status_line(), file=self.stream, flush=True)
 
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
+                        **info: Any) -> None:
+        name = str(trial)
+        if "epoch" not in result:
+            return
+        self.epochs_done[name] = int(result["epoch"])
+        if result.get("epoch_s") is not None:
+            self.epoch_s[name] = float(result["epoch_s"])
+        if result.get("val_mae") is not None:
+            self.val[name] = float(result["val_mae"])
+        if self.epoch_lines:
+            planned = self._planned(name)
+            parts = [f"  {name} epoch {result['epoch']}/{planned.epochs if planned else '?'}"]
+            if "val_mae" in result:
+                parts.append(f"val_mae={result['val_mae']:.3f} km")
+            if result.get("epoch_s") is not None:
+                parts.append(f"{result['epoch_s']:.1f} s/epoch")
+            print(" ".join(parts), file=self.stream, flush=True)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._line(trial, "ok")
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._line(trial, "FAILED")
+
+    # ---------------------------------------------------------------- lines
     def _line(self, trial: Any, status: str) -> None:
         self.done += 1
+        self.finished.add(str(trial))
         result = trial.last_result or {}
         parts = [f"[{self.done}/{self.total}]", f"{trial}", status]
         if result.get("status") == "diverged":
@@ -39,11 +118,62 @@ class TrialProgress(tune.Callback):
             parts.append(f"test_mae={result['test_mae']:.3f} km")
         elif "val_mae" in result:
             parts.append(f"val_mae={result['val_mae']:.3f} km (epoch {result.get('epoch', '?')})")
-        parts.append(f"({time.monotonic() - self.started:.0f}s elapsed)")
+        parts.append(f"({self.clock() - self.started:.0f}s elapsed)")
         print(" ".join(parts), file=self.stream, flush=True)
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._line(trial, "ok")
+    def _planned(self, name: str) -> Optional[Planned]:
+        return self.plan.get(name, self.default)
 
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._line(trial, "FAILED")
+    def eta_s(self) -> Optional[float]:
+        """Seconds until every trial has ended, from the measured epoch times; None before the
+        first epoch's time is known."""
+        per_flop, per_epoch = [], []
+        for name, seconds in self.epoch_s.items():
+            planned = self._planned(name)
+            if planned and planned.epochs and math.isfinite(planned.cost) and planned.cost > 0:
+                per_flop.append(seconds / (planned.cost / planned.epochs))
+            per_epoch.append(seconds)
+        if not per_epoch:
+            return None
+        rate = statistics.median(per_flop) if per_flop else None
+        typical_epoch = statistics.median(per_epoch)
+        left: dict[str, float] = {}
+        names = set(self.plan) | set(self.epochs_done) | set(self.running)
+        for name in names - self.finished:
+            planned = self._planned(name)
+            if planned is None:
+                continue
+            epochs_left = max(0, planned.epochs - self.epochs_done.get(name, 0))
+            if name in self.epoch_s:  # measured: its own pace
+                left[name] = epochs_left * self.epoch_s[name]
+            elif rate is not None and math.isfinite(planned.cost):
+                left[name] = epochs_left * rate * planned.cost / max(planned.epochs, 1)
+            else:
+                left[name] = epochs_left * typical_epoch
+        unplanned = max(0, self.total - self.done - len(left))  # search samples not yet made
+        if unplanned and self.default is not None:
+            left.update({f"_sample{i}": self.default.epochs * typical_epoch
+                         for i in range(unplanned)})
+        if not left:
+            return 0.0
+        slots = max(1, len(self.running))
+        return max(sum(left.values()) / slots, max(left.values()) if self.running else 0.0)
+
+    def status_line(self) -> str:
+        epochs_total = sum(p.epochs for p in self.plan.values()) or None
+        epochs_done = sum(self.epochs_done.values())
+        parts = [f"[status] {self.done}/{self.total} done, {len(self.running)} running, "
+                 f"{getattr(self, 'pending', 0)} pending"]
+        parts.append(f"epochs {epochs_done}/{epochs_total}" if epochs_total
+                     else f"epochs {epochs_done}")
+        live = {n: v for n, v in self.val.items() if n in self.running}
+        if live:
+            best = min(live, key=live.get)
+            worst = max(live, key=live.get)
+            parts.append(f"running val_mae best {live[best]:.3f} km ({best}), worst "
+                         f"{live[worst]:.3f} km ({worst})")
+        eta = self.eta_s()
+        parts.append(f"ETA {format_duration(eta)}" if eta is not None
+                     else "ETA after the first epoch")
+        parts.append(f"{format_duration(self.clock() - self.started)} elapsed")
+        return "; ".join(parts)

@@ -1,0 +1,83 @@
+"""The live progress display (ablations/progress.py) driven through Tune's callback hooks with
+stand-in trials and a fake clock; a real run's lines are checked in tests/test_cli.py."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from ablations.progress import Planned, TrialProgress, format_duration
+
+
+class Trial:
+    def __init__(self, name: str, status: str = "PENDING"):
+        self.name, self.status, self.last_result = name, status, {}
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(**kwargs):
+    clock, out = Clock(), io.StringIO()
+    plan = {"a": Planned(epochs=4, cost=100.0), "b": Planned(epochs=4, cost=200.0)}
+    progress = TrialProgress(2, plan=plan, stream=out, clock=clock, **kwargs)
+    return progress, clock, out, [Trial("a", "RUNNING"), Trial("b", "RUNNING")]
+
+
+def test_eta_from_measured_epochs_carried_over_by_cost():
+    progress, clock, out, trials = make()
+    progress.on_step_begin(0, trials)
+    assert progress.eta_s() is None
+    assert "ETA after the first epoch" in progress.status_line()
+    progress.on_trial_result(0, trials, trials[0], {"epoch": 1, "epoch_s": 10.0,
+                                                     "val_mae": 0.9})
+    # a: 3 epochs x 10 s; b (not measured): 4 epochs x (10 s / 25 FLOP) x 50 FLOP per epoch
+    assert progress.eta_s() == pytest.approx(max((30 + 80) / 2, 80))
+    progress.on_trial_result(0, trials, trials[1], {"epoch": 1, "epoch_s": 30.0,
+                                                     "val_mae": 0.7})
+    assert progress.eta_s() == pytest.approx(max((30 + 90) / 2, 90))  # b at its own pace
+    line = progress.status_line()
+    assert line.startswith("[status] 0/2 done, 2 running, 0 pending; epochs 2/8")
+    assert "best 0.700 km (b), worst 0.900 km (a)" in line and "ETA 1m30s" in line
+
+
+def test_a_status_line_every_30_seconds_and_epoch_lines_on_request():
+    progress, clock, out, trials = make(epochs=True)
+    progress.on_step_begin(0, trials)
+    clock.now = 29.0
+    progress.on_step_begin(1, trials)
+    assert "[status]" not in out.getvalue()
+    clock.now = 31.0
+    progress.on_step_begin(2, trials)
+    assert out.getvalue().count("[status]") == 1
+    progress.on_trial_result(2, trials, trials[0], {"epoch": 1, "epoch_s": 10.0,
+                                                     "val_mae": 0.9})
+    assert "  a epoch 1/4 val_mae=0.900 km 10.0 s/epoch" in out.getvalue()
+    trials[0].status, trials[0].last_result = "TERMINATED", {"test_mae": 0.8}
+    progress.on_trial_complete(3, trials, trials[0])
+    assert "[1/2] a ok test_mae=0.800 km" in out.getvalue()
+    progress.on_step_begin(4, trials)
+    assert progress.running == ["b"]
+    assert progress.eta_s() == pytest.approx(4 * 10 / 25 * 50)  # a is done: b alone
+
+
+def test_without_epoch_lines_an_epoch_prints_nothing():
+    progress, clock, out, trials = make()
+    progress.on_step_begin(0, trials)
+    progress.on_trial_result(0, trials, trials[0], {"epoch": 1, "epoch_s": 10.0})
+    assert out.getvalue() == ""
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(42.4, "42s"), (250, "4m10s"),
+                                                (3900, "1h05m")])
+def test_durations_read_as_people_write_them(seconds, text):
+    assert format_duration(seconds) == text

@@ -296,7 +296,8 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial,
         max_concurrent=args.max_concurrent, max_failures=args.max_failures,
         retry_failed=args.retry_failed, reuse_workers=reuse_workers, dashboard=args.dashboard,
-        verbose=1 if args.verbose else 0, progress=not args.quiet, command=command,
+        verbose=1 if args.verbose else 0, progress=not args.quiet,
+        progress_epochs=args.progress == "epochs", command=command,
     )
     if not args.address and job_runtime_env() is not None:
         raise UsageError("running as a Ray job without --address: this would start a private "

@@ -166,3 +166,40 @@ def report_main(argv: Sequence[str]) -> int:
     print(f"\n{report.note}")
     print(f"\nReport: {report.markdown} and {report.html}")
     return 0
+
+
+def compare_main(argv: Sequence[str]) -> int:
+    """``run_ablations.py compare EXP_A EXP_B``: B against A, variant by variant."""
+    parser = OneLineParser(prog="run_ablations.py compare",
+                           description="Compare two experiments variant by variant (B - A, "
+                           "paired by seed): did any variant change by more than the margin? "
+                           "E.g. the same command before and after a code change.")
+    parser.add_argument("a", metavar="EXP_A", help="the first experiment folder (or URI)")
+    parser.add_argument("b", metavar="EXP_B", help="the second experiment folder (or URI)")
+    parser.add_argument("--metric", default="test_mae", help="trials column (default test_mae)")
+    parser.add_argument("--margin", type=_margin, default="5%", metavar="X|P%",
+                        help="the smallest change that matters: in the metric's units (0.02) or "
+                        "a percentage of A's reference mean (default 5%%)")
+    parser.add_argument("--alpha", type=_alpha, default=0.05,
+                        help="family-wise error rate of each kind of verdict (default 0.05)")
+    parser.add_argument("--reference", default="baseline",
+                        help="the variant a percentage margin is taken of (default baseline)")
+    args = parser.parse_args(argv)
+    import pyarrow as pa
+
+    from results.compare import compare_experiments, compare_note
+    from results.report import markdown_table
+
+    folders = [x if is_uri(x) else str(Path(x).expanduser()) for x in (args.a, args.b)]
+    try:
+        table = compare_experiments(*folders, metric=args.metric, margin=args.margin,
+                                    alpha=args.alpha, reference=args.reference)
+    except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    shown = table[["ablation", "n_pairs", "a_mean", "b_mean", "diff_mean", "tost_ci_low",
+                   "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]]
+    print(markdown_table(shown))
+    print(f"\n{compare_note(table, a=Path(args.a).name or 'A', b=Path(args.b).name or 'B')}")
+    return 0

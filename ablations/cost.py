@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -88,9 +88,11 @@ def estimated_cost(config: TrialConfig) -> float:
         return math.nan
 
 
-def longest_first(configs: Sequence[TrialConfig]) -> list[int]:
-    """Indices of ``configs`` ordered by estimated cost, largest first; ties (e.g. seeds of
-    one variant) and trials without an estimate keep their order, the latter at the end."""
-    costs = [estimated_cost(c) for c in configs]
+def longest_first(configs: Sequence[TrialConfig],
+                  costs: Optional[Sequence[float]] = None) -> list[int]:
+    """Indices of ``configs`` ordered by estimated cost (``costs``, else
+    :func:`estimated_cost`), largest first; ties (e.g. seeds of one variant) and trials
+    without an estimate keep their order, the latter at the end."""
+    costs = list(costs) if costs is not None else [estimated_cost(c) for c in configs]
     return sorted(range(len(configs)),
                   key=lambda i: (math.isnan(costs[i]), -costs[i] if costs[i] == costs[i] else 0))

@@ -215,7 +215,12 @@ def build_parser() -> OneLineParser:
                        "(default: true)")
     where.add_argument("--no-dashboard", dest="dashboard", action="store_false",
                        help="same as --dashboard false")
-    where.add_argument("--quiet", action="store_true", help="no line per finished trial")
+    where.add_argument("--quiet", action="store_true",
+                       help="no progress lines (the summary stays)")
+    where.add_argument("--progress", choices=("trials", "epochs"), default="trials",
+                       help="trials: a line per finished trial and a status line with an ETA "
+                       "every 30 s (default); epochs: also a line per trial per epoch")
     where.add_argument("--verbose", action="store_true",
-                       help="Ray Tune's live trial table and per-trial results")
+                       help="Ray Tune's live trial table and per-trial results, and what the "
+                       "trials print (else in each trial's folder: stdout, stderr)")
     return parser

@@ -78,7 +78,8 @@ class RunOptions:
     reuse_workers: bool = True  # False: a fresh process per trial (clean peak memory)
     dashboard: bool = True
     verbose: int = 0  # Ray Tune's own console output: 0 none, 1 status table, 2 every result
-    progress: bool = True  # one line per finished trial
+    progress: bool = True  # a line per finished trial, a status line with an ETA every 30 s
+    progress_epochs: bool = False  # also a line per trial per epoch (--progress epochs)
     command: list[str] = field(default_factory=list)
     auto_batch: Optional[dict[str, Any]] = None  # what --auto-batch probed and chose
 
@@ -128,8 +129,11 @@ def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
         ray.init(address=options.address, runtime_env=runtime_env_for_cluster(),
                  logging_level=logging.WARNING)
         return True, None
+    # What the trials print (compiler autotune tables, deprecation warnings) stays in each
+    # trial's stdout/stderr files (RunConfig.log_to_file), not on the console, unless --verbose.
     context = ray.init(address="local", include_dashboard=options.dashboard,
-                       dashboard_host="127.0.0.1", logging_level=logging.WARNING)
+                       dashboard_host="127.0.0.1", logging_level=logging.WARNING,
+                       log_to_driver=options.verbose > 0)
     url = getattr(context, "dashboard_url", None) if options.dashboard else None
     return True, url or None
 
@@ -152,8 +156,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     """
     from ray import tune
 
-    from ablations.cost import longest_first
-    from ablations.progress import TrialProgress
+    from ablations.cost import estimated_cost, longest_first
+    from ablations.progress import Planned, TrialProgress
     from ablations.trainable import STATE_SUBDIR, trial_name, tune_trainable
 
     root = experiment_dir(options)
@@ -186,6 +190,11 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         tune.with_parameters(tune_trainable, plan=plan, state_root=state_root), resources)
     tune_dir = join(root, round_.tune_subdir if round_ else TUNE_SUBDIR)
     started = time.monotonic()
+    planned = {spec.name: Planned(spec.config.optim.epochs, estimated_cost(spec.config))
+               for spec in trials} if hpo is None else {}
+    progress = TrialProgress(
+        hpo.num_samples if hpo else len(trials), plan=planned, epochs=options.progress_epochs,
+        default=Planned(hpo.base.optim.epochs, estimated_cost(hpo.base)) if hpo else None)
     if resume and tune.Tuner.can_restore(tune_dir):
         with _quiet_tune_logs():
             tuner = tune.Tuner.restore(tune_dir, trainable=trainable, resume_unfinished=True,
@@ -197,7 +206,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         else:
             # The grid holds names (readable in the progress table); configs go in `plan`.
             # Longest trials first: the short ones fill the slots at the end (ablations/cost.py).
-            order = longest_first([spec.config for spec in trials])
+            order = longest_first([spec.config for spec in trials],
+                                  [planned[spec.name].cost for spec in trials])
             param_space = {"trial": tune.grid_search([trials[i].name for i in order])}
             tune_config = tune.TuneConfig(
                 max_concurrent_trials=options.max_concurrent or None,
@@ -217,8 +227,10 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                 failure_config=tune.FailureConfig(max_failures=options.max_failures,
                                                   fail_fast=False),
                 verbose=options.verbose,
-                callbacks=[TrialProgress(hpo.num_samples if hpo else len(trials))]
-                if options.progress else None,
+                callbacks=[progress] if options.progress else None,
+                # the trial's stdout and stderr: files in its working directory, synced to
+                # its folder beside the Tune results (tune/<trial>/stdout, stderr)
+                log_to_file=True, sync_config=tune.SyncConfig(sync_artifacts=True),
             ),
         )
     metadata["fit_started_at"] = time.time()

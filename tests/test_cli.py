@@ -137,16 +137,20 @@ def test_end_to_end_cli_run(tmp_path):
         "--epochs", "1", "--set", "synthetic_train=64", "--set", "synthetic_val=16",
         "--set", "synthetic_test=16", "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16",
         "--set", "batch_size=16", "--name", "e2e", "--no-dashboard", "--margin", "0.5",
-        cwd=tmp_path,
+        "--progress", "epochs", cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out_dir = tmp_path / "ablation_results" / "e2e"  # default storage: under the working folder
     assert f"Results in {out_dir}" in proc.stdout
     assert "[6/6]" in proc.stdout  # progress lines
+    assert "  no_scalar_2-seed1 epoch 1/1 val_mae=" in proc.stdout  # --progress epochs
+    # what the trials print is in their folders, not on the console
+    assert "pid=" not in proc.stdout + proc.stderr
+    assert (out_dir / "tune" / "baseline-seed0" / "stderr").is_file()
     # the summary gives each variant a verdict against the baseline, at the margin asked for
     assert "Verdicts on test_mae (lower is better) against baseline, margin ±0.5" in proc.stdout
     dropped = next(line for line in proc.stdout.splitlines() if line.strip().startswith(
-        "no_scalar_2"))
+        "no_scalar_2 "))  # the summary's row (the epoch lines name trials: no_scalar_2-seed0)
     assert dropped.split()[-2] in ("worse", "better", "equivalent", "negligible", "inconclusive")
     trials = pd.read_parquet(out_dir / "trials.parquet")
     assert sorted(trials["trial_name"]) == [f"{variant}-seed{seed}" for variant in (

@@ -22,6 +22,7 @@ from typing import Any, Optional, Sequence
 
 from ablations.config import ConfigError, TrialConfig
 from ablations.console import (  # noqa: F401 (re-exported: tests use cli.summary_table)
+    compare_main,
     describe_trials,
     list_spaces,
     report_main,
@@ -61,6 +62,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
         return report_main(argv[1:])
+    if argv and argv[0] == "compare":
+        return compare_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -127,7 +127,7 @@ def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
     if options.address:
         check_cluster_address(options.address)
         ray.init(address=options.address, runtime_env=runtime_env_for_cluster(),
-                 logging_level=logging.WARNING)
+                 logging_level=logging.WARNING, log_to_driver=options.verbose > 0)
         return True, None
     # What the trials print (compiler autotune tables, deprecation warnings) stays in each
     # trial's stdout/stderr files (RunConfig.log_to_file), not on the console, unless --verbose.

@@ -56,7 +56,7 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         ``p_value``/``p_holm``, ``tost_ci_low``/``tost_ci_high`` (1 − 2α), ``p_tost_holm``,
         ``equivalence_bound_holm``, ``margin`` and ``verdict``. ``.attrs``: metric, margin (in
         the metric's units, and as given), α, direction, and ``only_in_a`` / ``only_in_b``
-        (variants left out).
+        (variants left out), ``no_ok`` (variants in both without an ok trial in both).
 
     Raises:
         ValueError: no variant in common, a metric missing from a table, a bad margin or α.
@@ -71,9 +71,13 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     ok_b = second[(second["status"] == "ok") & second[metric].notna()]
     order_a = list(dict.fromkeys(first["ablation"]))
     in_b = set(second["ablation"])
-    common = [v for v in order_a if v in in_b]
-    if not common:
+    shared = [v for v in order_a if v in in_b]
+    if not shared:
         raise ValueError("the two experiments have no variant in common: nothing to compare")
+    with_ok = set(ok_a["ablation"]) & set(ok_b["ablation"])
+    common = [v for v in shared if v in with_ok]
+    if not common:
+        raise ValueError("no variant has an ok trial in both experiments: nothing to compare")
     value, relative = parse_margin(margin)
     base = ok_a.loc[ok_a["ablation"] == reference, metric]
     scale = float((base if len(base) else ok_a[metric]).mean()) if relative else 1.0
@@ -112,6 +116,7 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
                    "margin", "verdict"]]
     table.attrs.update(metric=metric, margin=absolute, margin_given=str(margin), alpha=alpha,
                        direction=direction, reference=reference,
+                       no_ok=[v for v in shared if v not in with_ok],
                        only_in_a=[v for v in order_a if v not in in_b],
                        only_in_b=[v for v in dict.fromkeys(second["ablation"])
                                   if v not in set(order_a)])
@@ -135,6 +140,8 @@ def compare_note(table: pd.DataFrame, *, a: str = "A", b: str = "B") -> str:
         undecided = table.loc[table["verdict"] == "inconclusive", "ablation"].tolist()
         lines.append("No variant changed significantly; not shown to be within the margin: "
                      f"{', '.join(undecided)} (more seeds would decide).")
+    if attrs.get("no_ok"):
+        lines.append(f"Without an ok trial in both (not compared): {', '.join(attrs['no_ok'])}.")
     if (table["test"] != "paired t").any():
         lines.append("Unpaired (Welch) where the two share fewer than two seeds: "
                      + ", ".join(table.loc[table["test"] != "paired t", "ablation"]) + ".")

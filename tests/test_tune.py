@@ -251,6 +251,32 @@ def test_report_and_notebook_on_a_real_experiment(experiment, monkeypatch):
     assert "no_images" in outputs and "p_holm" in outputs and "coverage_90" in outputs
 
 
+def test_compare_on_real_experiment_folders(experiment, tmp_path, capsys):
+    """`run_ablations.py compare A B` reads two experiment folders: the same run twice is
+    equivalent everywhere (deterministic training: Δ = 0); a copy whose no_images trials are
+    0.5 km worse is called worse for no_images only; a wrong folder is one line, exit 2."""
+    import shutil
+
+    from ablations.cli import main
+
+    directory = experiment[0].directory
+    assert main(["compare", str(directory), str(directory), "--margin", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "No variant changed by more than the margin" in out and "| baseline " in out
+    assert "Without an ok trial in both (not compared): broken, exploding." in out
+    changed = tmp_path / "changed"
+    shutil.copytree(directory, changed)
+    trials = pd.read_parquet(changed / "trials.parquet")
+    trials.loc[trials["ablation"] == "no_images", "test_mae"] += 0.5
+    trials.to_parquet(changed / "trials.parquet")
+    assert main(["compare", str(directory), str(changed), "--margin", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "Changed: no_images." in out
+    assert main(["compare", str(directory), str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "run_ablations.py compare: error:" in err
+
+
 def test_results_readme_is_the_rendered_schema():
     from results.schema import render_markdown
 

@@ -1,7 +1,7 @@
 """Command line: ``python run_ablations.py --space components``: start, resume or run an
 experiment, a thin shell over ablations/planning.py (flags -> validated trials), runner.py and
 rounds.py. The flags are in flags.py, what it prints in console.py, the pre-run probes in
-preflight.py.
+preflight.py, what ``--resume`` reads and checks in resuming.py, SIGTERM in interrupt.py.
 
 Every bad input (flag, YAML key or value, data directory, experiment name) is caught before any
 trial starts and reported as one line on stderr with exit code 2, no traceback.
@@ -16,11 +16,10 @@ import os
 import re
 import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ablations.config import ConfigError, TrialConfig
+from ablations.config import ConfigError
 from ablations.console import (  # noqa: F401 (re-exported: tests use cli.summary_table)
     compare_main,
     describe_trials,
@@ -34,6 +33,7 @@ from ablations.flags import (  # noqa: F401 (re-exported)
     OneLineParser,
     build_parser,
 )
+from ablations.interrupt import _sigterm_is_ctrl_c, resume_command
 from ablations.planning import (
     UsageError,
     _spec_for,
@@ -43,16 +43,12 @@ from ablations.planning import (
     with_null_control,  # noqa: F401 (re-exported)
 )
 from ablations.preflight import _auto_batch, _diagnose, check_data_on_workers
+from ablations.resuming import check_unchanged, resume_plan
 from model.data import DataError
 from results.io import MetadataError, filesystem, is_file, is_uri, join, list_dir, read_metadata
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-
-
-
-# ------------------------------------------------------------------------------ building
 
 
 # ------------------------------------------------------------------------------ main
@@ -186,102 +182,13 @@ def storage_root(text: str) -> str:
 
 def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
     """Continue an experiment from its experiment.json and Ray Tune's state."""
-    from ablations.runner import HpoSearch, plan_from_metadata
-    from search_spaces import SPACES
-
-    name = args.name
-    if name is not None and not NAME_PATTERN.match(name):  # a name, never a path
-        raise UsageError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only "
+    if args.name is not None and not NAME_PATTERN.match(args.name):  # a name, never a path
+        raise UsageError(f"--name {args.name!r}: use letters, digits, '.', '_' and '-' only "
                          "(the experiment's folder is --storage/NAME)")
-    if name is None:
-        started = {}
-        for entry in list_dir(storage):
-            try:
-                meta = read_metadata(join(storage, entry))
-            except MetadataError:  # a damaged record: not the experiment to continue
-                continue
-            if meta is not None:
-                started[entry] = max([meta.get("started_at", ""), *meta.get("resumed_at", [])])
-        if not started:
-            raise UsageError(f"--resume: no experiment in {storage}; pass --name or --storage")
-        name = max(started, key=started.get)
-    target = join(storage, name)
-    meta = read_metadata(target)
-    if meta is None:
-        raise UsageError(f"--resume: {target} is not an experiment folder (no experiment.json)")
-    trials, skipped = plan_from_metadata(meta)
-    sequential, tune_subdir = None, None
-    if meta.get("sequential"):
-        from ablations.rounds import SequentialRun
-
-        sequential = SequentialRun.from_record(meta["sequential"])
-        tune_subdir = sequential.rounds[-1]["tune"] if sequential.rounds else None
-    hpo = None
-    if meta.get("hpo"):
-        h = meta["hpo"]
-        hpo = HpoSearch(base=TrialConfig.from_dict(h["base"]),
-                        space={k: (kind, tuple(v) if isinstance(v, list) else v)
-                               for k, (kind, v) in h["space"].items()},
-                        num_samples=h["num_samples"], metric=h["metric"], mode=h["mode"],
-                        scheduler=h["scheduler"])
-    check_unchanged(meta, [s.config for s in [*trials, *(t for t, _ in skipped)]]
-                    + ([hpo.base] if hpo else []), args.allow_changed)
-    args.cpus_per_trial = meta.get("cpus_per_trial", args.cpus_per_trial)
-    args.gpus_per_trial = meta.get("gpus_per_trial", args.gpus_per_trial)
-    args.seeds = meta.get("seeds", args.seeds)
-    current = sequential.current_trials() if sequential is not None else trials
-    print(f"Resuming experiment {name} ({meta['space']}): "
-          f"{resume_outlook(target, current, hpo, args.retry_failed, tune_subdir)}")
-    space = SPACES.get(meta["space"])
-    return _run(args, meta["space"], current, skipped, storage, name, command, hpo=hpo,
-                resume=True, reuse_workers=not (space and space.isolate_trials),
-                sequential=sequential,
-                reference=meta.get("reference") or (space.reference if space else "baseline"))
-
-
-def resume_outlook(target: str, trials: Sequence[Any], hpo: Any, retry_failed: bool,
-                   tune_subdir: Optional[str] = None) -> str:
-    """One line: how many trials are finished, continue, start (Tune's saved state);
-    ``tune_subdir``: the Tune folder of the round to continue (--seeds auto)."""
-    from ablations.runner import TUNE_SUBDIR, resume_counts
-
-    counts = resume_counts(target, trials, retry_failed=retry_failed,
-                           num_samples=hpo.num_samples if hpo else None,
-                           tune_subdir=tune_subdir or TUNE_SUBDIR)
-    one = {"continue": counts["continue"] == 1, "start": counts["start"] == 1}
-    parts = [f"{counts['finished']} finished (kept)"]
-    if counts["failed"]:
-        parts.append(f"{counts['failed']} failed (kept; --retry-failed retries them)")
-    parts.append(f"{counts['continue']} "
-                 + ("continues from its" if one["continue"] else "continue from their")
-                 + " last saved epoch")
-    parts.append(f"{counts['start']} " + ("starts" if one["start"] else "start"))
-    return ", ".join(parts)
-
-
-def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],
-                    allow_changed: bool) -> None:
-    """Before resuming: refuse (one line) when the code or the data changed since the
-    experiment started, unless ``allow_changed``; then print what changed and what else differs
-    (packages, device, commit). ``experiment.json`` keeps it (``resume_history``)."""
-    from ablations.provenance import changes, collect
-
-    try:
-        current = collect(configs)
-    except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"cannot fingerprint the data to compare it with the experiment's: "
-                         f"{first}") from None
-    blocking, notes = changes(meta.get("provenance"), current)
-    if blocking and not allow_changed:
-        raise UsageError(f"experiment {meta.get('experiment')} cannot be resumed: changed since "
-                         f"it started: {'; '.join(blocking)}; restore them, run under a new "
-                         "--name, or pass --allow-changed to continue anyway")
-    for line in blocking:
-        print(f"warning: resuming although it changed (--allow-changed): {line}",
-              file=sys.stderr)
-    if notes:
-        print(f"note: since the experiment started: {'; '.join(notes)}", file=sys.stderr)
+    plan = resume_plan(args, storage)
+    return _run(args, plan.space_name, plan.trials, plan.skipped, storage, plan.name, command,
+                hpo=plan.hpo, resume=True, reuse_workers=plan.reuse_workers,
+                sequential=plan.sequential, reference=plan.reference)
 
 
 def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: list[Any],
@@ -291,7 +198,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     import ray
 
     from ablations.cluster import ClusterUnreachable, job_runtime_env
-    from ablations.runner import RunOptions, init_ray, resume_command, run_experiment
+    from ablations.runner import RunOptions, init_ray, run_experiment
 
     options = RunOptions(
         storage=storage, name=name, space=space_name, reference=reference,
@@ -390,19 +297,6 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
               f"{resume_command(storage, name, args.address)}")
         return EXIT_INTERRUPTED
     return 0 if counts.get("ok", 0) else 1
-
-
-def _sigterm_is_ctrl_c() -> Any:
-    """SIGTERM raises KeyboardInterrupt from now on (main thread only); returns the handler
-    to restore, None when not in the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    return signal.SIG_DFL if previous is None else previous  # None: set outside Python
 
 
 if __name__ == "__main__":  # pragma: no cover

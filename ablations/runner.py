@@ -1,8 +1,9 @@
 """Build the Tuner for a list of trials, run it on a local or existing Ray, write the results.
 
-This module runs an experiment: the options, Ray, the Tuner, resume, SIGTERM and
-experiment.json. Turning Tune's results into the three tables is ablations/collect.py; the
-HPO search (Optuna, ASHA, best_config.yaml) is ablations/hpo_run.py.
+This module runs an experiment: the options, Ray, the Tuner, resume and experiment.json.
+Turning Tune's results into the three tables is ablations/collect.py; the HPO search (Optuna,
+ASHA, best_config.yaml) is ablations/hpo_run.py; SIGTERM during ``Tuner.fit``, the resume
+command and Tune's log filter are ablations/interrupt.py.
 
 Layout of an experiment folder ``<storage>/<name>/``::
 
@@ -17,19 +18,15 @@ Layout of an experiment folder ``<storage>/<name>/``::
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import math
 import os
 import platform
-import signal
-import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import pandas as pd
 
@@ -46,6 +43,7 @@ from ablations.hpo_run import (
     _publish_optuna,
     write_best_config,
 )
+from ablations.interrupt import _quiet_tune_logs, _sigterm_as_sigint
 from results.io import (
     METADATA_FILE,
     delete_dir,
@@ -249,94 +247,6 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         # Nothing left to resume: drop the per-trial state (final checkpoints stay in tune/).
         delete_dir(state_root)
     return result
-
-
-# After SIGTERM, how long Tune may take to stop the trials and save its state (3-5 s measured
-# on 2 busy cores) before the driver gives up on a Ray that the same signal stopped.
-STOP_GRACE_S = 15.0
-STOP_GRACE_ENV = "ABLATIONS_STOP_GRACE_S"  # overrides it (seconds)
-
-
-def resume_command(storage: str, name: str, address: Optional[str] = None) -> str:
-    """The command that continues experiment ``name`` (finished trials are kept)."""
-    import shlex
-
-    parts = ["python", "run_ablations.py", "--resume", "--name", name, "--storage", storage]
-    if address:
-        parts += ["--address", address]
-    return shlex.join(parts)
-
-
-@contextlib.contextmanager
-def _sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
-    """While it is open, SIGTERM (what ``timeout``, batch schedulers and ``docker stop`` send)
-    does what Ctrl-C does: inside ``Tuner.fit`` Tune's SIGINT handler stops the trials, saves
-    the experiment state and returns; a second signal raises KeyboardInterrupt. Without it,
-    the handler of Ray's core worker prints a native stack dump and aborts the driver.
-
-    ``timeout`` and schedulers signal the whole process group, and the processes of a local
-    Ray (which block SIGINT, not SIGTERM) stop too: Tune then waits a minute on the dead Ray
-    before Ray aborts the driver. If the stop has not finished after ``STOP_GRACE_S``, the
-    driver exits (130) with the resume command; the trials' saved state is kept (``--resume``
-    continues from it and Tune's last periodic snapshot)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    finished = threading.Event()
-    grace_s = float(os.environ.get(STOP_GRACE_ENV, STOP_GRACE_S))
-
-    def give_up() -> None:
-        if not finished.wait(grace_s):
-            print(f"\nStopped; Ray did not answer within {grace_s:g} s (the signal "
-                  "stopped it too), so no results were written. The trials' saved state is "
-                  "kept; continue with: "
-                  f"{resume_command(str(options.storage), options.name, options.address)}",
-                  file=sys.stderr, flush=True)
-            os._exit(130)
-
-    def forward(signum: int, frame: Any) -> None:
-        if options.address is None:  # only a local Ray can have died of the same signal; a
-            # cluster's stop (trials saving, state syncing to storage) takes the time it takes
-            threading.Thread(target=give_up, name="sigterm-grace", daemon=True).start()
-        handler = signal.getsignal(signal.SIGINT)  # Tune's during fit, Python's outside it
-        if not callable(handler):
-            raise KeyboardInterrupt
-        handler(signal.SIGINT, frame)
-
-    previous = signal.signal(signal.SIGTERM, forward)
-    try:
-        yield
-    finally:
-        finished.set()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-
-
-class _DropTuneLines(logging.Filter):
-    """Drops Tune's log lines that mislead a CLI user: its resume hint (``Tuner.restore(...)``;
-    the CLI prints its own ``--resume`` command) and, for trials that had not started, "Could
-    not fetch metrics" (there is nothing to fetch)."""
-
-    DROPPED = ("has been interrupted, but the most recent state was saved",
-               "Failed to fetch metrics for")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not any(text in message for text in self.DROPPED)
-
-
-_TUNE_LOGGERS = ("ray.tune.tune", "ray.tune.analysis.experiment_analysis")
-
-
-@contextlib.contextmanager
-def _quiet_tune_logs() -> Iterator[None]:
-    drop = _DropTuneLines()
-    for name in _TUNE_LOGGERS:
-        logging.getLogger(name).addFilter(drop)
-    try:
-        yield
-    finally:
-        for name in _TUNE_LOGGERS:
-            logging.getLogger(name).removeFilter(drop)
 
 
 def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool = False,

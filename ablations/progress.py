@@ -3,8 +3,9 @@ an ETA, and (``--progress epochs``) a line per epoch. Ray's own table: ``--verbo
 
 The ETA comes from the measured epoch times, carried over to the trials not yet measured by
 their estimated cost (``ablations/cost.py``: training FLOPs): seconds per FLOP measured so far
-× the FLOPs left, over the trials that run at once. Before the first epoch ends there is no
-measured time; the status line says so.
+× the FLOPs left, plus each trial's time outside its epochs (start, data, test, checkpoint:
+measured on the trials that have ended), over the trials that run at once. Before the first
+epoch ends there is no measured time; the status line says so.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class TrialProgress(tune.Callback):
         self.val: dict[str, float] = {}
         self.finished: set[str] = set()
         self.running: list[str] = []
+        self.first_seen: dict[str, float] = {}  # when a trial was first seen running
+        self.outside_epochs: list[float] = []  # per ended trial: wall time less its epochs
 
     def setup(self, **info: Any) -> None:
         """Each fit; after ``--resume`` too, on the callback Tune restores with the experiment."""
@@ -75,6 +78,8 @@ class TrialProgress(tune.Callback):
             self.finished = {str(t) for t in ended}
             self.counted = True
         self.running = [str(t) for t in trials if t.status == "RUNNING"]
+        for name in self.running:
+            self.first_seen.setdefault(name, self.clock())
         self.pending = sum(t.status == "PENDING" for t in trials) + max(
             0, self.total - len(trials))
         if self.clock() - self.last_status >= self.every_s:
@@ -109,7 +114,12 @@ class TrialProgress(tune.Callback):
     # ---------------------------------------------------------------- lines
     def _line(self, trial: Any, status: str) -> None:
         self.done += 1
-        self.finished.add(str(trial))
+        name = str(trial)
+        self.finished.add(name)
+        if name in self.first_seen and name in self.epoch_s:
+            epochs = self.epochs_done.get(name, 0)
+            self.outside_epochs.append(max(0.0, self.clock() - self.first_seen[name]
+                                           - epochs * self.epoch_s[name]))
         result = trial.last_result or {}
         parts = [f"[{self.done}/{self.total}]", f"{trial}", status]
         if result.get("status") == "diverged":
@@ -137,6 +147,7 @@ class TrialProgress(tune.Callback):
             return None
         rate = statistics.median(per_flop) if per_flop else None
         typical_epoch = statistics.median(per_epoch)
+        outside = statistics.median(self.outside_epochs) if self.outside_epochs else 0.0
         left: dict[str, float] = {}
         names = set(self.plan) | set(self.epochs_done) | set(self.running)
         for name in names - self.finished:
@@ -150,9 +161,11 @@ class TrialProgress(tune.Callback):
                 left[name] = epochs_left * rate * planned.cost / max(planned.epochs, 1)
             else:
                 left[name] = epochs_left * typical_epoch
+            if name not in self.first_seen:  # not started: its time outside the epochs too
+                left[name] += outside
         unplanned = max(0, self.total - self.done - len(left))  # search samples not yet made
         if unplanned and self.default is not None:
-            left.update({f"_sample{i}": self.default.epochs * typical_epoch
+            left.update({f"_sample{i}": self.default.epochs * typical_epoch + outside
                          for i in range(unplanned)})
         if not left:
             return 0.0

@@ -81,3 +81,22 @@ def test_without_epoch_lines_an_epoch_prints_nothing():
                                                 (3900, "1h05m")])
 def test_durations_read_as_people_write_them(seconds, text):
     assert format_duration(seconds) == text
+
+
+def test_the_eta_counts_each_trials_time_outside_its_epochs():
+    """A trial that has ended teaches the time a trial spends outside its epochs (start, data,
+    test): the trials not yet started get it on top of their epochs."""
+    clock, out = Clock(), io.StringIO()
+    plan = {name: Planned(epochs=2, cost=100.0) for name in ("a", "b", "c")}
+    progress = TrialProgress(3, plan=plan, stream=out, clock=clock)
+    trials = [Trial("a", "RUNNING"), Trial("b", "PENDING"), Trial("c", "PENDING")]
+    progress.on_step_begin(0, trials)
+    progress.on_trial_result(0, trials, trials[0], {"epoch": 1, "epoch_s": 10.0})
+    progress.on_trial_result(0, trials, trials[0], {"epoch": 2, "epoch_s": 10.0})
+    clock.now = 26.0  # 2 epochs of 10 s and 6 s outside them
+    trials[0].status = "TERMINATED"
+    progress.on_trial_complete(1, trials, trials[0])
+    trials[1].status = "RUNNING"
+    progress.on_step_begin(2, trials)
+    # b: running, 2 epochs left x 10 s; c: not started, 2 x 10 s + 6 s; one slot running
+    assert progress.eta_s() == pytest.approx(20 + 26)

@@ -141,6 +141,9 @@ def report_main(argv: Sequence[str]) -> int:
     parser.add_argument("--alpha", type=_alpha, default=None,
                         help="family-wise error rate of each kind of verdict (default: 0.05, "
                         "or the run's with --seeds auto)")
+    parser.add_argument("--compare-with", default=None, metavar="EXPERIMENT_DIR|URI",
+                        help="add a section comparing this experiment with another, variant by "
+                        "variant (as `compare OTHER THIS`)")
     args = parser.parse_args(argv)
     import pyarrow as pa
 
@@ -150,7 +153,8 @@ def report_main(argv: Sequence[str]) -> int:
         else str(Path(args.experiment).expanduser())
     try:
         report = write_report(experiment, reference=args.reference, metric=args.metric,
-                              margin=args.margin, alpha=args.alpha)
+                              margin=args.margin, alpha=args.alpha,
+                              compare_with=args.compare_with)
     except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
         # ValueError includes results.report.NotAnExperimentError; OSError: cannot write
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

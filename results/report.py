@@ -125,9 +125,12 @@ def _first_line(exc: BaseException) -> str:
 
 def write_report(directory: str | Path, *, reference: str | None = None,
                  metric: str | None = None, margin: str | float | None = None,
-                 alpha: float | None = None) -> Report:
+                 alpha: float | None = None,
+                 compare_with: str | Path | None = None) -> Report:
     """Analyse the experiment in ``directory`` (a path or a URI such as ``s3://bucket/exp``)
-    and write report.md, report.html and the PNGs into it, each atomically.
+    and write report.md, report.html and the PNGs into it, each atomically. With
+    ``compare_with`` (another experiment folder), a section compares this experiment with it
+    variant by variant (:func:`results.compare.compare_experiments`, the other one as A).
 
     ``margin`` and ``alpha`` are :func:`results.analysis.verdict_table`'s. Each of
     ``reference``, ``metric``, ``margin`` and ``alpha`` left None is what the experiment
@@ -174,16 +177,28 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     if not (ok & (trials["ablation"] == reference)).any():
         raise ValueError(f"reference {reference!r} has no ok trial; pass another --reference "
                          f"(variants: {', '.join(variants)})")
+    comparison = None
+    if compare_with is not None:
+        from results.compare import compare_experiments, compare_note
+
+        table = compare_experiments(compare_with, trials, metric=metric, margin=margin,
+                                    alpha=alpha, reference=reference)
+        other = Path(str(compare_with).rstrip("/")).name
+        comparison = (f"Compared with {other}", compare_note(
+            table, a=other, b=str(trials["experiment"].iloc[0])), table[[
+                "ablation", "n_pairs", "a_mean", "b_mean", "diff_mean", "tost_ci_low",
+                "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
     with tempfile.TemporaryDirectory(prefix="report-") as scratch:
         return _write_report(directory, trials, epochs, predictions, Path(scratch),
                              reference=reference, metric=metric, margin=margin, alpha=alpha,
-                             sequential=sequential)
+                             sequential=sequential, comparison=comparison)
 
 
 def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
                   predictions: pd.DataFrame, scratch: Path, *, reference: str,
                   metric: str, margin: str | float, alpha: float,
-                  sequential: dict | None = None) -> Report:
+                  sequential: dict | None = None,
+                  comparison: tuple[str, str, pd.DataFrame] | None = None) -> Report:
     """Figures are drawn in ``scratch`` and moved into place with the other files.
     ``sequential``: experiment.json's record of a ``--seeds auto`` run (its verdicts are the
     sequential design's; the report adds the compute spent)."""
@@ -237,6 +252,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
              "at the seeds each variant ran; the verdict, p_holm, p_tost_holm and "
              "equivalence_bound_holm are the sequential design's (looks: how many of the "
              "planned looks the variant reached)." if sequential else ""), verdicts),
+        *([comparison] if comparison else []),
         *([("Compute spent", f"{compute_note(compute)} Per variant: the trials it ran, in how "
             "many rounds, their CPU- and GPU-hours; fixed_*: the same variant at the last "
             "look's seeds (its mean cost per trial times that many seeds).", compute)]

@@ -272,6 +272,10 @@ def test_compare_on_real_experiment_folders(experiment, tmp_path, capsys):
     assert main(["compare", str(directory), str(changed), "--margin", "0.05"]) == 0
     out = capsys.readouterr().out
     assert "Changed: no_images." in out
+    # the report's optional section: this experiment against the changed copy
+    assert main(["report", str(directory), "--compare-with", str(changed)]) == 0
+    report = (directory / "report.md").read_text()
+    assert "## Compared with changed" in report and "Changed: no_images." in report
     assert main(["compare", str(directory), str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "run_ablations.py compare: error:" in err

@@ -98,15 +98,23 @@ def newest_state(state_path: Optional[str], checkpoint: Optional[Any]
     return None
 
 
+def trial_config(config: dict[str, Any], plan: dict[str, dict[str, Any]]) -> TrialConfig:
+    """The typed config of the Tune trial whose Tune config is ``config``: ``plan[name]`` (a
+    ``TrialConfig.to_dict()``), with the sampled ``config["params"]`` (flat keys) of a search
+    applied. The trainable and the trackers (ablations/trackers.py) both read trials so."""
+    trial = TrialConfig.from_dict(plan[config["trial"]])
+    if "params" in config:
+        trial = trial.replace(**config["params"], ablation=config["trial"])
+    return trial
+
+
 def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
                    state_root: str) -> None:
     """Train trial ``config["trial"]`` (a name) with its resolved config ``plan[name]``
     (a ``TrialConfig.to_dict()``), with the sampled ``config["params"]`` (flat keys) in a search.
     The runner passes ``plan`` and ``state_root`` with ``tune.with_parameters``."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # no line per checkpoint
-    trial = TrialConfig.from_dict(plan[config["trial"]])
-    if "params" in config:
-        trial = trial.replace(**config["params"], ablation=config["trial"])
+    trial = trial_config(config, plan)
     state_dir = join(state_root, tune.get_context().get_trial_name())
     resume_state = newest_state(join(state_dir, STATE_FILE), tune.get_checkpoint())
 

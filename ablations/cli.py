@@ -209,6 +209,11 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         verbose=1 if args.verbose else 0, progress=not args.quiet,
         progress_epochs=args.progress == "epochs", command=command,
     )
+    if args.log_to:  # MLflow / W&B: Ray Tune's callbacks (ablations/trackers.py)
+        from ablations.trackers import tracker_callbacks
+
+        options.trackers = tracker_callbacks(args.log_to, join(storage, name), experiment=name,
+                                             space=space_name)
     if not args.address and job_runtime_env() is not None:
         raise UsageError("running as a Ray job without --address: this would start a private "
                          "Ray on one node; pass --address auto to use the job's cluster")
@@ -249,6 +254,8 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         print(f"Results: {join(storage, name)}")
         print(f"TensorBoard: tensorboard --logdir "
               f"{join(storage, name) if sequential else join(storage, name, 'tune')}")
+        for tracker in options.trackers:
+            print(tracker.describe())
         if args.auto_batch and trials and not resume:  # a resume keeps the size it recorded
             trials, options.auto_batch = _auto_batch(args, trials)
         if sequential is not None:
@@ -271,12 +278,18 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     print()
     # verdicts against the reference at the margin and alpha of the run's flags
     if sequential is not None:  # the decisions' own margin, alpha and metric
-        print(summary_table(df, reference=sequential.reference, metric=sequential.metric,
-                            margin=sequential.margin, alpha=sequential.alpha,
-                            sequential=sequential.record()))
+        reference, metric, margin, alpha = (sequential.reference, sequential.metric,
+                                            sequential.margin, sequential.alpha)
     else:
-        print(summary_table(df, reference=reference, metric=args.metric,
-                            margin=args.margin or "5%", alpha=args.alpha))
+        metric, margin, alpha = args.metric, args.margin or "5%", args.alpha
+    summary = summary_table(df, reference=reference, metric=metric, margin=margin, alpha=alpha,
+                            sequential=sequential.record() if sequential is not None else None)
+    print(summary)
+    if options.trackers:  # the verdicts as each tracker's <name>-verdicts run
+        from ablations.trackers import publish_summary
+
+        publish_summary(options.trackers, result.directory, df, summary, reference=reference,
+                        metric=metric, margin=margin, alpha=alpha)
     counts = df["status"].value_counts().to_dict()
     unfinished = counts.get("interrupted", 0) + counts.get("not_started", 0)
     stopped = (f"{counts.get('interrupted', 0)} interrupted, "

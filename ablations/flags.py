@@ -117,6 +117,16 @@ def _alpha(text: str) -> float:
     return value
 
 
+def _log_to(text: str):
+    """A tracker, ``mlflow[:TRACKING_URI]`` or ``wandb[:PROJECT]`` (ablations/trackers.py)."""
+    from ablations.trackers import parse_log_to
+
+    try:
+        return parse_log_to(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="run_ablations.py",
@@ -220,6 +230,12 @@ def build_parser() -> OneLineParser:
     where.add_argument("--progress", choices=("trials", "epochs"), default="trials",
                        help="trials: a line per finished trial and a status line with an ETA "
                        "every 30 s (default); epochs: also a line per trial per epoch")
+    where.add_argument("--log-to", type=_log_to, action="append", default=[],
+                       metavar="mlflow[:URI]|wandb[:PROJECT]",
+                       help="also log every trial (its config, per-epoch metrics, tags) and the "
+                       "verdicts to a tracker, through Ray Tune's callbacks (repeatable; "
+                       "docs/trackers.md): mlflow (default store: the experiment's "
+                       "mlruns/mlflow.db) or wandb (default project: ablation-runner)")
     where.add_argument("--verbose", action="store_true",
                        help="Ray Tune's live trial table and per-trial results, and what the "
                        "trials print (else in each trial's folder: stdout, stderr)")

@@ -79,6 +79,7 @@ class RunOptions:
     progress: bool = True  # a line per finished trial, a status line with an ETA every 30 s
     progress_epochs: bool = False  # also a line per trial per epoch (--progress epochs)
     command: list[str] = field(default_factory=list)
+    trackers: list[Any] = field(default_factory=list)  # Tune callbacks of --log-to (trackers.py)
     auto_batch: Optional[dict[str, Any]] = None  # what --auto-batch probed and chose
 
 
@@ -225,7 +226,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                 failure_config=tune.FailureConfig(max_failures=options.max_failures,
                                                   fail_fast=False),
                 verbose=options.verbose,
-                callbacks=[progress] if options.progress else None,
+                callbacks=[*([progress] if options.progress else []), *options.trackers],
                 # the trial's stdout and stderr: files in its working directory, synced to
                 # its folder beside the Tune results (tune/<trial>/stdout, stderr)
                 log_to_file=True, sync_config=tune.SyncConfig(sync_artifacts=True),

@@ -209,11 +209,11 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         verbose=1 if args.verbose else 0, progress=not args.quiet,
         progress_epochs=args.progress == "epochs", command=command,
     )
-    if args.log_to:  # MLflow / W&B: Ray Tune's callbacks (ablations/trackers.py)
+    if args.log_to or resume:  # MLflow / W&B: Ray Tune's callbacks (ablations/trackers.py)
         from ablations.trackers import tracker_callbacks
 
         options.trackers = tracker_callbacks(args.log_to, join(storage, name), experiment=name,
-                                             space=space_name)
+                                             space=space_name, resume=resume)
     if not args.address and job_runtime_env() is not None:
         raise UsageError("running as a Ray job without --address: this would start a private "
                          "Ray on one node; pass --address auto to use the job's cluster")

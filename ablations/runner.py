@@ -341,6 +341,7 @@ def _metadata(trials: Sequence[TrialSpec], options: RunOptions, started_at: dt.d
         "hostname": platform.node(),
         "provenance": provenance,  # code, git, packages, device, data: ablations/provenance.py
         "resume_history": history,
+        "log_to": [tracker.spec.to_dict() for tracker in options.trackers],  # trackers.py
     }
 
 

@@ -62,6 +62,10 @@ class TrackerSpec:
     # wandb: the project ("" = DEFAULT_WANDB_PROJECT)
     target: str = ""
 
+    def to_dict(self) -> dict[str, str]:
+        """As experiment.json's ``log_to`` keeps it (the target resolved)."""
+        return {"kind": self.kind, "target": self.target}
+
 
 def parse_log_to(text: str) -> TrackerSpec:
     """``mlflow``, ``mlflow:URI`` (``sqlite:///FILE``, ``file:DIR``, a directory, or any
@@ -102,23 +106,49 @@ def _tracking_uri(target: str, text: str) -> str:
 
 
 def tracker_callbacks(specs: Sequence[TrackerSpec], root: str, *, experiment: str,
-                      space: str) -> list[Any]:
+                      space: str, resume: bool = False) -> list[Any]:
     """The Tune callbacks of ``--log-to`` for the experiment at ``root`` (a path or a URI).
+
+    With ``resume``: Tune restores the callbacks the experiment started with (its RunConfig is
+    in tuner.pkl), so its trials go on logging where they did; the trackers recorded in
+    experiment.json's ``log_to`` are the ones returned when ``specs`` is empty (for the
+    verdicts), and other ``specs`` get a warning.
 
     Raises:
         UsageError: a tracker that cannot log from here (MLflow's default store with a URI
-            experiment root, W&B online without credentials), before any trial starts.
+            experiment root, W&B online without credentials, a recorded tracker's package
+            not installed), before any trial starts.
     """
+    specs = [_resolved(spec, root) for spec in dict.fromkeys(specs)]  # a flag twice: once
+    if resume:
+        recorded = [TrackerSpec(**item) for item in (read_metadata(root) or {}).get("log_to", [])]
+        if specs and set(specs) != set(recorded):
+            started = ", ".join(f"{spec.kind}:{spec.target}" for spec in recorded) or "none"
+            print(f"warning: --log-to: the trials go on logging to the trackers the experiment "
+                  f"started with ({started}); only the verdicts go to --log-to's", file=sys.stderr)
+        specs = specs or recorded
     callbacks: list[Any] = []
-    for spec in dict.fromkeys(specs):  # the same flag twice logs once
+    for spec in specs:
+        if importlib.util.find_spec(spec.kind) is None:
+            raise UsageError(f"{experiment} logs to {spec.kind}, which is not installed; "
+                             f"pip install '{DISTRIBUTION}[{spec.kind}]'")
         if spec.kind == "mlflow":
-            callbacks.append(MLflowTracker(tracking_uri=spec.target or _default_store(root),
-                                           root=root, experiment=experiment, space=space))
+            callbacks.append(MLflowTracker(tracking_uri=spec.target, root=root,
+                                           experiment=experiment, space=space))
         else:
             _check_wandb_credentials()
-            callbacks.append(WandbTracker(project=spec.target or DEFAULT_WANDB_PROJECT,
-                                          root=root, experiment=experiment, space=space))
+            callbacks.append(WandbTracker(project=spec.target, root=root,
+                                          experiment=experiment, space=space))
     return callbacks
+
+
+def _resolved(spec: TrackerSpec, root: str) -> TrackerSpec:
+    """The default store or project filled in."""
+    if spec.target:
+        return spec
+    if spec.kind == "mlflow":
+        return TrackerSpec("mlflow", _default_store(root))
+    return TrackerSpec("wandb", DEFAULT_WANDB_PROJECT)
 
 
 def _default_store(root: str) -> str:
@@ -178,6 +208,7 @@ class MLflowTracker(MLflowLoggerCallback):
         super().__init__(tracking_uri, experiment_name=experiment,
                          tags={"experiment": experiment, "space": space})
         self.root = root
+        self.spec = TrackerSpec("mlflow", tracking_uri)
 
     def describe(self) -> str:
         return f"MLflow: experiment {self.experiment_name} in {self.tracking_uri} " \
@@ -306,6 +337,7 @@ class WandbTracker(WandbLoggerCallback):
     def __init__(self, *, project: str, root: str, experiment: str, space: str) -> None:
         super().__init__(project=project, group=experiment)
         self.root, self.experiment, self.space = root, experiment, space
+        self.spec = TrackerSpec("wandb", project)
         # None: WANDB_DIR, or wandb's default (the logging actor's folder) for a URI root
         self.dir = None if os.environ.get("WANDB_DIR") or is_uri(root) else str(root)
 

@@ -211,8 +211,11 @@ class MLflowTracker(MLflowLoggerCallback):
         self.spec = TrackerSpec("mlflow", tracking_uri)
 
     def describe(self) -> str:
-        return f"MLflow: experiment {self.experiment_name} in {self.tracking_uri} " \
-               f"(mlflow ui --backend-store-uri {self.tracking_uri})"
+        where = f"MLflow: experiment {self.experiment_name} in {self.tracking_uri}"
+        if not self.tracking_uri.startswith(("file:", "sqlite:")):
+            return where  # a server: its own UI
+        allow = "MLFLOW_ALLOW_FILE_STORE=true " if self.tracking_uri.startswith("file:") else ""
+        return f"{where} (UI: {allow}mlflow ui --backend-store-uri {self.tracking_uri})"
 
     @property
     def errors(self) -> tuple[type[BaseException], ...]:

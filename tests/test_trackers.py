@@ -148,6 +148,14 @@ def test_mlflow_callback_resumes_a_trial_in_its_run(tmp_path):
         (tmp_path / "mlartifacts" / "exp").as_uri()
 
 
+def test_a_sampled_trial_logs_its_sampled_values():
+    plan = {"hpo": tiny_config().to_dict()}
+    trial = FakeTrial("hpo", "x_00001")
+    trial.config = {"trial": "hpo", "params": {"lr": 0.01, "embed_dim": 8}}
+    params = trackers.trial_params(trial, plan)
+    assert (params["ablation"], params["lr"], params["embed_dim"]) == ("hpo", 0.01, 8)
+
+
 def test_wandb_callback_logs_at_step_epoch_without_tunes_bookkeeping():
     """W&B's logging actor logs at step = the result's training_iteration: the callback makes
     it the epoch (here a trial resumed at epoch 3, Tune's first iteration since)."""
@@ -234,7 +242,8 @@ def check_mlflow(uri: str) -> None:
 def test_mlflow_default_store_is_sqlite_in_the_experiment_folder(logged):
     database = logged.root / "mlruns" / "mlflow.db"
     assert database.is_file()
-    assert f"MLflow: experiment tracked in sqlite:///{database}" in logged.proc.stdout
+    assert f"MLflow: experiment tracked in sqlite:///{database} (UI: mlflow ui " in \
+        logged.proc.stdout
     check_mlflow(f"sqlite:///{database}")
     assert (logged.root / "mlruns" / "mlartifacts" / "tracked").is_dir()
 

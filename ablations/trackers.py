@@ -119,7 +119,7 @@ def tracker_callbacks(specs: Sequence[TrackerSpec], root: str, *, experiment: st
             experiment root, W&B online without credentials, a recorded tracker's package
             not installed), before any trial starts.
     """
-    specs = [_resolved(spec, root) for spec in dict.fromkeys(specs)]  # a flag twice: once
+    specs = list(dict.fromkeys(_resolved(spec, root) for spec in specs))  # one of each
     if resume:
         recorded = [TrackerSpec(**item) for item in (read_metadata(root) or {}).get("log_to", [])]
         if specs and set(specs) != set(recorded):

@@ -45,7 +45,15 @@ from ablations.planning import (
 from ablations.preflight import _auto_batch, _diagnose, check_data_on_workers
 from ablations.resuming import check_unchanged, resume_plan
 from model.data import DataError
-from results.io import MetadataError, filesystem, is_file, is_uri, join, list_dir, read_metadata
+from results.io import (
+    MetadataError,
+    check_bucket,
+    is_file,
+    is_uri,
+    join,
+    list_dir,
+    read_metadata,
+)
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -169,7 +177,7 @@ def storage_root(text: str) -> str:
     """--storage as a local absolute path or a URI (s3://, gs://, file://, ...)."""
     if is_uri(text):
         try:
-            filesystem(text)
+            check_bucket(text)
         except (ValueError, OSError, ImportError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(f"--storage {text}: {first}") from None

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import pandas as pd
+from ray.tune import Callback
 
 from ablations.collect import _plain, result_name
 from ablations.config import TrialConfig
@@ -56,6 +57,25 @@ def _publish_optuna(root: str, name: str) -> None:
     if is_uri(root):
         data = _optuna_file(root, name).read_bytes()
         atomic_write(join(root, OPTUNA_FILE), lambda handle: handle.write(data))
+
+
+def optuna_upload(root: str, name: str) -> list[Any]:
+    """For a URI root, a Tune callback that uploads the study after every trial that ends
+    (Tune tells the searcher first, so the upload has it): a driver killed mid-search leaves
+    the study in the bucket up to its last ended trial, and ``--resume`` from another machine
+    starts from it (``_optuna_file``). None for a local root, where the study is the file."""
+    return [_OptunaUpload(root, name)] if is_uri(root) else []
+
+
+class _OptunaUpload(Callback):
+    def __init__(self, root: str, name: str) -> None:
+        self.root, self.name = root, name
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        _publish_optuna(self.root, self.name)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        _publish_optuna(self.root, self.name)
 
 
 def _hpo_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, Any]:

@@ -40,7 +40,9 @@ from ablations.hpo_run import (
     HpoSearch,
     _hpo_setup,
     _hpo_spec,
+    _optuna_file,
     _publish_optuna,
+    optuna_upload,
     write_best_config,
 )
 from ablations.interrupt import _quiet_tune_logs, _sigterm_as_sigint
@@ -195,6 +197,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         hpo.num_samples if hpo else len(trials), plan=planned, epochs=options.progress_epochs,
         default=Planned(hpo.base.optim.epochs, estimated_cost(hpo.base)) if hpo else None)
     if resume and tune.Tuner.can_restore(tune_dir):
+        if hpo is not None:
+            _optuna_file(root, options.name)  # the study from the bucket, if not here
         with _quiet_tune_logs():
             tuner = tune.Tuner.restore(tune_dir, trainable=trainable, resume_unfinished=True,
                                        resume_errored=options.retry_failed,
@@ -226,7 +230,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                 failure_config=tune.FailureConfig(max_failures=options.max_failures,
                                                   fail_fast=False),
                 verbose=options.verbose,
-                callbacks=[*([progress] if options.progress else []), *options.trackers],
+                callbacks=[*([progress] if options.progress else []), *options.trackers,
+                           *(optuna_upload(root, options.name) if hpo else [])],
                 # the trial's stdout and stderr: files in its working directory, synced to
                 # its folder beside the Tune results (tune/<trial>/stdout, stderr)
                 log_to_file=True, sync_config=tune.SyncConfig(sync_artifacts=True),

@@ -44,6 +44,28 @@ def filesystem(location: str | Path) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), str(Path(location).resolve())
 
 
+def check_bucket(location: str) -> None:
+    """Raise ``ValueError`` (one line) when ``location`` is in an object store (``s3://``,
+    ``gs://``) whose bucket does not exist or cannot be reached with the credentials at hand:
+    before any trial starts, not when the first file is written. The endpoint and credentials
+    come from the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ... for S3) or from
+    the URI's query (``s3://bucket/prefix?endpoint_override=http://host:9000``)."""
+    fs, path = filesystem(location)
+    if fs.type_name not in ("s3", "gcs"):
+        return
+    bucket = path.split("/", 1)[0]
+    scheme = str(location).split("://", 1)[0]
+    try:
+        info = fs.get_file_info(bucket)
+    except OSError as exc:  # unreachable endpoint, refused credentials
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"cannot reach bucket {bucket!r}: {first}; check the endpoint "
+                         "(AWS_ENDPOINT_URL) and the credentials") from None
+    if info.type == pafs.FileType.NotFound:
+        raise ValueError(f"bucket {bucket!r} does not exist; create it first (e.g. "
+                         f"`aws s3 mb {scheme}://{bucket}`) or name another")
+
+
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> str:
     """Call ``write`` on a temporary file beside ``path`` and move it into place: readers see
     the old file or the new one, never half of one. Locally the file is fsynced and renamed

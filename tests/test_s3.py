@@ -1,0 +1,232 @@
+"""--storage s3://bucket/prefix against a real S3-compatible server on 127.0.0.1 (moto's
+standalone server, as Ray's own storage tests use): the Parquet files, Tune's state, the trials'
+resumable state and the Optuna study land in the bucket; a driver killed mid-run resumes from
+the bucket and loses nothing; `report` reads the experiment back from the bucket; a missing
+bucket or an unreachable endpoint is one line, exit 2, before anything runs.
+
+The endpoint reaches pyarrow.fs (the runner's files and Ray Tune's) through the standard
+AWS_ENDPOINT_URL variable, as a user would set it for MinIO, Ceph or another S3 server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pandas as pd
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from ablations.trainable import load_state
+from tests.conftest import REPO
+
+pytest.importorskip("moto.server", reason="the S3 server of the tests: pip install -e '.[test]'")
+
+BUCKET = "ablations"
+TINY = ["--set", "synthetic_train=96", "--set", "synthetic_val=16", "--set", "synthetic_test=16",
+        "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16", "--set", "num_heads=2",
+        "--set", "batch_size=16", "--no-dashboard"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server in a process of its own (a killed driver does not take it along), its
+    bucket, and the environment a user would set: endpoint and credentials."""
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
+                               "-p", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(endpoint, timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the moto S3 server did not start") from None
+                time.sleep(0.2)
+        env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+               "AWS_EC2_METADATA_DISABLED": "true"}
+        fs = pafs.S3FileSystem(endpoint_override=endpoint, access_key="testing",
+                               secret_key="testing", region="us-east-1",
+                               allow_bucket_creation=True)
+        fs.create_dir(BUCKET)
+        yield env, fs
+    finally:
+        server.terminate()  # the one process this fixture started
+        server.wait(timeout=30)
+
+
+def cli(*args, cwd, env):
+    full = {**os.environ, **env, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    return [sys.executable, "-u", str(REPO / "run_ablations.py"), *args], dict(cwd=cwd, env=full)
+
+
+def objects(fs: pafs.S3FileSystem, prefix: str) -> list[str]:
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(prefix, recursive=True))
+    except FileNotFoundError:
+        return []
+    return [info.path.removeprefix(prefix + "/") for info in infos
+            if info.type == pafs.FileType.File]
+
+
+def read_parquet(fs: pafs.S3FileSystem, path: str) -> pd.DataFrame:
+    return pq.read_table(path, filesystem=fs).to_pandas()
+
+
+def test_missing_bucket_and_unreachable_endpoint_are_one_line(s3, tmp_path):
+    env, fs = s3
+    command, kw = cli("--space", "components", "--storage", "s3://no-such-bucket/results",
+                      *TINY, cwd=tmp_path, env=env)
+    missing = subprocess.run(command, capture_output=True, text=True, timeout=120, **kw)
+    assert missing.returncode == 2, missing.stderr
+    assert missing.stderr.strip().count("\n") == 0 and "Traceback" not in missing.stderr
+    assert "bucket 'no-such-bucket' does not exist" in missing.stderr
+    assert "Experiment" not in missing.stdout  # nothing planned, nothing started
+
+    command, kw = cli("--space", "components", "--storage", f"s3://{BUCKET}/results", *TINY,
+                      cwd=tmp_path, env={**env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:"
+                                         f"{_free_port()}"})
+    down = subprocess.run(command, capture_output=True, text=True, timeout=120, **kw)
+    assert down.returncode == 2, down.stderr
+    assert down.stderr.strip().count("\n") == 0 and "cannot reach bucket" in down.stderr
+    assert objects(fs, f"{BUCKET}/results") == []  # nothing written
+
+    command, kw = cli("report", f"s3://{BUCKET}/results/nothing-here", cwd=tmp_path, env=env)
+    report = subprocess.run(command, capture_output=True, text=True, timeout=120, **kw)
+    assert report.returncode == 2 and report.stderr.strip().count("\n") == 0, report.stderr
+    assert "Traceback" not in report.stderr
+
+
+@pytest.mark.slow
+def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path):
+    """As tests/test_resume.py, with every file in the bucket: nothing on the local disk."""
+    env, fs = s3
+    storage = f"s3://{BUCKET}/results"
+    prefix = f"{BUCKET}/results/killed"
+    args = ["--space", "components", "--only", "baseline,no_images,single_frame",
+            "--seeds", "2", "--epochs", "3", "--name", "killed", "--storage", storage, *TINY]
+    command, kw = cli(*args, cwd=tmp_path, env=env)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, **kw)
+    seen, deadline = [], time.monotonic() + 240
+    for line in proc.stdout:  # wait until two trials have finished
+        seen.append(line)
+        if line.startswith("[2/6]") or time.monotonic() > deadline:
+            break
+
+    def started_unfinished():  # trials with a saved epoch in the bucket, not yet reported
+        done = {line.split()[1] for line in seen if line.startswith("[")}
+        saved = {path.split("/")[1] for path in objects(fs, prefix)
+                 if path.startswith("trial_state/") and path.endswith("/state.pt")}
+        return saved - done
+
+    while not started_unfinished() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray it started
+    seen.extend(proc.stdout.read().splitlines(keepends=True))
+    proc.wait(timeout=30)
+    assert any(line.startswith("[2/6]") for line in seen), "".join(seen[-20:])
+    stored = objects(fs, prefix)
+    assert "experiment.json" in stored and "trials.parquet" not in stored, stored
+    assert any(path.startswith("tune/experiment_state-") for path in stored), stored
+    cut_off = {}
+    for name in started_unfinished():
+        with fs.open_input_file(f"{prefix}/trial_state/{name}/state.pt") as handle:
+            local = tmp_path / f"{name}.pt"
+            local.write_bytes(handle.read())
+        cut_off[name] = load_state(str(local))["epoch"]
+    assert cut_off and all(epoch >= 1 for epoch in cut_off.values()), cut_off
+    assert not (tmp_path / "ablation_results").exists()  # nothing went to the local disk
+
+    command, kw = cli("--resume", "--name", "killed", "--storage", storage, "--no-dashboard",
+                      cwd=tmp_path, env=env)
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "Resuming experiment killed" in resumed.stdout
+    trials = read_parquet(fs, f"{prefix}/trials.parquet")
+    assert sorted(trials["trial_name"]) == sorted(
+        f"{v}-seed{s}" for v in ("baseline", "no_images", "single_frame") for s in (0, 1))
+    assert (trials["status"] == "ok").all()
+    epochs = read_parquet(fs, f"{prefix}/epochs.parquet")
+    assert not epochs.duplicated(["trial_name", "epoch"]).any()
+    per_trial = epochs.groupby("trial_name")["epoch"].apply(lambda e: tuple(sorted(e)))
+    assert per_trial.map(lambda e: e == (1, 2, 3)).all(), per_trial
+    rows = trials.set_index("trial_name")
+    for name, epoch in cut_off.items():  # continued from the state in the bucket
+        resumed_from = rows.loc[name, "resumed_from_epoch"]
+        assert resumed_from >= epoch or (epoch == 3 and resumed_from == 0), (name, epoch)
+    assert len(read_parquet(fs, f"{prefix}/predictions.parquet")) > 0
+
+    command, kw = cli("report", f"{storage}/killed", cwd=tmp_path, env=env)
+    report = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
+    assert report.returncode == 0, report.stderr[-3000:]
+    stored = objects(fs, prefix)
+    assert {"report.md", "report.html"} <= set(stored), stored
+    with fs.open_input_stream(f"{prefix}/report.md") as handle:
+        text = handle.read().decode()
+    for variant in ("no_images", "single_frame"):
+        assert variant in text
+    assert not (tmp_path / "ablation_results").exists()
+
+
+@pytest.mark.slow
+def test_hpo_study_lands_in_the_bucket(s3, tmp_path):
+    """The Optuna study (SQLite, which needs a local file) is uploaded after every trial that
+    ends, so the bucket's copy holds every finished trial; best_config.yaml lands beside it."""
+    env, fs = s3
+    storage = f"s3://{BUCKET}/search"
+    command, kw = cli("--space", "hpo", "--num-samples", "3", "--epochs", "2", "--name",
+                      "study", "--storage", storage, *TINY, cwd=tmp_path, env=env)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    prefix = f"{BUCKET}/search/study"
+    stored = set(objects(fs, prefix))
+    assert {"optuna.db", "best_config.yaml", "trials.parquet", "experiment.json"} <= stored
+    local = tmp_path / "optuna.db"
+    with fs.open_input_file(f"{prefix}/optuna.db") as handle:
+        local.write_bytes(handle.read())
+    with sqlite3.connect(local) as db:  # the study as Optuna wrote it: one row per trial
+        states = [row[0] for row in db.execute("SELECT state FROM trials")]
+    assert len(states) == 3 and all(state in ("COMPLETE", "PRUNED") for state in states), states
+    assert len(read_parquet(fs, f"{prefix}/trials.parquet")) == 3
+
+
+def test_optuna_study_uploaded_after_each_ended_trial(s3, monkeypatch):
+    """The callback the runner adds for a URI root: the bucket's study is the local one as
+    soon as a trial ends (not only at the end of the search)."""
+    from ablations.hpo_run import OPTUNA_FILE, _optuna_file, optuna_upload
+
+    env, fs = s3
+    for key, value in env.items():  # this process's pyarrow.fs, as the driver's
+        monkeypatch.setenv(key, value)
+    root, name = f"s3://{BUCKET}/upload/exp", f"upload-{os.getpid()}"
+    assert optuna_upload(str(REPO), name) == []  # a local root: the study is the file
+    [callback] = optuna_upload(root, name)
+    local = _optuna_file(root, name)
+    for content in (b"after trial 1", b"after trial 2"):
+        local.write_bytes(content)
+        callback.on_trial_complete(0, [], None)
+        with fs.open_input_stream(f"{BUCKET}/upload/exp/{OPTUNA_FILE}") as handle:
+            assert handle.read() == content
+    local.write_bytes(b"after a failed trial")
+    callback.on_trial_error(0, [], None)
+    with fs.open_input_stream(f"{BUCKET}/upload/exp/{OPTUNA_FILE}") as handle:
+        assert handle.read() == b"after a failed trial"
+    local.unlink()

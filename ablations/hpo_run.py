@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,14 +43,27 @@ class HpoSearch:
 
 def _optuna_file(root: str, name: str) -> Path:
     """The study's SQLite file: in the experiment folder, or for a URI root a local copy
-    (SQLite needs a local file) that is uploaded beside the results at the end."""
+    (SQLite needs a local file), one per experiment URI, uploaded to the bucket after every
+    ended trial (:func:`optuna_upload`) and at the end."""
     if not is_uri(root):
         return Path(root) / OPTUNA_FILE
-    local = Path(tempfile.gettempdir()) / "ablation-runner" / name / OPTUNA_FILE
+    key = hashlib.sha1(root.encode()).hexdigest()[:12]
+    local = Path(tempfile.gettempdir()) / "ablation-runner" / f"{name}-{key}" / OPTUNA_FILE
     local.parent.mkdir(parents=True, exist_ok=True)
-    remote = join(root, OPTUNA_FILE)
-    if is_file(remote) and not local.exists():  # resuming elsewhere: start from the upload
-        local.write_bytes(read_bytes(remote))
+    return local
+
+
+def fetch_optuna(root: str, name: str) -> Path:
+    """The study's file, for a URI root made to match the bucket before a search starts or
+    resumes: the bucket's copy when it has one (a resume, on this machine or another), else no
+    file (a new experiment must not pick up the local copy of an earlier one)."""
+    local = _optuna_file(root, name)
+    if is_uri(root):
+        remote = join(root, OPTUNA_FILE)
+        if is_file(remote):
+            local.write_bytes(read_bytes(remote))
+        else:
+            local.unlink(missing_ok=True)
     return local
 
 
@@ -63,7 +77,7 @@ def optuna_upload(root: str, name: str) -> list[Any]:
     """For a URI root, a Tune callback that uploads the study after every trial that ends
     (Tune tells the searcher first, so the upload has it): a driver killed mid-search leaves
     the study in the bucket up to its last ended trial, and ``--resume`` from another machine
-    starts from it (``_optuna_file``). None for a local root, where the study is the file."""
+    starts from it (:func:`fetch_optuna`). None for a local root, where the study is the file."""
     return [_OptunaUpload(root, name)] if is_uri(root) else []
 
 
@@ -96,7 +110,7 @@ def _hpo_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, An
             params[name] = tune.choice(list(args))
         else:
             raise ValueError(f"unknown search kind {kind!r} for {name}")
-    storage = optuna.storages.RDBStorage(f"sqlite:///{_optuna_file(root, options.name)}")
+    storage = optuna.storages.RDBStorage(f"sqlite:///{fetch_optuna(root, options.name)}")
     searcher = OptunaSearch(study_name=options.name, storage=storage, seed=hpo.base.seed)
     scheduler = (
         ASHAScheduler(time_attr="training_iteration", max_t=hpo.base.optim.epochs, grace_period=1,

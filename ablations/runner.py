@@ -40,8 +40,8 @@ from ablations.hpo_run import (
     HpoSearch,
     _hpo_setup,
     _hpo_spec,
-    _optuna_file,
     _publish_optuna,
+    fetch_optuna,
     optuna_upload,
     write_best_config,
 )
@@ -198,7 +198,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         default=Planned(hpo.base.optim.epochs, estimated_cost(hpo.base)) if hpo else None)
     if resume and tune.Tuner.can_restore(tune_dir):
         if hpo is not None:
-            _optuna_file(root, options.name)  # the study from the bucket, if not here
+            fetch_optuna(root, options.name)  # the study from the bucket
         with _quiet_tune_logs():
             tuner = tune.Tuner.restore(tune_dir, trainable=trainable, resume_unfinished=True,
                                        resume_errored=options.retry_failed,

@@ -71,3 +71,19 @@ def ray_local():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+def start_until(command: list[str], kw: dict, prefix: str, timeout: float):
+    """Start the CLI in a session of its own (so a test can kill it and the Ray it starts) and
+    read its output until a line starts with ``prefix``: (process, lines so far, deadline)."""
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, **kw)
+    seen, deadline = [], time.monotonic() + timeout
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(prefix) or time.monotonic() > deadline:
+            break
+    return proc, seen, deadline

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from ablations.trainable import load_state
-from tests.conftest import REPO
+from tests.conftest import REPO, start_until
 
 pytestmark = pytest.mark.slow
 
@@ -31,13 +31,8 @@ def test_sigkill_then_resume(tmp_path):
     args = ["--space", "components", "--only", "baseline,no_images,single_frame",
             "--seeds", "2", "--epochs", "3", "--name", "killed", *TINY]
     command, kw = cli(*args, cwd=tmp_path)
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, **kw)
-    seen, deadline = [], time.monotonic() + 180
-    for line in proc.stdout:  # wait until two trials have finished
-        seen.append(line)
-        if line.startswith("[2/6]") or time.monotonic() > deadline:
-            break
+    # wait until two trials have finished
+    proc, seen, deadline = start_until(command, kw, "[2/6]", timeout=180)
     root = tmp_path / "ablation_results" / "killed"
 
     def started_unfinished():  # trials with a saved epoch that have not printed their line

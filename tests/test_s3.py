@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ablations.trainable import load_state
-from tests.conftest import REPO
+from tests.conftest import REPO, start_until
 
 pytest.importorskip("moto.server", reason="the S3 server of the tests: pip install -e '.[test]'")
 
@@ -123,13 +123,8 @@ def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path):
     args = ["--space", "components", "--only", "baseline,no_images,single_frame",
             "--seeds", "2", "--epochs", "3", "--name", "killed", "--storage", storage, *TINY]
     command, kw = cli(*args, cwd=tmp_path, env=env)
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, **kw)
-    seen, deadline = [], time.monotonic() + 240
-    for line in proc.stdout:  # wait until two trials have finished
-        seen.append(line)
-        if line.startswith("[2/6]") or time.monotonic() > deadline:
-            break
+    # wait until two trials have finished
+    proc, seen, deadline = start_until(command, kw, "[2/6]", timeout=240)
 
     def started_unfinished():  # trials with a saved epoch in the bucket, not yet reported
         done = {line.split()[1] for line in seen if line.startswith("[")}
@@ -188,8 +183,9 @@ def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path):
 
 @pytest.mark.slow
 def test_hpo_study_lands_in_the_bucket(s3, tmp_path):
-    """The Optuna study (SQLite, which needs a local file) is uploaded after every trial that
-    ends, so the bucket's copy holds every finished trial; best_config.yaml lands beside it."""
+    """The Optuna study (SQLite, which needs a local file) lands in the bucket with this
+    search's trials only (not those of a local copy left by an earlier search of the same
+    name: run the test twice); best_config.yaml lands beside it."""
     env, fs = s3
     storage = f"s3://{BUCKET}/search"
     command, kw = cli("--space", "hpo", "--num-samples", "3", "--epochs", "2", "--name",
@@ -211,7 +207,7 @@ def test_hpo_study_lands_in_the_bucket(s3, tmp_path):
 def test_optuna_study_uploaded_after_each_ended_trial(s3, monkeypatch):
     """The callback the runner adds for a URI root: the bucket's study is the local one as
     soon as a trial ends (not only at the end of the search)."""
-    from ablations.hpo_run import OPTUNA_FILE, _optuna_file, optuna_upload
+    from ablations.hpo_run import OPTUNA_FILE, _optuna_file, fetch_optuna, optuna_upload
 
     env, fs = s3
     for key, value in env.items():  # this process's pyarrow.fs, as the driver's
@@ -229,4 +225,11 @@ def test_optuna_study_uploaded_after_each_ended_trial(s3, monkeypatch):
     callback.on_trial_error(0, [], None)
     with fs.open_input_stream(f"{BUCKET}/upload/exp/{OPTUNA_FILE}") as handle:
         assert handle.read() == b"after a failed trial"
+    # a resume (here or on another machine) starts from the bucket's copy ...
+    local.write_bytes(b"stale local copy")
+    assert fetch_optuna(root, name).read_bytes() == b"after a failed trial"
+    # ... and a new experiment of the same name in an empty prefix from no study at all
+    other = f"s3://{BUCKET}/upload/elsewhere"
+    _optuna_file(other, name).write_bytes(b"an earlier experiment's study")
+    assert not fetch_optuna(other, name).exists()
     local.unlink()

@@ -96,8 +96,8 @@ def _hpo_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, An
     import optuna
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-    from ray.tune.search.optuna import OptunaSearch
 
+    from ablations.optuna_search import ResumableOptunaSearch
     from ablations.trainable import trial_name
 
     params = {}
@@ -111,7 +111,7 @@ def _hpo_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, An
         else:
             raise ValueError(f"unknown search kind {kind!r} for {name}")
     storage = optuna.storages.RDBStorage(f"sqlite:///{fetch_optuna(root, options.name)}")
-    searcher = OptunaSearch(study_name=options.name, storage=storage, seed=hpo.base.seed)
+    searcher = ResumableOptunaSearch(study_name=options.name, storage=storage, seed=hpo.base.seed)
     scheduler = (
         ASHAScheduler(time_attr="training_iteration", max_t=hpo.base.optim.epochs, grace_period=1,
                       reduction_factor=2)

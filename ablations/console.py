@@ -147,7 +147,9 @@ def report_main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     import pyarrow as pa
 
-    from results.report import markdown_table, write_report
+    from results.report import write_report
+    from results.report_page import markdown_cells
+    from results.report_tables import verdict_view
 
     experiment = args.experiment if is_uri(args.experiment) \
         else str(Path(args.experiment).expanduser())
@@ -162,11 +164,10 @@ def report_main(argv: Sequence[str]) -> int:
             message = f"{exc.filename}: {exc.strerror or message}"
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    metric = report.ablation.attrs["metric"]
-    table = report.ablation[["ablation", "n_ok", f"{metric}_mean", "diff_mean",
-                             "tost_ci_low", "tost_ci_high", "p_holm", "p_tost_holm",
-                             "equivalence_bound_holm", "verdict"]]
-    print(markdown_table(table))
+    ablation = report.ablation
+    print(markdown_cells(verdict_view(ablation, metric=ablation.attrs["metric"],
+                                      alpha=ablation.attrs.get("alpha", 0.05),
+                                      sequential="looks" in ablation)))
     print(f"\n{report.note}")
     print(f"\nReport: {report.markdown} and {report.html}")
     return 0
@@ -192,7 +193,8 @@ def compare_main(argv: Sequence[str]) -> int:
     import pyarrow as pa
 
     from results.compare import compare_experiments, compare_note
-    from results.report import markdown_table
+    from results.report_page import markdown_cells
+    from results.report_tables import comparison_view
 
     folders = [x if is_uri(x) else str(Path(x).expanduser()) for x in (args.a, args.b)]
     try:
@@ -202,8 +204,6 @@ def compare_main(argv: Sequence[str]) -> int:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    shown = table[["ablation", "n_pairs", "a_mean", "b_mean", "diff_mean", "tost_ci_low",
-                   "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]]
-    print(markdown_table(shown))
+    print(markdown_cells(comparison_view(table, metric=args.metric, alpha=args.alpha)))
     print(f"\n{compare_note(table, a=Path(args.a).name or 'A', b=Path(args.b).name or 'B')}")
     return 0

@@ -160,7 +160,8 @@ def publish_summary(trackers: Sequence[Any], directory: str, trials: pd.DataFram
     and ``summary``, the table the command printed. A tracker that fails here gets a warning
     line: the results are written already."""
     from results.analysis import verdict_note
-    from results.report import markdown_table
+    from results.report_page import markdown_cells
+    from results.report_tables import verdict_view
     from results.sequential import experiment_verdicts
 
     files = {"summary.txt": summary + "\n"}
@@ -172,8 +173,9 @@ def publish_summary(trackers: Sequence[Any], directory: str, trials: pd.DataFram
         pass
     if verdicts is not None and len(verdicts):
         files["verdicts.csv"] = verdicts.to_csv(index=False)
+        shown = markdown_cells(verdict_view(verdicts, metric=metric, alpha=alpha))
         files["verdicts.md"] = (f"# Verdicts against {reference} on {metric}\n\n"
-                                f"{verdict_note(verdicts)}\n\n{markdown_table(verdicts)}\n")
+                                f"{verdict_note(verdicts)}\n\n{shown}\n")
     else:
         verdicts = None
     for tracker in trackers:

@@ -1,28 +1,30 @@
 """``python run_ablations.py report EXPERIMENT_DIR``: report.md and a self-contained report.html.
 
-Both lead with the verdict table (each ablation `worse`/`better`/`equivalent`/`negligible`/
-`inconclusive` against the reference at a margin, with the equivalence bound reached), then hold
-the ablation table, the uncertainty tables (single models and seed ensembles), the
-per-stratum errors, the cells where an ablation hurts more or less than overall ("Where it
-hurts") and four figures (forest plot, stratum heatmap, calibration curves, learning
-curves); the HTML embeds the figures as base64 PNGs, so it is one file to send around.
+Both lead with the answer: the verdict table (each ablation `worse`/`better`/`equivalent`/
+`negligible`/`inconclusive` against the reference at a margin, with the equivalence bound
+reached) and the forest plot; then the comparison with another experiment (optional), the
+compute spent (``--seeds auto``), per stratum a variant × level grid of the differences to the
+reference with their intervals, and the figures (learning curves, stratum heatmap,
+calibration). The ablation table and the uncertainty tables are folded (``<details>``); the
+long per-stratum tables are in the appendix. Numbers are formatted for reading
+(:mod:`results.formatting`, :mod:`results.report_tables`); the layout is
+:mod:`results.report_page`'s and fits a 1366 px screen (:mod:`results.browser_check` checks it).
+The HTML embeds the figures as base64 PNGs, so it is one file to send around.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from results import plots
+from results.formatting import plain, unit_of
 from results.analysis import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
@@ -47,6 +49,14 @@ from results.io import (
     join,
     read_metadata,
 )
+from results.report_page import Section, html_page, markdown_page
+from results.report_tables import (
+    FLAG,
+    ablation_view,
+    comparison_view,
+    strata_grids,
+    verdict_view,
+)
 from results.sequential import (
     SeedDesign,
     compute_note,
@@ -68,19 +78,6 @@ class Report:
     html: Path | str
     ablation: pd.DataFrame  # results.analysis.verdict_table's table: the ablation table + verdicts
     note: str  # results.analysis.verdict_note: what the verdicts mean, margin and alpha
-
-
-def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
-    """A GitHub-style markdown table (no tabulate dependency)."""
-    def cell(value) -> str:
-        if isinstance(value, (float, np.floating)):
-            return "" if np.isnan(value) else f"{value:.{digits}g}"
-        return str(value)
-
-    header = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([header, rule, *rows])
 
 
 def check_experiment(directory: str | Path) -> None:
@@ -223,86 +220,98 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
         if has_reference else pd.DataFrame(columns=["differs"])
     hurts = effects[effects["differs"].astype(bool)].drop(columns=["differs", "interaction_p"])
     figures_dir = scratch / FIGURES_DIR
-    figures = {
-        "Differences to the reference": plots.forest_plot(
-            ablation, figures_dir / "forest.png", metric=metric),
-        "Learning curves": plots.learning_curves(epochs, figures_dir / "learning_curves.png"),
-    }
+    unit = unit_of(metric)
+    forest = plots.forest_plot(ablation, figures_dir / "forest.png", metric=metric)
+    curves = plots.learning_curves(epochs, figures_dir / "learning_curves.png")
+    heatmap = calibration = None
     if len(strata):
         first = next(s for s in strata["stratum"].unique())
-        figures[f"MAE by {first}"] = plots.stratum_heatmap(strata, figures_dir / "strata.png",
-                                                            stratum=first)
+        heatmap = (first, plots.stratum_heatmap(strata, figures_dir / "strata.png",
+                                                stratum=first))
     curve = calibration_curve(predictions)
     if len(curve):
-        figures["Calibration"] = plots.calibration_plot(curve, figures_dir / "calibration.png")
+        calibration = plots.calibration_plot(curve, figures_dir / "calibration.png")
 
-    verdicts = ablation[["ablation", "n_ok", "test", "diff_mean", "tost_ci_low",
-                         "tost_ci_high", "p_holm", "p_tost_holm", "equivalence_bound",
-                         "equivalence_bound_holm", "verdict"]
-                        + (["looks"] if sequential else [])]
-    shown = ablation[["ablation", "n_ok", "n_excluded", f"{metric}_mean", f"{metric}_ci_low",
-                      f"{metric}_ci_high", "test", "diff_mean", "diff_ci_low",
-                      "diff_ci_high", "p_value", "p_holm", "effect_size"]]
+    variants = list(ablation["ablation"].astype(str))
+    grids = strata_grids(effects, strata, reference=reference, variants=variants)
     sections = [
-        ("Verdicts", f"{note} Seeds per variant: n_ok. tost_ci: the {1 - 2 * alpha:.0%} "
-         "interval of the difference; equivalence_bound: the smallest margin TOST alone "
-         "supports, _holm: with Holm over the family (the verdict is `equivalent` exactly "
-         "when it is below the margin)." + (
-             " With --seeds auto, tost_ci and equivalence_bound are the fixed-sample figures "
-             "at the seeds each variant ran; the verdict, p_holm, p_tost_holm and "
-             "equivalence_bound_holm are the sequential design's (looks: how many of the "
-             "planned looks the variant reached)." if sequential else ""), verdicts),
-        *([comparison] if comparison else []),
-        *([("Compute spent", f"{compute_note(compute)} Per variant: the trials it ran, in how "
-            "many rounds, their CPU- and GPU-hours; fixed_*: the same variant at the last "
-            "look's seeds (its mean cost per trial times that many seeds).", compute)]
-          if sequential else []),
-        ("Ablation table", f"{metric} (km): mean and {1 - alpha:.0%} t interval over seeds; "
-         f"paired difference to `{reference}` over the seeds both ran (t interval, paired t-test, "
-         "Holm-adjusted over the ablations, Cohen's d_z; a variant run under other seeds than "
-         "the reference: Welch's t-test and Cohen's d). Trials that are not ok (failed, "
-         "diverged, stopped, skipped, interrupted, not started) are excluded and counted in "
-         "n_excluded.", shown),
-        ("Uncertainty (single models)", "Gaussian NLL and CRPS (km), coverage of central "
-         "intervals, sharpness (mean predicted std), spread-skill (Spearman of std with |error|). "
-         "Models without a variance head have no row.", uncertainty),
-        ("Uncertainty (seed ensembles)", "Each test sample's predictions across seeds as an "
-         "ensemble: mean of the means, mixture variance.", ensemble),
-        ("Errors by stratum", "MAE, RMSE and bias (km) per stratum, and the MAE difference to "
-         f"`{reference}` in the same stratum.", strata),
-        ("Where it hurts", "Cells (a stratum level or target bin) where an ablation's effect "
-         f"on the absolute error differs from its overall effect: diff_mean, the seed-paired "
-         f"difference to `{reference}` in the cell (km) with its {1 - alpha:.0%} t interval; "
-         "overall_diff, the same over all test samples; a one-sample t-test over seeds of "
-         "(cell − overall difference), Holm-adjusted over every cell of that ablation, below "
-         f"{alpha:g}." + ("" if len(hurts) else " No cell differs."), hurts),
+        Section("Verdicts", f"{note} Seeds: the ok trials per variant. The interval of Δ is "
+                f"the {1 - 2 * alpha:.0%} interval TOST reads; 'equivalent within ±' is the "
+                "smallest margin at which the variant would be equivalent (Holm), so the row "
+                "reads at any margin." + (
+                    " With --seeds auto the verdict and the Holm p-values are the sequential "
+                    "design's (looks: how many of the planned looks the variant reached)."
+                    if sequential else ""),
+                verdict_view(ablation, metric=metric, alpha=alpha,
+                             sequential=bool(sequential))),
+        Section("Differences to the reference", "Each variant's Δ with its "
+                f"{1 - alpha:.0%} interval (thin) and {1 - 2 * alpha:.0%} interval (thick); "
+                "the shaded band is the margin.", figure=forest),
+        *([Section(comparison[0], comparison[1], comparison_view(
+            comparison[2], metric=metric, alpha=alpha))] if comparison else []),
+        *([Section("Compute spent", f"{compute_note(compute)} Per variant: the trials it "
+                   "ran, in how many rounds, their CPU- and GPU-hours; fixed_*: the same "
+                   "variant at the last look's seeds.", plain(compute))] if sequential else []),
     ]
-    md = [f"# Ablation report: {name}", ""]
-    for title, text, frame in sections:
-        md += [f"## {title}", "", text, "", markdown_table(frame) if len(frame) else "(none)", ""]
-    md += ["## Figures", ""]
-    for title, path in figures.items():
-        md += [f"### {title}", "", f"![{title}]({FIGURES_DIR}/{path.name})", ""]
-    for path in figures.values():
+    if grids:
+        sections.append(Section(
+            "By stratum", f"Per stratum of the test data (numeric ones and the target in "
+            f"quartile bins): each variant's difference of the MAE to `{reference}` in that "
+            "stratum (km), with its "
+            f"{1 - alpha:.0%} interval over seeds where there are two or more. {FLAG}: the "
+            "effect in that cell differs from the variant's overall effect (Holm over the "
+            f"variant's cells, α = {alpha:g}; listed under 'Where it hurts' in the appendix)."))
+        for stratum, grid in grids.items():
+            title = "target (km), in quartile bins" if stratum == "target_bin" else stratum
+            sections.append(Section(title, table=grid, level=3))
+    sections += [
+        Section("Learning curves", figure=curves),
+        *([Section(f"MAE by {heatmap[0]}", figure=heatmap[1])] if heatmap else []),
+        *([Section("Calibration", "Observed coverage of central predictive intervals "
+                   "against their nominal level.", figure=calibration)] if calibration else []),
+        Section("Ablation table", f"{metric}: mean and {1 - alpha:.0%} t interval over seeds; "
+                f"the paired difference to `{reference}` over the seeds both ran (t interval, "
+                "paired t-test, Holm over the ablations, Cohen's d_z; a variant run under other "
+                "seeds than the reference: Welch's t-test and Cohen's d). Trials that are not "
+                "ok are excluded and counted.", ablation_view(ablation, metric=metric,
+                                                              alpha=alpha), collapsed=True),
+        Section("Uncertainty (single models)", "Gaussian NLL and CRPS (km), coverage of "
+                "central intervals, sharpness (mean predicted std), spread-skill (Spearman of "
+                "std with |error|). Models without a variance head have no row.",
+                plain(uncertainty), collapsed=True),
+        Section("Uncertainty (seed ensembles)", "Each test sample's predictions across seeds "
+                "as an ensemble: mean of the means, mixture variance.", plain(ensemble),
+                collapsed=True),
+        Section("Errors by stratum", "MAE, RMSE and bias (km) per stratum, and the MAE "
+                f"difference to `{reference}` in the same stratum.", plain(strata),
+                appendix=True),
+        Section("Where it hurts", "Cells (a stratum level or target bin) where an ablation's "
+                "effect on the absolute error differs from its overall effect: diff_mean, the "
+                f"seed-paired difference to `{reference}` in the cell (km) with its "
+                f"{1 - alpha:.0%} t interval; overall_diff, the same over all test samples; a "
+                "one-sample t-test over seeds of (cell − overall difference), Holm over every "
+                f"cell of that ablation, below {alpha:g}." + (
+                    "" if len(hurts) else " No cell differs."), plain(hurts), appendix=True),
+    ]
+    counts = trials["status"].value_counts()
+    summary = (f"{int(counts.get('ok', 0))} of {len(trials)} trials ok; "
+               f"{len(variants)} variants against `{reference}` on {metric}"
+               f"{f' ({unit})' if unit else ''}, margin ±{_margin_text(ablation, unit)}, "
+               f"α = {alpha:g}.")
+    title = f"Ablation report: {name}"
+    figures = [s.figure for s in sections if s.figure is not None]
+    for path in figures:
         _write_file(join(directory, FIGURES_DIR, path.name), path.read_bytes())
-    markdown_path = _write_file(join(directory, "report.md"), "\n".join(md).encode())
-
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Ablation report: "
-             f"{html.escape(name)}</title><style>body{{font-family:sans-serif;max-width:1100px;"
-             "margin:auto}} table{border-collapse:collapse;font-size:12px} td,th{border:1px "
-             "solid #ccc;padding:2px 6px}</style></head><body>",
-             f"<h1>Ablation report: {html.escape(name)}</h1>"]
-    for title, text, frame in sections:
-        parts.append(f"<h2>{html.escape(title)}</h2><p>{html.escape(text)}</p>")
-        parts.append(frame.to_html(index=False, float_format=lambda v: f"{v:.4g}",
-                                   na_rep="") if len(frame) else "<p>(none)</p>")
-    for title, path in figures.items():
-        data = base64.b64encode(path.read_bytes()).decode()
-        parts.append(f"<h2>{html.escape(title)}</h2>"
-                     f"<img alt='{html.escape(title)}' src='data:image/png;base64,{data}'>")
-    parts.append("</body></html>")
-    html_path = _write_file(join(directory, "report.html"), "\n".join(parts).encode())
+    markdown_path = _write_file(join(directory, "report.md"), markdown_page(
+        title, summary, sections, FIGURES_DIR).encode())
+    html_path = _write_file(join(directory, "report.html"),
+                            html_page(title, summary, sections).encode())
     return Report(markdown_path, html_path, ablation, note)
+
+
+def _margin_text(ablation: pd.DataFrame, unit: str) -> str:
+    margin = float(ablation["margin"].iloc[0]) if "margin" in ablation else float("nan")
+    return f"{margin:.2g}{f' {unit}' if unit else ''}"
 
 
 def _write_file(path: str, content: bytes) -> Path | str:

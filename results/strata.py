@@ -34,10 +34,28 @@ def with_stratum_bins(predictions: pd.DataFrame, *, bins: int = 4) -> pd.DataFra
     numeric = [c for c in stratum_columns(out)
                if pd.api.types.is_numeric_dtype(out[c]) and out[c].nunique() > bins]
     for column in numeric:
-        out[column] = pd.qcut(out[column], bins, duplicates="drop").astype(str)
-    out[f"{STRATUM_PREFIX}target_bin"] = pd.qcut(out["target"], bins,
-                                                 duplicates="drop").astype(str)
+        out[column] = quantile_bins(out[column], bins)
+    out[f"{STRATUM_PREFIX}target_bin"] = quantile_bins(out["target"], bins)
     return out
+
+
+def quantile_bins(values: pd.Series, bins: int) -> pd.Series:
+    """``values`` in ``bins`` quantile bins labelled by their range, ``0.00–0.34`` (not
+    pandas' ``(-0.0006050000000000001, 0.336]``): the outer edges are the data's min and max,
+    with as many decimals as give the narrowest bin two significant digits (more where two
+    labels would be the same). Missing values are ``nan``."""
+    codes, edges = pd.qcut(values, bins, labels=False, retbins=True, duplicates="drop")
+    edges = np.asarray(edges, dtype=float)
+    edges[0], edges[-1] = np.nanmin(values), np.nanmax(values)
+    widths = np.diff(edges)
+    narrowest = widths[widths > 0].min() if (widths > 0).any() else 1.0
+    decimals = int(np.clip(1 - np.floor(np.log10(narrowest)), 0, 8))
+    while True:
+        labels = [f"{lo:.{decimals}f}–{hi:.{decimals}f}" for lo, hi in zip(edges, edges[1:])]
+        if len(set(labels)) == len(labels) or decimals >= 8:
+            break
+        decimals += 1
+    return pd.Series(codes, index=values.index).map(dict(enumerate(labels))).astype(str)
 
 
 def stratified_errors(predictions: pd.DataFrame, *, bins: int = 4,
@@ -67,14 +85,14 @@ def stratified_errors(predictions: pd.DataFrame, *, bins: int = 4,
 
 
 def _interval_order(level: str) -> tuple[float, str]:
-    """Sort key: a quantile bin such as ``(0.5, 1.2]`` by its left edge, other levels after,
-    by name."""
-    if level.startswith("(") and "," in level:
-        try:
-            return float(level[1:level.index(",")]), level
-        except ValueError:
-            pass
-    return float("inf"), level
+    """Sort key: a quantile bin such as ``0.50–1.20`` (or pandas' ``(0.5, 1.2]``, in older
+    code's tables) by its left edge, other levels after, by name."""
+    left = level[1:level.index(",")] if level.startswith("(") and "," in level \
+        else level.split("–", 1)[0] if "–" in level else None
+    try:
+        return (float(left), level) if left is not None else (float("inf"), level)
+    except ValueError:
+        return float("inf"), level
 
 
 def _cell_tests(cell_diff: np.ndarray, overall_diff: np.ndarray, alpha: float

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -188,13 +190,23 @@ def test_report_writes_markdown_html_and_figures(tmp_path):
     # it leads with the verdicts: no_x is +0.2 but p = 0.07 over 3 seeds, and its 90% interval
     # reaches 0.37, beyond the default margin of 5% of the baseline's mean 1.0
     assert markdown.index("## Verdicts") < markdown.index("## Ablation table")
-    assert "| no_x | 3 | paired t | 0.2 |" in markdown and "| inconclusive |" in markdown
+    verdicts = markdown[:markdown.index("## Differences to the reference")]
+    # readable: mean 1.20 km, Δ +0.200 km, its 90% interval, the verdict, p to 3 decimals
+    assert "| no_x | 3 | 1.20 | +0.200 | [0.031, 0.369] | inconclusive | 0.074 |" in verdicts
+    assert "Mean test_mae (km)" in verdicts
     assert "margin ±0.05 (5% of baseline's mean 1)" in markdown
+    # per stratum, a variant x level grid of differences to the reference, before the appendix
+    grid = markdown[markdown.index("### regime"):markdown.index("## Appendix")]
+    assert "| Variant | clear | storm |" in grid
+    assert re.search(r"\| point_estimate \| -0\.50 \[-13\.21, 12\.21\] \| -0\.25 \[", grid), grid
+    assert markdown.index("## Verdicts") < markdown.index("### regime") \
+        < markdown.index("## Appendix") < markdown.index("### Errors by stratum")
     assert "![Calibration](report_files/calibration.png)" in markdown
     page = report.html.read_text()
     assert page.count("src='data:image/png;base64,") == 4  # self-contained: figures embedded
     assert "<table" in page and "Errors by stratum" in page
-    assert page.index("<h2>Verdicts</h2>") < page.index("<h2>Ablation table</h2>")
+    assert page.index("<h2>Verdicts</h2>") < page.index("<summary>Ablation table</summary>")
+    assert page.index("<h2>Verdicts</h2>") < page.index("<img")  # the forest plot comes next
     for name in ("forest", "learning_curves", "strata", "calibration"):
         assert (tmp_path / "exp" / "report_files" / f"{name}.png").stat().st_size > 1000
 

@@ -1,0 +1,121 @@
+"""The report's tables as a reader sees them: the analysis tables (results.verdicts,
+results.comparisons, results.strata, results.compare) with readable column names, units and
+numbers (:mod:`results.formatting`). The numbers themselves are the analysis's, unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from results.formatting import (
+    Column,
+    decimals_for,
+    interval,
+    number,
+    readable,
+    unit_of,
+    with_unit,
+)
+from results.strata import _interval_order
+
+FLAG = "*"  # marks a stratum cell whose effect differs from the variant's overall effect
+
+
+def verdict_view(ablation: pd.DataFrame, *, metric: str, alpha: float,
+                 sequential: bool = False) -> pd.DataFrame:
+    """The verdict table: per variant its seeds, mean, difference to the reference with the
+    interval TOST reads (1 − 2α), the verdict, Holm p-values and the equivalence bound."""
+    unit = unit_of(metric)
+    columns = [
+        Column("Variant", "ablation", "text"),
+        Column("Seeds", "n_ok", "count"),
+        Column(with_unit(f"Mean {metric}", unit), f"{metric}_mean"),
+        Column(with_unit("Δ vs reference", unit), "diff_mean", "difference"),
+        Column(f"{1 - 2 * alpha:.0%} interval of Δ", ("tost_ci_low", "tost_ci_high"),
+               "interval", decimals_from="diff_mean"),
+        Column("Verdict", "verdict", "text"),
+        Column("p (Holm)", "p_holm", "p"),
+        Column("p equivalence (Holm)", "p_tost_holm", "p"),
+        Column(with_unit("Equivalent within ±", unit), "equivalence_bound_holm"),
+    ]
+    if sequential and "looks" in ablation:
+        columns.append(Column("Looks", "looks", "count"))
+    return readable(ablation, columns)
+
+
+def ablation_view(ablation: pd.DataFrame, *, metric: str, alpha: float) -> pd.DataFrame:
+    """The ablation table: means with t intervals, paired differences, tests, effect sizes."""
+    unit = unit_of(metric)
+    level = f"{1 - alpha:.0%}"
+    return readable(ablation, [
+        Column("Variant", "ablation", "text"),
+        Column("Seeds", "n_ok", "count"),
+        Column("Excluded", "n_excluded", "count"),
+        Column(with_unit(f"Mean {metric}", unit), f"{metric}_mean"),
+        Column(f"{level} interval", (f"{metric}_ci_low", f"{metric}_ci_high"), "interval",
+               decimals_from=f"{metric}_mean"),
+        Column("Test", "test", "text"),
+        Column(with_unit("Δ vs reference", unit), "diff_mean", "difference"),
+        Column(f"{level} interval of Δ", ("diff_ci_low", "diff_ci_high"), "interval",
+               decimals_from="diff_mean"),
+        Column("p", "p_value", "p"),
+        Column("p (Holm)", "p_holm", "p"),
+        Column("Effect size (d)", "effect_size", "difference"),
+    ])
+
+
+def comparison_view(table: pd.DataFrame, *, metric: str, alpha: float) -> pd.DataFrame:
+    """results.compare's table: B − A per variant."""
+    unit = unit_of(metric)
+    return readable(table, [
+        Column("Variant", "ablation", "text"),
+        Column("Pairs", "n_pairs", "count"),
+        Column(with_unit("Mean A", unit), "a_mean", decimals_from="a_mean"),
+        Column(with_unit("Mean B", unit), "b_mean", decimals_from="a_mean"),
+        Column(with_unit("Δ B − A", unit), "diff_mean", "difference"),
+        Column(f"{1 - 2 * alpha:.0%} interval of Δ", ("tost_ci_low", "tost_ci_high"),
+               "interval", decimals_from="diff_mean"),
+        Column("p (Holm)", "p_holm", "p"),
+        Column("p equivalence (Holm)", "p_tost_holm", "p"),
+        Column("Verdict", "verdict", "text"),
+    ])
+
+
+def strata_grids(effects: pd.DataFrame, strata: pd.DataFrame, *, reference: str,
+                 variants: list[str]) -> dict[str, pd.DataFrame]:
+    """Per stratum, a variant × level grid of the difference of the MAE to ``reference`` in
+    that level (km): ``+0.47 [0.40, 0.55]`` with the seed-paired t interval where a variant has
+    two seeds or more (:func:`results.strata.stratified_effects`), the point difference
+    otherwise; a cell marked ``*`` is one whose effect differs from the variant's overall
+    effect (Holm). Without the reference's predictions, the MAE differences of
+    :func:`results.strata.stratified_errors`."""
+    grids: dict[str, pd.DataFrame] = {}
+    if len(effects):
+        long = effects.rename(columns={"level": "value"})
+    elif len(strata):
+        long = strata[strata["ablation"] != reference].rename(
+            columns={"stratum_value": "value", "mae_diff": "diff_mean"})
+    else:
+        return grids
+    decimals = decimals_for(long["diff_mean"], significant=2)
+    for stratum, rows in long.groupby("stratum", sort=False):
+        levels = sorted(rows["value"].astype(str).unique(), key=_interval_order)
+        cells = {}
+        for row in rows.itertuples(index=False):
+            text = number(row.diff_mean, decimals, signed=True)
+            low, high = getattr(row, "ci_low", math.nan), getattr(row, "ci_high", math.nan)
+            if getattr(row, "n_seeds", 0) >= 2 and text:
+                text = f"{text} {interval(low, high, decimals)}".strip()
+            if bool(getattr(row, "differs", False)):
+                text = FLAG + text
+            cells[(row.ablation, str(row.value))] = text
+        present = list(dict.fromkeys(key[0] for key in cells))
+        order = [v for v in variants if v in present] + [
+            v for v in present if v not in variants]
+        grid = pd.DataFrame([[cells.get((variant, level), "") for level in levels]
+                             for variant in order], columns=levels)
+        grid.insert(0, "Variant", order)
+        grids[str(stratum)] = grid
+    return grids

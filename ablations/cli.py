@@ -176,6 +176,10 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
 def storage_root(text: str) -> str:
     """--storage as a local absolute path or a URI (s3://, gs://, file://, ...)."""
     if is_uri(text):
+        if "?" in text:  # the experiment's folder is joined onto the URI: no query there
+            raise UsageError(f"--storage {text}: options in the URI's query are not supported; "
+                             "set them in the environment instead (AWS_ENDPOINT_URL, "
+                             "AWS_DEFAULT_REGION, ...: docs/storage.md)")
         try:
             check_bucket(text)
         except (ValueError, OSError, ImportError) as exc:

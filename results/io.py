@@ -48,8 +48,7 @@ def check_bucket(location: str) -> None:
     """Raise ``ValueError`` (one line) when ``location`` is in an object store (``s3://``,
     ``gs://``) whose bucket does not exist or cannot be reached with the credentials at hand:
     before any trial starts, not when the first file is written. The endpoint and credentials
-    come from the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ... for S3) or from
-    the URI's query (``s3://bucket/prefix?endpoint_override=http://host:9000``)."""
+    come from the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ... for S3)."""
     fs, path = filesystem(location)
     if fs.type_name not in ("s3", "gcs"):
         return

@@ -90,7 +90,7 @@ def read_parquet(fs: pafs.S3FileSystem, path: str) -> pd.DataFrame:
     return pq.read_table(path, filesystem=fs).to_pandas()
 
 
-def test_missing_bucket_and_unreachable_endpoint_are_one_line(s3, tmp_path):
+def test_missing_bucket_unreachable_endpoint_and_uri_options_are_one_line(s3, tmp_path):
     env, fs = s3
     command, kw = cli("--space", "components", "--storage", "s3://no-such-bucket/results",
                       *TINY, cwd=tmp_path, env=env)
@@ -107,6 +107,13 @@ def test_missing_bucket_and_unreachable_endpoint_are_one_line(s3, tmp_path):
     assert down.returncode == 2, down.stderr
     assert down.stderr.strip().count("\n") == 0 and "cannot reach bucket" in down.stderr
     assert objects(fs, f"{BUCKET}/results") == []  # nothing written
+
+    command, kw = cli("--space", "components", "--storage",
+                      f"s3://{BUCKET}/results?endpoint_override={env['AWS_ENDPOINT_URL']}",
+                      *TINY, cwd=tmp_path, env=env)
+    query = subprocess.run(command, capture_output=True, text=True, timeout=120, **kw)
+    assert query.returncode == 2 and query.stderr.strip().count("\n") == 0, query.stderr
+    assert "options in the URI's query are not supported" in query.stderr
 
     command, kw = cli("report", f"s3://{BUCKET}/results/nothing-here", cwd=tmp_path, env=env)
     report = subprocess.run(command, capture_output=True, text=True, timeout=120, **kw)

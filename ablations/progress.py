@@ -1,6 +1,10 @@
 """Live progress while trials run: a line per finished trial, a status line every ~30 s with
 an ETA, and (``--progress epochs``) a line per epoch. Ray's own table: ``--verbose``.
 
+On a terminal the status is a tqdm bar at the bottom instead (epochs done of the total,
+redrawn every second, with the trials, the best and worst running trial and the ETA), and the
+lines scroll above it; piped to a file or in CI, the plain lines.
+
 The ETA comes from the measured epoch times, carried over to the trials not yet measured by
 their estimated cost (``ablations/cost.py``: training FLOPs): seconds per FLOP measured so far
 × the FLOPs left, plus each trial's time outside its epochs (start, data, test, checkpoint:
@@ -20,6 +24,7 @@ from typing import Any, Callable, Mapping, Optional, TextIO
 from ray import tune
 
 STATUS_EVERY_S = 30.0
+LIVE_EVERY_S = 1.0  # a terminal's bar: redrawn at most this often
 
 
 @dataclass(frozen=True)
@@ -48,8 +53,11 @@ class TrialProgress(tune.Callback):
     def __init__(self, total: int, *, plan: Optional[Mapping[str, Planned]] = None,
                  default: Optional[Planned] = None, stream: TextIO | None = None,
                  every_s: float = STATUS_EVERY_S, epochs: bool = False,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, live: Optional[bool] = None):
         self.total = total
+        # a bar on a terminal (None: when the stream is one), plain lines otherwise
+        self.live = live if live is not None else _is_terminal(stream or sys.stdout)
+        self.bar: Any = None
         self.plan = dict(plan or {})
         self.default = default  # for trials not in ``plan`` (a search's samples)
         self.stream = stream or sys.stdout
@@ -82,9 +90,22 @@ class TrialProgress(tune.Callback):
             self.first_seen.setdefault(name, self.clock())
         self.pending = sum(t.status == "PENDING" for t in trials) + max(
             0, self.total - len(trials))
-        if self.clock() - self.last_status >= self.every_s:
+        if self.live:
+            self._draw()
+        elif self.clock() - self.last_status >= self.every_s:
             self.last_status = self.clock()
             print(self.status_line(), file=self.stream, flush=True)
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        if self.bar is not None:
+            self._draw(force=True)
+            self.bar.close()
+            self.bar = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()  # Tune pickles its callbacks (tuner.pkl): not the bar
+        state["bar"] = None
+        return state
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
                         **info: Any) -> None:
@@ -103,7 +124,7 @@ class TrialProgress(tune.Callback):
                 parts.append(f"val_mae={result['val_mae']:.3f} km")
             if result.get("epoch_s") is not None:
                 parts.append(f"{result['epoch_s']:.1f} s/epoch")
-            print(" ".join(parts), file=self.stream, flush=True)
+            self._emit(" ".join(parts))
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._line(trial, "ok")
@@ -129,7 +150,36 @@ class TrialProgress(tune.Callback):
         elif "val_mae" in result:
             parts.append(f"val_mae={result['val_mae']:.3f} km (epoch {result.get('epoch', '?')})")
         parts.append(f"({self.clock() - self.started:.0f}s elapsed)")
-        print(" ".join(parts), file=self.stream, flush=True)
+        self._emit(" ".join(parts))
+
+    def _emit(self, line: str) -> None:
+        """A line for the log: above the bar on a terminal."""
+        if self.bar is not None:
+            self.bar.write(line, file=self.stream)
+            self._draw(force=True)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def _draw(self, force: bool = False) -> None:
+        """The terminal's bar: epochs done of the total, the rest of the status line after it."""
+        if not force and self.bar is not None and self.clock() - self.last_status < LIVE_EVERY_S:
+            return
+        import shutil
+
+        from tqdm import tqdm
+
+        self.last_status = self.clock()
+        total = sum(p.epochs for p in self.plan.values()) or None
+        if self.bar is None:
+            # the terminal's size as shutil reads it (80 x 24 where a pty reports 0, where
+            # tqdm's own reading would draw nothing)
+            columns, lines = shutil.get_terminal_size()
+            self.bar = tqdm(total=total, file=self.stream, unit="epoch", ncols=columns,
+                            nrows=lines, mininterval=0, leave=True,
+                            bar_format="{n_fmt}/{total_fmt} epochs |{bar:20}| {desc}")
+        self.bar.n = sum(self.epochs_done.values())
+        self.bar.set_description_str(self.status_line(live=True), refresh=False)
+        self.bar.refresh()
 
     def _planned(self, name: str) -> Optional[Planned]:
         return self.plan.get(name, self.default)
@@ -172,13 +222,15 @@ class TrialProgress(tune.Callback):
         slots = max(1, len(self.running))
         return max(sum(left.values()) / slots, max(left.values()) if self.running else 0.0)
 
-    def status_line(self) -> str:
+    def status_line(self, live: bool = False) -> str:
+        """The status; ``live``: for the terminal's bar, which shows the epochs itself."""
         epochs_total = sum(p.epochs for p in self.plan.values()) or None
         epochs_done = sum(self.epochs_done.values())
-        parts = [f"[status] {self.done}/{self.total} done, {len(self.running)} running, "
-                 f"{getattr(self, 'pending', 0)} pending"]
-        parts.append(f"epochs {epochs_done}/{epochs_total}" if epochs_total
-                     else f"epochs {epochs_done}")
+        parts = [f"{'' if live else '[status] '}{self.done}/{self.total} done, "
+                 f"{len(self.running)} running, {getattr(self, 'pending', 0)} pending"]
+        if not live:
+            parts.append(f"epochs {epochs_done}/{epochs_total}" if epochs_total
+                         else f"epochs {epochs_done}")
         live = {n: v for n, v in self.val.items() if n in self.running}
         if live:
             best = min(live, key=live.get)
@@ -190,3 +242,10 @@ class TrialProgress(tune.Callback):
                      else "ETA after the first epoch")
         parts.append(f"{format_duration(self.clock() - self.started)} elapsed")
         return "; ".join(parts)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # closed, or not a file
+        return False

@@ -100,3 +100,41 @@ def test_the_eta_counts_each_trials_time_outside_its_epochs():
     progress.on_step_begin(2, trials)
     # b: running, 2 epochs left x 10 s; c: not started, 2 x 10 s + 6 s; one slot running
     assert progress.eta_s() == pytest.approx(20 + 26)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_a_bar_redrawn_in_place_with_the_lines_above_it():
+    import pickle
+
+    clock, out = Clock(), Terminal()
+    plan = {"a": Planned(epochs=4, cost=100.0), "b": Planned(epochs=4, cost=200.0)}
+    progress = TrialProgress(2, plan=plan, stream=out, clock=clock)
+    trials = [Trial("a", "RUNNING"), Trial("b", "RUNNING")]
+    assert progress.live
+    progress.on_step_begin(0, trials)
+    progress.on_trial_result(0, trials, trials[0], {"epoch": 1, "epoch_s": 10.0,
+                                                     "val_mae": 0.9})
+    clock.now = 0.5
+    progress.on_step_begin(1, trials)  # within a second: not redrawn
+    drawn = out.getvalue()
+    assert "0/8 epochs" in drawn and "1/8 epochs" not in drawn
+    clock.now = 1.5
+    progress.on_step_begin(2, trials)
+    drawn = out.getvalue()
+    assert "\r" in drawn and "1/8 epochs |" in drawn.split("\r")[-1]
+    assert "0/2 done, 2 running" in drawn.split("\r")[-1] and "ETA" in drawn
+    assert "[status]" not in drawn  # no 30-second lines on a terminal
+    pickle.loads(pickle.dumps(progress))  # Tune pickles its callbacks: the bar stays out
+    trials[0].status, trials[0].last_result = "TERMINATED", {"test_mae": 0.5}
+    progress.on_trial_complete(3, trials, trials[0])
+    text = out.getvalue()
+    assert "[1/2] a ok test_mae=0.500 km" in text  # the line, above the redrawn bar
+    assert text.rindex("[1/2] a ok") < text.rindex("1/2 done")
+    progress.on_experiment_end(trials)
+    assert progress.bar is None and out.getvalue().endswith("\n")
+    plain = make()[0]
+    assert not plain.live and plain.bar is None  # a file or a pipe: plain lines

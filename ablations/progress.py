@@ -223,24 +223,26 @@ class TrialProgress(tune.Callback):
         return max(sum(left.values()) / slots, max(left.values()) if self.running else 0.0)
 
     def status_line(self, live: bool = False) -> str:
-        """The status; ``live``: for the terminal's bar, which shows the epochs itself."""
+        """The status; ``live``: for the terminal's bar, which shows the epochs itself, with
+        the ETA before the running trials (a narrow terminal cuts the end)."""
         epochs_total = sum(p.epochs for p in self.plan.values()) or None
         epochs_done = sum(self.epochs_done.values())
-        parts = [f"{'' if live else '[status] '}{self.done}/{self.total} done, "
-                 f"{len(self.running)} running, {getattr(self, 'pending', 0)} pending"]
-        if not live:
-            parts.append(f"epochs {epochs_done}/{epochs_total}" if epochs_total
-                         else f"epochs {epochs_done}")
-        live = {n: v for n, v in self.val.items() if n in self.running}
-        if live:
-            best = min(live, key=live.get)
-            worst = max(live, key=live.get)
-            parts.append(f"running val_mae best {live[best]:.3f} km ({best}), worst "
-                         f"{live[worst]:.3f} km ({worst})")
+        counts = (f"{'' if live else '[status] '}{self.done}/{self.total} done, "
+                  f"{len(self.running)} running, {getattr(self, 'pending', 0)} pending")
+        epochs = (f"epochs {epochs_done}/{epochs_total}" if epochs_total
+                  else f"epochs {epochs_done}")
         eta = self.eta_s()
-        parts.append(f"ETA {format_duration(eta)}" if eta is not None
-                     else "ETA after the first epoch")
-        parts.append(f"{format_duration(self.clock() - self.started)} elapsed")
+        timing = [f"ETA {format_duration(eta)}" if eta is not None
+                  else "ETA after the first epoch",
+                  f"{format_duration(self.clock() - self.started)} elapsed"]
+        running = {n: v for n, v in self.val.items() if n in self.running}
+        extremes = []
+        if running:
+            best = min(running, key=running.get)
+            worst = max(running, key=running.get)
+            extremes.append(f"running val_mae best {running[best]:.3f} km ({best}), worst "
+                            f"{running[worst]:.3f} km ({worst})")
+        parts = [counts, *timing, *extremes] if live else [counts, epochs, *extremes, *timing]
         return "; ".join(parts)
 
 

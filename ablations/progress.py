@@ -88,8 +88,6 @@ class TrialProgress(tune.Callback):
         self.running = [str(t) for t in trials if t.status == "RUNNING"]
         for name in self.running:
             self.first_seen.setdefault(name, self.clock())
-        self.pending = sum(t.status == "PENDING" for t in trials) + max(
-            0, self.total - len(trials))
         if self.live:
             self._draw()
         elif self.clock() - self.last_status >= self.every_s:
@@ -227,8 +225,11 @@ class TrialProgress(tune.Callback):
         the ETA before the running trials (a narrow terminal cuts the end)."""
         epochs_total = sum(p.epochs for p in self.plan.values()) or None
         epochs_done = sum(self.epochs_done.values())
+        # as of now: a trial that has just ended is not running, and pending is the rest
+        running_now = [name for name in self.running if name not in self.finished]
+        pending = max(0, self.total - self.done - len(running_now))
         counts = (f"{'' if live else '[status] '}{self.done}/{self.total} done, "
-                  f"{len(self.running)} running, {getattr(self, 'pending', 0)} pending")
+                  f"{len(running_now)} running, {pending} pending")
         epochs = (f"epochs {epochs_done}/{epochs_total}" if epochs_total
                   else f"epochs {epochs_done}")
         eta = self.eta_s()

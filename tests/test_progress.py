@@ -134,6 +134,7 @@ def test_on_a_terminal_a_bar_redrawn_in_place_with_the_lines_above_it():
     text = out.getvalue()
     assert "[1/2] a ok test_mae=0.500 km" in text  # the line, above the redrawn bar
     assert text.rindex("[1/2] a ok") < text.rindex("1/2 done")
+    assert "1/2 done, 1 running, 0 pending" in text  # a is no longer counted as running
     progress.on_experiment_end(trials)
     assert progress.bar is None and out.getvalue().endswith("\n")
     plain = make()[0]

@@ -118,9 +118,18 @@ def is_file(path: str | Path) -> bool:
 
 
 def read_bytes(path: str | Path) -> bytes:
+    """The file's bytes. In an object store a reader asks for the object's size, then for that
+    many bytes: an object replaced in between (a state file saved again) would give a mix of
+    two versions of different sizes, so the read is repeated until the size before, the bytes
+    read and the size after agree."""
     fs, target = filesystem(path)
-    with fs.open_input_stream(target) as handle:
-        return handle.read()
+    for _ in range(5):
+        before = fs.get_file_info(target).size
+        with fs.open_input_stream(target) as handle:
+            data = handle.read()
+        if not is_uri(path) or before == len(data) == fs.get_file_info(target).size:
+            return data
+    return data
 
 
 def list_dir(path: str | Path) -> list[str]:

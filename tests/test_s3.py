@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ablations.trainable import load_state
+from results.io import read_bytes
 from tests.conftest import REPO, start_until
 
 pytest.importorskip("moto.server", reason="the S3 server of the tests: pip install -e '.[test]'")
@@ -122,12 +123,14 @@ def test_missing_bucket_unreachable_endpoint_and_uri_options_are_one_line(s3, tm
 
 
 @pytest.mark.slow
-def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path):
+def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path, monkeypatch):
     """A driver killed with SIGKILL mid-experiment (the driver and the Ray it started, no
     clean-up) continues with --resume from the bucket: every trial ends up in trials.parquet
     exactly once, nothing that had finished is run again, and nothing touches the local disk.
     (The same on a local folder, a Ctrl-C rather than a kill: tests/test_interrupt.py.)"""
     env, fs = s3
+    for key, value in env.items():  # this process reads the bucket as the runner does
+        monkeypatch.setenv(key, value)
     storage = f"s3://{BUCKET}/results"
     prefix = f"{BUCKET}/results/killed"
     args = ["--space", "components", "--only", "baseline,no_images,single_frame",
@@ -153,10 +156,9 @@ def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path):
     assert any(path.startswith("tune/experiment_state-") for path in stored), stored
     cut_off = {}
     for name in started_unfinished():
-        with fs.open_input_file(f"{prefix}/trial_state/{name}/state.pt") as handle:
-            local = tmp_path / f"{name}.pt"
-            local.write_bytes(handle.read())
-        cut_off[name] = load_state(str(local))["epoch"]
+        # the runner's reader: a worker outside the killed process group may still be
+        # replacing the object while it is read
+        cut_off[name] = load_state(f"s3://{prefix}/trial_state/{name}/state.pt")["epoch"]
     assert cut_off and all(epoch >= 1 for epoch in cut_off.values()), cut_off
     assert not (tmp_path / "ablation_results").exists()  # nothing went to the local disk
 
@@ -217,11 +219,13 @@ def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path):
 
 
 @pytest.mark.slow
-def test_hpo_study_lands_in_the_bucket(s3, tmp_path):
+def test_hpo_study_lands_in_the_bucket(s3, tmp_path, monkeypatch):
     """The Optuna study (SQLite, which needs a local file) lands in the bucket with this
     search's trials only (not those of a local copy left by an earlier search of the same
     name: run the test twice); best_config.yaml lands beside it."""
     env, fs = s3
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
     storage = f"s3://{BUCKET}/search"
     command, kw = cli("--space", "hpo", "--num-samples", "3", "--epochs", "2", "--name",
                       "study", "--storage", storage, *TINY, cwd=tmp_path, env=env)
@@ -231,8 +235,7 @@ def test_hpo_study_lands_in_the_bucket(s3, tmp_path):
     stored = set(objects(fs, prefix))
     assert {"optuna.db", "best_config.yaml", "trials.parquet", "experiment.json"} <= stored
     local = tmp_path / "optuna.db"
-    with fs.open_input_file(f"{prefix}/optuna.db") as handle:
-        local.write_bytes(handle.read())
+    local.write_bytes(read_bytes(f"s3://{prefix}/optuna.db"))
     with sqlite3.connect(local) as db:  # the study as Optuna wrote it: one row per trial
         states = [row[0] for row in db.execute("SELECT state FROM trials")]
     assert len(states) == 3 and all(state in ("COMPLETE", "PRUNED") for state in states), states

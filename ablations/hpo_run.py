@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +44,9 @@ class HpoSearch:
 
 def _optuna_file(root: str, name: str) -> Path:
     """The study's SQLite file: in the experiment folder, or for a URI root a local copy
-    (SQLite needs a local file), one per experiment URI, uploaded to the bucket after every
-    ended trial (:func:`optuna_upload`) and at the end."""
+    (SQLite needs a local file), one per experiment URI, uploaded to the bucket as trials
+    start and end (:func:`optuna_upload`) and at the end. The searcher Tune saves keeps this
+    path: a resume on another machine needs the same temporary folder (``TMPDIR``)."""
     if not is_uri(root):
         return Path(root) / OPTUNA_FILE
     key = hashlib.sha1(root.encode()).hexdigest()[:12]
@@ -53,16 +55,17 @@ def _optuna_file(root: str, name: str) -> Path:
     return local
 
 
-def fetch_optuna(root: str, name: str) -> Path:
-    """The study's file, for a URI root made to match the bucket before a search starts or
-    resumes: the bucket's copy when it has one (a resume, on this machine or another), else no
-    file (a new experiment must not pick up the local copy of an earlier one)."""
+def fetch_optuna(root: str, name: str, *, resume: bool = False) -> Path:
+    """The study's file for a URI root, before a search starts or resumes. A new search starts
+    from no file (not the local copy an earlier experiment of the same name left). A resume
+    keeps the local copy where there is one (it is never older than the bucket's, which is
+    uploaded from it), else starts from the bucket's (another machine)."""
     local = _optuna_file(root, name)
     if is_uri(root):
         remote = join(root, OPTUNA_FILE)
-        if is_file(remote):
+        if resume and not local.exists() and is_file(remote):
             local.write_bytes(read_bytes(remote))
-        else:
+        elif not resume:
             local.unlink(missing_ok=True)
     return local
 
@@ -74,10 +77,11 @@ def _publish_optuna(root: str, name: str) -> None:
 
 
 def optuna_upload(root: str, name: str) -> list[Any]:
-    """For a URI root, a Tune callback that uploads the study after every trial that ends
-    (Tune tells the searcher first, so the upload has it): a driver killed mid-search leaves
-    the study in the bucket up to its last ended trial, and ``--resume`` from another machine
-    starts from it (:func:`fetch_optuna`). None for a local root, where the study is the file."""
+    """For a URI root, a Tune callback that uploads the study as each trial starts (Optuna has
+    just recorded the trial it asked for) and ends (Tune tells the searcher first): a driver
+    killed mid-search leaves the study in the bucket as of its last trial event, and
+    ``--resume`` elsewhere starts from it (:func:`fetch_optuna`). A failed upload is a warning:
+    the next event uploads again. None for a local root, where the study is the file."""
     return [_OptunaUpload(root, name)] if is_uri(root) else []
 
 
@@ -85,11 +89,22 @@ class _OptunaUpload(Callback):
     def __init__(self, root: str, name: str) -> None:
         self.root, self.name = root, name
 
+    def _upload(self) -> None:
+        try:
+            _publish_optuna(self.root, self.name)
+        except OSError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"warning: the Optuna study was not uploaded ({first}); retried at the next "
+                  "trial", file=sys.stderr)
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._upload()
+
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        _publish_optuna(self.root, self.name)
+        self._upload()
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        _publish_optuna(self.root, self.name)
+        self._upload()
 
 
 def _hpo_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, Any]:

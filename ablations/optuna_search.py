@@ -23,6 +23,8 @@ class ResumableOptunaSearch(OptunaSearch):
     """OptunaSearch that leaves out the reports of trials the study has finished already."""
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        if trial_id in self._completed_trials and trial_id in self._ot_trials:
+            return  # finished in the study before a resume (below): its later reports too
         try:
             super().on_trial_result(trial_id, result)
         except UpdateFinishedTrialError:

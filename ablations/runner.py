@@ -198,7 +198,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         default=Planned(hpo.base.optim.epochs, estimated_cost(hpo.base)) if hpo else None)
     if resume and tune.Tuner.can_restore(tune_dir):
         if hpo is not None:
-            fetch_optuna(root, options.name)  # the study from the bucket
+            fetch_optuna(root, options.name, resume=True)  # from the bucket if not here
         with _quiet_tune_logs():
             tuner = tune.Tuner.restore(tune_dir, trainable=trainable, resume_unfinished=True,
                                        resume_errored=options.retry_failed,

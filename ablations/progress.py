@@ -56,6 +56,7 @@ class TrialProgress(tune.Callback):
                  clock: Callable[[], float] = time.monotonic, live: Optional[bool] = None):
         self.total = total
         # a bar on a terminal (None: when the stream is one), plain lines otherwise
+        self.live_given = live
         self.live = live if live is not None else _is_terminal(stream or sys.stdout)
         self.bar: Any = None
         self.plan = dict(plan or {})
@@ -77,6 +78,9 @@ class TrialProgress(tune.Callback):
         """Each fit; after ``--resume`` too, on the callback Tune restores with the experiment."""
         self.started = self.last_status = self.clock()
         self.counted = False
+        # a resumed experiment may run where the first did not (a terminal, a log file)
+        if getattr(self, "live_given", None) is None:
+            self.live = _is_terminal(self.stream)
 
     # ---------------------------------------------------------------- Tune's hooks
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
@@ -167,7 +171,8 @@ class TrialProgress(tune.Callback):
         from tqdm import tqdm
 
         self.last_status = self.clock()
-        total = sum(p.epochs for p in self.plan.values()) or None
+        total = sum(p.epochs for p in self.plan.values()) or (
+            self.default.epochs * self.total if self.default else None)
         if self.bar is None:
             # the terminal's size as shutil reads it (80 x 24 where a pty reports 0, where
             # tqdm's own reading would draw nothing)
@@ -236,7 +241,7 @@ class TrialProgress(tune.Callback):
         timing = [f"ETA {format_duration(eta)}" if eta is not None
                   else "ETA after the first epoch",
                   f"{format_duration(self.clock() - self.started)} elapsed"]
-        running = {n: v for n, v in self.val.items() if n in self.running}
+        running = {n: v for n, v in self.val.items() if n in running_now}
         extremes = []
         if running:
             best = min(running, key=running.get)

@@ -68,8 +68,9 @@ def _headless(chromium: str, width: int, *args: str, height: int = 900,
                "--virtual-time-budget=10000", *args]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
+        last = done.stderr.strip().splitlines()
         raise RuntimeError(f"{chromium} exited with {done.returncode}: "
-                           f"{done.stderr.strip().splitlines()[-1:] or ''}")
+                           f"{last[-1] if last else 'no message'}")
     return done.stdout
 
 
@@ -119,17 +120,25 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     chromium = find_chromium(args.chromium)
     if chromium is None:
-        print(f"{parser.prog}: error: no Chromium found ({', '.join(BROWSERS)}); install it, "
+        looked = args.chromium or ", ".join(BROWSERS)
+        print(f"{parser.prog}: error: no Chromium found ({looked}); install it, "
               "e.g. apt-get install chromium", file=sys.stderr)
         return 2
     if not args.report.is_file():
         print(f"{parser.prog}: error: {args.report}: no such file", file=sys.stderr)
         return 2
-    results = checks(measure(args.report, chromium, args.width), args.width)
-    for check in results:
-        print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name:<16} {check.detail}")
-    if args.screenshot:
-        print(f"screenshot: {screenshot(args.report, args.screenshot, chromium, args.width)}")
+    try:
+        results = checks(measure(args.report, chromium, args.width), args.width)
+        for check in results:
+            print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name:<16} {check.detail}")
+        if args.screenshot:
+            shot = screenshot(args.report, args.screenshot, chromium, args.width)
+            if not shot.is_file():
+                raise RuntimeError(f"{args.screenshot}: not written (does its folder exist?)")
+            print(f"screenshot: {shot}")
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        print(f"{parser.prog}: error: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        return 2
     return 0 if all(check.ok for check in results) else 1
 
 

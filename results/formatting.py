@@ -96,7 +96,8 @@ def readable(frame: pd.DataFrame, columns: list[Column]) -> pd.DataFrame:
         if column.kind == "p":
             out[column.title] = [p_value(v) for v in values]
         elif column.kind == "count":
-            out[column.title] = ["" if not _is_number(v) else f"{int(v):,}" for v in values]
+            out[column.title] = ["" if not _is_number(v) or not math.isfinite(float(v))
+                                 else f"{int(v):,}" for v in values]
         elif column.kind in ("quantity", "difference"):
             decimals = decimals_for(frame[column.decimals_from] if column.decimals_from
                                     else values)

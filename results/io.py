@@ -58,11 +58,15 @@ def check_bucket(location: str) -> None:
         info = fs.get_file_info(bucket)
     except OSError as exc:  # unreachable endpoint, refused credentials
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "ACCESS_DENIED" in first.upper() or "403" in first:
+            return  # credentials for a prefix only (no ListBucket): the writes will tell
         raise ValueError(f"cannot reach bucket {bucket!r}: {first}; check the endpoint "
                          "(AWS_ENDPOINT_URL) and the credentials") from None
     if info.type == pafs.FileType.NotFound:
+        create = f"aws s3 mb s3://{bucket}" if scheme == "s3" \
+            else f"gcloud storage buckets create {scheme}://{bucket}"
         raise ValueError(f"bucket {bucket!r} does not exist; create it first (e.g. "
-                         f"`aws s3 mb {scheme}://{bucket}`) or name another")
+                         f"`{create}`) or name another")
 
 
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> str:

@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from results import plots
-from results.formatting import plain, unit_of
+from results.formatting import decimals_for, number, plain, unit_of
 from results.analysis import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
@@ -218,7 +218,8 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     has_reference = len(predictions) and (predictions["ablation"] == reference).any()
     effects = stratified_effects(predictions, reference=reference, alpha=alpha) \
         if has_reference else pd.DataFrame(columns=["differs"])
-    hurts = effects[effects["differs"].astype(bool)].drop(columns=["differs", "interaction_p"])
+    hurts = effects[effects["differs"].astype(bool)].drop(columns=["differs", "interaction_p"],
+                                                          errors="ignore")
     figures_dir = scratch / FIGURES_DIR
     unit = unit_of(metric)
     forest = plots.forest_plot(ablation, figures_dir / "forest.png", metric=metric)
@@ -311,7 +312,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
 
 def _margin_text(ablation: pd.DataFrame, unit: str) -> str:
     margin = float(ablation["margin"].iloc[0]) if "margin" in ablation else float("nan")
-    return f"{margin:.2g}{f' {unit}' if unit else ''}"
+    return f"{number(margin, decimals_for([margin], significant=2))}{f' {unit}' if unit else ''}"
 
 
 def _write_file(path: str, content: bytes) -> Path | str:

@@ -99,8 +99,8 @@ def strata_grids(effects: pd.DataFrame, strata: pd.DataFrame, *, reference: str,
             columns={"stratum_value": "value", "mae_diff": "diff_mean"})
     else:
         return grids
-    decimals = decimals_for(long["diff_mean"], significant=2)
     for stratum, rows in long.groupby("stratum", sort=False):
+        decimals = decimals_for(rows["diff_mean"], significant=2)  # this grid's own scale
         levels = sorted(rows["value"].astype(str).unique(), key=_interval_order)
         cells = {}
         for row in rows.itertuples(index=False):

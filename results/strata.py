@@ -50,8 +50,16 @@ def quantile_bins(values: pd.Series, bins: int) -> pd.Series:
     widths = np.diff(edges)
     narrowest = widths[widths > 0].min() if (widths > 0).any() else 1.0
     decimals = int(np.clip(1 - np.floor(np.log10(narrowest)), 0, 8))
+    if len(edges) < 2:  # a constant column: one bin, its value
+        edges = np.array([edges[0], edges[0]])
+        codes = np.where(values.notna(), 0, np.nan)
+
+    def edge(value: float) -> str:
+        text = f"{value:.{decimals}f}"
+        return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.00"
+
     while True:
-        labels = [f"{lo:.{decimals}f}–{hi:.{decimals}f}" for lo, hi in zip(edges, edges[1:])]
+        labels = [f"{edge(lo)}–{edge(hi)}" for lo, hi in zip(edges, edges[1:])]
         if len(set(labels)) == len(labels) or decimals >= 8:
             break
         decimals += 1

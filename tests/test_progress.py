@@ -139,3 +139,18 @@ def test_on_a_terminal_a_bar_redrawn_in_place_with_the_lines_above_it():
     assert progress.bar is None and out.getvalue().endswith("\n")
     plain = make()[0]
     assert not plain.live and plain.bar is None  # a file or a pipe: plain lines
+
+
+def test_a_search_bar_counts_its_samples_epochs_and_a_resume_looks_at_its_stream_again():
+    clock, out = Clock(), Terminal()
+    progress = TrialProgress(3, default=Planned(epochs=4, cost=float("nan")), stream=out,
+                             clock=clock)  # a search: no plan, each sample 4 epochs
+    progress.on_step_begin(0, [Trial("hpo-1", "RUNNING")])
+    assert "0/12 epochs |" in out.getvalue()
+    progress.on_experiment_end([])
+    progress.stream = io.StringIO()  # resumed in a log file: plain lines again
+    progress.setup()
+    assert not progress.live
+    forced = TrialProgress(3, stream=io.StringIO(), live=True)
+    forced.setup()
+    assert forced.live  # asked for: kept

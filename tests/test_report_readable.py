@@ -6,12 +6,12 @@ a real browser (headless Chromium, when installed) every figure loads and nothin
 from __future__ import annotations
 
 import re
-import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from results.browser_check import find_chromium
 from results.formatting import Column, decimals_for, number, p_value, plain, readable, unit_of
 from results.strata import _interval_order, quantile_bins
 from tests.test_analysis import _experiment
@@ -90,10 +90,9 @@ def test_the_answer_comes_first_with_readable_numbers(report):
     assert "0.0000" not in markdown and "e-0" not in markdown
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None and shutil.which("chromium-browser") is None,
-                    reason="needs Chromium (apt-get install chromium)")
+@pytest.mark.skipif(find_chromium() is None, reason="needs Chromium (apt-get install chromium)")
 def test_in_a_browser_the_figures_load_and_nothing_overflows_1366_px(report, tmp_path):
-    from results.browser_check import checks, find_chromium, main, measure
+    from results.browser_check import checks, main, measure
 
     chromium = find_chromium()
     measured = measure(report.html, chromium, width=1366)

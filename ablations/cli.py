@@ -48,6 +48,7 @@ from model.data import DataError
 from results.io import (
     MetadataError,
     check_bucket,
+    first_line,
     is_file,
     is_uri,
     join,
@@ -183,7 +184,7 @@ def storage_root(text: str) -> str:
         try:
             check_bucket(text)
         except (ValueError, OSError, ImportError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             raise UsageError(f"--storage {text}: {first}") from None
         return text.rstrip("/")
     storage = Path(text).expanduser().resolve()
@@ -234,7 +235,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     except ClusterUnreachable as exc:
         raise UsageError(str(exc)) from None
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise UsageError(f"cannot connect to Ray at {args.address or 'local'}: {first}") from None
     # Ray's driver exits on SIGTERM (code 15, no word); before and after Tuner.fit (where
     # run_experiment hands it to Tune's stop) it is Ctrl-C: stop, say how to continue.

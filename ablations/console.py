@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 from ablations.batches import scalar_columns
 from ablations.config import TrialConfig
 from ablations.flags import EXIT_BAD_INPUT, OneLineParser, _alpha, _margin
-from results.io import is_uri
+from results.io import first_line, is_uri
 
 
 def list_spaces() -> str:
@@ -159,7 +159,7 @@ def report_main(argv: Sequence[str]) -> int:
                               compare_with=args.compare_with)
     except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
         # ValueError includes results.report.NotAnExperimentError; OSError: cannot write
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        message = first_line(exc)
         if isinstance(exc, OSError) and getattr(exc, "filename", None):
             message = f"{exc.filename}: {exc.strerror or message}"
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
@@ -201,7 +201,7 @@ def compare_main(argv: Sequence[str]) -> int:
         table = compare_experiments(*folders, metric=args.metric, margin=args.margin,
                                     alpha=args.alpha, reference=args.reference)
     except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        message = first_line(exc)
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(markdown_cells(comparison_view(table, metric=args.metric, alpha=args.alpha)))

@@ -18,7 +18,7 @@ from ray.tune import Callback
 
 from ablations.collect import _plain, result_name
 from ablations.config import TrialConfig
-from results.io import atomic_write, is_file, is_uri, join, read_bytes
+from results.io import atomic_write, first_line, is_file, is_uri, join, read_bytes
 from search_spaces.hpo import HPO_METRIC, HPO_MODE
 from search_spaces.spaces import TrialSpec
 
@@ -93,7 +93,7 @@ class _OptunaUpload(Callback):
         try:
             _publish_optuna(self.root, self.name)
         except OSError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             print(f"warning: the Optuna study was not uploaded ({first}); retried at the next "
                   "trial", file=sys.stderr)
 

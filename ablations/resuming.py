@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence
 
 from ablations.config import TrialConfig
 from ablations.planning import UsageError
-from results.io import MetadataError, join, list_dir, read_metadata
+from results.io import MetadataError, first_line, join, list_dir, read_metadata
 
 
 @dataclass
@@ -117,7 +117,7 @@ def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],
     try:
         current = collect(configs)
     except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise UsageError(f"cannot fingerprint the data to compare it with the experiment's: "
                          f"{first}") from None
     blocking, notes = changes(meta.get("provenance"), current)

@@ -40,7 +40,7 @@ from ablations.tracker_runs import (  # noqa: F401 (re-exported)
     WandbTracker,
     trial_params,
 )
-from results.io import is_uri, read_metadata
+from results.io import first_line, is_uri, read_metadata
 
 KINDS = ("mlflow", "wandb")
 DISTRIBUTION = "ablation-runner"  # pip install 'ablation-runner[mlflow]' installs a tracker
@@ -182,6 +182,6 @@ def publish_summary(trackers: Sequence[Any], directory: str, trials: pd.DataFram
         try:
             tracker.publish(files, verdicts)
         except tracker.errors as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             print(f"warning: {type(tracker).__name__}: the verdicts were not logged: {first}",
                   file=sys.stderr)

@@ -26,6 +26,13 @@ PREDICTIONS_FILE = "predictions.parquet"
 METADATA_FILE = "experiment.json"
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name if it has none): the one-line
+    errors the command line prints."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def is_uri(location: str | Path) -> bool:
     return "://" in str(location)
 
@@ -57,7 +64,7 @@ def check_bucket(location: str) -> None:
     try:
         info = fs.get_file_info(bucket)
     except OSError as exc:  # unreachable endpoint, refused credentials
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         if "ACCESS_DENIED" in first.upper() or "403" in first:
             return  # credentials for a prefix only (no ListBucket): the writes will tell
         raise ValueError(f"cannot reach bucket {bucket!r}: {first}; check the endpoint "
@@ -127,11 +134,11 @@ def read_bytes(path: str | Path) -> bytes:
     two versions of different sizes, so the read is repeated until the size before, the bytes
     read and the size after agree."""
     fs, target = filesystem(path)
-    for _ in range(5):
-        before = fs.get_file_info(target).size
+    for _ in range(5 if is_uri(path) else 1):
+        before = fs.get_file_info(target).size if is_uri(path) else None
         with fs.open_input_stream(target) as handle:
             data = handle.read()
-        if not is_uri(path) or before == len(data) == fs.get_file_info(target).size:
+        if before is None or before == len(data) == fs.get_file_info(target).size:
             return data
     return data
 

@@ -44,6 +44,7 @@ from results.io import (
     TRIALS_FILE,
     MetadataError,
     atomic_write,
+    first_line,
     filesystem,
     is_uri,
     join,
@@ -98,7 +99,7 @@ def check_experiment(directory: str | Path) -> None:
             raise NotAnExperimentError(f"{directory}: a file, not an experiment folder")
         infos = {info.base_name: info for info in fs.get_file_info(pafs.FileSelector(root))}
     except (OSError, pa.ArrowException) as exc:
-        raise NotAnExperimentError(f"{directory}: cannot be read ({_first_line(exc)})") from None
+        raise NotAnExperimentError(f"{directory}: cannot be read ({first_line(exc)})") from None
     for name in (TRIALS_FILE, EPOCHS_FILE, PREDICTIONS_FILE):
         path = join(directory, name)
         if name not in infos:
@@ -112,12 +113,7 @@ def check_experiment(directory: str | Path) -> None:
                 pq.ParquetFile(handle).close()  # reads the footer: a Parquet file?
         except (OSError, pa.ArrowException, ValueError) as exc:
             raise NotAnExperimentError(f"{path}: not a readable Parquet file "
-                                       f"({_first_line(exc)})") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+                                       f"({first_line(exc)})") from None
 
 
 def write_report(directory: str | Path, *, reference: str | None = None,
@@ -153,7 +149,7 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     try:
         tables = load_experiments(directory)
     except (OSError, pa.ArrowException) as exc:
-        raise NotAnExperimentError(f"{directory}: cannot be read ({_first_line(exc)})") from None
+        raise NotAnExperimentError(f"{directory}: cannot be read ({first_line(exc)})") from None
     trials, epochs, predictions = tables["trials"], tables["epochs"], tables["predictions"]
     if not len(trials):
         raise ValueError(f"{join(directory, TRIALS_FILE)}: no trials")

@@ -5,8 +5,9 @@ change, another dataset, another machine) by more than the margin?
 trials of experiment A by seed (Welch's test where fewer than two seeds are shared), one family
 of all the variants both have, and gives each the verdicts of :mod:`results.verdicts`:
 `worse`/`better` (B differs from A, Holm over the family), `equivalent` (TOST: the 1 − 2α
-interval of B − A inside ±margin), `negligible` (both), `inconclusive` (neither). The
-margin's percentage is of experiment A's reference mean. :func:`compare_note` says it in words.
+interval of B − A inside ±margin), `negligible` (both), `inconclusive` (neither). A
+percentage margin is tested as a ratio: the 1 − 2α Fieller interval of the variant's mean in B
+over its mean in A inside 1 ± margin (:mod:`results.contrasts`). :func:`compare_note` says it in words.
 ``run_ablations.py compare EXP_A EXP_B`` prints both.
 """
 
@@ -25,7 +26,9 @@ from results.verdicts import (
     equivalence_tests,
     metric_direction,
     parse_margin,
+    resolve_margin,
 )
+from results.contrasts import Contrasts, robust_outliers
 
 
 def _trials(experiment: str | Path | pd.DataFrame) -> pd.DataFrame:
@@ -44,8 +47,8 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         a, b: experiment folders (paths or URIs) or their trials tables.
         metric: a numeric column of both trials tables.
         margin: the smallest change that matters: in the metric's units (``"0.02"``), or a
-            percentage of A's ``reference`` mean (``"5%"``; of A's mean over all its variants'
-            ok trials where A has no such variant).
+            percentage (``"5%"``): of each variant's own mean in A, tested as a ratio.
+        reference: checked only for a relative margin: A's mean there must be above 0.
         alpha: family-wise error rate of each kind of verdict, in (0, 0.5).
         reference: the variant whose mean a percentage margin is taken of.
 
@@ -78,13 +81,10 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     common = [v for v in shared if v in with_ok]
     if not common:
         raise ValueError("no variant has an ok trial in both experiments: nothing to compare")
-    value, relative = parse_margin(margin)
+    parse_margin(margin)
     base = ok_a.loc[ok_a["ablation"] == reference, metric]
-    scale = float((base if len(base) else ok_a[metric]).mean()) if relative else 1.0
-    absolute = value * abs(scale) if relative else value
-    if not absolute > 0:
-        raise ValueError(f"margin {margin!r} is 0 here: give it in the metric's units")
-    rows = []
+    value, relative = resolve_margin(margin, float((base if len(base) else ok_a[metric]).mean()))
+    rows, items, paired = [], [], []
     for variant in common:
         va = ok_a[ok_a["ablation"] == variant].groupby("seed")[metric].mean()
         vb = ok_b[ok_b["ablation"] == variant].groupby("seed")[metric].mean()
@@ -96,25 +96,35 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         row.update(_compare(vb.to_numpy(), va.to_numpy(), vb.index.to_numpy(),
                             va.index.to_numpy(), by_seed, "b", "a", 1 - alpha))
         rows.append(row)
+        both = by_seed.dropna()
+        if len(both) >= 2:  # B against A as a ratio of this variant's own means
+            items.append(Contrasts.paired(both["b"].to_numpy(), both["a"].to_numpy()))
+            paired.append(robust_outliers((both["b"] - both["a"]).to_numpy()))
+        elif len(va) >= 2 and len(vb) >= 2:
+            items.append(Contrasts.unpaired(vb.to_numpy(), va.to_numpy()))
+            paired.append(False)
+        else:
+            items.append(None)
+            paired.append(False)
     table = pd.DataFrame(rows)
     for column in ("n_pairs", "diff_mean", "diff_ci_low", "diff_ci_high", "p_value", "se",
                    "df"):
         if column not in table:
             table[column] = np.nan
     direction = metric_direction(metric)
-    tests = equivalence_tests(table["diff_mean"].to_numpy(dtype=float),
-                              table["se"].to_numpy(dtype=float),
-                              table["df"].to_numpy(dtype=float),
-                              margin=absolute, alpha=alpha, direction=direction)
-    for column in ("p_holm", "tost_ci_low", "tost_ci_high", "p_tost_holm",
-                   "equivalence_bound_holm", "verdict"):
+    tests = equivalence_tests(Contrasts.stack(items), margin=value, relative=relative,
+                              alpha=alpha, direction=direction,
+                              outlier=np.array(paired, dtype=bool))
+    for column in ("p_holm", "tost_ci_low", "tost_ci_high", "ratio_ci_low", "ratio_ci_high",
+                   "p_tost_holm", "equivalence_bound_holm", "outlier", "verdict"):
         table[column] = tests[column]
-    table["margin"] = absolute
+    table["margin"] = value
     table = table[["ablation", "n_a", "n_b", "a_mean", "b_mean", "test", "n_pairs",
                    "diff_mean", "diff_ci_low", "diff_ci_high", "se", "df", "p_value", "p_holm",
-                   "tost_ci_low", "tost_ci_high", "p_tost_holm", "equivalence_bound_holm",
-                   "margin", "verdict"]]
-    table.attrs.update(metric=metric, margin=absolute, margin_given=str(margin), alpha=alpha,
+                   "tost_ci_low", "tost_ci_high", "ratio_ci_low", "ratio_ci_high",
+                   "p_tost_holm", "equivalence_bound_holm", "outlier", "margin", "verdict"]]
+    table.attrs.update(metric=metric, margin=value, relative=relative,
+                       margin_given=str(margin), alpha=alpha,
                        direction=direction, reference=reference,
                        no_ok=[v for v in shared if v not in with_ok],
                        only_in_a=[v for v in order_a if v not in in_b],
@@ -126,9 +136,10 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
 def compare_note(table: pd.DataFrame, *, a: str = "A", b: str = "B") -> str:
     """What :func:`compare_experiments`' table says, in a few lines."""
     attrs = table.attrs
+    margin = (f"±{attrs['margin']:.1%} of each variant's mean in {a} (tested as a ratio)"
+              if attrs.get("relative") else f"±{attrs['margin']:.3g}")
     lines = [f"{b} against {a} on {attrs['metric']}, per variant (Δ = {b} − {a}), margin "
-             f"±{attrs['margin']:.3g} ({attrs['margin_given']}), alpha {attrs['alpha']:g}, "
-             f"Holm over {len(table)} variants."]
+             f"{margin}, alpha {attrs['alpha']:g}, Holm over {len(table)} variants."]
     counts = table["verdict"].value_counts()
     changed = table.loc[table["verdict"].isin(["worse", "better", "higher", "lower"]),
                         "ablation"].tolist()

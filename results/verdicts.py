@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
 
 from results.comparisons import ablation_table, holm
+from results.contrasts import Contrasts, robust_outliers
 
 # +1: higher is better, -1: lower is better, keyed by the metric's name without its split
 # prefix (test_mae -> mae). A metric not listed (coverage_90: best at its nominal level, neither
@@ -61,37 +61,53 @@ def parse_margin(margin: str | float) -> tuple[float, bool]:
     return value, relative
 
 
-def _t_cdf(x: np.ndarray, df: np.ndarray) -> np.ndarray:
-    """Student t CDF, elementwise (scipy.special.stdtr: what stats.t.cdf calls, minus its
-    per-call overhead, which the bisection below would pay thousands of times)."""
-    return special.stdtr(df, x)
+def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, metric: str,
+                     seeds: set | None = None) -> tuple[Contrasts, np.ndarray]:
+    """Per arm, its :class:`Contrasts` against ``reference`` over the ok trials with a finite
+    ``metric`` (among ``seeds`` if given): paired over the shared seeds where there are two or
+    more, else Welch's (as :func:`ablation_table` pairs them), NaN with too few; and the
+    robustness rule's flag (:func:`results.contrasts.robust_outliers` over the family's paired
+    differences)."""
+    ok = trials[(trials["status"] == "ok") & np.isfinite(trials[metric].astype(float))]
+    if seeds is not None:
+        ok = ok[ok["seed"].isin(seeds)]
+    by_seed = ok.pivot_table(index="seed", columns="ablation", values=metric, aggfunc="mean")
+    items: list[Contrasts | None] = []
+    paired_rows = []
+    ref = by_seed[reference].dropna() if reference in by_seed else pd.Series(dtype=float)
+    for arm in arms:
+        mine = by_seed[arm].dropna() if arm in by_seed else pd.Series(dtype=float)
+        common = mine.index.intersection(ref.index)
+        row = pd.Series(np.nan, index=by_seed.index)
+        if len(common) >= 2:
+            items.append(Contrasts.paired(mine[common].to_numpy(), ref[common].to_numpy()))
+            row[common] = mine[common] - ref[common]
+        elif len(mine) >= 2 and len(ref) >= 2:
+            items.append(Contrasts.unpaired(mine.to_numpy(), ref.to_numpy()))
+        else:
+            items.append(None)
+        paired_rows.append(row.to_numpy(dtype=float))
+    contrasts = Contrasts.stack(items)
+    matrix = np.array(paired_rows).reshape(len(arms), -1)
+    outlier = robust_outliers(matrix) if matrix.size else np.zeros(len(arms), dtype=bool)
+    return contrasts, outlier & ~np.isnan(contrasts.diff)
 
 
-def _tost_p(diff: np.ndarray, se: np.ndarray, df: np.ndarray, margin: np.ndarray) -> np.ndarray:
-    """TOST p-value: the larger of the one-sided p-values of H0 Δ ≤ −margin and H0 Δ ≥ +margin
-    (Schuirmann 1987), each a t test of the difference ``diff`` with standard error ``se``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p_above = _t_cdf(-(diff + margin) / se, df)  # H0: Δ ≤ −margin, H1: Δ > −margin
-        p_below = _t_cdf((diff - margin) / se, df)   # H0: Δ ≥ +margin, H1: Δ < +margin
-    return np.maximum(p_above, p_below)
-
-
-def _holm_equivalence_bound(diff: np.ndarray, se: np.ndarray, df: np.ndarray,
-                            alpha: float) -> np.ndarray:
+def _holm_equivalence_bound(contrasts: Contrasts, alpha: float, relative: bool) -> np.ndarray:
     """Per comparison (last axis = the family), the smallest margin, common to the family,
     above which Holm's procedure over the family's TOST p-values declares it equivalent.
 
-    Comparison j's TOST p is below α/c exactly when the margin exceeds
-    B[j, c] = |Δ_j| + t(1 − α/c)·se_j; :func:`holm_bound` does the rest.
+    Comparison j's TOST p is below α/c exactly when the margin exceeds its bound at one-sided
+    level α/c (:meth:`Contrasts.bound`): B[j, c]; :func:`holm_bound` does the rest.
     """
-    valid = ~np.isnan(diff)
-    size = diff.shape[-1]
+    valid = ~np.isnan(contrasts.diff)
+    size = valid.shape[-1]
     k = valid.sum(axis=-1, keepdims=True)  # (..., 1)
     step = np.arange(1, size + 1)  # Holm's steps s = 1..K: p below alpha / (k - s + 1)
     level = alpha / np.maximum(k - step + 1, 1)  # (..., K)
-    with np.errstate(invalid="ignore"):
-        bounds = np.abs(diff)[..., :, None] + special.stdtrit(
-            df[..., :, None], 1 - level[..., None, :]) * se[..., :, None]  # (..., K_j, K_s)
+    wide = Contrasts(*(np.asarray(getattr(contrasts, f), float)[..., :, None] for f in
+                       ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")))
+    bounds = wide.bound(level[..., None, :], relative)  # (..., K_j, K_s)
     return holm_bound(bounds, valid)
 
 
@@ -124,47 +140,74 @@ def holm_bound(bounds: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return np.where(valid & np.isfinite(bound), bound, np.nan)
 
 
-def equivalence_tests(diff: np.ndarray, se: np.ndarray, df: np.ndarray, *, margin: float,
-                      alpha: float = DEFAULT_ALPHA, direction: int = -1
-                      ) -> dict[str, np.ndarray]:
-    """Verdicts from the differences' t statistics, a family of comparisons along the last
-    axis (leading axes: independent families, e.g. simulated experiments). NaN ``diff``: no
-    test (counted in no family).
-
-    Args:
-        diff: mean difference to the reference per comparison (variant − reference).
-        se: its standard error.
-        df: degrees of freedom of its t distribution.
-        margin: the equivalence margin, in the metric's units, > 0.
-        alpha: the family-wise error rate of each kind of verdict.
-        direction: +1 if higher is better, -1 if lower is, 0 if neither.
-
-    Returns:
-        Arrays of ``diff``'s shape: ``p_value`` (two-sided t test of Δ = 0), ``p_holm``,
-        ``tost_ci_low``/``tost_ci_high`` (the 1 − 2α interval), ``p_tost``, ``p_tost_holm``,
-        ``equivalence_bound``, ``equivalence_bound_holm``, ``significant``, ``equivalent`` and
-        ``verdict``; see :func:`verdict_table`.
-    """
-    diff, se, df = (np.asarray(a, dtype=float) for a in (diff, se, df))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p_value = 2 * _t_cdf(-np.abs(diff) / se, df)
-        half = stats.t.ppf(1 - alpha, df) * se
-    p_tost = _tost_p(diff, se, df, margin)
-    out = {
-        "p_value": p_value, "p_holm": holm(p_value),
-        "tost_ci_low": diff - half, "tost_ci_high": diff + half,
-        "p_tost": p_tost, "p_tost_holm": holm(p_tost),
-        "equivalence_bound": np.abs(diff) + half,
-        "equivalence_bound_holm": _holm_equivalence_bound(diff, se, df, alpha),
-    }
-    significant = out["p_holm"] < alpha
-    equivalent = out["p_tost_holm"] < alpha
+def verdict_labels(significant: np.ndarray, equivalent: np.ndarray, diff: np.ndarray,
+                   direction: int) -> np.ndarray:
+    """worse/better (higher/lower without a direction), equivalent, negligible or
+    inconclusive, from the two decisions and the sign of the difference they were made on."""
     worse, better = ("worse", "better") if direction else ("higher", "lower")
     up = diff > 0 if direction <= 0 else diff < 0  # the direction called `worse` (or `higher`)
     verdict = np.where(equivalent, "equivalent", "inconclusive").astype(object)
     verdict[significant] = np.where(up, worse, better)[significant]
     verdict[significant & equivalent] = "negligible"
+    return verdict
+
+
+def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = False,
+                      alpha: float = DEFAULT_ALPHA, direction: int = -1,
+                      outlier: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Verdicts from the comparisons' contrasts, a family of comparisons along the last axis
+    (leading axes: independent families, e.g. simulated experiments). NaN ``diff``: no test
+    (counted in no family).
+
+    Args:
+        contrasts: each comparison's moments (:class:`results.contrasts.Contrasts`).
+        margin: the equivalence margin, > 0: in the metric's units, or a share of the
+            reference's mean when ``relative`` (tested as a ratio).
+        alpha: the family-wise error rate of each kind of verdict.
+        direction: +1 if higher is better, -1 if lower is, 0 if neither.
+        outlier: comparisons the robustness rule flags: never `equivalent`.
+
+    Returns:
+        Arrays of the comparisons' shape: ``p_value`` (two-sided t test of Δ = 0), ``p_holm``,
+        ``tost_ci_low``/``tost_ci_high`` (the 1 − 2α interval of Δ), ``ratio_ci_low``/
+        ``ratio_ci_high`` (Fieller's 1 − 2α interval of μ_v/μ_r − 1), ``p_tost``,
+        ``p_tost_holm``, ``equivalence_bound``, ``equivalence_bound_holm`` (as a share for a
+        relative margin), ``outlier``, ``significant``, ``equivalent`` and ``verdict``; see
+        :func:`verdict_table`.
+    """
+    p_value = contrasts.p_value()
+    p_tost = contrasts.p_tost(margin, relative)
+    outlier = np.zeros(p_value.shape, bool) if outlier is None else np.asarray(outlier, bool)
+    tost_low, tost_high = contrasts.interval(alpha, False)
+    ratio_low, ratio_high = contrasts.interval(alpha, True)
+    out = {
+        "p_value": p_value, "p_holm": holm(p_value),
+        "tost_ci_low": tost_low, "tost_ci_high": tost_high,
+        "ratio_ci_low": ratio_low, "ratio_ci_high": ratio_high,
+        "p_tost": p_tost, "p_tost_holm": holm(p_tost),
+        "equivalence_bound": contrasts.bound(alpha, relative),
+        "equivalence_bound_holm": _holm_equivalence_bound(contrasts, alpha, relative),
+        "outlier": outlier,
+    }
+    significant = out["p_holm"] < alpha
+    equivalent = (out["p_tost_holm"] < alpha) & ~outlier
+    verdict = verdict_labels(significant, equivalent, np.asarray(contrasts.diff), direction)
     return {**out, "significant": significant, "equivalent": equivalent, "verdict": verdict}
+
+
+def resolve_margin(margin: str | float, reference_mean: float) -> tuple[float, bool]:
+    """The margin as tested: (share, True) for a percentage, tested as a ratio against the
+    reference's mean (which must be above 0), else (units, False).
+
+    Raises:
+        ValueError: a bad margin, or a relative one against a mean that is not above 0.
+    """
+    value, relative = parse_margin(margin)
+    if relative and not reference_mean > 0:
+        raise ValueError(f"margin {margin!r}: a percentage is tested as a ratio to the "
+                         f"reference's mean, here {reference_mean:g} (not above 0): give the "
+                         "margin in the metric's units (e.g. 0.02)")
+    return value, relative
 
 
 def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
@@ -180,14 +223,17 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
     - ``worse`` / ``better``: the two-sided test of Δ = 0 rejects after Holm over the family
       (Δ = variant − reference; direction from :func:`metric_direction`; ``higher`` /
       ``lower`` for a metric without one);
-    - ``equivalent``: both one-sided tests against the margin reject (TOST: the 1 − 2α interval
-      of Δ lies inside ±margin), after Holm over the family;
+    - ``equivalent``: both one-sided tests against the margin reject after Holm over the
+      family (TOST). A margin in units: the 1 − 2α interval of Δ inside ±margin. A percentage:
+      tested as a ratio, the 1 − 2α Fieller interval of μ_v/μ_r inside 1 ± margin (TOST on the
+      seed-paired contrasts v − (1 ± m)·r; :mod:`results.contrasts`). A variant with an
+      outlying seed (the robustness rule, ``outlier``) is never `equivalent`;
     - ``negligible``: both of the above: a real difference, smaller than the margin (its sign is
       ``diff_mean``'s);
     - ``inconclusive``: neither, at the seeds spent (or no test: fewer than 2 ok seeds).
 
-    Each kind of verdict has family-wise error at most ``alpha``: calling any variant that
-    equals the reference `worse`/`better`, or any variant at least a margin away `equivalent`.
+    Each kind of verdict has family-wise error at most ``alpha`` under the paired t test's
+    assumptions (docs/verdicts.md: which noise the simulations cover).
 
     Args:
         trials: trials.parquet's rows (status, ablation, seed, ``metric``).
@@ -199,63 +245,68 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
 
     Returns:
         :func:`ablation_table`'s columns (the difference's ``diff_ci_*`` at 1 − α) and:
-        ``tost_ci_low``/``tost_ci_high`` (1 − 2α interval of Δ, the one TOST reads),
-        ``p_tost`` (the larger one-sided p against ±margin) and ``p_tost_holm``; ``margin``
-        (in the metric's units); ``equivalence_bound`` (|Δ| + t(1 − α)·se: the smallest margin
-        TOST alone would declare equivalent, the far end of the 1 − 2α interval) and
-        ``equivalence_bound_holm`` (the smallest margin at which Holm over the family would:
-        `equivalent` exactly when it is below ``margin``); ``significant`` and ``equivalent``
-        (the two Holm decisions); ``verdict`` (``reference`` on the reference's row). The
-        metric, reference, margin (also as given), α and direction are in ``.attrs``;
-        :func:`verdict_note` words them.
+        ``tost_ci_low``/``tost_ci_high`` (1 − 2α interval of Δ), ``ratio_ci_low``/
+        ``ratio_ci_high`` (1 − 2α Fieller interval of the ratio minus 1), ``p_tost`` (the larger
+        one-sided p against the margin) and ``p_tost_holm``; ``margin`` (in the metric's units,
+        or the share for a percentage); ``equivalence_bound`` (the smallest margin TOST alone
+        would declare equivalent) and ``equivalence_bound_holm`` (the smallest margin at which
+        Holm over the family would: `equivalent` exactly when it is below ``margin`` and no
+        seed is an outlier), both in the margin's terms; ``outlier``; ``significant`` and
+        ``equivalent`` (the two Holm decisions); ``verdict`` (``reference`` on the reference's
+        row). The metric, reference, margin (also as given), ``relative``, α and direction are
+        in ``.attrs``; :func:`verdict_note` words them.
 
     Raises:
         ValueError: a reference that is not a variant or has no ok trial, a bad margin or α.
     """
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
-    value, relative = parse_margin(margin)
+    parse_margin(margin)
     table = ablation_table(trials, metric=metric, reference=reference, confidence=1 - alpha)
     is_reference = (table["ablation"] == reference).to_numpy()
     reference_mean = float(table.loc[is_reference, f"{metric}_mean"].iloc[0])
     if np.isnan(reference_mean):
         raise ValueError(f"reference {reference!r} has no ok trial: no verdict is possible")
-    absolute = value * abs(reference_mean) if relative else value
-    if not absolute > 0:
-        raise ValueError(f"margin {margin!r} of the reference's mean {reference_mean:g} is 0: "
-                         "give the margin in the metric's units (e.g. 0.02)")
+    value, relative = resolve_margin(margin, reference_mean)
     direction = metric_direction(metric)
     compared = table.loc[~is_reference]
-    tests = equivalence_tests(compared["diff_mean"].to_numpy(dtype=float),
-                              compared["se"].to_numpy(dtype=float),
-                              compared["df"].to_numpy(dtype=float),
-                              margin=absolute, alpha=alpha, direction=direction)
+    contrasts, outlier = family_contrasts(trials, compared["ablation"].tolist(),
+                                          reference=reference, metric=metric)
+    tests = equivalence_tests(contrasts, margin=value, relative=relative, alpha=alpha,
+                              direction=direction, outlier=outlier)
     columns = [*table.columns, *(c for c in tests if c not in table.columns), "margin"]
     table = table.drop(columns=["p_value", "p_holm"]).join(
         pd.DataFrame(tests, index=compared.index))  # p-values: the same as ablation_table's
     table["verdict"] = table["verdict"].fillna("reference")
-    for column in ("significant", "equivalent"):
+    for column in ("significant", "equivalent", "outlier"):
         table[column] = table[column].astype("boolean")  # <NA> on the reference's row
-    table["margin"] = absolute
+    table["margin"] = value
     table = table[columns]
     table.attrs.update(metric=metric, reference=reference, reference_mean=reference_mean,
-                       margin=absolute, margin_given=str(margin), alpha=alpha,
-                       direction=direction, comparisons=int(compared["diff_mean"].notna().sum()))
+                       margin=value, relative=relative, margin_given=str(margin), alpha=alpha,
+                       direction=direction,
+                       comparisons=int(compared["diff_mean"].notna().sum()))
     return table
+
+
+def margin_text(attrs: dict) -> str:
+    """The margin as the verdicts tested it: ``±5% of baseline's mean (ratio)`` or ``±0.02``."""
+    if attrs.get("relative"):
+        return (f"±{attrs['margin']:.3g} of the ratio to {attrs['reference']}'s mean "
+                f"(±{attrs['margin']:.1%}; {attrs['reference']}'s mean "
+                f"{attrs['reference_mean']:.3g})")
+    return f"±{attrs['margin']:.3g}"
 
 
 def verdict_note(table: pd.DataFrame) -> str:
     """Two lines saying what :func:`verdict_table`'s verdicts mean, with its margin and α."""
     a = table.attrs
-    given = a["margin_given"].strip()
-    of = f" over {a['margin_of']} seeds" if a.get("margin_of") else ""
-    margin = f"±{a['margin']:.3g}" + (f" ({given} of {a['reference']}'s mean "
-                                      f"{a['reference_mean']:.3g}{of})" if given.endswith("%")
-                                      else "")
     better = {-1: "lower is better", 1: "higher is better", 0: "no better direction"}
+    bound = ("as a share of the reference's mean" if a.get("relative") else
+             "in the metric's units")
     return (f"Verdicts on {a['metric']} ({better[a['direction']]}) against {a['reference']}, "
-            f"margin {margin}, alpha {a['alpha']:g}, Holm over {a['comparisons']} comparisons: "
-            "worse/better = differs (two-sided t test);\nequivalent = TOST, the "
-            f"{1 - 2 * a['alpha']:.0%} interval of the difference inside the margin; negligible "
-            "= both; inconclusive = neither. equivalence_bound_holm: the smallest margin the "
-            "data support.")
+            f"margin {margin_text(a)}, alpha {a['alpha']:g}, Holm over {a['comparisons']} "
+            "comparisons: worse/better = differs (two-sided t test);\nequivalent = TOST, the "
+            f"{1 - 2 * a['alpha']:.0%} interval inside the margin (a percentage is tested as a "
+            "ratio), never with an outlying seed; negligible = both; inconclusive = neither. "
+            f"equivalence_bound_holm: the smallest margin the data support, {bound}.")

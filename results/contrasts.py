@@ -1,0 +1,173 @@
+"""The comparison of a variant with the reference as linear contrasts, so that a margin
+relative to the reference's mean is tested as a ratio.
+
+For a variant v and the reference r over the same seeds, the contrast at ratio ρ is
+``v − ρ·r``. Its mean is ``a − x·b`` and its variance ``A − 2x·B + x²·C`` with x = ρ − 1,
+a = the mean difference v − r, b = the reference's mean, and A, B, C the (co)variances of
+those two means. Paired by seed, ``v_i − ρ·r_i`` is one number per seed: a one-sample t test
+on it is exact under the paired t test's assumptions (Fieller 1954; the TOST for a ratio of
+means, Hauschke, Kieser and Hothorn 1999). Unpaired (Welch), the same with the Welch degrees of
+freedom of the difference (a small approximation: they would move with ρ).
+
+- ``--margin 0.02`` (absolute): equivalent when the 1 − 2α interval of Δ = μ_v − μ_r lies
+  inside ±0.02 (Schuirmann's TOST on the contrasts ``v − r ∓ 0.02``).
+- ``--margin 5%`` (relative): equivalent when the 1 − 2α Fieller interval of ρ = μ_v / μ_r
+  lies inside 1 ± 5% (TOST on ``v − 0.95·r`` and ``v − 1.05·r``). The reference's mean is not
+  plugged in as if known: its noise is in the contrast.
+
+:class:`Contrasts` holds the five moments per comparison (any array shape: arms, looks,
+simulated experiments); :func:`robust_outliers` is the pre-registered robustness rule.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+# A seed whose paired difference lies further than this many robust standard deviations
+# (1.4826 x the median absolute deviation, pooled over the family's arms) from its arm's median
+# is an outlier: the arm is not called `equivalent` at that look (docs/verdicts.md).
+OUTLIER_K = 5.0
+OUTLIER_MIN_SEEDS = 5
+
+
+def t_cdf(x: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Student t CDF, elementwise (scipy.special.stdtr: what stats.t.cdf calls, minus its
+    per-call overhead)."""
+    return special.stdtr(df, x)
+
+
+@dataclass(frozen=True)
+class Contrasts:
+    """Moments of the comparisons of variants with the reference, one per element.
+
+    ``diff`` (a): mean of v − r; ``ref_mean`` (b): the reference's mean over the same seeds;
+    ``var_diff`` (A), ``cov`` (B), ``var_ref`` (C): the variance of a, the covariance of a and b
+    and the variance of b, each of the means (already divided by the seeds); ``df``: the t
+    distribution's degrees of freedom. NaN ``diff``: no comparison.
+    """
+
+    diff: np.ndarray
+    ref_mean: np.ndarray
+    var_diff: np.ndarray
+    cov: np.ndarray
+    var_ref: np.ndarray
+    df: np.ndarray
+
+    @classmethod
+    def paired(cls, variant: np.ndarray, reference: np.ndarray) -> Contrasts:
+        """From seed-paired values along the last axis (NaN-free; at least 2 seeds)."""
+        variant, reference = np.asarray(variant, float), np.asarray(reference, float)
+        d = variant - reference
+        n = d.shape[-1]
+        dc = d - d.mean(axis=-1, keepdims=True)
+        rc = reference - reference.mean(axis=-1, keepdims=True)
+        scale = 1.0 / ((n - 1) * n)
+        return cls(d.mean(axis=-1), reference.mean(axis=-1) + 0 * d.mean(axis=-1),
+                   (dc * dc).sum(axis=-1) * scale, (dc * rc).sum(axis=-1) * scale,
+                   (rc * rc).sum(axis=-1) * scale + 0 * d.mean(axis=-1),
+                   np.full(d.shape[:-1], n - 1.0))
+
+    @classmethod
+    def unpaired(cls, variant: np.ndarray, reference: np.ndarray) -> Contrasts:
+        """Welch's comparison of two sets of values (1-D, at least 2 each)."""
+        v, r = np.asarray(variant, float), np.asarray(reference, float)
+        sv, sr = v.var(ddof=1) / len(v), r.var(ddof=1) / len(r)
+        df = (sv + sr) ** 2 / (sv ** 2 / (len(v) - 1) + sr ** 2 / (len(r) - 1)) \
+            if sv + sr > 0 else len(v) + len(r) - 2.0
+        return cls(np.float64(v.mean() - r.mean()), np.float64(r.mean()), np.float64(sv + sr),
+                   np.float64(-sr), np.float64(sr), np.float64(df))
+
+    @classmethod
+    def stack(cls, items: list[Contrasts], shape: tuple[int, ...] | None = None) -> Contrasts:
+        """One :class:`Contrasts` of the items' scalars (None items: NaN), in ``shape``."""
+        fields = ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")
+        arrays = {f: np.array([np.nan if c is None else float(getattr(c, f)) for c in items])
+                  for f in fields}
+        if shape is not None:
+            arrays = {f: a.reshape(shape) for f, a in arrays.items()}
+        return cls(**arrays)
+
+    @property
+    def se(self) -> np.ndarray:
+        """Standard error of the difference of means."""
+        return np.sqrt(self.var_diff)
+
+    def at(self, shift: np.ndarray | float, relative: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and standard error of the contrast at ``shift``: v − r − shift (absolute) or
+        v − (1 + shift)·r (relative)."""
+        if not relative:
+            return self.diff - shift, self.se
+        var = self.var_diff - 2 * shift * self.cov + shift ** 2 * self.var_ref
+        return self.diff - shift * self.ref_mean, np.sqrt(np.maximum(var, 0.0))
+
+    def p_value(self) -> np.ndarray:
+        """Two-sided p-value of Δ = 0 (the paired or Welch t test)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return 2 * t_cdf(-np.abs(self.diff) / self.se, self.df)
+
+    def p_tost(self, margin: float, relative: bool) -> np.ndarray:
+        """TOST p-value: the larger one-sided p of H0 "at or below −margin" and H0 "at or
+        above +margin" (on Δ, or on ρ − 1 for a relative margin)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            low_mean, low_se = self.at(-margin, relative)
+            high_mean, high_se = self.at(margin, relative)
+            p_low = t_cdf(-low_mean / low_se, self.df)  # H1: above −margin
+            p_high = t_cdf(high_mean / high_se, self.df)  # H1: below +margin
+        return np.maximum(p_low, p_high)
+
+    def interval(self, level: np.ndarray | float, relative: bool
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """The two-sided interval whose ends are the one-sided (1 − ``level``) limits: of Δ
+        (absolute), or Fieller's of ρ − 1 (relative; ±inf where the reference's mean is not
+        clearly away from 0, NaN without a comparison)."""
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            t = special.stdtrit(self.df, 1 - np.asarray(level, float))
+            if not relative:
+                return self.diff - t * self.se, self.diff + t * self.se
+            t2 = t * t
+            a, b = self.diff, self.ref_mean
+            quad = b * b - t2 * self.var_ref
+            half = a * b - t2 * self.cov
+            disc = np.sqrt(np.maximum(half * half - quad * (a * a - t2 * self.var_diff), 0.0))
+            bounded = quad > 0
+            low = np.where(bounded, (half - disc) / np.where(bounded, quad, 1.0), -np.inf)
+            high = np.where(bounded, (half + disc) / np.where(bounded, quad, 1.0), np.inf)
+            missing = np.isnan(a) | np.isnan(self.se)
+            return np.where(missing, np.nan, low), np.where(missing, np.nan, high)
+
+    def bound(self, level: np.ndarray | float, relative: bool) -> np.ndarray:
+        """The smallest margin at which TOST at one-sided ``level`` declares equivalence: the
+        far end of :meth:`interval` from 0 (relative: as a share, 0.03 = 3%)."""
+        low, high = self.interval(level, relative)
+        return np.maximum(np.abs(low), np.abs(high))
+
+    def ratio(self) -> np.ndarray:
+        """ρ − 1: the variant's mean over the reference's, minus 1."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.diff / self.ref_mean
+
+    def take(self, index) -> Contrasts:
+        """The comparisons at ``index`` (numpy indexing on every field)."""
+        return Contrasts(*(np.asarray(getattr(self, f))[index] for f in
+                           ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")))
+
+
+def robust_outliers(paired: np.ndarray, k: float = OUTLIER_K) -> np.ndarray:
+    """The robustness rule, fixed before any data: per comparison (axis -1: seeds; NaN = no
+    value), True where some seed's paired difference lies more than ``k`` robust standard
+    deviations from the comparison's median. The robust s.d. is 1.4826 x the median absolute
+    deviation (the s.d. for Gaussian noise) over the seeds other than the median one(s);
+    with fewer than :data:`OUTLIER_MIN_SEEDS` values there is no rule (no robust scale)."""
+    paired = np.asarray(paired, float)
+    count = (~np.isnan(paired)).sum(axis=-1)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: no rule there
+        median = np.nanmedian(paired, axis=-1, keepdims=True)
+        deviation = np.abs(paired - median)
+        scale = 1.4826 * np.nanmedian(np.where(deviation > 0, deviation, np.nan), axis=-1)
+        beyond = np.nansum(deviation > k * scale[..., None], axis=-1) > 0
+    return beyond & (count >= OUTLIER_MIN_SEEDS)

@@ -1,0 +1,117 @@
+"""The runner's decision procedures on simulated experiments, under the noise real training
+shows: the error-rate table of docs/verdicts.md and tests/test_error_rates.py come from here.
+
+A simulated run's metric is ``μ_arm · (1 + u_seed) + spread · e_run``:
+
+- ``u_seed`` ~ N(0, ``shared``²): a seed effect shared by every arm at that seed (a lucky or
+  unlucky data order moves all arms together);
+- ``e_run``: independent per run, of one of :data:`NOISES`, with mean 0 (so μ_arm is the
+  arm's true mean):
+  ``gaussian``; ``t3`` (Student t with 3 df, scaled to unit variance); ``lognormal``
+  (right-skewed, σ = 0.8, centred and scaled to unit variance); ``diverging`` (a standard
+  Gaussian, plus 6 in one run in ten: a seed that lands about 6 s.d. worse, centred).
+- ``skewed_arm``: where only the arm at the margin carries the noise shape and every other
+  run is Gaussian (a component whose removal makes training unstable).
+
+The procedures are the runner's own functions: :func:`results.verdicts.equivalence_tests`
+(fixed seeds, and ``compare``), :func:`results.sequential.sequential_tests` with stopping
+(``--seeds auto``), on :class:`results.contrasts.Contrasts` and the robustness rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from results.contrasts import Contrasts, robust_outliers
+from results.sequential import SeedDesign, sequential_tests
+from results.verdicts import equivalence_tests
+
+NOISES = ("gaussian", "t3", "lognormal", "diverging")
+REFERENCE_MEAN = 0.552  # km: the synthetic default's baseline test MAE
+SPREAD = 0.010 / np.sqrt(2)  # km per run: paired differences' sd 0.010 km, as measured there
+
+
+def draw_noise(rng: np.random.Generator, shape: tuple[int, ...], noise: str) -> np.ndarray:
+    """Per-run noise of mean 0 (unit variance but for ``diverging``: unit s.d. between the
+    runs that do not diverge)."""
+    if noise == "gaussian":
+        return rng.standard_normal(shape)
+    if noise == "t3":
+        return rng.standard_t(3, shape) / np.sqrt(3.0)
+    if noise == "lognormal":
+        sigma = 0.8
+        mean, var = np.exp(sigma ** 2 / 2), (np.exp(sigma ** 2) - 1) * np.exp(sigma ** 2)
+        return (rng.lognormal(0.0, sigma, shape) - mean) / np.sqrt(var)
+    if noise == "diverging":
+        return rng.standard_normal(shape) + 6.0 * (rng.random(shape) < 0.1) - 0.6
+    raise ValueError(f"noise {noise!r}: one of {', '.join(NOISES)}")
+
+
+def simulate_runs(rng: np.random.Generator, *, experiments: int, seeds: int,
+                  ratios: Sequence[float], noise: str = "gaussian", shared: float = 0.0,
+                  spread: float | Sequence[float] = SPREAD, skewed_arm: int | None = None,
+                  reference_mean: float = REFERENCE_MEAN, seed_effect: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The reference's runs (experiments, seeds) and the arms' (experiments, arms, seeds);
+    arm j's true mean is ``ratios[j] · reference_mean``. ``seed_effect``: the shared u
+    (experiments, 1, seeds) to use (two experiments of ``compare`` share their seeds')."""
+    ratios = np.asarray(ratios, float)
+    arms = len(ratios)
+    spreads = np.broadcast_to(np.asarray(spread, float), (arms,))
+    u = shared * rng.standard_normal((experiments, 1, seeds)) if seed_effect is None \
+        else seed_effect
+    shape_ref = "gaussian" if skewed_arm is not None else noise
+    reference = reference_mean * (1 + u[:, 0]) + spreads.mean() * draw_noise(
+        rng, (experiments, seeds), shape_ref)
+    e = draw_noise(rng, (experiments, arms, seeds), "gaussian" if skewed_arm is not None
+                   else noise)
+    if skewed_arm is not None:
+        e[:, skewed_arm] = draw_noise(rng, (experiments, seeds), noise)
+    values = reference_mean * ratios[:, None] * (1 + u) + spreads[:, None] * e
+    return reference, values
+
+
+def fixed_verdicts(reference: np.ndarray, arms: np.ndarray, *, margin: float, relative: bool,
+                   alpha: float = 0.05, robust: bool = True) -> dict[str, np.ndarray]:
+    """:func:`results.verdicts.verdict_table`'s procedure on every simulated experiment.
+    ``reference``: (experiments, seeds), or (experiments, arms, seeds) for ``compare`` (each
+    variant against its own runs in experiment A)."""
+    if reference.ndim == arms.ndim - 1:
+        reference = reference[:, None, :]
+    contrasts = Contrasts.paired(arms, np.broadcast_to(reference, arms.shape))
+    outlier = robust_outliers(arms - reference) if robust else None
+    return equivalence_tests(contrasts, margin=margin, relative=relative, alpha=alpha,
+                             outlier=outlier)
+
+
+def sequential_verdicts(reference: np.ndarray, arms: np.ndarray, design: SeedDesign, *,
+                        margin: float, relative: bool, alpha: float = 0.05,
+                        robust: bool = True) -> dict[str, np.ndarray]:
+    """``--seeds auto`` on every simulated experiment, stopping included: at look k the arms
+    still running are compared over their first n_k seeds; an arm that stopped has no values
+    beyond its last look (as in the runner, also for the robustness rule's pooled scale)."""
+    experiments, count, _ = arms.shape
+    looks = design.looks
+    shape = (experiments, count, len(looks))
+    fields = {f: np.full(shape, np.nan) for f in
+              ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")}
+    flags = np.zeros(shape, bool)
+    seeds_run = np.zeros((experiments, count), dtype=int)
+    running = np.ones((experiments, count), bool)
+    tests: dict[str, np.ndarray] = {}
+    for k, n in enumerate(looks):
+        seeds_run = np.where(running, n, seeds_run)
+        contrasts = Contrasts.paired(arms[..., :n], np.broadcast_to(reference[:, None, :n],
+                                                                    arms[..., :n].shape))
+        for f in fields:
+            fields[f][..., k] = np.where(running, getattr(contrasts, f), np.nan)
+        if robust:
+            paired = arms[..., :n] - reference[:, None, :n]
+            beyond = np.arange(n)[None, None, :] >= seeds_run[..., None]
+            flags[..., k] = robust_outliers(np.where(beyond, np.nan, paired)) & running
+        tests = sequential_tests(Contrasts(**fields), design=design, margin=margin,
+                                 relative=relative, alpha=alpha, outlier=flags)
+        running = tests["decided"] < 0
+    return {**tests, "seeds": seeds_run, "reference_seeds": seeds_run.max(axis=-1)}

@@ -129,12 +129,15 @@ def compare_note(table: pd.DataFrame, *, a: str = "A", b: str = "B") -> str:
     lines = [f"{b} against {a} on {attrs['metric']}, per variant (Δ = {b} − {a}), margin "
              f"±{attrs['margin']:.3g} ({attrs['margin_given']}), alpha {attrs['alpha']:g}, "
              f"Holm over {len(table)} variants."]
-    counts = table["verdict"].value_counts()
-    changed = table.loc[table["verdict"].isin(["worse", "better", "higher", "lower"]),
-                        "ablation"].tolist()
+    # `negligible` is a significant change (within the margin): a change all the same, so a
+    # note about a code change does not say "nothing changed" while one did
+    changed = [f"{variant} (negligible: a significant change within the margin)"
+               if verdict == "negligible" else variant
+               for variant, verdict in zip(table["ablation"], table["verdict"])
+               if verdict in ("worse", "better", "higher", "lower", "negligible")]
     if changed:
         lines.append(f"Changed: {', '.join(changed)}.")
-    elif counts.get("equivalent", 0) + counts.get("negligible", 0) == len(table):
+    elif (table["verdict"] == "equivalent").all():
         lines.append("No variant changed by more than the margin (every one equivalent).")
     else:
         undecided = table.loc[table["verdict"] == "inconclusive", "ablation"].tolist()

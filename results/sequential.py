@@ -48,6 +48,7 @@ from results.analysis import (
     holm_bound,
     metric_direction,
     parse_margin,
+    usable_trials,
 )
 
 DEFAULT_MAX_SEEDS = 10
@@ -225,8 +226,9 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     seeds = list(seeds)
     value, relative = parse_margin(margin)
     if relative:  # fixed after the pilot: every look tests the same hypotheses
-        pilot = trials[(trials["ablation"] == reference) & (trials["status"] == "ok")
-                       & trials["seed"].isin(seeds[:design.looks[0]])][metric]
+        usable, _ = usable_trials(trials, metric)
+        pilot = usable[(usable["ablation"] == reference)
+                       & usable["seed"].isin(seeds[:design.looks[0]])][metric]
         if pilot.empty:
             raise ValueError(f"reference {reference!r} has no ok trial in the pilot: no "
                              "relative margin")

@@ -216,6 +216,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
     value, relative = parse_margin(margin)
     table = ablation_table(trials, metric=metric, reference=reference, confidence=1 - alpha)
+    dropped = table.attrs["dropped_nan"]  # the join below does not carry .attrs
     is_reference = (table["ablation"] == reference).to_numpy()
     reference_mean = float(table.loc[is_reference, f"{metric}_mean"].iloc[0])
     if np.isnan(reference_mean):
@@ -240,7 +241,8 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
     table = table[columns]
     table.attrs.update(metric=metric, reference=reference, reference_mean=reference_mean,
                        margin=absolute, margin_given=str(margin), alpha=alpha,
-                       direction=direction, comparisons=int(compared["diff_mean"].notna().sum()))
+                       direction=direction, comparisons=int(compared["diff_mean"].notna().sum()),
+                       dropped_nan=dropped)
     return table
 
 

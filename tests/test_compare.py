@@ -107,6 +107,32 @@ def test_different_variant_sets_compare_the_common_ones_with_a_note():
         compare_experiments(a[a["ablation"] == "single_frame"], b)
 
 
+def test_an_ok_trial_whose_metric_is_nan_or_inf_is_left_out_and_named():
+    """The rule of the verdicts (results.comparisons.usable_trials): such a trial is dropped,
+    as if it were not there, and named in the note with its experiment."""
+    rng = np.random.default_rng(6)
+    a = _trials(dict(zip(VARIANTS, (0.55, 0.95, 0.82, 0.96))), range(6), rng, noise=0.004)
+    b = _trials(dict(zip(VARIANTS, (0.55, 0.95, 0.90, 0.96))), range(6), rng, noise=0.004)
+    a["trial_name"] = a["ablation"] + "-seed" + a["seed"].astype(str)
+    b["trial_name"] = b["ablation"] + "-seed" + b["seed"].astype(str)
+    broken_a, broken_b = a.copy(), b.copy()
+    broken_a.loc[broken_a["trial_name"] == "no_images-seed1", "test_mae"] = np.nan
+    broken_b.loc[broken_b["trial_name"] == "single_frame-seed3", "test_mae"] = np.inf
+    got = compare_experiments(broken_a, broken_b, margin="0.02")
+    expected = compare_experiments(a[a["trial_name"] != "no_images-seed1"],
+                                   b[b["trial_name"] != "single_frame-seed3"], margin="0.02")
+    pd.testing.assert_frame_equal(got, expected)
+    assert got.set_index("ablation").loc["single_frame", "verdict"] == "worse"
+    assert (got.attrs["dropped_nan_a"], got.attrs["dropped_nan_b"]) == (
+        ["no_images-seed1"], ["single_frame-seed3"])
+    note = compare_note(got, a="before", b="after").splitlines()
+    assert ("Left out of the test_mae comparisons in before (status ok, test_mae NaN or "
+            "infinite): no_images-seed1.") in note
+    assert ("Left out of the test_mae comparisons in after (status ok, test_mae NaN or "
+            "infinite): single_frame-seed3.") in note
+    assert not any("Left out" in line for line in compare_note(expected).splitlines())
+
+
 def _array_verdicts(a: np.ndarray, b: np.ndarray, margin: float) -> np.ndarray:
     """The procedure on arrays (experiments, variants, seeds): paired t per variant, then
     results.verdicts.equivalence_tests over the variants, as compare_experiments does."""

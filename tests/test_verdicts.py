@@ -218,6 +218,35 @@ def test_cli_summary_prints_verdicts_margin_and_seeds():
     assert "verdict" not in other and "margin" not in other  # no reference: no verdicts
 
 
+def test_an_ok_trial_whose_metric_is_nan_or_inf_is_left_out_and_named():
+    """One rule everywhere (results.comparisons.usable_trials): an ok trial without a finite
+    metric is dropped from the comparisons, not allowed to turn its whole arm NaN, and named."""
+    from ablations.cli import summary_table
+
+    trials, _ = _family()
+    trials = trials.assign(trial_name=trials["ablation"] + "-seed" + trials["seed"].astype(str),
+                           test_rmse=1.0, test_coverage_90=0.9, train_samples_per_s=100.0,
+                           peak_mem_mb=500.0, wall_s=10.0, cpu_hours=0.01)
+    bad_rows = trials["trial_name"].isin(["baseline-seed4", "d-seed2"])
+    broken = trials.copy()
+    broken.loc[broken["trial_name"] == "baseline-seed4", "test_mae"] = np.inf
+    broken.loc[broken["trial_name"] == "d-seed2", "test_mae"] = np.nan
+    got = verdict_table(broken, margin=0.02)
+    expected = verdict_table(trials[~bad_rows], margin=0.02)
+    columns = ["ablation", "verdict", "n_ok", "test", "n_pairs", "diff_mean", "se", "df",
+               "p_holm", "p_tost_holm", "equivalence_bound_holm"]
+    pd.testing.assert_frame_equal(got[columns], expected[columns])
+    assert got["verdict"].tolist() == ["reference", "equivalent", "equivalent", "better",
+                                       "worse", "inconclusive"]
+    assert got.attrs["dropped_nan"] == ["baseline-seed4", "d-seed2"]
+    assert expected.attrs["dropped_nan"] == []
+    assert got.set_index("ablation").loc[["baseline", "d", "a"], "n_excluded"].tolist() == [1, 1, 0]
+    text = summary_table(broken, margin="0.02")
+    assert ("Left out of the test_mae comparisons (status ok, test_mae NaN or infinite): "
+            "baseline-seed4, d-seed2.") in text.splitlines()
+    assert "Left out" not in summary_table(trials, margin="0.02")
+
+
 # ------------------------------------------------------------------------------ simulation
 
 MARGIN = 0.027  # 5% of the synthetic default's baseline test MAE (0.54 km)

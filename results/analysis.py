@@ -13,8 +13,8 @@ from the modules they live in, so ``from results.analysis import ...`` gives all
   `worse`/`better`, `equivalent` by TOST against a margin, `negligible`, `inconclusive`; Holm
   over the family; and the equivalence bound the data reach), :func:`verdict_note` (what they
   mean), :func:`equivalence_tests`, :func:`holm_bound`, :func:`parse_margin`,
-  :func:`metric_direction`, ``METRIC_DIRECTION``, ``DEFAULT_MARGIN``, ``DEFAULT_ALPHA``,
-  ``VERDICTS``.
+  :func:`metric_direction`, ``METRIC_DIRECTION`` (both from :mod:`results.directions`),
+  ``DEFAULT_MARGIN``, ``DEFAULT_ALPHA``, ``VERDICTS``.
 - :mod:`results.strata`: :func:`stratified_errors` (MAE, RMSE and bias per stratum and per
   ablation, with counts, and the difference to the reference per stratum),
   :func:`stratified_effects` (where it hurts: per ablation and stratum level the seed-paired

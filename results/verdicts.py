@@ -18,28 +18,11 @@ import pandas as pd
 from scipy import special, stats
 
 from results.comparisons import ablation_table, holm
+from results.directions import METRIC_DIRECTION, metric_direction  # noqa: F401 (re-exported)
 
-# +1: higher is better, -1: lower is better, keyed by the metric's name without its split
-# prefix (test_mae -> mae). A metric not listed (coverage_90: best at its nominal level, neither
-# higher nor lower) has no direction: its verdicts say `higher` / `lower` instead.
-METRIC_DIRECTION: dict[str, int] = {
-    "mae": -1, "rmse": -1, "nll": -1, "crps": -1, "loss": -1,
-    "r2": +1,
-    "wall_s": -1, "cpu_hours": -1, "gpu_hours": -1, "peak_mem_mb": -1, "mean_epoch_s": -1,
-    "samples_per_s": +1,
-}
 DEFAULT_MARGIN = "5%"
 DEFAULT_ALPHA = 0.05
 VERDICTS = ("worse", "better", "higher", "lower", "equivalent", "negligible", "inconclusive")
-
-
-def metric_direction(metric: str) -> int:
-    """+1 if higher is better for ``metric``, -1 if lower is, 0 if neither
-    (:data:`METRIC_DIRECTION`; ``test_``, ``val_`` and ``train_`` prefixes are ignored)."""
-    for prefix in ("test_", "val_", "train_"):
-        if metric.startswith(prefix) and metric.removeprefix(prefix) in METRIC_DIRECTION:
-            return METRIC_DIRECTION[metric.removeprefix(prefix)]
-    return METRIC_DIRECTION.get(metric, 0)
 
 
 def parse_margin(margin: str | float) -> tuple[float, bool]:

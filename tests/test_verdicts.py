@@ -165,6 +165,28 @@ def test_verdict_labels_follow_the_metrics_direction():
     assert coverage.loc["d", "verdict"] == "higher"  # no better direction for coverage
     assert metric_direction("val_mae") == -1 and metric_direction("test_r2") == 1
     assert metric_direction("test_coverage_90") == 0
+    peak = verdict_table(trials.rename(columns={"test_mae": "peak_mem_train_mb"}),
+                         metric="peak_mem_train_mb", margin=0.02).set_index("ablation")
+    assert peak.loc["d", "verdict"] == "worse"  # more memory while training
+    for name in ("peak_mem_train_mb", "peak_mem_eval_mb", "peak_mem_reserved_mb", "compile_s",
+                 "train_loss"):
+        assert metric_direction(name) == -1, name
+    assert metric_direction("train_samples_per_s") == 1
+    assert metric_direction("seed") == 0 and metric_direction("a_plugins_own_column") == 0
+
+
+def test_every_numeric_trials_column_has_a_direction_or_a_reason_for_none():
+    """A column added to results/schema.py needs an entry in results/directions.py: a
+    direction, or a reason for none (its verdicts then say higher/lower)."""
+    from results.directions import METRIC_DIRECTION, NO_DIRECTION, direction_key
+    from results.schema import numeric_trial_columns
+
+    columns = numeric_trial_columns()
+    assert {"test_mae", "peak_mem_eval_mb", "compile_s", "seed", "epochs"} <= set(columns)
+    missing = [c for c in columns
+               if direction_key(c) not in METRIC_DIRECTION and direction_key(c) not in NO_DIRECTION]
+    assert not missing, f"give these a direction or a reason for none: {missing}"
+    assert not set(METRIC_DIRECTION) & set(NO_DIRECTION)
 
 
 def test_a_real_difference_inside_the_margin_is_negligible():

@@ -66,7 +66,7 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
     sequential design's, and the compute spent is compared with a fixed design."""
     import pandas as pd
 
-    from results.analysis import verdict_note, verdict_table
+    from results.analysis import dropped_note, verdict_note, verdict_table
 
     verdicts, no_verdicts = None, ""
     ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == "ok")
@@ -112,6 +112,9 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
     spent = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
     text = (f"{table}\n\n{verdict_note(verdicts)} Seeds per variant: {spent} (ok column); "
             f"equiv_bound: equivalence_bound_holm.")
+    dropped = dropped_note(verdicts.attrs.get("dropped_nan", []), metric)
+    if dropped:
+        text += f"\n{dropped}"
     if sequential:
         from results.sequential import SeedDesign, compute_note, compute_spent, design_note
 

@@ -159,7 +159,7 @@ def publish_summary(trackers: Sequence[Any], directory: str, trials: pd.DataFram
     experiment_verdicts`` computes them, with the command's reference, metric, margin and α)
     and ``summary``, the table the command printed. A tracker that fails here gets a warning
     line: the results are written already."""
-    from results.analysis import verdict_note
+    from results.analysis import dropped_note, verdict_note
     from results.report_page import markdown_cells
     from results.report_tables import verdict_view
     from results.sequential import experiment_verdicts
@@ -174,8 +174,12 @@ def publish_summary(trackers: Sequence[Any], directory: str, trials: pd.DataFram
     if verdicts is not None and len(verdicts):
         files["verdicts.csv"] = verdicts.to_csv(index=False)
         shown = markdown_cells(verdict_view(verdicts, metric=metric, alpha=alpha))
+        note = verdict_note(verdicts)
+        dropped = dropped_note(verdicts.attrs.get("dropped_nan", []), metric)
+        if dropped:
+            note += f"\n{dropped}"
         files["verdicts.md"] = (f"# Verdicts against {reference} on {metric}\n\n"
-                                f"{verdict_note(verdicts)}\n\n{shown}\n")
+                                f"{note}\n\n{shown}\n")
     else:
         verdicts = None
     for tracker in trackers:

@@ -7,13 +7,14 @@ from the modules they live in, so ``from results.analysis import ...`` gives all
   metric over seeds, the paired difference to the reference (same seed), its t interval, a
   paired t-test (Welch's test for a variant with other seeds), Holm correction across the
   ablations, and an effect size; failed trials are excluded and counted), :func:`holm`,
-  :func:`t_interval`.
+  :func:`t_interval`, :func:`usable_trials` (ok trials with a finite metric, and the names of
+  the ok ones left out), :func:`dropped_note`.
 - :mod:`results.verdicts`: :func:`verdict_table` (per ablation a verdict against the reference:
   `worse`/`better`, `equivalent` by TOST against a margin, `negligible`, `inconclusive`; Holm
   over the family; and the equivalence bound the data reach), :func:`verdict_note` (what they
   mean), :func:`equivalence_tests`, :func:`holm_bound`, :func:`parse_margin`,
-  :func:`metric_direction`, ``METRIC_DIRECTION``, ``DEFAULT_MARGIN``, ``DEFAULT_ALPHA``,
-  ``VERDICTS``.
+  :func:`metric_direction`, ``METRIC_DIRECTION`` (both from :mod:`results.directions`),
+  ``DEFAULT_MARGIN``, ``DEFAULT_ALPHA``, ``VERDICTS``.
 - :mod:`results.strata`: :func:`stratified_errors` (MAE, RMSE and bias per stratum and per
   ablation, with counts, and the difference to the reference per stratum),
   :func:`stratified_effects` (where it hurts: per ablation and stratum level the seed-paired
@@ -37,8 +38,10 @@ from results.comparisons import (  # noqa: F401 (re-exported: it was defined her
     _compare,
     _relative,
     ablation_table,
+    dropped_note,
     holm,
     t_interval,
+    usable_trials,
 )
 from results.io import read_experiment
 from results.strata import (  # noqa: F401 (re-exported: it was defined here)

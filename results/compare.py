@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from results.comparisons import _compare
+from results.comparisons import _compare, dropped_note, usable_trials
 from results.io import read_experiment
 from results.verdicts import (
     DEFAULT_ALPHA,
@@ -53,13 +53,16 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         reference: the variant whose mean a percentage margin is taken of.
 
     Returns:
-        One row per variant in both (A's order): ``ablation``, ``n_a``/``n_b`` (ok trials),
+        One row per variant in both (A's order): ``ablation``, ``n_a``/``n_b`` (ok trials
+        with a finite metric),
         ``a_mean``/``b_mean``, ``test`` (paired t over the shared seeds, or Welch t), ``n_pairs``,
         ``diff_mean`` (B − A) with ``diff_ci_low``/``diff_ci_high`` (1 − α), ``se``, ``df``,
         ``p_value``/``p_holm``, ``tost_ci_low``/``tost_ci_high`` (1 − 2α), ``p_tost_holm``,
         ``equivalence_bound_holm``, ``margin`` and ``verdict``. ``.attrs``: metric, margin (in
         the metric's units, and as given), α, direction, and ``only_in_a`` / ``only_in_b``
-        (variants left out), ``no_ok`` (variants in both without an ok trial in both).
+        (variants left out), ``no_ok`` (variants in both without an ok trial in both),
+        ``dropped_nan_a`` / ``dropped_nan_b`` (ok trials left out for a NaN or infinite
+        metric, :func:`results.comparisons.usable_trials`).
 
     Raises:
         ValueError: no variant in common, a metric missing from a table, a bad margin or α.
@@ -70,8 +73,8 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     for name, table in (("A", first), ("B", second)):
         if metric not in table:
             raise ValueError(f"experiment {name} has no column {metric!r}")
-    ok_a = first[(first["status"] == "ok") & first[metric].notna()]
-    ok_b = second[(second["status"] == "ok") & second[metric].notna()]
+    ok_a, dropped_a = usable_trials(first, metric)
+    ok_b, dropped_b = usable_trials(second, metric)
     order_a = list(dict.fromkeys(first["ablation"]))
     in_b = set(second["ablation"])
     shared = [v for v in order_a if v in in_b]
@@ -127,6 +130,7 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
                        margin_given=str(margin), alpha=alpha,
                        direction=direction, reference=reference,
                        no_ok=[v for v in shared if v not in with_ok],
+                       dropped_nan_a=dropped_a, dropped_nan_b=dropped_b,
                        only_in_a=[v for v in order_a if v not in in_b],
                        only_in_b=[v for v in dict.fromkeys(second["ablation"])
                                   if v not in set(order_a)])
@@ -140,12 +144,15 @@ def compare_note(table: pd.DataFrame, *, a: str = "A", b: str = "B") -> str:
               if attrs.get("relative") else f"±{attrs['margin']:.3g}")
     lines = [f"{b} against {a} on {attrs['metric']}, per variant (Δ = {b} − {a}), margin "
              f"{margin}, alpha {attrs['alpha']:g}, Holm over {len(table)} variants."]
-    counts = table["verdict"].value_counts()
-    changed = table.loc[table["verdict"].isin(["worse", "better", "higher", "lower"]),
-                        "ablation"].tolist()
+    # `negligible` is a significant change (within the margin): a change all the same, so a
+    # note about a code change does not say "nothing changed" while one did
+    changed = [f"{variant} (negligible: a significant change within the margin)"
+               if verdict == "negligible" else variant
+               for variant, verdict in zip(table["ablation"], table["verdict"])
+               if verdict in ("worse", "better", "higher", "lower", "negligible")]
     if changed:
         lines.append(f"Changed: {', '.join(changed)}.")
-    elif counts.get("equivalent", 0) + counts.get("negligible", 0) == len(table):
+    elif (table["verdict"] == "equivalent").all():
         lines.append("No variant changed by more than the margin (every one equivalent).")
     else:
         undecided = table.loc[table["verdict"] == "inconclusive", "ablation"].tolist()
@@ -159,4 +166,7 @@ def compare_note(table: pd.DataFrame, *, a: str = "A", b: str = "B") -> str:
     for side, key in ((a, "only_in_a"), (b, "only_in_b")):
         if attrs[key]:
             lines.append(f"Only in {side} (not compared): {', '.join(attrs[key])}.")
+    for side, key in ((a, "dropped_nan_a"), (b, "dropped_nan_b")):
+        if attrs.get(key):
+            lines.append(dropped_note(attrs[key], attrs["metric"], f" in {side}"))
     return "\n".join(lines)

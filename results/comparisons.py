@@ -5,6 +5,8 @@
   difference to the reference (same seed), its t interval, a paired t-test (Welch's test for a
   variant with other seeds), Holm correction across the ablations, and an effect size. Failed
   trials are excluded and counted.
+- :func:`usable_trials`: the rows every comparison uses (ok, the metric finite) and the names
+  of the ok trials left out; :func:`dropped_note` names them in a line.
 - :func:`holm`: Holm-Bonferroni adjusted p-values; :func:`t_interval`: a t confidence interval.
 
 Re-exported by :mod:`results.analysis`.
@@ -87,12 +89,43 @@ def _compare(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
     return {"test": "none (fewer than 2 seeds)"}
 
 
+def usable_trials(trials: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, list[str]]:
+    """The rows every comparison of ``metric`` uses: trials with status ``ok`` whose
+    ``metric`` is finite; and the names of the ok trials left out because it is NaN or ±inf
+    (``trial_name``, or ``<ablation>-seed<seed>`` for a table without one).
+
+    One rule for :func:`ablation_table` (so the verdicts), :mod:`results.compare` and the
+    sequential looks: a single NaN kept in an arm would make its mean, interval and test NaN
+    (`inconclusive` whatever the other seeds say), and a silent drop would change the seeds
+    compared without saying so, so the dropped trials are named (``.attrs["dropped_nan"]``,
+    :func:`dropped_note`).
+    """
+    ok = trials[trials["status"] == "ok"]
+    finite = np.isfinite(ok[metric].to_numpy(dtype=float))
+    dropped = ok[~finite]
+    if "trial_name" in dropped:
+        names = dropped["trial_name"].astype(str).tolist()
+    else:
+        names = [f"{a}-seed{s}" for a, s in zip(dropped["ablation"], dropped["seed"])]
+    return ok[finite], names
+
+
+def dropped_note(names: Sequence[str], metric: str, where: str = "") -> str:
+    """The line that names the ok trials :func:`usable_trials` left out (``where``: of which
+    experiment, e.g. " in A"); "" when none."""
+    if not names:
+        return ""
+    return (f"Left out of the {metric} comparisons{where} (status ok, {metric} NaN or "
+            f"infinite): {', '.join(names)}.")
+
+
 def ablation_table(trials: pd.DataFrame, *, metric: str = "test_mae",
                    reference: str = "baseline", confidence: float = 0.95) -> pd.DataFrame:
     """One row per ablation: mean and CI of ``metric`` over its ok seeds; the difference to
     ``reference`` (mean, CI, p-value, Holm-adjusted p across the ablations, effect size,
     relative change); and the counts of ok and excluded (failed, diverged, stopped, skipped,
-    interrupted, not_started) trials.
+    interrupted, not_started, and ok with a NaN or infinite ``metric``) trials. The ok trials
+    left out for their ``metric`` are named in ``.attrs["dropped_nan"]`` (:func:`usable_trials`).
 
     The comparison is paired by seed (paired t-test; effect size Cohen's d_z = mean / sd of
     the paired differences) over the seeds both have ok. An ablation that shares fewer than two
@@ -103,7 +136,7 @@ def ablation_table(trials: pd.DataFrame, *, metric: str = "test_mae",
     Welch-Satterthwaite unpaired), from which :func:`verdict_table` tests equivalence."""
     if reference not in set(trials["ablation"]):
         raise ValueError(f"reference {reference!r} is not among the ablations")
-    ok = trials[trials["status"] == "ok"]
+    ok, dropped = usable_trials(trials, metric)
     by_seed = ok.pivot_table(index="seed", columns="ablation", values=metric, aggfunc="mean")
     ref_ok = ok[ok["ablation"] == reference]
     ref_values = ref_ok[metric].to_numpy(dtype=float)
@@ -114,7 +147,7 @@ def ablation_table(trials: pd.DataFrame, *, metric: str = "test_mae",
         low, high = t_interval(values, confidence)
         row = {
             "ablation": ablation, "n_ok": len(values),
-            "n_excluded": int((group["status"] != "ok").sum()),
+            "n_excluded": len(group) - len(values),
             f"{metric}_mean": values.mean() if len(values) else np.nan,
             f"{metric}_ci_low": low, f"{metric}_ci_high": high,
         }
@@ -129,4 +162,5 @@ def ablation_table(trials: pd.DataFrame, *, metric: str = "test_mae",
         if column not in table:
             table[column] = np.nan
     table["p_holm"] = holm(table["p_value"].to_numpy(dtype=float))
+    table.attrs["dropped_nan"] = dropped
     return table

@@ -29,6 +29,7 @@ from results.analysis import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
     calibration_curve,
+    dropped_note,
     load_experiments,
     seed_ensemble,
     stratified_effects,
@@ -207,6 +208,9 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
         ablation = verdict_table(trials, metric=metric, reference=reference, margin=margin,
                                  alpha=alpha)
         note = verdict_note(ablation)
+    dropped = dropped_note(ablation.attrs.get("dropped_nan", []), metric)
+    if dropped:
+        note += f"\n{dropped}"
     uncertainty = uncertainty_table(predictions)
     ensemble = uncertainty_table(seed_ensemble(predictions)) if len(predictions) else pd.DataFrame()
     strata = stratified_errors(predictions, reference=reference) if len(predictions) \

@@ -7,6 +7,7 @@ have every column listed here, and that the README lists every column.
 from __future__ import annotations
 
 from ablations.config import TrialConfig
+from results.directions import metric_direction
 
 # (name, dtype, description). Config columns of trials.parquet come from TrialConfig's fields.
 TRIAL_COLUMNS: list[tuple[str, str, str]] = [
@@ -138,6 +139,22 @@ def column_names(columns: list[tuple[str, str, str]]) -> list[str]:
     return [name for name, _, _ in columns]
 
 
+def numeric_trial_columns() -> list[str]:
+    """The numeric columns of trials.parquet: the measured ones and the built-in model's
+    numeric config columns (booleans are switches, not numbers)."""
+    config = [name for name, value in TrialConfig().flat().items()
+              if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    return [name for name, dtype, _ in TRIAL_COLUMNS if dtype in ("int64", "float64")] + config
+
+
+def _directions() -> str:
+    """Which way is better for each measured numeric column, from results/directions.py."""
+    measured = [name for name in numeric_trial_columns() if name not in CONFIG_COLUMNS]
+    words = {-1: "lower is better", +1: "higher is better", 0: "no direction"}
+    groups = {d: [f"`{n}`" for n in measured if metric_direction(n) == d] for d in words}
+    return "\n".join(f"- {words[d]}: {', '.join(names)}" for d, names in groups.items() if names)
+
+
 def _table(columns: list[tuple[str, str, str]]) -> str:
     rows = ["| column | type | meaning |", "|---|---|---|"]
     rows += [f"| `{name}` | {dtype} | {text} |" for name, dtype, text in columns]
@@ -206,6 +223,13 @@ Metrics are in target units (km) except the losses, which are in standardised un
 trains on a standardised target). NLL is the Gaussian negative log-likelihood per sample,
 `0.5·log(2π·σ²) + (y−μ)²/(2σ²)`, with μ and σ in km; it and the coverage are null for the
 `point` head (no variance is made up).
+
+Verdicts on a column (`report --metric`) say `worse`/`better` where it has a direction
+(`results/directions.py`), `higher`/`lower` where it has none:
+
+{_directions()}
+
+The numeric config columns (`seed`, `epochs`, ...) are settings, not results: no direction.
 
 ## epochs.parquet
 

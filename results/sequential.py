@@ -46,8 +46,6 @@ from results.verdicts import (
     DEFAULT_MARGIN,
     family_contrasts,
     metric_direction,
-    parse_margin,
-    resolve_margin,
     verdict_labels,
     verdict_table,
 )

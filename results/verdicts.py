@@ -16,30 +16,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from results.comparisons import ablation_table, holm
+from results.comparisons import ablation_table, holm, usable_trials
 from results.contrasts import Contrasts, robust_outliers
+from results.directions import METRIC_DIRECTION, metric_direction  # noqa: F401 (re-exported)
 
-# +1: higher is better, -1: lower is better, keyed by the metric's name without its split
-# prefix (test_mae -> mae). A metric not listed (coverage_90: best at its nominal level, neither
-# higher nor lower) has no direction: its verdicts say `higher` / `lower` instead.
-METRIC_DIRECTION: dict[str, int] = {
-    "mae": -1, "rmse": -1, "nll": -1, "crps": -1, "loss": -1,
-    "r2": +1,
-    "wall_s": -1, "cpu_hours": -1, "gpu_hours": -1, "peak_mem_mb": -1, "mean_epoch_s": -1,
-    "samples_per_s": +1,
-}
 DEFAULT_MARGIN = "5%"
 DEFAULT_ALPHA = 0.05
 VERDICTS = ("worse", "better", "higher", "lower", "equivalent", "negligible", "inconclusive")
-
-
-def metric_direction(metric: str) -> int:
-    """+1 if higher is better for ``metric``, -1 if lower is, 0 if neither
-    (:data:`METRIC_DIRECTION`; ``test_``, ``val_`` and ``train_`` prefixes are ignored)."""
-    for prefix in ("test_", "val_", "train_"):
-        if metric.startswith(prefix) and metric.removeprefix(prefix) in METRIC_DIRECTION:
-            return METRIC_DIRECTION[metric.removeprefix(prefix)]
-    return METRIC_DIRECTION.get(metric, 0)
 
 
 def parse_margin(margin: str | float) -> tuple[float, bool]:
@@ -68,7 +51,7 @@ def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, m
     more, else Welch's (as :func:`ablation_table` pairs them), NaN with too few; and the
     robustness rule's flag (:func:`results.contrasts.robust_outliers` over the family's paired
     differences)."""
-    ok = trials[(trials["status"] == "ok") & np.isfinite(trials[metric].astype(float))]
+    ok, _ = usable_trials(trials, metric)
     if seeds is not None:
         ok = ok[ok["seed"].isin(seeds)]
     by_seed = ok.pivot_table(index="seed", columns="ablation", values=metric, aggfunc="mean")
@@ -263,6 +246,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
     parse_margin(margin)
     table = ablation_table(trials, metric=metric, reference=reference, confidence=1 - alpha)
+    dropped = table.attrs["dropped_nan"]  # the join below does not carry .attrs
     is_reference = (table["ablation"] == reference).to_numpy()
     reference_mean = float(table.loc[is_reference, f"{metric}_mean"].iloc[0])
     if np.isnan(reference_mean):
@@ -285,7 +269,8 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
     table.attrs.update(metric=metric, reference=reference, reference_mean=reference_mean,
                        margin=value, relative=relative, margin_given=str(margin), alpha=alpha,
                        direction=direction,
-                       comparisons=int(compared["diff_mean"].notna().sum()))
+                       comparisons=int(compared["diff_mean"].notna().sum()),
+                       dropped_nan=dropped)
     return table
 
 

@@ -77,6 +77,22 @@ def test_the_same_numbers_twice_are_equivalent_everywhere():
     assert "No variant changed by more than the margin" in compare_note(table)
 
 
+def test_a_negligible_change_is_named_as_a_change():
+    """`negligible`: significant, within the margin. The note must not say no variant
+    changed. no_images moves by 0.005 (margin 0.02, noise 0.0005)."""
+    rng = np.random.default_rng(5)
+    a = _trials(dict(zip(VARIANTS, (0.55, 0.95, 0.82, 0.96))), range(6), rng, noise=0.0005)
+    b = _trials(dict(zip(VARIANTS, (0.55, 0.955, 0.82, 0.96))), range(6), rng, noise=0.0005)
+    table = compare_experiments(a, b, margin="0.02")
+    assert table.set_index("ablation")["verdict"].to_dict() == {
+        "baseline": "equivalent", "no_images": "negligible", "single_frame": "equivalent",
+        "no_scalars": "equivalent"}
+    note = compare_note(table)
+    assert ("Changed: no_images (negligible: a significant change within the margin)."
+            in note), note
+    assert "No variant changed" not in note
+
+
 def test_different_variant_sets_compare_the_common_ones_with_a_note():
     rng = np.random.default_rng(2)
     a = _trials({"baseline": 0.55, "no_images": 0.95, "single_frame": 0.8}, range(3), rng)
@@ -89,6 +105,32 @@ def test_different_variant_sets_compare_the_common_ones_with_a_note():
     assert "Only in B (not compared): reduced_width." in note and "Welch" in note
     with pytest.raises(ValueError, match="no variant in common"):
         compare_experiments(a[a["ablation"] == "single_frame"], b)
+
+
+def test_an_ok_trial_whose_metric_is_nan_or_inf_is_left_out_and_named():
+    """The rule of the verdicts (results.comparisons.usable_trials): such a trial is dropped,
+    as if it were not there, and named in the note with its experiment."""
+    rng = np.random.default_rng(6)
+    a = _trials(dict(zip(VARIANTS, (0.55, 0.95, 0.82, 0.96))), range(6), rng, noise=0.004)
+    b = _trials(dict(zip(VARIANTS, (0.55, 0.95, 0.90, 0.96))), range(6), rng, noise=0.004)
+    a["trial_name"] = a["ablation"] + "-seed" + a["seed"].astype(str)
+    b["trial_name"] = b["ablation"] + "-seed" + b["seed"].astype(str)
+    broken_a, broken_b = a.copy(), b.copy()
+    broken_a.loc[broken_a["trial_name"] == "no_images-seed1", "test_mae"] = np.nan
+    broken_b.loc[broken_b["trial_name"] == "single_frame-seed3", "test_mae"] = np.inf
+    got = compare_experiments(broken_a, broken_b, margin="0.02")
+    expected = compare_experiments(a[a["trial_name"] != "no_images-seed1"],
+                                   b[b["trial_name"] != "single_frame-seed3"], margin="0.02")
+    pd.testing.assert_frame_equal(got, expected)
+    assert got.set_index("ablation").loc["single_frame", "verdict"] == "worse"
+    assert (got.attrs["dropped_nan_a"], got.attrs["dropped_nan_b"]) == (
+        ["no_images-seed1"], ["single_frame-seed3"])
+    note = compare_note(got, a="before", b="after").splitlines()
+    assert ("Left out of the test_mae comparisons in before (status ok, test_mae NaN or "
+            "infinite): no_images-seed1.") in note
+    assert ("Left out of the test_mae comparisons in after (status ok, test_mae NaN or "
+            "infinite): single_frame-seed3.") in note
+    assert not any("Left out" in line for line in compare_note(expected).splitlines())
 
 
 def _array_verdicts(a: np.ndarray, b: np.ndarray, margin: float) -> np.ndarray:
@@ -106,7 +148,7 @@ def _array_verdicts(a: np.ndarray, b: np.ndarray, margin: float) -> np.ndarray:
 @pytest.mark.parametrize("shift", [0.0, 0.02])
 def test_error_rates_by_simulation(shift):
     """4000 simulated pairs of experiments, 8 variants, 5 paired seeds: with no change, some
-    variant is called worse/better in at most α (+ 3 Monte Carlo s.e.); with every variant
+    variant is called worse/better/negligible in at most α (+ 3 Monte Carlo s.e.); with every variant
     changed by exactly the margin, some variant is called equivalent in at most α. The array
     path simulated here gives compare_experiments' verdicts exactly (checked on 100)."""
     rng = np.random.default_rng(3 if shift else 4)
@@ -122,7 +164,9 @@ def test_error_rates_by_simulation(shift):
         tb = ta.assign(test_mae=b[k].reshape(-1))
         table = compare_experiments(ta, tb, margin=margin)
         assert table["verdict"].tolist() == list(verdicts[k]), k
-    wrong = ("worse", "better") if shift == 0 else ("equivalent", "negligible")
+    # with no change, `negligible` (a significant change within the margin) is a false
+    # difference too: compare_note names it under "Changed"
+    wrong = ("worse", "better", "negligible") if shift == 0 else ("equivalent", "negligible")
     rate = np.isin(verdicts, wrong).any(axis=1).mean()
     print(f"shift {shift}: any wrong verdict in {rate:.1%} of experiments")
     assert rate <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / experiments), rate

@@ -165,6 +165,28 @@ def test_verdict_labels_follow_the_metrics_direction():
     assert coverage.loc["d", "verdict"] == "higher"  # no better direction for coverage
     assert metric_direction("val_mae") == -1 and metric_direction("test_r2") == 1
     assert metric_direction("test_coverage_90") == 0
+    peak = verdict_table(trials.rename(columns={"test_mae": "peak_mem_train_mb"}),
+                         metric="peak_mem_train_mb", margin=0.02).set_index("ablation")
+    assert peak.loc["d", "verdict"] == "worse"  # more memory while training
+    for name in ("peak_mem_train_mb", "peak_mem_eval_mb", "peak_mem_reserved_mb", "compile_s",
+                 "train_loss"):
+        assert metric_direction(name) == -1, name
+    assert metric_direction("train_samples_per_s") == 1
+    assert metric_direction("seed") == 0 and metric_direction("a_plugins_own_column") == 0
+
+
+def test_every_numeric_trials_column_has_a_direction_or_a_reason_for_none():
+    """A column added to results/schema.py needs an entry in results/directions.py: a
+    direction, or a reason for none (its verdicts then say higher/lower)."""
+    from results.directions import METRIC_DIRECTION, NO_DIRECTION, direction_key
+    from results.schema import numeric_trial_columns
+
+    columns = numeric_trial_columns()
+    assert {"test_mae", "peak_mem_eval_mb", "compile_s", "seed", "epochs"} <= set(columns)
+    missing = [c for c in columns
+               if direction_key(c) not in METRIC_DIRECTION and direction_key(c) not in NO_DIRECTION]
+    assert not missing, f"give these a direction or a reason for none: {missing}"
+    assert not set(METRIC_DIRECTION) & set(NO_DIRECTION)
 
 
 def test_a_real_difference_inside_the_margin_is_negligible():
@@ -216,6 +238,35 @@ def test_cli_summary_prints_verdicts_margin_and_seeds():
     assert "margin ±0.02," in text and "Seeds per variant: 6" in text
     other = summary_table(trials.assign(ablation=trials["ablation"].replace("baseline", "x")))
     assert "verdict" not in other and "margin" not in other  # no reference: no verdicts
+
+
+def test_an_ok_trial_whose_metric_is_nan_or_inf_is_left_out_and_named():
+    """One rule everywhere (results.comparisons.usable_trials): an ok trial without a finite
+    metric is dropped from the comparisons, not allowed to turn its whole arm NaN, and named."""
+    from ablations.cli import summary_table
+
+    trials, _ = _family()
+    trials = trials.assign(trial_name=trials["ablation"] + "-seed" + trials["seed"].astype(str),
+                           test_rmse=1.0, test_coverage_90=0.9, train_samples_per_s=100.0,
+                           peak_mem_mb=500.0, wall_s=10.0, cpu_hours=0.01)
+    bad_rows = trials["trial_name"].isin(["baseline-seed4", "d-seed2"])
+    broken = trials.copy()
+    broken.loc[broken["trial_name"] == "baseline-seed4", "test_mae"] = np.inf
+    broken.loc[broken["trial_name"] == "d-seed2", "test_mae"] = np.nan
+    got = verdict_table(broken, margin=0.02)
+    expected = verdict_table(trials[~bad_rows], margin=0.02)
+    columns = ["ablation", "verdict", "n_ok", "test", "n_pairs", "diff_mean", "se", "df",
+               "p_holm", "p_tost_holm", "equivalence_bound_holm"]
+    pd.testing.assert_frame_equal(got[columns], expected[columns])
+    assert got["verdict"].tolist() == ["reference", "equivalent", "equivalent", "better",
+                                       "worse", "inconclusive"]
+    assert got.attrs["dropped_nan"] == ["baseline-seed4", "d-seed2"]
+    assert expected.attrs["dropped_nan"] == []
+    assert got.set_index("ablation").loc[["baseline", "d", "a"], "n_excluded"].tolist() == [1, 1, 0]
+    text = summary_table(broken, margin="0.02")
+    assert ("Left out of the test_mae comparisons (status ok, test_mae NaN or infinite): "
+            "baseline-seed4, d-seed2.") in text.splitlines()
+    assert "Left out" not in summary_table(trials, margin="0.02")
 
 
 # ------------------------------------------------------------------------------ simulation

@@ -104,14 +104,21 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
         if verdicts is not None:
             bound = verdicts.loc[ablation, "equivalence_bound_holm"]
             rows[-1]["verdict"] = verdicts.loc[ablation, "verdict"]
-            rows[-1]["equiv_bound"] = "-" if pd.isna(bound) else f"{bound:.3f}"
+            rows[-1]["equiv_bound"] = ("-" if pd.isna(bound) else f"{bound:.1%}"
+                                       if verdicts.attrs.get("relative") else f"{bound:.3f}")
+            if sequential and "decided_at" in verdicts:
+                seeds_at = verdicts.loc[ablation, "decided_at"]
+                rows[-1]["decided_at"] = "-" if pd.isna(seeds_at) else f"{int(seeds_at)} seeds"
     table = pd.DataFrame(rows).to_string(index=False)
     if verdicts is None:
         return table + no_verdicts
     seeds = verdicts["n_ok"]
     spent = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
     text = (f"{table}\n\n{verdict_note(verdicts)} Seeds per variant: {spent} (ok column); "
-            f"equiv_bound: equivalence_bound_holm.")
+            "equiv_bound: equivalence_bound_holm" + (
+                " (a share of the reference's mean)" if verdicts.attrs.get("relative") else "")
+            + (". decided_at: the look that decided the verdict (frozen there)."
+               if sequential else "."))
     dropped = dropped_note(verdicts.attrs.get("dropped_nan", []), metric)
     if dropped:
         text += f"\n{dropped}"

@@ -53,24 +53,40 @@ def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = "test_ma
         return _save(fig, path)
     alpha = table.attrs.get("alpha", 0.05)
     margin = float(table["margin"].iloc[0])
+    relative = bool(table.attrs.get("relative")) and "ratio" in rows
+    if relative:  # a percentage margin is tested as a ratio: draw the ratio − 1, in %
+        ax.cla()
+        mean = 100 * rows["ratio"].to_numpy(dtype=float)
+        low, high = (100 * rows[c].to_numpy(dtype=float) for c in ("ratio_ci_low",
+                                                                    "ratio_ci_high"))
+        margin *= 100
+        ax.axvline(0, color="0.2", lw=0.8)
+    else:
+        low, high = (rows[c].to_numpy(dtype=float) for c in ("tost_ci_low", "tost_ci_high"))
     ax.axvspan(-margin, margin, color="tab:blue", alpha=0.12, lw=0)
     for edge in (-margin, margin):
         ax.axvline(edge, color="tab:blue", lw=0.8, ls="--")
-    ax.hlines(y, rows["tost_ci_low"], rows["tost_ci_high"], color="0.25", lw=4)
+    ax.hlines(y, low, high, color="0.25", lw=4)
     for verdict in dict.fromkeys(rows["verdict"]):
         mine = (rows["verdict"] == verdict).to_numpy()
         ax.scatter(mean[mine], y[mine], color=VERDICT_COLORS.get(verdict, "0.55"), zorder=3,
                    label=verdict)
-    bound = rows["equivalence_bound_holm"].to_numpy(dtype=float)
+    bound = rows["equivalence_bound_holm"].to_numpy(dtype=float) * (100 if relative else 1)
     open_question = rows["verdict"].isin(["equivalent", "negligible", "inconclusive"]).to_numpy()
     ax.scatter(np.r_[-bound, bound][np.r_[open_question, open_question]],
                np.r_[y, y][np.r_[open_question, open_question]], marker="|", s=120,
                color="0.2", zorder=3, label="±bound reached (Holm)")
-    ax.set_yticks(y, [f"{a}  (|Δ| < {b:.3g})" for a, b in zip(rows["ablation"], bound)])
-    ax.set_xlabel(f"{metric}: difference to the reference; {1 - alpha:.0%} CI thin, "
-                  f"{1 - 2 * alpha:.0%} thick")
-    ax.set_title(f"shaded: the margin ±{margin:.3g}; colour: verdict (Holm over the family)",
-                 fontsize=9)
+    unit = "%" if relative else ""
+    ax.set_yticks(y, [f"{a}  (|{'ratio − 1' if relative else 'Δ'}| < {b:.3g}{unit})"
+                      for a, b in zip(rows["ablation"], bound)])
+    if relative:
+        ax.set_xlabel(f"{metric}: variant / reference − 1 (%), Fieller {1 - 2 * alpha:.0%} "
+                      "interval")
+    else:
+        ax.set_xlabel(f"{metric}: difference to the reference; {1 - alpha:.0%} CI thin, "
+                      f"{1 - 2 * alpha:.0%} thick")
+    ax.set_title(f"shaded: the margin ±{margin:.3g}{unit}; colour: verdict (Holm over the "
+                 "family)", fontsize=9)
     ax.legend(fontsize=7, loc="best")
     return _save(fig, path)
 

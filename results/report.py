@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from results import plots
-from results.formatting import decimals_for, number, plain, unit_of
+from results.formatting import plain, unit_of
 from results.analysis import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
@@ -38,6 +38,7 @@ from results.analysis import (
     verdict_note,
     verdict_table,
 )
+from results.verdicts import margin_text
 from results.io import (
     EPOCHS_FILE,
     METADATA_FILE,
@@ -240,8 +241,10 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                 f"the {1 - 2 * alpha:.0%} interval TOST reads; 'equivalent within ±' is the "
                 "smallest margin at which the variant would be equivalent (Holm), so the row "
                 "reads at any margin." + (
-                    " With --seeds auto the verdict and the Holm p-values are the sequential "
-                    "design's (looks: how many of the planned looks the variant reached)."
+                    " With --seeds auto each verdict was decided at a look and frozen there: "
+                    "the row's Δ, interval and p-values are that look's ('Decided at': its "
+                    "seeds per variant; p at that look, tested at the design's nominal level), "
+                    "the mean is over every seed the variant ran."
                     if sequential else ""),
                 verdict_view(ablation, metric=metric, alpha=alpha,
                              sequential=bool(sequential))),
@@ -297,7 +300,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     counts = trials["status"].value_counts()
     summary = (f"{int(counts.get('ok', 0))} of {len(trials)} trials ok; "
                f"{len(variants)} variants against `{reference}` on {metric}"
-               f"{f' ({unit})' if unit else ''}, margin ±{_margin_text(ablation, unit)}, "
+               f"{f' ({unit})' if unit else ''}, margin {margin_text(ablation.attrs, unit)}, "
                f"α = {alpha:g}.")
     title = f"Ablation report: {name}"
     figures = [s.figure for s in sections if s.figure is not None]
@@ -308,11 +311,6 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     html_path = _write_file(join(directory, "report.html"),
                             html_page(title, summary, sections).encode())
     return Report(markdown_path, html_path, ablation, note)
-
-
-def _margin_text(ablation: pd.DataFrame, unit: str) -> str:
-    margin = float(ablation["margin"].iloc[0]) if "margin" in ablation else float("nan")
-    return f"{number(margin, decimals_for([margin], significant=2))}{f' {unit}' if unit else ''}"
 
 
 def _write_file(path: str, content: bytes) -> Path | str:

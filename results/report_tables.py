@@ -28,6 +28,10 @@ def verdict_view(ablation: pd.DataFrame, *, metric: str, alpha: float,
     """The verdict table: per variant its seeds, mean, difference to the reference with the
     interval TOST reads (1 − 2α), the verdict, Holm p-values and the equivalence bound."""
     unit = unit_of(metric)
+    relative = bool(ablation.attrs.get("relative"))
+    p_columns = [Column("p at that look", "p_value", "p"),
+                 Column("p equivalence at that look", "p_tost", "p")] if sequential else [
+        Column("p (Holm)", "p_holm", "p"), Column("p equivalence (Holm)", "p_tost_holm", "p")]
     columns = [
         Column("Variant", "ablation", "text"),
         Column("Seeds", "n_ok", "count"),
@@ -35,11 +39,16 @@ def verdict_view(ablation: pd.DataFrame, *, metric: str, alpha: float,
         Column(with_unit("Δ vs reference", unit), "diff_mean", "difference"),
         Column(f"{1 - 2 * alpha:.0%} interval of Δ", ("tost_ci_low", "tost_ci_high"),
                "interval", decimals_from="diff_mean"),
+        *([Column(f"{1 - 2 * alpha:.0%} interval of the ratio − 1",
+                  ("ratio_ci_low", "ratio_ci_high"), "interval", decimals_from="ratio")]
+          if relative and "ratio_ci_low" in ablation else []),
         Column("Verdict", "verdict", "text"),
-        Column("p (Holm)", "p_holm", "p"),
-        Column("p equivalence (Holm)", "p_tost_holm", "p"),
-        Column(with_unit("Equivalent within ±", unit), "equivalence_bound_holm"),
+        *p_columns,
+        Column("Equivalent within ± (share of the reference's mean)" if relative else
+               with_unit("Equivalent within ±", unit), "equivalence_bound_holm"),
     ]
+    if sequential and "decided_at" in ablation:
+        columns.append(Column("Decided at (seeds)", "decided_at", "count"))
     if sequential and "looks" in ablation:
         columns.append(Column("Looks", "looks", "count"))
     return readable(ablation, columns)

@@ -271,7 +271,7 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
         "n_pairs": np.where(np.isnan(reported.diff), np.nan, reported.df + 1),
         "p_value": reported.p_value(), "p_holm": np.full(len(arms), np.nan),
         "tost_ci_low": tost_low, "tost_ci_high": tost_high,
-        "ratio_ci_low": ratio_low, "ratio_ci_high": ratio_high,
+        "ratio": reported.ratio(), "ratio_ci_low": ratio_low, "ratio_ci_high": ratio_high,
         "p_tost": reported.p_tost(value, relative), "p_tost_holm": np.full(len(arms), np.nan),
         "equivalence_bound": reported.bound(alpha, relative),
         "equivalence_bound_holm": np.where(level_eq > 0, reported.bound(

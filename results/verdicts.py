@@ -166,7 +166,7 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
     out = {
         "p_value": p_value, "p_holm": holm(p_value),
         "tost_ci_low": tost_low, "tost_ci_high": tost_high,
-        "ratio_ci_low": ratio_low, "ratio_ci_high": ratio_high,
+        "ratio": contrasts.ratio(), "ratio_ci_low": ratio_low, "ratio_ci_high": ratio_high,
         "p_tost": p_tost, "p_tost_holm": holm(p_tost),
         "equivalence_bound": contrasts.bound(alpha, relative),
         "equivalence_bound_holm": _holm_equivalence_bound(contrasts, alpha, relative),
@@ -274,13 +274,13 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
     return table
 
 
-def margin_text(attrs: dict) -> str:
-    """The margin as the verdicts tested it: ``±5% of baseline's mean (ratio)`` or ``±0.02``."""
+def margin_text(attrs: dict, unit: str = "") -> str:
+    """The margin as the verdicts tested it: ``±5% of baseline's mean (0.552), as a ratio`` or
+    ``±0.02 km``."""
     if attrs.get("relative"):
-        return (f"±{attrs['margin']:.3g} of the ratio to {attrs['reference']}'s mean "
-                f"(±{attrs['margin']:.1%}; {attrs['reference']}'s mean "
-                f"{attrs['reference_mean']:.3g})")
-    return f"±{attrs['margin']:.3g}"
+        return (f"±{attrs['margin']:.3g} ({attrs['margin'] * 100:.3g}% of "
+                f"{attrs['reference']}'s mean {attrs['reference_mean']:.3g}, tested as a ratio)")
+    return f"±{attrs['margin']:.3g}{f' {unit}' if unit else ''}"
 
 
 def verdict_note(table: pd.DataFrame) -> str:

@@ -192,9 +192,10 @@ def test_report_writes_markdown_html_and_figures(tmp_path):
     assert markdown.index("## Verdicts") < markdown.index("## Ablation table")
     verdicts = markdown[:markdown.index("## Differences to the reference")]
     # readable: mean 1.20 km, Δ +0.200 km, its 90% interval, the verdict, p to 3 decimals
-    assert "| no_x | 3 | 1.20 | +0.200 | [0.031, 0.369] | inconclusive | 0.074 |" in verdicts
+    assert ("| no_x | 3 | 1.20 | +0.200 | [0.031, 0.369] | [0.038, 0.315] | inconclusive | 0.074 "
+            "| 0.944 | 0.315 |") in verdicts  # the ratio's Fieller interval beside Δ's
     assert "Mean test_mae (km)" in verdicts
-    assert "margin ±0.05 (5% of baseline's mean 1)" in markdown
+    assert "margin ±0.05 (5% of baseline's mean 1, tested as a ratio)" in markdown
     # per stratum, a variant x level grid of differences to the reference, before the appendix
     grid = markdown[markdown.index("### regime"):markdown.index("## Appendix")]
     assert "| Variant | clear | storm |" in grid

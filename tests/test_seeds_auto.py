@@ -114,7 +114,7 @@ def test_bad_auto_flags_are_one_line_before_any_trial(capsys, args, pattern):
 def test_dry_run_shows_the_design_and_the_pilot(capsys):
     code, out, _ = in_process(capsys, "--seeds", "auto", "--only", "no_images", "--dry-run")
     assert code == 0, out
-    assert "looks at 3, 6, 10 seeds per variant" in out
+    assert "looks at 3, 5, 7, 10 seeds per variant" in out
     # --only gains the reference; the pilot's trials are listed, not the later rounds'
     assert "baseline-seed2" in out and "no_images-seed2" in out
     assert "seed3" not in out

@@ -101,11 +101,11 @@ SEED_SOURCES = ("init", "order", "data")
 
 
 def parse_seed_sources(value: Any, *, name: str = "seed_sources") -> str:
-    """Which sources vary with the trial's seed: 'init,order', 'init,order,data', 'none', ...
-    -> the canonical text (sources in SEED_SOURCES order). A source left out is held at its
+    """Which sources vary with the trial's seed: 'init,order', 'init,order,data', 'none', a
+    YAML list ... -> the canonical text (sources in SEED_SOURCES order). A source left out is held at its
     value at seed 0; ``source=K`` holds it at seed K (the cells of ``--cross-seeds``)."""
-    text = str(value).strip()
-    if isinstance(value, (list, tuple, dict)) or not text:
+    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value).strip()
+    if isinstance(value, dict) or not text:
         raise ConfigError(f"{name}: {value!r}: give sources as text, e.g. init,order (or none)")
     if text == "none":
         return text

@@ -37,6 +37,11 @@ def test_a_held_source_takes_its_value_at_seed_0_or_at_the_seed_it_names():
     assert (named.init, named.order, named.data) == (2, 4, 4)
 
 
+def test_sources_are_kept_in_one_spelling_whatever_order_or_form_they_were_written_in():
+    assert tiny_config(seed_sources=" data , init").seed_sources == "init,data"
+    assert tiny_config(seed_sources=["order", "init=2"]).seed_sources == "init=2,order"
+
+
 def test_varying_data_adds_the_seed_to_data_seed_but_not_the_null_controls_offset():
     seeds = tiny_config(seed=3, seed_offset=1000, data_seed=10,
                         seed_sources="init,order,data").seeds

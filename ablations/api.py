@@ -43,6 +43,7 @@ class Experiment:
                  data: Optional[str] = None, name: Optional[str] = None,
                  storage: str | Path = "ablation_results", pilot: Optional[int] = None,
                  max_seeds: Optional[int] = None, null_control: bool = False,
+                 cross_seeds: bool = False,
                  margin: str | float = "5%", alpha: float = 0.05, metric: str = "test_mae",
                  cpus_per_trial: float = 1.0, gpus_per_trial: float = 0.0,
                  resolve_conflicts: bool = False, num_cpus: Optional[int] = None,
@@ -62,6 +63,7 @@ class Experiment:
         args.only = ",".join(only) if only else None
         args.name, args.storage = name, str(storage)
         args.pilot, args.max_seeds, args.null_control = pilot, max_seeds, null_control
+        args.cross_seeds = cross_seeds  # seed_sources goes in overrides, as with --set
         args.margin, args.alpha, args.metric = str(margin), alpha, metric
         args.cpus_per_trial, args.gpus_per_trial = cpus_per_trial, gpus_per_trial
         args.resolve_conflicts = resolve_conflicts

@@ -27,9 +27,10 @@ NORMALISATION_SAMPLES = 512
 
 
 def synthetic_spec(config: TrialConfig) -> SyntheticSpec:
-    """The synthetic set a trial config trains on (without ``data_dir``)."""
+    """The synthetic set a trial config trains on (without ``data_dir``): drawn with the
+    trial's data seed (``config.seeds.data``)."""
     return SyntheticSpec(n_train=config.data.synthetic_train, n_val=config.data.synthetic_val,
-                         n_test=config.data.synthetic_test, seed=config.data.data_seed)
+                         n_test=config.data.synthetic_test, seed=config.seeds.data)
 
 
 def scalar_columns(config: TrialConfig) -> list[str]:
@@ -59,18 +60,19 @@ def drop_scalar_columns(data: RegressionData, config: TrialConfig) -> Regression
 def load_data(config: TrialConfig) -> RegressionData:
     """The trial's data with its caps applied (capped-out samples get split '') and without
     the scalar columns in ``drop_scalars``."""
+    data_seed = config.seeds.data  # data_seed, + the trial's seed when the data varies
     if config.data.data_dir:
-        data = load_directory(config.data.data_dir, split_seed=config.data.data_seed)
+        data = load_directory(config.data.data_dir, split_seed=data_seed)
     else:
         data = load_synthetic(synthetic_spec(config))
     data = drop_scalar_columns(data, config)
     split = data.split
     section = config.data
     if section.max_train_examples:
-        split = cap_split(split, "train", section.max_train_examples, seed=section.data_seed)
+        split = cap_split(split, "train", section.max_train_examples, seed=data_seed)
     if section.max_eval_examples:
         for name in ("val", "test"):
-            split = cap_split(split, name, section.max_eval_examples, seed=section.data_seed + 1)
+            split = cap_split(split, name, section.max_eval_examples, seed=data_seed + 1)
     data.split = split
     return data
 
@@ -182,5 +184,6 @@ class Batches:
 
 
 def epoch_order(train_idx: np.ndarray, seed: int, epoch: int) -> np.ndarray:
-    """Shuffle for ``epoch``, a pure function of (seed, epoch) so resumed runs shuffle alike."""
+    """Shuffle for ``epoch``, a pure function of (seed, epoch) so resumed runs shuffle alike;
+    ``seed`` is the trial's order seed (``config.seeds.order``)."""
     return np.random.default_rng([seed, epoch]).permutation(train_idx)

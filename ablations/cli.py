@@ -108,7 +108,9 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only")
     target = join(storage, name)
     if args.dry_run:
-        print(f"Experiment {name} (dry run): space {space.name}, seeds {args.seeds}")
+        crossed = f" crossed ({len(args.seeds)}x{len(args.seeds)} cells per variant)" \
+            if args.cross_seeds else ""
+        print(f"Experiment {name} (dry run): space {space.name}, seeds {args.seeds}{crossed}")
         if sequential is not None:
             from results.sequential import design_note
 
@@ -244,7 +246,9 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         resources = ray.cluster_resources()
         count = f"{hpo.num_samples} sampled trials" if hpo else \
             f"{len(trials)} trials ({len({s.variant for s in trials})} variants x " \
-            f"{len(args.seeds)} seeds)"
+            f"{len(args.seeds)} seeds" + \
+            (f", crossed: {len(args.seeds)}x{len(args.seeds)} cells)" if args.cross_seeds
+             else ")")
         if sequential is not None:
             looks = sequential.design.looks
             count = (f"{len({s.variant for s in sequential.plan.values()})} variants, seeds in "

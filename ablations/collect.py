@@ -181,6 +181,8 @@ def _trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExc
     for key in ("torch_version", "ray_version", "python_version", "git_commit"):
         row[key] = metadata[key]
     row.update(spec.config.flat())
+    # the seeds the trial drew from; data_seed: the draw's, not the configured base
+    row.update(spec.config.seeds.columns())
     return row
 
 

@@ -21,13 +21,16 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ablations.values import (  # re-exported: the names others import from ablations.config
+    SEED_SOURCES,
     ConfigError,
     _at_least,
     _choice,
     load_yaml_overrides,
     parse_bool,
     parse_scalar_names,
+    parse_seed_sources,
     parse_widths,
+    seed_levels,
 )
 from model.config import DEFAULT_FRAMES, MultimodalSwitches
 
@@ -45,7 +48,9 @@ class DataConfig:
     """The data, and which of its inputs the model sees (for any model)."""
 
     data_dir: str = ""  # "" = the embedded synthetic set; else an absolute directory path
-    data_seed: int = 0  # synthetic generator seed / seeded split of a file dataset
+    # The data draw's seed: synthetic generator / seeded split of a file dataset / the caps'
+    # subsets / the normalisation sample; plus the trial's seed when ``seed_sources`` has data.
+    data_seed: int = 0
     synthetic_train: int = 1280  # synthetic samples per split
     synthetic_val: int = 256
     synthetic_test: int = 512
@@ -167,6 +172,28 @@ class Faults:
         _at_least(self, 0, "inject_failure_at_epoch", "inject_oom_above_batch")
 
 
+# Which sources vary with the trial's seed by default: init and order, not data. Bouthillier
+# et al. (2021) randomise every source; but a data draw per seed would move every number
+# published with a default run, and each seed-paired comparison would then also compare on
+# other data (both arms of a pair still see the same draw, yet the pairs spread wider). With
+# init and order varying, a trial's seeds are bit-identical to before sources existed (both
+# seed + seed_offset). ``seed_sources=init,order,data`` adds the data draw (docs/seed-sources.md).
+DEFAULT_SEED_SOURCES = "init,order"
+
+
+@dataclass(frozen=True)
+class TrialSeeds:
+    """The seed of each source of a trial's randomness (:attr:`TrialConfig.seeds`); recorded
+    per trial as trials.parquet's ``init_seed``, ``order_seed`` and ``data_seed``."""
+
+    init: int  # torch's generator: weight initialisation and dropout (the same generator)
+    order: int  # the order of the training samples in each epoch (ablations.batches.epoch_order)
+    data: int  # the data draw: synthetic set, split of a file dataset, caps, normalisation sample
+
+    def columns(self) -> dict[str, int]:
+        return {"init_seed": self.init, "order_seed": self.order, "data_seed": self.data}
+
+
 # The sections of a trial's configuration other than the model's own (``model``).
 SECTIONS: dict[str, type] = {"data": DataConfig, "optim": OptimConfig,
                              "systems": SystemsConfig, "faults": Faults}
@@ -185,11 +212,14 @@ class TrialConfig:
     """
 
     ablation: str = "baseline"  # name of the variant in its space's table
-    seed: int = 0  # model init, shuffling and dropout; the same seeds for every variant
-    # Added to ``seed`` for the training randomness only (``seed`` stays the pairing key): a
-    # variant equal to the reference with an offset is the reference under other seeds, a
-    # null control (--null-control).
+    seed: int = 0  # the pairing key: the same seeds for every variant; the sources' seeds below
+    # Added to ``seed`` for the training randomness only (init, order; ``seed`` stays the
+    # pairing key): a variant equal to the reference with an offset is the reference under
+    # other seeds, a null control (--null-control).
     seed_offset: int = 0
+    # The sources that vary with ``seed`` (SEED_SOURCES: init, order, data); a source left out
+    # is held at its value at seed 0, ``source=K`` at seed K. See DEFAULT_SEED_SOURCES.
+    seed_sources: str = DEFAULT_SEED_SOURCES
     # The model: "" = the built-in multimodal model; else a plugin, "package.module:NAME"
     # (ablations/plugins.py, docs/plugins.md). The user's key for it is ``model``.
     plugin: str = ""
@@ -201,6 +231,7 @@ class TrialConfig:
 
     def __post_init__(self) -> None:
         _at_least(self, 0, "seed_offset")
+        object.__setattr__(self, "seed_sources", parse_seed_sources(self.seed_sources))
         from ablations.plugins import load_plugin
 
         expected = load_plugin(self.plugin).config
@@ -213,6 +244,16 @@ class TrialConfig:
         """The defaults with flat ``keys`` applied (``TrialConfig.of(lr=1e-3, epochs=2)``)."""
         return apply_overrides(cls(), keys, source="config")
 
+    @property
+    def seeds(self) -> TrialSeeds:
+        """The seed of each source of randomness: init and order from ``seed`` (or the held
+        value) plus ``seed_offset``; the data draw from ``data_seed`` plus ``seed`` (or the held
+        value), without the offset (a null control trains on the reference's data)."""
+        levels = seed_levels(self.seed_sources, self.seed)
+        return TrialSeeds(init=levels["init"] + self.seed_offset,
+                          order=levels["order"] + self.seed_offset,
+                          data=self.data.data_seed + levels["data"])
+
     def to_dict(self) -> dict[str, Any]:
         """Nested plain values: what Ray and experiment.json carry."""
         return dataclasses.asdict(self)
@@ -221,7 +262,8 @@ class TrialConfig:
         """One value per user key, as trials.parquet's columns: the identity, ``model`` (the
         plugin, "" = built-in), then the data, model, optim and systems fields; no faults."""
         row: dict[str, Any] = {"ablation": self.ablation, "seed": self.seed,
-                               "seed_offset": self.seed_offset, "model": self.plugin}
+                               "seed_offset": self.seed_offset,
+                               "seed_sources": self.seed_sources, "model": self.plugin}
         for section in (self.data, self.model, self.optim, self.systems):
             row.update(dataclasses.asdict(section))
         return row
@@ -241,7 +283,8 @@ class TrialConfig:
         plugin = str(values.get("plugin", ""))
         return cls(
             ablation=values["ablation"], seed=values["seed"],
-            seed_offset=values.get("seed_offset", 0), plugin=plugin,
+            seed_offset=values.get("seed_offset", 0),
+            seed_sources=values.get("seed_sources", DEFAULT_SEED_SOURCES), plugin=plugin,
             data=DataConfig(**values["data"]),
             model=plugin_config(plugin, values.get("model", {})),
             optim=OptimConfig(**values["optim"]), systems=SystemsConfig(**values["systems"]),
@@ -277,8 +320,10 @@ from ablations.keys import (  # noqa: E402
 )
 
 __all__ = [
-    "ALIASES", "BOOLEAN_PRESETS", "COMPILE_MODES", "FIELD_TYPES", "KEY_SECTION", "MODEL_KEY",
+    "ALIASES", "BOOLEAN_PRESETS", "COMPILE_MODES", "DEFAULT_SEED_SOURCES", "FIELD_TYPES",
+    "KEY_SECTION", "MODEL_KEY", "SEED_SOURCES",
     "ConfigError", "DataConfig", "Faults", "OptimConfig", "SystemsConfig", "TrialConfig",
+    "TrialSeeds",
     "apply_overrides", "coerce", "unknown_key_error",
     "config_from_sources", "load_yaml_overrides", "parse_bool", "parse_scalar_names",
     "parse_widths",

@@ -7,7 +7,7 @@ import argparse
 import math
 from typing import NoReturn
 
-from ablations.config import ConfigError, parse_bool
+from ablations.config import ConfigError, parse_bool, parse_seed_sources
 
 EXIT_BAD_INPUT = 2
 DEFAULT_STORAGE = "ablation_results"
@@ -67,6 +67,14 @@ def _seeds(text: str) -> list[int] | str:
     if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: seeds must be distinct integers >= 0")
     return seeds
+
+
+def _seed_sources(text: str) -> str:
+    """The sources of randomness that vary with the seed: init, order, data, or none."""
+    try:
+        return parse_seed_sources(text, name="--seed-sources")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--seed-sources: ")) from None
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -154,6 +162,17 @@ def build_parser() -> OneLineParser:
     what.add_argument("--null-control", action="store_true",
                       help="add <reference>_repeat: the reference under other seeds (training "
                       "seed + 1000, paired by seed), a variant whose true effect is 0")
+    what.add_argument("--seed-sources", type=_seed_sources, default=None,
+                      metavar="init,order,data|none",
+                      help="the sources of randomness that vary with the trial's seed: init "
+                      "(weight initialisation and dropout), order (each epoch's sample order), "
+                      "data (the data draw); a source left out is held at its seed-0 value "
+                      "(default: init,order; the config key seed_sources; docs/seed-sources.md)")
+    what.add_argument("--cross-seeds", action="store_true",
+                      help="run each variant's seeds as a grid of the two varying sources "
+                      "(--seeds 3: 3 x 3 trials, every init seed with every order seed, each "
+                      "cell its own pairing seed), so the report splits the seed variance by "
+                      "source (docs/seed-sources.md)")
     what.add_argument("--epochs", type=_positive_int, default=None, help="epochs per trial")
     what.add_argument("--config", default=None, metavar="FILE.yaml|PRESET",
                       help="base configuration: a YAML mapping of config keys, or a preset "

@@ -22,16 +22,18 @@ from ablations.values import (
     load_yaml_overrides,
     parse_bool,
     parse_scalar_names,
+    parse_seed_sources,
 )
 
 
 # Every runner key users write -> its section ("" = the identity at the top level).
 KEY_SECTION: dict[str, str] = {
-    **{name: "" for name in ("ablation", "seed", "seed_offset")},
+    **{name: "" for name in ("ablation", "seed", "seed_offset", "seed_sources")},
     **{f.name: section for section, kind in SECTIONS.items() for f in fields(kind)},
 }
 FIELD_TYPES: dict[str, str] = {
     **{name: "int" for name in ("seed", "seed_offset")}, "ablation": "str",
+    "seed_sources": "str",
     **{f.name: str(f.type) for kind in SECTIONS.values() for f in fields(kind)},
 }
 MODEL_KEY = "model"  # the plugin ("" or "multimodal" = built-in); also "plugin"
@@ -64,6 +66,8 @@ def coerce(name: str, value: Any) -> Any:
         return _parse_float(value, name)
     if name == "drop_scalars":
         return parse_scalar_names(value)
+    if name == "seed_sources":
+        return parse_seed_sources(value)
     if isinstance(value, (dict, list)):
         raise ConfigError(f"{name}: expected a single value, got {type(value).__name__}")
     return str(value).strip()

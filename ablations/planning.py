@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ablations.batches import scalar_columns
-from ablations.config import ConfigError, TrialConfig, apply_overrides, config_from_sources
+from ablations.config import (
+    SEED_SOURCES,
+    ConfigError,
+    TrialConfig,
+    apply_overrides,
+    config_from_sources,
+    parse_seed_sources,
+)
 from ablations.systems import local_cuda_capability, resolve_systems, skip_reason
 from model.data import MAX_SYNTHETIC_FRAMES, load_directory
 from search_spaces.presets import PRESETS
@@ -33,6 +40,8 @@ def base_config(args: argparse.Namespace) -> TrialConfig:
         flags["max_eval_examples"] = args.max_eval_examples
     if args.data is not None:
         flags["data_dir"] = str(Path(args.data).expanduser().resolve())
+    if args.seed_sources is not None:
+        flags["seed_sources"] = args.seed_sources
     yaml_path = args.config
     preset = None
     if args.config is not None and not Path(args.config).exists() and args.config in PRESETS:
@@ -153,6 +162,37 @@ def _auto_seeds(args: argparse.Namespace, space: Any) -> Optional[tuple[int, int
     return pilot, max_seeds
 
 
+def crossed_seeds(trials: list[Any], seeds: Sequence[int]) -> list[Any]:
+    """``--cross-seeds``: per variant, a grid of its two varying seed sources instead of its
+    seeds: cell (i, j) holds the first source at ``seeds[i]`` and the second at ``seeds[j]``
+    (``seed_sources=init=a,order=b``) and has the pairing seed ``i * len(seeds) + j``, the
+    same cell for every variant. ``trials``: :func:`search_spaces.expand`'s, variant-major."""
+    if len(seeds) < 2:
+        raise UsageError("--cross-seeds needs at least 2 seeds per source (e.g. --seeds 3: "
+                         "3 x 3 trials per variant)")
+    count, out, seen = len(seeds), [], set()
+    for spec in trials:
+        if spec.variant in seen:
+            continue
+        seen.add(spec.variant)
+        tokens = spec.config.seed_sources.split(",")
+        varying = [token for token in tokens if token in SEED_SOURCES]
+        if len(varying) != 2:
+            raise UsageError(f"--cross-seeds crosses two seed sources; variant {spec.variant} "
+                             f"varies {len(varying)} ({spec.config.seed_sources}): pick two "
+                             "with --seed-sources, e.g. init,order")
+        held = [token for token in tokens if token not in SEED_SOURCES]
+        for i, first in enumerate(seeds):
+            for j, second in enumerate(seeds):
+                cell = parse_seed_sources(",".join(
+                    [f"{varying[0]}={first}", f"{varying[1]}={second}", *held]))
+                key = i * count + j
+                config = spec.config.replace(seed=key, seed_sources=cell)
+                out.append(dataclasses.replace(spec, name=f"{spec.variant}-seed{key}", seed=key,
+                                               config=config))
+    return out
+
+
 def with_null_control(trials: list[Any], reference: str) -> list[Any]:
     """``trials`` plus ``<reference>_repeat``: the reference's trials with the training seed
     offset by 1000 (``seed_offset``), paired by ``seed``: a variant whose true effect is 0."""
@@ -212,6 +252,9 @@ def prepare(args: argparse.Namespace) -> Prepared:
     # A local run knows the GPUs its trials get; a cluster's are checked in each trial.
     capability = local_cuda_capability() if args.address is None else None
     only = [v.strip() for v in args.only.split(",") if v.strip()] if args.only else None
+    if args.cross_seeds and (space.is_search or args.seeds == "auto"):
+        raise UsageError("--cross-seeds runs a fixed grid of seeds per variant of an ablation "
+                         "table; it does not combine with --seeds auto or a search space")
     auto = _auto_seeds(args, space)
     if auto and only and space.reference not in only:
         only = [space.reference, *only]  # every variant is compared with it
@@ -231,6 +274,8 @@ def prepare(args: argparse.Namespace) -> Prepared:
     else:
         scalar_names = scalar_columns(base) if space.variants_from_data else None
         trials = expand(space, base, args.seeds, only=only, scalar_names=scalar_names)
+        if args.cross_seeds:
+            trials = crossed_seeds(trials, args.seeds)
         if args.null_control:
             trials = with_null_control(trials, space.reference)
         trials, skipped, notes, data_summary = plan_trials(space, trials, capability=capability,

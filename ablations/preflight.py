@@ -69,7 +69,7 @@ def _auto_batch(args: argparse.Namespace, trials: list[Any]) -> tuple[list[Any],
         print(f"auto-batch: trials run on {config.systems.device}, which has no GPU memory to fit; "
               f"keeping batch_size={config.optim.batch_size}")
         return trials, None
-    datasets = {(d.data_dir, d.data_seed, d.synthetic_train, d.synthetic_val, d.synthetic_test,
+    datasets = {(d.data_dir, c.seeds.data, d.synthetic_train, d.synthetic_val, d.synthetic_test,
                  d.max_train_examples, d.max_eval_examples): c
                 for c in (s.config for s in trials) for d in (c.data,)}
     train_samples = min(len(load_data(c).indices("train")) for c in datasets.values())

@@ -212,7 +212,8 @@ class _TrialRun:
                                     capability=cuda_capability(device))
         self.config = config
         set_float32_precision(config.systems.precision, device)
-        torch.manual_seed(config.seed + config.seed_offset)  # seeds the CUDA generators too
+        # the init source: weight initialisation and dropout draw from this one generator
+        torch.manual_seed(config.seeds.init)  # seeds the CUDA generators too
         self.memory = PeakMemory(device)
 
         self.data = data = data if data is not None else load_data(config)
@@ -226,7 +227,7 @@ class _TrialRun:
         if len(self.train_idx) < config.optim.batch_size:
             raise ValueError(f"batch_size={config.optim.batch_size} exceeds the "
                              f"{len(self.train_idx)} training samples")
-        self.norm = Normaliser.fit(data, self.train_idx, seed=config.data.data_seed)
+        self.norm = Normaliser.fit(data, self.train_idx, seed=config.seeds.data)
         self.batches = Batches(data, self.norm, config, device)
 
         model = build_trial_model(config, data.image_shape, len(data.scalar_names)).to(device)
@@ -279,7 +280,7 @@ class _TrialRun:
         accumulation steps) and starts the epoch over from a snapshot of its start."""
         self.epoch, config = epoch, self.config
         started = time.perf_counter()
-        order = epoch_order(self.train_idx, config.seed + config.seed_offset,
+        order = epoch_order(self.train_idx, config.seeds.order,
                             epoch)[: self.steps_per_epoch * config.optim.batch_size]
         # The OOM snapshot, in host memory (the GPU is what ran out).
         snapshot = cpu_copy(self.state()) if self.device.type == "cuda" or \

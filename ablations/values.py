@@ -94,6 +94,48 @@ def parse_scalar_names(value: Any, *, name: str = "drop_scalars") -> str:
     return ",".join(names)
 
 
+# The sources of a trial's randomness, each drawn from its own seed (ablations.config.TrialSeeds):
+# init = torch's generator (weight initialisation and dropout), order = each epoch's order of
+# the training samples, data = the data draw (synthetic generator, split, caps, normalisation).
+SEED_SOURCES = ("init", "order", "data")
+
+
+def parse_seed_sources(value: Any, *, name: str = "seed_sources") -> str:
+    """Which sources vary with the trial's seed: 'init,order', 'init,order,data', 'none', a
+    YAML list ... -> the canonical text (sources in SEED_SOURCES order). A source left out is held at its
+    value at seed 0; ``source=K`` holds it at seed K (the cells of ``--cross-seeds``)."""
+    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value).strip()
+    if isinstance(value, dict) or not text:
+        raise ConfigError(f"{name}: {value!r}: give sources as text, e.g. init,order (or none)")
+    if text == "none":
+        return text
+    tokens: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",")):
+        source, eq, held = part.partition("=")
+        source = source.strip()
+        if source not in SEED_SOURCES:
+            raise ConfigError(f"{name}: {part!r} is not a seed source; choose from "
+                              f"{', '.join(SEED_SOURCES)} (e.g. init,order), or none")
+        if source in tokens:
+            raise ConfigError(f"{name}: {source!r} is given twice in {text!r}")
+        if eq and not (held.strip().isdigit()):
+            raise ConfigError(f"{name}: {part!r}: a held source takes a seed >= 0 "
+                              f"({source}=3)")
+        tokens[source] = f"{source}={int(held)}" if eq else source
+    return ",".join(tokens[s] for s in SEED_SOURCES if s in tokens)
+
+
+def seed_levels(seed_sources: str, seed: int) -> dict[str, int]:
+    """The seed each source draws from at trial seed ``seed``: ``seed`` for a source that
+    varies, its held value otherwise (0 when left out). ``seed_sources`` is canonical."""
+    levels = dict.fromkeys(SEED_SOURCES, 0)
+    if seed_sources != "none":
+        for part in seed_sources.split(","):
+            source, eq, held = part.partition("=")
+            levels[source] = int(held) if eq else seed
+    return levels
+
+
 def _at_least(section: Any, minimum: int, *names: str) -> None:
     for name in names:
         if getattr(section, name) < minimum:
@@ -124,5 +166,5 @@ def load_yaml_overrides(path: str | Path) -> dict[str, Any]:
     return data
 
 
-__all__ = ["ConfigError", "load_yaml_overrides", "parse_bool", "parse_scalar_names",
-           "parse_widths"]
+__all__ = ["SEED_SOURCES", "ConfigError", "load_yaml_overrides", "parse_bool",
+           "parse_scalar_names", "parse_seed_sources", "parse_widths", "seed_levels"]

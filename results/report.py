@@ -57,9 +57,11 @@ from results.report_tables import (
     FLAG,
     ablation_view,
     comparison_view,
+    seed_variance_view,
     strata_grids,
     verdict_view,
 )
+from results.seed_variance import seed_variance_note, seed_variance_table
 from results.sequential import (
     SeedDesign,
     compute_note,
@@ -257,6 +259,11 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                    "ran, in how many rounds, their CPU- and GPU-hours; fixed_*: the same "
                    "variant at the last look's seeds.", plain(compute))] if sequential else []),
     ]
+    sources = seed_variance_table(trials, metric=metric, alpha=alpha)
+    if len(sources):  # only a run that crossed seed sources (--cross-seeds) has this table
+        sections.append(Section("Seed variance by source", seed_variance_note(
+            sources, metric=metric, alpha=alpha), seed_variance_view(
+                sources, metric=metric, alpha=alpha)))
     if grids:
         sections.append(Section(
             "By stratum", f"Per stratum of the test data (numeric ones and the target in "

@@ -75,6 +75,23 @@ def ablation_view(ablation: pd.DataFrame, *, metric: str, alpha: float) -> pd.Da
     ])
 
 
+def seed_variance_view(table: pd.DataFrame, *, metric: str, alpha: float) -> pd.DataFrame:
+    """results.seed_variance's table: per variant and source of randomness, its variance
+    component, standard deviation, share of the seed variance and interval."""
+    unit = unit_of(metric)
+    share = [f"{value:.0%}" if math.isfinite(value) else "" for value in table["share"]]
+    return readable(table.assign(share_text=share), [
+        Column("Variant", "ablation", "text"),
+        Column("Source", "source", "text"),
+        Column("Seeds", "levels", "count"),
+        Column(with_unit("Variance", f"{unit}²" if unit else ""), "variance"),
+        Column(f"{1 - alpha:.0%} interval", ("ci_low", "ci_high"), "interval",
+               decimals_from="variance"),
+        Column(with_unit("Std", unit), "std"),
+        Column("Share of the seed variance", "share_text", "text"),
+    ])
+
+
 def comparison_view(table: pd.DataFrame, *, metric: str, alpha: float) -> pd.DataFrame:
     """results.compare's table: B − A per variant."""
     unit = unit_of(metric)

@@ -20,6 +20,14 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("failure_reason", "string",
      "oom / error / non-finite-loss / early-stopped / conflict; null when ok"),
     ("error", "string", "one-line error for failed and diverged trials, else null"),
+    ("init_seed", "int64",
+     "seed of torch's generator: weight initialisation and dropout (`seed` + `seed_offset`, "
+     "or the held value when `seed_sources` holds init; docs/seed-sources.md)"),
+    ("order_seed", "int64",
+     "seed of each epoch's order of the training samples (`seed` + `seed_offset`, or held)"),
+    ("data_seed", "int64",
+     "seed of the data draw (synthetic set, split, caps, normalisation sample): the config's "
+     "`data_seed`, plus `seed` when `seed_sources` has data"),
     ("round", "int64",
      "round of a `--seeds auto` experiment the trial ran in: 1 = the pilot (every trial of a "
      "fixed-seed experiment), k = the seeds look k added (experiment.json `sequential`)"),
@@ -202,6 +210,11 @@ real run writes every column and that this file is up to date.
 
 Config columns: {config}. With a model plugin, its own switches stand in place of the built-in
 model's (`cnn_widths` ... `dropout`). Fault-injection keys (tests) are not columns.
+
+`seed` is the pairing key (the same seeds for every variant); `seed_sources` says which sources
+of randomness vary with it (default `init,order`; a source left out is held at seed 0, `init=K`
+holds it at seed K) and `init_seed`, `order_seed`, `data_seed` hold the seeds each source drew
+from (docs/seed-sources.md).
 
 `compile` and `precision` hold what ran; `compile_requested` and `precision_requested` what was
 asked for (the same values unless `--resolve-conflicts` mapped them).

@@ -1,0 +1,263 @@
+"""Seed sources: each trial's init (weights and dropout), order and data seeds, which of them
+vary with its seed, the crossed design of --cross-seeds and the variance decomposition of
+results/seed_variance.py. No Ray: train() directly, the planner, simulated grids."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import optimize
+
+from ablations.api import Experiment
+from ablations.batches import load_data
+from ablations.collect import _trial_row
+from ablations.train import _TrialRun, train
+from results.seed_variance import crossed_sources, seed_variance_table, two_way_components
+from tests.conftest import tiny_config
+from tests.test_analysis import _experiment
+from tests.test_cli import assert_one_line_error, in_process
+
+# ------------------------------------------------------------------ the seeds of a trial
+
+
+def test_by_default_init_and_order_follow_seed_plus_offset_and_the_data_stays_put():
+    seeds = tiny_config(seed=4, seed_offset=1000, data_seed=7).seeds
+    assert (seeds.init, seeds.order, seeds.data) == (1004, 1004, 7)
+
+
+def test_a_held_source_takes_its_value_at_seed_0_or_at_the_seed_it_names():
+    held = tiny_config(seed=4, seed_sources="order").seeds
+    assert (held.init, held.order, held.data) == (0, 4, 0)
+    named = tiny_config(seed=4, seed_sources="init=2,order,data").seeds
+    assert (named.init, named.order, named.data) == (2, 4, 4)
+
+
+def test_sources_are_kept_in_one_spelling_whatever_order_or_form_they_were_written_in():
+    assert tiny_config(seed_sources=" data , init").seed_sources == "init,data"
+    assert tiny_config(seed_sources=["order", "init=2"]).seed_sources == "init=2,order"
+
+
+def test_varying_data_adds_the_seed_to_data_seed_but_not_the_null_controls_offset():
+    seeds = tiny_config(seed=3, seed_offset=1000, data_seed=10,
+                        seed_sources="init,order,data").seeds
+    assert (seeds.init, seeds.order, seeds.data) == (1003, 1003, 13)
+
+
+def test_each_trial_row_records_the_seed_each_source_drew_from():
+    config = tiny_config(seed=2, seed_offset=1000, seed_sources="order,data")
+    spec = SimpleNamespace(name="baseline-seed2", variant="baseline", seed=2, config=config)
+    options = SimpleNamespace(name="exp", space="components", cpus_per_trial=1.0,
+                              gpus_per_trial=0.0)
+    metadata = dict.fromkeys(("torch_version", "ray_version", "python_version", "git_commit"))
+    row = _trial_row(spec, {}, None, None, options, metadata)
+    assert (row["init_seed"], row["order_seed"], row["data_seed"]) == (1000, 1002, 2)
+    assert row["seed_sources"] == "order,data" and row["seed"] == 2
+
+
+# Measured with this config at commit 03ba0ff (before seed sources existed; CPU, torch 2.13):
+# the first epoch's train and validation loss of three trials. The default run must not move.
+BEFORE_SEED_SOURCES = {
+    (0, 0): (0.5384393930435181, 0.3511345386505127),
+    (2, 0): (0.5409373641014099, 0.3387943208217621),
+    (1, 1000): (0.5363800525665283, 0.3575911521911621),
+}
+
+
+@pytest.mark.parametrize(("seed", "offset"), list(BEFORE_SEED_SOURCES))
+def test_the_default_run_trains_exactly_as_before_seed_sources(seed, offset):
+    config = tiny_config(epochs=1, seed=seed, seed_offset=offset, max_train_examples=64)
+    first = train(config).history[0]
+    assert (first["train_loss"], first["val_loss"]) == pytest.approx(
+        BEFORE_SEED_SOURCES[(seed, offset)], rel=1e-6, abs=0)
+
+
+def _initial_weights(config) -> torch.Tensor:
+    """The weights a trial starts from (train()'s set-up, before any step)."""
+    return torch.cat([p.detach().flatten() for p in _TrialRun(config, None).model.parameters()])
+
+
+def _trained(config) -> torch.Tensor:
+    run = train(config)
+    assert run.status == "ok"
+    return torch.tensor([run.history[0]["train_loss"], run.metrics["test_mae"]])
+
+
+def test_holding_init_starts_every_seed_from_the_same_weights_in_another_order():
+    held = [tiny_config(epochs=1, seed=seed, seed_sources="order") for seed in (0, 1)]
+    assert torch.equal(_initial_weights(held[0]), _initial_weights(held[1]))
+    assert held[0].seeds.order != held[1].seeds.order
+    assert not torch.equal(_trained(held[0]), _trained(held[1]))  # the order moved them apart
+    varied = [tiny_config(epochs=1, seed=seed) for seed in (0, 1)]
+    assert not torch.equal(_initial_weights(varied[0]), _initial_weights(varied[1]))
+
+
+def test_holding_every_source_makes_two_seeds_the_same_run():
+    # init (weights and dropout), order and data are all the randomness a trial has
+    runs = [_trained(tiny_config(epochs=1, seed=seed, seed_sources="none", dropout=0.3))
+            for seed in (0, 5)]
+    assert torch.equal(runs[0], runs[1])
+
+
+def test_the_data_draw_varies_with_the_seed_only_when_data_is_a_varying_source():
+    def targets(seed: int, sources: str) -> np.ndarray:
+        return load_data(tiny_config(seed=seed, seed_sources=sources)).target
+
+    assert np.array_equal(targets(0, "init,order"), targets(1, "init,order"))
+    assert not np.array_equal(targets(0, "init,order,data"), targets(1, "init,order,data"))
+    assert np.array_equal(targets(0, "init,order,data"), targets(0, "init,order"))
+
+
+# ------------------------------------------------------------------ the command line
+
+
+@pytest.mark.parametrize(("args", "pattern"), [
+    (["--seed-sources", "init,weights"], "'weights' is not a seed source"),
+    (["--seed-sources", ""], "give sources as text"),
+    (["--set", "seed_sources=init,init"], "'init' is given twice"),
+    (["--set", "seed_sources=order=-1"], "a held source takes a seed >= 0"),
+    (["--cross-seeds", "--seed-sources", "init,order,data"], "crosses two seed sources"),
+    (["--cross-seeds", "--seed-sources", "init"], "crosses two seed sources"),
+    (["--cross-seeds", "--seeds", "1"], "needs at least 2 seeds"),
+    (["--cross-seeds", "--seeds", "auto"], "does not combine with --seeds auto"),
+    (["--cross-seeds", "--space", "hpo"], "does not combine with --seeds auto or a search"),
+])
+def test_a_bad_seed_source_or_design_is_one_line_and_exit_2(capsys, tmp_path, args, pattern):
+    code, _, err = in_process(capsys, *args, "--dry-run", "--storage", str(tmp_path))
+    assert_one_line_error(code, err, pattern)
+    assert pattern in err
+
+
+def test_cross_seeds_gives_every_variant_the_same_grid_of_cells_each_its_own_pairing_seed():
+    trials = Experiment("components", seeds=3, only=["baseline", "no_scalars"],
+                        cross_seeds=True).plan()
+    by_variant = {v: [t for t in trials if t.variant == v] for v in ("baseline", "no_scalars")}
+    cells = {v: {t.seed: (t.config.seeds.init, t.config.seeds.order) for t in specs}
+             for v, specs in by_variant.items()}
+    assert len(by_variant["baseline"]) == 9 and cells["baseline"] == cells["no_scalars"]
+    assert set(cells["baseline"].values()) == {(i, j) for i in range(3) for j in range(3)}
+    assert sorted(cells["baseline"]) == list(range(9))
+    assert {t.config.seeds.data for t in trials} == {0}
+    assert all(t.name == f"{t.variant}-seed{t.seed}" for t in trials)
+
+
+def test_cross_seeds_crosses_the_two_sources_that_vary():
+    trials = Experiment("components", seeds=2, only=["baseline"], cross_seeds=True,
+                        overrides={"seed_sources": "order,data"}).plan()
+    cells = {(t.config.seeds.init, t.config.seeds.order, t.config.seeds.data) for t in trials}
+    assert cells == {(0, j, k) for j in range(2) for k in range(2)}
+
+
+# ------------------------------------------------------------------ the decomposition
+
+
+def _grid(rng, shape, variances) -> np.ndarray:
+    """A crossed grid with planted components (first source, second source, residual)."""
+    sd = np.sqrt(variances)
+    rows, cols = shape
+    return (2.0 + rng.normal(0, sd[0], (rows, 1)) + rng.normal(0, sd[1], (1, cols))
+            + rng.normal(0, sd[2], (rows, cols)))
+
+
+@pytest.mark.parametrize(("shape", "variances"), [
+    ((3, 3), (1.0, 0.5, 0.25)),  # --cross-seeds --seeds 3
+    ((3, 3), (0.2, 0.2, 1.0)),  # sources small beside the residual
+    ((5, 4), (0.5, 0.05, 0.2)),
+])
+def test_intervals_cover_planted_components_near_their_nominal_90_percent(shape, variances):
+    rng = np.random.default_rng(20210301)
+    simulations, truth = 200, np.array(variances)
+    covered, estimates = np.zeros(3), []
+    for _ in range(simulations):
+        table = two_way_components(_grid(rng, shape, truth), alpha=0.10)
+        covered += (table["ci_low"].to_numpy() <= truth) & (truth <= table["ci_high"].to_numpy())
+        estimates.append(table["variance"].to_numpy())
+    coverage = covered / simulations
+    # 200 draws of a 90% interval: binomial sd 0.021; 3 sd either side
+    assert np.all((coverage > 0.83) & (coverage < 0.97)), coverage
+    spread = np.std(estimates, axis=0) / math.sqrt(simulations)
+    assert np.all(np.abs(np.mean(estimates, axis=0) - truth) < 4 * spread)  # unbiased
+
+
+def _reml(grid: np.ndarray) -> np.ndarray:
+    """REML estimates of the crossed model, by direct maximisation of the restricted
+    likelihood (an independent route to the components: no mean squares)."""
+    rows, cols = grid.shape
+    y = grid.flatten()
+    z_row = np.kron(np.eye(rows), np.ones((cols, 1)))
+    z_col = np.kron(np.ones((rows, 1)), np.eye(cols))
+    x = np.ones((len(y), 1))
+
+    def negative(log_variances: np.ndarray) -> float:
+        a, b, e = np.exp(log_variances)
+        v = a * z_row @ z_row.T + b * z_col @ z_col.T + e * np.eye(len(y))
+        v_inv = np.linalg.inv(v)
+        xvx = x.T @ v_inv @ x
+        p = v_inv - v_inv @ x @ np.linalg.inv(xvx) @ x.T @ v_inv
+        return 0.5 * (np.linalg.slogdet(v)[1] + np.linalg.slogdet(xvx)[1] + y @ p @ y)
+
+    start = np.log(np.full(3, grid.var()))
+    fit = optimize.minimize(negative, start, method="Nelder-Mead",
+                            options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 20000})
+    return np.exp(fit.x)
+
+
+def test_the_components_of_a_trials_table_match_reml():
+    rng = np.random.default_rng(7)
+    grid = _grid(rng, (4, 5), np.array([1.0, 0.6, 0.1]))
+    rows = [{"ablation": "baseline", "seed": i * 5 + j, "status": "ok", "test_mae": grid[i, j],
+             "init_seed": i, "order_seed": 10 + j, "data_seed": 0}
+            for i in range(4) for j in range(5)]
+    table = seed_variance_table(pd.DataFrame(rows)).set_index("source")
+    assert list(table.index) == ["init", "order", "residual"]
+    assert (table["variance"] > 0).all()  # interior: REML and ANOVA agree exactly there
+    assert table["variance"].to_numpy() == pytest.approx(_reml(grid), rel=1e-4)
+    assert table["share"].sum() == pytest.approx(1.0)
+    assert (table["levels"].iloc[0], table["levels"].iloc[1]) == (4, 5)
+
+
+def _crossed_trials(effect: float = 0.0) -> pd.DataFrame:
+    rng = np.random.default_rng(3)
+    rows = []
+    for arm, shift in (("baseline", 0.0), ("no_x", effect)):
+        grid = _grid(rng, (3, 3), np.array([0.04, 0.01, 0.0025])) + shift
+        rows += [{"ablation": arm, "seed": i * 3 + j, "status": "ok", "test_mae": grid[i, j],
+                  "init_seed": i, "order_seed": j, "data_seed": 0}
+                 for i in range(3) for j in range(3)]
+    return pd.DataFrame(rows)
+
+
+def test_only_arms_whose_ok_trials_cross_two_sources_get_a_decomposition():
+    crossed = _crossed_trials()
+    assert crossed_sources(crossed[crossed.ablation == "baseline"]) == ("init", "order")
+    assert set(seed_variance_table(crossed)["ablation"]) == {"baseline", "no_x"}
+    # a default run: init and order move together with the seed
+    default = pd.DataFrame({"ablation": "baseline", "seed": range(5), "status": "ok",
+                            "test_mae": np.linspace(1, 2, 5), "init_seed": range(5),
+                            "order_seed": range(5), "data_seed": 0})
+    assert seed_variance_table(default).empty
+    # a failed cell leaves no_x's grid incomplete: it gets no rows, baseline keeps its own
+    crossed.loc[(crossed.ablation == "no_x") & (crossed.seed == 4), "status"] = "failed"
+    assert set(seed_variance_table(crossed)["ablation"]) == {"baseline"}
+
+
+def test_the_report_shows_the_decomposition_only_for_a_crossed_run(tmp_path):
+    from results.report import write_report
+
+    plain = write_report(_experiment(tmp_path / "plain")).markdown.read_text()
+    assert "Seed variance by source" not in plain
+    root = _experiment(tmp_path / "crossed")
+    trials = _crossed_trials(effect=0.3).assign(
+        experiment="exp", trial_name=lambda f: f.ablation + "-seed" + f.seed.astype(str))
+    trials.to_parquet(root / "trials.parquet", index=False)
+    markdown = write_report(root).markdown.read_text()
+    section = markdown[markdown.index("## Seed variance by source"):]
+    section = section[:section.index("\n## ", 1)]
+    assert "| Variant | Source | Seeds | Variance (km²) | 95% interval | Std (km) |" in section
+    for arm in ("baseline", "no_x"):
+        for source in ("init", "order", "residual"):
+            assert f"| {arm} | {source} |" in section

@@ -133,16 +133,14 @@ def test_an_ok_trial_whose_metric_is_nan_or_inf_is_left_out_and_named():
     assert not any("Left out" in line for line in compare_note(expected).splitlines())
 
 
-def _array_verdicts(a: np.ndarray, b: np.ndarray, margin: float) -> np.ndarray:
-    """The procedure on arrays (experiments, variants, seeds): paired t per variant, then
-    results.verdicts.equivalence_tests over the variants, as compare_experiments does."""
-    from results.verdicts import equivalence_tests
+def _array_verdicts(a: np.ndarray, b: np.ndarray, margin: float, relative: bool = False
+                    ) -> np.ndarray:
+    """The procedure on arrays (experiments, variants, seeds): each variant's B against its
+    own A, paired by seed, then results.verdicts.equivalence_tests over the variants, as
+    compare_experiments does (results.simulation.fixed_verdicts)."""
+    from results.simulation import fixed_verdicts
 
-    d = b - a
-    n = d.shape[-1]
-    se = d.std(axis=-1, ddof=1) / np.sqrt(n)
-    return equivalence_tests(d.mean(axis=-1), se, np.full(se.shape, n - 1.0), margin=margin,
-                             alpha=0.05, direction=-1)["verdict"]
+    return fixed_verdicts(a, b, margin=margin, relative=relative)["verdict"]
 
 
 @pytest.mark.parametrize("shift", [0.0, 0.02])
@@ -164,6 +162,10 @@ def test_error_rates_by_simulation(shift):
         tb = ta.assign(test_mae=b[k].reshape(-1))
         table = compare_experiments(ta, tb, margin=margin)
         assert table["verdict"].tolist() == list(verdicts[k]), k
+        if k < 20:  # a percentage: each variant's ratio B / A, the same on both paths
+            ratio = compare_experiments(ta, tb, margin="4%")
+            assert ratio["verdict"].tolist() == list(
+                _array_verdicts(a[k:k + 1], b[k:k + 1], 0.04, relative=True)[0]), k
     # with no change, `negligible` (a significant change within the margin) is a false
     # difference too: compare_note names it under "Changed"
     wrong = ("worse", "better", "negligible") if shift == 0 else ("equivalent", "negligible")

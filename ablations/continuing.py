@@ -26,7 +26,7 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from ablations.planning import UsageError
-from results.io import TRIALS_FILE, is_file, join, read_experiment
+from results.io import EPOCHS_FILE, PREDICTIONS_FILE, TRIALS_FILE, is_file, join, read_experiment
 
 UNFINISHED = ("interrupted", "not_started")
 # Flags that say what to run: --resume runs what experiment.json recorded, so any of these
@@ -236,8 +236,10 @@ def continue_plan(args: argparse.Namespace, storage: str, name: str, meta: dict[
         raise UsageError(f"--resume --seeds auto continues {name} (space {meta.get('space')}) "
                          f"with the trials it recorded; {', '.join(given)} would change them: "
                          "drop them, or start a new experiment under another --name")
-    if not is_file(join(target, TRIALS_FILE)):
-        raise UsageError(f"{name} has no results yet ({TRIALS_FILE}); finish it first: "
+    missing = [f for f in (TRIALS_FILE, EPOCHS_FILE, PREDICTIONS_FILE)
+               if not is_file(join(target, f))]
+    if missing:  # round 1 is these three tables as they are
+        raise UsageError(f"{name} has no results yet ({', '.join(missing)}); finish it first: "
                          f"{resume}")
     trials = read_experiment(target)["trials"]
     unfinished = int(trials["status"].isin(UNFINISHED).sum())

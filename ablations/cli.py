@@ -207,7 +207,7 @@ def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
 
 
 def _continuation_hint(df: Any, args: argparse.Namespace, storage: str, name: str,
-                       reference: str, slots: Optional[int]) -> Optional[str]:
+                       reference: str, slots: Optional[int], wall_s: float) -> Optional[str]:
     """A fixed run's inconclusive variants and the one command that decides them."""
     from ablations.continuing import continuation_hint
     from results.analysis import verdict_table
@@ -218,7 +218,8 @@ def _continuation_hint(df: Any, args: argparse.Namespace, storage: str, name: st
         return continuation_hint(df, verdicts, storage=storage, name=name,
                                  reference=reference, metric=args.metric, margin=args.margin,
                                  alpha=args.alpha, address=args.address,
-                                 max_concurrent=args.max_concurrent, slots=slots)
+                                 max_concurrent=args.max_concurrent, slots=slots,
+                                 fixed_wall_s=wall_s)
     except (ValueError, KeyError):  # no verdicts (the summary said why): nothing to decide
         return None
 
@@ -348,7 +349,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
               f"--config); Optuna study: {join(result.directory, 'optuna.db')} (SQLite)")
     print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
     if not unfinished and sequential is None and hpo is None:
-        hint = _continuation_hint(df, args, storage, name, reference, slots)
+        hint = _continuation_hint(df, args, storage, name, reference, slots, result.wall_s)
         if hint:
             print(f"\n{hint}")
     if unfinished:

@@ -120,13 +120,16 @@ def first_look(trials: pd.DataFrame, seeds: Sequence[int], max_seeds: int, *, re
 
 
 def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, reference: str,
-                          fixed_seeds: int, max_seeds: int,
-                          slots: Optional[int] = None) -> ContinuationEstimate:
+                          fixed_seeds: int, max_seeds: int, slots: Optional[int] = None,
+                          fixed_wall_s: Optional[float] = None) -> ContinuationEstimate:
     """The upper bound of :class:`ContinuationEstimate` from the fixed run's ``trials``: per
     variant, the median wall_s / cpu_hours / gpu_hours of its ok trials (the median: a
-    worker's first trial also pays the imports) times the seeds it would add. ``slots``:
-    trials at a time; the wall time then adds, look by look, the rounds of ``slots`` trials
-    at the slowest variant's median (a round waits for its last trial)."""
+    worker's first trial also pays the imports) times the seeds it would add.
+
+    ``slots``: trials at a time. The wall time adds the later looks' rounds, each a batch of
+    ``ceil(trials / slots)`` waves: at the fixed run's own driver time per wave
+    (``fixed_wall_s``, which includes Tune's start and workers' imports; measured 29 s for an
+    estimate of 38 s on 2 cores, README), else at the slowest variant's median."""
     from results.sequential import SeedDesign
 
     ok = trials[trials["status"] == "ok"]
@@ -137,8 +140,11 @@ def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, referenc
     wall_s = None
     if slots and running:
         looks = SeedDesign.plan(fixed_seeds, max_seeds).looks
-        slowest = float(per_arm["wall_s"].max())
-        wall_s = sum(math.ceil(len(running) * (after - before) / slots) * slowest
+        per_wave = float(per_arm["wall_s"].max())
+        ran = int((trials["status"] != "skipped").sum())
+        if fixed_wall_s is not None and math.isfinite(fixed_wall_s) and ran:
+            per_wave = fixed_wall_s / math.ceil(ran / slots)
+        wall_s = sum(math.ceil(len(running) * (after - before) / slots) * per_wave
                      for before, after in zip(looks, looks[1:]))
     return ContinuationEstimate(
         arms=list(arms), max_seeds=max_seeds, added_seeds=added,
@@ -150,10 +156,12 @@ def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, referenc
 def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: str, name: str,
                       reference: str, metric: str, margin: Optional[str], alpha: float,
                       address: Optional[str] = None, max_concurrent: int = 0,
-                      slots: Optional[int] = None) -> Optional[str]:
+                      slots: Optional[int] = None,
+                      fixed_wall_s: Optional[float] = None) -> Optional[str]:
     """The end of a fixed run's summary when variants are ``inconclusive``: which, the
-    command that decides them and what it adds at most; None when none is (or the run had
-    fewer than 2 seeds: no pilot)."""
+    command that decides them and what it adds at most (``slots``, ``fixed_wall_s``: trials
+    at a time and the run's time in Tune, for the wall time); None when none is (or the run
+    had fewer than 2 seeds: no pilot)."""
     undecided = verdicts.loc[verdicts["verdict"] == "inconclusive", "ablation"].tolist()
     seeds = sorted(int(s) for s in trials.loc[trials["status"] != "skipped", "seed"].unique())
     if not undecided or len(seeds) < 2:
@@ -165,23 +173,30 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
                       margin=margin or "5%", alpha=alpha)
     arms = [a for a in next_arms(look, set(look["ablation"])) if a != reference]
     estimate = estimate_continuation(trials, arms, reference=reference,
-                                     fixed_seeds=len(seeds), max_seeds=max_seeds, slots=slots)
+                                     fixed_seeds=len(seeds), max_seeds=max_seeds, slots=slots,
+                                     fixed_wall_s=fixed_wall_s)
     command = continue_command(storage, name, max_seeds=max_seeds, fixed_seeds=len(seeds),
                                address=address, metric=metric, margin=margin, alpha=alpha,
                                max_concurrent=max_concurrent)
-    lines = [f"Inconclusive after {len(seeds)} seeds: {', '.join(undecided)}. To decide them, "
-             f"continue this experiment with seeds added in rounds: its {len(seeds)} seeds are "
-             "the pilot (kept, not re-run); only variants without a verdict and the reference "
-             f"get more, up to {max_seeds} seeds (--max-seeds):",
+    named = f"Inconclusive after {len(seeds)} seeds: {', '.join(undecided)}."
+    if not arms:  # next_arms: a variant with fewer than 2 ok trials gets no more seeds
+        return (f"{named} Seeds added in rounds would not decide "
+                f"{'it' if len(undecided) == 1 else 'them'} here: a variant needs 2 ok trials "
+                "to get more (see the failures above).")
+    lines = [f"{named} To decide {'it' if len(undecided) == 1 else 'them'}, continue this "
+             f"experiment with seeds added in rounds: its {len(seeds)} seeds are the pilot "
+             "(kept, not re-run); only variants without a verdict and the reference get more, "
+             f"up to {max_seeds} seeds (--max-seeds):",
              f"  {command}"]
+    stuck = [a for a in undecided if a not in arms]
+    if stuck:
+        lines.append(f"{', '.join(stuck)}: fewer than 2 ok trials, no more seeds (see the "
+                     "failures above).")
     extra = [a for a in arms if a not in undecided]
     if extra:  # the design's first look spends part of alpha only
         lines.append(f"The design's first look spends part of alpha, so it also leaves "
                      f"{', '.join(extra)} undecided: they get seeds too; every verdict of the "
                      "continued experiment is the sequential design's.")
-    if not estimate.trials:
-        lines.append("(Its first look already decides them: it adds no trials.)")
-        return "\n".join(lines)
     hours = (f"{estimate.gpu_hours:.3g} GPU-hours" if estimate.gpu_hours > 0 else
              f"{estimate.cpu_hours:.3g} CPU-hours")
     wall = (f", ~{_duration(estimate.wall_s)} wall at {slots} trial(s) at a time"

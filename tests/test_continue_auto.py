@@ -254,9 +254,41 @@ def test_the_estimate_is_every_undecided_variant_and_the_reference_at_max_seeds(
     assert estimate.cpu_hours == pytest.approx(60 * 7 / 3600)
     # looks 3, 6, 10: rounds of 2 x 3 and 2 x 4 trials on 4 slots, each at a's 40 s
     assert estimate.wall_s == pytest.approx((2 + 2) * 40)
+    # with the fixed run's time in Tune (10 trials on 4 slots: 3 waves of 30 s): 4 waves
+    timed = estimate_continuation(pd.DataFrame(rows), ["a"], reference="baseline",
+                                  fixed_seeds=3, max_seeds=10, slots=4, fixed_wall_s=90.0)
+    assert timed.wall_s == pytest.approx(4 * 30)
     nothing = estimate_continuation(pd.DataFrame(rows), [], reference="baseline",
                                     fixed_seeds=3, max_seeds=10, slots=4)
     assert (nothing.trials, nothing.trial_s) == (0, 0.0)
+
+
+def test_the_hint_leaves_out_variants_whose_trials_failed():
+    """A variant with fewer than 2 ok trials gets no more seeds (rounds.next_arms): the hint
+    says so, and prints no command when no variant would get seeds."""
+    import numpy as np
+
+    from ablations.continuing import continuation_hint
+
+    rng = np.random.default_rng(0)
+    rows = pd.DataFrame([{"experiment": "e", "trial_name": f"{arm}-seed{seed}", "ablation": arm,
+                          "seed": seed, "round": 1, "test_mae": 1 + rng.normal(0, 0.1),
+                          "status": "failed" if arm == "b" and seed else "ok",
+                          "wall_s": 5.0, "cpu_hours": 5 / 3600, "gpu_hours": 0.0}
+                         for arm in ("baseline", "a", "b") for seed in range(3)])
+
+    def hint(trials):
+        return continuation_hint(trials, verdict_table(trials), storage="/s", name="n",
+                                 reference="baseline", metric="test_mae", margin=None,
+                                 alpha=0.05, slots=2)
+
+    text = hint(rows)
+    assert text.startswith("Inconclusive after 3 seeds: a, b. To decide them")
+    assert "b: fewer than 2 ok trials, no more seeds" in text
+    assert "At most 14 more trials (1 variant(s) + the reference x 7 seeds), ~70 s of trial " \
+           "time, 0.0194 CPU-hours, ~35 s wall at 2 trial(s) at a time" in text
+    alone = hint(rows[rows["ablation"] != "a"])
+    assert "--seeds auto" not in alone and "would not decide it here" in alone
 
 
 def test_trials_at_a_time_are_bounded_by_cpus_gpus_and_max_concurrent():

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ablations.config import ConfigError
+from ablations.continuing import trial_slots
 from ablations.console import (  # noqa: F401 (re-exported: tests use cli.summary_table)
     compare_main,
     describe_trials,
@@ -203,13 +204,32 @@ def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
     plan = resume_plan(args, storage)
     return _run(args, plan.space_name, plan.trials, plan.skipped, storage, plan.name, command,
                 hpo=plan.hpo, resume=True, reuse_workers=plan.reuse_workers,
-                sequential=plan.sequential, reference=plan.reference)
+                sequential=plan.sequential, reference=plan.reference,
+                continuing=plan.continuing)
+
+
+def _continuation_hint(df: Any, args: argparse.Namespace, storage: str, name: str,
+                       reference: str, slots: Optional[int], wall_s: float) -> Optional[str]:
+    """A fixed run's inconclusive variants and the one command that decides them."""
+    from ablations.continuing import continuation_hint
+    from results.analysis import verdict_table
+
+    try:
+        verdicts = verdict_table(df, reference=reference, metric=args.metric,
+                                 margin=args.margin or "5%", alpha=args.alpha)
+        return continuation_hint(df, verdicts, storage=storage, name=name,
+                                 reference=reference, metric=args.metric, margin=args.margin,
+                                 alpha=args.alpha, address=args.address,
+                                 max_concurrent=args.max_concurrent, slots=slots,
+                                 fixed_wall_s=wall_s)
+    except (ValueError, KeyError):  # no verdicts (the summary said why): nothing to decide
+        return None
 
 
 def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: list[Any],
          storage: str, name: str, command: list[str], *, hpo: Any = None,
          resume: bool = False, reuse_workers: bool = True, sequential: Any = None,
-         reference: str = "baseline") -> int:
+         reference: str = "baseline", continuing: bool = False) -> int:
     import ray
 
     from ablations.cluster import ClusterUnreachable, job_runtime_env
@@ -244,6 +264,8 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     sigterm = _sigterm_is_ctrl_c()
     try:
         resources = ray.cluster_resources()
+        slots = trial_slots(resources, args.cpus_per_trial, args.gpus_per_trial,
+                            args.max_concurrent)
         count = f"{hpo.num_samples} sampled trials" if hpo else \
             f"{len(trials)} trials ({len({s.variant for s in trials})} variants x " \
             f"{len(args.seeds)} seeds" + \
@@ -278,8 +300,16 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         if sequential is not None:
             from ablations.rounds import run_rounds
 
+            finished = None
+            if continuing:  # the fixed run's trials: round 1 as they are (continuing.py)
+                from ablations.runner import ExperimentResult
+                from results.io import read_experiment
+
+                frames = read_experiment(join(storage, name))
+                finished = ExperimentResult(join(storage, name), frames["trials"],
+                                            frames["epochs"], frames["predictions"])
             result, _ = run_rounds(sequential, options, skipped, resume=resume,
-                                   root=join(storage, name))
+                                   root=join(storage, name), finished=finished)
         else:
             result = run_experiment(trials, options, skipped=skipped, hpo=hpo, resume=resume)
     except KeyboardInterrupt:  # a second Ctrl-C / SIGTERM, or one outside Tuner.fit
@@ -322,6 +352,10 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         print(f"Best configuration: {join(result.directory, 'best_config.yaml')} (use it with "
               f"--config); Optuna study: {join(result.directory, 'optuna.db')} (SQLite)")
     print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
+    if not unfinished and sequential is None and hpo is None:
+        hint = _continuation_hint(df, args, storage, name, reference, slots, result.wall_s)
+        if hint:
+            print(f"\n{hint}")
     if unfinished:
         print(f"Interrupted: {unfinished} trials did not finish; continue with: "
               f"{resume_command(storage, name, args.address)}")

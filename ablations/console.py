@@ -128,6 +128,10 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
         design = SeedDesign.from_dict(sequential["design"])
         text += (f"\n{design_note(design, alpha)}\n"
                  f"{compute_note(compute_spent(trials_df, design.max_seeds))}")
+        if sequential.get("continued"):  # a fixed run continued with --seeds auto
+            from ablations.continuing import continuation_note
+
+            text += f"\n{continuation_note(trials_df, sequential['continued'])}"
     return text
 
 

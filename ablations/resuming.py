@@ -29,15 +29,22 @@ class ResumePlan:
     sequential: Any  # the SequentialRun of a --seeds auto experiment, else None
     reference: str  # the variant the others are compared with
     reuse_workers: bool  # False when the space isolates its trials
+    # a fixed-seed experiment continued with --seeds auto: its trials are round 1, as they are
+    continuing: bool = False
 
 
 def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
     """The experiment ``args.name`` (None: the one started or resumed last) in ``storage``,
     rebuilt from its experiment.json and checked unchanged; ``args`` takes its recorded
-    resources and seeds. Prints what the resume will do."""
+    resources and seeds. Prints what the resume will do. With ``--seeds auto``, a fixed-seed
+    experiment continued into rounds (ablations/continuing.py)."""
     from ablations.runner import HpoSearch, plan_from_metadata
     from search_spaces import SPACES
 
+    continuing = args.seeds == "auto"
+    if not continuing and (args.pilot is not None or args.max_seeds is not None):
+        raise UsageError("--resume keeps the experiment's seeds: --pilot and --max-seeds apply "
+                         "only when continuing a fixed-seed experiment with --seeds auto")
     name = args.name
     if name is None:
         started = {}
@@ -57,7 +64,12 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
         raise UsageError(f"--resume: {target} is not an experiment folder (no experiment.json)")
     trials, skipped = plan_from_metadata(meta)
     sequential, tune_subdir = None, None
-    if meta.get("sequential"):
+    if continuing:
+        from ablations.continuing import continue_plan
+        from ablations.flags import build_parser
+
+        sequential = continue_plan(args, storage, name, meta, build_parser().parse_args([]))
+    elif meta.get("sequential"):
         from ablations.rounds import SequentialRun
 
         sequential = SequentialRun.from_record(meta["sequential"])
@@ -76,14 +88,20 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
     args.gpus_per_trial = meta.get("gpus_per_trial", args.gpus_per_trial)
     args.seeds = meta.get("seeds", args.seeds)
     current = sequential.current_trials() if sequential is not None else trials
-    print(f"Resuming experiment {name} ({meta['space']}): "
-          f"{resume_outlook(target, current, hpo, args.retry_failed, tune_subdir)}")
+    if continuing:
+        looks = ", ".join(str(n) for n in sequential.design.looks)
+        print(f"Continuing experiment {name} ({meta['space']}) with --seeds auto: its "
+              f"{len(current)} trials at seeds {', '.join(map(str, args.seeds))} are the pilot "
+              f"(round 1, kept, not run again); looks at {looks} seeds per variant")
+    else:
+        print(f"Resuming experiment {name} ({meta['space']}): "
+              f"{resume_outlook(target, current, hpo, args.retry_failed, tune_subdir)}")
     space = SPACES.get(meta["space"])
     return ResumePlan(
         name=name, space_name=meta["space"], trials=current, skipped=skipped, hpo=hpo,
         sequential=sequential,
         reference=meta.get("reference") or (space.reference if space else "baseline"),
-        reuse_workers=not (space and space.isolate_trials),
+        reuse_workers=not (space and space.isolate_trials), continuing=continuing,
     )
 
 

@@ -12,6 +12,7 @@ the decisions are a function of the trials' results only.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -26,7 +27,15 @@ from ablations.runner import (
     run_experiment,
     trial_plan,
 )
-from results.io import TRIALS_FILE, is_file, join, read_experiment
+from results.io import (
+    METADATA_FILE,
+    TRIALS_FILE,
+    is_file,
+    join,
+    read_experiment,
+    read_metadata,
+    write_json_atomic,
+)
 from results.sequential import SeedDesign, active_arms, sequential_verdict_table
 from search_spaces import TrialSpec
 
@@ -45,12 +54,18 @@ class SequentialRun:
     alpha: float
     plan: dict[str, TrialSpec]  # every cell up to max_seeds, by trial name
     rounds: list[dict[str, Any]] = field(default_factory=list)  # round, tune, trials, active
+    # A fixed-seed experiment continued with --seeds auto (ablations/continuing.py): its seeds,
+    # trials, CPU/GPU-hours and command before the continuation; None for one started auto.
+    continued: Optional[dict[str, Any]] = None
 
     def record(self) -> dict[str, Any]:
-        return {"design": self.design.to_dict(), "seeds": self.seeds,
-                "reference": self.reference, "metric": self.metric, "margin": self.margin,
-                "alpha": self.alpha, "plan": trial_plan(self.plan.values()),
-                "rounds": self.rounds}
+        record = {"design": self.design.to_dict(), "seeds": self.seeds,
+                  "reference": self.reference, "metric": self.metric, "margin": self.margin,
+                  "alpha": self.alpha, "plan": trial_plan(self.plan.values()),
+                  "rounds": self.rounds}
+        if self.continued is not None:
+            record["continued"] = self.continued
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> SequentialRun:
@@ -62,7 +77,8 @@ class SequentialRun:
             plan[name] = TrialSpec(name, config.ablation, config.seed, config)
         return cls(SeedDesign.from_dict(record["design"]), list(record["seeds"]),
                    record["reference"], record["metric"], record["margin"],
-                   float(record["alpha"]), plan, list(record["rounds"]))
+                   float(record["alpha"]), plan, list(record["rounds"]),
+                   record.get("continued"))
 
     def cells(self, arms: Sequence[str], seeds: Sequence[int]) -> list[TrialSpec]:
         """The plan's trials of ``arms`` at ``seeds``, in the plan's order."""
@@ -108,14 +124,22 @@ def _earlier_rows(root: str, names: set[str]) -> tuple[pd.DataFrame, ...] | None
 
 def run_rounds(run: SequentialRun, options: RunOptions,
                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
-               root: str, say: Any = print
+               root: str, say: Any = print, finished: Optional[ExperimentResult] = None
                ) -> tuple[ExperimentResult, Optional[pd.DataFrame]]:
     """Run the rounds (or continue them after a stop) until every variant has a verdict or
     ran the design's last look. Returns the experiment's result (all rounds' rows) and the
     verdict table the last round ended with (None when the run was stopped in a round, or
-    no verdict is possible, e.g. every reference trial failed)."""
+    no verdict is possible, e.g. every reference trial failed).
+
+    ``finished``: the rows of the last recorded round, complete (a fixed-seed experiment
+    continued with --seeds auto: its trials are round 1); they are decided on as they are,
+    not run through Tune again, and ``run``'s record is written to experiment.json first."""
     arms = list(dict.fromkeys(s.variant for s in run.plan.values() if s.variant != run.reference))
-    if resume and run.rounds:
+    if finished is not None:
+        number = len(run.rounds)
+        current = [run.plan[name] for name in run.rounds[-1]["trials"]]
+        _write_record(root, run)
+    elif resume and run.rounds:
         number = len(run.rounds)
         current = [run.plan[name] for name in run.rounds[-1]["trials"]]
     else:
@@ -129,10 +153,15 @@ def run_rounds(run: SequentialRun, options: RunOptions,
                          earlier_rows=_earlier_rows(root, {s.name for s in earlier})
                          if earlier else None, record=run.record())
         looks = run.design.looks
-        say(f"Round {number} of at most {len(looks)}: {len(current)} trials "
+        kept = " (the fixed run's trials, kept, not run again)" if finished is not None else ""
+        say(f"Round {number} of at most {len(looks)}{kept}: {len(current)} trials "
             f"({len({s.variant for s in current})} variants, seeds "
-            f"{_span(run.look_seeds(number))}; {looks[number - 1]} seeds per variant so far)")
-        result = run_experiment(current, options, skipped, resume=resume, round_=info)
+            f"{seed_span(run.look_seeds(number))}; {looks[number - 1]} seeds per variant so far)")
+        if finished is not None:
+            result, finished = finished, None
+            result.wall_s = 0.0
+        else:
+            result = run_experiment(current, options, skipped, resume=resume, round_=info)
         wall_s += result.wall_s
         result.wall_s = wall_s
         if result.trials["status"].isin(UNFINISHED).any():
@@ -158,11 +187,22 @@ def run_rounds(run: SequentialRun, options: RunOptions,
         run.rounds.append({"round": number, "tune": f"{TUNE_SUBDIR}-round{number}",
                            "trials": [s.name for s in current]})
         resume = False
-        say(f"{len(following)} variant(s) get seeds {_span(run.look_seeds(number))}: "
+        say(f"{len(following)} variant(s) get seeds {seed_span(run.look_seeds(number))}: "
             f"{', '.join(following)}")
 
 
-def _span(seeds: Sequence[int]) -> str:
+def _write_record(root: str, run: SequentialRun) -> None:
+    """experiment.json made sequential before any round runs: a stop from here on is
+    continued by plain --resume, and a run whose first look decides every variant still
+    reads as the sequential experiment it became."""
+    meta = read_metadata(root) or {}
+    meta["sequential"] = run.record()
+    meta["resumed_at"] = [*meta.get("resumed_at", []),
+                          dt.datetime.now(dt.timezone.utc).isoformat()]
+    write_json_atomic(meta, join(root, METADATA_FILE))
+
+
+def seed_span(seeds: Sequence[int]) -> str:
     seeds = list(seeds)
     if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
         return f"{seeds[0]}-{seeds[-1]}"

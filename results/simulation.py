@@ -115,3 +115,96 @@ def sequential_verdicts(reference: np.ndarray, arms: np.ndarray, design: SeedDes
                                  relative=relative, alpha=alpha, outlier=flags)
         running = tests["decided"] < 0
     return {**tests, "seeds": seeds_run, "reference_seeds": seeds_run.max(axis=-1)}
+
+
+# --------------------------------------------------------------------- the error-rate table
+
+MARGIN = 0.05  # "5%": tested as a ratio
+DESIGNS = (("fixed", 3), ("fixed", 5), ("fixed", 10), ("auto", 5), ("auto", 10),
+           ("compare", 3), ("compare", 5), ("compare", 10))
+SHARED = (0.0, 0.1)  # the seed effect shared by the arms: none, or 10% of the mean
+
+
+def false_equivalence(kind: str, seeds: int, *, noise: str, shared: float, sign: int,
+                      experiments: int, seed: int, unstable: bool = False,
+                      alpha: float = 0.05, weaken: str | None = None) -> float:
+    """The share of experiments that call the arm at ``sign`` x the margin `equivalent` (or
+    `negligible`): eight arms, seven equal to the reference, one whose mean is (1 ± 5%) of it;
+    every run with the noise ``noise`` (``unstable``: only that arm's runs, the rest Gaussian).
+
+    ``kind``: ``fixed`` (``seeds`` seeds, verdict_table's procedure), ``auto`` (``--seeds auto``
+    with a pilot of 3 and ``seeds`` at most), ``compare`` (each variant of experiment B against
+    the same variant of experiment A at ``seeds`` shared seeds; the seed effect shared by A and
+    B). ``weaken``: a deliberately weaker procedure the tests must catch: ``no-spending`` (every
+    look of ``auto`` at the full α).
+    """
+    rng = np.random.default_rng(seed)
+    ratios = np.r_[np.ones(7), 1 + sign * MARGIN]
+    skewed = 7 if unstable else None
+    if kind == "compare":
+        u = shared * rng.standard_normal((experiments, 1, seeds))
+        _, a = simulate_runs(rng, experiments=experiments, seeds=seeds, ratios=np.ones(8),
+                             noise=noise, seed_effect=u, skewed_arm=skewed)
+        _, b = simulate_runs(rng, experiments=experiments, seeds=seeds, ratios=ratios,
+                             noise=noise, seed_effect=u, skewed_arm=skewed)
+        verdicts = fixed_verdicts(a, b, margin=MARGIN, relative=True, alpha=alpha)
+    else:
+        reference, arms = simulate_runs(rng, experiments=experiments, seeds=seeds,
+                                        ratios=ratios, noise=noise, shared=shared,
+                                        skewed_arm=skewed)
+        if kind == "fixed":
+            verdicts = fixed_verdicts(reference, arms, margin=MARGIN, relative=True,
+                                      alpha=alpha)
+        else:
+            design = SeedDesign.plan(3, seeds)
+            if weaken == "no-spending":
+                design = SeedDesign(design.looks, design.diff_spend,
+                                    (1.0,) * len(design.looks), "bonferroni")
+            verdicts = sequential_verdicts(reference, arms, design, margin=MARGIN,
+                                           relative=True, alpha=alpha)
+    return float(verdicts["equivalent"][:, 7].mean())
+
+
+def error_rate_table(experiments: int = 4000, *, unstable: bool = False,
+                     alpha: float = 0.05) -> "pd.DataFrame":
+    """Rows: noise shape x shared seed effect; columns: the :data:`DESIGNS`; each cell the
+    larger false-`equivalent` rate of the arm at +5% and at −5% over ``experiments``
+    simulated experiments (seeded: the same table every time)."""
+    import pandas as pd
+
+    rows = []
+    for n, noise in enumerate(NOISES):
+        for s, shared in enumerate(SHARED):
+            row = {"noise": noise, "shared": shared}
+            for d, (kind, seeds) in enumerate(DESIGNS):
+                row[f"{kind} {seeds}"] = max(
+                    false_equivalence(kind, seeds, noise=noise, shared=shared, sign=sign,
+                                      experiments=experiments, unstable=unstable, alpha=alpha,
+                                      seed=1000 * n + 100 * s + 10 * d + (sign > 0)
+                                      + 50000 * unstable)
+                    for sign in (1, -1))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    """``python -m results.simulation [EXPERIMENTS]``: the tables of docs/verdicts.md."""
+    import sys
+
+    experiments = int(sys.argv[1]) if len(sys.argv) > 1 else 4000
+    bound = 0.05 + 3 * np.sqrt(0.05 * 0.95 / experiments)
+    for unstable in (False, True):
+        table = error_rate_table(experiments, unstable=unstable)
+        title = ("only the arm at the margin carries the noise (an unstable variant)"
+                 if unstable else "every run carries the noise")
+        print(f"\nFalse `equivalent` at ±5%, {experiments} experiments per cell, {title}; "
+              f"alpha + 3 MC s.e. = {bound:.3f}\n")
+        header = list(table.columns)
+        print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
+        for row in table.itertuples(index=False):
+            print("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) and k > 1 else str(v)
+                                    for k, v in enumerate(row)) + " |")
+
+
+if __name__ == "__main__":
+    main()

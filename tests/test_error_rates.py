@@ -15,6 +15,7 @@ from results.simulation import (
     NOISES,
     SHARED,
     SPREAD,
+    TIGHT,
     false_equivalence,
     fixed_verdicts,
     sequential_verdicts,
@@ -28,20 +29,22 @@ BOUND = ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / EXPERIMENTS)  # α + 3 Monte-C
 
 @pytest.mark.parametrize("noise", NOISES)
 def test_an_arm_a_margin_away_is_called_equivalent_in_at_most_alpha(noise):
-    """Every cell of the table: seven arms equal to the reference and one at exactly ±5% (the
-    hardest case for Holm once the seven are declared), with and without a shared seed effect,
-    each design: false `equivalent` at most α + 3 Monte-Carlo s.e."""
+    """Every cell of the table: seven arms equal to the reference and one at exactly ±5%, with
+    and without a shared seed effect, at the synthetic default's spread and at a tight one
+    (where the seven are declared from 3 seeds on: Holm's hardest case for the eighth), each
+    design: false `equivalent` at most α + 3 Monte-Carlo s.e."""
     rates = {}
-    for s, shared in enumerate(SHARED):
-        for d, (kind, seeds) in enumerate(DESIGNS):
-            for sign in (1, -1):
-                rates[(shared, kind, seeds, sign)] = false_equivalence(
-                    kind, seeds, noise=noise, shared=shared, sign=sign,
-                    experiments=EXPERIMENTS, seed=100 * s + 10 * d + (sign > 0) + 7)
+    for w, spread in enumerate((SPREAD, TIGHT)):
+        for s, shared in enumerate(SHARED):
+            for d, (kind, seeds) in enumerate(DESIGNS):
+                for sign in (1, -1):
+                    rates[(w, shared, kind, seeds, sign)] = false_equivalence(
+                        kind, seeds, noise=noise, shared=shared, sign=sign, spread=spread,
+                        experiments=EXPERIMENTS, seed=1000 * w + 100 * s + 10 * d + (sign > 0))
     worst = max(rates, key=rates.get)
     assert rates[worst] <= BOUND, (worst, rates[worst])
-    if noise == "gaussian":  # exact there: at 10 fixed seeds the rate is near α, not far under
-        assert rates[(0.0, "fixed", 10, 1)] >= 0.03, rates
+    if noise == "gaussian":  # exact there: the hardest case is near α, not far under
+        assert min(rates[(1, 0.0, "fixed", n, 1)] for n in (3, 5, 10)) >= 0.03, rates
 
 
 def test_the_table_catches_a_procedure_that_does_not_spend_alpha_across_looks():

@@ -197,10 +197,10 @@ def test_the_report_reads_the_rounds(stopped_and_resumed):
         for line in re.findall(r"^Round \d+: (.+)$", text, flags=re.M):
             if line != "no verdict yet":
                 printed.update(item.rsplit(" ", 1) for item in line.split(", "))
-    assert printed, "no round decided anything"
-    for arm, verdict in printed.items():
-        assert got[arm] == verdict, (arm, verdict, got.to_dict())
-        assert report.ablation.set_index("ablation").loc[arm, "decided_at"] > 0
+    for arm in VARIANTS - {"baseline"}:  # printed when decided, else undecided to the end
+        assert got[arm] == printed.get(arm, "inconclusive"), (arm, printed, got.to_dict())
+        decided = report.ablation.set_index("ablation").loc[arm, "decided_at"]
+        assert (decided > 0) if arm in printed else pd.isna(decided), (arm, decided)
 
 
 @pytest.mark.slow
@@ -238,7 +238,7 @@ def test_the_same_name_with_fixed_seeds_or_other_decision_flags_is_refused(
     design), nor with another margin than the one its rounds decided on."""
     storage = str(stopped_and_resumed["root"].parent)
     fixed = [{"auto": "3", "no_images": "baseline,no_images"}.get(a, a) for a in ARGS
-             if a not in ("--max-seeds", "6")]
+             if a not in ("--max-seeds", "5")]
     code, _, err = in_process(capsys, *fixed, "--name", "stopped", "--storage", storage)
     assert_one_line_error(code, err, "holds an experiment run with --seeds auto")
     code, _, err = in_process(capsys, *ARGS, "--margin", "0.05", "--name", "stopped",

@@ -250,9 +250,13 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                     if sequential else ""),
                 verdict_view(ablation, metric=metric, alpha=alpha,
                              sequential=bool(sequential))),
-        Section("Differences to the reference", "Each variant's Δ with its "
-                f"{1 - alpha:.0%} interval (thin) and {1 - 2 * alpha:.0%} interval (thick); "
-                "the shaded band is the margin.", figure=forest),
+        Section("Differences to the reference", (
+            f"Each variant's mean over the reference's, minus 1 (%), with Fieller's "
+            f"{1 - 2 * alpha:.0%} interval (the one TOST reads); the shaded band is the margin."
+            if ablation.attrs.get("relative") else
+            f"Each variant's Δ with its {1 - alpha:.0%} interval (thin) and "
+            f"{1 - 2 * alpha:.0%} interval (thick); the shaded band is the margin."),
+            figure=forest),
         *([Section(comparison[0], comparison[1], comparison_view(
             comparison[2], metric=metric, alpha=alpha))] if comparison else []),
         *([Section("Compute spent", f"{compute_note(compute)} Per variant: the trials it "

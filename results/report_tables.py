@@ -29,6 +29,9 @@ def verdict_view(ablation: pd.DataFrame, *, metric: str, alpha: float,
     interval TOST reads (1 − 2α), the verdict, Holm p-values and the equivalence bound."""
     unit = unit_of(metric)
     relative = bool(ablation.attrs.get("relative"))
+    if relative:  # shares of the reference's mean, read as percentages
+        ablation = ablation.assign(**{c: 100 * ablation[c] for c in (
+            "ratio", "ratio_ci_low", "ratio_ci_high", "equivalence_bound_holm") if c in ablation})
     p_columns = [Column("p at that look", "p_value", "p"),
                  Column("p equivalence at that look", "p_tost", "p")] if sequential else [
         Column("p (Holm)", "p_holm", "p"), Column("p equivalence (Holm)", "p_tost_holm", "p")]
@@ -39,13 +42,14 @@ def verdict_view(ablation: pd.DataFrame, *, metric: str, alpha: float,
         Column(with_unit("Δ vs reference", unit), "diff_mean", "difference"),
         Column(f"{1 - 2 * alpha:.0%} interval of Δ", ("tost_ci_low", "tost_ci_high"),
                "interval", decimals_from="diff_mean"),
-        *([Column(f"{1 - 2 * alpha:.0%} interval of the ratio − 1",
+        *([Column(f"{1 - 2 * alpha:.0%} interval of the ratio − 1 (%)",
                   ("ratio_ci_low", "ratio_ci_high"), "interval", decimals_from="ratio")]
           if relative and "ratio_ci_low" in ablation else []),
         Column("Verdict", "verdict", "text"),
         *p_columns,
-        Column("Equivalent within ± (share of the reference's mean)" if relative else
-               with_unit("Equivalent within ±", unit), "equivalence_bound_holm"),
+        Column("Equivalent within ± (% of the reference's mean)", "equivalence_bound_holm",
+               decimals_from="ratio") if relative and "ratio" in ablation else
+        Column(with_unit("Equivalent within ±", unit), "equivalence_bound_holm"),
     ]
     if sequential and "decided_at" in ablation:
         columns.append(Column("Decided at (seeds)", "decided_at", "count"))

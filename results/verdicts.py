@@ -275,11 +275,11 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
 
 
 def margin_text(attrs: dict, unit: str = "") -> str:
-    """The margin as the verdicts tested it: ``±5% of baseline's mean (0.552), as a ratio`` or
-    ``±0.02 km``."""
+    """The margin as the verdicts tested it: ``±5% of baseline's mean (0.552), tested as a
+    ratio`` or ``±0.02 km``."""
     if attrs.get("relative"):
-        return (f"±{attrs['margin']:.3g} ({attrs['margin'] * 100:.3g}% of "
-                f"{attrs['reference']}'s mean {attrs['reference_mean']:.3g}, tested as a ratio)")
+        return (f"±{attrs['margin'] * 100:.3g}% of {attrs['reference']}'s mean "
+                f"({attrs['reference_mean']:.3g}), tested as a ratio")
     return f"±{attrs['margin']:.3g}{f' {unit}' if unit else ''}"
 
 

@@ -195,7 +195,7 @@ def test_report_writes_markdown_html_and_figures(tmp_path):
     assert ("| no_x | 3 | 1.20 | +0.200 | [0.031, 0.369] | [0.038, 0.315] | inconclusive | 0.074 "
             "| 0.944 | 0.315 |") in verdicts  # the ratio's Fieller interval beside Δ's
     assert "Mean test_mae (km)" in verdicts
-    assert "margin ±0.05 (5% of baseline's mean 1, tested as a ratio)" in markdown
+    assert "margin ±5% of baseline's mean (1), tested as a ratio," in markdown
     # per stratum, a variant x level grid of differences to the reference, before the appendix
     grid = markdown[markdown.index("### regime"):markdown.index("## Appendix")]
     assert "| Variant | clear | storm |" in grid

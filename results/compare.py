@@ -47,10 +47,11 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         a, b: experiment folders (paths or URIs) or their trials tables.
         metric: a numeric column of both trials tables.
         margin: the smallest change that matters: in the metric's units (``"0.02"``), or a
-            percentage (``"5%"``): of each variant's own mean in A, tested as a ratio.
-        reference: checked only for a relative margin: A's mean there must be above 0.
+            percentage (``"5%"``): of each variant's own mean in A, tested as a ratio (a
+            variant whose mean in A is not above 0 gets no equivalence test).
         alpha: family-wise error rate of each kind of verdict, in (0, 0.5).
-        reference: the variant whose mean a percentage margin is taken of.
+        reference: for a percentage, A's mean of this variant (of all its ok trials where A
+            has no such variant) must be above 0, or the margin is refused.
 
     Returns:
         One row per variant in both (A's order): ``ablation``, ``n_a``/``n_b`` (ok trials

@@ -76,8 +76,8 @@ class SeedDesign:
     def plan(cls, pilot: int, max_seeds: int = DEFAULT_MAX_SEEDS) -> SeedDesign:
         """Looks at ``pilot`` seeds, then every n + max(2, n // 2) seeds up to
         ``max_seeds`` (3 and 10: 3, 5, 7, 10; 2 and 20: 2, 4, 6, 9, 13, 19, 20). Looks closer
-        than doubling let arms stop sooner: on the synthetic default's spread, 53% of a fixed
-        10-seed design's trials against 57% with looks at 3, 6 and 10 (docs/verdicts.md).
+        than doubling let arms stop sooner (``benchmarks/seeds_auto.py`` measures the
+        compute and power of other looks).
 
         α for `worse`/`better`: :data:`PILOT_DIFF_SHARE` at the pilot, the rest in proportion
         to the seeds each later look adds. α for `equivalent`: the power spending function
@@ -139,7 +139,8 @@ class SeedDesign:
 
 def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
                      relative: bool = False, alpha: float = DEFAULT_ALPHA, direction: int = -1,
-                     outlier: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                     outlier: np.ndarray | None = None, alpha_diff: float | None = None
+                     ) -> dict[str, np.ndarray]:
     """Verdicts of the sequential design from each arm's contrasts at each look.
 
     Args:
@@ -151,13 +152,20 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
         alpha: family-wise error rate of each kind of verdict.
         direction: +1 if higher is better, -1 if lower is, 0 if neither.
         outlier: (..., arms, looks): the robustness rule's flags (never `equivalent`).
+        alpha_diff: the `worse`/`better` family's α when it differs from ``alpha`` (0: no
+            such test, which the tests use to exercise the equivalence path alone).
+
+    The family is every arm on the arms axis, fixed before any data: an arm without a
+    comparison at some look (its trials failed, or the reference's) still counts in Holm's
+    divisor, so a pilot where few arms could be compared does not open α/1 to the rest.
 
     Returns:
         Arrays of shape (..., arms): ``verdict``, ``significant``, ``equivalent``,
         ``decided`` (the index of the look that decided the arm, -1 if none), ``last`` (the
         index of the look its row reports: the deciding one, else the last it reached),
         ``looks`` (how many looks it reached), ``level_diff``/``level_eq`` (the nominal level
-        each test had at that look) and ``outlier`` (the rule's flag at that look).
+        each test had at that look; NaN for an arm never compared) and ``outlier`` (the rule's
+        flag at that look).
     """
     diff = np.asarray(contrasts.diff, float)
     if diff.shape[-1] != len(design.looks):
@@ -167,19 +175,22 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
     arms, looks = diff.shape[-2], diff.shape[-1]
     with np.errstate(invalid="ignore"):
         p = np.where(looked, contrasts.p_value(), np.nan)
-        p_tost = np.where(looked & ~outlier, contrasts.p_tost(margin, relative), np.nan)
-    m = looked[..., 0].sum(axis=-1)  # the family: arms compared at the pilot
-    # thresholds[k, j]: look k's nominal level at Holm's level α/j (j = 1..arms)
-    sizes = np.arange(1, arms + 1)
+        # a flagged arm stays in the family (in Holm's divisor) but is never rejected
+        p_tost = np.where(looked, np.where(outlier, 1.0, contrasts.p_tost(margin, relative)),
+                          np.nan)
+    m = arms  # the family, fixed before any data: every arm
+    # thresholds[family][k, j]: look k's nominal level at Holm's level α/j (j = 1..arms)
+    family_alpha = {False: alpha if alpha_diff is None else alpha_diff, True: alpha}
     thresholds = {
-        family: np.array([[0.0, *(design.levels(alpha / j, equivalence=family)[k]
-                                  for j in sizes)] for k in range(looks)])
+        family: np.array([(0.0,) * looks, *(design.levels(family_alpha[family] / j,
+                                                          equivalence=family)
+                                            for j in range(1, arms + 1))]).T
         for family in (False, True)}
     batch = diff.shape[:-1]
     significant, equivalent = np.zeros(batch, bool), np.zeros(batch, bool)
     decided = np.full(batch, -1)
     last = np.zeros(batch, dtype=int)
-    level = {False: np.zeros(batch), True: np.zeros(batch)}
+    level = {False: np.full(batch, np.nan), True: np.full(batch, np.nan)}
     for k in range(looks):
         active = (decided < 0) & looked[..., k]
         last = np.where(active, k, last)
@@ -208,29 +219,33 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
 
 
 def look_contrasts(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int], *,
-                   reference: str, metric: str) -> tuple[list[str], Contrasts, np.ndarray]:
+                   reference: str, metric: str
+                   ) -> tuple[list[str], Contrasts, np.ndarray, np.ndarray]:
     """Per arm (every variant but ``reference``) and look: its contrasts against the reference
-    over the look's seeds (``seeds[:n_k]``, the experiment's seed order) and the robustness
-    rule's flag. An arm reached look k when it has a trial (of any status) among the seeds
+    over the look's seeds (``seeds[:n_k]``, the experiment's seed order), the robustness
+    rule's flag and the seeds paired (0: Welch's comparison). An arm reached look k when it has a trial (of any status) among the seeds
     that look added; NaN where it did not."""
     arms = [a for a in dict.fromkeys(trials["ablation"]) if a != reference]
-    per_look, flags = [], []
+    per_look, flags, paired = [], [], []
     previous = 0
     for n in design.looks:
         added = set(seeds[previous:n])
         previous = n
-        contrasts, outlier = family_contrasts(trials, arms, reference=reference, metric=metric,
-                                              seeds=set(seeds[:n]))
+        contrasts, outlier, pairs = family_contrasts(trials, arms, reference=reference,
+                                                     metric=metric, seeds=set(seeds[:n]))
         reached = np.array([((trials["ablation"] == arm) & trials["seed"].isin(added)).any()
                             for arm in arms], dtype=bool)
         per_look.append(contrasts.take(slice(None)))
         per_look[-1] = Contrasts(*(np.where(reached, getattr(contrasts, f), np.nan) for f in
                                    ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")))
         flags.append(outlier & reached)
+        paired.append(np.where(reached, pairs, np.nan))
     fields = ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")
     stacked = Contrasts(*(np.stack([getattr(c, f) for c in per_look], axis=-1).reshape(
         len(arms), len(design.looks)) for f in fields))
-    return arms, stacked, np.stack(flags, axis=-1).reshape(len(arms), len(design.looks))
+    shape = (len(arms), len(design.looks))
+    return (arms, stacked, np.stack(flags, axis=-1).reshape(shape),
+            np.stack(paired, axis=-1).reshape(shape))
 
 
 def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int], *,
@@ -242,9 +257,11 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     One verdict, one story: every inferential column of an arm (``diff_mean``, ``diff_ci_*``,
     ``se``, ``df``, ``n_pairs``, ``p_value``, ``tost_ci_*``, ``ratio_ci_*``, ``p_tost``,
     ``equivalence_bound``, ``outlier``, ``verdict``) is from the look that decided it
-    (``decided_at``: its seeds), else from the last look it reached; ``equivalence_bound_holm``
-    is the smallest margin that look would have declared equivalent at the level the arm was
-    tested at there. ``{metric}_mean`` and its interval (and ``n_ok``) are descriptive, over
+    (``decided_at``: its seeds), else from the last look it reached. ``equivalence_bound_holm``
+    is the smallest margin at which that look's TOST would have passed at the nominal level the
+    arm had there (``level_eq``), the other arms' decisions as they were: unlike the fixed
+    design's, not the margin at which the whole procedure would have declared it (another
+    margin changes which arms stop); NaN for an arm never compared. ``{metric}_mean`` and its interval (and ``n_ok``) are descriptive, over
     every ok seed the arm ran. ``p_holm``/``p_tost_holm`` have no sequential counterpart and
     are left empty; ``level_diff``/``level_eq`` give the nominal levels the arm's tests had at
     its reported look, ``looks`` how many looks it reached. ``seeds``: the experiment's seed
@@ -253,8 +270,8 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     table = verdict_table(trials, reference=reference, metric=metric, margin=margin,
                           alpha=alpha)
     value, relative = table.attrs["margin"], table.attrs["relative"]
-    arms, contrasts, outlier = look_contrasts(trials, design, seeds, reference=reference,
-                                              metric=metric)
+    arms, contrasts, outlier, pairs = look_contrasts(trials, design, seeds,
+                                                     reference=reference, metric=metric)
     tests = sequential_tests(contrasts, design=design, margin=value, relative=relative,
                              alpha=alpha, direction=metric_direction(metric), outlier=outlier)
     rows = np.arange(len(arms))
@@ -268,14 +285,14 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     columns = {
         "diff_mean": reported.diff, "diff_ci_low": reported.diff - half,
         "diff_ci_high": reported.diff + half, "se": reported.se, "df": reported.df,
-        "n_pairs": np.where(np.isnan(reported.diff), np.nan, reported.df + 1),
+        "n_pairs": pairs[rows, tests["last"]],
         "p_value": reported.p_value(), "p_holm": np.full(len(arms), np.nan),
         "tost_ci_low": tost_low, "tost_ci_high": tost_high,
         "ratio": reported.ratio(), "ratio_ci_low": ratio_low, "ratio_ci_high": ratio_high,
         "p_tost": reported.p_tost(value, relative), "p_tost_holm": np.full(len(arms), np.nan),
         "equivalence_bound": reported.bound(alpha, relative),
         "equivalence_bound_holm": np.where(level_eq > 0, reported.bound(
-            np.where(level_eq > 0, level_eq, 0.5), relative), np.inf),
+            np.where(level_eq > 0, level_eq, 0.5), relative), np.nan),
         "outlier": tests["outlier"], "significant": tests["significant"],
         "equivalent": tests["equivalent"], "verdict": tests["verdict"],
         "decided_at": np.where(tests["decided"] >= 0,

@@ -91,7 +91,7 @@ def sequential_verdicts(reference: np.ndarray, arms: np.ndarray, design: SeedDes
                         robust: bool = True) -> dict[str, np.ndarray]:
     """``--seeds auto`` on every simulated experiment, stopping included: at look k the arms
     still running are compared over their first n_k seeds; an arm that stopped has no values
-    beyond its last look (as in the runner, also for the robustness rule's pooled scale)."""
+    beyond its last look (as in the runner)."""
     experiments, count, _ = arms.shape
     looks = design.looks
     shape = (experiments, count, len(looks))

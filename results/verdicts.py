@@ -45,23 +45,24 @@ def parse_margin(margin: str | float) -> tuple[float, bool]:
 
 
 def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, metric: str,
-                     seeds: set | None = None) -> tuple[Contrasts, np.ndarray]:
+                     seeds: set | None = None) -> tuple[Contrasts, np.ndarray, np.ndarray]:
     """Per arm, its :class:`Contrasts` against ``reference`` over the ok trials with a finite
     ``metric`` (among ``seeds`` if given): paired over the shared seeds where there are two or
     more, else Welch's (as :func:`ablation_table` pairs them), NaN with too few; and the
     robustness rule's flag (:func:`results.contrasts.robust_outliers` over the family's paired
-    differences)."""
+    differences); and the seeds paired (0 for Welch's comparison or none)."""
     ok, _ = usable_trials(trials, metric)
     if seeds is not None:
         ok = ok[ok["seed"].isin(seeds)]
     by_seed = ok.pivot_table(index="seed", columns="ablation", values=metric, aggfunc="mean")
     items: list[Contrasts | None] = []
-    paired_rows = []
+    paired_rows, pairs = [], []
     ref = by_seed[reference].dropna() if reference in by_seed else pd.Series(dtype=float)
     for arm in arms:
         mine = by_seed[arm].dropna() if arm in by_seed else pd.Series(dtype=float)
         common = mine.index.intersection(ref.index)
         row = pd.Series(np.nan, index=by_seed.index)
+        pairs.append(len(common) if len(common) >= 2 else 0)
         if len(common) >= 2:
             items.append(Contrasts.paired(mine[common].to_numpy(), ref[common].to_numpy()))
             row[common] = mine[common] - ref[common]
@@ -73,15 +74,17 @@ def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, m
     contrasts = Contrasts.stack(items)
     matrix = np.array(paired_rows).reshape(len(arms), -1)
     outlier = robust_outliers(matrix) if matrix.size else np.zeros(len(arms), dtype=bool)
-    return contrasts, outlier & ~np.isnan(contrasts.diff)
+    return contrasts, outlier & ~np.isnan(contrasts.diff), np.array(pairs, dtype=float)
 
 
-def _holm_equivalence_bound(contrasts: Contrasts, alpha: float, relative: bool) -> np.ndarray:
+def _holm_equivalence_bound(contrasts: Contrasts, alpha: float, relative: bool,
+                            outlier: np.ndarray) -> np.ndarray:
     """Per comparison (last axis = the family), the smallest margin, common to the family,
     above which Holm's procedure over the family's TOST p-values declares it equivalent.
 
     Comparison j's TOST p is below α/c exactly when the margin exceeds its bound at one-sided
-    level α/c (:meth:`Contrasts.bound`): B[j, c]; :func:`holm_bound` does the rest.
+    level α/c (:meth:`Contrasts.bound`): B[j, c]; :func:`holm_bound` does the rest. An
+    ``outlier`` comparison is in the family but never declared.
     """
     valid = ~np.isnan(contrasts.diff)
     size = valid.shape[-1]
@@ -91,6 +94,8 @@ def _holm_equivalence_bound(contrasts: Contrasts, alpha: float, relative: bool) 
     wide = Contrasts(*(np.asarray(getattr(contrasts, f), float)[..., :, None] for f in
                        ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")))
     bounds = wide.bound(level[..., None, :], relative)  # (..., K_j, K_s)
+    # a flagged comparison counts in the family but never passes: no bound (NaN)
+    bounds = np.where(np.asarray(outlier)[..., :, None], np.inf, bounds)
     return holm_bound(bounds, valid)
 
 
@@ -167,13 +172,17 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
         "p_value": p_value, "p_holm": holm(p_value),
         "tost_ci_low": tost_low, "tost_ci_high": tost_high,
         "ratio": contrasts.ratio(), "ratio_ci_low": ratio_low, "ratio_ci_high": ratio_high,
-        "p_tost": p_tost, "p_tost_holm": holm(p_tost),
+        # p_tost as computed; Holm's with a flagged comparison at 1 (in the family, never
+        # rejected), as --seeds auto has it
+        "p_tost": p_tost, "p_tost_holm": holm(np.where(outlier & ~np.isnan(p_tost), 1.0,
+                                                       p_tost)),
         "equivalence_bound": contrasts.bound(alpha, relative),
-        "equivalence_bound_holm": _holm_equivalence_bound(contrasts, alpha, relative),
+        "equivalence_bound_holm": _holm_equivalence_bound(contrasts, alpha, relative,
+                                                          outlier),
         "outlier": outlier,
     }
     significant = out["p_holm"] < alpha
-    equivalent = (out["p_tost_holm"] < alpha) & ~outlier
+    equivalent = out["p_tost_holm"] < alpha
     verdict = verdict_labels(significant, equivalent, np.asarray(contrasts.diff), direction)
     return {**out, "significant": significant, "equivalent": equivalent, "verdict": verdict}
 
@@ -254,8 +263,8 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
     value, relative = resolve_margin(margin, reference_mean)
     direction = metric_direction(metric)
     compared = table.loc[~is_reference]
-    contrasts, outlier = family_contrasts(trials, compared["ablation"].tolist(),
-                                          reference=reference, metric=metric)
+    contrasts, outlier, _ = family_contrasts(trials, compared["ablation"].tolist(),
+                                             reference=reference, metric=metric)
     tests = equivalence_tests(contrasts, margin=value, relative=relative, alpha=alpha,
                               direction=direction, outlier=outlier)
     columns = [*table.columns, *(c for c in tests if c not in table.columns), "margin"]

@@ -118,25 +118,75 @@ def test_a_single_look_spends_the_whole_level():
 
 def test_one_look_is_the_fixed_design():
     """With one look holding all of α the sequential tests are equivalence_tests: the same
-    verdicts family by family, arms without a comparison left out of the family, for absolute
-    and relative margins."""
+    verdicts family by family, for absolute and relative margins. With arms that have no
+    comparison the sequential family still counts them (fixed before any data), so it decides
+    a subset of what the fixed design, whose family is the arms compared, decides."""
     rng = np.random.default_rng(5)
     reference, arms = simulate_runs(rng, experiments=300, seeds=5,
                                     ratios=[1, 1, 1.05, 0.9, 1.6, 1.0, 1.02, 0.98])
-    contrasts = Contrasts.paired(arms, np.broadcast_to(reference[:, None, :], arms.shape))
-    drop = rng.random(contrasts.diff.shape) < 0.1  # arms with no comparison
-    fields = {f: np.where(drop, np.nan, getattr(contrasts, f)) for f in
-              ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")}
-    contrasts = Contrasts(**fields)
-    looked = Contrasts(**{f: v[..., None] for f, v in fields.items()})
+    full = Contrasts.paired(arms, np.broadcast_to(reference[:, None, :], arms.shape))
+    drop = rng.random(full.diff.shape) < 0.1  # arms with no comparison
+    fields = ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")
+    dropped = Contrasts(*(np.where(drop, np.nan, getattr(full, f)) for f in fields))
     for margin, relative in ((0.05, True), (MARGIN, False)):
-        fixed = equivalence_tests(contrasts, margin=margin, relative=relative)
-        one = sequential_tests(looked, design=SeedDesign.fixed(5), margin=margin,
-                               relative=relative)
-        np.testing.assert_array_equal(one["verdict"], fixed["verdict"])
-        np.testing.assert_array_equal(one["equivalent"], fixed["equivalent"])
-        assert set(fixed["verdict"].ravel()) >= {"worse", "better", "equivalent",
-                                                 "inconclusive"}
+        for contrasts, same in ((full, True), (dropped, False)):
+            fixed = equivalence_tests(contrasts, margin=margin, relative=relative)
+            one = sequential_tests(Contrasts(*(getattr(contrasts, f)[..., None]
+                                               for f in fields)),
+                                   design=SeedDesign.fixed(5), margin=margin, relative=relative)
+            if same:
+                np.testing.assert_array_equal(one["verdict"], fixed["verdict"])
+                assert set(fixed["verdict"].ravel()) >= {"worse", "better", "equivalent",
+                                                         "inconclusive"}
+            else:
+                for kind in ("significant", "equivalent"):
+                    assert not (one[kind] & ~fixed[kind]).any(), kind
+                    assert (fixed[kind] & ~one[kind]).any(), kind  # not vacuous
+
+
+def test_the_family_is_fixed_before_the_data():
+    """The audit case: the reference fails two of its three pilot seeds, so no arm is compared
+    at the pilot; at the next look every arm is tested at Holm's first level α/8, not at α/1."""
+    design, seeds = SeedDesign.plan(3, 10), list(range(10))
+    rng = np.random.default_rng(2)
+    base = 0.55 + 0.01 * rng.standard_normal(10)
+    columns = {"baseline": base, **{f"a{j}": base + 0.01 * rng.standard_normal(10)
+                                    for j in range(8)}}
+    trials = pd.DataFrame([r for arm in columns for r in _rows(arm, columns[arm], seeds[:5])])
+    failed = (trials["ablation"] == "baseline") & trials["seed"].isin([0, 1])
+    trials.loc[failed, "status"] = "failed"
+    table = sequential_verdict_table(trials, design, seeds).set_index("ablation")
+    arms = [f"a{j}" for j in range(8)]
+    assert table.loc[arms, "looks"].eq(1).all()  # compared at look 2 only (seeds 2-4)
+    first = design.levels(ALPHA / 8, equivalence=False)[1]
+    undecided = table.loc[arms, "verdict"] == "inconclusive"
+    np.testing.assert_allclose(table.loc[arms][undecided]["level_diff"].astype(float), first)
+
+
+def test_the_equivalence_path_spends_alpha_as_planned():
+    """One arm held exactly at the margin (the other side far inside it), the difference test
+    switched off: over 20,000 simulated runs, the share declared `equivalent` first at look k
+    is α·share_k, and about α in all, through sequential_tests' whole path (stopping
+    included)."""
+    design = SeedDesign.plan(3, 10)
+    paths = 20_000
+    rng = np.random.default_rng(12)
+    values = 1.0 + rng.standard_normal((paths, 1, 10))  # Δ = margin exactly, sd 1
+    shape = (paths, 1, len(design.looks))
+    fields = {f: np.full(shape, np.nan) for f in ("diff", "ref_mean", "var_diff", "cov",
+                                                  "var_ref", "df")}
+    for k, n in enumerate(design.looks):
+        c = Contrasts.paired(values[..., :n], np.zeros((paths, 1, n)))
+        for f in fields:
+            fields[f][..., k] = getattr(c, f)
+    tests = sequential_tests(Contrasts(**fields), design=design, margin=1.0, alpha=ALPHA,
+                             alpha_diff=0.0)
+    assert not tests["significant"].any()
+    first = np.array([(tests["equivalent"] & (tests["decided"] == k)).mean()
+                      for k in range(len(design.looks))])
+    target = ALPHA * np.array(design.eq_spend)
+    np.testing.assert_allclose(first, target, atol=4 * np.sqrt(target / paths).max())
+    assert first.sum() == pytest.approx(ALPHA, abs=4 * np.sqrt(ALPHA / paths))
 
 
 # ----------------------------------------------- the runner's path against the array path
@@ -309,17 +359,41 @@ def test_an_arm_with_zero_spread_is_decided_as_the_fixed_design_decides_it():
 
 
 def test_a_relative_margin_is_a_ratio_at_every_look_not_a_margin_fixed_from_the_pilot():
-    """`--margin 5%` is tested as the ratio to the reference's mean over the look's own seeds:
-    no absolute margin is taken from the pilot's sample mean and carried to later looks."""
+    """`--margin 5%` is tested as the ratio to the reference's mean over the deciding look's
+    own seeds: an arm undecided at the pilot and decided at 5 seeds, while the reference's mean
+    moved, has the p-value of the exact contrasts over those 5 seeds, not of a margin taken
+    from the pilot's sample mean."""
     design, seeds = SeedDesign.plan(3, 10), list(range(10))
     base = np.array([1.0, 1.01, 0.99, 0.90, 0.91])
-    arm = base * 1.01 + np.array([0.0, 0.004, -0.004, 0.02, -0.02])
+    arm = base * 1.01 + np.array([0.0, 0.015, -0.015, 0.003, -0.003])
+    pilot = pd.DataFrame(_rows("baseline", base, range(3)) + _rows("a", arm, range(3)))
+    first = sequential_verdict_table(pilot, design, seeds).set_index("ablation")
+    assert first.loc["a", "verdict"] == "inconclusive"
     trials = pd.DataFrame(_rows("baseline", base, range(5)) + _rows("a", arm, range(5)))
     table = sequential_verdict_table(trials, design, seeds, margin="5%").set_index("ablation")
     assert table.attrs["relative"] and table.loc["a", "margin"] == pytest.approx(0.05)
-    r, v = base[:table.loc["a", "n_pairs"].astype(int)], arm[:table.loc["a", "n_pairs"].astype(
-        int)]
+    assert table.loc["a", "verdict"] == "equivalent" and table.loc["a", "decided_at"] == 5
     from scipy import stats
-    expected = max(stats.ttest_1samp(v - 0.95 * r, 0, alternative="greater").pvalue,
-                   stats.ttest_1samp(v - 1.05 * r, 0, alternative="less").pvalue)
-    assert table.loc["a", "p_tost"] == pytest.approx(expected, rel=1e-9)
+    exact = max(stats.ttest_1samp(arm - 0.95 * base, 0, alternative="greater").pvalue,
+                stats.ttest_1samp(arm - 1.05 * base, 0, alternative="less").pvalue)
+    assert table.loc["a", "p_tost"] == pytest.approx(exact, rel=1e-9)
+    margin = 0.05 * base[:3].mean()  # what the earlier procedure carried from the pilot
+    d = arm - base
+    frozen = max(stats.ttest_1samp(d, -margin, alternative="greater").pvalue,
+                 stats.ttest_1samp(d, margin, alternative="less").pvalue)
+    assert table.loc["a", "p_tost"] != pytest.approx(frozen, rel=1e-3)
+
+
+def test_a_welch_comparison_inside_the_rounds_reports_no_pairs():
+    """Failed trials leave a variant one seed in common with the reference: its comparison is
+    Welch's, and its row says 0 pairs, as the fixed design's does."""
+    design, seeds = SeedDesign.plan(3, 10), list(range(10))
+    trials = pd.DataFrame(_rows("baseline", [0.55, 0.56, 0.54], range(3))
+                          + _rows("other", [0.6, 0.58, 0.61], range(3)))
+    trials.loc[(trials["ablation"] == "baseline") & (trials["seed"] == 2), "status"] = "failed"
+    trials.loc[(trials["ablation"] == "other") & (trials["seed"] == 0), "status"] = "failed"
+    table = sequential_verdict_table(trials, design, seeds).set_index("ablation")
+    fixed = verdict_table(trials).set_index("ablation")
+    assert fixed.loc["other", "test"] == "Welch t"
+    assert table.loc["other", "n_pairs"] == 0 == fixed.loc["other", "n_pairs"]
+    assert table.loc["other", "df"] == pytest.approx(fixed.loc["other", "df"])

@@ -182,6 +182,19 @@ def test_a_ratio_margin_does_not_treat_the_reference_mean_as_known():
     assert absolute["p_tost"] != pytest.approx(ratio["p_tost"], rel=1e-3)
 
 
+def test_a_ratio_to_a_mean_at_or_below_zero_is_no_equivalence_test():
+    """compare with a percentage: a variant whose mean in A is negative (here about −1, the
+    reference's positive) gets no equivalence test (never `equivalent`, no interval, no
+    bound), instead of TOST read the wrong way round."""
+    from results.compare import compare_experiments
+
+    a = _trials({"baseline": [0.5, 0.51, 0.49], "neg": [-1.0, -1.01, -0.99]})
+    b = _trials({"baseline": [0.5, 0.51, 0.49], "neg": [-1.0001, -1.0101, -0.9901]})
+    row = compare_experiments(a, b, margin="5%").set_index("ablation").loc["neg"]
+    assert row["verdict"] != "equivalent" and row["p_tost_holm"] == 1
+    assert np.isnan(row["ratio_ci_low"]) and np.isnan(row["equivalence_bound_holm"])
+
+
 def test_an_outlying_seed_is_never_equivalent_and_the_row_says_so():
     """The robustness rule: a seed whose paired difference lies beyond 5 robust s.d. of the
     arm's median (from 5 seeds on) keeps the arm from `equivalent`, the row's ``outlier`` says
@@ -192,11 +205,14 @@ def test_an_outlying_seed_is_never_equivalent_and_the_row_says_so():
     assert robust_outliers(np.array(failed) - np.array(base))
     assert not robust_outliers(np.array(calm) - np.array(base))
     assert not robust_outliers(np.array(failed[:4]) - np.array(base[:4]))  # no rule at 4 seeds
+    # most seeds tied (a no-op under deterministic training): no scale, no rule
+    assert not robust_outliers(np.array([0.0, 0.0, 0.0, 0.0, 0.001]))
     rows = verdict_table(_trials({"baseline": base, "calm": calm, "failed": failed}),
                          margin="10%").set_index("ablation")
     assert rows.loc["calm", "verdict"] == "equivalent" and not rows.loc["calm", "outlier"]
     assert rows.loc["failed", "outlier"] and rows.loc["failed", "verdict"] == "inconclusive"
-    assert rows.loc["failed", "p_tost_holm"] < 0.05  # TOST alone would have said equivalent
+    assert rows.loc["failed", "p_tost"] < 0.05 / 2  # TOST alone would have said equivalent
+    assert rows.loc["failed", "p_tost_holm"] == 1 and np.isnan(rows.loc["failed", "equivalence_bound_holm"])
 
 
 def test_holm_bound_lies_between_the_unadjusted_and_bonferroni_bounds_and_decides():

@@ -301,14 +301,13 @@ def test_components_table_has_the_baseline_and_eight_ablations():
 
 def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ray_local,
                                                                             tmp_path):
-    """``--seeds auto`` at the default settings (model, data, 4 epochs; pilot 3, --max-seeds 4
-    to bound the test's time): the ablations that remove a planted signal (no_images,
-    single_frame; no_scalars, the third, costs as much as the baseline and is left to the
-    measured run in the README) are `worse` after the pilot and get no more seeds; a true null,
-    leaving out the pure-noise column scalar_2 (the features space's no_scalar_2), is never
-    `worse`/`better` and gets the next look's seeds while it has no verdict. (The other null,
-    the baseline under other training seeds, is run in tests/test_seeds_auto.py: here it would
-    cost a minute of the suite's time.)"""
+    """``--seeds auto`` at the default settings (model, data, 4 epochs; pilot 3, --max-seeds 4):
+    the ablations that remove a planted signal (no_images, single_frame; no_scalars, the third,
+    costs as much as the baseline and is left to the measured run in the README) are `worse`
+    after the pilot, frozen there, and get no more seeds, so the experiment ends after one
+    round. (True nulls are run in tests/test_seeds_auto.py, the baseline under other training
+    seeds, and tests/test_continue_auto.py; at default settings they would cost a minute of the
+    suite's time.)"""
     from ablations.rounds import SequentialRun, run_rounds
     from results.sequential import SeedDesign
 
@@ -316,29 +315,17 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ra
     seeds = [0, 1, 2, 3]
     trials = expand(get_space("components"), base, seeds,
                     only=["baseline", "no_images", "single_frame"])
-    trials += [TrialSpec(f"no_scalar_2-seed{seed}", "no_scalar_2", seed,
-                         base.replace(ablation="no_scalar_2", drop_scalars="scalar_2", seed=seed))
-               for seed in seeds]
     run = SequentialRun(SeedDesign.plan(3, 4), seeds, "baseline", "test_mae", "5%", 0.05,
                         {spec.name: spec for spec in trials})
     options = RunOptions(storage=tmp_path, name="planted", space="components", progress=False)
     result, table = run_rounds(run, options, root=str(tmp_path / "planted"), say=lambda _: None)
     trials = result.trials
     assert (trials["status"] == "ok").all(), trials[["trial_name", "status", "error"]]
-    verdicts = table.set_index("ablation")["verdict"]
+    table = table.set_index("ablation")
     for planted in ("no_images", "single_frame"):
-        assert verdicts[planted] == "worse", table.set_index("ablation").loc[planted].to_dict()
-        assert set(trials.loc[trials["ablation"] == planted, "round"]) == {1}  # no more seeds
-    for null in ("no_scalar_2",):
-        assert verdicts[null] in ("equivalent", "inconclusive"), (null, verdicts[null])
-        ran = set(trials.loc[trials["ablation"] == null, "round"])
-        # no verdict after the pilot: the next look's seed (or decided at the pilot)
-        assert ran == {1, 2} or verdicts[null] == "equivalent", (null, ran)
-    assert set(trials.loc[trials["round"] == 2, "ablation"]) <= {"baseline", "no_scalar_2"}
-    # leaving a column out changes the model: not a copy of the baseline (which TOST would call
-    # equivalent whatever the procedure did)
-    by_seed = trials.pivot_table(index="seed", columns="ablation", values="test_mae")
-    assert (by_seed["no_scalar_2"] != by_seed["baseline"]).all()
+        assert table.loc[planted, "verdict"] == "worse", table.loc[planted].to_dict()
+        assert table.loc[planted, "decided_at"] == 3 and table.loc[planted, "diff_mean"] > 0.2
+    assert set(trials["round"]) == {1} and len(trials) == 9  # no more seeds for anyone
 
 
 def test_trials_record_their_threads_and_times(experiment):

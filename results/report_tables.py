@@ -24,10 +24,12 @@ FLAG = "*"  # marks a stratum cell whose effect differs from the variant's overa
 
 
 def verdict_view(ablation: pd.DataFrame, *, metric: str, alpha: float,
-                 sequential: bool = False) -> pd.DataFrame:
+                 sequential: bool | None = None) -> pd.DataFrame:
     """The verdict table: per variant its seeds, mean, difference to the reference with the
     interval TOST reads (1 − 2α), the verdict, Holm p-values and the equivalence bound."""
     unit = unit_of(metric)
+    if sequential is None:  # a --seeds auto table says so (results.sequential)
+        sequential = bool(ablation.attrs.get("sequential"))
     relative = bool(ablation.attrs.get("relative"))
     if relative:  # shares of the reference's mean, read as percentages
         ablation = ablation.assign(**{c: 100 * ablation[c] for c in (

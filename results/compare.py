@@ -7,7 +7,8 @@ of all the variants both have, and gives each the verdicts of :mod:`results.verd
 `worse`/`better` (B differs from A, Holm over the family), `equivalent` (TOST: the 1 − 2α
 interval of B − A inside ±margin), `negligible` (both), `inconclusive` (neither). A
 percentage margin is tested as a ratio: the 1 − 2α Fieller interval of the variant's mean in B
-over its mean in A inside 1 ± margin (:mod:`results.contrasts`). :func:`compare_note` says it in words.
+over its mean in A inside 1 ± margin (:mod:`results.contrasts`). :func:`compare_note` says it in
+words.
 ``run_ablations.py compare EXP_A EXP_B`` prints both.
 """
 

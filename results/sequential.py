@@ -223,7 +223,8 @@ def look_contrasts(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int
                    ) -> tuple[list[str], Contrasts, np.ndarray, np.ndarray]:
     """Per arm (every variant but ``reference``) and look: its contrasts against the reference
     over the look's seeds (``seeds[:n_k]``, the experiment's seed order), the robustness
-    rule's flag and the seeds paired (0: Welch's comparison). An arm reached look k when it has a trial (of any status) among the seeds
+    rule's flag and the seeds paired (0: Welch's comparison). An arm reached look k when it has a
+    trial (of any status) among the seeds
     that look added; NaN where it did not."""
     arms = [a for a in dict.fromkeys(trials["ablation"]) if a != reference]
     per_look, flags, paired = [], [], []
@@ -261,7 +262,8 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     is the smallest margin at which that look's TOST would have passed at the nominal level the
     arm had there (``level_eq``), the other arms' decisions as they were: unlike the fixed
     design's, not the margin at which the whole procedure would have declared it (another
-    margin changes which arms stop); NaN for an arm never compared. ``{metric}_mean`` and its interval (and ``n_ok``) are descriptive, over
+    margin changes which arms stop); NaN for an arm never compared. ``{metric}_mean`` and its
+    interval (and ``n_ok``) are descriptive, over
     every ok seed the arm ran. ``p_holm``/``p_tost_holm`` have no sequential counterpart and
     are left empty; ``level_diff``/``level_eq`` give the nominal levels the arm's tests had at
     its reported look, ``looks`` how many looks it reached. ``seeds``: the experiment's seed

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
 from results.contrasts import Contrasts, robust_outliers
 from results.sequential import SeedDesign, sequential_tests
@@ -169,12 +170,10 @@ def false_equivalence(kind: str, seeds: int, *, noise: str, shared: float, sign:
 
 
 def error_rate_table(experiments: int = 4000, *, unstable: bool = False,
-                     alpha: float = 0.05, spread: float = SPREAD) -> "pd.DataFrame":
+                     alpha: float = 0.05, spread: float = SPREAD) -> pd.DataFrame:
     """Rows: noise shape x shared seed effect; columns: the :data:`DESIGNS`; each cell the
     larger false-`equivalent` rate of the arm at +5% and at −5% over ``experiments``
     simulated experiments (seeded: the same table every time)."""
-    import pandas as pd
-
     rows = []
     for n, noise in enumerate(NOISES):
         for s, shared in enumerate(SHARED):

@@ -146,8 +146,8 @@ def _array_verdicts(a: np.ndarray, b: np.ndarray, margin: float, relative: bool 
 @pytest.mark.parametrize("shift", [0.0, 0.02])
 def test_error_rates_by_simulation(shift):
     """4000 simulated pairs of experiments, 8 variants, 5 paired seeds: with no change, some
-    variant is called worse/better/negligible in at most α (+ 3 Monte Carlo s.e.); with every variant
-    changed by exactly the margin, some variant is called equivalent in at most α. The array
+    variant is called worse/better/negligible in at most α (+ 3 Monte Carlo s.e.); with every
+    variant changed by exactly the margin, some variant is called equivalent in at most α. The array
     path simulated here gives compare_experiments' verdicts exactly (checked on 100)."""
     rng = np.random.default_rng(3 if shift else 4)
     experiments, seeds, variants, margin = 4000, 5, 8, 0.02

@@ -77,7 +77,8 @@ CASES = [
      r"nosuch://bucket/exp: cannot be read"),
     ("relative margin of a zero mean", lambda root: (_set_metric(root, "test_mae", 0.0, "baseline"),
                                                      str(root))[-1], [],
-     r"margin '5%': a percentage is tested as a ratio to the reference's mean, here 0 \(not above 0\): give the margin in the metric's units"),
+     r"margin '5%': a percentage is tested as a ratio to the reference's mean, here 0 "
+     r"\(not above 0\): give the margin in the metric's units"),
 ]
 
 
@@ -132,7 +133,8 @@ def test_a_bad_margin_or_alpha_is_one_line(experiment, tmp_path, capsys, flags, 
     # the 90% interval of no_x - baseline (0.2 ± 0.17) lies inside ±0.5
     (["--margin", "0.5"], "equivalent", "margin ±0.5, alpha 0.05"),
     # paired p = 0.074 < 0.1: significant; its 80% interval reaches 0.31, beyond ±0.05
-    (["--alpha", "0.1"], "worse", "margin ±5% of baseline's mean (1), tested as a ratio, alpha 0.1"),
+    (["--alpha", "0.1"], "worse",
+     "margin ±5% of baseline's mean (1), tested as a ratio, alpha 0.1"),
 ])
 def test_margin_and_alpha_flags_set_the_verdicts(experiment, tmp_path, capsys, flags, verdict,
                                                  note):

@@ -212,7 +212,8 @@ def test_an_outlying_seed_is_never_equivalent_and_the_row_says_so():
     assert rows.loc["calm", "verdict"] == "equivalent" and not rows.loc["calm", "outlier"]
     assert rows.loc["failed", "outlier"] and rows.loc["failed", "verdict"] == "inconclusive"
     assert rows.loc["failed", "p_tost"] < 0.05 / 2  # TOST alone would have said equivalent
-    assert rows.loc["failed", "p_tost_holm"] == 1 and np.isnan(rows.loc["failed", "equivalence_bound_holm"])
+    assert rows.loc["failed", "p_tost_holm"] == 1
+    assert np.isnan(rows.loc["failed", "equivalence_bound_holm"])
 
 
 def test_holm_bound_lies_between_the_unadjusted_and_bonferroni_bounds_and_decides():

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import special
 
 from results.boundaries import nominal_levels
 from results.contrasts import Contrasts
@@ -236,9 +237,8 @@ def look_contrasts(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int
                                                      metric=metric, seeds=set(seeds[:n]))
         reached = np.array([((trials["ablation"] == arm) & trials["seed"].isin(added)).any()
                             for arm in arms], dtype=bool)
-        per_look.append(contrasts.take(slice(None)))
-        per_look[-1] = Contrasts(*(np.where(reached, getattr(contrasts, f), np.nan) for f in
-                                   ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")))
+        per_look.append(Contrasts(*(np.where(reached, getattr(contrasts, f), np.nan) for f in
+                                    ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df"))))
         flags.append(outlier & reached)
         paired.append(np.where(reached, pairs, np.nan))
     fields = ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")
@@ -280,7 +280,6 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     reported = contrasts.take((rows, tests["last"]))
     level_eq = tests["level_eq"]
     with np.errstate(invalid="ignore"):
-        from scipy import special
         half = special.stdtrit(reported.df, 1 - alpha / 2) * reported.se
     tost_low, tost_high = reported.interval(alpha, False)
     ratio_low, ratio_high = reported.interval(alpha, True)

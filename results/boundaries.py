@@ -42,7 +42,7 @@ def _null_paths(looks: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=4096)  # Holm levels α/j of two families for up to ~2000 arms
 def nominal_levels(looks: tuple[int, ...], shares: tuple[float, ...], level: float,
                    two_sided: bool) -> tuple[float, ...]:
     """Per look, the nominal p-value below which the look rejects, so that a test at the looks

@@ -195,6 +195,17 @@ def test_a_ratio_to_a_mean_at_or_below_zero_is_no_equivalence_test():
     assert np.isnan(row["ratio_ci_low"]) and np.isnan(row["equivalence_bound_holm"])
 
 
+def test_a_ratio_to_a_mean_not_clearly_above_zero_has_an_unbounded_interval():
+    """Fieller's interval is unbounded when the reference's mean is within its noise of 0: no
+    margin can be shown as a ratio (bound inf), and TOST keeps its H0."""
+    from results.contrasts import Contrasts
+
+    contrasts = Contrasts.paired(np.array([0.012, 0.0, 0.018]), np.array([0.01, -0.005, 0.02]))
+    low, high = contrasts.interval(0.05, True)
+    assert (low, high) == (-np.inf, np.inf) and contrasts.bound(0.05, True) == np.inf
+    assert contrasts.p_tost(0.05, True) > 0.05
+
+
 def test_an_outlying_seed_is_never_equivalent_and_the_row_says_so():
     """The robustness rule: a seed whose paired difference lies beyond 5 robust s.d. of the
     arm's median (from 5 seeds on) keeps the arm from `equivalent`, the row's ``outlier`` says

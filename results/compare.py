@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from results.comparisons import _compare, dropped_note, usable_trials
+from results.contrasts import Contrasts, robust_outliers
 from results.io import read_experiment
 from results.verdicts import (
     DEFAULT_ALPHA,
@@ -28,8 +29,8 @@ from results.verdicts import (
     metric_direction,
     parse_margin,
     resolve_margin,
+    seed_contrast,
 )
-from results.contrasts import Contrasts, robust_outliers
 
 
 def _trials(experiment: str | Path | pd.DataFrame) -> pd.DataFrame:
@@ -89,7 +90,7 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     parse_margin(margin)
     base = ok_a.loc[ok_a["ablation"] == reference, metric]
     value, relative = resolve_margin(margin, float((base if len(base) else ok_a[metric]).mean()))
-    rows, items, paired = [], [], []
+    rows, items, flagged = [], [], []
     for variant in common:
         va = ok_a[ok_a["ablation"] == variant].groupby("seed")[metric].mean()
         vb = ok_b[ok_b["ablation"] == variant].groupby("seed")[metric].mean()
@@ -101,16 +102,10 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         row.update(_compare(vb.to_numpy(), va.to_numpy(), vb.index.to_numpy(),
                             va.index.to_numpy(), by_seed, "b", "a", 1 - alpha))
         rows.append(row)
-        both = by_seed.dropna()
-        if len(both) >= 2:  # B against A as a ratio of this variant's own means
-            items.append(Contrasts.paired(both["b"].to_numpy(), both["a"].to_numpy()))
-            paired.append(robust_outliers((both["b"] - both["a"]).to_numpy()))
-        elif len(va) >= 2 and len(vb) >= 2:
-            items.append(Contrasts.unpaired(vb.to_numpy(), va.to_numpy()))
-            paired.append(False)
-        else:
-            items.append(None)
-            paired.append(False)
+        contrast, differences = seed_contrast(vb, va)  # B against A: this variant's own ratio
+        items.append(contrast)
+        flagged.append(bool(robust_outliers(differences.to_numpy())) if len(differences)
+                       else False)
     table = pd.DataFrame(rows)
     for column in ("n_pairs", "diff_mean", "diff_ci_low", "diff_ci_high", "p_value", "se",
                    "df"):
@@ -119,7 +114,7 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     direction = metric_direction(metric)
     tests = equivalence_tests(Contrasts.stack(items), margin=value, relative=relative,
                               alpha=alpha, direction=direction,
-                              outlier=np.array(paired, dtype=bool))
+                              outlier=np.array(flagged, dtype=bool))
     for column in ("p_holm", "tost_ci_low", "tost_ci_high", "ratio_ci_low", "ratio_ci_high",
                    "p_tost_holm", "equivalence_bound_holm", "outlier", "verdict"):
         table[column] = tests[column]

@@ -22,7 +22,8 @@ simulated experiments); :func:`robust_outliers` is the pre-registered robustness
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 
 import numpy as np
 from scipy import special
@@ -60,15 +61,15 @@ class Contrasts:
     @classmethod
     def paired(cls, variant: np.ndarray, reference: np.ndarray) -> Contrasts:
         """From seed-paired values along the last axis (NaN-free; at least 2 seeds)."""
-        variant, reference = np.asarray(variant, float), np.asarray(reference, float)
+        variant, reference = np.broadcast_arrays(np.asarray(variant, float),
+                                                 np.asarray(reference, float))
         d = variant - reference
         n = d.shape[-1]
         dc = d - d.mean(axis=-1, keepdims=True)
         rc = reference - reference.mean(axis=-1, keepdims=True)
         scale = 1.0 / ((n - 1) * n)
-        return cls(d.mean(axis=-1), reference.mean(axis=-1) + 0 * d.mean(axis=-1),
-                   (dc * dc).sum(axis=-1) * scale, (dc * rc).sum(axis=-1) * scale,
-                   (rc * rc).sum(axis=-1) * scale + 0 * d.mean(axis=-1),
+        return cls(d.mean(axis=-1), reference.mean(axis=-1), (dc * dc).sum(axis=-1) * scale,
+                   (dc * rc).sum(axis=-1) * scale, (rc * rc).sum(axis=-1) * scale,
                    np.full(d.shape[:-1], n - 1.0))
 
     @classmethod
@@ -82,14 +83,19 @@ class Contrasts:
                    np.float64(-sr), np.float64(sr), np.float64(df))
 
     @classmethod
-    def stack(cls, items: list[Contrasts], shape: tuple[int, ...] | None = None) -> Contrasts:
-        """One :class:`Contrasts` of the items' scalars (None items: NaN), in ``shape``."""
-        fields = ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")
-        arrays = {f: np.array([np.nan if c is None else float(getattr(c, f)) for c in items])
-                  for f in fields}
-        if shape is not None:
-            arrays = {f: a.reshape(shape) for f, a in arrays.items()}
-        return cls(**arrays)
+    def stack(cls, items: Sequence[Contrasts | None]) -> Contrasts:
+        """One :class:`Contrasts` of the items' scalars, in order (None items: NaN)."""
+        return cls(*(np.array([np.nan if c is None else float(getattr(c, f)) for c in items])
+                     for f in FIELDS))
+
+    @classmethod
+    def join(cls, items: Sequence[Contrasts], axis: int = -1) -> Contrasts:
+        """The items' arrays stacked along a new ``axis`` (e.g. one array per look)."""
+        return cls(*(np.stack([getattr(c, f) for c in items], axis=axis) for f in FIELDS))
+
+    def map(self, function: Callable[[np.ndarray], np.ndarray]) -> Contrasts:
+        """``function`` applied to every field (indexing, masking, adding an axis)."""
+        return Contrasts(*(function(np.asarray(getattr(self, f), float)) for f in FIELDS))
 
     @property
     def se(self) -> np.ndarray:
@@ -156,8 +162,10 @@ class Contrasts:
 
     def take(self, index) -> Contrasts:
         """The comparisons at ``index`` (numpy indexing on every field)."""
-        return Contrasts(*(np.asarray(getattr(self, f))[index] for f in
-                           ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")))
+        return self.map(lambda values: values[index])
+
+
+FIELDS = tuple(field.name for field in fields(Contrasts))
 
 
 def robust_outliers(paired: np.ndarray, k: float = OUTLIER_K) -> np.ndarray:

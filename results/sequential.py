@@ -45,6 +45,7 @@ from results.contrasts import Contrasts
 from results.verdicts import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
+    comparison_columns,
     family_contrasts,
     metric_direction,
     verdict_labels,
@@ -237,16 +238,12 @@ def look_contrasts(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int
                                                      metric=metric, seeds=set(seeds[:n]))
         reached = np.array([((trials["ablation"] == arm) & trials["seed"].isin(added)).any()
                             for arm in arms], dtype=bool)
-        per_look.append(Contrasts(*(np.where(reached, getattr(contrasts, f), np.nan) for f in
-                                    ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df"))))
+        per_look.append(contrasts.map(lambda values: np.where(reached, values, np.nan)))
         flags.append(outlier & reached)
         paired.append(np.where(reached, pairs, np.nan))
-    fields = ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")
-    stacked = Contrasts(*(np.stack([getattr(c, f) for c in per_look], axis=-1).reshape(
-        len(arms), len(design.looks)) for f in fields))
     shape = (len(arms), len(design.looks))
-    return (arms, stacked, np.stack(flags, axis=-1).reshape(shape),
-            np.stack(paired, axis=-1).reshape(shape))
+    return (arms, Contrasts.join(per_look).map(lambda values: values.reshape(shape)),
+            np.stack(flags, axis=-1).reshape(shape), np.stack(paired, axis=-1).reshape(shape))
 
 
 def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int], *,
@@ -263,10 +260,10 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     arm had there (``level_eq``), the other arms' decisions as they were: unlike the fixed
     design's, not the margin at which the whole procedure would have declared it (another
     margin changes which arms stop); NaN for an arm never compared. ``{metric}_mean`` and its
-    interval (and ``n_ok``) are descriptive, over
-    every ok seed the arm ran. ``p_holm``/``p_tost_holm`` have no sequential counterpart and
-    are left empty; ``level_diff``/``level_eq`` give the nominal levels the arm's tests had at
-    its reported look, ``looks`` how many looks it reached. ``seeds``: the experiment's seed
+    interval (and ``n_ok``) are descriptive, over every ok seed the arm ran.
+    ``p_holm``/``p_tost_holm`` have no sequential counterpart and are left empty;
+    ``level_diff``/``level_eq`` give the nominal levels the arm's tests had at its reported
+    look, ``looks`` how many looks it reached. ``seeds``: the experiment's seed
     order (experiment.json's ``sequential.seeds``)."""
     seeds = list(seeds)
     table = verdict_table(trials, reference=reference, metric=metric, margin=margin,
@@ -281,17 +278,12 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     level_eq = tests["level_eq"]
     with np.errstate(invalid="ignore"):
         half = special.stdtrit(reported.df, 1 - alpha / 2) * reported.se
-    tost_low, tost_high = reported.interval(alpha, False)
-    ratio_low, ratio_high = reported.interval(alpha, True)
     columns = {
         "diff_mean": reported.diff, "diff_ci_low": reported.diff - half,
         "diff_ci_high": reported.diff + half, "se": reported.se, "df": reported.df,
         "n_pairs": pairs[rows, tests["last"]],
-        "p_value": reported.p_value(), "p_holm": np.full(len(arms), np.nan),
-        "tost_ci_low": tost_low, "tost_ci_high": tost_high,
-        "ratio": reported.ratio(), "ratio_ci_low": ratio_low, "ratio_ci_high": ratio_high,
-        "p_tost": reported.p_tost(value, relative), "p_tost_holm": np.full(len(arms), np.nan),
-        "equivalence_bound": reported.bound(alpha, relative),
+        **comparison_columns(reported, margin=value, relative=relative, alpha=alpha),
+        "p_holm": np.full(len(arms), np.nan), "p_tost_holm": np.full(len(arms), np.nan),
         "equivalence_bound_holm": np.where(level_eq > 0, reported.bound(
             np.where(level_eq > 0, level_eq, 0.5), relative), np.nan),
         "outlier": tests["outlier"], "significant": tests["significant"],

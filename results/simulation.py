@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from results.contrasts import Contrasts, robust_outliers
+from results.contrasts import FIELDS, Contrasts, robust_outliers
 from results.sequential import SeedDesign, sequential_tests
 from results.verdicts import equivalence_tests
 
@@ -96,8 +96,7 @@ def sequential_verdicts(reference: np.ndarray, arms: np.ndarray, design: SeedDes
     experiments, count, _ = arms.shape
     looks = design.looks
     shape = (experiments, count, len(looks))
-    fields = {f: np.full(shape, np.nan) for f in
-              ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")}
+    fields = {f: np.full(shape, np.nan) for f in FIELDS}
     flags = np.zeros(shape, bool)
     seeds_run = np.zeros((experiments, count), dtype=int)
     running = np.ones((experiments, count), bool)

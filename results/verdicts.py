@@ -44,37 +44,45 @@ def parse_margin(margin: str | float) -> tuple[float, bool]:
     return value, relative
 
 
+def seed_contrast(variant: pd.Series, reference: pd.Series
+                  ) -> tuple[Contrasts | None, pd.Series]:
+    """One variant's :class:`Contrasts` against a reference, each a Series of values by seed
+    (NaN: none): paired over the shared seeds where there are two or more, else Welch's (as
+    :func:`ablation_table` pairs them), else None; and the paired differences by seed (empty
+    when not paired), which the robustness rule reads."""
+    variant, reference = variant.dropna(), reference.dropna()
+    common = variant.index.intersection(reference.index)
+    if len(common) >= 2:
+        return (Contrasts.paired(variant[common].to_numpy(), reference[common].to_numpy()),
+                variant[common] - reference[common])
+    if len(variant) >= 2 and len(reference) >= 2:
+        return Contrasts.unpaired(variant.to_numpy(), reference.to_numpy()), pd.Series(
+            dtype=float)
+    return None, pd.Series(dtype=float)
+
+
 def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, metric: str,
                      seeds: set | None = None) -> tuple[Contrasts, np.ndarray, np.ndarray]:
-    """Per arm, its :class:`Contrasts` against ``reference`` over the ok trials with a finite
-    ``metric`` (among ``seeds`` if given): paired over the shared seeds where there are two or
-    more, else Welch's (as :func:`ablation_table` pairs them), NaN with too few; and the
-    robustness rule's flag (:func:`results.contrasts.robust_outliers` over the family's paired
-    differences); and the seeds paired (0 for Welch's comparison or none)."""
+    """Per arm, its :func:`seed_contrast` against ``reference`` over the ok trials with a
+    finite ``metric`` (among ``seeds`` if given); the robustness rule's flag
+    (:func:`results.contrasts.robust_outliers` on its paired differences); and the seeds
+    paired (0 for Welch's comparison or none)."""
     ok, _ = usable_trials(trials, metric)
     if seeds is not None:
         ok = ok[ok["seed"].isin(seeds)]
     by_seed = ok.pivot_table(index="seed", columns="ablation", values=metric, aggfunc="mean")
-    items: list[Contrasts | None] = []
-    paired_rows, pairs = [], []
-    ref = by_seed[reference].dropna() if reference in by_seed else pd.Series(dtype=float)
+    empty = pd.Series(np.nan, index=by_seed.index)
+    ref = by_seed[reference] if reference in by_seed else empty
+    items, differences = [], []
     for arm in arms:
-        mine = by_seed[arm].dropna() if arm in by_seed else pd.Series(dtype=float)
-        common = mine.index.intersection(ref.index)
-        row = pd.Series(np.nan, index=by_seed.index)
-        pairs.append(len(common) if len(common) >= 2 else 0)
-        if len(common) >= 2:
-            items.append(Contrasts.paired(mine[common].to_numpy(), ref[common].to_numpy()))
-            row[common] = mine[common] - ref[common]
-        elif len(mine) >= 2 and len(ref) >= 2:
-            items.append(Contrasts.unpaired(mine.to_numpy(), ref.to_numpy()))
-        else:
-            items.append(None)
-        paired_rows.append(row.to_numpy(dtype=float))
+        contrast, paired = seed_contrast(by_seed[arm] if arm in by_seed else empty, ref)
+        items.append(contrast)
+        differences.append(paired.reindex(by_seed.index).to_numpy(dtype=float))
     contrasts = Contrasts.stack(items)
-    matrix = np.array(paired_rows).reshape(len(arms), -1)
+    matrix = np.array(differences).reshape(len(arms), -1)
     outlier = robust_outliers(matrix) if matrix.size else np.zeros(len(arms), dtype=bool)
-    return contrasts, outlier & ~np.isnan(contrasts.diff), np.array(pairs, dtype=float)
+    pairs = np.array([np.count_nonzero(~np.isnan(row)) for row in matrix], dtype=float)
+    return contrasts, outlier & ~np.isnan(contrasts.diff), pairs
 
 
 def _holm_equivalence_bound(contrasts: Contrasts, alpha: float, relative: bool,
@@ -91,8 +99,7 @@ def _holm_equivalence_bound(contrasts: Contrasts, alpha: float, relative: bool,
     k = valid.sum(axis=-1, keepdims=True)  # (..., 1)
     step = np.arange(1, size + 1)  # Holm's steps s = 1..K: p below alpha / (k - s + 1)
     level = alpha / np.maximum(k - step + 1, 1)  # (..., K)
-    wide = Contrasts(*(np.asarray(getattr(contrasts, f), float)[..., :, None] for f in
-                       ("diff", "ref_mean", "var_diff", "cov", "var_ref", "df")))
+    wide = contrasts.map(lambda values: values[..., :, None])
     bounds = wide.bound(level[..., None, :], relative)  # (..., K_j, K_s)
     # a flagged comparison counts in the family but never passes: no bound (NaN)
     bounds = np.where(np.asarray(outlier)[..., :, None], np.inf, bounds)
@@ -140,6 +147,20 @@ def verdict_labels(significant: np.ndarray, equivalent: np.ndarray, diff: np.nda
     return verdict
 
 
+def comparison_columns(contrasts: Contrasts, *, margin: float, relative: bool,
+                       alpha: float) -> dict[str, np.ndarray]:
+    """A comparison's own numbers, before any correction over the family: ``p_value``,
+    ``tost_ci_low``/``tost_ci_high`` (the 1 − 2α interval of Δ), ``ratio`` and
+    ``ratio_ci_low``/``ratio_ci_high`` (Fieller's, of the ratio minus 1), ``p_tost`` and
+    ``equivalence_bound`` (at α). The fixed design's and each look's rows share them."""
+    tost_low, tost_high = contrasts.interval(alpha, False)
+    ratio_low, ratio_high = contrasts.interval(alpha, True)
+    return {"p_value": contrasts.p_value(), "tost_ci_low": tost_low, "tost_ci_high": tost_high,
+            "ratio": contrasts.ratio(), "ratio_ci_low": ratio_low, "ratio_ci_high": ratio_high,
+            "p_tost": contrasts.p_tost(margin, relative),
+            "equivalence_bound": contrasts.bound(alpha, relative)}
+
+
 def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = False,
                       alpha: float = DEFAULT_ALPHA, direction: int = -1,
                       outlier: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -163,24 +184,18 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
         relative margin), ``outlier``, ``significant``, ``equivalent`` and ``verdict``; see
         :func:`verdict_table`.
     """
-    p_value = contrasts.p_value()
-    p_tost = contrasts.p_tost(margin, relative)
+    out = comparison_columns(contrasts, margin=margin, relative=relative, alpha=alpha)
+    p_value, p_tost = out["p_value"], out["p_tost"]
     outlier = np.zeros(p_value.shape, bool) if outlier is None else np.asarray(outlier, bool)
-    tost_low, tost_high = contrasts.interval(alpha, False)
-    ratio_low, ratio_high = contrasts.interval(alpha, True)
-    out = {
-        "p_value": p_value, "p_holm": holm(p_value),
-        "tost_ci_low": tost_low, "tost_ci_high": tost_high,
-        "ratio": contrasts.ratio(), "ratio_ci_low": ratio_low, "ratio_ci_high": ratio_high,
+    out.update({
+        "p_holm": holm(p_value),
         # p_tost as computed; Holm's with a flagged comparison at 1 (in the family, never
         # rejected), as --seeds auto has it
-        "p_tost": p_tost, "p_tost_holm": holm(np.where(outlier & ~np.isnan(p_tost), 1.0,
-                                                       p_tost)),
-        "equivalence_bound": contrasts.bound(alpha, relative),
+        "p_tost_holm": holm(np.where(outlier & ~np.isnan(p_tost), 1.0, p_tost)),
         "equivalence_bound_holm": _holm_equivalence_bound(contrasts, alpha, relative,
                                                           outlier),
         "outlier": outlier,
-    }
+    })
     significant = out["p_holm"] < alpha
     equivalent = out["p_tost_holm"] < alpha
     verdict = verdict_labels(significant, equivalent, np.asarray(contrasts.diff), direction)

@@ -172,13 +172,11 @@ class Faults:
         _at_least(self, 0, "inject_failure_at_epoch", "inject_oom_above_batch")
 
 
-# Which sources vary with the trial's seed by default: init and order, not data. Bouthillier
-# et al. (2021) randomise every source; but a data draw per seed would move every number
-# published with a default run, and each seed-paired comparison would then also compare on
-# other data (both arms of a pair still see the same draw, yet the pairs spread wider). With
-# init and order varying, a trial's seeds are bit-identical to before sources existed (both
-# seed + seed_offset). ``seed_sources=init,order,data`` adds the data draw (docs/seed-sources.md).
-DEFAULT_SEED_SOURCES = "init,order"
+# Which sources vary with the trial's seed by default: all three (Bouthillier et al. 2021:
+# randomise every source, so that a conclusion holds beyond one draw of the data). Both arms of
+# a seed pair still see the same draw. ``init,order`` holds the data draw at ``data_seed``: the
+# numbers of runs made before the default changed (and seed ensembles; docs/seed-sources.md).
+DEFAULT_SEED_SOURCES = "init,order,data"
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,7 @@ def build_parser() -> OneLineParser:
                       help="the sources of randomness that vary with the trial's seed: init "
                       "(weight initialisation and dropout), order (each epoch's sample order), "
                       "data (the data draw); a source left out is held at its seed-0 value "
-                      "(default: init,order; the config key seed_sources; docs/seed-sources.md)")
+                      "(default: init,order,data; the config key seed_sources; docs/seed-sources.md)")
     what.add_argument("--cross-seeds", action="store_true",
                       help="run each variant's seeds as a grid of the two varying sources "
                       "(--seeds 3: 3 x 3 trials, every init seed with every order seed, each "

@@ -163,8 +163,8 @@ def _auto_seeds(args: argparse.Namespace, space: Any) -> Optional[tuple[int, int
 
 
 def crossed_seeds(trials: list[Any], seeds: Sequence[int]) -> list[Any]:
-    """``--cross-seeds``: per variant, a grid of its two varying seed sources instead of its
-    seeds: cell (i, j) holds the first source at ``seeds[i]`` and the second at ``seeds[j]``
+    """``--cross-seeds``: per variant, a grid of two varying seed sources instead of its
+    seeds (with all three varying, the default, init x order with the data draw held at seed 0): cell (i, j) holds the first source at ``seeds[i]`` and the second at ``seeds[j]``
     (``seed_sources=init=a,order=b``) and has the pairing seed ``i * len(seeds) + j``, the
     same cell for every variant. ``trials``: :func:`search_spaces.expand`'s, variant-major."""
     if len(seeds) < 2:
@@ -177,6 +177,8 @@ def crossed_seeds(trials: list[Any], seeds: Sequence[int]) -> list[Any]:
         seen.add(spec.variant)
         tokens = spec.config.seed_sources.split(",")
         varying = [token for token in tokens if token in SEED_SOURCES]
+        if len(varying) == 3:  # the default: cross init x order, the data draw held at seed 0
+            varying, tokens = varying[:2], [*varying[:2], "data=0"]
         if len(varying) != 2:
             raise UsageError(f"--cross-seeds crosses two seed sources; variant {spec.variant} "
                              f"varies {len(varying)} ({spec.config.seed_sources}): pick two "

@@ -38,6 +38,7 @@ from results.analysis import (
     verdict_note,
     verdict_table,
 )
+from results.uncertainty import one_draw
 from results.verdicts import margin_text
 from results.io import (
     EPOCHS_FILE,
@@ -215,7 +216,15 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     if dropped:
         note += f"\n{dropped}"
     uncertainty = uncertainty_table(predictions)
-    ensemble = uncertainty_table(seed_ensemble(predictions)) if len(predictions) else pd.DataFrame()
+    pooled, mixed = one_draw(predictions, trials)
+    ensemble = uncertainty_table(seed_ensemble(pooled)) if len(pooled) else pd.DataFrame()
+    ensemble_note = ("Each test sample's predictions across seeds as an ensemble: mean of the "
+                     "means, mixture variance.")
+    if mixed:
+        which = "any arm" if pooled.empty else ", ".join(mixed)
+        ensemble_note += (f" Not shown for {which}: each seed drew its own data "
+                          "(seed_sources has data), so a sample index names a different sample "
+                          "per seed; hold the draw (--seed-sources init,order) for ensembles.")
     strata = stratified_errors(predictions, reference=reference) if len(predictions) \
         else pd.DataFrame()
     has_reference = len(predictions) and (predictions["ablation"] == reference).any()
@@ -294,8 +303,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                 "central intervals, sharpness (mean predicted std), spread-skill (Spearman of "
                 "std with |error|). Models without a variance head have no row.",
                 plain(uncertainty), collapsed=True),
-        Section("Uncertainty (seed ensembles)", "Each test sample's predictions across seeds "
-                "as an ensemble: mean of the means, mixture variance.", plain(ensemble),
+        Section("Uncertainty (seed ensembles)", ensemble_note, plain(ensemble),
                 collapsed=True),
         Section("Errors by stratum", "MAE, RMSE and bias (km) per stratum, and the MAE "
                 f"difference to `{reference}` in the same stratum.", plain(strata),

@@ -212,7 +212,7 @@ Config columns: {config}. With a model plugin, its own switches stand in place o
 model's (`cnn_widths` ... `dropout`). Fault-injection keys (tests) are not columns.
 
 `seed` is the pairing key (the same seeds for every variant); `seed_sources` says which sources
-of randomness vary with it (default `init,order`; a source left out is held at seed 0, `init=K`
+of randomness vary with it (default `init,order,data`; a source left out is held at seed 0, `init=K`
 holds it at seed K) and `init_seed`, `order_seed`, `data_seed` hold the seeds each source drew
 from (docs/seed-sources.md).
 

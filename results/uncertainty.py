@@ -81,6 +81,19 @@ def calibration_curve(predictions: pd.DataFrame,
     return pd.DataFrame(rows)
 
 
+def one_draw(predictions: pd.DataFrame, trials: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The predictions of the ablations whose seeds all saw the same data draw (one
+    ``data_seed`` in ``trials``), and the names of the others. A seed ensemble pools each test
+    sample's predictions by ``sample_index``, which names the same sample only within one draw;
+    with ``seed_sources`` varying the data, every seed drew its own samples (docs/seed-sources.md).
+    Trials without a ``data_seed`` column (experiments older than seed sources) drew one."""
+    if "data_seed" not in trials or predictions.empty:
+        return predictions, []
+    draws = trials.drop_duplicates(["ablation", "seed"]).groupby("ablation")["data_seed"].nunique()
+    mixed = sorted(str(a) for a in draws[draws > 1].index)
+    return predictions[~predictions["ablation"].astype(str).isin(mixed)], mixed
+
+
 def seed_ensemble(predictions: pd.DataFrame) -> pd.DataFrame:
     """Per ablation and test sample, the ensemble of its seeds: mean of the means, and the
     mixture variance mean(σ² + μ²) − (mean μ)² (with a variance head), or the spread of the

@@ -136,6 +136,17 @@ def test_seed_ensemble_mixture_against_hand_values():
     assert one.loc[("baseline", 0), "pred_std"] == pytest.approx(1.0)
 
 
+def test_seed_ensembles_keep_only_the_arms_whose_seeds_drew_the_same_data():
+    from results.uncertainty import one_draw
+
+    trials = pd.DataFrame({"ablation": ["baseline"] * 2 + ["point_estimate"] * 2,
+                           "seed": [0, 1] * 2, "data_seed": [0, 0, 0, 1]})
+    kept, mixed = one_draw(_predictions(), trials)
+    assert mixed == ["point_estimate"]
+    assert set(kept["ablation"]) == {"baseline"} and len(kept) == 4
+    assert one_draw(_predictions(), trials.drop(columns="data_seed"))[1] == []  # older runs
+
+
 def test_stratified_errors_against_hand_values():
     table = stratified_errors(_predictions())
     regime = table[table["stratum"] == "regime"].set_index(["ablation", "stratum_value"])

@@ -94,8 +94,11 @@ def test_synthetic_data_source_is_its_cache_key():
     source = prov.data_source(TrialConfig())
     assert source.startswith("synthetic:") and len(source) > len("synthetic:")
     assert prov.data_source(TrialConfig.of(data_seed=1)) != source
-    fingerprints = prov.data_fingerprints([TrialConfig(), TrialConfig.of(seed=2)])
-    assert list(fingerprints) == [source]  # one source, whatever the model seed
+    held = TrialConfig.of(seed_sources="init,order")
+    fingerprints = prov.data_fingerprints([held, held.replace(seed=2)])
+    assert list(fingerprints) == [source]  # the draw held: one source, whatever the seed
+    drawn = prov.data_fingerprints([TrialConfig(), TrialConfig.of(seed=2)])
+    assert len(drawn) == 2 and source in drawn  # the default: one draw per seed
     assert fingerprints[source]["spec"]["n_train"] == TrialConfig().data.synthetic_train
 
 

@@ -88,8 +88,9 @@ def test_paired_seeds_give_identical_data_to_every_variant(experiment):
     predictions = experiment[0].predictions
     per_trial = predictions.groupby("trial_name")["sample_index"].apply(tuple)
     assert per_trial.nunique() == 1  # the same test samples, in the same order
-    targets = predictions.groupby("trial_name")["target"].sum()
-    assert targets.nunique() == 1
+    targets = predictions.groupby(["seed", "trial_name"])["target"].sum()
+    assert (targets.groupby(level="seed").nunique() == 1).all()  # one draw per seed...
+    assert targets.groupby(level="seed").first().nunique() > 1  # ...each seed its own
 
 
 def test_no_temp_files_left_behind(experiment):

@@ -8,7 +8,7 @@
 
 import sys
 
-from ablations.cli import main
+from ablations.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

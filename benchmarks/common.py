@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 PLAIN_TRIAL = """
 import json, sys, time
 from ablations.config import TrialConfig
-from ablations.train import train
+from ablations.trial.loop import train
 config = TrialConfig.from_dict(json.loads(sys.argv[1]))
 out = train(config)
 print(json.dumps({"metrics": {k: v for k, v in out.metrics.items()

@@ -54,7 +54,7 @@ import json, sys, time
 import numpy as np, torch
 torch.set_num_threads(1)
 from ablations.config import TrialConfig
-from ablations.train import Batches, Normaliser, epoch_order, load_data
+from ablations.trial.loop import Batches, Normaliser, epoch_order, load_data
 config = TrialConfig.of(data_dir=sys.argv[1], batch_size=32)
 data = load_data(config)
 if sys.argv[2] == "mmap":  # read batches through the memory map (what the trainer did before)
@@ -76,7 +76,7 @@ import json, time
 import torch
 torch.set_num_threads(1)
 from model import ModelConfig, build_model
-from ablations.train import loss_fn
+from ablations.trial.loop import loss_fn
 torch.manual_seed(0)
 model = build_model(ModelConfig(in_channels=2, image_height=64, image_width=64, num_scalars=3))
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -93,7 +93,7 @@ print(json.dumps({"samples_per_s": 4 * 32 / (time.perf_counter() - t0), **memory
 TRAIN = MEMORY + """
 import json, sys
 from ablations.config import TrialConfig
-from ablations.train import train
+from ablations.trial.loop import train
 config = TrialConfig.of(data_dir=sys.argv[1], epochs=1, batch_size=32, num_threads=1,
                      max_train_examples=int(sys.argv[2]), max_eval_examples=128)
 out = train(config)

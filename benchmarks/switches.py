@@ -38,7 +38,7 @@ def run_cell(cell: dict) -> dict:
     import torch
 
     from ablations.config import TrialConfig
-    from ablations.train import (
+    from ablations.trial.step import (
         CompiledModel,
         autocast_for,
         loss_fn,
@@ -116,7 +116,7 @@ def saved_activation_mb(model, x, s, precision: str, device) -> float:
     that checkpointing trades for recomputation (inputs of checkpointed blocks only)."""
     import torch
 
-    from ablations.train import autocast_for
+    from ablations.trial.step import autocast_for
 
     total = 0
 
@@ -159,7 +159,7 @@ def main() -> int:
     import torch
 
     from ablations.config import TrialConfig
-    from ablations.systems import local_cuda_capability, skip_reason
+    from ablations.config.safety import local_cuda_capability, skip_reason
 
     device = args.device if args.device != "auto" else \
         ("cuda" if torch.cuda.is_available() else "cpu")

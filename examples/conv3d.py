@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ablations.plugins import DataShape, ModelPlugin
+from ablations.config.plugins import DataShape, ModelPlugin
 
 MIN_VARIANCE = 1e-4
 

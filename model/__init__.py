@@ -1,35 +1,26 @@
-"""The multimodal spatiotemporal regression model and its data."""
+"""The multimodal spatiotemporal regression model and its data.
 
-from model.data import (
-    DataError,
-    RegressionData,
-    SyntheticSpec,
-    check_directory,
-    load_directory,
-    load_synthetic,
-    make_synthetic,
-)
-from model.config import FULL_WIDTHS, REDUCED_WIDTHS, MultimodalSwitches
-from model.model import (
-    ModelConfig,
-    MultimodalRegressionModel,
-    build_model,
-    count_parameters,
-)
+``model.config`` (the model's switches) imports no torch, so that a configuration can be read
+without it; the names below load their module when first used."""
 
-__all__ = [
-    "FULL_WIDTHS",
-    "REDUCED_WIDTHS",
-    "DataError",
-    "ModelConfig",
-    "MultimodalSwitches",
-    "MultimodalRegressionModel",
-    "RegressionData",
-    "SyntheticSpec",
-    "build_model",
-    "check_directory",
-    "count_parameters",
-    "load_directory",
-    "load_synthetic",
-    "make_synthetic",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    **dict.fromkeys(("DataError", "RegressionData", "SyntheticSpec", "check_directory",
+                     "load_directory", "load_synthetic", "make_synthetic"), "model.data"),
+    **dict.fromkeys(("FULL_WIDTHS", "REDUCED_WIDTHS", "MultimodalSwitches"), "model.config"),
+    **dict.fromkeys(("ModelConfig", "MultimodalRegressionModel", "build_model",
+                     "count_parameters"), "model.model"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'model' has no attribute {name!r}")
+
+
+__all__ = sorted(_WHERE)

@@ -35,8 +35,6 @@ from typing import Iterable
 import pandas as pd
 
 from results.comparisons import (  # noqa: F401 (re-exported: it was defined here)
-    _compare,
-    _relative,
     ablation_table,
     dropped_note,
     holm,
@@ -46,8 +44,6 @@ from results.comparisons import (  # noqa: F401 (re-exported: it was defined her
 from results.io import read_experiment
 from results.strata import (  # noqa: F401 (re-exported: it was defined here)
     STRATUM_PREFIX,
-    _cell_tests,
-    _interval_order,
     stratified_effects,
     stratified_errors,
     stratum_columns,

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from results.comparisons import _compare, dropped_note, usable_trials
+from results.comparisons import compare_arms, dropped_note, usable_trials
 from results.contrasts import Contrasts, robust_outliers
 from results.io import read_experiment
 from results.verdicts import (
@@ -94,12 +94,12 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     for variant in common:
         va = ok_a[ok_a["ablation"] == variant].groupby("seed")[metric].mean()
         vb = ok_b[ok_b["ablation"] == variant].groupby("seed")[metric].mean()
-        # _compare pairs column `variant` (B) with column `reference` (A) by seed
+        # compare_arms pairs column `variant` (B) with column `reference` (A) by seed
         by_seed = pd.concat({"b": vb, "a": va}, axis=1)
         row = {"ablation": variant, "n_a": len(va), "n_b": len(vb),
                "a_mean": va.mean() if len(va) else np.nan,
                "b_mean": vb.mean() if len(vb) else np.nan}
-        row.update(_compare(vb.to_numpy(), va.to_numpy(), vb.index.to_numpy(),
+        row.update(compare_arms(vb.to_numpy(), va.to_numpy(), vb.index.to_numpy(),
                             va.index.to_numpy(), by_seed, "b", "a", 1 - alpha))
         rows.append(row)
         contrast, differences = seed_contrast(vb, va)  # B against A: this variant's own ratio

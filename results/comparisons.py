@@ -47,12 +47,12 @@ def t_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, flo
     return float(values.mean() - half), float(values.mean() + half)
 
 
-def _relative(diff: float, reference: float) -> float:
+def relative_share(diff: float, reference: float) -> float:
     """``diff`` as a share of the reference's mean; NaN for a mean of 0 (no warning)."""
     return diff / reference if reference != 0 else float("nan")
 
 
-def _compare(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
+def compare_arms(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
              ref_seeds: np.ndarray, by_seed: pd.DataFrame, ablation: str, reference: str,
              confidence: float) -> dict:
     """Difference of ``ablation`` to ``reference``: paired over common seeds where there are
@@ -68,7 +68,7 @@ def _compare(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
             "diff_ci_low": d_low, "diff_ci_high": d_high,
             "p_value": stats.ttest_rel(pair[ablation], pair[reference]).pvalue,
             "effect_size": diff.mean() / sd if sd > 0 else np.nan,
-            "relative_change": _relative(diff.mean(), pair[reference].mean()),
+            "relative_change": relative_share(diff.mean(), pair[reference].mean()),
             "se": sd / np.sqrt(len(diff)), "df": float(len(diff) - 1),
         }
     if len(values) >= 2 and len(ref_values) >= 2:
@@ -81,7 +81,7 @@ def _compare(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
             "diff_ci_low": interval.low, "diff_ci_high": interval.high,
             "p_value": welch.pvalue,
             "effect_size": diff / pooled if pooled > 0 else np.nan,
-            "relative_change": _relative(diff, ref_values.mean()),
+            "relative_change": relative_share(diff, ref_values.mean()),
             "se": np.sqrt(np.var(values, ddof=1) / len(values)
                           + np.var(ref_values, ddof=1) / len(ref_values)),
             "df": float(welch.df),  # Welch-Satterthwaite
@@ -152,7 +152,7 @@ def ablation_table(trials: pd.DataFrame, *, metric: str = "test_mae",
             f"{metric}_ci_low": low, f"{metric}_ci_high": high,
         }
         if ablation != reference:
-            row.update(_compare(values, ref_values, mine["seed"].to_numpy(),
+            row.update(compare_arms(values, ref_values, mine["seed"].to_numpy(),
                                 ref_ok["seed"].to_numpy(), by_seed, ablation, reference,
                                 confidence))
         rows.append(row)

@@ -18,7 +18,7 @@ from results.formatting import (
     unit_of,
     with_unit,
 )
-from results.strata import _interval_order
+from results.strata import interval_order
 
 FLAG = "*"  # marks a stratum cell whose effect differs from the variant's overall effect
 
@@ -133,7 +133,7 @@ def strata_grids(effects: pd.DataFrame, strata: pd.DataFrame, *, reference: str,
         return grids
     for stratum, rows in long.groupby("stratum", sort=False):
         decimals = decimals_for(rows["diff_mean"], significant=2)  # this grid's own scale
-        levels = sorted(rows["value"].astype(str).unique(), key=_interval_order)
+        levels = sorted(rows["value"].astype(str).unique(), key=interval_order)
         cells = {}
         for row in rows.itertuples(index=False):
             text = number(row.diff_mean, decimals, signed=True)

@@ -206,7 +206,7 @@ real run writes every column and that this file is up to date.
 ## trials.parquet
 
 {_table(TRIAL_COLUMNS)}
-| `ablation`, `seed`, ... | | every config key (`TrialConfig.flat()`, `ablations/config.py`) is a column too, with the value the trial ran with; `model` is the model plugin ("" = the built-in model) |
+| `ablation`, `seed`, ... | | every config key (`TrialConfig.flat()`, `ablations/config/trial.py`) is a column too, with the value the trial ran with; `model` is the model plugin ("" = the built-in model) |
 
 Config columns: {config}. With a model plugin, its own switches stand in place of the built-in
 model's (`cnn_widths` ... `dropout`). Fault-injection keys (tests) are not columns.
@@ -258,7 +258,7 @@ The numeric config columns (`seed`, `epochs`, ...) are settings, not results: no
 
 ## experiment.json: provenance
 
-`provenance` holds what is needed to trust and repeat the experiment (`ablations/provenance.py`);
+`provenance` holds what is needed to trust and repeat the experiment (`ablations/experiment/provenance.py`);
 it is written when the experiment starts and replaced at every resume:
 
 | key | what |

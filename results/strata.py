@@ -92,7 +92,7 @@ def stratified_errors(predictions: pd.DataFrame, *, bins: int = 4,
     return table
 
 
-def _interval_order(level: str) -> tuple[float, str]:
+def interval_order(level: str) -> tuple[float, str]:
     """Sort key: a quantile bin such as ``0.50–1.20`` (or pandas' ``(0.5, 1.2]``, in older
     code's tables) by its left edge, other levels after, by name."""
     left = level[1:level.index(",")] if level.startswith("(") and "," in level \
@@ -103,7 +103,7 @@ def _interval_order(level: str) -> tuple[float, str]:
         return float("inf"), level
 
 
-def _cell_tests(cell_diff: np.ndarray, overall_diff: np.ndarray, alpha: float
+def cell_tests(cell_diff: np.ndarray, overall_diff: np.ndarray, alpha: float
                 ) -> dict[str, np.ndarray]:
     """Seed-paired statistics of cells, vectorised over any leading axes.
 
@@ -197,7 +197,7 @@ def stratified_effects(predictions: pd.DataFrame, *, reference: str = "baseline"
     matrix = long.pivot_table(index=["stratum", "level"], columns=["ablation", "seed"],
                               values=metric, aggfunc="mean")
     order = sorted(matrix.index, key=lambda key: (
-        list(dict.fromkeys(long["stratum"])).index(key[0]), _interval_order(key[1])))
+        list(dict.fromkeys(long["stratum"])).index(key[0]), interval_order(key[1])))
     matrix = matrix.loc[order]
     ref_seeds = overall[reference].dropna().index
     frames = []
@@ -209,7 +209,7 @@ def stratified_effects(predictions: pd.DataFrame, *, reference: str = "baseline"
                      - matrix[reference].reindex(columns=seeds)).to_numpy(dtype=float)
         overall_diff = (overall.loc[seeds, ablation] - overall.loc[seeds, reference]
                         ).to_numpy(dtype=float)
-        tests = _cell_tests(cell_diff.reshape(len(matrix), len(seeds)), overall_diff, alpha)
+        tests = cell_tests(cell_diff.reshape(len(matrix), len(seeds)), overall_diff, alpha)
         frame = pd.DataFrame({"ablation": ablation,
                               "stratum": matrix.index.get_level_values("stratum"),
                               "level": matrix.index.get_level_values("level"), **tests})

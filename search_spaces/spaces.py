@@ -141,7 +141,7 @@ def expand(
 
     Each variant's diff is applied to ``base`` and validated here, so a bad cell fails before
     any trial starts. A space generated from the data (``features``) needs the data's
-    ``scalar_names`` (``ablations.batches.scalar_columns(base)``).
+    ``scalar_names`` (``ablations.trial.batches.scalar_columns(base)``).
     """
     if not seeds:
         raise ConfigError("no seeds given; pass --seeds N (>= 1) or a list like 0,1,2")

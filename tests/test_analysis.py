@@ -224,7 +224,7 @@ def test_report_writes_markdown_html_and_figures(tmp_path):
 
 
 def test_report_command(tmp_path, capsys):
-    from ablations.cli import main
+    from ablations.cli.main import main
 
     assert main(["report", str(_experiment(tmp_path / "exp"))]) == 0
     out = capsys.readouterr().out

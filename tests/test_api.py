@@ -1,4 +1,4 @@
-"""The library API (ablations/api.py): ``Experiment.plan()`` validates like the command line
+"""The library API (ablations/experiment/api.py): ``Experiment.plan()`` validates like the command line
 and starts nothing; ``Experiment.run()`` owns Ray's start and shutdown and returns the tables
 with the verdicts."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from ablations.api import Experiment
+from ablations.experiment.api import Experiment
 from ablations.config import ConfigError
-from ablations.planning import UsageError
+from ablations.experiment.request import UsageError
 from tests.conftest import REPO
 
 TINY = {"epochs": 2, "synthetic_train": 64, "synthetic_val": 16, "synthetic_test": 32,

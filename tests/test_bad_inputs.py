@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ablations.cli import main
+from ablations.cli.main import main
 from tests.conftest import REPO, tiny_config, write_data_dir
 
 N, FRAMES = 60, 4  # write_data_dir's split: N-16 train, 8 val, 8 test
@@ -362,7 +362,7 @@ def test_bad_input_is_one_line_before_any_trial_or_works(good_dir, tmp_path, cap
 def _trains_one_epoch(root: Path, extra: list[str]) -> None:
     """A real trial on the data; its predictions survive the trainable's and the runner's
     Parquet round trip (a second trial's rows concatenated) and the stratified analysis."""
-    from ablations.train import train
+    from ablations.trial.loop import train
     from results.analysis import stratified_errors
     from results.io import write_parquet_atomic
 
@@ -396,7 +396,7 @@ def test_unreadable_data_is_one_line(good_dir):
         drop = "os.setgid(65534); os.setuid(65534)" if os.geteuid() == 0 else ""
         code = f"""
 import contextlib, io, json, os, sys
-import ablations.cli as cli, search_spaces.components
+import ablations.cli.main as cli, search_spaces.components
 {drop}
 out = []
 for index in range({len(names)}):
@@ -420,7 +420,7 @@ print(json.dumps(out))
 
 
 def test_nan_pixels_outside_the_checked_samples_fail_the_trial_naming_the_sample(tmp_path):
-    from ablations.train import train
+    from ablations.trial.loop import train
     from model.data import IMAGE_CHECK_SAMPLES, DataError, load_directory
 
     n = 4 * IMAGE_CHECK_SAMPLES
@@ -476,7 +476,7 @@ def test_a_dataframe_index_written_with_the_table_is_not_a_stratum(good_dir, tmp
 
 
 def test_a_damaged_experiment_record_is_one_line_and_nothing_is_touched(capsys, tmp_path):
-    from ablations.cli import main
+    from ablations.cli.main import main
 
     root = tmp_path / "results" / "damaged"
     root.mkdir(parents=True)

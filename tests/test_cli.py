@@ -9,7 +9,7 @@ import sys
 import pandas as pd
 import pytest
 
-from ablations.cli import main
+from ablations.cli.main import main
 from tests.conftest import REPO, write_data_dir
 
 

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from ablations.runner import RunOptions, run_experiment
+from ablations.experiment.options import RunOptions
+from ablations.experiment.runner import run_experiment
 from search_spaces import TrialSpec
 from tests.conftest import tiny_config
 

@@ -3,7 +3,7 @@ inconclusive variants and prints the one command that decides them, with an uppe
 what it adds; that command keeps the fixed trials as round 1 (not run again), gives later
 rounds' seeds only to the variants the design has not decided and the reference, and says
 that every verdict is the sequential design's and what compute it added. Bad uses are one
-line, exit 2, before anything is written (ablations/continuing.py)."""
+line, exit 2, before anything is written (ablations/experiment/continuing.py)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ablations.continuing import (
+from ablations.experiment.continuing import (
     estimate_continuation,
     first_look,
     sequential_seeds,
     trial_slots,
 )
-from ablations.rounds import SequentialRun, next_arms
+from ablations.experiment.strategies.seeds_auto import SequentialRun, next_arms
 from results.analysis import verdict_table
 from results.sequential import SeedDesign
 from tests.conftest import REPO, tiny_config
@@ -269,7 +269,7 @@ def test_the_hint_leaves_out_variants_whose_trials_failed():
     says so, and prints no command when no variant would get seeds."""
     import numpy as np
 
-    from ablations.continuing import continuation_hint
+    from ablations.experiment.continuing import continuation_hint
 
     rng = np.random.default_rng(0)
     rows = pd.DataFrame([{"experiment": "e", "trial_name": f"{arm}-seed{seed}", "ablation": arm,

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from ablations.config import TrialConfig
-from ablations.cost import estimated_cost, longest_first
+from ablations.trial.cost import estimated_cost, longest_first
 from search_spaces import expand, get_space
 
 

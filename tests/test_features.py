@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from ablations.batches import load_data
+from ablations.trial.batches import load_data
 from ablations.config import ConfigError, TrialConfig, apply_overrides, load_yaml_overrides
-from ablations.cost import estimated_cost
-from ablations.train import train
+from ablations.trial.cost import estimated_cost
+from ablations.trial.loop import train
 from model.data import DataError
 from search_spaces import feature_variants
 from tests.conftest import tiny_config, write_data_dir

@@ -14,12 +14,12 @@ import tomllib
 import pytest
 import torch
 
-from ablations.memory import (
+from ablations.trial.memory import (
     MIN_STEPS_PER_EPOCH,
     auto_batch_limit,
     choose_micro_batch,
 )
-from ablations.stepping import (
+from ablations.trial.step import (
     CompiledModel,
     compile_mode_for,
     cpu_copy,
@@ -27,8 +27,8 @@ from ablations.stepping import (
     make_optimizer,
     restart_epoch,
 )
-from ablations.systems import find_conflicts, resolve_systems
-from ablations.trainable import (
+from ablations.config.safety import find_conflicts, resolve_systems
+from ablations.experiment.trainable import (
     HISTORY_FILE,
     STATE_FILE,
     load_state,
@@ -36,7 +36,7 @@ from ablations.trainable import (
     read_history,
     save_state_atomic,
 )
-from ablations.train import train
+from ablations.trial.loop import train
 from model.model import build_model
 from tests.conftest import REPO, tiny_config
 
@@ -132,7 +132,7 @@ def test_a_retry_after_an_oom_between_unscale_and_update_can_step(tmp_path):
 
 
 def _model_config(config):
-    from ablations.train import model_config_for_shape
+    from ablations.trial.loop import model_config_for_shape
 
     return model_config_for_shape(config, (2, 12, 12), 3)
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ablations.config import apply_overrides
-from ablations.train import model_config_for, model_for_shapes
+from ablations.trial.loop import model_config_for, model_for_shapes
 from model import ModelConfig, MultimodalRegressionModel
 from model.data import SyntheticSpec, make_synthetic
 from search_spaces import COMPONENT_ABLATIONS

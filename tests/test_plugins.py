@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from ablations.config import ConfigError, TrialConfig, apply_overrides
-from ablations.models import build_trial_model
-from ablations.plugins import ModelPlugin, PluginError, load_plugin
+from ablations.trial.model_builder import build_trial_model
+from ablations.config.plugins import ModelPlugin, PluginError, load_plugin
 from tests.conftest import REPO, write_data_dir
 from tests.test_cli import assert_one_line_error, in_process, run_cli
 
@@ -45,7 +45,7 @@ def fake_module(monkeypatch):
         ("examples.conv3d", "give package.module:NAME"),
         ("no_such_package.model:PLUGIN", "cannot import no_such_package.model"),
         ("examples.conv3d:NOPE", "examples.conv3d has no 'NOPE'"),
-        ("examples.conv3d:Conv3dConfig", "is not an ablations.plugins.ModelPlugin"),
+        ("examples.conv3d:Conv3dConfig", "is not an ablations.config.plugins.ModelPlugin"),
     ],
 )
 def test_a_plugin_that_cannot_load_is_one_line(spec, pattern):

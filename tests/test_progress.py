@@ -1,4 +1,4 @@
-"""The live progress display (ablations/progress.py) driven through Tune's callback hooks with
+"""The live progress display (ablations/experiment/progress.py) driven through Tune's callback hooks with
 stand-in trials and a fake clock; a real run's lines are checked in tests/test_cli.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from ablations.progress import Planned, TrialProgress, format_duration
+from ablations.experiment.progress import Planned, TrialProgress, format_duration
 
 
 class Trial:

@@ -1,5 +1,5 @@
 """Provenance: fingerprints of code, git state and data; a resume refuses changed code or data
-unless --allow-changed (ablations/provenance.py, the CLI's check_unchanged)."""
+unless --allow-changed (ablations/experiment/provenance.py, the CLI's check_unchanged)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ablations import cli
-from ablations import provenance as prov
+import ablations.cli.main as cli
+from ablations.experiment import provenance as prov
 from ablations.config import TrialConfig
 from tests.conftest import write_data_dir
 
@@ -210,14 +210,18 @@ ARGS = ["--space", "components", "--only", "baseline", "--seeds", "1", "--epochs
 
 def write_experiment(storage: Path, name: str, argv: list[str]) -> Path:
     """experiment.json exactly as a run of ``argv`` writes it when it starts (no Ray)."""
-    from ablations.planning import prepare
-    from ablations.runner import RunOptions, _metadata
+    from ablations.cli.flags import build_parser
+    from ablations.experiment.options import RunOptions
+    from ablations.experiment.planning import prepare
+    from ablations.experiment.request import Request
+    from ablations.experiment.runner import experiment_metadata
     from results.io import METADATA_FILE, write_json_atomic
 
-    prepared = prepare(cli.build_parser().parse_args(argv))  # as the command plans it
+    prepared = prepare(Request.of(build_parser().parse_args(argv)))  # as the command plans it
     options = RunOptions(storage=storage, name=name, space=prepared.space.name)
-    meta = _metadata(prepared.trials, options, dt.datetime.now(dt.timezone.utc),
-                     prepared.skipped)
+    meta = experiment_metadata(prepared.trials, options, dt.datetime.now(dt.timezone.utc),
+                               prepared.skipped, prepared.strategy)
+    prepared.strategy.record(meta, prepared.trials)
     folder = storage / name
     folder.mkdir(parents=True)
     write_json_atomic(meta, str(folder / METADATA_FILE))

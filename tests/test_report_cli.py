@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ablations.cli import main
+from ablations.cli.main import main
 from tests.test_analysis import _experiment
 
 

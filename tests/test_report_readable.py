@@ -13,7 +13,7 @@ import pytest
 
 from results.browser_check import find_chromium
 from results.formatting import Column, decimals_for, number, p_value, plain, readable, unit_of
-from results.strata import _interval_order, quantile_bins
+from results.strata import interval_order, quantile_bins
 from tests.test_analysis import _experiment
 
 
@@ -48,7 +48,7 @@ def test_bins_are_labelled_by_their_range_without_float_noise():
     speed = pd.Series(np.r_[0.0, rng.uniform(0, 1.2, 400)])  # qcut moves its first edge below 0
     assert str(pd.qcut(speed, 4).cat.categories[0]).startswith("(-0.0")  # below the min
     labels = quantile_bins(speed, 4)
-    levels = sorted(labels.unique(), key=_interval_order)
+    levels = sorted(labels.unique(), key=interval_order)
     assert len(levels) == 4 and levels[0].startswith("0.00–"), levels
     assert all(re.fullmatch(r"-?\d+\.\d{2}–-?\d+\.\d{2}", level) for level in levels), levels
     ends = [float(level.split("–")[1]) for level in levels]

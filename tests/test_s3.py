@@ -23,7 +23,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from ablations.trainable import load_state
+from ablations.experiment.trainable import load_state
 from results.io import read_bytes
 from tests.conftest import REPO, start_until
 
@@ -227,10 +227,10 @@ def test_hpo_study_lands_in_the_bucket(s3, tmp_path, monkeypatch):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     storage = f"s3://{BUCKET}/search"
-    from ablations.hpo_run import _optuna_file
+    from ablations.experiment.strategies.hpo import optuna_file
 
     # an earlier search of the same name left its local copy: not to be picked up
-    _optuna_file(f"{storage}/study", "study").write_bytes(b"an earlier search's study")
+    optuna_file(f"{storage}/study", "study").write_bytes(b"an earlier search's study")
     command, kw = cli("--space", "hpo", "--num-samples", "3", "--epochs", "2", "--name",
                       "study", "--storage", storage, *TINY, cwd=tmp_path, env=env)
     run = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
@@ -250,7 +250,7 @@ def test_optuna_study_uploaded_as_trials_start_and_end(s3, monkeypatch, capsys):
     """The callback the runner adds for a URI root: the bucket's study is the local one as
     soon as a trial starts or ends (not only at the end of the search); a failed upload is a
     warning; a resume keeps the local copy or fetches the bucket's, a new search starts empty."""
-    from ablations.hpo_run import OPTUNA_FILE, _optuna_file, fetch_optuna, optuna_upload
+    from ablations.experiment.strategies.hpo import OPTUNA_FILE, optuna_file, fetch_optuna, optuna_upload
 
     env, fs = s3
     for key, value in env.items():  # this process's pyarrow.fs, as the driver's
@@ -258,7 +258,7 @@ def test_optuna_study_uploaded_as_trials_start_and_end(s3, monkeypatch, capsys):
     root, name = f"s3://{BUCKET}/upload/exp", f"upload-{os.getpid()}"
     assert optuna_upload(str(REPO), name) == []  # a local root: the study is the file
     [callback] = optuna_upload(root, name)
-    local = _optuna_file(root, name)
+    local = optuna_file(root, name)
 
     def uploaded() -> bytes:
         with fs.open_input_stream(f"{BUCKET}/upload/exp/{OPTUNA_FILE}") as handle:

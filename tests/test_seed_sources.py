@@ -13,10 +13,10 @@ import pytest
 import torch
 from scipy import optimize
 
-from ablations.api import Experiment
-from ablations.batches import load_data
-from ablations.collect import _trial_row
-from ablations.train import _TrialRun, train
+from ablations.experiment.api import Experiment
+from ablations.trial.batches import load_data
+from ablations.experiment.tables import trial_row
+from ablations.trial.loop import TrialRun, train
 from results.seed_variance import crossed_sources, seed_variance_table, two_way_components
 from tests.conftest import tiny_config
 from tests.test_analysis import _experiment
@@ -56,7 +56,7 @@ def test_each_trial_row_records_the_seed_each_source_drew_from():
     options = SimpleNamespace(name="exp", space="components", cpus_per_trial=1.0,
                               gpus_per_trial=0.0)
     metadata = dict.fromkeys(("torch_version", "ray_version", "python_version", "git_commit"))
-    row = _trial_row(spec, {}, None, None, options, metadata)
+    row = trial_row(spec, {}, None, None, options, metadata)
     assert (row["init_seed"], row["order_seed"], row["data_seed"]) == (1000, 1002, 2)
     assert row["seed_sources"] == "order,data" and row["seed"] == 2
 
@@ -82,7 +82,7 @@ def test_holding_the_data_draw_trains_exactly_as_before_seed_sources(seed, offse
 
 def _initial_weights(config) -> torch.Tensor:
     """The weights a trial starts from (train()'s set-up, before any step)."""
-    return torch.cat([p.detach().flatten() for p in _TrialRun(config, None).model.parameters()])
+    return torch.cat([p.detach().flatten() for p in TrialRun(config, None).model.parameters()])
 
 
 def _trained(config) -> torch.Tensor:

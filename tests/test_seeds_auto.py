@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ablations.rounds import SequentialRun, next_arms
+from ablations.experiment.strategies.seeds_auto import SequentialRun, next_arms
 from results.report import write_report
 from tests.conftest import REPO
 from tests.test_cli import assert_one_line_error, in_process

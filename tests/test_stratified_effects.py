@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from results.analysis import _cell_tests, stratified_effects
+from results.analysis import stratified_effects
+from results.strata import cell_tests
 
 ALPHA = 0.05
 
@@ -108,7 +109,7 @@ def test_null_cells_flag_differs_at_most_alpha_of_experiments():
     bound = ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / experiments)
     for arm in (1, 2):
         cell_diff = np.swapaxes(cells[:, arm] - cells[:, 0], -1, -2)  # (E, 8, seeds)
-        tests = _cell_tests(cell_diff, overall[:, arm] - overall[:, 0], ALPHA)
+        tests = cell_tests(cell_diff, overall[:, arm] - overall[:, 0], ALPHA)
         rate = (tests["interaction_p_holm"] < ALPHA).any(-1).mean()
         assert rate <= bound, (arm, rate)
         # the interval still covers the true cell effect (0 or 0.5) at about 1 - alpha

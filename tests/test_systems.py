@@ -9,13 +9,14 @@ import pytest
 import yaml
 
 from ablations.config import ConfigError
-from ablations.memory import probe_max_batch
-from ablations.systems import (
+from ablations.trial.memory import probe_max_batch
+from ablations.config.safety import (
     cpu_autocast_supported,
     find_conflicts,
     resolve_systems,
 )
-from ablations.train import TrialOutOfMemory, train
+from ablations.trial.loop import train
+from ablations.trial.step import TrialOutOfMemory
 from search_spaces import PRESETS, SYSTEMS_MATRIX, expand, get_space
 from tests.conftest import REPO, tiny_config
 

@@ -1,4 +1,4 @@
-"""--log-to: MLflow and W&B through Ray Tune's callbacks (ablations/trackers.py), offline.
+"""--log-to: MLflow and W&B through Ray Tune's callbacks (ablations/experiment/trackers/specs.py), offline.
 
 One CLI run (module fixture) logs to three trackers at once: MLflow's default store (SQLite in
 the experiment folder), an MLflow file store, and W&B offline; each test reads one of them back.
@@ -17,7 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ablations import trackers
+from ablations.experiment.trackers import runs
+from ablations.experiment.trackers import specs as trackers
 from tests.conftest import tiny_config
 from tests.test_cli import assert_one_line_error, in_process, run_cli
 
@@ -32,13 +33,13 @@ EPOCHS = 2
 def test_log_to_values_are_parsed_and_paths_made_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     parse = trackers.parse_log_to
-    assert parse("mlflow") == trackers.TrackerSpec("mlflow", "")
+    assert parse("mlflow") == runs.TrackerSpec("mlflow", "")
     assert parse("mlflow:sqlite:///runs/m.db").target == f"sqlite:///{tmp_path}/runs/m.db"
     assert parse("mlflow:sqlite:////abs/m.db").target == "sqlite:////abs/m.db"
     assert parse("mlflow:store").target == (tmp_path / "store").as_uri()
     assert parse("mlflow:file:///abs/mlruns").target == "file:///abs/mlruns"
     assert parse("mlflow:http://127.0.0.1:5000").target == "http://127.0.0.1:5000"
-    assert parse("wandb") == trackers.TrackerSpec("wandb", "")
+    assert parse("wandb") == runs.TrackerSpec("wandb", "")
     assert parse("wandb:my-project").target == "my-project"
 
 
@@ -85,9 +86,9 @@ def test_a_resume_logs_the_verdicts_to_the_trackers_the_experiment_started_with(
         {"log_to": [{"kind": "mlflow", "target": store}]}))
     (tracker,) = trackers.tracker_callbacks([], str(root), experiment="exp", space="components",
                                             resume=True)
-    assert tracker.spec == trackers.TrackerSpec("mlflow", store)
+    assert tracker.spec == runs.TrackerSpec("mlflow", store)
     assert capsys.readouterr().err == ""
-    (tracker,) = trackers.tracker_callbacks([trackers.TrackerSpec("mlflow")], str(root),
+    (tracker,) = trackers.tracker_callbacks([runs.TrackerSpec("mlflow")], str(root),
                                             experiment="exp", space="components", resume=True)
     assert tracker.spec.target == f"sqlite:///{root}/mlruns/mlflow.db"  # the default store
     assert f"the trackers the experiment started with (mlflow:{store})" in \
@@ -122,7 +123,7 @@ def test_mlflow_callback_resumes_a_trial_in_its_run(tmp_path):
     (root / "experiment.json").write_text(json.dumps({"trials": {"t": config.to_dict()}}))
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     for epochs in ([1], [2]):  # the first run stops after epoch 1, the resume does epoch 2
-        tracker = trackers.MLflowTracker(tracking_uri=uri, root=str(root), experiment="exp",
+        tracker = runs.MLflowTracker(tracking_uri=uri, root=str(root), experiment="exp",
                                          space="components")
         tracker.setup()
         trial = FakeTrial("t", "x_00000")
@@ -152,14 +153,14 @@ def test_a_sampled_trial_logs_its_sampled_values():
     plan = {"hpo": tiny_config().to_dict()}
     trial = FakeTrial("hpo", "x_00001")
     trial.config = {"trial": "hpo", "params": {"lr": 0.01, "embed_dim": 8}}
-    params = trackers.trial_params(trial, plan)
+    params = runs.trial_params(trial, plan)
     assert (params["ablation"], params["lr"], params["embed_dim"]) == ("hpo", 0.01, 8)
 
 
 def test_wandb_callback_logs_at_step_epoch_without_tunes_bookkeeping():
     """W&B's logging actor logs at step = the result's training_iteration: the callback makes
     it the epoch (here a trial resumed at epoch 3, Tune's first iteration since)."""
-    tracker = trackers.WandbTracker(project="p", root="/nowhere", experiment="e",
+    tracker = runs.WandbTracker(project="p", root="/nowhere", experiment="e",
                                     space="components")
     trial, queued = FakeTrial("t", "x_00000"), []
     tracker._trial_logging_actors[trial] = None  # started: no actor needed to queue results

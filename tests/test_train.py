@@ -8,7 +8,8 @@ import copy
 import numpy as np
 import pytest
 
-from ablations.train import InjectedFailure, regression_metrics, train
+from ablations.trial.loop import InjectedFailure, train
+from ablations.trial.metrics import regression_metrics
 from tests.conftest import tiny_config, write_data_dir
 
 
@@ -100,7 +101,7 @@ def test_regression_metrics_against_hand_computed_values():
 
 
 def test_image_normalisation_in_chunks_equals_the_whole_sample():
-    from ablations.train import NORMALISATION_SAMPLES, Normaliser
+    from ablations.trial.batches import NORMALISATION_SAMPLES, Normaliser
     from model.data import SyntheticSpec, make_synthetic
 
     data = make_synthetic(SyntheticSpec(n_train=150, n_val=4, n_test=4))
@@ -114,7 +115,7 @@ def test_image_normalisation_in_chunks_equals_the_whole_sample():
 def test_image_normalisation_samples_the_whole_training_split_not_its_head():
     # A time-ordered file: the first samples are dark, the later ones bright. Statistics from
     # the first NORMALISATION_SAMPLES would see only dark frames.
-    from ablations.train import NORMALISATION_SAMPLES, Normaliser
+    from ablations.trial.batches import NORMALISATION_SAMPLES, Normaliser
     from model.data import SyntheticSpec, make_synthetic
 
     n = 4 * NORMALISATION_SAMPLES

@@ -9,7 +9,8 @@ import pytest
 import ray
 
 from ablations.config import TrialConfig
-from ablations.runner import RunOptions, run_experiment
+from ablations.experiment.options import RunOptions
+from ablations.experiment.runner import run_experiment
 from results import read_experiment
 from results.schema import (
     CONFIG_COLUMNS,
@@ -109,7 +110,7 @@ def test_a_retried_trial_resumes_from_its_last_checkpoint(ray_local, tmp_path):
     assert result.epochs["epoch"].tolist() == [1, 2, 3]
     assert len(result.predictions) == 48
     # and it ended where an uninterrupted run ends
-    from ablations.train import train
+    from ablations.trial.loop import train
     clean = train(config.replace(inject_failure_at_epoch=0))
     assert row["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-5)
 
@@ -124,7 +125,7 @@ def test_state_every_k_epochs_repeats_at_most_k_minus_1(ray_local, tmp_path):
     # failed at the start of epoch 4; the newest state was epoch 2's, not 3's
     assert row["status"] == "ok" and row["resumed_from_epoch"] == 2
     assert result.epochs["epoch"].tolist() == [1, 2, 3, 4]
-    from ablations.train import train
+    from ablations.trial.loop import train
     clean = train(config.replace(inject_failure_at_epoch=0))
     assert row["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-5)
 
@@ -156,7 +157,7 @@ def test_oom_past_the_floor_is_a_failed_row_and_the_rest_go_on(ray_local, tmp_pa
 )
 def test_tiny_run_of_each_sweep_writes_rows(ray_local, tmp_path, space, only):
     """Through the public API (``Experiment``), on the Ray already running (left running)."""
-    from ablations.api import Experiment
+    from ablations.experiment.api import Experiment
 
     tiny = tiny_config(epochs=1, compile_backend="eager", device="cpu").diff(TrialConfig())
     result = Experiment(space, seeds=1, only=only, overrides=tiny, storage=tmp_path,
@@ -238,7 +239,7 @@ def test_report_and_notebook_on_a_real_experiment(experiment, monkeypatch):
     import nbclient
     import nbformat
 
-    from ablations.cli import main
+    from ablations.cli.main import main
 
     directory = experiment[0].directory
     assert main(["report", str(directory)]) == 0
@@ -258,7 +259,7 @@ def test_compare_on_real_experiment_folders(experiment, tmp_path, capsys):
     0.5 km worse is called worse for no_images only; a wrong folder is one line, exit 2."""
     import shutil
 
-    from ablations.cli import main
+    from ablations.cli.main import main
 
     directory = experiment[0].directory
     assert main(["compare", str(directory), str(directory), "--margin", "0.05"]) == 0
@@ -309,7 +310,7 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ra
     round. (True nulls are run in tests/test_seeds_auto.py, the baseline under other training
     seeds, and tests/test_continue_auto.py; at default settings they would cost a minute of the
     suite's time.)"""
-    from ablations.rounds import SequentialRun, run_rounds
+    from ablations.experiment.strategies.seeds_auto import SequentialRun, run_rounds
     from results.sequential import SeedDesign
 
     base = TrialConfig()

@@ -1,0 +1,261 @@
+"""The command line's flags: the parser and the value types that refuse a bad value in one
+line (exit code 2) before anything runs."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import NoReturn
+
+from ablations.config import ConfigError, parse_bool, parse_seed_sources
+
+EXIT_BAD_INPUT = 2
+DEFAULT_STORAGE = "ablation_results"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line (``prog: error: ...``) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be >= {minimum}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
+
+
+def _resource(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return value
+
+
+def _seeds(text: str) -> list[int] | str:
+    """``3`` means seeds 0,1,2; ``0,5,7`` is an explicit list; ``auto``: in rounds."""
+    text = text.strip()
+    if text == "auto":
+        return text
+    try:
+        if "," in text:
+            seeds = [int(part) for part in text.split(",") if part.strip()]
+        else:
+            count = int(text)
+            if count < 1:
+                raise argparse.ArgumentTypeError(f"{text!r}: the number of seeds must be >= 1")
+            seeds = list(range(count))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a count (3), a list of seeds (0,1,2) or auto"
+        ) from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: seeds must be distinct integers >= 0")
+    return seeds
+
+
+def _seed_sources(text: str) -> str:
+    """The sources of randomness that vary with the seed: init, order, data, or none."""
+    try:
+        return parse_seed_sources(text, name="--seed-sources")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--seed-sources: ")) from None
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value
+
+
+def _bool_flag(text: str) -> bool:
+    try:
+        return parse_bool(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def margin_flag(text: str) -> str:
+    """An equivalence margin flag: ``0.02`` (metric units) or ``5%`` (of the reference's mean)."""
+    from results.analysis import parse_margin
+
+    try:
+        parse_margin(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _metric(text: str) -> str:
+    """A numeric trials.parquet column the verdicts can be computed on."""
+    from results.schema import TRIAL_COLUMNS
+
+    numeric = [name for name, dtype, _ in TRIAL_COLUMNS
+               if dtype == "float64" and name.startswith(("test_", "val_", "train_"))]
+    if text not in numeric:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a metric column; choose one of: "
+                                         f"{', '.join(numeric)}")
+    return text
+
+
+def alpha_flag(text: str) -> float:
+    """A family-wise error rate in (0, 0.5)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 0.5:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a number in (0, 0.5), e.g. 0.05")
+    return value
+
+
+def _log_to(text: str):
+    """A tracker, ``mlflow[:TRACKING_URI]`` or ``wandb[:PROJECT]`` (ablations/experiment/trackers/specs.py)."""
+    from ablations.experiment.trackers.specs import parse_log_to
+
+    try:
+        return parse_log_to(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(
+        prog="run_ablations.py",
+        description="Run ablations of the multimodal regression model on Ray Tune; results in "
+        "Parquet under STORAGE/NAME/.",
+    )
+    what = parser.add_argument_group("what to run")
+    what.add_argument("--space", default="components",
+                      help="search space to run (see --list; default: components)")
+    what.add_argument("--model", default=None, metavar="PACKAGE.MODULE:NAME",
+                      help="a model plugin to ablate instead of the built-in model "
+                      "(docs/plugins.md), e.g. examples.conv3d:PLUGIN; a space file's model: "
+                      "key does the same")
+    what.add_argument("--only", default=None, metavar="VARIANT[,VARIANT]",
+                      help="run only these variants of the space")
+    what.add_argument("--seeds", type=_seeds, default=[0, 1, 2], metavar="N|S1,S2,...|auto",
+                      help="number of seeds (3 = seeds 0,1,2) or an explicit list; the same "
+                      "seeds run for every variant (default: 3). auto: a pilot of --pilot "
+                      "seeds, then more seeds in rounds only for variants without a verdict, "
+                      "up to --max-seeds (README: Verdicts)")
+    what.add_argument("--pilot", type=_int_at_least(2), default=None, metavar="N",
+                      help="with --seeds auto: seeds of the first round (default: 3)")
+    what.add_argument("--max-seeds", type=_int_at_least(2), default=None, metavar="N",
+                      help="with --seeds auto: at most N seeds per variant (default: 10)")
+    what.add_argument("--null-control", action="store_true",
+                      help="add <reference>_repeat: the reference under other seeds (training "
+                      "seed + 1000, paired by seed), a variant whose true effect is 0")
+    what.add_argument("--seed-sources", type=_seed_sources, default=None,
+                      metavar="init,order,data|none",
+                      help="the sources of randomness that vary with the trial's seed: init "
+                      "(weight initialisation and dropout), order (each epoch's sample order), "
+                      "data (the data draw); a source left out is held at its seed-0 value "
+                      "(default: init,order,data; the config key seed_sources; docs/seed-sources.md)")
+    what.add_argument("--cross-seeds", action="store_true",
+                      help="run each variant's seeds as a grid of the two varying sources "
+                      "(--seeds 3: 3 x 3 trials, every init seed with every order seed, each "
+                      "cell its own pairing seed), so the report splits the seed variance by "
+                      "source (docs/seed-sources.md)")
+    what.add_argument("--epochs", type=_positive_int, default=None, help="epochs per trial")
+    what.add_argument("--config", default=None, metavar="FILE.yaml|PRESET",
+                      help="base configuration: a YAML mapping of config keys, or a preset "
+                      "name (full_optimized, full_stable, memory_optimized)")
+    what.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
+                      metavar="KEY=VALUE", help="override one config key (repeatable)")
+    what.add_argument("--num-samples", type=_positive_int, default=16, metavar="N",
+                      help="trials to sample in a search space such as hpo (default: 16)")
+    what.add_argument("--scheduler", choices=["asha", "fifo"], default=None,
+                      help="trial scheduler of a search space (default asha for hpo); ablation "
+                      "spaces run every trial to the same budget and refuse one")
+    what.add_argument("--resume", action="store_true",
+                      help="continue the experiment --name (default: the newest in --storage) "
+                      "from where it stopped; finished trials are kept")
+    what.add_argument("--retry-failed", action="store_true",
+                      help="with --resume: retry failed trials from their last checkpoint")
+    what.add_argument("--allow-changed", action="store_true",
+                      help="resume (--resume, or the same --name) even though the code or the "
+                      "data changed since the experiment started; what changed is printed and "
+                      "kept in experiment.json")
+    what.add_argument("--resolve-conflicts", action="store_true",
+                      help="map unsafe switch combinations to the nearest safe setting (with a "
+                      "warning) instead of refusing them")
+    what.add_argument("--auto-batch", action="store_true",
+                      help="probe the largest batch whose training step fits the trial's GPU "
+                      "(one step per size, on a worker with the trial's resources) and use it")
+    what.add_argument("--diagnose", action="store_true",
+                      help="print devices, free/total memory, what this torch supports, Ray "
+                      "resources and a suggested command, then exit")
+    what.add_argument("--list", action="store_true", help="list spaces and variants, then exit")
+    what.add_argument("--dry-run", action="store_true",
+                      help="print the trials and their resolved configs; run nothing")
+    what.add_argument("--margin", type=margin_flag, default=None, metavar="M|P%",
+                      help="equivalence margin of the end-of-run verdicts: metric units (0.02) "
+                      "or a share of the reference's mean (default 5%%)")
+    what.add_argument("--alpha", type=alpha_flag, default=0.05,
+                      help="family-wise error rate of the verdicts (default 0.05)")
+    what.add_argument("--metric", type=_metric, default="test_mae",
+                      help="the metric of the verdicts (and of --seeds auto's decisions), a "
+                      "numeric column of trials.parquet such as test_rmse, test_nll, val_mae "
+                      "(default: test_mae)")
+    data = parser.add_argument_group("data")
+    data.add_argument("--data", default=None, metavar="DIR",
+                      help="directory with images.npy and table.parquet (default: synthetic)")
+    data.add_argument("--max-train-examples", type=_non_negative_int, default=None, metavar="N",
+                      help="use at most N training samples (0: all)")
+    data.add_argument("--max-eval-examples", type=_non_negative_int, default=None, metavar="N",
+                      help="use at most N validation and N test samples (0: all)")
+    where = parser.add_argument_group("where and how")
+    where.add_argument("--address", default=None,
+                       help="existing Ray cluster: 'auto' or ray://host:port "
+                       "(default: start a local Ray)")
+    where.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR|URI",
+                       help=f"results root: a path or a URI such as s3://bucket/results "
+                       f"(default: ./{DEFAULT_STORAGE})")
+    where.add_argument("--name", default=None,
+                       help="experiment name (default: SPACE-YYYYmmdd-HHMMSS)")
+    where.add_argument("--cpus-per-trial", type=_resource, default=1.0, metavar="N",
+                       help="CPUs per trial; the trial uses that many threads (default: 1)")
+    where.add_argument("--gpus-per-trial", type=_resource, default=0.0, metavar="N",
+                       help="GPUs per trial, fractions allowed, e.g. 0.5 (default: 0)")
+    where.add_argument("--max-concurrent", type=_non_negative_int, default=0, metavar="N",
+                       help="at most N trials at once (default 0: as resources allow)")
+    where.add_argument("--max-failures", type=_non_negative_int, default=0, metavar="N",
+                       help="retry a failed trial up to N times, from its last checkpoint "
+                       "(default: 0)")
+    where.add_argument("--dashboard", type=_bool_flag, default=True, metavar="BOOL",
+                       help="start the Ray dashboard on 127.0.0.1 with a local Ray "
+                       "(default: true)")
+    where.add_argument("--no-dashboard", dest="dashboard", action="store_false",
+                       help="same as --dashboard false")
+    where.add_argument("--quiet", action="store_true",
+                       help="no progress lines (the summary stays)")
+    where.add_argument("--progress", choices=("trials", "epochs"), default="trials",
+                       help="trials: a line per finished trial and a status line with an ETA "
+                       "every 30 s (default); epochs: also a line per trial per epoch")
+    where.add_argument("--log-to", type=_log_to, action="append", default=[],
+                       metavar="mlflow[:URI]|wandb[:PROJECT]",
+                       help="also log every trial (its config, per-epoch metrics, tags) and the "
+                       "verdicts to a tracker, through Ray Tune's callbacks (repeatable; "
+                       "docs/trackers.md): mlflow (default store: the experiment's "
+                       "mlruns/mlflow.db) or wandb (default project: ablation-runner)")
+    where.add_argument("--verbose", action="store_true",
+                       help="Ray Tune's live trial table and per-trial results, and what the "
+                       "trials print (else in each trial's folder: stdout, stderr)")
+    return parser

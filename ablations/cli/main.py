@@ -1,0 +1,295 @@
+"""Command line: ``python run_ablations.py --space components``: start, resume or run an
+experiment, a thin shell over the library: the flags (flags.py) become a
+:class:`~ablations.experiment.request.Request`, planning turns it into validated trials and a
+strategy, and the strategy runs them. What it prints is in output.py, ``--resume`` in
+resume.py, ``--diagnose`` in diagnose.py, the signal handlers in signals.py.
+
+Every bad input (flag, YAML key or value, data directory, experiment name) is caught before any
+trial starts and reported as one line on stderr with exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import logging
+import os
+import re
+import signal
+import sys
+from typing import Any, Optional, Sequence
+
+from ablations.cli.diagnose import diagnose_main
+from ablations.cli.flags import EXIT_BAD_INPUT, build_parser
+from ablations.cli.output import compare_main, list_spaces, report_main, summary_table
+from ablations.cli.resume import check_unchanged, resume_plan
+from ablations.cli.signals import sigterm_as_sigint, sigterm_is_ctrl_c
+from ablations.config import ConfigError
+from ablations.experiment.continuing import trial_slots
+from ablations.experiment.interrupt import resume_command
+from ablations.experiment.planning import prepare
+from ablations.experiment.preflight import auto_batch, check_data_on_workers
+from ablations.experiment.request import Request, UsageError, check_name, storage_root
+from model.data import DataError
+from results.io import MetadataError, first_line, join, list_dir, read_metadata
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+# Ray's warning, at every start of a local Ray, that token authentication is on
+TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+# ------------------------------------------------------------------------------ main
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "report":
+        return report_main(argv[1:])
+    if argv and argv[0] == "compare":
+        return compare_main(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _main(args, ["run_ablations.py", *argv])
+    except (ConfigError, DataError, UsageError, MetadataError) as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(args: argparse.Namespace, command: list[str]) -> int:
+    if args.list:
+        print(list_spaces())
+        return 0
+    if args.diagnose:
+        return diagnose_main(args.address)
+    if args.address is not None and args.address != "auto" \
+            and not re.match(r"^(ray://)?[\w.-]+:\d+$", args.address):
+        raise UsageError(f"--address {args.address!r}: use 'auto', host:port or ray://host:port")
+    storage = storage_root(args.storage)
+    if args.retry_failed and not args.resume:
+        raise UsageError("--retry-failed only applies with --resume")
+    if args.resume:
+        return _resume(args, storage, command)
+
+    prepared = prepare(Request.of(args))
+    space, base, trials, skipped = (prepared.space, prepared.base, prepared.trials,
+                                    prepared.skipped)
+    hpo, sequential, strategy = prepared.hpo, prepared.sequential, prepared.strategy
+    for note in prepared.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    name = check_name(args.name or f"{space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}")
+    target = join(storage, name)
+    if args.dry_run:
+        seeds = prepared.seeds
+        crossed = f" crossed ({len(seeds)}x{len(seeds)} cells per variant)" \
+            if args.cross_seeds else ""
+        print(f"Experiment {name} (dry run): space {space.name}, seeds {seeds}{crossed}")
+        for line in strategy.design_lines(args.alpha):
+            print(line)
+        if prepared.data_summary:
+            print(f"Data: {prepared.data_summary}")
+        for line in strategy.describe(trials, base.replace(ablation=space.reference), skipped):
+            print(line)
+        return 0
+    resume = False
+    if list_dir(target):
+        previous = read_metadata(target)
+        if previous is None:
+            raise UsageError(f"{target} already exists and is not an experiment of this tool; "
+                             "choose another --name or --storage")
+        from ablations.experiment.planning import strategy_for
+        from ablations.experiment.runner import skipped_plan, trial_plan
+
+        recorded = previous.get("auto_batch")
+        if args.auto_batch and recorded:  # the same command again: the size it chose then
+            trials = [dataclasses.replace(spec, config=spec.config.replace(
+                batch_size=recorded["micro_batch"] * spec.config.optim.grad_accum_steps))
+                for spec in trials]
+        planned = previous.get("trials")
+        if (sequential is None) != (not previous.get("sequential")):
+            was = "--seeds auto" if previous.get("sequential") else "fixed seeds"
+            raise UsageError(f"{target} holds an experiment run with {was}; continue it with "
+                             "--resume or choose another --name")
+        if sequential is not None:  # the whole table up to --max-seeds, and the design
+            planned = previous["sequential"].get("plan")
+            trials = list(sequential.plan.values())
+            recorded = previous["sequential"]
+            decided = (recorded["metric"], str(recorded["margin"]), float(recorded["alpha"]))
+            if decided != (sequential.metric, str(sequential.margin), sequential.alpha):
+                raise UsageError(f"{target} decides its rounds on metric {decided[0]}, margin "
+                                 f"{decided[1]}, alpha {decided[2]:g}; give those (or --resume, "
+                                 "which keeps them) or choose another --name")
+        same = (previous.get("space") == space.name
+                and planned == trial_plan(trials)
+                and (sequential is None or previous["sequential"]["design"]
+                     == sequential.design.to_dict())
+                and previous.get("skipped") == skipped_plan(skipped)
+                and (hpo is None) == (previous.get("hpo") is None))
+        if not same:
+            raise UsageError(f"{target} holds a different experiment (space "
+                             f"{previous.get('space')}, {len(previous.get('trials', {}))} "
+                             "trials); continue it with --resume or choose another --name")
+        check_unchanged(previous, [s.config for s in [*trials, *(t for t, _ in skipped)]]
+                        or [base], args.allow_changed)
+        print(f"Experiment {name} exists with the same plan: resuming it.")
+        resume = True
+        if sequential is not None:
+            from ablations.experiment.strategies.seeds_auto import SequentialRun
+
+            sequential = SequentialRun.from_record(previous["sequential"])
+            trials = sequential.current_trials()
+            strategy = strategy_for(sequential=sequential, root=target)
+    return _run(args, space.name, trials, skipped, storage, name, command, strategy,
+                seeds=prepared.seeds, resume=resume, reuse_workers=not space.isolate_trials,
+                reference=space.reference)
+
+
+def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
+    """Continue an experiment from its experiment.json and Ray Tune's state."""
+    if args.name is not None:
+        check_name(args.name)
+    plan = resume_plan(args, storage)
+    return _run(args, plan.space_name, plan.trials, plan.skipped, storage, plan.name, command,
+                plan.strategy, seeds=plan.seeds, resume=True,
+                reuse_workers=plan.reuse_workers, reference=plan.reference)
+
+
+def _continuation_hint(df: Any, args: argparse.Namespace, storage: str, name: str,
+                       reference: str, slots: Optional[int], wall_s: float) -> Optional[str]:
+    """A fixed run's inconclusive variants and the one command that decides them."""
+    from ablations.experiment.continuing import continuation_hint
+    from results.analysis import verdict_table
+
+    try:
+        verdicts = verdict_table(df, reference=reference, metric=args.metric,
+                                 margin=args.margin or "5%", alpha=args.alpha)
+        return continuation_hint(df, verdicts, storage=storage, name=name,
+                                 reference=reference, metric=args.metric, margin=args.margin,
+                                 alpha=args.alpha, address=args.address,
+                                 max_concurrent=args.max_concurrent, slots=slots,
+                                 fixed_wall_s=wall_s)
+    except (ValueError, KeyError):  # no verdicts (the summary said why): nothing to decide
+        return None
+
+
+def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: list[Any],
+         storage: str, name: str, command: list[str], strategy: Any, *, seeds: Sequence[int],
+         resume: bool = False, reuse_workers: bool = True, reference: str = "baseline") -> int:
+    import ray
+
+    from ablations.experiment.cluster import ClusterUnreachable, job_runtime_env
+    from ablations.experiment.options import RunOptions
+    from ablations.experiment.runner import init_ray
+
+    options = RunOptions(
+        storage=storage, name=name, space=space_name, reference=reference,
+        address=args.address,
+        cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial,
+        max_concurrent=args.max_concurrent, max_failures=args.max_failures,
+        retry_failed=args.retry_failed, reuse_workers=reuse_workers, dashboard=args.dashboard,
+        verbose=1 if args.verbose else 0, progress=not args.quiet,
+        progress_epochs=args.progress == "epochs", command=command,
+    )
+    options.fit_guard = lambda: sigterm_as_sigint(options)
+    if args.log_to or resume:  # MLflow / W&B: Ray Tune's callbacks (ablations/experiment/trackers/specs.py)
+        from ablations.experiment.trackers.specs import tracker_callbacks
+
+        options.trackers = tracker_callbacks(args.log_to, join(storage, name), experiment=name,
+                                             space=space_name, resume=resume)
+    if not args.address and job_runtime_env() is not None:
+        raise UsageError("running as a Ray job without --address: this would start a private "
+                         "Ray on one node; pass --address auto to use the job's cluster")
+    if not args.verbose:  # the dashboard line below says how to get the token
+        logging.getLogger(TOKEN_AUTH_LOGGER).setLevel(logging.ERROR)
+    try:
+        started_ray, dashboard_url = init_ray(options)
+    except ClusterUnreachable as exc:
+        raise UsageError(str(exc)) from None
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = first_line(exc)
+        raise UsageError(f"cannot connect to Ray at {args.address or 'local'}: {first}") from None
+    # Ray's driver exits on SIGTERM (code 15, no word); before and after Tuner.fit (where
+    # run_experiment hands it to Tune's stop) it is Ctrl-C: stop, say how to continue.
+    sigterm = sigterm_is_ctrl_c()
+    try:
+        resources = ray.cluster_resources()
+        slots = trial_slots(resources, args.cpus_per_trial, args.gpus_per_trial,
+                            args.max_concurrent)
+        count = strategy.count(trials, seeds, crossed=args.cross_seeds)
+        print(f"Experiment {name}: space {space_name}, {count}, "
+              f"{args.cpus_per_trial:g} CPU + {args.gpus_per_trial:g} GPU per trial, "
+              f"Ray with {resources.get('CPU', 0):g} CPUs / {resources.get('GPU', 0):g} GPUs")
+        if args.cpus_per_trial > resources.get("CPU", 0) or \
+                args.gpus_per_trial > resources.get("GPU", 0):
+            raise UsageError(
+                f"a trial asks for {args.cpus_per_trial:g} CPU / {args.gpus_per_trial:g} GPU but "
+                f"the cluster has {resources.get('CPU', 0):g} / {resources.get('GPU', 0):g}; "
+                "lower --cpus-per-trial / --gpus-per-trial"
+            )
+        if args.address:
+            check_data_on_workers(strategy.checked_configs(trials), args)
+        if dashboard_url:
+            print(f"Ray dashboard: http://{dashboard_url.removeprefix('http://')} "
+                  "(token authentication: `ray get-auth-token` prints the token)")
+        print(f"Results: {join(storage, name)}")
+        print(f"TensorBoard: tensorboard --logdir {join(storage, name, strategy.tensorboard_dir)}"
+              .rstrip("/"))
+        for tracker in options.trackers:
+            print(tracker.describe())
+        if args.auto_batch and trials and not resume:  # a resume keeps the size it recorded
+            trials, options.auto_batch = auto_batch(args, trials)
+        result = strategy.execute(trials, options, skipped, resume=resume)
+    except KeyboardInterrupt:  # a second Ctrl-C / SIGTERM, or one outside Tuner.fit
+        print(f"\nInterrupted before the results were written; continue with: "
+              f"{resume_command(storage, name, args.address)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, sigterm)
+        if started_ray:
+            ray.shutdown()
+    df = result.trials
+    print()
+    # verdicts at the run's flags, or the sequential design's own metric, margin and alpha
+    reference, metric, margin, alpha, record = strategy.verdict_settings(
+        args.metric, args.margin, args.alpha, reference)
+    summary = summary_table(df, reference=reference, metric=metric, margin=margin, alpha=alpha,
+                            sequential=record)
+    print(summary)
+    if options.trackers:  # the verdicts as each tracker's <name>-verdicts run
+        from ablations.experiment.trackers.specs import publish_summary
+
+        publish_summary(options.trackers, result.directory, df, summary, reference=reference,
+                        metric=metric, margin=margin, alpha=alpha)
+    counts = df["status"].value_counts().to_dict()
+    unfinished = counts.get("interrupted", 0) + counts.get("not_started", 0)
+    stopped = (f"{counts.get('interrupted', 0)} interrupted, "
+               f"{counts.get('not_started', 0)} not started, ") if unfinished else ""
+    print(f"\n{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed, "
+          f"{counts.get('diverged', 0)} diverged, {counts.get('stopped', 0)} stopped early, "
+          f"{stopped}{counts.get('skipped', 0)} skipped of {len(df)} trials; "
+          f"{result.wall_s:.0f} s wall, {df['cpu_hours'].sum():.3f} CPU-hours, "
+          f"{df['gpu_hours'].sum():.3f} GPU-hours.")
+    for _, row in df[df["status"].isin(["failed", "diverged"])].iterrows():
+        print(f"  {row['trial_name']}: {row['status']}: {row['error']}")
+    for line in strategy.closing_lines(result.directory):
+        print(line)
+    print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
+    if not unfinished and strategy.continues_into_rounds:
+        hint = _continuation_hint(df, args, storage, name, reference, slots, result.wall_s)
+        if hint:
+            print(f"\n{hint}")
+    if unfinished:
+        print(f"Interrupted: {unfinished} trials did not finish; continue with: "
+              f"{resume_command(storage, name, args.address)}")
+        return EXIT_INTERRUPTED
+    return 0 if counts.get("ok", 0) else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""What the command line prints: the spaces (--list), the planned trials (--dry-run), the
+end-of-run summary with the verdicts, and the ``report`` subcommand."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ablations.trial.batches import scalar_columns
+from ablations.config import TrialConfig
+from ablations.cli.flags import EXIT_BAD_INPUT, OneLineParser, alpha_flag, margin_flag
+from results.io import first_line, is_uri
+
+
+def list_spaces() -> str:
+    from search_spaces import SPACES
+
+    lines = []
+    for space in SPACES.values():
+        lines.append(f"{space.name}: {space.description}")
+        if space.search:
+            for field, (kind, values) in space.search.items():
+                lines.append(f"  {field:<24} {kind} {values}")
+        variants = space.variants
+        if space.variants_from_data is not None:
+            variants = space.table(scalar_columns(TrialConfig()))
+            lines.append("  (generated from the data's scalar columns; on the synthetic data:)")
+        for variant, diff in variants.items():
+            shown = ", ".join(f"{k}={v}" for k, v in diff.items()) or "(reference)"
+            lines.append(f"  {variant:<24} {shown}")
+    return "\n".join(lines)
+
+
+def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = "test_mae",
+                  margin: str | float = "5%", alpha: float = 0.05,
+                  sequential: Optional[dict[str, Any]] = None) -> str:
+    """Per variant: ok/total trials (the seeds spent), mean ± std of the test MAE over ok
+    trials, ...; where ``reference`` is a variant with an ok trial, also each variant's verdict
+    against it on ``metric`` and the equivalence bound it reached
+    (results.analysis.verdict_table), and a note under the table with the margin and alpha.
+    ``sequential``: experiment.json's record of a ``--seeds auto`` run: the verdicts are the
+    sequential design's, and the compute spent is compared with a fixed design."""
+    import pandas as pd
+
+    from results.analysis import dropped_note, verdict_note, verdict_table
+
+    verdicts, no_verdicts = None, ""
+    ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == "ok")
+    if ok_reference.any() and trials_df["ablation"].nunique() > 1:
+        try:
+            if sequential:
+                from results.sequential import SeedDesign, sequential_verdict_table
+
+                verdicts = sequential_verdict_table(
+                    trials_df, SeedDesign.from_dict(sequential["design"]), sequential["seeds"],
+                    reference=reference, metric=metric, margin=margin, alpha=alpha)
+            else:
+                verdicts = verdict_table(trials_df, reference=reference, metric=metric,
+                                         margin=margin, alpha=alpha)
+            verdicts = verdicts.set_index("ablation")
+        except (ValueError, KeyError) as exc:  # e.g. a relative margin of a mean of 0
+            no_verdicts = f"\n\nNo verdicts: {exc}"
+    rows = []
+    for ablation, group in trials_df.groupby("ablation", sort=False):
+        ok = group[group["status"] == "ok"]
+        mae = ok["test_mae"]
+        rows.append({
+            "ablation": ablation,
+            "ok": f"{len(ok)}/{len(group)}",
+            "test_mae_km": f"{mae.mean():.3f} ± {mae.std(ddof=1):.3f}" if len(mae) > 1
+            else (f"{mae.mean():.3f}" if len(mae) else "-"),
+            "test_rmse_km": f"{ok['test_rmse'].mean():.3f}" if len(ok) else "-",
+            "test_coverage_90": f"{ok['test_coverage_90'].mean():.2f}"
+            if len(ok) and ok["test_coverage_90"].notna().any() else "-",
+            "samples_per_s": f"{ok['train_samples_per_s'].mean():.0f}" if len(ok) else "-",
+            "peak_mem_mb": f"{ok['peak_mem_mb'].mean():.0f}" if len(ok) else "-",
+            "wall_s": f"{group['wall_s'].mean():.1f}",
+            "cpu_h": f"{group['cpu_hours'].sum():.3f}",
+        })
+        if verdicts is not None:
+            bound = verdicts.loc[ablation, "equivalence_bound_holm"]
+            rows[-1]["verdict"] = verdicts.loc[ablation, "verdict"]
+            rows[-1]["equiv_bound"] = ("-" if pd.isna(bound) else f"{bound:.1%}"
+                                       if verdicts.attrs.get("relative") else f"{bound:.3f}")
+            if sequential and "decided_at" in verdicts:
+                seeds_at = verdicts.loc[ablation, "decided_at"]
+                rows[-1]["decided_at"] = "-" if pd.isna(seeds_at) else f"{int(seeds_at)} seeds"
+    table = pd.DataFrame(rows).to_string(index=False)
+    if verdicts is None:
+        return table + no_verdicts
+    seeds = verdicts["n_ok"]
+    spent = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
+    text = (f"{table}\n\n{verdict_note(verdicts)} Seeds per variant: {spent} (ok column); "
+            "equiv_bound: equivalence_bound_holm" + (
+                " (a share of the reference's mean)" if verdicts.attrs.get("relative") else "")
+            + (". decided_at: the look that decided the verdict (frozen there)."
+               if sequential else "."))
+    dropped = dropped_note(verdicts.attrs.get("dropped_nan", []), metric)
+    if dropped:
+        text += f"\n{dropped}"
+    if sequential:
+        from results.sequential import SeedDesign, compute_note, compute_spent, design_note
+
+        design = SeedDesign.from_dict(sequential["design"])
+        text += (f"\n{design_note(design, alpha)}\n"
+                 f"{compute_note(compute_spent(trials_df, design.max_seeds))}")
+        if sequential.get("continued"):  # a fixed run continued with --seeds auto
+            from ablations.experiment.continuing import continuation_note
+
+            text += f"\n{continuation_note(trials_df, sequential['continued'])}"
+    return text
+
+
+def report_main(argv: Sequence[str]) -> int:
+    """``run_ablations.py report EXPERIMENT_DIR``: write report.md/.html, print the table."""
+    parser = OneLineParser(prog="run_ablations.py report",
+                           description="Analyse an experiment folder: report.md, report.html "
+                           "and figures in it; the ablation table on the terminal.")
+    parser.add_argument("experiment", metavar="EXPERIMENT_DIR|URI",
+                        help="an experiment folder, or its URI (file://..., s3://bucket/...)")
+    parser.add_argument("--reference", default=None,
+                        help="variant the others are compared with (default: the "
+                        "experiment's, e.g. baseline)")
+    parser.add_argument("--metric", default=None,
+                        help="trials column to compare (default: test_mae, or what a --seeds "
+                        "auto run decided on; e.g. test_rmse, test_nll, val_mae, test_r2: "
+                        "worse/better follow its direction)")
+    parser.add_argument("--margin", type=margin_flag, default=None, metavar="X|P%",
+                        help="equivalence margin: in the metric's units (0.02) or a percentage "
+                        "of the reference's mean (default: 5%%, or the run's with --seeds auto)")
+    parser.add_argument("--alpha", type=alpha_flag, default=None,
+                        help="family-wise error rate of each kind of verdict (default: 0.05, "
+                        "or the run's with --seeds auto)")
+    parser.add_argument("--compare-with", default=None, metavar="EXPERIMENT_DIR|URI",
+                        help="add a section comparing this experiment with another, variant by "
+                        "variant (as `compare OTHER THIS`)")
+    args = parser.parse_args(argv)
+    import pyarrow as pa
+
+    from results.report import write_report
+    from results.report_page import markdown_cells
+    from results.report_tables import verdict_view
+
+    experiment = args.experiment if is_uri(args.experiment) \
+        else str(Path(args.experiment).expanduser())
+    try:
+        report = write_report(experiment, reference=args.reference, metric=args.metric,
+                              margin=args.margin, alpha=args.alpha,
+                              compare_with=args.compare_with)
+    except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
+        # ValueError includes results.report.NotAnExperimentError; OSError: cannot write
+        message = first_line(exc)
+        if isinstance(exc, OSError) and getattr(exc, "filename", None):
+            message = f"{exc.filename}: {exc.strerror or message}"
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    ablation = report.ablation
+    print(markdown_cells(verdict_view(ablation, metric=ablation.attrs["metric"],
+                                      alpha=ablation.attrs.get("alpha", 0.05),
+                                      sequential="looks" in ablation)))
+    print(f"\n{report.note}")
+    print(f"\nReport: {report.markdown} and {report.html}")
+    return 0
+
+
+def compare_main(argv: Sequence[str]) -> int:
+    """``run_ablations.py compare EXP_A EXP_B``: B against A, variant by variant."""
+    parser = OneLineParser(prog="run_ablations.py compare",
+                           description="Compare two experiments variant by variant (B - A, "
+                           "paired by seed): did any variant change by more than the margin? "
+                           "E.g. the same command before and after a code change.")
+    parser.add_argument("a", metavar="EXP_A", help="the first experiment folder (or URI)")
+    parser.add_argument("b", metavar="EXP_B", help="the second experiment folder (or URI)")
+    parser.add_argument("--metric", default="test_mae", help="trials column (default test_mae)")
+    parser.add_argument("--margin", type=margin_flag, default="5%", metavar="X|P%",
+                        help="the smallest change that matters: in the metric's units (0.02) or "
+                        "a percentage of A's reference mean (default 5%%)")
+    parser.add_argument("--alpha", type=alpha_flag, default=0.05,
+                        help="family-wise error rate of each kind of verdict (default 0.05)")
+    parser.add_argument("--reference", default="baseline",
+                        help="the variant a percentage margin is taken of (default baseline)")
+    args = parser.parse_args(argv)
+    import pyarrow as pa
+
+    from results.compare import compare_experiments, compare_note
+    from results.report_page import markdown_cells
+    from results.report_tables import comparison_view
+
+    folders = [x if is_uri(x) else str(Path(x).expanduser()) for x in (args.a, args.b)]
+    try:
+        table = compare_experiments(*folders, metric=args.metric, margin=args.margin,
+                                    alpha=args.alpha, reference=args.reference)
+    except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
+        message = first_line(exc)
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(markdown_cells(comparison_view(table, metric=args.metric, alpha=args.alpha)))
+    print(f"\n{compare_note(table, a=Path(args.a).name or 'A', b=Path(args.b).name or 'B')}")
+    return 0

@@ -1,0 +1,159 @@
+"""``--resume``: which experiment, its plan rebuilt from experiment.json, the check that the
+code and data have not changed since it started, and the line saying what the resume will do.
+
+The command line (ablations/cli/main.py) checks the ``--name`` and runs the plan; a start whose
+folder already holds the same experiment uses :func:`check_unchanged` too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from ablations.config import TrialConfig
+from ablations.experiment.request import Request, UsageError
+from results.io import MetadataError, first_line, join, list_dir, read_metadata
+
+
+@dataclass
+class ResumePlan:
+    """What :func:`resume_plan` read: the arguments of the command line's run."""
+
+    name: str  # the experiment's folder under --storage
+    space_name: str  # as experiment.json has it
+    trials: list  # the TrialSpecs to run now (with --seeds auto: the current round's)
+    skipped: list  # (TrialSpec, reason) of the cells the plan skipped
+    strategy: Any  # how it runs (a fixed run continued with --seeds auto: its rows are round 1)
+    seeds: list  # the seeds experiment.json recorded
+    reference: str  # the variant the others are compared with
+    reuse_workers: bool  # False when the space isolates its trials
+
+
+def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
+    """The experiment ``args.name`` (None: the one started or resumed last) in ``storage``,
+    rebuilt from its experiment.json and checked unchanged; ``args`` takes its recorded
+    resources and seeds. Prints what the resume will do. With ``--seeds auto``, a fixed-seed
+    experiment continued into rounds (ablations/experiment/continuing.py)."""
+    from ablations.experiment.planning import strategy_for
+    from ablations.experiment.runner import plan_from_metadata
+    from ablations.experiment.strategies.hpo import HpoSearch
+    from search_spaces import SPACES
+
+    continuing = args.seeds == "auto"
+    if not continuing and (args.pilot is not None or args.max_seeds is not None):
+        raise UsageError("--resume keeps the experiment's seeds: --pilot and --max-seeds apply "
+                         "only when continuing a fixed-seed experiment with --seeds auto")
+    name = args.name
+    if name is None:
+        started = {}
+        for entry in list_dir(storage):
+            try:
+                meta = read_metadata(join(storage, entry))
+            except MetadataError:  # a damaged record: not the experiment to continue
+                continue
+            if meta is not None:
+                started[entry] = max([meta.get("started_at", ""), *meta.get("resumed_at", [])])
+        if not started:
+            raise UsageError(f"--resume: no experiment in {storage}; pass --name or --storage")
+        name = max(started, key=started.get)
+    target = join(storage, name)
+    meta = read_metadata(target)
+    if meta is None:
+        raise UsageError(f"--resume: {target} is not an experiment folder (no experiment.json)")
+    trials, skipped = plan_from_metadata(meta)
+    sequential, tune_subdir = None, None
+    if continuing:
+        from ablations.experiment.continuing import continue_plan
+
+        sequential = continue_plan(Request.of(args), storage, name, meta,
+                                   retry_failed=args.retry_failed)
+    elif meta.get("sequential"):
+        from ablations.experiment.strategies.seeds_auto import SequentialRun
+
+        sequential = SequentialRun.from_record(meta["sequential"])
+        tune_subdir = sequential.rounds[-1]["tune"] if sequential.rounds else None
+    hpo = None
+    if meta.get("hpo"):
+        h = meta["hpo"]
+        hpo = HpoSearch(base=TrialConfig.from_dict(h["base"]),
+                        space={k: (kind, tuple(v) if isinstance(v, list) else v)
+                               for k, (kind, v) in h["space"].items()},
+                        num_samples=h["num_samples"], metric=h["metric"], mode=h["mode"],
+                        scheduler=h["scheduler"])
+    check_unchanged(meta, [s.config for s in [*trials, *(t for t, _ in skipped)]]
+                    + ([hpo.base] if hpo else []), args.allow_changed)
+    args.cpus_per_trial = meta.get("cpus_per_trial", args.cpus_per_trial)
+    args.gpus_per_trial = meta.get("gpus_per_trial", args.gpus_per_trial)
+    seeds = meta.get("seeds", [])
+    current = sequential.current_trials() if sequential is not None else trials
+    if continuing:
+        looks = ", ".join(str(n) for n in sequential.design.looks)
+        print(f"Continuing experiment {name} ({meta['space']}) with --seeds auto: its "
+              f"{len(current)} trials at seeds {', '.join(map(str, seeds))} are the pilot "
+              f"(round 1, kept, not run again); looks at {looks} seeds per variant")
+    else:
+        print(f"Resuming experiment {name} ({meta['space']}): "
+              f"{resume_outlook(target, current, hpo, args.retry_failed, tune_subdir)}")
+    finished = None
+    if continuing:  # the fixed run's trials: round 1 as they are (continuing.py)
+        from ablations.experiment.options import ExperimentResult
+        from results.io import read_experiment
+
+        frames = read_experiment(target)
+        finished = ExperimentResult(target, frames["trials"], frames["epochs"],
+                                    frames["predictions"])
+    space = SPACES.get(meta["space"])
+    return ResumePlan(
+        name=name, space_name=meta["space"], trials=current, skipped=skipped,
+        strategy=strategy_for(hpo, sequential, root=target, finished=finished), seeds=seeds,
+        reference=meta.get("reference") or (space.reference if space else "baseline"),
+        reuse_workers=not (space and space.isolate_trials),
+    )
+
+
+def resume_outlook(target: str, trials: Sequence[Any], hpo: Any, retry_failed: bool,
+                   tune_subdir: Optional[str] = None) -> str:
+    """One line: how many trials are finished, continue, start (Tune's saved state);
+    ``tune_subdir``: the Tune folder of the round to continue (--seeds auto)."""
+    from ablations.experiment.options import TUNE_SUBDIR
+    from ablations.experiment.runner import resume_counts
+
+    counts = resume_counts(target, trials, retry_failed=retry_failed,
+                           num_samples=hpo.num_samples if hpo else None,
+                           tune_subdir=tune_subdir or TUNE_SUBDIR)
+    one = {"continue": counts["continue"] == 1, "start": counts["start"] == 1}
+    parts = [f"{counts['finished']} finished (kept)"]
+    if counts["failed"]:
+        parts.append(f"{counts['failed']} failed (kept; --retry-failed retries them)")
+    parts.append(f"{counts['continue']} "
+                 + ("continues from its" if one["continue"] else "continue from their")
+                 + " last saved epoch")
+    parts.append(f"{counts['start']} " + ("starts" if one["start"] else "start"))
+    return ", ".join(parts)
+
+
+def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],
+                    allow_changed: bool) -> None:
+    """Before resuming: refuse (one line) when the code or the data changed since the
+    experiment started, unless ``allow_changed``; then print what changed and what else differs
+    (packages, device, commit). ``experiment.json`` keeps it (``resume_history``)."""
+    from ablations.experiment.provenance import changes, collect
+
+    try:
+        current = collect(configs)
+    except (OSError, ValueError) as exc:
+        first = first_line(exc)
+        raise UsageError(f"cannot fingerprint the data to compare it with the experiment's: "
+                         f"{first}") from None
+    blocking, notes = changes(meta.get("provenance"), current)
+    if blocking and not allow_changed:
+        raise UsageError(f"experiment {meta.get('experiment')} cannot be resumed: changed since "
+                         f"it started: {'; '.join(blocking)}; restore them, run under a new "
+                         "--name, or pass --allow-changed to continue anyway")
+    for line in blocking:
+        print(f"warning: resuming although it changed (--allow-changed): {line}",
+              file=sys.stderr)
+    if notes:
+        print(f"note: since the experiment started: {'; '.join(notes)}", file=sys.stderr)

@@ -1,0 +1,187 @@
+"""Models as plugins: the runner's machinery (safe switches, OOM recovery, paired seeds,
+verdicts, Parquet, resume, clusters) around any model.
+
+A plugin is a :class:`ModelPlugin` that a module exposes under a name; ``--model
+package.module:NAME`` (or the ``model`` key of a config file) selects it; the built-in
+multimodal model is the default (``model`` empty). A plugin provides:
+
+- ``config``: a frozen dataclass of the model's own switches with their defaults, and
+  optionally a ``validate()`` method that raises ``ValueError`` naming a bad value. Its fields
+  are config keys like the runner's: ``--set depth=2``, a space's variant ``{depth: 1}``, a
+  YAML key. Booleans, integers, floats and strings are parsed as the runner's own keys are.
+- ``build(config, shape)``: the ``nn.Module`` for the data's shapes (:class:`DataShape`), its
+  weights initialised from torch's RNG (the runner seeds it per trial). ``forward(frames,
+  scalars)`` takes the batch, frames ``(B, T, C, H, W)`` (an empty tensor when
+  ``use_images`` is false) and scalars ``(B, S)`` (empty when ``use_scalars`` is false), both
+  normalised, and
+  returns ``(mean, variance)`` of shape ``(B,)`` each, in standardised target units;
+  ``variance`` is ``None`` for a point estimate (trained with MSE; else Gaussian NLL).
+- ``checkpoint_blocks(model)`` (optional): names of the submodules gradient checkpointing
+  wraps (``model.get_submodule(name)``; each is recomputed in the backward pass). A plugin
+  without it refuses ``gradient_checkpointing=true`` before any trial starts.
+
+The runner's systems switches apply unchanged: compile (``torch.compile`` of the module),
+precision (autocast), ``channels_last`` (``model.to(memory_format=torch.channels_last)``:
+4-D parameters), OOM recovery and gradient accumulation (they act on the optimiser step).
+docs/plugins.md says the same for users; examples/conv3d.py is a plugin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+
+
+if TYPE_CHECKING:  # a plugin's module imports torch; the registry does not need it
+    from torch import nn
+
+from ablations.config.values import ConfigError
+from model.config import MultimodalSwitches
+
+
+class PluginError(ConfigError):
+    """A plugin that cannot be loaded or a plugin key that is not one; one line."""
+
+
+@dataclass(frozen=True)
+class DataShape:
+    """What a plugin's ``build`` gets to know about the data."""
+
+    frames: int  # T, the frames the model sees (the runner's temporal_frames)
+    channels: int  # C
+    height: int  # H
+    width: int  # W
+    scalars: int  # S: scalar columns the model sees (0 without use_scalars)
+    uses_images: bool  # False: forward gets frames=None (use_images=false)
+
+
+@dataclass(frozen=True)
+class ModelPlugin:
+    """A model the runner can ablate; see the module docstring."""
+
+    name: str
+    config: type  # a frozen dataclass: the model's switches and defaults
+    build: Callable[[Any, DataShape], nn.Module]
+    checkpoint_blocks: Optional[Callable[[nn.Module], Sequence[str]]] = None
+
+
+def _build_builtin(switches: Any, shape: DataShape) -> nn.Module:
+    from model.model import ModelConfig, build_model
+
+    return build_model(ModelConfig(
+        **dataclasses.asdict(switches), in_channels=shape.channels, image_height=shape.height,
+        image_width=shape.width, num_scalars=shape.scalars, temporal_frames=shape.frames,
+        use_images=shape.uses_images, use_scalars=shape.scalars > 0))
+
+
+# The built-in multimodal model (model/model.py) as a plugin: ``model`` "" or "multimodal".
+# The runner builds it with its systems flags (ablations/trial/model_builder.py); ``build`` serves callers
+# outside the runner.
+BUILTIN = ModelPlugin(name="multimodal", config=MultimodalSwitches, build=_build_builtin)
+
+_CACHE: dict[str, ModelPlugin] = {"": BUILTIN}
+
+
+def load_plugin(spec: str) -> ModelPlugin:
+    """The plugin ``package.module:NAME`` names (imported once per process).
+
+    Raises:
+        PluginError: a spec that is not ``module:NAME``, a module that does not import, a
+            name it lacks, or an object that is not a :class:`ModelPlugin`.
+    """
+    if spec in _CACHE:
+        return _CACHE[spec]
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise PluginError(f"model {spec!r}: give package.module:NAME, e.g. "
+                          "examples.conv3d:PLUGIN")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise PluginError(f"model {spec!r}: cannot import {module_name} ({exc}); is it on "
+                          "PYTHONPATH (and on every worker of a cluster)?") from None
+    plugin = getattr(module, attribute, None)
+    if plugin is None:
+        raise PluginError(f"model {spec!r}: {module_name} has no {attribute!r}")
+    if not isinstance(plugin, ModelPlugin) or not dataclasses.is_dataclass(plugin.config):
+        raise PluginError(f"model {spec!r}: {attribute} is not an ablations.config.plugins."
+                          "ModelPlugin with a dataclass config")
+    from ablations.config.keys import ALIASES, BOOLEAN_PRESETS, KEY_SECTION, MODEL_KEY
+
+    runner = {*KEY_SECTION, *ALIASES, *BOOLEAN_PRESETS, MODEL_KEY, "plugin"}
+    clash = [f.name for f in dataclasses.fields(plugin.config) if f.name in runner]
+    if clash:
+        raise PluginError(f"model {spec!r}: its config key {clash[0]!r} is also the runner's; "
+                          "rename it in the plugin's config")
+    _CACHE[spec] = plugin
+    return plugin
+
+
+def plugin_keys(spec: str) -> dict[str, Any]:
+    """The model's config keys and their types (the built-in model's for ``spec`` "")."""
+    return {f.name: f.type for f in dataclasses.fields(load_plugin(spec).config)}
+
+
+def plugin_config(spec: str, options: Mapping[str, Any], *, source: str = "model") -> Any:
+    """The plugin's config with ``options`` (key -> value, values as strings or typed)
+    applied to its defaults, parsed like the runner's keys and validated.
+
+    Raises:
+        PluginError: an unknown key (with a did-you-mean), a value of the wrong type, or what
+            the config's ``validate`` refuses.
+    """
+    from ablations.config.values import parse_bool
+
+    plugin = load_plugin(spec)
+    defaults = plugin.config()
+    fields = {f.name: f for f in dataclasses.fields(plugin.config)}
+    values: dict[str, Any] = {}
+    for key, value in options.items():
+        if key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else \
+                f"; its keys: {', '.join(fields)}"
+            raise PluginError(f"{source}: unknown key {key!r} of model {plugin.name}{hint}")
+        kind = type(getattr(defaults, key))
+        try:
+            if kind is bool:
+                values[key] = parse_bool(value, name=key)
+            elif kind in (int, float):
+                if isinstance(value, bool):
+                    raise ValueError
+                values[key] = kind(str(value).strip()) if isinstance(value, str) else kind(value)
+                if kind is int and isinstance(value, float) and value != int(value):
+                    raise ValueError
+            elif isinstance(value, (list, tuple)):  # a YAML list for a text key: 64,128,256
+                values[key] = ",".join(str(item).strip() for item in value)
+            else:
+                values[key] = kind(value)
+        except (ValueError, TypeError, ConfigError):
+            raise PluginError(f"{source}: {key}={value!r} is not a {kind.__name__}") from None
+    model = "" if plugin is BUILTIN else f"model {plugin.name}: "
+    try:
+        config = dataclasses.replace(defaults, **values)
+        validate = getattr(config, "validate", None)
+        if callable(validate):
+            validate()
+    except ValueError as exc:
+        raise PluginError(f"{source}: {model}{exc}") from None
+    return config
+
+
+def decode_options(text: str) -> dict[str, Any]:
+    """The ``model_options`` JSON of folders written before the config had sections -> a
+    dict; PluginError if it is not one."""
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError:
+        options = None
+    if not isinstance(options, dict):
+        raise PluginError(f"model_options {text!r}: not a JSON object of the plugin's keys")
+    return options

@@ -1,0 +1,185 @@
+"""What is safe to combine: checkpointing, torch.compile modes, precision, accumulation, device.
+
+One function, :func:`resolve_systems`, applies the rules (``docs/training-rules.md``, with
+their sources) to a trial config before anything runs: a conflicting combination is refused with
+a message naming the fix, or, with ``resolve=True`` (``--resolve-conflicts``), mapped to the
+nearest safe setting with a note. The setting actually used is what the trial config then holds
+(``compile``, ``precision``); what was asked for is kept in ``compile_requested`` /
+``precision_requested`` (the same values unless mapped).
+The training loop calls it again with the GPU it got (strictly unless the trial config says
+``resolve_conflicts``), so that no path can reach a CUDA-graph crash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import shutil
+from typing import Optional
+
+import torch
+
+from ablations.config.trial import CUDA_GRAPH_MODES, TrialConfig
+from ablations.config.values import ConfigError
+
+# The nearest mode without CUDA graphs.
+NO_CUDA_GRAPH_MODE = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Conflict:
+    """One unsafe combination: what is wrong, the fix, and the safe replacement (if any)."""
+
+    problem: str
+    fix: str
+    replacement: Optional[dict[str, str]]  # fields to set with resolve=True; None: refuse only
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_autocast_supported(dtype_name: str) -> bool:
+    """Whether autocast on CPU runs a conv and a matmul in ``dtype`` here (checked, not assumed)."""
+    dtype = getattr(torch, dtype_name)
+    try:
+        with torch.autocast("cpu", dtype=dtype):
+            x = torch.randn(2, 3, 8, 8)
+            conv = torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3), padding=1)
+            out = conv.flatten(1) @ torch.randn(4 * 64, 2)
+        out.float().sum().item()
+        return True
+    except (RuntimeError, TypeError):
+        return False
+
+
+def has_cpp_compiler() -> bool:
+    """Inductor on CPU compiles C++; without a compiler use backend aot_eager or eager."""
+    return any(shutil.which(cc) for cc in ("g++", "c++", "clang++"))
+
+
+# bf16 and TF32 run on tensor cores from compute capability 8.0 (Ampere). Below it,
+# torch.cuda.is_bf16_supported() can still be True (a T4, 7.5: bf16 emulated, far slower than
+# fp16) and allow_tf32 is a no-op; fp16 with a GradScaler is native from 7.0 (Volta).
+NATIVE_BF16_TF32_CAPABILITY = (8, 0)
+NATIVE_FP16_CAPABILITY = (7, 0)
+
+
+def find_conflicts(config: TrialConfig, device: str,
+                   capability: Optional[tuple[int, int]] = None) -> list[Conflict]:
+    """Every unsafe combination in ``config`` for ``device`` ('cpu' or 'cuda'); with the GPU's
+    compute ``capability`` (None: not known here, e.g. a driver without the trials' GPU), also
+    the precisions that GPU has no native support for."""
+    systems = config.systems
+    found = []
+    if device == "cuda" and capability is not None \
+            and tuple(capability) < NATIVE_BF16_TF32_CAPABILITY \
+            and systems.precision in ("bf16", "tf32"):
+        native_fp16 = tuple(capability) >= NATIVE_FP16_CAPABILITY
+        safe = "fp16" if systems.precision == "bf16" and native_fp16 else "fp32"
+        found.append(Conflict(
+            problem=f"precision={systems.precision} needs compute capability 8.0 (Ampere) for "
+                    f"native support; this GPU has {capability[0]}.{capability[1]}"
+                    + (" (bf16 would be emulated, slowly)" if systems.precision == "bf16" else
+                       " (TF32 would silently be fp32)"),
+            fix=f"use precision={safe} (or --resolve-conflicts to map it)",
+            replacement={"precision": safe},
+        ))
+    if systems.compile in CUDA_GRAPH_MODES:
+        reasons = []
+        if device != "cuda":
+            reasons.append(f"device {device} has no CUDA graphs")
+        if systems.gradient_checkpointing:
+            reasons.append("gradient_checkpointing breaks under CUDA graphs (pytorch #154306)")
+        if config.optim.grad_accum_steps > 1:
+            reasons.append("gradient accumulation breaks under CUDA graphs (pytorch #169545)")
+        if reasons:
+            safe = NO_CUDA_GRAPH_MODE[systems.compile]
+            found.append(Conflict(
+                problem=f"compile={systems.compile} uses CUDA graphs but " + "; ".join(reasons),
+                fix=f"use compile={safe} (or --resolve-conflicts to map it)",
+                replacement={"compile": safe},
+            ))
+    if systems.precision == "tf32" and device != "cuda":
+        found.append(Conflict(
+            problem=f"precision=tf32 is a CUDA tensor-core mode; {device} has none",
+            fix="use precision=fp32 (or --resolve-conflicts to map it)",
+            replacement={"precision": "fp32"},
+        ))
+    if systems.precision == "fp16" and device == "cpu":
+        # It runs, but without fast kernels: 14x slower than fp32 in benchmarks/switches.py.
+        found.append(Conflict(
+            problem="precision=fp16 on CPU has no fast kernels (measured 14x slower than fp32, "
+                    "docs/benchmarks.md)",
+            fix="use precision=bf16 (or --resolve-conflicts to map it)",
+            replacement={"precision": "bf16"},
+        ))
+    if systems.precision == "bf16" and device == "cpu" and not cpu_autocast_supported("bfloat16"):
+        found.append(Conflict(
+            problem="precision=bf16: autocast on this CPU does not support it",
+            fix="use precision=fp32 (or --resolve-conflicts to map it)",
+            replacement={"precision": "fp32"},
+        ))
+    if systems.compile != "off" and systems.compile_backend == "inductor" and device == "cpu" \
+            and not has_cpp_compiler():
+        found.append(Conflict(
+            problem="compile with backend inductor on CPU needs a C++ compiler; none found",
+            fix="install g++ or use compile_backend=aot_eager",
+            replacement={"compile_backend": "aot_eager"},
+        ))
+    if systems.optimizer_impl == "fused" and device == "cpu" and not cpu_fused_adamw_supported():
+        found.append(Conflict(
+            problem="optimizer_impl=fused: this torch has no fused AdamW on CPU",
+            fix="use optimizer_impl=foreach (or --resolve-conflicts)",
+            replacement={"optimizer_impl": "foreach"},
+        ))
+    return found
+
+
+def local_cuda_capability() -> Optional[tuple[int, int]]:
+    """The lowest compute capability among this machine's GPUs; None without CUDA."""
+    if not torch.cuda.is_available():
+        return None
+    return min(tuple(torch.cuda.get_device_capability(i))  # type: ignore[misc]
+               for i in range(torch.cuda.device_count()))
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_fused_adamw_supported() -> bool:
+    try:
+        param = torch.nn.Parameter(torch.zeros(2))
+        param.grad = torch.ones(2)
+        torch.optim.AdamW([param], fused=True).step()
+        return True
+    except (RuntimeError, TypeError, ValueError):
+        return False
+
+
+def resolve_systems(config: TrialConfig, *, device: str, resolve: bool = False,
+                    capability: Optional[tuple[int, int]] = None
+                    ) -> tuple[TrialConfig, list[str]]:
+    """Check ``config`` for ``device``; return the config to run and notes on what was mapped.
+
+    Raises:
+        ConfigError: for the first conflict when ``resolve`` is False, naming the fix.
+    """
+    notes: list[str] = []
+    requested = {
+        "compile_requested": config.systems.compile_requested or config.systems.compile,
+        "precision_requested": config.systems.precision_requested or config.systems.precision,
+    }
+    for _ in range(4):  # a replacement can expose another conflict; the chain is short
+        conflicts = find_conflicts(config, device, capability)
+        if not conflicts:
+            break
+        first = conflicts[0]
+        if not resolve or first.replacement is None:
+            raise ConfigError(f"{first.problem}; {first.fix}")
+        notes.append(f"{first.problem}: using "
+                     + ", ".join(f"{k}={v}" for k, v in first.replacement.items()))
+        config = config.replace(**first.replacement)
+    return config.replace(**requested), notes
+
+
+def skip_reason(config: TrialConfig, device: str,
+                capability: Optional[tuple[int, int]] = None) -> Optional[str]:
+    """Why a sweep cell cannot run on ``device`` (its first conflict), or None."""
+    conflicts = find_conflicts(config, device, capability)
+    return conflicts[0].problem if conflicts else None

@@ -1,0 +1,141 @@
+"""Reaching a Ray cluster: the runtime environment that ships the project to its workers, the
+address check that turns a wrong address or token into one line (instead of a minute of GCS
+retries), and whether this process runs as a Ray job. See ``docs/cluster.md``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout: ablations/experiment/ is two down
+PROJECT_PACKAGES = ("model", "ablations", "search_spaces", "results")
+
+
+def runtime_env_for_cluster() -> dict[str, Any]:
+    """The runtime environment that ships this project's packages to a cluster's workers
+    (they need torch, ray, pandas, pyarrow installed; the code itself travels with the job).
+
+    Inside a Ray job (``ray job submit --working-dir .``) the code is already in the job's
+    working directory, which Ray ships to every worker: nothing is added (a second copy would
+    conflict with the job's own runtime environment). Otherwise the packages go as
+    ``py_modules`` directory paths (not module objects: Ray deep-copies the runtime
+    environment when it merges it with a job's, and a module cannot be pickled).
+    """
+    job = job_runtime_env()
+    if job is not None and (job.get("py_modules")
+                            or (job.get("working_dir")
+                                and Path.cwd().resolve() == PROJECT_ROOT)):
+        return {}
+    return {"py_modules": [str(PROJECT_ROOT / package) for package in PROJECT_PACKAGES]}
+
+
+def job_runtime_env() -> Optional[dict[str, Any]]:
+    """The runtime environment of the Ray job this process runs as, None outside a job."""
+    import json
+
+    # Ray sets this in a job's driver (ray/_private/runtime_env/constants.py).
+    text = os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR")
+    if not text:
+        return None
+    try:
+        return json.loads(text).get("runtime_env") or {}
+    except (ValueError, AttributeError):
+        return {}
+
+
+class ClusterUnreachable(ConnectionError):
+    """--address names no reachable Ray cluster, or one that refuses this process's token.
+    The message is one line naming the problem and the fix."""
+
+
+# How long the connection check waits for the head (an unroutable address waits this long).
+PROBE_TIMEOUT_S = 8.0
+
+
+def check_cluster_address(address: str) -> str:
+    """Before ``ray.init``: check that ``address`` (``auto``, ``host:port``, ``ray://host:port``)
+    leads to a Ray head that accepts this process, in seconds. ``ray.init`` itself retries for
+    a minute or more on a wrong address, printing a GCS log line every second, and reports a
+    missing token the same way. Returns the resolved ``host:port``; raises
+    ``ClusterUnreachable`` with one line."""
+    import socket
+
+    from ray._private import services
+
+    start_head = "start one with `ray start --head --port=6379` (docs/cluster.md)"
+    if address.startswith("ray://"):  # Ray Client: a plain TCP check of its port
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S).close()
+        except OSError as exc:
+            raise ClusterUnreachable(
+                f"no Ray Client server answers at {address} ({exc.strerror or exc}); check the "
+                f"address (the head's port 10001 by default) or {start_head}") from None
+        return address
+    try:
+        resolved = services.canonicalize_bootstrap_address(address)
+    except (ConnectionError, ValueError) as exc:  # `auto` with no cluster recorded
+        raise ClusterUnreachable(
+            f"--address {address}: no running Ray cluster found on this machine (neither "
+            f"RAY_ADDRESS nor `ray start` names one: {str(exc).splitlines()[0]}); pass the "
+            f"head's host:port or {start_head}") from None
+    named = address if resolved == address else f"{address} (= {resolved})"
+    status, detail = _gcs_status(resolved, _token_ray_would_send(address))
+    if status is None:
+        return resolved
+    import grpc
+
+    if status == grpc.StatusCode.UNAUTHENTICATED:
+        if _token_ray_would_send(address) is None:
+            raise ClusterUnreachable(
+                f"the Ray cluster at {named} requires a token (token authentication) and this "
+                "process sends none: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the output "
+                "of `ray get-auth-token` on the head> (docs/cluster.md)")
+        raise ClusterUnreachable(
+            f"the Ray cluster at {named} refused this process's token (RAY_AUTH_TOKEN, "
+            "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token): use the head's, printed by "
+            "`ray get-auth-token` on the head (docs/cluster.md)")
+    if status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        raise ClusterUnreachable(
+            f"no Ray cluster answers at {named} ({detail}); check the address (the head's "
+            f"`ray start --head --port`, 6379 by default) or {start_head}")
+    raise ClusterUnreachable(
+        f"{named} does not answer as a Ray head ({status.name}: {detail}); pass the port "
+        f"given to `ray start --head --port` (6379 by default) or {start_head}")
+
+
+def _token_ray_would_send(address: str) -> Optional[str]:
+    """The token ``ray.init(address=...)`` will send: with RAY_AUTH_MODE=token, or (Ray's own
+    rule) for ``auto`` not replaced by RAY_ADDRESS when RAY_AUTH_MODE is unset and a token is
+    available locally."""
+    from ray._raylet import AuthenticationTokenLoader
+
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is not None and mode.lower() != "token":
+        return None
+    if mode is None and (address != "auto" or os.environ.get("RAY_ADDRESS")):
+        return None
+    loader = AuthenticationTokenLoader.instance()
+    if not loader.has_token(ignore_auth_mode=True):
+        return None
+    return loader.get_raw_token(ignore_auth_mode=True)
+
+
+def _gcs_status(address: str, token: Optional[str]) -> tuple[Any, str]:
+    """Ask the GCS at ``address`` for its cluster id: (None, "") if it answers, else (the gRPC
+    status code, its first line)."""
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    metadata = [("authorization", f"Bearer {token}")] if token else []
+    # No HTTP proxy: the head is reached directly, as the raylets and ray.init reach it.
+    with grpc.insecure_channel(address, options=[("grpc.enable_http_proxy", 0)]) as channel:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        try:
+            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=PROBE_TIMEOUT_S,
+                              metadata=metadata, wait_for_ready=False)
+        except grpc.RpcError as exc:
+            detail = (exc.details() or "").strip().splitlines()
+            return exc.code(), detail[0] if detail else exc.code().name
+    return None, ""

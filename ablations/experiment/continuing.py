@@ -1,0 +1,334 @@
+"""A fixed-seed experiment continued into ``--seeds auto``: its seeds become the pilot.
+
+A fixed run (``--seeds 3``) that leaves variants ``inconclusive`` ends with one command,
+:func:`continue_command` (``--resume --name NAME --storage DIR --seeds auto``), and what it
+adds in the worst case (:func:`estimate_continuation`). That command (:func:`continue_plan`)
+turns the experiment's record into a sequential one: the design is
+``SeedDesign.plan(pilot=<the fixed run's seed count>, max_seeds)``, its seed order starts
+with the fixed run's seeds, and the fixed run's trials are round 1 as they are (read from
+trials.parquet, not run again). Rounds 2.. are ablations/experiment/strategies/seeds_auto.py's, so every verdict of
+the continued experiment is the sequential design's: the pilot's look spends only part of
+α, which is why a variant the fixed table decided may still get seeds.
+
+Every bad use (a search, an experiment already sequential, an unfinished run, flags that
+would change the plan) is refused in :func:`continue_plan` before anything is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import shlex
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import pandas as pd
+
+from ablations.experiment.request import Request, UsageError
+from results.io import EPOCHS_FILE, PREDICTIONS_FILE, TRIALS_FILE, is_file, join, read_experiment
+
+UNFINISHED = ("interrupted", "not_started")
+# Flags that say what to run: --resume runs what experiment.json recorded, so any of these
+# given with the continuation would silently not apply; they are refused instead.
+PLAN_FLAGS = {"model": "--model", "only": "--only", "null_control": "--null-control",
+              "epochs": "--epochs", "config": "--config", "overrides": "--set",
+              "num_samples": "--num-samples", "scheduler": "--scheduler", "data": "--data",
+              "max_train_examples": "--max-train-examples",
+              "max_eval_examples": "--max-eval-examples", "pilot": "--pilot",
+              "auto_batch": "--auto-batch"}
+
+
+@dataclass
+class ContinuationEstimate:
+    """What continuing a fixed run into ``--seeds auto`` adds in the worst case: every
+    variant that the design's first look leaves without a verdict, and the reference, run to
+    ``max_seeds``."""
+
+    arms: list[str]  # the variants that get more seeds after the pilot (not the reference)
+    max_seeds: int
+    added_seeds: int  # per arm: max_seeds - the fixed run's seeds
+    trials: int  # (arms + the reference) x added_seeds
+    trial_s: float  # their summed wall time: each variant's median wall_s x its added trials
+    cpu_hours: float  # the same with each variant's median cpu_hours
+    gpu_hours: float
+    wall_s: Optional[float]  # on ``slots`` trials at a time, round by round; None: unknown
+
+
+def trial_slots(resources: dict[str, float], cpus_per_trial: float, gpus_per_trial: float,
+                max_concurrent: int = 0) -> Optional[int]:
+    """How many trials run at once on Ray's ``resources``; None when a trial asks for
+    nothing (no bound)."""
+    bounds = [int(resources.get(key, 0) // need) for key, need in
+              (("CPU", cpus_per_trial), ("GPU", gpus_per_trial)) if need > 0]
+    if max_concurrent:
+        bounds.append(max_concurrent)
+    return max(1, min(bounds)) if bounds else None
+
+
+def default_max_seeds(fixed_seeds: int) -> int:
+    """The ``--max-seeds`` a continuation uses: the ``--seeds auto`` default (10), or twice
+    the fixed run's seeds when it already ran that many."""
+    from results.sequential import DEFAULT_MAX_SEEDS
+
+    return DEFAULT_MAX_SEEDS if fixed_seeds < DEFAULT_MAX_SEEDS else 2 * fixed_seeds
+
+
+def continue_command(storage: str, name: str, *, max_seeds: int, fixed_seeds: int,
+                     address: Optional[str] = None, metric: str = "test_mae",
+                     margin: Optional[str] = None, alpha: float = 0.05,
+                     max_concurrent: int = 0) -> str:
+    """The one command that continues experiment ``name`` into ``--seeds auto``; decision
+    flags only where they differ from the defaults (the continuation decides on them)."""
+    parts = ["python", "run_ablations.py", "--resume", "--name", name, "--storage", storage,
+             "--seeds", "auto"]
+    if max_seeds != default_max_seeds(fixed_seeds):
+        parts += ["--max-seeds", str(max_seeds)]
+    if metric != "test_mae":
+        parts += ["--metric", metric]
+    if margin is not None and margin != "5%":
+        parts += ["--margin", margin]
+    if alpha != 0.05:
+        parts += ["--alpha", f"{alpha:g}"]
+    if max_concurrent:
+        parts += ["--max-concurrent", str(max_concurrent)]
+    if address:
+        parts += ["--address", address]
+    return shlex.join(parts)
+
+
+def sequential_seeds(fixed: Sequence[int], max_seeds: int) -> list[int]:
+    """The seed order of the continuation: the fixed run's seeds (the pilot), then the
+    smallest seeds it did not run, up to ``max_seeds`` in all."""
+    order, used, candidate = list(fixed), set(fixed), 0
+    while len(order) < max_seeds:
+        if candidate not in used:
+            order.append(candidate)
+        candidate += 1
+    return order
+
+
+def first_look(trials: pd.DataFrame, seeds: Sequence[int], max_seeds: int, *, reference: str,
+               metric: str, margin: str, alpha: float) -> pd.DataFrame:
+    """The sequential design's verdicts on the fixed run's trials as its pilot: what round 1
+    of the continuation decides (the arms it leaves are the ones that get seeds)."""
+    from results.sequential import SeedDesign, sequential_verdict_table
+
+    design = SeedDesign.plan(len(seeds), max_seeds)
+    return sequential_verdict_table(trials, design, sequential_seeds(seeds, max_seeds),
+                                    reference=reference, metric=metric, margin=margin,
+                                    alpha=alpha)
+
+
+def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, reference: str,
+                          fixed_seeds: int, max_seeds: int, slots: Optional[int] = None,
+                          fixed_wall_s: Optional[float] = None) -> ContinuationEstimate:
+    """The worst case of :class:`ContinuationEstimate` from the fixed run's ``trials``: per
+    variant, the median wall_s / cpu_hours / gpu_hours of its ok trials (the median: a
+    worker's first trial also pays the imports) times the seeds it would add.
+
+    ``slots``: trials at a time. The wall time adds the later looks' rounds, each a batch of
+    ``ceil(trials / slots)`` waves: at the fixed run's own driver time per wave
+    (``fixed_wall_s``, which includes Tune's start and workers' imports; measured: 23 s
+    estimated, 22 s in Tune, README), else at the slowest variant's median. The trial count
+    is a bound; the times are estimates of that worst case (later rounds start new workers:
+    measured 0.0044 CPU-hours estimated, 0.0049 spent)."""
+    from results.sequential import SeedDesign
+
+    ok = trials[trials["status"] == "ok"]
+    medians = ok.groupby("ablation")[["wall_s", "cpu_hours", "gpu_hours"]].median()
+    running = [reference, *arms] if arms else []
+    added = max_seeds - fixed_seeds
+    per_arm = medians.reindex(running).fillna(0.0)
+    wall_s = None
+    if slots and running:
+        looks = SeedDesign.plan(fixed_seeds, max_seeds).looks
+        per_wave = float(per_arm["wall_s"].max())
+        ran = int((trials["status"] != "skipped").sum())
+        if fixed_wall_s is not None and math.isfinite(fixed_wall_s) and ran:
+            per_wave = fixed_wall_s / math.ceil(ran / slots)
+        wall_s = sum(math.ceil(len(running) * (after - before) / slots) * per_wave
+                     for before, after in zip(looks, looks[1:]))
+    return ContinuationEstimate(
+        arms=list(arms), max_seeds=max_seeds, added_seeds=added,
+        trials=len(running) * added, trial_s=float(per_arm["wall_s"].sum()) * added,
+        cpu_hours=float(per_arm["cpu_hours"].sum()) * added,
+        gpu_hours=float(per_arm["gpu_hours"].sum()) * added, wall_s=wall_s)
+
+
+def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: str, name: str,
+                      reference: str, metric: str, margin: Optional[str], alpha: float,
+                      address: Optional[str] = None, max_concurrent: int = 0,
+                      slots: Optional[int] = None,
+                      fixed_wall_s: Optional[float] = None) -> Optional[str]:
+    """The end of a fixed run's summary when variants are ``inconclusive``: which, the
+    command that decides them and what it adds at most (``slots``, ``fixed_wall_s``: trials
+    at a time and the run's time in Tune, for the wall time); None when none is (or the run
+    had fewer than 2 seeds: no pilot)."""
+    undecided = verdicts.loc[verdicts["verdict"] == "inconclusive", "ablation"].tolist()
+    seeds = sorted(int(s) for s in trials.loc[trials["status"] != "skipped", "seed"].unique())
+    if not undecided or len(seeds) < 2:
+        return None
+    from ablations.experiment.strategies.seeds_auto import next_arms
+
+    max_seeds = default_max_seeds(len(seeds))
+    look = first_look(trials, seeds, max_seeds, reference=reference, metric=metric,
+                      margin=margin or "5%", alpha=alpha)
+    arms = [a for a in next_arms(look, set(look["ablation"])) if a != reference]
+    estimate = estimate_continuation(trials, arms, reference=reference,
+                                     fixed_seeds=len(seeds), max_seeds=max_seeds, slots=slots,
+                                     fixed_wall_s=fixed_wall_s)
+    command = continue_command(storage, name, max_seeds=max_seeds, fixed_seeds=len(seeds),
+                               address=address, metric=metric, margin=margin, alpha=alpha,
+                               max_concurrent=max_concurrent)
+    named = f"Inconclusive after {len(seeds)} seeds: {', '.join(undecided)}."
+    if not arms:  # next_arms: a variant with fewer than 2 ok trials gets no more seeds
+        return (f"{named} Seeds added in rounds would not decide "
+                f"{'it' if len(undecided) == 1 else 'them'} here: a variant needs 2 ok trials "
+                "to get more (see the failures above).")
+    lines = [f"{named} To decide {'it' if len(undecided) == 1 else 'them'}, continue this "
+             f"experiment with seeds added in rounds: its {len(seeds)} seeds are the pilot "
+             "(kept, not re-run); only variants without a verdict and the reference get more, "
+             f"up to {max_seeds} seeds (--max-seeds):",
+             f"  {command}"]
+    stuck = [a for a in undecided if a not in arms]
+    if stuck:
+        lines.append(f"{', '.join(stuck)}: fewer than 2 ok trials, no more seeds (see the "
+                     "failures above).")
+    extra = [a for a in arms if a not in undecided]
+    if extra:  # the design's first look spends part of alpha only
+        lines.append(f"The design's first look spends part of alpha, so it also leaves "
+                     f"{', '.join(extra)} undecided: they get seeds too; every verdict of the "
+                     "continued experiment is the sequential design's.")
+    hours = (f"{estimate.gpu_hours:.3g} GPU-hours" if estimate.gpu_hours > 0 else
+             f"{estimate.cpu_hours:.3g} CPU-hours")
+    wall = (f", ~{_duration(estimate.wall_s)} wall at {slots} trial(s) at a time"
+            if estimate.wall_s is not None else "")
+    lines.append(f"At most {estimate.trials} more trials ({len(arms)} variant(s) + the "
+                 f"reference x {estimate.added_seeds} seeds): the worst case, every undecided "
+                 f"variant running to --max-seeds; at this run's median trial times about "
+                 f"{_duration(estimate.trial_s)} of trial time, {hours}{wall}.")
+    return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+# ------------------------------------------------------------------------------ the command
+
+
+def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], *,
+                  retry_failed: bool = False) -> Any:
+    """The :class:`ablations.experiment.strategies.seeds_auto.SequentialRun` that continues the fixed experiment
+    ``name`` (``meta``: its experiment.json) with ``--seeds auto``, its round 1 the fixed
+    run's trials; a field of ``args`` that differs from a default Request was given.
+    Writes nothing.
+
+    Raises:
+        UsageError: one line, for every use that cannot continue it.
+    """
+    from ablations.experiment.strategies.seeds_auto import SequentialRun
+    from results.sequential import SeedDesign
+
+    target = join(storage, name)
+    resume = f"python run_ablations.py --resume --name {name} --storage {storage}"
+    if meta.get("hpo"):
+        raise UsageError(f"--seeds auto: {name} is a search (space {meta.get('space')}), not "
+                         "an ablation table; there are no variants to add seeds to")
+    if meta.get("sequential"):
+        raise UsageError(f"{name} already runs with --seeds auto; continue it with plain "
+                         f"--resume (no --seeds): {resume}")
+    if retry_failed:
+        raise UsageError(f"--retry-failed: retry {name}'s failed trials first ({resume} "
+                         "--retry-failed), then continue it with --seeds auto")
+    defaults = Request()
+    given = [flag for key, flag in PLAN_FLAGS.items()
+             if getattr(args, key) != getattr(defaults, key)]
+    if args.space != defaults.space and args.space != meta.get("space"):
+        given.insert(0, "--space")
+    if given:
+        raise UsageError(f"--resume --seeds auto continues {name} (space {meta.get('space')}) "
+                         f"with the trials it recorded; {', '.join(given)} would change them: "
+                         "drop them, or start a new experiment under another --name")
+    missing = [f for f in (TRIALS_FILE, EPOCHS_FILE, PREDICTIONS_FILE)
+               if not is_file(join(target, f))]
+    if missing:  # round 1 is these three tables as they are
+        raise UsageError(f"{name} has no results yet ({', '.join(missing)}); finish it first: "
+                         f"{resume}")
+    trials = read_experiment(target)["trials"]
+    unfinished = int(trials["status"].isin(UNFINISHED).sum())
+    if unfinished:
+        raise UsageError(f"{name} has {unfinished} unfinished trial(s); finish them first "
+                         f"({resume}), then continue it with --seeds auto")
+    fixed = [int(s) for s in meta.get("seeds", [])]
+    if len(fixed) < 2:
+        raise UsageError(f"{name} ran {len(fixed)} seed(s); a pilot needs at least 2 for a t "
+                         "test: start a new experiment with --seeds auto")
+    max_seeds = args.max_seeds or default_max_seeds(len(fixed))
+    if max_seeds <= len(fixed):
+        raise UsageError(f"--max-seeds {max_seeds}: {name} already ran {len(fixed)} seeds; "
+                         "raise --max-seeds")
+    reference = meta.get("reference") or "baseline"
+    variants = list(dict.fromkeys(values["ablation"] for values in meta["trials"].values()))
+    if reference not in variants:
+        raise UsageError(f"{name} did not run its reference {reference!r}; every round "
+                         "compares with it")
+    if len(variants) < 2:
+        raise UsageError(f"{name} ran only the reference; there is nothing to decide")
+    seeds = sequential_seeds(fixed, max_seeds)
+    plan = extended_plan(meta["trials"], seeds)
+    run = SequentialRun(SeedDesign.plan(len(fixed), max_seeds), seeds, reference, args.metric,
+                        args.margin or "5%", args.alpha, plan)
+    run.rounds = [{"round": 1, "tune": "tune", "trials": list(meta["trials"])}]
+    ran = trials[trials["status"] != "skipped"]
+    run.continued = {"seeds": fixed, "trials": len(ran),
+                     "cpu_hours": float(ran["cpu_hours"].sum()),
+                     "gpu_hours": float(ran["gpu_hours"].sum()),
+                     "command": meta.get("command"),
+                     "at": dt.datetime.now(dt.timezone.utc).isoformat()}
+    return run
+
+
+def extended_plan(recorded: dict[str, dict[str, Any]], seeds: Sequence[int]) -> dict[str, Any]:
+    """The recorded trials (experiment.json's ``trials``: name -> config) as TrialSpecs, then
+    each variant's cells at the seeds it did not run: its first recorded config at the new
+    seed (``seed_offset`` and every switch kept), named as ``search_spaces.expand`` names
+    cells (``<variant>-seed<seed>``)."""
+    from ablations.config import TrialConfig
+    from search_spaces import TrialSpec
+
+    plan: dict[str, Any] = {}
+    first: dict[str, TrialConfig] = {}
+    for name, values in recorded.items():
+        config = TrialConfig.from_dict(values)
+        plan[name] = TrialSpec(name, config.ablation, config.seed, config)
+        first.setdefault(config.ablation, config)
+    ran = {(spec.variant, spec.seed) for spec in plan.values()}
+    for variant, config in first.items():
+        for seed in seeds:
+            if (variant, seed) not in ran:
+                name = f"{variant}-seed{seed}"
+                plan[name] = TrialSpec(name, variant, seed, config.replace(seed=seed))
+    return plan
+
+
+def continuation_note(trials: pd.DataFrame, continued: dict[str, Any]) -> str:
+    """Under the summary of a continued experiment: where its verdicts come from and the
+    compute the continuation added to the fixed run's."""
+    ran = trials[trials["status"] != "skipped"]
+    total_cpu, total_gpu = float(ran["cpu_hours"].sum()), float(ran["gpu_hours"].sum())
+    added_trials = len(ran) - int(continued["trials"])
+    gpu = total_gpu > 0
+    added = (total_gpu - continued["gpu_hours"]) if gpu else (total_cpu - continued["cpu_hours"])
+    unit = "GPU-hours" if gpu else "CPU-hours"
+    from ablations.experiment.strategies.seeds_auto import seed_span
+
+    seeds = continued["seeds"]
+    return (f"Continued from a fixed run of {len(seeds)} seeds ({seed_span(seeds)}), its pilot: "
+            "every verdict above comes from the sequential design, none from the fixed "
+            f"table. The continuation added {added_trials} trials, {added:.3g} {unit}; total "
+            f"{len(ran)} trials, {(total_gpu if gpu else total_cpu):.3g} {unit}.")

@@ -1,0 +1,55 @@
+"""Stopping an experiment: the command that continues it, and Tune's log lines that mislead.
+
+The signal handlers (SIGTERM as Ctrl-C) belong to the command line (ablations/cli/signals.py);
+a stop inside ``Tuner.fit`` lets Tune stop the trials and save its state, and the user is told
+:func:`resume_command`; Tune's own resume hint is dropped from its log (:func:`quiet_tune_logs`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Iterator, Optional
+
+
+
+def resume_command(storage: str, name: str, address: Optional[str] = None) -> str:
+    """The command that continues experiment ``name`` (finished trials are kept)."""
+    import shlex
+
+    parts = ["python", "run_ablations.py", "--resume", "--name", name, "--storage", storage]
+    if address:
+        parts += ["--address", address]
+    return shlex.join(parts)
+
+
+class _DropTuneLines(logging.Filter):
+    """Drops Tune's log lines that mislead a CLI user: its resume hint (``Tuner.restore(...)``;
+    the CLI prints its own ``--resume`` command), for trials that had not started, "Could
+    not fetch metrics" (there is nothing to fetch), and the warning that the experiment state
+    is snapshotted often (a small file here)."""
+
+    DROPPED = ("has been interrupted, but the most recent state was saved",
+               "Failed to fetch metrics for",
+               # short trials ending together snapshot the (small) experiment state often
+               "Experiment state snapshotting has been triggered multiple times")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(text in message for text in self.DROPPED)
+
+
+_TUNE_LOGGERS = ("ray.tune.tune", "ray.tune.analysis.experiment_analysis",
+                 "ray.tune.execution.experiment_state")
+
+
+@contextlib.contextmanager
+def quiet_tune_logs() -> Iterator[None]:
+    drop = _DropTuneLines()
+    for name in _TUNE_LOGGERS:
+        logging.getLogger(name).addFilter(drop)
+    try:
+        yield
+    finally:
+        for name in _TUNE_LOGGERS:
+            logging.getLogger(name).removeFilter(drop)

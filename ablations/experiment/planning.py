@@ -1,0 +1,318 @@
+"""Planning an experiment before anything runs: the base configuration from the flags, the
+space's trials expanded and validated against the device and the data, the null control, the
+design of ``--seeds auto``. The command line (ablations/cli/main.py) and the library
+(ablations/experiment/api.py) share it; it prints nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ablations.trial.batches import scalar_columns
+from ablations.config import (
+    SEED_SOURCES,
+    ConfigError,
+    TrialConfig,
+    apply_overrides,
+    config_from_sources,
+    parse_seed_sources,
+)
+from ablations.config.safety import local_cuda_capability, resolve_systems, skip_reason
+from ablations.experiment.request import Request, UsageError
+from model.data import MAX_SYNTHETIC_FRAMES, load_directory
+from search_spaces.presets import PRESETS
+
+
+def base_config(args: Request, model: Optional[str] = None) -> TrialConfig:
+    """Defaults ← --config YAML ← flags ← --set, validated. ``model``: the plugin (default:
+    the request's)."""
+    model = args.model if model is None else model
+    flags: dict[str, Any] = {}
+    if args.epochs is not None:
+        flags["epochs"] = args.epochs
+    if args.max_train_examples is not None:
+        flags["max_train_examples"] = args.max_train_examples
+    if args.max_eval_examples is not None:
+        flags["max_eval_examples"] = args.max_eval_examples
+    if args.data is not None:
+        flags["data_dir"] = str(Path(args.data).expanduser().resolve())
+    if args.seed_sources is not None:
+        flags["seed_sources"] = args.seed_sources
+    yaml_path = args.config
+    preset = None
+    if args.config is not None and not Path(args.config).exists() and args.config in PRESETS:
+        yaml_path, preset = None, PRESETS[args.config]
+    config = TrialConfig()
+    if model:
+        config = apply_overrides(config, {"model": model}, source="--model")
+    if preset is not None:
+        config = apply_overrides(config, preset, source=f"preset {args.config}")
+    config = config_from_sources(yaml_path=yaml_path, overrides=flags, base=config)
+    if args.overrides:
+        config = apply_overrides(config, dict(args.overrides), source="--set")
+    threads = max(1, int(args.cpus_per_trial))
+    device = config.systems.device
+    if device == "auto":
+        device = "cuda" if args.gpus_per_trial > 0 else "cpu"
+    if device == "cuda" and args.gpus_per_trial <= 0:
+        raise ConfigError("device=cuda needs --gpus-per-trial > 0 (e.g. 1 or 0.5)")
+    return config.replace(num_threads=threads, device=device,
+                          resolve_conflicts=args.resolve_conflicts)
+
+
+def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool,
+                capability: Optional[tuple[int, int]] = None
+                ) -> tuple[list[Any], list[tuple[Any, str]], list[str], Optional[str]]:
+    """Validate every trial against its device and data before any trial starts; with the
+    compute ``capability`` of the GPUs the trials will get (a local run), against that too.
+
+    Returns (trials to run, skipped (trial, reason), notes on mapped settings, data summary).
+    A cell that cannot run is skipped in spaces with ``skip_invalid``, else an error.
+    """
+    runnable, skipped, notes = [], [], []
+    summary = []
+    data_info: dict[str, tuple[int, Optional[dict], Any]] = {}
+    scalar_names: dict[str, list[str]] = {}
+    for data_dir in sorted({spec.config.data.data_dir for spec in trials}):
+        if data_dir:
+            data = load_directory(data_dir)  # DataError names the file and problem
+            counts = {s: int((data.split == s).sum()) for s in ("train", "val", "test")}
+            data_info[data_dir] = (data.num_frames, counts, data)
+            scalar_names[data_dir] = list(data.scalar_names)
+            summary.append(f"{data_dir}: {len(data.target)} samples {counts}, "
+                           f"frames x C x H x W = {data.num_frames} x "
+                           f"{' x '.join(map(str, data.image_shape))}, "
+                           f"{len(data.scalar_names)} scalars, strata {list(data.strata.columns)}")
+        else:
+            data_info[data_dir] = (MAX_SYNTHETIC_FRAMES, None, None)
+            scalar_names[data_dir] = scalar_columns(TrialConfig())
+    for spec in trials:
+        config = spec.config
+        frames, counts, data = data_info[config.data.data_dir]
+        where = config.data.data_dir or "the synthetic data"
+        columns = scalar_names[config.data.data_dir]
+        unknown = [name for name in config.data.dropped_scalars if name not in columns]
+        if unknown:
+            raise ConfigError(f"trial {spec.name}: drop_scalars: {where} has no scalar column "
+                              f"{unknown[0]!r}; its scalar columns: {', '.join(columns) or 'none'}")
+        if config.data.use_scalars and config.data.dropped_scalars and \
+                not set(columns) - set(config.data.dropped_scalars):
+            raise ConfigError(f"trial {spec.name}: drop_scalars={config.data.drop_scalars} leaves "
+                              "out "
+                              f"every scalar column of {where}; to train without scalars set "
+                              "use_scalars=false (components' no_scalars variant) instead")
+        problem = None
+        if config.data.temporal_frames > frames:
+            problem = (f"temporal_frames={config.data.temporal_frames} but {where} has {frames} "
+                       "frames; lower temporal_frames")
+        elif space.skip_invalid:
+            problem = skip_reason(config, config.systems.device, capability)
+        if problem is not None:
+            if space.skip_invalid:
+                skipped.append((spec, problem))
+                continue
+            raise ConfigError(f"trial {spec.name}: {problem}")
+        config, mapped = resolve_systems(config, device=config.systems.device, resolve=resolve,
+                                         capability=capability)
+        notes.extend(f"{spec.name}: {note}" for note in mapped)
+        if counts is not None:
+            n_train = counts["train"]
+            if config.data.max_train_examples:
+                n_train = min(n_train, config.data.max_train_examples)
+            if config.optim.batch_size > n_train:
+                raise ConfigError(
+                    f"trial {spec.name}: batch_size={config.optim.batch_size} exceeds the "
+                    f"{n_train} training samples; lower batch_size"
+                )
+            if config.data.use_scalars and not data.scalar_names:
+                raise ConfigError(f"{config.data.data_dir}: table.parquet has no scalar_* columns; "
+                                  "set use_scalars=false")
+        runnable.append(dataclasses.replace(spec, config=config))
+    if not runnable:
+        raise ConfigError(f"no trial of space {space.name} can run here: "
+                          f"{skipped[0][1] if skipped else 'none selected'}")
+    return runnable, skipped, notes, "; ".join(summary) or None
+
+
+def auto_seeds(args: Request, space: Any) -> Optional[tuple[int, int]]:
+    """(pilot, max seeds) for --seeds auto (its seeds: ``range(max seeds)``); None for fixed
+    seeds (refusing --pilot / --max-seeds there)."""
+    if args.seeds != "auto":
+        if args.pilot is not None or args.max_seeds is not None:
+            raise UsageError("--pilot and --max-seeds apply with --seeds auto only")
+        return None
+    from results.sequential import DEFAULT_MAX_SEEDS
+
+    if space.is_search:
+        raise UsageError(f"--seeds auto: space {space.name} is a search, not an ablation "
+                         "table; give a number of seeds")
+    if args.auto_batch:
+        raise UsageError("--auto-batch with --seeds auto is not supported yet: pass the batch "
+                         "size (--set batch_size=N) or fixed seeds")
+    pilot = args.pilot or 3
+    max_seeds = args.max_seeds or max(DEFAULT_MAX_SEEDS, pilot)
+    if max_seeds < pilot:
+        raise UsageError(f"--max-seeds {max_seeds} is below the pilot's {pilot} seeds; raise "
+                         "--max-seeds or lower --pilot")
+    return pilot, max_seeds
+
+
+def crossed_seeds(trials: list[Any], seeds: Sequence[int]) -> list[Any]:
+    """``--cross-seeds``: per variant, a grid of two varying seed sources instead of its
+    seeds (with all three varying, the default, init x order with the data draw held at seed 0): cell (i, j) holds the first source at ``seeds[i]`` and the second at ``seeds[j]``
+    (``seed_sources=init=a,order=b``) and has the pairing seed ``i * len(seeds) + j``, the
+    same cell for every variant. ``trials``: :func:`search_spaces.expand`'s, variant-major."""
+    if len(seeds) < 2:
+        raise UsageError("--cross-seeds needs at least 2 seeds per source (e.g. --seeds 3: "
+                         "3 x 3 trials per variant)")
+    count, out, seen = len(seeds), [], set()
+    for spec in trials:
+        if spec.variant in seen:
+            continue
+        seen.add(spec.variant)
+        tokens = spec.config.seed_sources.split(",")
+        varying = [token for token in tokens if token in SEED_SOURCES]
+        if len(varying) == 3:  # the default: cross init x order, the data draw held at seed 0
+            varying, tokens = varying[:2], [*varying[:2], "data=0"]
+        if len(varying) != 2:
+            raise UsageError(f"--cross-seeds crosses two seed sources; variant {spec.variant} "
+                             f"varies {len(varying)} ({spec.config.seed_sources}): pick two "
+                             "with --seed-sources, e.g. init,order")
+        held = [token for token in tokens if token not in SEED_SOURCES]
+        for i, first in enumerate(seeds):
+            for j, second in enumerate(seeds):
+                cell = parse_seed_sources(",".join(
+                    [f"{varying[0]}={first}", f"{varying[1]}={second}", *held]))
+                key = i * count + j
+                config = spec.config.replace(seed=key, seed_sources=cell)
+                out.append(dataclasses.replace(spec, name=f"{spec.variant}-seed{key}", seed=key,
+                                               config=config))
+    return out
+
+
+def with_null_control(trials: list[Any], reference: str) -> list[Any]:
+    """``trials`` plus ``<reference>_repeat``: the reference's trials with the training seed
+    offset by 1000 (``seed_offset``), paired by ``seed``: a variant whose true effect is 0."""
+    repeat = f"{reference}_repeat"
+    if any(spec.variant == repeat for spec in trials):
+        raise UsageError(f"--null-control: the space already has a variant {repeat!r}")
+    extra = [dataclasses.replace(spec, name=f"{repeat}-seed{spec.seed}", variant=repeat,
+                                 config=spec.config.replace(ablation=repeat, seed_offset=1000))
+             for spec in trials if spec.variant == reference]
+    if not extra:
+        raise UsageError(f"--null-control: the reference {reference!r} is not among the "
+                         "variants to run (see --only)")
+    return [*trials, *extra]
+
+
+def spec_for(config: TrialConfig) -> Any:
+    from search_spaces import TrialSpec
+
+    return TrialSpec(f"{config.ablation}-seed{config.seed}", config.ablation, config.seed, config)
+
+
+@dataclass
+class Prepared:
+    """A planned experiment: what :func:`prepare` found, nothing started."""
+
+    space: Any  # search_spaces.Space
+    base: TrialConfig
+    trials: list  # the trials to run first (with --seeds auto: the pilot's)
+    skipped: list  # (TrialSpec, reason): cells that cannot run here
+    notes: list[str] = field(default_factory=list)  # warnings for the user
+    data_summary: Optional[str] = None
+    hpo: Any = None  # ablations.experiment.strategies.hpo.HpoSearch for a search space
+    sequential: Any = None  # ablations.experiment.strategies.seeds_auto.SequentialRun for --seeds auto
+    seeds: list[int] = field(default_factory=list)  # every seed (--seeds auto: all it may run)
+    model: Optional[str] = None  # the plugin: the request's, or the space file's
+    strategy: Any = None  # how it runs: strategies.Grid, Hpo or SeedsAuto
+
+
+def prepare(args: Request) -> Prepared:
+    """The experiment ``args`` describes, validated: every bad input raises a one-line
+    UsageError/ConfigError/DataError here, before any trial starts. ``args`` is not changed."""
+    from search_spaces import expand, get_space
+
+    space = get_space(args.space)
+    model = args.model
+    if space.model:
+        if model and model != space.model:
+            raise UsageError(f"--model {model} but {space.source_file} is about "
+                             f"{space.model}; drop one of the two")
+        model = space.model
+    if args.auto_batch and space.name == "batch":
+        raise UsageError("--auto-batch picks one batch size; the batch space sweeps them: "
+                         "drop one of the two")
+    if args.scheduler is not None and not space.is_search:
+        raise UsageError(f"--scheduler: space {space.name} is an ablation table; every trial "
+                         "runs to the same budget so comparisons stay unbiased (schedulers are "
+                         "for search spaces such as hpo)")
+    base = base_config(args, model)
+    # A local run knows the GPUs its trials get; a cluster's are checked in each trial.
+    capability = local_cuda_capability() if args.address is None else None
+    only = [v.strip() for v in args.only.split(",") if v.strip()] if args.only else None
+    if args.cross_seeds and (space.is_search or args.seeds == "auto"):
+        raise UsageError("--cross-seeds runs a fixed grid of seeds per variant of an ablation "
+                         "table; it does not combine with --seeds auto or a search space")
+    auto = auto_seeds(args, space)
+    seeds = list(range(auto[1])) if auto else list(args.seeds)
+    if auto and only and space.reference not in only:
+        only = [space.reference, *only]  # every variant is compared with it
+    hpo = None
+    if space.is_search:
+        if only:
+            raise UsageError(f"--only: space {space.name} is a search and has no variants")
+        from ablations.experiment.strategies.hpo import HpoSearch
+
+        base = base.replace(ablation=space.name, seed=seeds[0])
+        planned, _, notes, _ = plan_trials(space, [spec_for(base)],
+                                           resolve=args.resolve_conflicts, capability=capability)
+        base = planned[0].config  # what --resolve-conflicts mapped is what the samples start from
+        hpo = HpoSearch(base=base, space=dict(space.search), num_samples=args.num_samples,
+                        scheduler=args.scheduler or "asha")
+        trials, skipped, data_summary = [], [], None
+    else:
+        scalar_names = scalar_columns(base) if space.variants_from_data else None
+        trials = expand(space, base, seeds, only=only, scalar_names=scalar_names)
+        if args.cross_seeds:
+            trials = crossed_seeds(trials, seeds)
+        if args.null_control:
+            trials = with_null_control(trials, space.reference)
+        trials, skipped, notes, data_summary = plan_trials(space, trials, capability=capability,
+                                                           resolve=args.resolve_conflicts)
+    sequential = None
+    if auto:
+        from ablations.experiment.strategies.seeds_auto import SequentialRun
+        from results.sequential import SeedDesign
+
+        design = SeedDesign.plan(*auto)
+        sequential = SequentialRun(design, list(seeds), space.reference, args.metric,
+                                   args.margin or "5%", args.alpha, {s.name: s for s in trials})
+        pilot = set(seeds[:design.looks[0]])
+        trials = [s for s in trials if s.seed in pilot]  # the first round's; dry run shows them
+        skipped = [(s, why) for s, why in skipped if s.seed in pilot]
+        variants = {s.variant for s in trials}
+        if space.reference not in variants:
+            raise UsageError(f"--seeds auto: the reference {space.reference!r} cannot run here "
+                             "(skipped); every round compares with it")
+        if len(variants) < 2:
+            raise UsageError("--seeds auto: only the reference would run; there is nothing to "
+                             "decide (see --only)")
+    return Prepared(space, base, trials, skipped, notes, data_summary, hpo, sequential, seeds,
+                    model, strategy_for(hpo, sequential))
+
+
+def strategy_for(hpo: Any = None, sequential: Any = None, *, root: str = "",
+                 finished: Any = None) -> Any:
+    """The run kind of a plan: a search (``hpo``), rounds (``sequential``), else a grid.
+    ``root`` and ``finished``: a fixed run continued into rounds (continuing.py). Imported
+    here, not at the top: the strategies load Ray Tune, which a dry run does not need."""
+    from ablations.experiment.strategies.grid import Grid
+    from ablations.experiment.strategies.hpo import Hpo
+    from ablations.experiment.strategies.seeds_auto import SeedsAuto
+
+    if sequential is not None:
+        return SeedsAuto(sequential, root, finished)
+    return Hpo(hpo) if hpo is not None else Grid()

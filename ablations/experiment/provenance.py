@@ -1,0 +1,339 @@
+"""Provenance: what an experiment needs to be trusted and repeated, and whether a resume would
+mix two different experiments. Pure functions over the file system and git; no Ray.
+
+:func:`collect` builds the ``provenance`` block of ``experiment.json``:
+
+- ``code``: ``sha256`` of the source that runs (every ``.py`` file under :data:`CODE_PATHS`,
+  by relative path and content), the same in a git checkout or not;
+- ``git``: ``commit``, ``dirty`` (tracked files differ from the commit, staged or not),
+  ``diff_sha256`` (of the bytes of ``git diff HEAD --binary``; null when clean) and
+  ``untracked`` (names of untracked files git does not ignore; their contents are not read,
+  they may be large: an untracked source file is covered by ``code``); null outside git;
+- ``packages``: Python and the packages that matter (:data:`KEY_PACKAGES`);
+  ``environment``: every installed distribution with its version (a freeze);
+- ``device``: the driver's: CUDA device name and compute capability when CUDA is available, else
+  the CPU model (the trials report their own in ``device_name``);
+- ``data``: one fingerprint per data source (:func:`data_source`). A file dataset: the files'
+  sizes and mtimes, the header of ``images.npy`` (shape, dtype), ``sha256`` of
+  ``table.parquet`` and of the bytes of :data:`IMAGE_SAMPLES` samples of ``images.npy`` picked
+  with a fixed seed (plain file reads of at most :data:`IMAGE_SAMPLE_MAX_BYTES` per sample,
+  never the whole file). The synthetic set: its spec and cache key (the generator's source and
+  constants are part of the key).
+
+:func:`changes` compares a recorded block with the current one: a change of the code or of the
+data blocks a resume (``--allow-changed`` overrides); other differences (package versions,
+device, git commit) are reported only. Not compared: mtimes (a copy of the same bytes is the
+same data) and the commit as such (a commit that changes only docs or tests changes no code
+that runs; one that changes code changes ``code``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import platform
+import subprocess
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import numpy as np
+
+from ablations.trial.batches import synthetic_spec
+from ablations.trial.host import cpu_model
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout: ablations/experiment/ is two down
+CODE_PATHS = ("model", "ablations", "search_spaces", "results", "run_ablations.py")
+KEY_PACKAGES = ("torch", "ray", "numpy", "pandas", "pyarrow", "optuna", "scipy")
+IMAGE_SAMPLES = 64  # samples of images.npy whose bytes are hashed
+IMAGE_SAMPLE_MAX_BYTES = 1 << 18  # per sample: all of it, or 256 KiB at a seeded offset
+SAMPLE_SEED = 0
+_CHUNK = 1 << 20
+_GIT_TIMEOUT_S = 10
+
+
+# ------------------------------------------------------------------------------------- code
+
+
+def code_fingerprint(root: Path | str = PROJECT_ROOT,
+                     paths: Iterable[str] = CODE_PATHS) -> Optional[str]:
+    """sha256 over the ``.py`` files under ``paths`` of ``root`` (relative path and bytes, in
+    sorted order); None when none is found (e.g. the packages installed without the project)."""
+    root = Path(root)
+    files: list[Path] = []
+    for name in paths:
+        path = root / name
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files.extend(p for p in path.rglob("*.py") if "__pycache__" not in p.parts)
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _git(root: Path, *args: str) -> bytes:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                          timeout=_GIT_TIMEOUT_S, check=True).stdout
+
+
+def git_state(root: Path | str = PROJECT_ROOT) -> Optional[dict[str, Any]]:
+    """Commit, dirty flag, hash of the diff and untracked files of the checkout at ``root``;
+    None when ``root`` is not the top of a git checkout (an installed copy inside some other
+    repository must not report that repository's commit)."""
+    root = Path(root).resolve()
+    try:
+        top = _git(root, "rev-parse", "--show-toplevel").decode().strip()
+        if Path(top).resolve() != root:
+            return None
+        commit = _git(root, "rev-parse", "HEAD").decode().strip()
+        diff = _git(root, "diff", "HEAD", "--binary")
+        untracked = _git(root, "ls-files", "--others", "--exclude-standard", "-z")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = sorted(name for name in untracked.decode(errors="replace").split("\0") if name)
+    return {
+        "commit": commit,
+        "dirty": bool(diff),
+        "diff_sha256": hashlib.sha256(diff).hexdigest() if diff else None,
+        "untracked": names[:100],
+        "untracked_count": len(names),
+    }
+
+
+def git_commit_label(state: Optional[dict[str, Any]]) -> Optional[str]:
+    """The commit as trials.parquet's ``git_commit`` shows it: ``<sha>`` or ``<sha>-dirty``."""
+    if state is None:
+        return None
+    return f"{state['commit']}-dirty" if state["dirty"] else state["commit"]
+
+
+# ------------------------------------------------------------------------ packages, device
+
+
+def package_versions(names: Iterable[str] = KEY_PACKAGES) -> dict[str, Optional[str]]:
+    """``python`` and each package's installed version (None if not installed)."""
+    versions: dict[str, Optional[str]] = {"python": platform.python_version()}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def package_freeze() -> dict[str, str]:
+    """Every installed distribution and its version, by lower-case name."""
+    out = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            out[name.lower()] = dist.version
+    return dict(sorted(out.items()))
+
+
+def device_info() -> dict[str, Any]:
+    """The driver's device: CUDA device names and capabilities, or the CPU model."""
+    import torch
+
+    info: dict[str, Any] = {"cpu": cpu_model(), "hostname": platform.node(),
+                            "cuda_available": torch.cuda.is_available()}
+    if info["cuda_available"]:
+        info["cuda"] = [
+            {"name": torch.cuda.get_device_name(i),
+             "capability": ".".join(map(str, torch.cuda.get_device_capability(i)))}
+            for i in range(torch.cuda.device_count())
+        ]
+        info["cuda_runtime"] = torch.version.cuda
+    return info
+
+
+# ------------------------------------------------------------------------------------- data
+
+
+def synthetic_key(spec: Any) -> str:
+    """The synthetic set's cache key: its spec and the generator (``model/synthetic.py``)."""
+    from model import synthetic
+
+    return synthetic.synthetic_cache_key(spec)
+
+
+def data_source(config: Any) -> str:
+    """What trials.parquet's ``data_source`` holds: the data directory, or
+    ``synthetic:<cache key>``."""
+    return config.data.data_dir or f"synthetic:{synthetic_key(synthetic_spec(config))}"
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sampled_indices(count: int, samples: int = IMAGE_SAMPLES, seed: int = SAMPLE_SEED
+                    ) -> np.ndarray:
+    """The samples of an ``images.npy`` of ``count`` samples whose bytes are hashed, sorted."""
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(count, size=min(samples, count), replace=False))
+
+
+def file_data_fingerprint(directory: Path | str, *, samples: int = IMAGE_SAMPLES,
+                          seed: int = SAMPLE_SEED,
+                          max_bytes_per_sample: int = IMAGE_SAMPLE_MAX_BYTES) -> dict[str, Any]:
+    """Fingerprint of a data directory (``images.npy``, ``table.parquet``) without reading the
+    images whole: see the module docstring. ``fingerprint`` is a short hash of every compared
+    field.
+
+    Raises:
+        OSError, ValueError: when a file is missing or not a .npy array.
+    """
+    root = Path(directory)
+    images_path, table_path = root / "images.npy", root / "table.parquet"
+    files = {}
+    for path in (images_path, table_path):
+        stat = path.stat()
+        files[path.name] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    array = np.load(images_path, mmap_mode="r")  # the header only; no data is read
+    shape, dtype, offset = tuple(int(s) for s in array.shape), array.dtype, int(array.offset)
+    nbytes = int(array.nbytes)
+    del array
+    count = shape[0] if shape else 0
+    picked = sampled_indices(count, samples, seed) if count else np.array([], dtype=int)
+    sample_bytes = nbytes // count if count else 0
+    rng = np.random.default_rng(seed + 1)
+    digest = hashlib.sha256()
+    with open(images_path, "rb") as handle:
+        for index in picked:
+            start, length = offset + int(index) * sample_bytes, sample_bytes
+            if sample_bytes > max_bytes_per_sample:  # a window of the sample, item-aligned
+                items = (sample_bytes - max_bytes_per_sample) // dtype.itemsize
+                start += int(rng.integers(0, items + 1)) * dtype.itemsize
+                length = max_bytes_per_sample
+            handle.seek(start)
+            digest.update(int(index).to_bytes(8, "little") + handle.read(length))
+    compared = {
+        "sizes": {name: item["bytes"] for name, item in files.items()},
+        "images": {"shape": list(shape), "dtype": dtype.str, "samples": len(picked),
+                   "sample_sha256": digest.hexdigest()},
+        "table_sha256": _sha256_file(table_path),
+    }
+    return {"kind": "files", "directory": str(root), "files": files,
+            "images": compared["images"], "table_sha256": compared["table_sha256"],
+            "fingerprint": _short_hash(compared)}
+
+
+def synthetic_fingerprint(config: Any) -> dict[str, Any]:
+    spec = synthetic_spec(config)
+    key = synthetic_key(spec)
+    return {"kind": "synthetic", "spec": asdict(spec), "key": key, "fingerprint": key}
+
+
+def data_fingerprints(configs: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """One fingerprint per distinct data source of ``configs``, by :func:`data_source`."""
+    out: dict[str, dict[str, Any]] = {}
+    for config in configs:
+        source = data_source(config)
+        if source not in out:
+            out[source] = (file_data_fingerprint(config.data.data_dir) if config.data.data_dir
+                           else synthetic_fingerprint(config))
+    return out
+
+
+def _short_hash(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# -------------------------------------------------------------------------- all, compare
+
+
+def collect(configs: Iterable[Any], *, root: Path | str = PROJECT_ROOT) -> dict[str, Any]:
+    """The provenance block of ``experiment.json`` for trials with ``configs``."""
+    git = git_state(root)
+    return {
+        "code": {"sha256": code_fingerprint(root), "paths": list(CODE_PATHS)},
+        "git": git,
+        "packages": package_versions(),
+        "environment": package_freeze(),
+        "device": device_info(),
+        "data": data_fingerprints(configs),
+    }
+
+
+def trial_columns(provenance: Optional[dict[str, Any]], config: Any) -> dict[str, Any]:
+    """trials.parquet's provenance columns for one trial: ``data_source``,
+    ``data_fingerprint``, ``code_fingerprint``."""
+    provenance = provenance or {}
+    source = data_source(config)
+    data = (provenance.get("data") or {}).get(source) or {}
+    code = (provenance.get("code") or {}).get("sha256")
+    return {"data_source": source, "data_fingerprint": data.get("fingerprint"),
+            "code_fingerprint": code[:16] if code else None}
+
+
+def changes(recorded: Optional[dict[str, Any]], current: dict[str, Any]
+            ) -> tuple[list[str], list[str]]:
+    """What differs between a recorded provenance block and the current one.
+
+    Returns:
+        (blocking, notes): each a list of short phrases. ``blocking``: the code that runs or a
+        data source's fingerprint changed (a resume would mix two experiments). ``notes``:
+        other differences (git commit or diff, package versions, device). Both empty when
+        nothing was recorded (an experiment from before provenance was kept).
+    """
+    if not recorded:
+        return [], []
+    blocking, notes = [], []
+    old_code = (recorded.get("code") or {}).get("sha256")
+    new_code = (current.get("code") or {}).get("sha256")
+    if old_code != new_code:
+        blocking.append(f"the code ({_abbrev(old_code)} -> {_abbrev(new_code)})")
+    old_data, new_data = recorded.get("data") or {}, current.get("data") or {}
+    for source in sorted(set(old_data) | set(new_data)):
+        old = (old_data.get(source) or {}).get("fingerprint")
+        new = (new_data.get(source) or {}).get("fingerprint")
+        if old != new:
+            blocking.append(f"the data {source} ({_abbrev(old)} -> {_abbrev(new)}"
+                            f"{_data_detail(old_data.get(source), new_data.get(source))})")
+    old_git, new_git = recorded.get("git") or {}, current.get("git") or {}
+    for key in ("commit", "diff_sha256"):
+        if old_git.get(key) != new_git.get(key):
+            notes.append(f"git {key} {_abbrev(old_git.get(key))} -> {_abbrev(new_git.get(key))}")
+    old_pkg, new_pkg = recorded.get("packages") or {}, current.get("packages") or {}
+    for name in sorted(set(old_pkg) | set(new_pkg)):
+        if old_pkg.get(name) != new_pkg.get(name):
+            notes.append(f"{name} {old_pkg.get(name)} -> {new_pkg.get(name)}")
+    old_dev, new_dev = _device_label(recorded.get("device")), _device_label(current.get("device"))
+    if old_dev != new_dev:
+        notes.append(f"driver device {old_dev} -> {new_dev}")
+    return blocking, notes
+
+
+def _data_detail(old: Optional[dict[str, Any]], new: Optional[dict[str, Any]]) -> str:
+    """Which part of a file dataset changed, for the message."""
+    if not old or not new or old.get("kind") != "files" or new.get("kind") != "files":
+        return ""
+    parts = []
+    if old.get("table_sha256") != new.get("table_sha256"):
+        parts.append("table.parquet")
+    if old.get("images") != new.get("images"):
+        parts.append("images.npy")
+    return ": " + " and ".join(parts) + " changed" if parts else ""
+
+
+def _device_label(device: Optional[dict[str, Any]]) -> Optional[str]:
+    if not device:
+        return None
+    if device.get("cuda"):
+        return ", ".join(f"{d['name']} (sm {d['capability']})" for d in device["cuda"])
+    return device.get("cpu")
+
+
+def _abbrev(value: Optional[str]) -> str:
+    return value[:12] if value else "none"

@@ -1,0 +1,122 @@
+"""What an experiment is asked to be: :class:`Request`, one typed record that the command line
+fills from its flags and :class:`ablations.experiment.api.Experiment` from its arguments, and
+the checks both need (the experiment's name, its storage, a folder that already exists).
+
+Planning (ablations/experiment/planning.py) takes a Request and never changes it. Every check
+here raises :class:`UsageError` (one line, the problem and the fix); the command line prints it
+with exit code 2, the library lets it propagate.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from results.io import check_bucket, first_line, is_uri, join, list_dir
+
+DEFAULT_STORAGE = "ablation_results"
+DEFAULT_SEEDS = (0, 1, 2)
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class UsageError(Exception):
+    """Bad input found before any trial starts; printed as one line, exit code 2."""
+
+
+@dataclass
+class Request:
+    """An experiment to plan: the space, its seeds, the configuration and how to decide.
+
+    The fields are the command line's flags (``run_ablations.py --help``) under their
+    argparse names, with the same defaults; ``overrides`` are ``--set KEY=VALUE`` pairs in
+    order. ``seeds``: the seeds every variant runs, or ``"auto"`` (rounds, ``pilot`` seeds
+    first, up to ``max_seeds``).
+    """
+
+    space: str = "components"
+    seeds: list[int] | str = field(default_factory=lambda: list(DEFAULT_SEEDS))
+    only: Optional[str] = None  # comma-separated variants
+    model: Optional[str] = None  # a plugin, package.module:NAME
+    config: Optional[str] = None  # a YAML file or a preset's name
+    overrides: list[tuple[str, Any]] = field(default_factory=list)
+    epochs: Optional[int] = None
+    data: Optional[str] = None  # a data directory; None: the synthetic set
+    max_train_examples: Optional[int] = None
+    max_eval_examples: Optional[int] = None
+    seed_sources: Optional[str] = None
+    pilot: Optional[int] = None
+    max_seeds: Optional[int] = None
+    null_control: bool = False
+    cross_seeds: bool = False
+    num_samples: int = 16  # trials of a search space
+    scheduler: Optional[str] = None  # asha / fifo, search spaces only
+    auto_batch: bool = False
+    resolve_conflicts: bool = False
+    metric: str = "test_mae"
+    margin: Optional[str] = None  # None: 5% of the reference's mean
+    alpha: float = 0.05
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float = 0.0
+    address: Optional[str] = None  # None: a local Ray
+    name: Optional[str] = None
+    storage: str = DEFAULT_STORAGE
+
+    @classmethod
+    def of(cls, values: Any) -> "Request":
+        """The Request with each field taken from ``values``' attribute of the same name
+        (the command line's parsed flags)."""
+        return cls(**{f.name: getattr(values, f.name) for f in fields(cls)})
+
+    @staticmethod
+    def seeds_from(seeds: int | Sequence[int] | str) -> list[int] | str:
+        """A count (3: seeds 0, 1, 2), a list of seeds, or ``"auto"``, checked."""
+        if isinstance(seeds, str):
+            if seeds != "auto":
+                raise UsageError(f"seeds {seeds!r}: give a count, a list of seeds or 'auto'")
+            return seeds
+        out = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
+        if not out or len(set(out)) != len(out) or min(out) < 0:
+            raise UsageError(f"seeds {seeds!r}: give at least one seed, distinct, >= 0")
+        return out
+
+    def overrides_from(self, values: Optional[Mapping[str, Any]]) -> "Request":
+        self.overrides = [(str(k), v) for k, v in (values or {}).items()]
+        return self
+
+
+def check_name(name: str, flag: str = "--name") -> str:
+    """An experiment's name: its folder under the storage, so a name and never a path."""
+    if not NAME_PATTERN.match(name):
+        raise UsageError(f"{flag} {name!r}: use letters, digits, '.', '_' and '-' only "
+                         "(the experiment's folder is --storage/NAME)")
+    return name
+
+
+def storage_root(text: str) -> str:
+    """The storage as a local absolute path or a URI (s3://, gs://, file://, ...), checked."""
+    if is_uri(text):
+        if "?" in text:  # the experiment's folder is joined onto the URI: no query there
+            raise UsageError(f"--storage {text}: options in the URI's query are not supported; "
+                             "set them in the environment instead (AWS_ENDPOINT_URL, "
+                             "AWS_DEFAULT_REGION, ...: docs/storage.md)")
+        try:
+            check_bucket(text)
+        except (ValueError, OSError, ImportError) as exc:
+            first = first_line(exc)
+            raise UsageError(f"--storage {text}: {first}") from None
+        return text.rstrip("/")
+    storage = Path(text).expanduser().resolve()
+    if storage.exists() and not storage.is_dir():
+        raise UsageError(f"--storage {storage} is a file, not a directory")
+    return str(storage)
+
+
+def new_experiment_root(storage: str, name: str) -> str:
+    """The folder of a new experiment, refused when it already holds something."""
+    root = join(storage, check_name(name))
+    if list_dir(root):
+        raise UsageError(f"{root} already exists; choose another name (run_ablations.py "
+                         "--resume continues an experiment)")
+    return root

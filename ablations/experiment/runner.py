@@ -1,0 +1,309 @@
+"""Build the Tuner for a list of trials, run it on a local or existing Ray, write the results.
+
+This module runs an experiment: the options, Ray, the Tuner, resume and experiment.json.
+Turning Tune's results into the three tables is ablations/experiment/tables.py; the HPO search (Optuna,
+ASHA, best_config.yaml) is ablations/experiment/strategies/hpo.py; SIGTERM during ``Tuner.fit``, the resume
+command and Tune's log filter are ablations/experiment/interrupt.py.
+
+Layout of an experiment folder ``<storage>/<name>/``::
+
+    experiment.json        what was run: space, trials, options, versions
+    trials.parquet         one row per trial
+    epochs.parquet         one row per trial per epoch
+    predictions.parquet    one row per test sample per ok trial
+    tune/                  Ray Tune's own state, checkpoints and logs (TensorBoard, CSV, JSON)
+    trial_state/<trial>/   state.pt (resumable state) and history.json, until nothing is left to
+                           resume
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import logging
+import platform
+import time
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence
+
+
+from ablations.config import TrialConfig
+from ablations.experiment.cluster import (
+    PROJECT_ROOT,
+    check_cluster_address,
+    runtime_env_for_cluster,
+)
+from ablations.experiment.interrupt import quiet_tune_logs
+from ablations.experiment.options import (
+    TUNE_SUBDIR,
+    ExperimentResult,
+    RunOptions,
+    experiment_dir,
+)
+from ablations.experiment.strategies.base import Strategy
+from ablations.experiment.strategies.grid import Grid
+from ablations.experiment.tables import (
+    RESUMABLE_STATUSES,
+    collect_results,
+    result_name,
+    trial_status,
+)
+from results.io import (
+    METADATA_FILE,
+    delete_dir,
+    is_file,
+    is_uri,
+    join,
+    read_metadata,
+    remove_stale_temp_files,
+    write_json_atomic,
+)
+from search_spaces.spaces import TrialSpec
+
+def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
+    """Connect to or start Ray. Returns (whether this call started it and should stop it,
+    the dashboard URL of a Ray it started, if any).
+
+    Without an address, a private local Ray is started every time (``address="local"``): not
+    the cluster ``ray start`` last left on this machine, nor one RAY_ADDRESS names.
+    With one, the address is checked first (``check_cluster_address``: one line and no
+    minute of retries when it is wrong).
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False, None
+    if options.address:
+        check_cluster_address(options.address)
+        ray.init(address=options.address, runtime_env=runtime_env_for_cluster(),
+                 logging_level=logging.WARNING, log_to_driver=options.verbose > 0)
+        return True, None
+    # What the trials print (compiler autotune tables, deprecation warnings) stays in each
+    # trial's stdout/stderr files (RunConfig.log_to_file), not on the console, unless --verbose.
+    context = ray.init(address="local", include_dashboard=options.dashboard,
+                       dashboard_host="127.0.0.1", logging_level=logging.WARNING,
+                       log_to_driver=options.verbose > 0)
+    url = getattr(context, "dashboard_url", None) if options.dashboard else None
+    return True, url or None
+
+
+def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
+                   skipped: Sequence[tuple[TrialSpec, str]] = (), *,
+                   strategy: Optional[Strategy] = None, resume: bool = False
+                   ) -> ExperimentResult:
+    """Run ``trials`` with Ray Tune as ``strategy`` says (default: :class:`Grid`, each trial
+    once) and write the experiment folder.
+
+    The strategy (ablations/experiment/strategies/) gives the trainable's plan, Tune's search
+    and scheduler, its callbacks, what experiment.json records, the Tune folder, and what to
+    do when Tune ends; this function does the same for every kind.
+
+    Uses the Ray already initialised in this process if there is one (tests do
+    ``ray.init(num_cpus=2)``); else starts a local one, or connects to ``options.address``.
+    With ``resume``, an interrupted experiment continues (``Tuner.restore``): finished trials
+    are kept, unfinished ones continue from their last checkpoint, failed ones are retried
+    from theirs if ``options.retry_failed``.
+    """
+    from ray import tune
+
+    from ablations.experiment.progress import TrialProgress
+    from ablations.experiment.trainable import STATE_SUBDIR, tune_trainable
+
+    strategy = strategy or Grid()
+    root = experiment_dir(options)
+    if not is_uri(root):
+        Path(root).mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(root)
+    started_at = dt.datetime.now(dt.timezone.utc)
+    metadata = experiment_metadata(trials, options, started_at, skipped, strategy)
+    strategy.record(metadata, trials)
+    previous = read_metadata(root)
+    metadata["auto_batch"] = options.auto_batch or (previous or {}).get("auto_batch")
+    if (resume or strategy.round_number > 1) and previous is not None:
+        metadata["started_at"] = previous.get("started_at", metadata["started_at"])
+        metadata["resumed_at"] = [*previous.get("resumed_at", []),
+                                  *([started_at.isoformat()] if resume else [])]
+    write_json_atomic(metadata, join(root, METADATA_FILE))
+
+    resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
+    state_root = join(root, STATE_SUBDIR)
+    trainable = tune.with_resources(tune.with_parameters(
+        tune_trainable, plan=strategy.trainable_plan(trials), state_root=state_root), resources)
+    tune_dir = join(root, strategy.tune_subdir)
+    started = time.monotonic()
+    total, planned, default = strategy.progress_plan(trials)
+    progress = TrialProgress(total, plan=planned, epochs=options.progress_epochs,
+                             default=default)
+    if resume and tune.Tuner.can_restore(tune_dir):
+        strategy.before_restore(root, options)
+        with quiet_tune_logs():
+            tuner = tune.Tuner.restore(tune_dir, trainable=trainable, resume_unfinished=True,
+                                       resume_errored=options.retry_failed,
+                                       restart_errored=False)
+    else:
+        param_space, tune_config = strategy.tune_setup(trials, options, root, planned)
+        tuner = tune.Tuner(
+            trainable,
+            param_space=param_space,
+            tune_config=tune_config,
+            run_config=tune.RunConfig(
+                name=strategy.tune_subdir,
+                storage_path=root,
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),  # the final one only
+                failure_config=tune.FailureConfig(max_failures=options.max_failures,
+                                                  fail_fast=False),
+                verbose=options.verbose,
+                callbacks=[*([progress] if options.progress else []), *options.trackers,
+                           *strategy.callbacks(root, options)],
+                # the trial's stdout and stderr: files in its working directory, synced to
+                # its folder beside the Tune results (tune/<trial>/stdout, stderr)
+                log_to_file=True, sync_config=tune.SyncConfig(sync_artifacts=True),
+            ),
+        )
+    metadata["fit_started_at"] = time.time()
+    with (options.fit_guard or contextlib.nullcontext)(), quiet_tune_logs(), \
+            tune_console(options, root):
+        grid = tuner.fit()  # SIGINT/SIGTERM: Tune stops the trials, saves state, returns
+    metadata["driver_wall_s"] = time.monotonic() - started
+    trials = strategy.specs(grid, trials)
+    result = collect_results(grid, trials, options, metadata, skipped, state_root=state_root,
+                             round_number=strategy.round_number,
+                             earlier_rows=strategy.earlier_rows)
+    write_json_atomic(metadata, join(root, METADATA_FILE))  # with the driver's wall time
+    strategy.finish(result, root, options)
+    if not result.trials["status"].isin(RESUMABLE_STATUSES).any():
+        # Nothing left to resume: drop the per-trial state (final checkpoints stay in tune/).
+        delete_dir(state_root)
+    return result
+
+
+TUNE_CONSOLE_FILE = "tune_console.log"
+
+
+@contextlib.contextmanager
+def tune_console(options: RunOptions, root: str) -> Iterator[None]:
+    """While Tune runs: what it prints itself (its configuration box, "View detailed results
+    here" and a TensorBoard command for its own folder) goes to ``<experiment>/tune_console.log``
+    for a local experiment (nowhere for a URI), not to the console, unless ``options.verbose``:
+    the runner prints its own lines (the results folder, the TensorBoard command, progress).
+    The progress callback writes to the stdout it was made with, so it still reaches the
+    console."""
+    if options.verbose > 0:
+        yield
+        return
+    target = os.devnull if is_uri(root) else str(Path(root) / TUNE_CONSOLE_FILE)
+    with open(target, "a") as log, contextlib.redirect_stdout(log):
+        yield
+
+
+def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool = False,
+                  num_samples: Optional[int] = None, tune_subdir: str = TUNE_SUBDIR
+                  ) -> dict[str, int]:
+    """What ``--resume`` will do with each trial of the experiment at ``root``, from Tune's
+    saved state and the trials' own: ``finished`` (kept: ok, diverged, stopped), ``failed``
+    (kept; with ``retry_failed`` counted in ``continue``), ``continue`` (resumes from its
+    saved state) and ``start`` (from scratch). ``trials`` is the plan (empty for a search of
+    ``num_samples`` trials)."""
+    from ray.tune import ExperimentAnalysis, ResultGrid, Tuner
+
+    from ablations.experiment.trainable import STATE_FILE, STATE_SUBDIR
+
+    def saved(name: str) -> bool:  # the trainable resumes from this even if Tune never saw it
+        return is_file(join(root, STATE_SUBDIR, name, STATE_FILE))
+
+    tune_dir = join(root, tune_subdir)
+    results = []
+    if Tuner.can_restore(tune_dir):
+        with quiet_tune_logs():
+            results = list(ResultGrid(ExperimentAnalysis(tune_dir)))
+    counts = {"finished": 0, "failed": 0, "continue": 0, "start": 0}
+    for result in results:
+        status, _, _ = trial_status(dict(result.metrics or {}), result.error, None,
+                                    hpo=num_samples is not None)
+        if status == "failed":
+            counts["continue" if retry_failed else "failed"] += 1
+        elif status == "interrupted" or (status == "not_started" and saved(result_name(result))):
+            counts["continue"] += 1
+        elif status == "not_started":
+            counts["start"] += 1
+        else:
+            counts["finished"] += 1
+    known = {result_name(result) for result in results}
+    for spec in trials:  # not created in Tune before the stop
+        if spec.name not in known:
+            counts["continue" if saved(spec.name) else "start"] += 1
+    if num_samples is not None:
+        counts["start"] += max(0, num_samples - len(results))
+    return counts
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions, started_at: dt.datetime,
+              skipped: Sequence[tuple[TrialSpec, str]], strategy: Strategy) -> dict[str, Any]:
+    import ray
+    import torch
+
+    from ablations.experiment.provenance import changes, collect, git_commit_label
+
+    configs = [spec.config for spec in trials] + [spec.config for spec, _ in skipped]
+    provenance = collect(configs + strategy.provenance_configs(), root=PROJECT_ROOT)
+    # A resume (the folder already holds an experiment) that found the code, data, packages or
+    # device changed (the CLI refuses code/data changes without --allow-changed) keeps what
+    # changed and the provenance it replaces.
+    previous = read_metadata(experiment_dir(options)) or {}
+    history = list(previous.get("resume_history", []))
+    blocking, notes = changes(previous.get("provenance"), provenance)
+    if blocking or notes:
+        replaced = {k: v for k, v in previous["provenance"].items() if k != "environment"}
+        history.append({"at": started_at.isoformat(), "changed": blocking, "notes": notes,
+                        "previous": replaced})
+    return {
+        "experiment": options.name,
+        "space": options.space,
+        "reference": options.reference,
+        "started_at": started_at.isoformat(),
+        "command": options.command,
+        "trials": trial_plan(trials),
+        "skipped": skipped_plan(skipped),
+        "hpo": None,  # a search's: strategies/hpo.py
+        "max_concurrent": options.max_concurrent,
+        "max_failures": options.max_failures,
+        "seeds": sorted({spec.seed for spec in trials}),
+        "cpus_per_trial": options.cpus_per_trial,
+        "gpus_per_trial": options.gpus_per_trial,
+        "address": options.address or "local",
+        "torch_version": torch.__version__,
+        "ray_version": ray.__version__,
+        "python_version": platform.python_version(),
+        "git_commit": git_commit_label(provenance["git"]),
+        "hostname": platform.node(),
+        "provenance": provenance,  # code, git, packages, device, data: ablations/experiment/provenance.py
+        "resume_history": history,
+        "log_to": [tracker.spec.to_dict() for tracker in options.trackers],  # trackers.py
+    }
+
+
+def trial_plan(trials: Sequence[TrialSpec]) -> dict[str, dict[str, Any]]:
+    """The trials as experiment.json keeps them: name -> resolved config."""
+    return {spec.name: spec.config.to_dict() for spec in trials}
+
+
+def skipped_plan(skipped: Sequence[tuple[TrialSpec, str]]) -> dict[str, dict[str, Any]]:
+    return {spec.name: {"reason": reason, "config": spec.config.to_dict()}
+            for spec, reason in skipped}
+
+
+def plan_from_metadata(meta: dict[str, Any]
+                       ) -> tuple[list[TrialSpec], list[tuple[TrialSpec, str]]]:
+    """Rebuild the trials and skipped cells that experiment.json recorded."""
+    def spec(name: str, values: dict[str, Any]) -> TrialSpec:
+        config = TrialConfig.from_dict(values)
+        return TrialSpec(name, config.ablation, config.seed, config)
+
+    trials = [spec(name, values) for name, values in meta.get("trials", {}).items()]
+    skipped = [(spec(name, item["config"]), item["reason"])
+               for name, item in meta.get("skipped", {}).items()]
+    return trials, skipped

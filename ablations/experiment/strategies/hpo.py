@@ -1,0 +1,246 @@
+"""The HPO search: Optuna (TPE) through Ray Tune's OptunaSearch, with an ASHA scheduler.
+
+``HpoSearch`` says what to search; :class:`Hpo`, the strategy, builds Tune's search and
+scheduler for ``run_experiment``, keeps the Optuna study (a URI root's copy uploaded as trials
+start and end) and writes the best trial's configuration as YAML (``write_best_config``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+import pandas as pd
+from ray.tune import Callback
+
+from ablations.experiment.strategies.base import Strategy
+from ablations.experiment.tables import HPO_TRIAL, plain_value, result_name
+from ablations.config import TrialConfig
+from results.io import atomic_write, first_line, is_file, is_uri, join, read_bytes
+from search_spaces.hpo import HPO_METRIC, HPO_MODE
+from search_spaces.spaces import TrialSpec
+
+if TYPE_CHECKING:
+    from ablations.experiment.options import RunOptions
+
+BEST_CONFIG_FILE = "best_config.yaml"
+OPTUNA_FILE = "optuna.db"
+
+
+@dataclass
+class HpoSearch:
+    """An Optuna (TPE) search through Ray Tune's OptunaSearch, with an ASHA scheduler."""
+
+    base: TrialConfig  # the configuration every sampled trial starts from
+    space: dict[str, tuple[str, Any]]  # field -> (kind, args): see search_spaces/hpo.py
+    num_samples: int
+    metric: str = HPO_METRIC  # search_spaces/hpo.py
+    mode: str = HPO_MODE
+    scheduler: str = "asha"  # asha / fifo (no early stopping)
+
+
+def optuna_file(root: str, name: str) -> Path:
+    """The study's SQLite file: in the experiment folder, or for a URI root a local copy
+    (SQLite needs a local file), one per experiment URI, uploaded to the bucket as trials
+    start and end (:func:`optuna_upload`) and at the end. The searcher Tune saves keeps this
+    path: a resume on another machine needs the same temporary folder (``TMPDIR``)."""
+    if not is_uri(root):
+        return Path(root) / OPTUNA_FILE
+    key = hashlib.sha1(root.encode()).hexdigest()[:12]
+    local = Path(tempfile.gettempdir()) / "ablation-runner" / f"{name}-{key}" / OPTUNA_FILE
+    local.parent.mkdir(parents=True, exist_ok=True)
+    return local
+
+
+def fetch_optuna(root: str, name: str, *, resume: bool = False) -> Path:
+    """The study's file for a URI root, before a search starts or resumes. A new search starts
+    from no file (not the local copy an earlier experiment of the same name left). A resume
+    keeps the local copy where there is one (it is never older than the bucket's, which is
+    uploaded from it), else starts from the bucket's (another machine)."""
+    local = optuna_file(root, name)
+    if is_uri(root):
+        remote = join(root, OPTUNA_FILE)
+        if resume and not local.exists() and is_file(remote):
+            local.write_bytes(read_bytes(remote))
+        elif not resume:
+            local.unlink(missing_ok=True)
+    return local
+
+
+def publish_optuna(root: str, name: str) -> None:
+    if is_uri(root):
+        data = optuna_file(root, name).read_bytes()
+        atomic_write(join(root, OPTUNA_FILE), lambda handle: handle.write(data))
+
+
+def optuna_upload(root: str, name: str) -> list[Any]:
+    """For a URI root, a Tune callback that uploads the study as each trial starts (Optuna has
+    just recorded the trial it asked for) and ends (Tune tells the searcher first): a driver
+    killed mid-search leaves the study in the bucket as of its last trial event, and
+    ``--resume`` elsewhere starts from it (:func:`fetch_optuna`). A failed upload is a warning:
+    the next event uploads again. None for a local root, where the study is the file."""
+    return [_OptunaUpload(root, name)] if is_uri(root) else []
+
+
+class _OptunaUpload(Callback):
+    def __init__(self, root: str, name: str) -> None:
+        self.root, self.name = root, name
+
+    def _upload(self) -> None:
+        try:
+            publish_optuna(self.root, self.name)
+        except OSError as exc:
+            first = first_line(exc)
+            print(f"warning: the Optuna study was not uploaded ({first}); retried at the next "
+                  "trial", file=sys.stderr)
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._upload()
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._upload()
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._upload()
+
+
+def tune_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, Any]:
+    import optuna
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    from ablations.experiment.strategies.optuna_search import ResumableOptunaSearch
+    from ablations.experiment.trainable import trial_name
+
+    params = {}
+    for name, (kind, args) in hpo.space.items():
+        if kind == "loguniform":
+            params[name] = tune.loguniform(*args)
+        elif kind == "uniform":
+            params[name] = tune.uniform(*args)
+        elif kind == "choice":
+            params[name] = tune.choice(list(args))
+        else:
+            raise ValueError(f"unknown search kind {kind!r} for {name}")
+    storage = optuna.storages.RDBStorage(f"sqlite:///{fetch_optuna(root, options.name)}")
+    searcher = ResumableOptunaSearch(study_name=options.name, storage=storage, seed=hpo.base.seed)
+    scheduler = (
+        ASHAScheduler(time_attr="training_iteration", max_t=hpo.base.optim.epochs, grace_period=1,
+                      reduction_factor=2)
+        if hpo.scheduler == "asha" else FIFOScheduler()
+    )
+    tune_config = tune.TuneConfig(
+        metric=hpo.metric, mode=hpo.mode, search_alg=searcher, scheduler=scheduler,
+        num_samples=hpo.num_samples, max_concurrent_trials=options.max_concurrent or None,
+        reuse_actors=True, trial_name_creator=trial_name, trial_dirname_creator=trial_name,
+    )
+    return {"trial": HPO_TRIAL, "params": params}, tune_config
+
+
+def sampled_spec(result: Any, hpo: HpoSearch) -> TrialSpec:
+    from ablations.config import apply_overrides
+
+    name = result_name(result)
+    config = apply_overrides(hpo.base, {**result.config.get("params", {}), "ablation": HPO_TRIAL},
+                             source="hpo sample")
+    return TrialSpec(name, HPO_TRIAL, config.seed, config)
+
+
+def write_best_config(trials_df: pd.DataFrame, hpo: HpoSearch, root: str) -> Optional[str]:
+    """The best trial's configuration as a YAML file that ``--config`` accepts."""
+    import yaml
+
+    done = trials_df[trials_df["status"] == "ok"]
+    if done.empty:
+        return None
+    best = done.sort_values(hpo.metric, ascending=hpo.mode == "min").iloc[0]
+    default = TrialConfig.of(model=hpo.base.plugin).flat()  # that model's defaults
+    keys = [k for k in default
+            if k not in ("ablation", "seed", "seed_offset", "model", "data_dir", "num_threads",
+                         "device", "compile_requested", "precision_requested") and k in best]
+    values = {k: plain_value(best[k]) for k in keys
+              if k in hpo.space or plain_value(best[k]) != default[k]}
+    if hpo.base.plugin:
+        values["model"] = hpo.base.plugin
+    header = (f"# Best of {len(trials_df)} trials of {hpo.num_samples} ({hpo.metric} "
+              f"{plain_value(best[hpo.metric]):.4f}, trial {best['trial_name']}).\n"
+              f"# python run_ablations.py --space components --config {BEST_CONFIG_FILE}\n")
+    text = header + yaml.safe_dump(values, sort_keys=True)
+    return atomic_write(join(root, BEST_CONFIG_FILE), lambda handle: handle.write(text.encode()))
+
+
+class Hpo(Strategy):
+    """A search: ``search.num_samples`` trials sampled by Optuna, scheduled by ASHA (or FIFO);
+    no verdicts (no variants), the best configuration written at the end."""
+
+    kind = "hpo"
+    has_verdicts = False
+
+    def __init__(self, search: HpoSearch) -> None:
+        self.search = search
+        self.search_samples = search.num_samples
+
+    def record(self, metadata: dict[str, Any], trials: Sequence[TrialSpec]) -> None:
+        hpo = self.search
+        metadata["hpo"] = {
+            "base": hpo.base.to_dict(), "space": {k: [kind, list(args) if isinstance(
+                args, tuple) else args] for k, (kind, args) in hpo.space.items()},
+            "num_samples": hpo.num_samples, "metric": hpo.metric, "mode": hpo.mode,
+            "scheduler": hpo.scheduler,
+        }
+
+    def provenance_configs(self) -> list[TrialConfig]:
+        return [self.search.base]
+
+    def trainable_plan(self, trials: Sequence[TrialSpec]) -> dict[str, dict[str, Any]]:
+        return {HPO_TRIAL: self.search.base.to_dict()}  # every sample starts from the base
+
+    def progress_plan(self, trials: Sequence[TrialSpec]) -> tuple[int, dict, Any]:
+        from ablations.experiment.progress import Planned
+        from ablations.trial.cost import estimated_cost
+
+        base = self.search.base
+        return self.search.num_samples, {}, Planned(base.optim.epochs, estimated_cost(base))
+
+    def tune_setup(self, trials: Sequence[TrialSpec], options: RunOptions, root: str,
+                   planned: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        return tune_setup(self.search, options, root)
+
+    def before_restore(self, root: str, options: RunOptions) -> None:
+        fetch_optuna(root, options.name, resume=True)  # from the bucket if not here
+
+    def callbacks(self, root: str, options: RunOptions) -> list[Any]:
+        return optuna_upload(root, options.name)
+
+    def specs(self, grid: Any, trials: Sequence[TrialSpec]) -> list[TrialSpec]:
+        return [sampled_spec(result, self.search) for result in grid]
+
+    def finish(self, result: Any, root: str, options: RunOptions) -> None:
+        write_best_config(result.trials, self.search, root)
+        publish_optuna(root, options.name)
+
+    def count(self, trials: Sequence[TrialSpec], seeds: Sequence[int],
+              crossed: bool = False) -> str:
+        return f"{self.search.num_samples} sampled trials"
+
+    def describe(self, trials: Sequence[TrialSpec], base: TrialConfig,
+                 skipped: Sequence[tuple[TrialSpec, str]]) -> list[str]:
+        from ablations.experiment.strategies.grid import describe_trials
+
+        hpo = self.search
+        lines = [f"{hpo.num_samples} sampled trials ({hpo.scheduler} scheduler) over:"]
+        lines += [f"  {field}: {kind} {values}" for field, (kind, values) in hpo.space.items()]
+        return [*lines, describe_trials([], base)]
+
+    def checked_configs(self, trials: Sequence[TrialSpec]) -> list[TrialConfig]:
+        return [self.search.base]
+
+    def closing_lines(self, directory: Any) -> list[str]:
+        if not is_file(join(directory, BEST_CONFIG_FILE)):
+            return []
+        return [f"Best configuration: {join(directory, BEST_CONFIG_FILE)} (use it with "
+                f"--config); Optuna study: {join(directory, OPTUNA_FILE)} (SQLite)"]

@@ -1,0 +1,267 @@
+"""Turn Ray Tune's results into the experiment's three tables and write them.
+
+``collect_results`` reads each trial's last result, error, per-epoch history and final
+checkpoint and writes ``trials.parquet``, ``epochs.parquet`` and ``predictions.parquet``
+(schema: results/schema.py); ``trial_status`` names how a trial ended.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import pandas as pd
+
+from ablations.experiment.provenance import trial_columns
+from results.io import (
+    EPOCHS_FILE,
+    PREDICTIONS_FILE,
+    TRIALS_FILE,
+    is_uri,
+    join,
+    write_parquet_atomic,
+)
+from results.schema import EPOCH_COLUMNS, TRIAL_COLUMNS, column_names
+from search_spaces.spaces import TrialSpec
+
+from ablations.experiment.options import ExperimentResult, RunOptions, experiment_dir
+
+HPO_TRIAL = "hpo"  # the ablation (and trainable plan key) of a search's sampled trials
+
+
+def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
+                    metadata: dict[str, Any],
+                    skipped: Sequence[tuple[TrialSpec, str]] = (), *,
+                    state_root: Optional[str] = None,
+                    round_number: int = 1, earlier_rows: Optional[tuple] = None
+                    ) -> ExperimentResult:
+    """Turn Tune's ResultGrid into the three tables and write them atomically.
+    ``round_number``: trials.parquet's ``round``; ``earlier_rows``: the (trials, epochs,
+    predictions) rows of earlier runs kept before these (a later round of ``--seeds auto``)."""
+    root = experiment_dir(options)
+    by_name = {spec.name: spec for spec in trials}
+    position = {spec.name: i for i, spec in enumerate(trials)}
+    trial_rows, epoch_frames, prediction_frames = [], [], []
+    # In the plan's order (the space's table), not the order the trials ran in (longest first).
+    for result in sorted(grid, key=lambda r: position.get(result_name(r), len(position))):
+        spec = by_name[result_name(result)]
+        metrics = dict(result.metrics or {})
+        history = _history(result, state_root)
+        row = trial_row(spec, metrics, result.error, history, options, metadata)
+        trial_rows.append(row)
+        if history is not None and len(history) and "epoch" in history:
+            epoch_frames.append(_epoch_rows(spec, history, options))
+        if row["status"] == "ok" and result.checkpoint is not None:
+            predictions = _read_predictions(result.checkpoint)
+            if predictions is not None:
+                prediction_frames.append(_with_keys(predictions, spec, options))
+
+    ran = {result_name(result) for result in grid}
+    for spec in trials:  # stopped (Ctrl-C, SIGTERM) before Tune created the trial
+        if spec.name not in ran:
+            trial_rows.append(trial_row(spec, {}, None, None, options, metadata))
+    for spec, reason in skipped:  # cells that could not run here: a row with the reason
+        row = trial_row(spec, {}, None, None, options, metadata)
+        row.update(status="skipped", failure_reason="conflict", error=reason,
+                   round=1)  # skipped when the pilot was planned
+        trial_rows.append(row)
+    names = [spec.name for spec in trials] + [spec.name for spec, _ in skipped]
+    rows = pd.DataFrame(trial_rows)
+    rows["round"] = rows["round"].fillna(round_number) if "round" in rows else round_number
+    trials_df = _order(rows, names)
+    epochs_df = (
+        pd.concat(epoch_frames, ignore_index=True) if epoch_frames
+        else pd.DataFrame(columns=column_names(EPOCH_COLUMNS))
+    )
+    predictions_df = (
+        pd.concat(prediction_frames, ignore_index=True) if prediction_frames
+        else pd.DataFrame(columns=["experiment", "trial_name", "ablation", "seed", "sample_index",
+                                   "target", "pred_mean", "pred_std"])
+    )
+    if earlier_rows is not None:
+        trials_df, epochs_df, predictions_df = (
+            _after(earlier, frame, names) for earlier, frame in
+            zip(earlier_rows, (trials_df, epochs_df, predictions_df)))
+    write_parquet_atomic(epochs_df, join(root, EPOCHS_FILE))
+    write_parquet_atomic(predictions_df, join(root, PREDICTIONS_FILE))
+    write_parquet_atomic(trials_df, join(root, TRIALS_FILE))  # last: its presence = complete
+    return ExperimentResult(root if is_uri(root) else Path(root), trials_df, epochs_df,
+                            predictions_df, wall_s=metadata.get("driver_wall_s", math.nan))
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def _error_line(error: BaseException) -> str:
+    """The last line of an error's text: ``Type: message`` without Ray's traceback."""
+    text = str(error).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    line = lines[-1] if lines else type(error).__name__
+    return line[:500]
+
+
+def _nan_if_missing(metrics: dict[str, Any], key: str) -> float:
+    value = metrics.get(key)
+    try:
+        return float(value) if value is not None else math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+# Trials a resume continues (interrupted; failed with --retry-failed) or starts (not_started);
+# while any is left, trial_state/ is kept.
+RESUMABLE_STATUSES = ("failed", "interrupted", "not_started")
+
+
+def trial_status(metrics: dict[str, Any], error: Optional[BaseException],
+                 history: Optional[pd.DataFrame], *, hpo: bool = False
+                 ) -> tuple[str, Optional[str], Optional[str]]:
+    """(status, error, failure_reason) of a trial from its last result and error.
+
+    A trial Tune did not finish (no ``done`` in its last result: the run was stopped by
+    Ctrl-C or SIGTERM) is ``interrupted`` if it recorded an epoch, else ``not_started``."""
+    if error is not None:
+        message = _error_line(error)
+        reason = "oom" if "TrialOutOfMemory" in message or "oom:" in message else "error"
+        return "failed", message, reason
+    if metrics.get("status") == "diverged":
+        return "diverged", str(metrics.get("error", "non-finite loss")), "non-finite-loss"
+    if metrics.get("status") == "ok" and "test_mae" in metrics:
+        return "ok", None, None
+    if not metrics.get("done"):
+        started = (history is not None and len(history) > 0) or "training_iteration" in metrics
+        return ("interrupted" if started else "not_started"), None, None
+    if metrics.get("status") == "ok" and hpo:
+        return "stopped", "stopped early by the scheduler", "early-stopped"
+    return "failed", "trial ended without a final result", "error"
+
+
+def trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseException],
+               history: Optional[pd.DataFrame], options: RunOptions,
+               metadata: dict[str, Any]) -> dict[str, Any]:
+
+    status, message, reason = trial_status(metrics, error, history,
+                                           hpo=spec.config.ablation == HPO_TRIAL)
+    epochs_run = int(history["epoch"].max()) if history is not None and "epoch" in history \
+        and history["epoch"].notna().any() else 0
+    row: dict[str, Any] = {
+        "experiment": options.name,
+        "space": options.space,
+        "trial_name": spec.name,
+        "trial_id": str(metrics.get("trial_id", "")),
+        "status": status,
+        "failure_reason": reason,
+        "error": message,
+        "epochs_run": epochs_run,
+    }
+    for name, dtype, _ in TRIAL_COLUMNS:
+        if dtype == "float64" and name not in row:
+            row[name] = _nan_if_missing(metrics, name)
+    # The trainer's steady-state figure (epochs after the first), not the last epoch's.
+    row["train_samples_per_s"] = _nan_if_missing(metrics, "steady_train_samples_per_s")
+    if math.isnan(row["wall_s"]):  # failed before the end: Tune's own clock
+        row["wall_s"] = _nan_if_missing(metrics, "time_total_s")
+    # Cost ledger: the resources the trial held for its wall time.
+    held_s = row["wall_s"] if not math.isnan(row["wall_s"]) else 0.0
+    row["cpu_hours"] = held_s * options.cpus_per_trial / 3600
+    row["gpu_hours"] = held_s * options.gpus_per_trial / 3600
+    row["device_used"] = metrics.get("device")
+    for key in ("compile_used", "optimizer_used", "precision_used"):
+        row[key] = metrics.get(key)
+    for key in ("oom_retries", "final_micro_batch", "final_accum_steps", "resumed_from_epoch",
+                "eval_batch_used", "compiled_graphs",
+                "torch_threads"):
+        value = metrics.get(key)
+        row[key] = int(value) if value is not None and value == value else None
+    row.update(trial_columns(metadata.get("provenance"), spec.config))  # data_source, ...
+    row["device_name"] = metrics.get("device_name")
+    for key in ("torch_version", "ray_version", "python_version", "git_commit"):
+        row[key] = metadata[key]
+    row.update(spec.config.flat())
+    # the seeds the trial drew from; data_seed: the draw's, not the configured base
+    row.update(spec.config.seeds.columns())
+    return row
+
+
+def _history(result: Any, state_root: Optional[str]) -> Optional[pd.DataFrame]:
+    """The trial's per-epoch metrics. From the trainable's history file, which keeps every
+    epoch across restarts and is read without loading weights (a GPU trial's state needs no
+    CUDA on the driver); else Tune's result log, which a restarted trial begins anew."""
+    from ablations.experiment.trainable import read_history
+
+    state_dir = join(state_root, result_name(result)) if state_root else None
+    history = read_history(state_dir, result.checkpoint)
+    if history:
+        return pd.DataFrame(history)
+    return result.metrics_dataframe
+
+
+def _epoch_rows(spec: TrialSpec, history: pd.DataFrame, options: RunOptions) -> pd.DataFrame:
+    history = history[history["epoch"].notna()]
+    keys = ("experiment", "trial_name", "ablation", "seed")
+    frame = pd.DataFrame(index=history.index)
+    for name, dtype, _ in EPOCH_COLUMNS:
+        if name not in keys:
+            frame[name] = history[name] if name in history else math.nan
+    frame = _with_keys(frame.reset_index(drop=True), spec, options)
+    for name, dtype, _ in EPOCH_COLUMNS:
+        if dtype == "int64" and name not in keys:
+            frame[name] = frame[name].astype("Int64")
+    return frame[column_names(EPOCH_COLUMNS)].drop_duplicates(["trial_name", "epoch"], keep="last")
+
+
+def _with_keys(frame: pd.DataFrame, spec: TrialSpec, options: RunOptions) -> pd.DataFrame:
+    frame = frame.copy()
+    frame.insert(0, "seed", spec.seed)
+    frame.insert(0, "ablation", spec.variant)
+    frame.insert(0, "trial_name", spec.name)
+    frame.insert(0, "experiment", options.name)
+    return frame
+
+
+def _read_predictions(checkpoint: Any) -> Optional[pd.DataFrame]:
+    from ablations.experiment.trainable import PREDICTIONS_FILE as CKPT_PREDICTIONS
+
+    with checkpoint.as_directory() as directory:
+        path = os.path.join(directory, CKPT_PREDICTIONS)
+        if not os.path.exists(path):
+            return None
+        return pd.read_parquet(path)
+
+
+def _after(earlier: pd.DataFrame, frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """The earlier rounds' rows (those of this round's trials dropped: a resumed round
+    rewrites them), then this round's."""
+    earlier = earlier[~earlier["trial_name"].isin(names)]
+    if earlier.empty:
+        return frame
+    if frame.empty:
+        return earlier.reset_index(drop=True)
+    return pd.concat([earlier, frame], ignore_index=True)
+
+
+def _order(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """Rows in the order of the plan; documented columns first, then the config columns (the
+    keys of ``TrialConfig.flat()``: a plugin's own switches are columns too)."""
+    frame = frame.set_index("trial_name").loc[names].reset_index()
+    first = column_names(TRIAL_COLUMNS)
+    head = ["experiment", "space", "trial_name", "trial_id", "ablation", "seed"]
+    rest = [c for c in first if c not in head]
+    config = [c for c in frame.columns if c not in {*head, *first}]
+    frame = frame[head + rest + config]
+    for name, dtype, _ in TRIAL_COLUMNS:
+        if dtype == "int64":
+            frame[name] = frame[name].astype("Int64")  # nullable: skipped/failed rows
+    return frame
+
+
+def result_name(result: Any) -> str:
+    """The trial's name: its directory, named by ``trial_dirname_creator``."""
+    return Path(str(result.path)).name
+
+
+def plain_value(value: Any) -> Any:
+    """A NumPy scalar as the Python value (YAML, JSON)."""
+    return value.item() if hasattr(value, "item") else value

@@ -1,0 +1,190 @@
+"""Experiment trackers, MLflow and Weights & Biases, through Ray Tune's own logger callbacks.
+
+``--log-to mlflow[:TRACKING_URI]`` and ``--log-to wandb[:PROJECT]`` (repeatable) add one
+callback each to the Tuner's RunConfig: :class:`MLflowTracker`, a
+``ray.air.integrations.mlflow.MLflowLoggerCallback``, and :class:`WandbTracker`, a
+``ray.air.integrations.wandb.WandbLoggerCallback`` (both in :mod:`ablations.experiment.trackers.runs`).
+Each trial is one run of the tracker:
+
+- parameters: the trial's ``TrialConfig.flat()`` (its row of trials.parquet: ``ablation``,
+  ``seed``, ``lr``, ``cnn_widths``, ...), not Tune's ``{"trial": name}``; the callbacks read
+  the trials from experiment.json, the record of what was run, as the trainable reads its plan;
+- metrics: what the trainable reports each epoch (:func:`tracked_metrics`) at step = epoch; the
+  last epoch's report adds the test and final metrics;
+- tags: ``variant`` (the ablation), ``seed``, ``trial_name``, ``experiment``, ``space``; MLflow
+  groups the runs in an MLflow experiment named like the runner's, W&B in a group of that name.
+
+After the run :func:`publish_summary` adds a run ``<experiment>-verdicts`` to each tracker with
+the verdict table (verdicts.csv, verdicts.md) and the table the command printed (summary.txt).
+The user's guide is docs/trackers.md.
+
+Nothing here is imported unless ``--log-to`` is given (ray's W&B module imports wandb).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Optional, Sequence
+from urllib.parse import urlparse
+
+import pandas as pd
+
+from ablations.experiment.request import UsageError
+from ablations.experiment.trackers.runs import (
+    MLflowTracker,
+    TrackerSpec,
+    WandbTracker,
+)
+from results.io import first_line, is_uri, read_metadata
+
+KINDS = ("mlflow", "wandb")
+DISTRIBUTION = "ablation-runner"  # pip install 'ablation-runner[mlflow]' installs a tracker
+DEFAULT_WANDB_PROJECT = "ablation-runner"
+MLFLOW_SUBDIR = "mlruns"  # the default MLflow store: <experiment>/mlruns/mlflow.db
+
+
+def parse_log_to(text: str) -> TrackerSpec:
+    """``mlflow``, ``mlflow:URI`` (``sqlite:///FILE``, ``file:DIR``, a directory, or any
+    ``scheme://`` URI MLflow takes, e.g. ``http://host:5000``), ``wandb``, ``wandb:PROJECT``.
+
+    Raises:
+        ValueError: one line, for a bad value or a tracker whose package is not installed.
+    """
+    kind, _, target = text.strip().partition(":")
+    if kind not in KINDS:
+        raise ValueError(f"{text!r}: use mlflow[:TRACKING_URI] or wandb[:PROJECT]")
+    if importlib.util.find_spec(kind) is None:
+        raise ValueError(f"{text!r}: the {kind} package is not installed; "
+                         f"pip install '{DISTRIBUTION}[{kind}]'")
+    if kind == "mlflow":
+        return TrackerSpec(kind, _tracking_uri(target.strip(), text))
+    if re.search(r"[/\\#?%:]", target) or len(target) > 128:
+        raise ValueError(f"{text!r}: a W&B project name has at most 128 characters and none "
+                         "of / \\ # ? % :")
+    return TrackerSpec(kind, target.strip())
+
+
+def _tracking_uri(target: str, text: str) -> str:
+    """The tracking URI with its local path made absolute (Tune's trials change directory; the
+    driver does not, but a relative store would depend on where the command ran)."""
+    if not target:
+        return ""
+    if target.startswith("sqlite:"):
+        if not target.startswith("sqlite:///") or target == "sqlite:///":
+            raise ValueError(f"{text!r}: an SQLite store is sqlite:///relative/file.db or "
+                             "sqlite:////absolute/file.db")
+        return "sqlite:///" + str(Path(target.removeprefix("sqlite:///")).expanduser().resolve())
+    if target.startswith("file:"):
+        return Path(urlparse(target).path).expanduser().resolve().as_uri()
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", target):
+        return target  # a server (http://, https://) or another store MLflow knows
+    return Path(target).expanduser().resolve().as_uri()  # a directory: MLflow's file store
+
+
+def tracker_callbacks(specs: Sequence[TrackerSpec], root: str, *, experiment: str,
+                      space: str, resume: bool = False) -> list[Any]:
+    """The Tune callbacks of ``--log-to`` for the experiment at ``root`` (a path or a URI).
+
+    With ``resume``: Tune restores the callbacks the experiment started with (its RunConfig is
+    in tuner.pkl), so its trials go on logging where they did; the trackers recorded in
+    experiment.json's ``log_to`` are the ones returned when ``specs`` is empty (for the
+    verdicts), and other ``specs`` get a warning.
+
+    Raises:
+        UsageError: a tracker that cannot log from here (MLflow's default store with a URI
+            experiment root, W&B online without credentials, a recorded tracker's package
+            not installed), before any trial starts.
+    """
+    specs = list(dict.fromkeys(_resolved(spec, root) for spec in specs))  # one of each
+    if resume:
+        recorded = [TrackerSpec(**item) for item in (read_metadata(root) or {}).get("log_to", [])]
+        if specs and set(specs) != set(recorded):
+            started = ", ".join(f"{spec.kind}:{spec.target}" for spec in recorded) or "none"
+            print(f"warning: --log-to: the trials go on logging to the trackers the experiment "
+                  f"started with ({started}); only the verdicts go to --log-to's", file=sys.stderr)
+        specs = specs or recorded
+    callbacks: list[Any] = []
+    for spec in specs:
+        if importlib.util.find_spec(spec.kind) is None:
+            raise UsageError(f"{experiment} logs to {spec.kind}, which is not installed; "
+                             f"pip install '{DISTRIBUTION}[{spec.kind}]'")
+        if spec.kind == "mlflow":
+            callbacks.append(MLflowTracker(tracking_uri=spec.target, root=root,
+                                           experiment=experiment, space=space))
+        else:
+            _check_wandb_credentials()
+            callbacks.append(WandbTracker(project=spec.target, root=root,
+                                          experiment=experiment, space=space))
+    return callbacks
+
+
+def _resolved(spec: TrackerSpec, root: str) -> TrackerSpec:
+    """The default store or project filled in."""
+    if spec.target:
+        return spec
+    if spec.kind == "mlflow":
+        return TrackerSpec("mlflow", _default_store(root))
+    return TrackerSpec("wandb", DEFAULT_WANDB_PROJECT)
+
+
+def _default_store(root: str) -> str:
+    if is_uri(root):
+        raise UsageError("--log-to mlflow: the experiment is at a URI and MLflow's default store "
+                         "is a local file; give one: --log-to mlflow:sqlite:////path/mlflow.db "
+                         "or mlflow:http://HOST:PORT")
+    return f"sqlite:///{Path(root) / MLFLOW_SUBDIR / 'mlflow.db'}"
+
+
+def _check_wandb_credentials() -> None:
+    """W&B online needs an API key; Ray's callback would raise for its absence mid-run."""
+    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") \
+            or os.environ.get("WANDB_API_KEY"):
+        return
+    import wandb
+
+    if not wandb.login(prompt=False, verify=False):
+        raise UsageError("--log-to wandb: no W&B API key (run `wandb login` or set "
+                         "WANDB_API_KEY); WANDB_MODE=offline logs to local files instead")
+
+
+def publish_summary(trackers: Sequence[Any], directory: str, trials: pd.DataFrame,
+                    summary: str, *, reference: str, metric: str, margin: str | float,
+                    alpha: float) -> None:
+    """Give each tracker the experiment's verdicts (as ``results.sequential.
+    experiment_verdicts`` computes them, with the command's reference, metric, margin and α)
+    and ``summary``, the table the command printed. A tracker that fails here gets a warning
+    line: the results are written already."""
+    from results.analysis import dropped_note, verdict_note
+    from results.report_page import markdown_cells
+    from results.report_tables import verdict_view
+    from results.sequential import experiment_verdicts
+
+    files = {"summary.txt": summary + "\n"}
+    verdicts: Optional[pd.DataFrame] = None
+    try:
+        verdicts = experiment_verdicts(directory, trials, reference=reference, metric=metric,
+                                       margin=margin, alpha=alpha)
+    except (ValueError, KeyError):  # e.g. no ok reference trial: the printed table only
+        pass
+    if verdicts is not None and len(verdicts):
+        files["verdicts.csv"] = verdicts.to_csv(index=False)
+        shown = markdown_cells(verdict_view(verdicts, metric=metric, alpha=alpha))
+        note = verdict_note(verdicts)
+        dropped = dropped_note(verdicts.attrs.get("dropped_nan", []), metric)
+        if dropped:
+            note += f"\n{dropped}"
+        files["verdicts.md"] = (f"# Verdicts against {reference} on {metric}\n\n"
+                                f"{note}\n\n{shown}\n")
+    else:
+        verdicts = None
+    for tracker in trackers:
+        try:
+            tracker.publish(files, verdicts)
+        except tracker.errors as exc:
+            first = first_line(exc)
+            print(f"warning: {type(tracker).__name__}: the verdicts were not logged: {first}",
+                  file=sys.stderr)

@@ -1,0 +1,87 @@
+"""The trial's model: the built-in multimodal model from the runner's switches, or a plugin's
+(``model`` set: ablations/config/plugins.py) from its own. One builder for training, the memory probe
+(--auto-batch) and the cost estimate, so each sees the model the trial trains."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from ablations.config import ConfigError, TrialConfig
+from ablations.config.plugins import DataShape, load_plugin
+from model.model import ModelConfig, build_model
+
+
+def builtin_model_config(config: TrialConfig, image_shape: tuple[int, int, int],
+                         num_scalars: int) -> ModelConfig:
+    """The built-in model's config for images of ``image_shape`` (C, H, W) and
+    ``num_scalars`` scalars (the columns the model sees: those of the data less
+    ``drop_scalars``)."""
+    channels, height, width = image_shape
+    return ModelConfig(
+        **dataclasses.asdict(config.model),  # the switches, as they are
+        in_channels=channels, image_height=height, image_width=width, num_scalars=num_scalars,
+        temporal_frames=config.data.temporal_frames, use_images=config.data.use_images,
+        use_scalars=config.data.use_scalars,
+        gradient_checkpointing=config.systems.gradient_checkpointing,
+        channels_last=config.systems.channels_last,
+    )
+
+
+def data_shape(config: TrialConfig, image_shape: tuple[int, int, int],
+               num_scalars: int) -> DataShape:
+    channels, height, width = image_shape
+    return DataShape(frames=config.data.temporal_frames, channels=channels, height=height,
+                     width=width, scalars=num_scalars if config.data.use_scalars else 0,
+                     uses_images=config.data.use_images)
+
+
+def build_trial_model(config: TrialConfig, image_shape: tuple[int, int, int],
+                      num_scalars: int) -> nn.Module:
+    """The trial's model, weights from torch's current RNG state (on the current default
+    device: the meta device for the cost estimate). A plugin's model gets the runner's
+    gradient checkpointing (its ``checkpoint_blocks`` wrapped) and ``channels_last``."""
+    if not config.plugin:
+        return build_model(builtin_model_config(config, image_shape, num_scalars))
+    plugin = load_plugin(config.plugin)
+    model = plugin.build(config.model, data_shape(config, image_shape, num_scalars))
+    if config.systems.gradient_checkpointing:
+        names = list(plugin.checkpoint_blocks(model)) if plugin.checkpoint_blocks else []
+        if not names:
+            raise ConfigError(f"gradient_checkpointing: model {plugin.name} exposes no blocks "
+                              "to checkpoint (ModelPlugin.checkpoint_blocks)")
+        wrap_checkpoint_blocks(model, names)
+    if config.systems.channels_last:  # NHWC for 4-D parameters, NDHWC for 5-D ones (Conv3d)
+        with torch.no_grad():
+            for param in model.parameters():
+                if param.dim() in (4, 5):
+                    param.data = param.data.contiguous(memory_format=torch.channels_last
+                                                       if param.dim() == 4
+                                                       else torch.channels_last_3d)
+    return model
+
+
+class Checkpointed(nn.Module):
+    """``module`` recomputed in the backward pass (training only)."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, *args: Any) -> Any:
+        if self.training and torch.is_grad_enabled():
+            return checkpoint(self.module, *args, use_reentrant=False)
+        return self.module(*args)
+
+
+def wrap_checkpoint_blocks(model: nn.Module, names: Sequence[str]) -> int:
+    """Wrap each named submodule of ``model`` in :class:`Checkpointed`; returns how many."""
+    for name in names:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, Checkpointed(getattr(parent, child)))
+    return len(names)

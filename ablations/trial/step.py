@@ -1,0 +1,389 @@
+"""The training step and what keeps it alive on a GPU: precision, compile, the optimizer kernel,
+accumulation, out-of-memory recovery, resumable state and memory measurement.
+
+Plain PyTorch, no Ray; :func:`ablations.trial.loop.train` drives it. The rules it follows (which
+switches are safe together, how to recover from an OOM) are in ``docs/training-rules.md``.
+Lines that only run on CUDA are written against the PyTorch docs of the pinned versions and
+exercised on the CPU through the same code path where one exists (a CPU ``GradScaler``, OOM
+injection, state tagged as CUDA at save time); ``tests/test_gpu_paths.py`` says which.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gc
+import math
+import resource
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ablations.config import CUDA_GRAPH_MODES, TrialConfig
+from ablations.config.safety import NO_CUDA_GRAPH_MODE
+
+
+class TrialOutOfMemory(RuntimeError):
+    """Out of memory even at the smallest micro-batch; the trial fails with reason ``oom``."""
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, torch.OutOfMemoryError):  # torch >= 2.5 (the floor in pyproject.toml)
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        "CUDA out of memory" in text or "CUBLAS_STATUS_ALLOC_FAILED" in text
+    )
+
+
+def injected_oom(config: TrialConfig, batch: int, where: str) -> None:
+    """``inject_oom_above_batch`` (tests on CPU): raise the error CUDA would raise."""
+    if config.faults.inject_oom_above_batch and batch > config.faults.inject_oom_above_batch:
+        raise torch.OutOfMemoryError(
+            f"CUDA out of memory (injected {where}: batch {batch} > "
+            f"inject_oom_above_batch={config.faults.inject_oom_above_batch})"
+        )
+
+
+def release_memory(device: torch.device) -> None:
+    """After an out-of-memory error: collect the dropped tensors, return cached blocks."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def loss_fn(mean: torch.Tensor, variance: Optional[torch.Tensor],
+            target: torch.Tensor) -> torch.Tensor:
+    """Gaussian NLL (without the constant) with a variance head, else MSE."""
+    if variance is None:
+        return F.mse_loss(mean, target)
+    return 0.5 * (torch.log(variance) + (target - mean) ** 2 / variance).mean()
+
+
+# --------------------------------------------------------------------------------------------
+# A trial's start on a reused worker
+# --------------------------------------------------------------------------------------------
+
+
+def cuda_capability(device: torch.device) -> Optional[tuple[int, int]]:
+    """(major, minor) of the trial's GPU; None on CPU."""
+    if device.type != "cuda":
+        return None
+    return tuple(torch.cuda.get_device_capability(device))  # type: ignore[return-value]
+
+
+def compiled_graph_count() -> int:
+    """Graphs Dynamo has compiled in this process (its ``unique_graphs`` counter)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def start_trial_on_worker(device: torch.device) -> None:
+    """Clean slate for a trial in a reused worker process (Tune reuses actors).
+
+    - Dynamo's compile caches are per process: every earlier trial's model counts against its
+      recompile limit (8), past which later compiled trials silently run eager. Reset them.
+    - The CUDA caching allocator keeps the previous trial's blocks: release them, so that this
+      trial's ``max_memory_reserved`` is its own, then start new peak statistics.
+    """
+    torch.compiler.reset()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def set_float32_precision(precision: str, device: torch.device) -> None:
+    """TF32 on or off, set once before compiling (and reset: worker processes are reused)."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+
+def autocast_for(precision: str, device_type: str):
+    """The autocast context of a precision: bf16/fp16 mixed precision, else a no-op."""
+    if precision in ("bf16", "fp16"):
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        return torch.autocast(device_type, dtype=dtype)
+    return contextlib.nullcontext()
+
+
+def make_scaler(config: TrialConfig, device: torch.device) -> torch.amp.GradScaler:
+    """A new GradScaler: enabled for fp16 only (bf16 has fp32's range)."""
+    return torch.amp.GradScaler(device.type, enabled=config.systems.precision == "fp16")
+
+
+def make_optimizer(model: torch.nn.Module, config: TrialConfig, device: torch.device
+                   ) -> tuple[torch.optim.Optimizer, str]:
+    """AdamW with the kernel asked for; ``auto``: fused on CUDA, foreach elsewhere."""
+    impl = config.systems.optimizer_impl
+    if impl == "auto":
+        impl = "fused" if device.type == "cuda" else "foreach"
+    kwargs: dict[str, Any] = {"fused": True} if impl == "fused" else {"foreach": impl == "foreach"}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.optim.effective_lr,
+                                  weight_decay=config.optim.weight_decay, **kwargs)
+    return optimizer, impl
+
+
+def compile_mode_for(mode: str, accum_steps: int) -> str:
+    """The compile mode that can run with ``accum_steps`` micro-batches per step: CUDA graphs
+    and gradient accumulation do not mix (pytorch #169545), so a CUDA-graph mode becomes the
+    nearest mode without graphs."""
+    if mode in CUDA_GRAPH_MODES and accum_steps > 1:
+        return NO_CUDA_GRAPH_MODE[mode]
+    return mode
+
+
+def resumed_compile_mode(configured: str, saved: Optional[str], accum_steps: int) -> str:
+    """The compile mode a resumed trial runs: the one its state saved when OOM recovery switched
+    to it from ``configured`` (what ran, not what was asked), else ``configured``, which this
+    worker's rules have checked, and in either case under the rules for ``accum_steps``."""
+    allowed = {configured, NO_CUDA_GRAPH_MODE.get(configured, configured)}
+    return compile_mode_for(saved if saved in allowed else configured, accum_steps)
+
+
+class CompiledModel:
+    """The model's training forward, compiled once (or not); evaluation uses the plain model."""
+
+    def __init__(self, model: torch.nn.Module, config: TrialConfig, mode: Optional[str] = None):
+        self.model, self.backend = model, config.systems.compile_backend
+        self.mode = mode if mode is not None else config.systems.compile
+        self.forward = self._build()
+
+    def _build(self):
+        if self.mode == "off":
+            return self.model
+        if self.backend == "inductor":
+            return torch.compile(self.model, mode=self.mode, dynamic=False)
+        return torch.compile(self.model, backend=self.backend, dynamic=False)
+
+    @property
+    def uses_cuda_graphs(self) -> bool:
+        return self.backend == "inductor" and self.mode in CUDA_GRAPH_MODES
+
+    def mark_step(self) -> None:
+        if self.uses_cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+
+    def after_oom(self, accum_steps: int) -> None:
+        """Drop compiled code (new shapes follow); no CUDA graphs with accumulation. The mode
+        that runs from now on is ``self.mode``, saved with the trial's state."""
+        if self.mode == "off":
+            return
+        torch.compiler.reset()
+        if self.backend == "inductor":
+            self.mode = compile_mode_for(self.mode, accum_steps)
+        self.forward = self._build()
+
+
+# --------------------------------------------------------------------------------------------
+# One epoch
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EpochRun:
+    loss: float  # mean micro-batch loss
+    samples_per_s: float  # excluding the first (compiling) step when it was timed
+    compile_s: float  # first step's time above a steady step's; 0 when not timed
+
+
+class Stepper:
+    """Runs one epoch of micro-batches with accumulation, precision and clipping."""
+
+    def __init__(self, compiled: CompiledModel, optimizer, scheduler, scaler, batches: Any,
+                 config: TrialConfig):
+        self.compiled, self.optimizer, self.scheduler, self.scaler = (
+            compiled, optimizer, scheduler, scaler)
+        self.batches, self.config = batches, config
+
+    def run_epoch(self, order: np.ndarray, micro_batch: int, accum_steps: int, *,
+                  time_first_step: bool) -> EpochRun:
+        config, device = self.config, self.batches.device
+        model = self.compiled.model
+        model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), device=device)
+        count, first_step_s = 0, 0.0
+        last_step = len(order) // micro_batch // accum_steps * accum_steps
+        started = time.perf_counter()
+        for count, cpu_batch in enumerate(self.batches.loader(order, micro_batch), 1):
+            frames, scalars, target = self.batches.to_device(cpu_batch)
+            self.compiled.mark_step()
+            with autocast_for(config.systems.precision, device.type):
+                mean, variance = self.compiled.forward(frames, scalars)
+            loss = loss_fn(mean.float(), None if variance is None else variance.float(), target)
+            self.scaler.scale(loss / accum_steps).backward()
+            if count % accum_steps == 0:
+                if config.optim.grad_clip > 0:
+                    self.scaler.unscale_(self.optimizer)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.optim.grad_clip)
+                if count == last_step:  # the worst moment: every other step of the epoch
+                    injected_oom(config, micro_batch, "in the optimizer step")  # has run
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+                self.optimizer.zero_grad(set_to_none=True)
+                self.scheduler.step()
+            loss_sum += loss.detach()
+            if count == 1 and time_first_step:
+                _synchronize(device)
+                first_step_s = time.perf_counter() - started
+        _synchronize(device)  # one sync per epoch, none per step
+        total_s = time.perf_counter() - started
+        mean_loss = float(loss_sum) / max(count, 1)
+        if time_first_step and count > 1:
+            steady_s = (total_s - first_step_s) / (count - 1)
+            return EpochRun(mean_loss, (count - 1) * micro_batch / (total_s - first_step_s),
+                            max(0.0, first_step_s - steady_s))
+        return EpochRun(mean_loss, count * micro_batch / total_s, 0.0)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# --------------------------------------------------------------------------------------------
+# Resumable state, the OOM snapshot
+# --------------------------------------------------------------------------------------------
+
+
+def rng_state(device: torch.device) -> dict[str, Any]:
+    """The random generators a trial draws from: the CPU's, and the GPUs' on CUDA (dropout
+    there draws from the CUDA generator)."""
+    state: dict[str, Any] = {"torch_rng": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda_rng"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    torch.set_rng_state(state["torch_rng"])
+    if device.type == "cuda" and state.get("cuda_rng") is not None:
+        # per visible device; a trial resumed with fewer visible GPUs sets those it has
+        for index, generator in enumerate(state["cuda_rng"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(generator, index)
+
+
+def resumable_state(epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    scheduler: Any, scaler: Any, history: list[dict[str, Any]], *,
+                    device: torch.device, micro_batch: int, accum_steps: int, oom_retries: int,
+                    compile_mode: str, eval_batch: int, wall_s: float) -> dict[str, Any]:
+    """What ``train(resume_state=...)`` needs to continue after ``epoch``. Its tensors are the
+    live ones (``state_dict`` does not copy): serialise or copy it before training goes on."""
+    return {
+        "epoch": epoch,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict(),
+        **rng_state(device),
+        "history": list(history),
+        "micro_batch": micro_batch,
+        "accum_steps": accum_steps,
+        "oom_retries": oom_retries,
+        "compile_mode": compile_mode,  # what ran: OOM recovery may have left CUDA graphs
+        "eval_batch": eval_batch,  # evaluation's OOM recovery may have halved it
+        "wall_s": wall_s,  # the trial's time so far, across resumes
+    }
+
+
+def cpu_copy(value: Any) -> Any:
+    """A deep copy with every tensor copied to the CPU: the OOM snapshot lives in host memory,
+    not on the GPU that just ran out (parameters plus both Adam moments)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {key: cpu_copy(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(cpu_copy(item) for item in value)
+    return copy.deepcopy(value)
+
+
+def restore_state(state: dict[str, Any], model, optimizer, scheduler, scaler,
+                  device: torch.device) -> None:
+    """Weights back in place (``load_state_dict`` copies into the existing parameters).
+
+    ``Optimizer.load_state_dict`` keeps the given tensors when they already have the
+    parameter's device and dtype: restore from a copy, so that the optimizer never aliases
+    ``state`` (a second restore of the same snapshot would see the moments the first
+    retry updated)."""
+    state = copy.deepcopy(state)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    scaler.load_state_dict(state["scaler"])
+    set_rng_state(state, device)
+
+
+def restart_epoch(snapshot: dict[str, Any], model, optimizer, scheduler, config: TrialConfig,
+                  device: torch.device) -> torch.amp.GradScaler:
+    """Back to the epoch's start after an OOM; returns the scaler to use from now on.
+
+    A new GradScaler: ``load_state_dict`` restores the scale and growth tracker but not the
+    per-optimizer stage, so an OOM between ``unscale_`` and ``update`` would leave the old
+    scaler "unscaled" for a step that never happened (the retry then raises "unscale_() has
+    already been called", or steps on still-scaled gradients without clipping)."""
+    scaler = make_scaler(config, device)
+    restore_state(snapshot, model, optimizer, scheduler, scaler, device)
+    return scaler
+
+
+# --------------------------------------------------------------------------------------------
+# Memory
+# --------------------------------------------------------------------------------------------
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start a new peak-memory window."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:  # Linux: writing 5 resets VmHWM, the peak RSS, of this process
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:
+        pass
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak CUDA memory allocated on GPU; peak RSS of this process on CPU (MiB), since the last
+    :func:`reset_peak_memory` where the OS allows it (Linux), else since the process started."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 1024
+
+
+class PeakMemory:
+    """Peak memory of each phase (``train``, ``eval``) over a trial's epochs: evaluation runs
+    ``eval_batch_size`` samples at once and can need more than any training step, which would
+    hide what gradient checkpointing saves."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.peak_mb = {"train": 0.0, "eval": 0.0}
+        self.reserved_mb = math.nan if device.type != "cuda" else 0.0
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        reset_peak_memory(self.device)
+        try:
+            yield
+        finally:
+            self.peak_mb[name] = max(self.peak_mb[name], peak_memory_mb(self.device))
+            if self.device.type == "cuda":
+                self.reserved_mb = max(self.reserved_mb,
+                                       torch.cuda.max_memory_reserved(self.device) / 2**20)

@@ -1,0 +1,162 @@
+"""The packages form layers and import one way: a module never imports (at the top or inside a
+function) from a layer above its own. The layers, lowest first, are listed in LAYERS; the
+README's layout (docs/architecture.md) describes the same."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Lowest first. Packages on one line are one layer (they may import each other's modules).
+LAYERS = [
+    ("model",),
+    ("ablations.config",),
+    ("ablations.trial",),
+    ("results", "search_spaces"),
+    ("ablations.experiment",),
+    ("ablations.cli",),
+]
+
+
+def layer_of(module: str) -> int | None:
+    best = None
+    for rank, packages in enumerate(LAYERS):
+        for package in packages:
+            if module == package or module.startswith(package + "."):
+                best = rank  # the longest prefix wins: ablations.config before ablations
+    return best
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports: (line, module); ``from a import b`` counts ``a.b`` too,
+    so that importing a subpackage's module by name is seen."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def sources() -> list[Path]:
+    files = []
+    for top in ("model", "ablations", "results", "search_spaces"):
+        files += sorted((ROOT / top).rglob("*.py"))
+    return [f for f in files if f != ROOT / "ablations" / "__init__.py"]
+
+
+def violations(files: list[Path]) -> list[str]:
+    found = []
+    for path in files:
+        own = layer_of(module_name(path))
+        if own is None:
+            continue
+        for line, target in imports(path):
+            rank = layer_of(target)
+            if rank is not None and rank > own:
+                found.append(f"{path.relative_to(ROOT)}:{line} imports {target} "
+                             f"(layer {rank} > {own})")
+    return sorted(set(found))
+
+
+def test_every_module_imports_only_its_own_layer_or_lower_ones():
+    assert violations(sources()) == []
+
+
+def test_the_walk_sees_an_upward_import_even_inside_a_function(tmp_path, monkeypatch):
+    fake = ROOT / "ablations" / "trial" / "_upward_probe.py"
+    assert not fake.exists()
+    tree_text = "def f():\n    from ablations.experiment.runner import run_experiment\n"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: tree_text)
+    found = violations([fake])
+    assert found and "imports ablations.experiment.runner" in found[0]
+
+
+def test_the_configuration_layer_loads_no_ray_and_import_ablations_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, ablations, ablations.config; "
+            "from ablations.config import TrialConfig; TrialConfig.of(epochs=2); "
+            "print(sorted(m for m in ('ray', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert out == "[]"
+
+
+@pytest.mark.parametrize("old", ["ablations.train", "ablations.plugins", "ablations.api"])
+def test_documented_old_import_paths_give_the_moved_module_itself(old):
+    import importlib
+
+    import ablations
+
+    module = importlib.import_module(old)
+    assert module is importlib.import_module(ablations.MOVED[old])
+    assert module.__spec__.name == ablations.MOVED[old]
+
+
+PROJECT = ("ablations", "results", "search_spaces", "model")
+
+
+def private_imports(files: list[Path]) -> list[str]:
+    """``from <project module> import _name``: a private name used outside its module."""
+    found = []
+    for path in files:
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                    and node.module.split(".")[0] in PROJECT:
+                found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {alias.name} from "
+                          f"{node.module}" for alias in node.names
+                          if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    tests = sorted((ROOT / "tests").glob("*.py")) + sorted((ROOT / "benchmarks").glob("*.py"))
+    assert private_imports(sources() + tests) == []
+
+
+def process_wide(files: list[Path]) -> list[str]:
+    """What only the command line may do: parse flags, exit, install signal handlers."""
+    found = []
+    for path in files:
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and isinstance(node.func.value, ast.Name):
+                names = [f"{node.func.value.id}.{node.func.attr}"]
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} {name}" for name in names
+                      if name in ("argparse", "os._exit", "sys.exit", "signal.signal")]
+    return found
+
+
+def test_the_library_layers_parse_no_flags_exit_no_process_and_install_no_signal_handler():
+    library = [f for f in sources()
+               if f.is_relative_to(ROOT / "ablations") and not f.is_relative_to(
+                   ROOT / "ablations" / "cli")]
+    assert library and process_wide(library) == []
+
+
+def test_the_checks_see_a_private_import_and_an_exit(tmp_path, monkeypatch):
+    probe = ROOT / "ablations" / "experiment" / "_probe.py"
+    text = "from ablations.trial.loop import _hidden\nimport os\nos._exit(1)\n"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text)
+    assert private_imports([probe]) and process_wide([probe])

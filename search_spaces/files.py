@@ -8,7 +8,7 @@
       baseline: {}
       shallow: {depth: 1}
 
-A variant's keys are any of the runner's config keys (README: configuration keys) or the model
+A variant's keys are any of the runner's config keys (docs/command-line.md, Configuration keys) or the model
 plugin's; an unknown key is refused, naming the file, the variant and the closest key, when the
 trials are expanded, before any trial starts. Values are parsed as the runner's own keys are
 (booleans true/false/1/0/yes/no; YAML's on/off refused).

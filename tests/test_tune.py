@@ -305,7 +305,7 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ra
                                                                             tmp_path):
     """``--seeds auto`` at the default settings (model, data, 4 epochs; pilot 3, --max-seeds 4):
     the ablations that remove a planted signal (no_images, single_frame; no_scalars, the third,
-    costs as much as the baseline and is left to the measured run in the README) are `worse`
+    costs as much as the baseline and is left to the measured run in docs/spaces.md) are `worse`
     after the pilot, frozen there, and get no more seeds, so the experiment ends after one
     round. (True nulls are run in tests/test_seeds_auto.py, the baseline under other training
     seeds, and tests/test_continue_auto.py; at default settings they would cost a minute of the

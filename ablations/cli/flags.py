@@ -154,7 +154,7 @@ def build_parser() -> OneLineParser:
                       help="number of seeds (3 = seeds 0,1,2) or an explicit list; the same "
                       "seeds run for every variant (default: 3). auto: a pilot of --pilot "
                       "seeds, then more seeds in rounds only for variants without a verdict, "
-                      "up to --max-seeds (README: Verdicts)")
+                      "up to --max-seeds (docs/verdicts.md)")
     what.add_argument("--pilot", type=_int_at_least(2), default=None, metavar="N",
                       help="with --seeds auto: seeds of the first round (default: 3)")
     what.add_argument("--max-seeds", type=_int_at_least(2), default=None, metavar="N",

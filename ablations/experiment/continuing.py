@@ -129,7 +129,7 @@ def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, referenc
     ``slots``: trials at a time. The wall time adds the later looks' rounds, each a batch of
     ``ceil(trials / slots)`` waves: at the fixed run's own driver time per wave
     (``fixed_wall_s``, which includes Tune's start and workers' imports; measured: 23 s
-    estimated, 22 s in Tune, README), else at the slowest variant's median. The trial count
+    estimated, 22 s in Tune; docs/benchmarks.md), else at the slowest variant's median. The trial count
     is a bound; the times are estimates of that worst case (later rounds start new workers:
     measured 0.0044 CPU-hours estimated, 0.0049 spent)."""
     from results.sequential import SeedDesign

@@ -132,7 +132,8 @@ def test_no_module_imports_another_modules_private_names():
 
 
 def process_wide(files: list[Path]) -> list[str]:
-    """What only the command line may do: parse flags, exit, install signal handlers."""
+    """What only the command line may do: parse flags, exit, install signal handlers, change
+    the process's environment."""
     found = []
     for path in files:
         tree = ast.parse(path.read_text(), str(path))
@@ -140,15 +141,19 @@ def process_wide(files: list[Path]) -> list[str]:
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and isinstance(node.func.value, ast.Name):
-                names = [f"{node.func.value.id}.{node.func.attr}"]
+            elif isinstance(node, ast.Call):
+                names = [ast.unparse(node.func)]
+            elif isinstance(node, (ast.Assign, ast.AugAssign)):  # os.environ[...] = ...
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [ast.unparse(t.value) for t in targets if isinstance(t, ast.Subscript)]
             found += [f"{path.relative_to(ROOT)}:{node.lineno} {name}" for name in names
-                      if name in ("argparse", "os._exit", "sys.exit", "signal.signal")]
+                      if name in ("argparse", "os._exit", "sys.exit", "signal.signal",
+                                  "os.environ", "os.environ.setdefault", "os.environ.update",
+                                  "os.putenv")]
     return found
 
 
-def test_the_library_layers_parse_no_flags_exit_no_process_and_install_no_signal_handler():
+def test_the_library_layers_parse_no_flags_exit_no_process_and_leave_signals_and_env_alone():
     library = [f for f in sources()
                if f.is_relative_to(ROOT / "ablations") and not f.is_relative_to(
                    ROOT / "ablations" / "cli")]
@@ -160,3 +165,6 @@ def test_the_checks_see_a_private_import_and_an_exit(tmp_path, monkeypatch):
     text = "from ablations.trial.loop import _hidden\nimport os\nos._exit(1)\n"
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text)
     assert private_imports([probe]) and process_wide([probe])
+    for line in ("os.environ['X'] = '1'", "os.environ.setdefault('X', '1')"):
+        monkeypatch.setattr(Path, "read_text", lambda self, *a, line=line, **k: line + "\n")
+        assert process_wide([probe]), line

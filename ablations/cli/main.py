@@ -200,6 +200,11 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
 
         options.trackers = tracker_callbacks(args.log_to, join(storage, name), experiment=name,
                                              space=space_name, resume=resume)
+        if any(str(getattr(t, "tracking_uri", "")).startswith("file:") for t in options.trackers):
+            # MLflow 3 keeps its file store in maintenance mode and refuses it unless asked; a
+            # file: URI or a directory given to --log-to asks for it (a process-wide setting:
+            # the command line's to make, not the library's)
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     if not args.address and job_runtime_env() is not None:
         raise UsageError("running as a Ray job without --address: this would start a private "
                          "Ray on one node; pass --address auto to use the job's cluster")

@@ -103,11 +103,7 @@ class MLflowTracker(MLflowLoggerCallback):
         for name in ("mlflow", "alembic"):
             logging.getLogger(name).setLevel(logging.WARNING)
         artifacts = None
-        if self.tracking_uri.startswith("file:"):
-            # MLflow 3 keeps its file store in maintenance mode and refuses it unless asked;
-            # a file: URI or a directory given to --log-to asks for it.
-            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-        elif self.tracking_uri.startswith("sqlite:///"):
+        if self.tracking_uri.startswith("sqlite:///"):
             database = Path(self.tracking_uri.removeprefix("sqlite:///"))
             database.parent.mkdir(parents=True, exist_ok=True)
             # beside the database, not MLflow's default ./mlruns of the working directory

@@ -6,6 +6,8 @@ have every column listed here, and that the README lists every column.
 
 from __future__ import annotations
 
+import functools
+
 from ablations.config import TrialConfig
 from results.directions import metric_direction
 
@@ -138,9 +140,11 @@ PREDICTION_COLUMNS: list[tuple[str, str, str]] = [
 # stratum_regime, stratum_speed_px_per_frame, stratum_blob_sigma_px; for a file dataset every
 # column of table.parquet other than target, split and scalar_*.
 
-# The config columns of the built-in model's trials: TrialConfig.flat(). A plugin's trials have
-# its own switches in place of the built-in model's (cnn_widths ... dropout).
-CONFIG_COLUMNS: list[str] = list(TrialConfig().flat())
+@functools.cache
+def config_columns() -> tuple[str, ...]:
+    """The config columns of the built-in model's trials: TrialConfig.flat(). A plugin's
+    trials have its own switches in place of the built-in model's (cnn_widths ... dropout)."""
+    return tuple(TrialConfig().flat())
 
 
 def column_names(columns: list[tuple[str, str, str]]) -> list[str]:
@@ -157,7 +161,7 @@ def numeric_trial_columns() -> list[str]:
 
 def _directions() -> str:
     """Which way is better for each measured numeric column, from results/directions.py."""
-    measured = [name for name in numeric_trial_columns() if name not in CONFIG_COLUMNS]
+    measured = [name for name in numeric_trial_columns() if name not in config_columns()]
     words = {-1: "lower is better", +1: "higher is better", 0: "no direction"}
     groups = {d: [f"`{n}`" for n in measured if metric_direction(n) == d] for d in words}
     return "\n".join(f"- {words[d]}: {', '.join(names)}" for d, names in groups.items() if names)
@@ -171,7 +175,7 @@ def _table(columns: list[tuple[str, str, str]]) -> str:
 
 def render_markdown() -> str:
     """The text of results/README.md (``python -m results.schema`` rewrites the file)."""
-    config = ", ".join(f"`{c}`" for c in CONFIG_COLUMNS)
+    config = ", ".join(f"`{c}`" for c in config_columns())
     return f"""# Results: the experiment folder and its Parquet schema
 
 Every run writes `<storage>/<experiment>/` (default storage: `./ablation_results`):

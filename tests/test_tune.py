@@ -13,7 +13,7 @@ from ablations.experiment.options import RunOptions
 from ablations.experiment.runner import run_experiment
 from results import read_experiment
 from results.schema import (
-    CONFIG_COLUMNS,
+    config_columns,
     EPOCH_COLUMNS,
     PREDICTION_COLUMNS,
     TRIAL_COLUMNS,
@@ -45,7 +45,7 @@ def test_writes_the_three_parquet_files_with_documented_columns(experiment):
     result, trials = experiment
     tables = read_experiment(result.directory)
     trials_df, epochs_df, predictions_df = tables["trials"], tables["epochs"], tables["predictions"]
-    assert set(column_names(TRIAL_COLUMNS)) | set(CONFIG_COLUMNS) <= set(trials_df.columns)
+    assert set(column_names(TRIAL_COLUMNS)) | set(config_columns()) <= set(trials_df.columns)
     assert set(column_names(EPOCH_COLUMNS)) <= set(epochs_df.columns)
     assert set(column_names(PREDICTION_COLUMNS)) <= set(predictions_df.columns)
     assert len(trials_df) == len(trials) == 8

@@ -9,7 +9,8 @@ and 5 frames, one training step = forward, backward, AdamW step, on random input
 runs in its own process (clean peak memory and compile caches): warm-up steps first (the first
 compiles; `compile_s` is its time above a steady step), then `--steps` timed steps between two
 synchronisations, no `.item()` inside. Memory: on GPU, CUDA max allocated / reserved over the
-timed steps; on CPU, the process's peak RSS (dominated by the ~600 MiB of libraries, so it hides
+warm-up and the timed steps (a CUDA graph's pool is allocated at capture, in the warm-up); on
+CPU, the process's peak RSS (dominated by the ~600 MiB of libraries, so it hides
 activations) and the MiB autograd saves for backward in one eager forward (what checkpointing
 trades for recomputation). The memory ratio uses peak allocated on GPU, saved activations on
 CPU. Cells the rules refuse (CUDA graphs with
@@ -84,6 +85,10 @@ def run_cell(cell: dict) -> dict:
 
     model.train()
     saved_mb = saved_activation_mb(model, x, s, config.systems.precision, device)
+    # The peak covers the warm-up and the timed steps: a CUDA graph allocates its memory pool
+    # when it is captured (in the warm-up) and nothing when replayed, so a window that starts
+    # after the warm-up shows a CUDA-graph cell falsely small (pytorch #121932).
+    reset_peak_memory(device)
     warm = []
     for _ in range(cell["warmup"]):
         started = time.perf_counter()
@@ -91,8 +96,6 @@ def run_cell(cell: dict) -> dict:
         sync()
         warm.append(time.perf_counter() - started)
     steady_warm = statistics.median(warm[1:]) if len(warm) > 1 else 0.0
-    if device.type == "cuda":  # CUDA: peak over the timed window; CPU: the process's peak
-        reset_peak_memory(device)
     sync()
     started = time.perf_counter()
     for _ in range(cell["steps"]):

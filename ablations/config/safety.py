@@ -24,6 +24,18 @@ from ablations.config.values import ConfigError
 
 # The nearest mode without CUDA graphs.
 NO_CUDA_GRAPH_MODE = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+# Tune runs each trial in a new thread. Before torch 2.13, Inductor's CUDA-graph trees kept their
+# containers in thread-local state set up only in the thread that imported them and asserted it
+# existed (torch._inductor.cudagraph_trees.get_obj; pytorch #123177): the second CUDA-graph trial
+# in a reused worker failed. torch 2.13 sets the state up lazily in any thread.
+CUDA_GRAPH_TREES_IN_ANY_THREAD = (2, 13)
+
+
+def torch_release(version: Optional[str] = None) -> tuple[int, int]:
+    """(major, minor) of ``version`` (default: the installed torch), e.g. (2, 13) for
+    '2.13.0+cpu'."""
+    major, minor = (version or torch.__version__).split("+")[0].split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +102,9 @@ def find_conflicts(config: TrialConfig, device: str,
             reasons.append("gradient_checkpointing breaks under CUDA graphs (pytorch #154306)")
         if config.optim.grad_accum_steps > 1:
             reasons.append("gradient accumulation breaks under CUDA graphs (pytorch #169545)")
+        if torch_release() < CUDA_GRAPH_TREES_IN_ANY_THREAD:
+            reasons.append(f"torch {torch.__version__} fails from the second such trial in a "
+                           "reused worker (pytorch #123177; fixed in torch 2.13)")
         if reasons:
             safe = NO_CUDA_GRAPH_MODE[systems.compile]
             found.append(Conflict(

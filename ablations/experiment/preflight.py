@@ -74,7 +74,7 @@ def auto_batch(args: Request, trials: list[Any]) -> tuple[list[Any], Optional[di
     limit = auto_batch_limit(train_samples, max(s.config.optim.grad_accum_steps for s in trials))
     probe = ray.remote(num_cpus=args.cpus_per_trial, num_gpus=args.gpus_per_trial)(
         probe_max_batch)
-    found = ray.get(probe.remote(config, limit=limit))
+    found = ray.get(probe.remote(config, limit=limit, gpu_fraction=args.gpus_per_trial or 1.0))
     micro, why = choose_micro_batch(found, limit)
     if micro < 1:
         raise UsageError(f"auto-batch: even batch 1 runs out of memory on {found['device']}; "
@@ -91,9 +91,12 @@ def auto_batch(args: Request, trials: list[Any]) -> tuple[list[Any], Optional[di
     print(f"auto-batch: batch_size={chosen} (micro-batch {micro} x "
           f"{config.optim.grad_accum_steps}), "
           f"limited by {why}; {train_samples // chosen} optimizer steps per epoch; "
-          f"probed on {found['device']}: {sizes}")
+          f"probed on {found['device']}"
+          + (f" capped at {found['gpu_share']:g} of the GPU (--gpus-per-trial)"
+             if found.get("gpu_share") else "") + f": {sizes}")
     record = {"batch_size": chosen, "micro_batch": micro, "limited_by": why,
               "largest_fitting_micro_batch": found["batch"], "probe_limit": limit,
               "probed": found["probed"], "device": found["device"],
+              "gpu_share": found.get("gpu_share"),
               "requested_batch_size": config.optim.batch_size, "train_samples": train_samples}
     return out, record

@@ -33,6 +33,7 @@ from ray import tune
 
 from ablations.config import TrialConfig
 from ablations.trial.loop import train
+from ablations.trial.memory import cap_gpu_memory, gpu_share
 from results.io import atomic_write, is_file, join, read_bytes
 
 STATE_FILE = "state.pt"
@@ -132,10 +133,31 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
             predictions.to_parquet(os.path.join(directory, PREDICTIONS_FILE), index=False)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
 
+    share = trial_gpu_share(trial, _assigned_gpus())
+    cuda = torch.device("cuda")
+    if share is not None:
+        cap_gpu_memory(share, cuda)
     try:
         train(trial, report=report, resume_state=resume_state)
     finally:
+        if share is not None:
+            cap_gpu_memory(None, cuda)  # the next trial in this worker sets its own
         return_memory_after_trial()
+
+
+def _assigned_gpus() -> float:
+    """The GPUs Ray assigned to this trial's worker (0.5 for --gpus-per-trial 0.5)."""
+    import ray
+
+    return float(ray.get_runtime_context().get_assigned_resources().get("GPU", 0.0))
+
+
+def trial_gpu_share(trial: TrialConfig, assigned_gpus: float) -> Optional[float]:
+    """The share of its GPU a trial's memory is capped at: the fraction of one GPU Ray assigned
+    it, for a trial on CUDA; None (no cap) on the CPU or with whole GPUs."""
+    if trial.systems.device != "cuda" or assigned_gpus <= 0:
+        return None
+    return gpu_share(assigned_gpus)
 
 
 def return_memory_after_trial() -> None:

@@ -8,7 +8,7 @@ it in a Ray task that holds the trial's resources, so it measures the GPU the tr
 from __future__ import annotations
 
 import gc
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -84,18 +84,55 @@ def _one_step_fits(config: TrialConfig, data: Any, batch: int, device: torch.dev
     return not failed
 
 
-def probe_max_batch(config: TrialConfig, *, limit: int = MAX_PROBE_BATCH) -> dict[str, Any]:
-    """The largest batch (micro-batch) whose training step fits on this device.
+def gpu_share(fraction: float) -> Optional[float]:
+    """The share of one GPU a trial may use, from the GPUs it asked for (``--gpus-per-trial``):
+    ``fraction`` when it is a fraction of one GPU, None (no cap) for a whole GPU or more.
+
+    Raises:
+        ValueError: a fraction that is not positive.
+    """
+    if fraction <= 0:
+        raise ValueError(f"a GPU share must be positive; got {fraction!r}")
+    return fraction if fraction < 1 else None
+
+
+def cap_gpu_memory(share: Optional[float], device: torch.device) -> None:
+    """Cap this process's CUDA caching allocator at ``share`` of the GPU's memory (no cap for
+    None, a no-op off CUDA): Ray gives a trial with ``--gpus-per-trial 0.5`` half a GPU's
+    compute by scheduling, but nothing limits its memory, so two such trials each sized for the
+    whole GPU both run out of memory. ``torch.cuda.set_per_process_memory_fraction`` makes an
+    allocation past the share raise the out-of-memory error the runner recovers from (the
+    auto-batch probe then finds the batch that fits the share)."""
+    if device.type != "cuda":
+        return
+    torch.cuda.set_per_process_memory_fraction(1.0 if share is None else share, device)
+
+
+def probe_max_batch(config: TrialConfig, *, limit: int = MAX_PROBE_BATCH,
+                    gpu_fraction: float = 1.0) -> dict[str, Any]:
+    """The largest batch (micro-batch) whose training step fits on this device, in the share
+    of the GPU a trial gets (``gpu_fraction``: ``--gpus-per-trial``; below 1 the allocator is
+    capped at that share while probing, as each trial's is, :func:`cap_gpu_memory`).
 
     Doubles from 1 until a step runs out of memory or ``limit`` is reached, then bisects
     between the last size that fitted and the first that did not.
 
     Returns:
-        ``{"batch": int, "device": str, "probed": [(size, fits), ...], "limited": bool}``;
-        ``batch`` is 0 when even 1 does not fit.
+        ``{"batch": int, "device": str, "probed": [(size, fits), ...], "limited": bool,
+        "gpu_share": float | None}``; ``batch`` is 0 when even 1 does not fit.
     """
     torch.set_num_threads(config.systems.num_threads)
     device = resolve_device(config)
+    share = gpu_share(gpu_fraction)
+    cap_gpu_memory(share, device)
+    try:
+        found = _probe(config, device, limit)
+    finally:
+        cap_gpu_memory(None, device)  # a Ray worker runs other tasks after this one
+    return {**found, "gpu_share": share}
+
+
+def _probe(config: TrialConfig, device: torch.device, limit: int) -> dict[str, Any]:
     data = load_data(config.replace(synthetic_train=8, synthetic_val=4, synthetic_test=4)
                      if not config.data.data_dir else config)
     probed: list[tuple[int, bool]] = []

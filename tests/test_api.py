@@ -1,9 +1,12 @@
-"""The library API (ablations/experiment/api.py): ``Experiment.plan()`` validates like the command line
+"""The library API (ablations/experiment/api.py): ``Experiment.plan()`` validates like the
+command line
 and starts nothing; ``Experiment.run()`` owns Ray's start and shutdown and returns the tables
 with the verdicts."""
 
 from __future__ import annotations
 
+
+import re
 
 import pytest
 
@@ -63,3 +66,23 @@ def test_run_returns_the_tables_and_shuts_down_the_ray_it_started(tmp_path):
     with pytest.raises(UsageError, match="already exists"):  # nothing is overwritten
         Experiment("components", seeds=2, only=["baseline"], overrides=TINY, storage=tmp_path,
                    name="api").run()
+
+
+def test_the_request_has_the_command_lines_defaults():
+    from ablations.cli.flags import build_parser
+    from ablations.experiment.request import Request
+
+    # continuing.py tells a given flag from a default by comparing with Request()
+    assert Request.of(build_parser().parse_args([])) == Request()
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"metric": "nope"}, "--metric: 'nope' is not a metric column"),
+    ({"alpha": 0.9}, "--alpha: 0.9: must be a number in"),
+    ({"margin": "abc"}, "--margin: "),
+    ({"seeds": "auto", "pilot": 1}, "--pilot: 1 must be an integer >= 2"),
+    ({"cpus_per_trial": -1}, "--cpus-per-trial: -1 must be a finite number"),
+])
+def test_the_library_checks_the_values_the_flags_check(kwargs, pattern):
+    with pytest.raises(UsageError, match=re.escape(pattern)):
+        Experiment("components", only=["baseline", "no_images"], **kwargs).plan()

@@ -36,7 +36,7 @@ def test_the_cap_sets_the_allocators_fraction_on_cuda_and_nothing_elsewhere(monk
 def test_the_probe_runs_capped_at_the_trials_share_and_lifts_the_cap_after(monkeypatch):
     events = []
     monkeypatch.setattr(memory, "cap_gpu_memory", lambda share, device: events.append(share))
-    monkeypatch.setattr(memory, "_one_step_fits",
+    monkeypatch.setattr(memory, "one_step_fits",
                         lambda config, data, size, device: events.append(size) or size <= 4)
     found = memory.probe_max_batch(tiny_config(), limit=16, gpu_fraction=0.5)
     assert found["batch"] == 4 and found["gpu_share"] == 0.5

@@ -23,6 +23,11 @@ LAYERS = [
 
 
 def layer_of(module: str) -> int | None:
+    import ablations
+
+    lazy = ablations.LAZY  # ablations.Experiment & co: their own module's layer
+    if module.startswith("ablations.") and module.split(".")[1] in lazy:
+        module = lazy[module.split(".")[1]]
     best = None
     for rank, packages in enumerate(LAYERS):
         for package in packages:
@@ -77,6 +82,18 @@ def test_every_module_imports_only_its_own_layer_or_lower_ones():
     assert violations(sources()) == []
 
 
+def test_no_relative_imports_hide_from_the_walk():
+    relative = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in sources()
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.ImportFrom) and node.level > 0]
+    assert relative == []
+
+
+def test_the_walk_sees_the_packages_lazy_names_at_their_own_layer():
+    assert layer_of("ablations.Experiment") == layer_of("ablations.experiment.api")
+    assert layer_of("ablations.train") == layer_of("ablations.trial.loop")
+
+
 def test_the_walk_sees_an_upward_import_even_inside_a_function(tmp_path, monkeypatch):
     fake = ROOT / "ablations" / "trial" / "_upward_probe.py"
     assert not fake.exists()
@@ -113,17 +130,33 @@ PROJECT = ("ablations", "results", "search_spaces", "model")
 
 
 def private_imports(files: list[Path]) -> list[str]:
-    """``from <project module> import _name``: a private name used outside its module."""
+    """A private name of a project module used outside it: ``from <module> import _name``, or
+    ``<module alias>._name`` after ``import a.b as m`` / ``from a import b`` (b a module)."""
     found = []
     for path in files:
         tree = ast.parse(path.read_text(), str(path))
+        aliases = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+            if isinstance(node, ast.Import):
+                aliases |= {alias.asname or alias.name.split(".")[0] for alias in node.names
+                            if alias.name.split(".")[0] in PROJECT}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
                     and node.module.split(".")[0] in PROJECT:
                 found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {alias.name} from "
-                          f"{node.module}" for alias in node.names
-                          if alias.name.startswith("_") and not alias.name.startswith("__")]
+                          f"{node.module}" for alias in node.names if _private(alias.name)]
+                aliases |= {alias.asname or alias.name for alias in node.names
+                            if not alias.name[:1].isupper()}  # modules and functions alike
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr) \
+                    and isinstance(node.value, (ast.Name, ast.Attribute)) \
+                    and ast.unparse(node.value).split(".")[0] in aliases:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} uses "
+                             f"{ast.unparse(node)}")
     return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
 
 
 def test_no_module_imports_another_modules_private_names():
@@ -131,9 +164,14 @@ def test_no_module_imports_another_modules_private_names():
     assert private_imports(sources() + tests) == []
 
 
+FORBIDDEN = {"argparse", "os._exit", "sys.exit", "signal.signal", "os.environ",
+             "os.environ.setdefault", "os.environ.update", "os.environ.pop", "os.putenv",
+             "os.unsetenv", "SystemExit", "os.chdir"}
+
+
 def process_wide(files: list[Path]) -> list[str]:
     """What only the command line may do: parse flags, exit, install signal handlers, change
-    the process's environment."""
+    the process's environment or working directory."""
     found = []
     for path in files:
         tree = ast.parse(path.read_text(), str(path))
@@ -141,15 +179,18 @@ def process_wide(files: list[Path]) -> list[str]:
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Call):
                 names = [ast.unparse(node.func)]
-            elif isinstance(node, (ast.Assign, ast.AugAssign)):  # os.environ[...] = ...
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            elif isinstance(node, ast.Raise) and node.exc is not None:
+                names = [ast.unparse(node.exc).split("(")[0]]
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) \
+                    else [node.target]
                 names = [ast.unparse(t.value) for t in targets if isinstance(t, ast.Subscript)]
             found += [f"{path.relative_to(ROOT)}:{node.lineno} {name}" for name in names
-                      if name in ("argparse", "os._exit", "sys.exit", "signal.signal",
-                                  "os.environ", "os.environ.setdefault", "os.environ.update",
-                                  "os.putenv")]
+                      if name in FORBIDDEN]
     return found
 
 
@@ -160,11 +201,54 @@ def test_the_library_layers_parse_no_flags_exit_no_process_and_leave_signals_and
     assert library and process_wide(library) == []
 
 
-def test_the_checks_see_a_private_import_and_an_exit(tmp_path, monkeypatch):
+@pytest.mark.parametrize("text", [
+    "from ablations.trial.loop import _hidden\n",
+    "import ablations.trial.memory as m\nm._hidden(1)\n",
+    "from ablations.trial import memory\nmemory._hidden\n",
+])
+def test_the_private_check_sees_each_form(monkeypatch, text):
     probe = ROOT / "ablations" / "experiment" / "_probe.py"
-    text = "from ablations.trial.loop import _hidden\nimport os\nos._exit(1)\n"
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text)
-    assert private_imports([probe]) and process_wide([probe])
-    for line in ("os.environ['X'] = '1'", "os.environ.setdefault('X', '1')"):
-        monkeypatch.setattr(Path, "read_text", lambda self, *a, line=line, **k: line + "\n")
-        assert process_wide([probe]), line
+    assert private_imports([probe]), text
+
+
+@pytest.mark.parametrize("text", [
+    "import os\nos._exit(1)\n", "from os import _exit\n", "from argparse import Namespace\n",
+    "import sys\nsys.exit(2)\n", "raise SystemExit(2)\n", "from signal import signal\n",
+    "import os\nos.environ['X'] = '1'\n", "import os\nos.environ.setdefault('X', '1')\n",
+    "import os\nos.environ.pop('X')\n", "import os\ndel os.environ['X']\n",
+    "import os\nos.chdir('/')\n",
+])
+def test_the_process_check_sees_each_form(monkeypatch, text):
+    probe = ROOT / "ablations" / "experiment" / "_probe.py"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text)
+    assert process_wide([probe]), text
+
+
+def test_old_paths_keep_the_packages_lazy_function_and_unpickle_an_old_experiments_state():
+    import subprocess
+    import sys
+
+    code = ("import pickle, ablations.train\nfrom ablations import train\n"
+            "assert callable(train), train\n"
+            # what an older experiment's tuner.pkl holds: the trainable's helper by old path
+            "f = pickle.loads(b'cablations.trainable\\ntrial_name\\n.')\n"
+            "print(f.__module__)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ablations.experiment.trainable"
+
+
+def test_planning_a_grid_loads_no_ray():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom ablations.experiment.planning import prepare\n"
+            "from ablations.experiment.request import Request\n"
+            "prepare(Request(only='baseline,no_images'))\n"
+            "print(sorted(m for m in ('ray', 'ray.tune') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

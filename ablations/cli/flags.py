@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import NoReturn
+from typing import NoReturn, Optional
 
 from ablations.config import ConfigError, parse_bool, parse_seed_sources
+from ablations.experiment.request import (
+    DEFAULT_STORAGE,
+    alpha_problem,
+    margin_problem,
+    metric_problem,
+)
 
 EXIT_BAD_INPUT = 2
-DEFAULT_STORAGE = "ablation_results"
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -93,25 +98,12 @@ def _bool_flag(text: str) -> bool:
 
 def margin_flag(text: str) -> str:
     """An equivalence margin flag: ``0.02`` (metric units) or ``5%`` (of the reference's mean)."""
-    from results.analysis import parse_margin
-
-    try:
-        parse_margin(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+    return _checked(text, margin_problem(text))
 
 
 def _metric(text: str) -> str:
     """A numeric trials.parquet column the verdicts can be computed on."""
-    from results.schema import TRIAL_COLUMNS
-
-    numeric = [name for name, dtype, _ in TRIAL_COLUMNS
-               if dtype == "float64" and name.startswith(("test_", "val_", "train_"))]
-    if text not in numeric:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a metric column; choose one of: "
-                                         f"{', '.join(numeric)}")
-    return text
+    return _checked(text, metric_problem(text))
 
 
 def alpha_flag(text: str) -> float:
@@ -120,13 +112,20 @@ def alpha_flag(text: str) -> float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not 0 < value < 0.5:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a number in (0, 0.5), e.g. 0.05")
+    _checked(text, None if alpha_problem(value) is None else alpha_problem(text))
     return value
 
 
+def _checked(text: str, problem: Optional[str]) -> str:
+    """``text``, or argparse's error with ``problem`` (the library's check, request.py)."""
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def _log_to(text: str):
-    """A tracker, ``mlflow[:TRACKING_URI]`` or ``wandb[:PROJECT]`` (ablations/experiment/trackers/specs.py)."""
+    """A tracker, ``mlflow[:TRACKING_URI]`` or ``wandb[:PROJECT]``
+    (ablations/experiment/trackers/specs.py)."""
     from ablations.experiment.trackers.specs import parse_log_to
 
     try:
@@ -167,7 +166,8 @@ def build_parser() -> OneLineParser:
                       help="the sources of randomness that vary with the trial's seed: init "
                       "(weight initialisation and dropout), order (each epoch's sample order), "
                       "data (the data draw); a source left out is held at its seed-0 value "
-                      "(default: init,order,data; the config key seed_sources; docs/seed-sources.md)")
+                      "(default: init,order,data; the config key seed_sources; "
+                      "docs/seed-sources.md)")
     what.add_argument("--cross-seeds", action="store_true",
                       help="run each variant's seeds as a grid of the two varying sources "
                       "(--seeds 3: 3 x 3 trials, every init seed with every order seed, each "

@@ -11,6 +11,7 @@ trial starts and reported as one line on stderr with exit code 2, no traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -22,7 +23,13 @@ from typing import Any, Optional, Sequence
 
 from ablations.cli.diagnose import diagnose_main
 from ablations.cli.flags import EXIT_BAD_INPUT, build_parser
-from ablations.cli.output import compare_main, list_spaces, report_main, summary_table
+from ablations.cli.output import (
+    compare_main,
+    list_spaces,
+    report_main,
+    summary_table,
+    tune_lines,
+)
 from ablations.cli.resume import check_unchanged, resume_plan
 from ablations.cli.signals import sigterm_as_sigint, sigterm_is_ctrl_c
 from ablations.config import ConfigError
@@ -176,6 +183,16 @@ def _continuation_hint(df: Any, args: argparse.Namespace, storage: str, name: st
         return None
 
 
+def fit_guard(options: Any, *, quiet_tune: bool) -> contextlib.ExitStack:
+    """What the command line puts around ``Tuner.fit``: SIGTERM as Ctrl-C, and (unless
+    --verbose) Tune's own start-up lines in the experiment's tune_console.log."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(sigterm_as_sigint(options))
+    if quiet_tune:
+        stack.enter_context(tune_lines(join(str(options.storage), options.name)))
+    return stack
+
+
 def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: list[Any],
          storage: str, name: str, command: list[str], strategy: Any, *, seeds: Sequence[int],
          resume: bool = False, reuse_workers: bool = True, reference: str = "baseline") -> int:
@@ -194,8 +211,9 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         verbose=1 if args.verbose else 0, progress=not args.quiet,
         progress_epochs=args.progress == "epochs", command=command,
     )
-    options.fit_guard = lambda: sigterm_as_sigint(options)
-    if args.log_to or resume:  # MLflow / W&B: Ray Tune's callbacks (ablations/experiment/trackers/specs.py)
+    options.fit_guard = lambda: fit_guard(options, quiet_tune=not args.verbose)
+    # MLflow / W&B: Ray Tune's callbacks (ablations/experiment/trackers/specs.py)
+    if args.log_to or resume:
         from ablations.experiment.trackers.specs import tracker_callbacks
 
         options.trackers = tracker_callbacks(args.log_to, join(storage, name), experiment=name,
@@ -236,7 +254,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
                 "lower --cpus-per-trial / --gpus-per-trial"
             )
         if args.address:
-            check_data_on_workers(strategy.checked_configs(trials), args)
+            check_data_on_workers(strategy.checked_configs(trials), Request.of(args))
         if dashboard_url:
             print(f"Ray dashboard: http://{dashboard_url.removeprefix('http://')} "
                   "(token authentication: `ray get-auth-token` prints the token)")
@@ -246,7 +264,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         for tracker in options.trackers:
             print(tracker.describe())
         if args.auto_batch and trials and not resume:  # a resume keeps the size it recorded
-            trials, options.auto_batch = auto_batch(args, trials)
+            trials, options.auto_batch = auto_batch(Request.of(args), trials)
         result = strategy.execute(trials, options, skipped, resume=resume)
     except KeyboardInterrupt:  # a second Ctrl-C / SIGTERM, or one outside Tuner.fit
         print(f"\nInterrupted before the results were written; continue with: "

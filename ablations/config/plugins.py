@@ -79,7 +79,8 @@ def _build_builtin(switches: Any, shape: DataShape) -> nn.Module:
 
 
 # The built-in multimodal model (model/model.py) as a plugin: ``model`` "" or "multimodal".
-# The runner builds it with its systems flags (ablations/trial/model_builder.py); ``build`` serves callers
+# The runner builds it with its systems flags (ablations/trial/model_builder.py); ``build`` serves
+# callers
 # outside the runner.
 BUILTIN = ModelPlugin(name="multimodal", config=MultimodalSwitches, build=_build_builtin)
 

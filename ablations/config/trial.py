@@ -183,7 +183,8 @@ class TrialSeeds:
     per trial as trials.parquet's ``init_seed``, ``order_seed`` and ``data_seed``."""
 
     init: int  # torch's generator: weight initialisation and dropout (the same generator)
-    order: int  # the order of the training samples in each epoch (ablations.trial.batches.epoch_order)
+    # the order of the training samples in each epoch (ablations.trial.batches.epoch_order)
+    order: int
     data: int  # the data draw: synthetic set, split of a file dataset, caps, normalisation sample
 
     def columns(self) -> dict[str, int]:

@@ -2,8 +2,8 @@
 
 Each function parses one value a user wrote (a YAML scalar, a ``--set`` string or a Python
 value) strictly, or reads a YAML mapping of keys; none knows which keys exist or which section
-they belong to (that is ablations/config/trial.py, which re-exports these names). Every error is a
-:class:`ConfigError` whose message names the value and the fix.
+they belong to (that is ablations/config/keys.py; ``ablations.config`` exports these names).
+Every error is a :class:`ConfigError` whose message names the value and the fix.
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ SEED_SOURCES = ("init", "order", "data")
 
 def parse_seed_sources(value: Any, *, name: str = "seed_sources") -> str:
     """Which sources vary with the trial's seed: 'init,order', 'init,order,data', 'none', a
-    YAML list ... -> the canonical text (sources in SEED_SOURCES order). A source left out is held at its
+    YAML list ... -> the canonical text (sources in SEED_SOURCES order). A source left out is held
+    at its
     value at seed 0; ``source=K`` holds it at seed K (the cells of ``--cross-seeds``)."""
     text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value).strip()
     if isinstance(value, dict) or not text:

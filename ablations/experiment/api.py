@@ -6,7 +6,8 @@
     result = exp.run()           # starts (and stops) a local Ray unless one is running
     result.verdicts              # the verdict table; result.trials / .epochs / .predictions
 
-The same planning as ``run_ablations.py`` (``ablations.experiment.planning.prepare``): a bad value raises
+The same planning as ``run_ablations.py`` (``ablations.experiment.planning.prepare``): a bad value
+raises
 the same one-line ``ConfigError``/``UsageError`` before anything runs.
 """
 

@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout: ablations/experiment/ is two down
+# the checkout: ablations/experiment/ is two down
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PROJECT_PACKAGES = ("model", "ablations", "search_spaces", "results")
 
 

@@ -6,7 +6,8 @@ adds in the worst case (:func:`estimate_continuation`). That command (:func:`con
 turns the experiment's record into a sequential one: the design is
 ``SeedDesign.plan(pilot=<the fixed run's seed count>, max_seeds)``, its seed order starts
 with the fixed run's seeds, and the fixed run's trials are round 1 as they are (read from
-trials.parquet, not run again). Rounds 2.. are ablations/experiment/strategies/seeds_auto.py's, so every verdict of
+trials.parquet, not run again). Rounds 2.. are ablations/experiment/strategies/seeds_auto.py's, so
+every verdict of
 the continued experiment is the sequential design's: the pilot's look spends only part of
 α, which is why a variant the fixed table decided may still get seeds.
 
@@ -129,7 +130,8 @@ def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, referenc
     ``slots``: trials at a time. The wall time adds the later looks' rounds, each a batch of
     ``ceil(trials / slots)`` waves: at the fixed run's own driver time per wave
     (``fixed_wall_s``, which includes Tune's start and workers' imports; measured: 23 s
-    estimated, 22 s in Tune; docs/benchmarks.md), else at the slowest variant's median. The trial count
+    estimated, 22 s in Tune; docs/benchmarks.md), else at the slowest variant's median. The trial
+    count
     is a bound; the times are estimates of that worst case (later rounds start new workers:
     measured 0.0044 CPU-hours estimated, 0.0049 spent)."""
     from results.sequential import SeedDesign
@@ -223,7 +225,8 @@ def _duration(seconds: float) -> str:
 
 def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], *,
                   retry_failed: bool = False) -> Any:
-    """The :class:`ablations.experiment.strategies.seeds_auto.SequentialRun` that continues the fixed experiment
+    """The :class:`ablations.experiment.strategies.seeds_auto.SequentialRun` that continues the
+    fixed experiment
     ``name`` (``meta``: its experiment.json) with ``--seeds auto``, its round 1 the fixed
     run's trials; a field of ``args`` that differs from a default Request was given.
     Writes nothing.

@@ -35,7 +35,7 @@ class RunOptions:
     progress: bool = True  # a line per finished trial, a status line with an ETA every 30 s
     progress_epochs: bool = False  # also a line per trial per epoch (--progress epochs)
     command: list[str] = field(default_factory=list)
-    trackers: list[Any] = field(default_factory=list)  # Tune callbacks of --log-to (trackers.py)
+    trackers: list[Any] = field(default_factory=list)  # Tune callbacks of --log-to (trackers/)
     auto_batch: Optional[dict[str, Any]] = None  # what --auto-batch probed and chose
     # Entered around Tuner.fit: the command line's SIGTERM handling (cli/signals.py); the
     # library installs no signal handler.

@@ -161,7 +161,8 @@ def auto_seeds(args: Request, space: Any) -> Optional[tuple[int, int]]:
 
 def crossed_seeds(trials: list[Any], seeds: Sequence[int]) -> list[Any]:
     """``--cross-seeds``: per variant, a grid of two varying seed sources instead of its
-    seeds (with all three varying, the default, init x order with the data draw held at seed 0): cell (i, j) holds the first source at ``seeds[i]`` and the second at ``seeds[j]``
+    seeds (with all three varying, the default, init x order with the data draw held at seed 0):
+    cell (i, j) holds the first source at ``seeds[i]`` and the second at ``seeds[j]``
     (``seed_sources=init=a,order=b``) and has the pairing seed ``i * len(seeds) + j``, the
     same cell for every variant. ``trials``: :func:`search_spaces.expand`'s, variant-major."""
     if len(seeds) < 2:
@@ -224,7 +225,8 @@ class Prepared:
     notes: list[str] = field(default_factory=list)  # warnings for the user
     data_summary: Optional[str] = None
     hpo: Any = None  # ablations.experiment.strategies.hpo.HpoSearch for a search space
-    sequential: Any = None  # ablations.experiment.strategies.seeds_auto.SequentialRun for --seeds auto
+    # ablations.experiment.strategies.seeds_auto.SequentialRun for --seeds auto
+    sequential: Any = None
     seeds: list[int] = field(default_factory=list)  # every seed (--seeds auto: all it may run)
     model: Optional[str] = None  # the plugin: the request's, or the space file's
     strategy: Any = None  # how it runs: strategies.Grid, Hpo or SeedsAuto
@@ -235,6 +237,7 @@ def prepare(args: Request) -> Prepared:
     UsageError/ConfigError/DataError here, before any trial starts. ``args`` is not changed."""
     from search_spaces import expand, get_space
 
+    args.check()
     space = get_space(args.space)
     model = args.model
     if space.model:
@@ -307,12 +310,17 @@ def prepare(args: Request) -> Prepared:
 def strategy_for(hpo: Any = None, sequential: Any = None, *, root: str = "",
                  finished: Any = None) -> Any:
     """The run kind of a plan: a search (``hpo``), rounds (``sequential``), else a grid.
-    ``root`` and ``finished``: a fixed run continued into rounds (continuing.py). Imported
-    here, not at the top: the strategies load Ray Tune, which a dry run does not need."""
-    from ablations.experiment.strategies.grid import Grid
-    from ablations.experiment.strategies.hpo import Hpo
-    from ablations.experiment.strategies.seeds_auto import SeedsAuto
-
+    ``root`` and ``finished``: a fixed run continued into rounds (continuing.py). Only the
+    kind's own module is imported: the search and the rounds load Ray Tune, which planning a
+    grid (a dry run, ``Experiment.plan``) does not need."""
     if sequential is not None:
+        from ablations.experiment.strategies.seeds_auto import SeedsAuto
+
         return SeedsAuto(sequential, root, finished)
-    return Hpo(hpo) if hpo is not None else Grid()
+    if hpo is not None:
+        from ablations.experiment.strategies.hpo import Hpo
+
+        return Hpo(hpo)
+    from ablations.experiment.strategies.grid import Grid
+
+    return Grid()

@@ -43,7 +43,8 @@ import numpy as np
 from ablations.trial.batches import synthetic_spec
 from ablations.trial.host import cpu_model
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout: ablations/experiment/ is two down
+# the checkout: ablations/experiment/ is two down
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CODE_PATHS = ("model", "ablations", "search_spaces", "results", "run_ablations.py")
 KEY_PACKAGES = ("torch", "ray", "numpy", "pandas", "pyarrow", "optuna", "scipy")
 IMAGE_SAMPLES = 64  # samples of images.npy whose bytes are hashed

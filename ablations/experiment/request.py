@@ -9,6 +9,7 @@ with exit code 2, the library lets it propagate.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -81,9 +82,79 @@ class Request:
             raise UsageError(f"seeds {seeds!r}: give at least one seed, distinct, >= 0")
         return out
 
+    def check(self) -> "Request":
+        """Every value the flags' parsers check, checked here too (the library gets no
+        argparse): one UsageError naming the field, before anything is planned."""
+        problems = {
+            "--metric": metric_problem(self.metric),
+            "--alpha": alpha_problem(self.alpha),
+            "--margin": None if self.margin is None else margin_problem(str(self.margin)),
+            "--pilot": at_least_problem(self.pilot, 2),
+            "--max-seeds": at_least_problem(self.max_seeds, 2),
+            "--epochs": at_least_problem(self.epochs, 1),
+            "--num-samples": at_least_problem(self.num_samples, 1),
+            "--max-train-examples": at_least_problem(self.max_train_examples, 0),
+            "--max-eval-examples": at_least_problem(self.max_eval_examples, 0),
+            "--cpus-per-trial": resource_problem(self.cpus_per_trial),
+            "--gpus-per-trial": resource_problem(self.gpus_per_trial),
+        }
+        for flag, problem in problems.items():
+            if problem:
+                raise UsageError(f"{flag}: {problem}")
+        return self
+
     def overrides_from(self, values: Optional[Mapping[str, Any]]) -> "Request":
         self.overrides = [(str(k), v) for k, v in (values or {}).items()]
         return self
+
+
+def metric_problem(name: str) -> Optional[str]:
+    """Why ``name`` is not a numeric trials.parquet column the verdicts can use; None if it is."""
+    from results.schema import TRIAL_COLUMNS
+
+    numeric = [column for column, dtype, _ in TRIAL_COLUMNS
+               if dtype == "float64" and column.startswith(("test_", "val_", "train_"))]
+    if name in numeric:
+        return None
+    return f"{name!r} is not a metric column; choose one of: {', '.join(numeric)}"
+
+
+def alpha_problem(value: Any) -> Optional[str]:
+    """Why ``value`` is not a family-wise error rate in (0, 0.5); None if it is."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    return None if 0 < number < 0.5 else f"{value!r}: must be a number in (0, 0.5), e.g. 0.05"
+
+
+def margin_problem(text: str) -> Optional[str]:
+    """Why ``text`` is not an equivalence margin (``0.02`` or ``5%``); None if it is."""
+    from results.verdicts import parse_margin
+
+    try:
+        parse_margin(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def at_least_problem(value: Optional[int], minimum: int) -> Optional[str]:
+    """Why ``value`` (None: not given) is not an integer >= ``minimum``."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)
+                         and value >= minimum):
+        return None
+    return f"{value!r} must be an integer >= {minimum}"
+
+
+def resource_problem(value: Any) -> Optional[str]:
+    """Why ``value`` is not a finite number of CPUs or GPUs >= 0."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return f"{value!r} is not a number"
+    return None if math.isfinite(number) and number >= 0 else \
+        f"{value!r} must be a finite number >= 0"
 
 
 def check_name(name: str, flag: str = "--name") -> str:

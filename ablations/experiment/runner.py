@@ -1,8 +1,10 @@
 """Build the Tuner for a list of trials, run it on a local or existing Ray, write the results.
 
 This module runs an experiment: the options, Ray, the Tuner, resume and experiment.json.
-Turning Tune's results into the three tables is ablations/experiment/tables.py; the HPO search (Optuna,
-ASHA, best_config.yaml) is ablations/experiment/strategies/hpo.py; SIGTERM during ``Tuner.fit``, the resume
+Turning Tune's results into the three tables is ablations/experiment/tables.py; the HPO search
+(Optuna,
+ASHA, best_config.yaml) is ablations/experiment/strategies/hpo.py; SIGTERM during ``Tuner.fit``,
+the resume
 command and Tune's log filter are ablations/experiment/interrupt.py.
 
 Layout of an experiment folder ``<storage>/<name>/``::
@@ -12,6 +14,8 @@ Layout of an experiment folder ``<storage>/<name>/``::
     epochs.parquet         one row per trial per epoch
     predictions.parquet    one row per test sample per ok trial
     tune/                  Ray Tune's own state, checkpoints and logs (TensorBoard, CSV, JSON)
+    tune_console.log       what Tune printed itself (its configuration box, its folder), a
+                           command-line run without --verbose
     trial_state/<trial>/   state.pt (resumable state) and history.json, until nothing is left to
                            resume
 """
@@ -20,12 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import os
 import logging
 import platform
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 
 from ablations.config import TrialConfig
@@ -162,8 +165,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
             ),
         )
     metadata["fit_started_at"] = time.time()
-    with (options.fit_guard or contextlib.nullcontext)(), quiet_tune_logs(), \
-            tune_console(options, root):
+    with (options.fit_guard or contextlib.nullcontext)(), quiet_tune_logs():
         grid = tuner.fit()  # SIGINT/SIGTERM: Tune stops the trials, saves state, returns
     metadata["driver_wall_s"] = time.monotonic() - started
     trials = strategy.specs(grid, trials)
@@ -176,25 +178,6 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         # Nothing left to resume: drop the per-trial state (final checkpoints stay in tune/).
         delete_dir(state_root)
     return result
-
-
-TUNE_CONSOLE_FILE = "tune_console.log"
-
-
-@contextlib.contextmanager
-def tune_console(options: RunOptions, root: str) -> Iterator[None]:
-    """While Tune runs: what it prints itself (its configuration box, "View detailed results
-    here" and a TensorBoard command for its own folder) goes to ``<experiment>/tune_console.log``
-    for a local experiment (nowhere for a URI), not to the console, unless ``options.verbose``:
-    the runner prints its own lines (the results folder, the TensorBoard command, progress).
-    The progress callback writes to the stdout it was made with, so it still reaches the
-    console."""
-    if options.verbose > 0:
-        yield
-        return
-    target = os.devnull if is_uri(root) else str(Path(root) / TUNE_CONSOLE_FILE)
-    with open(target, "a") as log, contextlib.redirect_stdout(log):
-        yield
 
 
 def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool = False,
@@ -280,9 +263,9 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions, starte
         "python_version": platform.python_version(),
         "git_commit": git_commit_label(provenance["git"]),
         "hostname": platform.node(),
-        "provenance": provenance,  # code, git, packages, device, data: ablations/experiment/provenance.py
+        "provenance": provenance,  # code, git, packages, device, data: provenance.py
         "resume_history": history,
-        "log_to": [tracker.spec.to_dict() for tracker in options.trackers],  # trackers.py
+        "log_to": [tracker.spec.to_dict() for tracker in options.trackers],  # trackers/
     }
 
 

@@ -102,7 +102,8 @@ def newest_state(state_path: Optional[str], checkpoint: Optional[Any]
 def trial_config(config: dict[str, Any], plan: dict[str, dict[str, Any]]) -> TrialConfig:
     """The typed config of the Tune trial whose Tune config is ``config``: ``plan[name]`` (a
     ``TrialConfig.to_dict()``), with the sampled ``config["params"]`` (flat keys) of a search
-    applied. The trainable and the trackers (ablations/experiment/trackers/specs.py) both read trials so."""
+    applied. The trainable and the trackers (ablations/experiment/trackers/specs.py) both read
+    trials so."""
     trial = TrialConfig.from_dict(plan[config["trial"]])
     if "params" in config:
         trial = trial.replace(**config["params"], ablation=config["trial"])

@@ -1,4 +1,4 @@
-"""Memory-aware defaults: probe the largest batch that fits, and describe the machine.
+"""Memory-aware defaults: probe the largest batch that fits, in the trial's share of the GPU.
 
 ``probe_max_batch`` runs single training steps (forward, backward, optimizer step) at growing
 batch sizes on the trial's device until one runs out of memory, then bisects. The runner calls
@@ -52,7 +52,7 @@ def choose_micro_batch(found: dict[str, Any], limit: int) -> tuple[int, str]:
     return 1 << (usable.bit_length() - 1), why
 
 
-def _one_step_fits(config: TrialConfig, data: Any, batch: int, device: torch.device) -> bool:
+def one_step_fits(config: TrialConfig, data: Any, batch: int, device: torch.device) -> bool:
     """One eager training step at ``batch``; False if it ran out of memory."""
     failed = False
     model = optimizer = None
@@ -138,7 +138,7 @@ def _probe(config: TrialConfig, device: torch.device, limit: int) -> dict[str, A
     probed: list[tuple[int, bool]] = []
 
     def fits(size: int) -> bool:
-        ok = _one_step_fits(config, data, size, device)
+        ok = one_step_fits(config, data, size, device)
         probed.append((size, ok))
         return ok
 

@@ -50,7 +50,8 @@ class SequentialRun:
     alpha: float
     plan: dict[str, TrialSpec]  # every cell up to max_seeds, by trial name
     rounds: list[dict[str, Any]] = field(default_factory=list)  # round, tune, trials, active
-    # A fixed-seed experiment continued with --seeds auto (ablations/experiment/continuing.py): its seeds,
+    # A fixed-seed experiment continued with --seeds auto (ablations/experiment/continuing.py): its
+    # seeds,
     # trials, CPU/GPU-hours and command before the continuation; None for one started auto.
     continued: Optional[dict[str, Any]] = None
 

@@ -1,7 +1,8 @@
 """The trackers' Tune callbacks: :class:`MLflowTracker` (Ray Tune's
 ``MLflowLoggerCallback``) and :class:`WandbTracker` (its ``WandbLoggerCallback``), one tracker run
 per trial with the trial's flat config as parameters, its metrics at step = epoch and its labels
-as tags; ``publish`` adds the experiment's verdicts run. :mod:`ablations.experiment.trackers.specs` parses
+as tags; ``publish`` adds the experiment's verdicts run. :mod:`ablations.experiment.trackers.specs`
+parses
 ``--log-to`` and makes these; docs/trackers.md is the user's guide.
 """
 

@@ -3,7 +3,8 @@
 ``--log-to mlflow[:TRACKING_URI]`` and ``--log-to wandb[:PROJECT]`` (repeatable) add one
 callback each to the Tuner's RunConfig: :class:`MLflowTracker`, a
 ``ray.air.integrations.mlflow.MLflowLoggerCallback``, and :class:`WandbTracker`, a
-``ray.air.integrations.wandb.WandbLoggerCallback`` (both in :mod:`ablations.experiment.trackers.runs`).
+``ray.air.integrations.wandb.WandbLoggerCallback`` (both in
+:mod:`ablations.experiment.trackers.runs`).
 Each trial is one run of the tracker:
 
 - parameters: the trial's ``TrialConfig.flat()`` (its row of trials.parquet: ``ablation``,

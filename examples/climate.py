@@ -1,11 +1,11 @@
 """A real dataset for ``--data``: the Met Office climate-model output in ``iris-sample-data``.
 
 ``iris-sample-data`` (UK Open Government Licence) ships, among the files of the Iris examples,
-two runs of the Met Office Unified Model (HadCM3-like, UM 6.05), ``E1_north_america.nc`` and
+two runs of the Met Office Unified Model (version 6.05), ``E1_north_america.nc`` and
 ``A1B_north_america.nc``: annual means of near-surface (1.5 m) air temperature in kelvin, 240
 years (1860-2099, a 360-day calendar) on a 37 x 49 grid over North America (15-60 N, 135-45 W).
-They are one historical run up to 1999 and two emission scenarios from 2000 (E1: mitigation,
-A1B: business as usual). The files are netCDF-4 (HDF5), read here with h5netcdf (on h5py).
+They are one historical run up to 1999 and two emission scenarios from 2000 (E1: with mitigation,
+SRES A1B: without). The files are netCDF-4 (HDF5), read here with h5netcdf (on h5py).
 
 This script writes them as the runner's file dataset (docs/data.md)::
 

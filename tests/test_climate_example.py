@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-iris_sample_data = pytest.importorskip("iris_sample_data", reason="iris-sample-data is not installed: "
-                    "pip install -e '.[climate]' (docs/real-data.md)")
+iris_sample_data = pytest.importorskip(
+    "iris_sample_data",
+    reason="iris-sample-data is not installed: pip install -e '.[climate]' (docs/real-data.md)")
 pytest.importorskip("h5netcdf", reason="h5netcdf (the netCDF-4 reader) is not installed: "
                     "pip install -e '.[climate]' (docs/real-data.md)")
 

@@ -1,0 +1,144 @@
+"""A real dataset for ``--data``: the Met Office climate-model output in ``iris-sample-data``.
+
+``iris-sample-data`` (UK Open Government Licence) ships, among the files of the Iris examples,
+two runs of the Met Office Unified Model (version 6.05), ``E1_north_america.nc`` and
+``A1B_north_america.nc``: annual means of near-surface (1.5 m) air temperature in kelvin, 240
+years (1860-2099, a 360-day calendar) on a 37 x 49 grid over North America (15-60 N, 135-45 W).
+They are one historical run up to 1999 and two emission scenarios from 2000 (E1: with mitigation,
+SRES A1B: without). The files are netCDF-4 (HDF5), read here with h5netcdf (on h5py).
+
+This script writes them as the runner's file dataset (docs/data.md)::
+
+    pip install -e ".[climate]"
+    python examples/climate.py OUT_DIR
+    python run_ablations.py --space components --data OUT_DIR
+
+One sample per scenario and target year ``y`` (1864-2099): the fields of the ``T`` years before
+it (``y-T .. y-1``, oldest first; ``T = 4`` by default) as ``images.npy`` ``(N, T, 1, 37, 49)``
+float32, and in ``table.parquet``:
+
+- ``target``: the area-weighted (cos latitude) mean temperature of year ``y`` over the grid, in
+  kelvin (the runner labels errors "km": here they are kelvin, the same as degrees Celsius);
+- ``scalar_year`` (``y``) and ``scalar_a1b`` (1 for A1B, 0 for E1; the runner standardises
+  scalars on the training split);
+- ``split`` by target year, the same in both scenarios: train up to 2039, val 2040-2069, test
+  2070-2099, so every training target precedes every val target, and every val target every
+  test target (a val or test sample's input frames may be earlier years: the past is known);
+- strata kept for analysis: ``scenario`` (``E1``/``A1B``) and ``year``.
+
+The images are anomalies: each field minus the per-grid-point mean of the training years'
+fields (1860-2039, both scenarios), divided by those anomalies' standard deviation (one number),
+so nothing of the val or test years enters them. The two scenarios share the years up to 1999,
+so the samples with target years up to 1999 appear twice, identical but for ``scalar_a1b`` and
+the ``scenario`` stratum; all of them are training samples.
+
+The package's monthly Southern Oscillation Index (``SOI_Darwin.nc``) is not used: it is observed
+(1866-2013), while the temperatures are a free-running model whose internal variability is not
+in phase with the real one, and it covers neither 1860-1865 nor the scenario years after 2013.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCENARIOS = ("E1", "A1B")  # scalar_a1b = index
+FRAMES = 4  # past years per sample
+FIRST_YEAR = 1860  # of the files' 240 annual fields
+LAST_TRAIN_YEAR = 2039  # target years: train <= 2039 < val <= 2069 < test
+LAST_VAL_YEAR = 2069
+HOURS_PER_YEAR = 24 * 360  # the files' 360-day calendar
+
+
+def read_scenario(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(years, fields in kelvin (Y, 37, 49) float64, latitudes) of one ``*_north_america.nc``."""
+    import h5netcdf  # the climate extra
+
+    with h5netcdf.File(path, "r") as nc:
+        temperature = nc.variables["air_temperature"]
+        units = temperature.attrs["units"]
+        units = units.decode() if isinstance(units, bytes) else str(units)
+        if units != "K" or temperature.dimensions != ("time", "latitude", "longitude"):
+            raise ValueError(f"{path}: expected air_temperature (time, latitude, longitude) in "
+                             f"K, got {temperature.dimensions} in {units}")
+        fields = np.asarray(temperature[:], dtype=np.float64)
+        time = nc.variables["time"]
+        if str(time.attrs["calendar"]) != "360_day" or not str(time.attrs["units"]).startswith(
+                "hours since 1970-01-01"):
+            raise ValueError(f"{path}: unexpected time axis {dict(time.attrs)}")
+        # Each annual mean runs December to November; its middle is in the year it is named by.
+        years = np.floor(1970 + np.asarray(time[:]) / HOURS_PER_YEAR).astype(np.int64)
+        latitudes = np.asarray(nc.variables["latitude"][:], dtype=np.float64)
+    if not np.array_equal(years, np.arange(years[0], years[0] + len(years))):
+        raise ValueError(f"{path}: the years are not consecutive: {years[:3]}...{years[-3:]}")
+    if not np.isfinite(fields).all():
+        raise ValueError(f"{path}: NaN or inf in air_temperature")
+    return years, fields, latitudes
+
+
+def convert(out_dir: str | Path, *, source: str | Path | None = None,
+            frames: int = FRAMES) -> tuple[tuple[int, ...], int]:
+    """Write ``images.npy`` and ``table.parquet`` to ``out_dir`` from the netCDF files in
+    ``source`` (default: the installed ``iris_sample_data``); return (images shape, rows)."""
+    if source is None:
+        import iris_sample_data  # the climate extra
+
+        source = iris_sample_data.path
+    source = Path(source)
+    runs = {name: read_scenario(source / f"{name}_north_america.nc") for name in SCENARIOS}
+    years, _, latitudes = runs[SCENARIOS[0]]
+    for name, (other_years, fields, other_lat) in runs.items():
+        if not (np.array_equal(other_years, years) and np.array_equal(other_lat, latitudes)):
+            raise ValueError(f"{name}: years or latitudes differ from {SCENARIOS[0]}'s")
+    if not 1 <= frames < len(years):
+        raise ValueError(f"frames must be 1..{len(years) - 1}, got {frames}")
+
+    weights = np.cos(np.deg2rad(latitudes))[:, None] * np.ones(runs[SCENARIOS[0]][1].shape[2])
+    weights /= weights.sum()
+    # Anomalies against the training years only (the fields of years <= LAST_TRAIN_YEAR).
+    train_fields = np.concatenate([fields[years <= LAST_TRAIN_YEAR]
+                                   for _, fields, _ in runs.values()])
+    climatology = train_fields.mean(axis=0)
+    scale = (train_fields - climatology).std()
+
+    images, rows = [], []
+    for index, name in enumerate(SCENARIOS):
+        _, fields, _ = runs[name]
+        anomalies = ((fields - climatology) / scale).astype(np.float32)
+        regional_mean = (fields * weights).sum(axis=(1, 2))
+        for t in range(frames, len(years)):
+            year = int(years[t])
+            images.append(anomalies[t - frames : t, None])  # (T, 1, H, W), oldest first
+            split = ("train" if year <= LAST_TRAIN_YEAR else
+                     "val" if year <= LAST_VAL_YEAR else "test")
+            rows.append({"target": float(regional_mean[t]), "scalar_year": float(year),
+                         "scalar_a1b": float(index), "split": split, "scenario": name,
+                         "year": year})
+    stack = np.stack(images)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    np.save(out / "images.npy", stack)
+    pq.write_table(pa.Table.from_pylist(rows), out / "table.parquet")
+    return stack.shape, len(rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", help="the data directory to write (images.npy, "
+                        "table.parquet); then: python run_ablations.py --data OUT_DIR")
+    parser.add_argument("--frames", type=int, default=FRAMES,
+                        help=f"past years per sample (default {FRAMES})")
+    parser.add_argument("--source", help="folder holding E1_north_america.nc and "
+                        "A1B_north_america.nc (default: the installed iris_sample_data)")
+    args = parser.parse_args(argv)
+    shape, rows = convert(args.out_dir, source=args.source, frames=args.frames)
+    print(f"{args.out_dir}: images.npy {shape} float32, table.parquet {rows} rows "
+          f"(target: next year's regional mean temperature, K)")
+
+
+if __name__ == "__main__":
+    main()

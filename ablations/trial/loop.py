@@ -220,9 +220,9 @@ class TrialRun:
         self.norm = Normaliser.fit(data, self.train_idx, seed=config.seeds.data)
         self.batches = Batches(data, self.norm, config, device)
 
+        # channels_last is applied by the builder, per parameter rank (4-D NHWC, 5-D NDHWC);
+        # .to(device) keeps each tensor's memory format
         model = build_trial_model(config, data.image_shape, len(data.scalar_names)).to(device)
-        if config.systems.channels_last:
-            model = model.to(memory_format=torch.channels_last)
         self.model = model
         self.optimizer, self.optimizer_used = make_optimizer(model, config, device)
         self.scaler = make_scaler(config, device)

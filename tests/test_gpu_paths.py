@@ -36,7 +36,7 @@ from ablations.experiment.trainable import (
     read_history,
     save_state_atomic,
 )
-from ablations.trial.loop import train
+from ablations.trial.loop import InjectedFailure, train
 from model.model import build_model
 from tests.conftest import REPO, tiny_config
 
@@ -199,14 +199,40 @@ def test_two_ooms_in_one_epoch_with_adam_moments_restart_from_a_clean_snapshot()
 # ------------------------------------------------------------------ 5. RNG
 
 
-@needs_cuda
-def test_cuda_dropout_continues_identically_after_a_resume():
-    config = tiny_config(epochs=3, device="cuda")
+@pytest.fixture
+def deterministic(monkeypatch):
+    """Deterministic CUDA kernels, as the reproducibility notes ask
+    (https://pytorch.org/docs/stable/notes/randomness.html): cuBLAS's workspace config, cuDNN's
+    deterministic algorithms without benchmarking, and torch.use_deterministic_algorithms."""
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(before)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=needs_cuda)])
+def test_dropout_continues_identically_after_a_resume(request, device):
+    # An interrupted run (the failure injected as epoch 3 starts) resumed from its state after
+    # epoch 2 must continue as the same config run without interruption: the same OneCycleLR
+    # schedule (same total steps), the generators dropout draws from (CPU, and CUDA's there).
+    if device == "cuda":
+        request.getfixturevalue("deterministic")
+    config = tiny_config(epochs=3, device=device, dropout=0.3)
     whole = train(config)
+    interrupted = config.replace(inject_failure_at_epoch=3)
     states = []
-    train(config.replace(epochs=2), report=lambda m, s, p: states.append(copy.deepcopy(s)))
-    resumed = train(config, resume_state=states[-1])
-    assert resumed.metrics["val_loss"] == pytest.approx(whole.metrics["val_loss"], rel=1e-6)
+    with pytest.raises(InjectedFailure, match="at epoch 3"):
+        train(interrupted, report=lambda m, s, p: states.append(copy.deepcopy(s)))
+    assert [state["epoch"] for state in states] == [1, 2]
+    resumed = train(interrupted, resume_state=states[-1])
+    assert resumed.status == "ok" and resumed.metrics["resumed_from_epoch"] == 2
+    assert [row["epoch"] for row in resumed.history] == [1, 2, 3]
+    for key in ("train_loss", "val_loss", "lr", "val_mae"):
+        assert resumed.history[-1][key] == whole.history[-1][key], key
+    assert resumed.metrics["test_mae"] == whole.metrics["test_mae"]
 
 
 def test_the_state_holds_the_generators_the_trial_draws_from():

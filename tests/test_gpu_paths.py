@@ -23,6 +23,7 @@ from ablations.trial.step import (
     CompiledModel,
     compile_mode_for,
     cpu_copy,
+    is_out_of_memory,
     resumed_compile_mode,
     make_optimizer,
     restart_epoch,
@@ -382,3 +383,40 @@ def test_wall_time_includes_the_runs_before_a_resume():
     assert 0 < states[0]["wall_s"] < states[1]["wall_s"]
     resumed = train(tiny_config(epochs=2), resume_state=dict(states[0], wall_s=1000.0))
     assert 1000.0 < resumed.metrics["wall_s"] < 1000.0 + 120
+
+# ------------------------------------------------------------------ 19. out-of-memory errors
+
+
+@pytest.mark.parametrize(("error", "recoverable"), [
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; ...)"), True),
+    (RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB"), True),  # older torch's type
+    # allocations outside the caching allocator: the CUDA runtime's cudaErrorMemoryAllocation
+    (torch.AcceleratorError("CUDA error: out of memory\nCUDA kernel errors might be "
+                            "asynchronously reported at some other API call"), True),
+    (RuntimeError("CUDA error: out of memory\nCompile with `TORCH_USE_CUDA_DSA` to enable "
+                  "device-side assertions."), True),
+    (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
+     True),
+    (torch.AcceleratorError("CUDA error: device-side assert triggered"), False),  # sticky
+    (RuntimeError("CUDA error: an illegal memory access was encountered"), False),
+    (ValueError("CUDA error: out of memory"), False),  # not an error torch raises
+    (RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x8 and 16x2)"), False),
+])
+def test_out_of_memory_errors_are_recognised_by_type_and_text(error, recoverable):
+    assert is_out_of_memory(error) is recoverable
+
+
+def test_a_cuda_runtime_out_of_memory_error_halves_the_micro_batch(monkeypatch):
+    # raised where the injected OOM is, with the text and type of an allocation outside the
+    # caching allocator (cuBLAS workspace, a kernel's own cudaMalloc)
+    from ablations.trial import step
+
+    def runtime_oom(config, batch, where):
+        if batch > config.faults.inject_oom_above_batch > 0:
+            raise torch.AcceleratorError("CUDA error: out of memory\nCUDA kernel errors might be "
+                                         "asynchronously reported at some other API call")
+
+    monkeypatch.setattr(step, "injected_oom", runtime_oom)
+    outcome = train(tiny_config(epochs=1, batch_size=16, inject_oom_above_batch=10))
+    assert outcome.status == "ok"
+    assert outcome.metrics["oom_retries"] == 1 and outcome.metrics["final_micro_batch"] == 8

@@ -32,13 +32,22 @@ class TrialOutOfMemory(RuntimeError):
     """Out of memory even at the smallest micro-batch; the trial fails with reason ``oom``."""
 
 
+# What an out-of-memory error says when it is not a torch.OutOfMemoryError: the caching
+# allocator raises OutOfMemoryError ("CUDA out of memory. Tried to allocate ..."), but an
+# allocation outside it (cuBLAS/cuDNN workspaces, a kernel's own cudaMalloc, NCCL) raises a
+# plain RuntimeError, or torch.AcceleratorError (a RuntimeError) in recent torch, with the CUDA
+# runtime's text for cudaErrorMemoryAllocation: "CUDA error: out of memory". That error is not
+# sticky (the context stays usable), so the trial can halve its micro-batch like any OOM.
+OUT_OF_MEMORY_TEXTS = ("CUDA out of memory", "CUDA error: out of memory",
+                       "CUBLAS_STATUS_ALLOC_FAILED")
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an out-of-memory error the trial can recover from by halving."""
     if isinstance(exc, torch.OutOfMemoryError):  # torch >= 2.5 (the floor in pyproject.toml)
         return True
     text = str(exc)
-    return isinstance(exc, RuntimeError) and (
-        "CUDA out of memory" in text or "CUBLAS_STATUS_ALLOC_FAILED" in text
-    )
+    return isinstance(exc, RuntimeError) and any(t in text for t in OUT_OF_MEMORY_TEXTS)
 
 
 def injected_oom(config: TrialConfig, batch: int, where: str) -> None:

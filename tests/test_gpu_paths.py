@@ -24,6 +24,7 @@ from ablations.trial.step import (
     compile_mode_for,
     cpu_copy,
     is_out_of_memory,
+    release_memory,
     resumed_compile_mode,
     make_optimizer,
     restart_epoch,
@@ -420,3 +421,66 @@ def test_a_cuda_runtime_out_of_memory_error_halves_the_micro_batch(monkeypatch):
     outcome = train(tiny_config(epochs=1, batch_size=16, inject_oom_above_batch=10))
     assert outcome.status == "ok"
     assert outcome.metrics["oom_retries"] == 1 and outcome.metrics["final_micro_batch"] == 8
+
+
+def test_memory_is_released_in_order_after_an_oom(monkeypatch):
+    # gradients, compiled code, gc, and only then the CUDA cache (a block still referenced
+    # when the cache is emptied stays reserved)
+    import gc
+
+    calls = []
+    monkeypatch.setattr(torch.compiler, "reset", lambda: calls.append("compiler.reset"))
+    monkeypatch.setattr(gc, "collect", lambda *args: calls.append("gc.collect") or 0)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("cuda.empty_cache"))
+
+    class Optimizer:
+        def zero_grad(self, set_to_none=True):
+            calls.append(f"zero_grad(set_to_none={set_to_none})")
+
+    compiled = CompiledModel(torch.nn.Linear(2, 2),
+                             tiny_config(compile="default", compile_backend="eager"))
+    release_memory(torch.device("cuda"), Optimizer(), compiled)
+    assert calls == ["zero_grad(set_to_none=True)", "compiler.reset", "gc.collect",
+                     "cuda.empty_cache"]
+    calls.clear()
+    release_memory(torch.device("cpu"), Optimizer(),
+                   CompiledModel(torch.nn.Linear(2, 2), tiny_config()))  # compile off, CPU
+    assert calls == ["zero_grad(set_to_none=True)", "gc.collect"]
+    calls.clear()
+    compiled.after_oom(accum_steps=2)  # already dropped: compiles again, no second reset
+    assert calls == [] and compiled.forward is not compiled.model
+
+
+def test_a_trial_releases_memory_in_order_after_an_oom(monkeypatch):
+    import gc
+
+    from ablations.trial import step
+
+    calls = []
+
+    def recorded(name, function):
+        def call(*args, **kwargs):
+            if name != "zero_grad" or kwargs.get("set_to_none", True):
+                calls.append(name)
+            return function(*args, **kwargs)
+        return call
+
+    def oom(config, batch, where):
+        try:
+            real_oom(config, batch, where)
+        except torch.OutOfMemoryError:
+            calls.append("oom")
+            raise
+
+    real_oom = step.injected_oom
+    monkeypatch.setattr(step, "injected_oom", oom)
+    monkeypatch.setattr(torch.compiler, "reset", recorded("compiler.reset", torch.compiler.reset))
+    monkeypatch.setattr(gc, "collect", recorded("gc.collect", gc.collect))
+    monkeypatch.setattr(torch.optim.Optimizer, "zero_grad",
+                        recorded("zero_grad", torch.optim.Optimizer.zero_grad))
+    outcome = train(tiny_config(epochs=1, batch_size=16, inject_oom_above_batch=10,
+                                compile="default", compile_backend="eager"))
+    torch._dynamo.reset()
+    assert outcome.metrics["oom_retries"] == 1
+    after = calls[calls.index("oom") + 1:]
+    assert after[:3] == ["zero_grad", "compiler.reset", "gc.collect"], calls

@@ -295,7 +295,8 @@ class TrialRun:
         return _TrainedEpoch(run.loss, run.samples_per_s, started, train_s)
 
     def _halve_micro_batch(self, snapshot: Optional[dict[str, Any]], oom_text: str) -> None:
-        release_memory(self.device)
+        # gradients, compiled code, gc, then the CUDA cache
+        release_memory(self.device, self.optimizer, self.compiled)
         floor = self.config.systems.min_micro_batch
         if self.micro_batch % 2 or self.micro_batch // 2 < floor or snapshot is None:
             raise TrialOutOfMemory(

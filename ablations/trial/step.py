@@ -59,8 +59,21 @@ def injected_oom(config: TrialConfig, batch: int, where: str) -> None:
         )
 
 
-def release_memory(device: torch.device) -> None:
-    """After an out-of-memory error: collect the dropped tensors, return cached blocks."""
+def release_memory(device: torch.device, optimizer: Optional[torch.optim.Optimizer] = None,
+                   compiled: Optional["CompiledModel"] = None) -> None:
+    """After an out-of-memory error (outside the ``except`` block, so that the exception no
+    longer pins the failed step's frames), in this order: drop the gradients
+    (``zero_grad(set_to_none=True)``), drop the compiled code and what it holds
+    (``torch.compiler.reset``, with compile on), collect what those released, and only then
+    return the caching allocator's free blocks to the GPU (``torch.cuda.empty_cache``): a
+    block still referenced when the cache is emptied stays reserved.
+
+    Evaluation passes neither ``optimizer`` nor ``compiled`` (it holds no gradients and runs
+    the plain model)."""
+    if optimizer is not None:
+        optimizer.zero_grad(set_to_none=True)
+    if compiled is not None:
+        compiled.drop()
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -179,12 +192,23 @@ class CompiledModel:
         if self.uses_cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
 
+    def drop(self) -> None:
+        """Drop the compiled code and what it holds (``torch.compiler.reset``; with CUDA graphs,
+        their memory pool): part of :func:`release_memory` after an OOM. Until
+        :meth:`after_oom` rebuilds it, the forward is the plain model."""
+        if self.mode == "off" or self.forward is self.model:
+            return
+        self.forward = self.model
+        torch.compiler.reset()
+
     def after_oom(self, accum_steps: int) -> None:
-        """Drop compiled code (new shapes follow); no CUDA graphs with accumulation. The mode
-        that runs from now on is ``self.mode``, saved with the trial's state."""
+        """Compile again for the new micro-batch (compiled code was dropped: new shapes follow);
+        no CUDA graphs with accumulation (pytorch #169545): a CUDA-graph mode becomes the
+        nearest mode without graphs. The mode that runs from now on is ``self.mode``: it is
+        saved with the trial's state and reported as ``compile_used``."""
         if self.mode == "off":
             return
-        torch.compiler.reset()
+        self.drop()  # when release_memory has not already
         if self.backend == "inductor":
             self.mode = compile_mode_for(self.mode, accum_steps)
         self.forward = self._build()

@@ -484,3 +484,48 @@ def test_a_trial_releases_memory_in_order_after_an_oom(monkeypatch):
     assert outcome.metrics["oom_retries"] == 1
     after = calls[calls.index("oom") + 1:]
     assert after[:3] == ["zero_grad", "compiler.reset", "gc.collect"], calls
+
+
+# ------------------------------------------------------------------ 20. peaks of what ran
+
+
+HUGE_MB = 80_000.0  # about a whole GPU: what the allocator's peak says after a failed attempt
+
+
+@pytest.mark.parametrize(("changes", "phase"), [
+    ({"inject_oom_above_batch": 10, "eval_batch_size": 8}, "train"),  # 16 -> 8 in training
+    ({"inject_oom_above_batch": 20, "eval_batch_size": 64}, "eval"),  # 64 -> 32 -> 16
+])
+def test_the_peak_memory_is_the_peak_of_the_attempt_that_succeeded(monkeypatch, changes, phase):
+    # The peak reader is faked: from an out-of-memory error until the next reset of the peak
+    # statistics, it reports a whole GPU, as torch.cuda.max_memory_allocated does after a
+    # failed attempt.
+    from ablations.trial import metrics as metrics_module, step
+
+    window = {"failed": False}
+    real_oom, real_reset, real_peak = step.injected_oom, step.reset_peak_memory, \
+        step.peak_memory_mb
+
+    def oom(config, batch, where):
+        try:
+            real_oom(config, batch, where)
+        except torch.OutOfMemoryError:
+            window["failed"] = True
+            raise
+
+    def reset(device):
+        window["failed"] = False
+        real_reset(device)
+
+    monkeypatch.setattr(step, "injected_oom", oom)
+    monkeypatch.setattr(metrics_module, "injected_oom", oom)
+    monkeypatch.setattr(step, "reset_peak_memory", reset)
+    monkeypatch.setattr(step, "peak_memory_mb",
+                        lambda device: HUGE_MB if window["failed"] else real_peak(device))
+    metrics = train(tiny_config(epochs=2, batch_size=16, **changes)).metrics
+    if phase == "train":
+        assert metrics["oom_retries"] == 1 and metrics["eval_batch_used"] == 8
+    else:
+        assert metrics["oom_retries"] == 0 and metrics["eval_batch_used"] == 16
+    assert 10 < metrics[f"peak_mem_{phase}_mb"] < HUGE_MB, metrics
+    assert metrics["peak_mem_mb"] < HUGE_MB

@@ -295,7 +295,8 @@ class TrialRun:
         return _TrainedEpoch(run.loss, run.samples_per_s, started, train_s)
 
     def _halve_micro_batch(self, snapshot: Optional[dict[str, Any]], oom_text: str) -> None:
-        # gradients, compiled code, gc, then the CUDA cache
+        # gradients, compiled code, gc, then the CUDA cache; the retry's phase is a new peak
+        # window (the failed attempt's peak was not recorded)
         release_memory(self.device, self.optimizer, self.compiled)
         floor = self.config.systems.min_micro_batch
         if self.micro_batch % 2 or self.micro_batch // 2 < floor or snapshot is None:
@@ -315,7 +316,7 @@ class TrialRun:
         ``diverged`` after a non-finite loss."""
         with self.memory.phase("eval"):
             val = predict(self.model, self.batches, self.val_idx, self.eval_batch, self.norm,
-                          self.config)
+                          self.config, memory=self.memory)
         self.eval_batch = val.batch_size
         metrics = {
             "epoch": epoch,
@@ -346,7 +347,7 @@ class TrialRun:
             with self.memory.phase("eval"):
                 predictions, test_metrics, self.eval_batch = evaluate_test_split(
                     self.model, self.batches, self.data, self.test_idx, self.config, self.norm,
-                    self.eval_batch)
+                    self.eval_batch, memory=self.memory)
             metrics.update(test_metrics)
         metrics.update(final_metrics(self.history, self.device, self.memory, self.compile_s,
                                      self.oom_retries, self.compiled.mode, self.optimizer_used,

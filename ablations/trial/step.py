@@ -403,20 +403,42 @@ def peak_memory_mb(device: torch.device) -> float:
 class PeakMemory:
     """Peak memory of each phase (``train``, ``eval``) over a trial's epochs: evaluation runs
     ``eval_batch_size`` samples at once and can need more than any training step, which would
-    hide what gradient checkpointing saves."""
+    hide what gradient checkpointing saves.
+
+    Only work that succeeded counts: an attempt that ran out of memory peaked at about the
+    whole GPU, which says nothing about the micro-batch that then ran. A phase that ends with
+    an exception records nothing (training's OOM recovery starts the epoch over in a new
+    phase); inside a phase that recovers by itself (evaluation halving its batch), the work
+    done so far is recorded with :meth:`record` and, after the recovery, :meth:`new_window`
+    starts a new peak window."""
 
     def __init__(self, device: torch.device):
         self.device = device
         self.peak_mb = {"train": 0.0, "eval": 0.0}
         self.reserved_mb = math.nan if device.type != "cuda" else 0.0
+        self._phase: Optional[str] = None
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        """The peak of the block, kept (as the maximum over the trial) if it ends normally."""
+        self._phase = name
         reset_peak_memory(self.device)
         try:
             yield
+            self.record()
         finally:
-            self.peak_mb[name] = max(self.peak_mb[name], peak_memory_mb(self.device))
-            if self.device.type == "cuda":
-                self.reserved_mb = max(self.reserved_mb,
-                                       torch.cuda.max_memory_reserved(self.device) / 2**20)
+            self._phase = None
+
+    def record(self) -> None:
+        """Keep the current window's peak for the current phase (no-op outside a phase)."""
+        if self._phase is None:
+            return
+        self.peak_mb[self._phase] = max(self.peak_mb[self._phase],
+                                        peak_memory_mb(self.device))
+        if self.device.type == "cuda":
+            self.reserved_mb = max(self.reserved_mb,
+                                   torch.cuda.max_memory_reserved(self.device) / 2**20)
+
+    def new_window(self) -> None:
+        """After an out-of-memory recovery inside a phase: forget the failed attempt's peak."""
+        reset_peak_memory(self.device)

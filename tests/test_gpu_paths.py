@@ -529,3 +529,60 @@ def test_the_peak_memory_is_the_peak_of_the_attempt_that_succeeded(monkeypatch, 
         assert metrics["oom_retries"] == 0 and metrics["eval_batch_used"] == 16
     assert 10 < metrics[f"peak_mem_{phase}_mb"] < HUGE_MB, metrics
     assert metrics["peak_mem_mb"] < HUGE_MB
+
+
+# ------------------------------------------------------------------ 21. the mode that ran
+
+
+def _conv3d(**changes):
+    from ablations.config import TrialConfig
+
+    return TrialConfig.of(model="examples.conv3d:PLUGIN", width=4, depth=1, temporal_frames=2,
+                          batch_size=16, synthetic_train=32, synthetic_val=16, synthetic_test=16,
+                          eval_batch_size=8, **changes)
+
+
+def _forced(monkeypatch):
+    """The worker's safety rules let a CUDA-graph mode through on the CPU (they would refuse
+    it: no CUDA graphs here), so that the OOM recovery's switch runs."""
+    from ablations.trial import loop
+
+    monkeypatch.setattr(loop, "resolve_systems", lambda config, **kwargs: (config, []))
+
+
+def test_after_an_oom_a_cuda_graph_trial_reports_the_mode_that_ran(monkeypatch):
+    # torch.compile recorded, compiling with the eager backend (fast): what the trial built
+    _forced(monkeypatch)
+    built, real_compile = [], torch.compile
+
+    def compile_(model, *, mode=None, dynamic=None, **kwargs):
+        built.append(mode)
+        return real_compile(model, backend="eager", dynamic=dynamic)
+
+    monkeypatch.setattr(torch, "compile", compile_)
+    config = _conv3d(epochs=2, compile="reduce-overhead", compile_backend="inductor",
+                     inject_oom_above_batch=10)
+    states = []
+    outcome = train(config, report=lambda m, s, p: states.append(copy.deepcopy(s)))
+    torch._dynamo.reset()
+    assert built == ["reduce-overhead", "default"]  # accumulation 2: no CUDA graphs
+    assert outcome.metrics["oom_retries"] == 1 and outcome.metrics["final_accum_steps"] == 2
+    assert outcome.metrics["compile_used"] == "default"  # trials.parquet's compile_used
+    assert [state["compile_mode"] for state in states] == ["default", "default"]
+
+
+@pytest.mark.slow
+def test_after_an_oom_a_cuda_graph_trial_reports_the_mode_that_ran_with_inductor(monkeypatch):
+    # the same with inductor itself (on a CPU, reduce-overhead compiles without CUDA graphs):
+    # 10 s on 2 cores, a minute and a half with inductor's disk cache cold
+    from ablations.config.safety import has_cpp_compiler
+
+    if not has_cpp_compiler():
+        pytest.skip("inductor on the CPU needs a C++ compiler")
+    _forced(monkeypatch)
+    outcome = train(_conv3d(epochs=1, compile="reduce-overhead", compile_backend="inductor",
+                            inject_oom_above_batch=10))
+    torch._dynamo.reset()
+    assert outcome.status == "ok" and outcome.metrics["oom_retries"] == 1
+    assert outcome.metrics["compile_used"] == "default"
+    assert outcome.metrics["compiled_graphs"] >= 2  # compiled again after the recovery

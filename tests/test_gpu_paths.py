@@ -21,6 +21,7 @@ from ablations.trial.memory import (
 )
 from ablations.trial.step import (
     CompiledModel,
+    cap_gpu_memory,
     compile_mode_for,
     cpu_copy,
     is_out_of_memory,
@@ -385,6 +386,7 @@ def test_wall_time_includes_the_runs_before_a_resume():
     resumed = train(tiny_config(epochs=2), resume_state=dict(states[0], wall_s=1000.0))
     assert 1000.0 < resumed.metrics["wall_s"] < 1000.0 + 120
 
+
 # ------------------------------------------------------------------ 19. out-of-memory errors
 
 
@@ -586,3 +588,39 @@ def test_after_an_oom_a_cuda_graph_trial_reports_the_mode_that_ran_with_inductor
     assert outcome.status == "ok" and outcome.metrics["oom_retries"] == 1
     assert outcome.metrics["compile_used"] == "default"
     assert outcome.metrics["compiled_graphs"] >= 2  # compiled again after the recovery
+
+
+# ------------------------------------------------------------------ 22. a fraction of a GPU
+
+
+def test_a_fraction_of_a_gpu_caps_the_allocator(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
+                        lambda fraction, device=None: calls.append((fraction, device)))
+    cuda = torch.device("cuda", 0)
+    cap_gpu_memory(torch.device("cpu"), 0.5)  # no GPU: nothing
+    assert calls == []
+    cap_gpu_memory(cuda, 0.25)
+    cap_gpu_memory(cuda, 1)  # a whole GPU: an earlier trial's cap lifted (torch wants a float)
+    cap_gpu_memory(cuda, 2)  # two GPUs: the trial's device is a whole one
+    assert calls == [(0.25, cuda), (1.0, cuda), (1.0, cuda)]
+    assert all(isinstance(fraction, float) for fraction, _ in calls)
+    for bad in (0, -0.5, float("nan"), float("inf"), "0.5", None, True):
+        with pytest.raises(ValueError, match="GPU memory fraction must be a positive number"):
+            cap_gpu_memory(torch.device("cpu"), bad)
+    assert len(calls) == 3
+
+
+@needs_cuda
+def test_a_capped_process_runs_out_of_memory_past_its_fraction():
+    device = torch.device("cuda", torch.cuda.current_device())
+    total = torch.cuda.get_device_properties(device).total_memory
+    torch.cuda.empty_cache()
+    try:
+        cap_gpu_memory(device, 0.1)
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(int(total * 0.2), dtype=torch.uint8, device=device)
+    finally:
+        cap_gpu_memory(device, 1.0)
+        torch.cuda.empty_cache()
+    assert torch.cuda.get_per_process_memory_fraction(device) == 1.0

@@ -21,8 +21,11 @@ from ablations.trial.memory import (
 )
 from ablations.trial.step import (
     CompiledModel,
+    cap_gpu_memory,
     compile_mode_for,
     cpu_copy,
+    is_out_of_memory,
+    release_memory,
     resumed_compile_mode,
     make_optimizer,
     restart_epoch,
@@ -36,7 +39,7 @@ from ablations.experiment.trainable import (
     read_history,
     save_state_atomic,
 )
-from ablations.trial.loop import train
+from ablations.trial.loop import InjectedFailure, train
 from model.model import build_model
 from tests.conftest import REPO, tiny_config
 
@@ -199,14 +202,40 @@ def test_two_ooms_in_one_epoch_with_adam_moments_restart_from_a_clean_snapshot()
 # ------------------------------------------------------------------ 5. RNG
 
 
-@needs_cuda
-def test_cuda_dropout_continues_identically_after_a_resume():
-    config = tiny_config(epochs=3, device="cuda")
+@pytest.fixture
+def deterministic(monkeypatch):
+    """Deterministic CUDA kernels, as the reproducibility notes ask
+    (https://pytorch.org/docs/stable/notes/randomness.html): cuBLAS's workspace config, cuDNN's
+    deterministic algorithms without benchmarking, and torch.use_deterministic_algorithms."""
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(before)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=needs_cuda)])
+def test_dropout_continues_identically_after_a_resume(request, device):
+    # An interrupted run (the failure injected as epoch 3 starts) resumed from its state after
+    # epoch 2 must continue as the same config run without interruption: the same OneCycleLR
+    # schedule (same total steps), the generators dropout draws from (CPU, and CUDA's there).
+    if device == "cuda":
+        request.getfixturevalue("deterministic")
+    config = tiny_config(epochs=3, device=device, dropout=0.3)
     whole = train(config)
+    interrupted = config.replace(inject_failure_at_epoch=3)
     states = []
-    train(config.replace(epochs=2), report=lambda m, s, p: states.append(copy.deepcopy(s)))
-    resumed = train(config, resume_state=states[-1])
-    assert resumed.metrics["val_loss"] == pytest.approx(whole.metrics["val_loss"], rel=1e-6)
+    with pytest.raises(InjectedFailure, match="at epoch 3"):
+        train(interrupted, report=lambda m, s, p: states.append(copy.deepcopy(s)))
+    assert [state["epoch"] for state in states] == [1, 2]
+    resumed = train(interrupted, resume_state=states[-1])
+    assert resumed.status == "ok" and resumed.metrics["resumed_from_epoch"] == 2
+    assert [row["epoch"] for row in resumed.history] == [1, 2, 3]
+    for key in ("train_loss", "val_loss", "lr", "val_mae"):
+        assert resumed.history[-1][key] == whole.history[-1][key], key
+    assert resumed.metrics["test_mae"] == whole.metrics["test_mae"]
 
 
 def test_the_state_holds_the_generators_the_trial_draws_from():
@@ -356,3 +385,242 @@ def test_wall_time_includes_the_runs_before_a_resume():
     assert 0 < states[0]["wall_s"] < states[1]["wall_s"]
     resumed = train(tiny_config(epochs=2), resume_state=dict(states[0], wall_s=1000.0))
     assert 1000.0 < resumed.metrics["wall_s"] < 1000.0 + 120
+
+
+# ------------------------------------------------------------------ 19. out-of-memory errors
+
+
+@pytest.mark.parametrize(("error", "recoverable"), [
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; ...)"), True),
+    (RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB"), True),  # older torch's type
+    # allocations outside the caching allocator: the CUDA runtime's cudaErrorMemoryAllocation
+    (torch.AcceleratorError("CUDA error: out of memory\nCUDA kernel errors might be "
+                            "asynchronously reported at some other API call"), True),
+    (RuntimeError("CUDA error: out of memory\nCompile with `TORCH_USE_CUDA_DSA` to enable "
+                  "device-side assertions."), True),
+    (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
+     True),
+    (torch.AcceleratorError("CUDA error: device-side assert triggered"), False),  # sticky
+    (RuntimeError("CUDA error: an illegal memory access was encountered"), False),
+    (ValueError("CUDA error: out of memory"), False),  # not an error torch raises
+    (RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x8 and 16x2)"), False),
+])
+def test_out_of_memory_errors_are_recognised_by_type_and_text(error, recoverable):
+    assert is_out_of_memory(error) is recoverable
+
+
+def test_a_cuda_runtime_out_of_memory_error_halves_the_micro_batch(monkeypatch):
+    # raised where the injected OOM is, with the text and type of an allocation outside the
+    # caching allocator (cuBLAS workspace, a kernel's own cudaMalloc)
+    from ablations.trial import step
+
+    def runtime_oom(config, batch, where):
+        if batch > config.faults.inject_oom_above_batch > 0:
+            raise torch.AcceleratorError("CUDA error: out of memory\nCUDA kernel errors might be "
+                                         "asynchronously reported at some other API call")
+
+    monkeypatch.setattr(step, "injected_oom", runtime_oom)
+    outcome = train(tiny_config(epochs=1, batch_size=16, inject_oom_above_batch=10))
+    assert outcome.status == "ok"
+    assert outcome.metrics["oom_retries"] == 1 and outcome.metrics["final_micro_batch"] == 8
+
+
+def test_memory_is_released_in_order_after_an_oom(monkeypatch):
+    # gradients, compiled code, gc, and only then the CUDA cache (a block still referenced
+    # when the cache is emptied stays reserved)
+    import gc
+
+    calls = []
+    monkeypatch.setattr(torch.compiler, "reset", lambda: calls.append("compiler.reset"))
+    monkeypatch.setattr(gc, "collect", lambda *args: calls.append("gc.collect") or 0)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("cuda.empty_cache"))
+
+    class Optimizer:
+        def zero_grad(self, set_to_none=True):
+            calls.append(f"zero_grad(set_to_none={set_to_none})")
+
+    compiled = CompiledModel(torch.nn.Linear(2, 2),
+                             tiny_config(compile="default", compile_backend="eager"))
+    release_memory(torch.device("cuda"), Optimizer(), compiled)
+    assert calls == ["zero_grad(set_to_none=True)", "compiler.reset", "gc.collect",
+                     "cuda.empty_cache"]
+    calls.clear()
+    release_memory(torch.device("cpu"), Optimizer(),
+                   CompiledModel(torch.nn.Linear(2, 2), tiny_config()))  # compile off, CPU
+    assert calls == ["zero_grad(set_to_none=True)", "gc.collect"]
+    calls.clear()
+    compiled.after_oom(accum_steps=2)  # already dropped: compiles again, no second reset
+    assert calls == [] and compiled.forward is not compiled.model
+
+
+def test_a_trial_releases_memory_in_order_after_an_oom(monkeypatch):
+    import gc
+
+    from ablations.trial import step
+
+    calls = []
+
+    def recorded(name, function):
+        def call(*args, **kwargs):
+            if name != "zero_grad" or kwargs.get("set_to_none", True):
+                calls.append(name)
+            return function(*args, **kwargs)
+        return call
+
+    def oom(config, batch, where):
+        try:
+            real_oom(config, batch, where)
+        except torch.OutOfMemoryError:
+            calls.append("oom")
+            raise
+
+    real_oom = step.injected_oom
+    monkeypatch.setattr(step, "injected_oom", oom)
+    monkeypatch.setattr(torch.compiler, "reset", recorded("compiler.reset", torch.compiler.reset))
+    monkeypatch.setattr(gc, "collect", recorded("gc.collect", gc.collect))
+    monkeypatch.setattr(torch.optim.Optimizer, "zero_grad",
+                        recorded("zero_grad", torch.optim.Optimizer.zero_grad))
+    outcome = train(tiny_config(epochs=1, batch_size=16, inject_oom_above_batch=10,
+                                compile="default", compile_backend="eager"))
+    torch._dynamo.reset()
+    assert outcome.metrics["oom_retries"] == 1
+    after = calls[calls.index("oom") + 1:]
+    assert after[:3] == ["zero_grad", "compiler.reset", "gc.collect"], calls
+
+
+# ------------------------------------------------------------------ 20. peaks of what ran
+
+
+HUGE_MB = 80_000.0  # about a whole GPU: what the allocator's peak says after a failed attempt
+
+
+@pytest.mark.parametrize(("changes", "phase"), [
+    ({"inject_oom_above_batch": 10, "eval_batch_size": 8}, "train"),  # 16 -> 8 in training
+    ({"inject_oom_above_batch": 20, "eval_batch_size": 64}, "eval"),  # 64 -> 32 -> 16
+])
+def test_the_peak_memory_is_the_peak_of_the_attempt_that_succeeded(monkeypatch, changes, phase):
+    # The peak reader is faked: from an out-of-memory error until the next reset of the peak
+    # statistics, it reports a whole GPU, as torch.cuda.max_memory_allocated does after a
+    # failed attempt.
+    from ablations.trial import metrics as metrics_module, step
+
+    window = {"failed": False}
+    real_oom, real_reset, real_peak = step.injected_oom, step.reset_peak_memory, \
+        step.peak_memory_mb
+
+    def oom(config, batch, where):
+        try:
+            real_oom(config, batch, where)
+        except torch.OutOfMemoryError:
+            window["failed"] = True
+            raise
+
+    def reset(device):
+        window["failed"] = False
+        real_reset(device)
+
+    monkeypatch.setattr(step, "injected_oom", oom)
+    monkeypatch.setattr(metrics_module, "injected_oom", oom)
+    monkeypatch.setattr(step, "reset_peak_memory", reset)
+    monkeypatch.setattr(step, "peak_memory_mb",
+                        lambda device: HUGE_MB if window["failed"] else real_peak(device))
+    metrics = train(tiny_config(epochs=2, batch_size=16, **changes)).metrics
+    if phase == "train":
+        assert metrics["oom_retries"] == 1 and metrics["eval_batch_used"] == 8
+    else:
+        assert metrics["oom_retries"] == 0 and metrics["eval_batch_used"] == 16
+    assert 10 < metrics[f"peak_mem_{phase}_mb"] < HUGE_MB, metrics
+    assert metrics["peak_mem_mb"] < HUGE_MB
+
+
+# ------------------------------------------------------------------ 21. the mode that ran
+
+
+def _conv3d(**changes):
+    from ablations.config import TrialConfig
+
+    return TrialConfig.of(model="examples.conv3d:PLUGIN", width=4, depth=1, temporal_frames=2,
+                          batch_size=16, synthetic_train=32, synthetic_val=16, synthetic_test=16,
+                          eval_batch_size=8, **changes)
+
+
+def _forced(monkeypatch):
+    """The worker's safety rules let a CUDA-graph mode through on the CPU (they would refuse
+    it: no CUDA graphs here), so that the OOM recovery's switch runs."""
+    from ablations.trial import loop
+
+    monkeypatch.setattr(loop, "resolve_systems", lambda config, **kwargs: (config, []))
+
+
+def test_after_an_oom_a_cuda_graph_trial_reports_the_mode_that_ran(monkeypatch):
+    # torch.compile recorded, compiling with the eager backend (fast): what the trial built
+    _forced(monkeypatch)
+    built, real_compile = [], torch.compile
+
+    def compile_(model, *, mode=None, dynamic=None, **kwargs):
+        built.append(mode)
+        return real_compile(model, backend="eager", dynamic=dynamic)
+
+    monkeypatch.setattr(torch, "compile", compile_)
+    config = _conv3d(epochs=2, compile="reduce-overhead", compile_backend="inductor",
+                     inject_oom_above_batch=10)
+    states = []
+    outcome = train(config, report=lambda m, s, p: states.append(copy.deepcopy(s)))
+    torch._dynamo.reset()
+    assert built == ["reduce-overhead", "default"]  # accumulation 2: no CUDA graphs
+    assert outcome.metrics["oom_retries"] == 1 and outcome.metrics["final_accum_steps"] == 2
+    assert outcome.metrics["compile_used"] == "default"  # trials.parquet's compile_used
+    assert [state["compile_mode"] for state in states] == ["default", "default"]
+
+
+@pytest.mark.slow
+def test_after_an_oom_a_cuda_graph_trial_reports_the_mode_that_ran_with_inductor(monkeypatch):
+    # the same with inductor itself (on a CPU, reduce-overhead compiles without CUDA graphs):
+    # 10 s on 2 cores, a minute and a half with inductor's disk cache cold
+    from ablations.config.safety import has_cpp_compiler
+
+    if not has_cpp_compiler():
+        pytest.skip("inductor on the CPU needs a C++ compiler")
+    _forced(monkeypatch)
+    outcome = train(_conv3d(epochs=1, compile="reduce-overhead", compile_backend="inductor",
+                            inject_oom_above_batch=10))
+    torch._dynamo.reset()
+    assert outcome.status == "ok" and outcome.metrics["oom_retries"] == 1
+    assert outcome.metrics["compile_used"] == "default"
+    assert outcome.metrics["compiled_graphs"] >= 2  # compiled again after the recovery
+
+
+# ------------------------------------------------------------------ 22. a fraction of a GPU
+
+
+def test_a_fraction_of_a_gpu_caps_the_allocator(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
+                        lambda fraction, device=None: calls.append((fraction, device)))
+    cuda = torch.device("cuda", 0)
+    cap_gpu_memory(torch.device("cpu"), 0.5)  # no GPU: nothing
+    assert calls == []
+    cap_gpu_memory(cuda, 0.25)
+    cap_gpu_memory(cuda, 1)  # a whole GPU: an earlier trial's cap lifted (torch wants a float)
+    cap_gpu_memory(cuda, 2)  # two GPUs: the trial's device is a whole one
+    assert calls == [(0.25, cuda), (1.0, cuda), (1.0, cuda)]
+    assert all(isinstance(fraction, float) for fraction, _ in calls)
+    for bad in (0, -0.5, float("nan"), float("inf"), "0.5", None, True):
+        with pytest.raises(ValueError, match="GPU memory fraction must be a positive number"):
+            cap_gpu_memory(torch.device("cpu"), bad)
+    assert len(calls) == 3
+
+
+@needs_cuda
+def test_a_capped_process_runs_out_of_memory_past_its_fraction():
+    device = torch.device("cuda", torch.cuda.current_device())
+    total = torch.cuda.get_device_properties(device).total_memory
+    torch.cuda.empty_cache()
+    try:
+        cap_gpu_memory(device, 0.1)
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(int(total * 0.2), dtype=torch.uint8, device=device)
+    finally:
+        cap_gpu_memory(device, 1.0)
+        torch.cuda.empty_cache()
+    assert torch.cuda.get_per_process_memory_fraction(device) == 1.0

@@ -163,6 +163,23 @@ def test_channels_last_reaches_the_plugins_3d_convolutions():
     assert model(frames, scalars)[0].shape == (4,)
 
 
+def test_the_plugin_trains_an_epoch_with_channels_last():
+    # Module.to(memory_format=torch.channels_last) on a model with Conv3d weights fails
+    # ("required rank 4 tensor to use channels_last format"): the trial converts per rank
+    from ablations.trial.loop import train
+
+    config = TrialConfig.of(model=CONV3D, width=4, depth=1, epochs=1, batch_size=16,
+                            synthetic_train=64, synthetic_val=16, synthetic_test=16,
+                            eval_batch_size=64, channels_last=True)
+    states = []
+    outcome = train(config, report=lambda metrics, state, predictions: states.append(state))
+    assert outcome.status == "ok" and outcome.metrics["epochs_run"] == 1
+    assert outcome.predictions is not None and len(outcome.predictions) == 16
+    weights = [t for t in states[-1]["model"].values() if t.dim() == 5]  # the trained weights
+    assert weights and all(t.is_contiguous(memory_format=torch.channels_last_3d)
+                           for t in weights)
+
+
 # ------------------------------------------------------------------------------ space files
 
 

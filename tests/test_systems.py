@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 import yaml
 
 from ablations.config import ConfigError
@@ -117,6 +118,21 @@ def test_accumulation_channels_last_and_optimizer_kernels():
     assert outcome.metrics["final_micro_batch"] == 4 and outcome.metrics["final_accum_steps"] == 4
     assert outcome.metrics["optimizer_used"] == "single"
     assert train(tiny_config()).metrics["optimizer_used"] == "foreach"  # auto on CPU
+
+
+def test_channels_last_reaches_the_builtin_models_convolutions():
+    # one conversion for every model (the builder's, per rank): the built-in model's 4-D
+    # weights are trained in NHWC
+    def trained_4d_weights(channels_last):
+        states = []
+        train(tiny_config(epochs=1, channels_last=channels_last),
+              report=lambda metrics, state, predictions: states.append(state))
+        return [t for t in states[-1]["model"].values() if t.dim() == 4]
+
+    assert not all(t.is_contiguous(memory_format=torch.channels_last)
+                   for t in trained_4d_weights(False))
+    weights = trained_4d_weights(True)
+    assert weights and all(t.is_contiguous(memory_format=torch.channels_last) for t in weights)
 
 
 def test_accumulation_gives_the_same_step_as_one_big_batch():

@@ -220,9 +220,9 @@ class TrialRun:
         self.norm = Normaliser.fit(data, self.train_idx, seed=config.seeds.data)
         self.batches = Batches(data, self.norm, config, device)
 
+        # channels_last is applied by the builder, per parameter rank (4-D NHWC, 5-D NDHWC);
+        # .to(device) keeps each tensor's memory format
         model = build_trial_model(config, data.image_shape, len(data.scalar_names)).to(device)
-        if config.systems.channels_last:
-            model = model.to(memory_format=torch.channels_last)
         self.model = model
         self.optimizer, self.optimizer_used = make_optimizer(model, config, device)
         self.scaler = make_scaler(config, device)
@@ -295,7 +295,9 @@ class TrialRun:
         return _TrainedEpoch(run.loss, run.samples_per_s, started, train_s)
 
     def _halve_micro_batch(self, snapshot: Optional[dict[str, Any]], oom_text: str) -> None:
-        release_memory(self.device)
+        # gradients, compiled code, gc, then the CUDA cache; the retry's phase is a new peak
+        # window (the failed attempt's peak was not recorded)
+        release_memory(self.device, self.optimizer, self.compiled)
         floor = self.config.systems.min_micro_batch
         if self.micro_batch % 2 or self.micro_batch // 2 < floor or snapshot is None:
             raise TrialOutOfMemory(
@@ -314,7 +316,7 @@ class TrialRun:
         ``diverged`` after a non-finite loss."""
         with self.memory.phase("eval"):
             val = predict(self.model, self.batches, self.val_idx, self.eval_batch, self.norm,
-                          self.config)
+                          self.config, memory=self.memory)
         self.eval_batch = val.batch_size
         metrics = {
             "epoch": epoch,
@@ -345,7 +347,7 @@ class TrialRun:
             with self.memory.phase("eval"):
                 predictions, test_metrics, self.eval_batch = evaluate_test_split(
                     self.model, self.batches, self.data, self.test_idx, self.config, self.norm,
-                    self.eval_batch)
+                    self.eval_batch, memory=self.memory)
             metrics.update(test_metrics)
         metrics.update(final_metrics(self.history, self.device, self.memory, self.compile_s,
                                      self.oom_retries, self.compiled.mode, self.optimizer_used,

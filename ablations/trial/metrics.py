@@ -47,11 +47,16 @@ class Predictions:
 
 
 def predict(model: torch.nn.Module, batches: Batches, idx: np.ndarray, batch_size: int,
-            norm: Normaliser, config: TrialConfig) -> Predictions:
+            norm: Normaliser, config: TrialConfig,
+            memory: Optional[PeakMemory] = None) -> Predictions:
     """Predicted mean and std in km for samples ``idx`` (in order), and the mean loss.
     Runs the plain (uncompiled) model under ``no_grad`` (rule 5). An out-of-memory error
     halves the evaluation batch and goes on from the chunk that failed; the trial fails only
-    when a single sample does not fit."""
+    when a single sample does not fit.
+
+    With ``memory`` (inside its ``eval`` phase), the peak counts the chunks that ran: each
+    chunk's peak is recorded when it succeeds, and after an out-of-memory recovery a new
+    peak window starts, so the failed attempt's peak is not the evaluation's."""
     model.eval()
     means, stds, losses = [], [], []
     start = 0
@@ -69,7 +74,11 @@ def predict(model: torch.nn.Module, batches: Batches, idx: np.ndarray, batch_siz
             if batch_size == 1:
                 raise TrialOutOfMemory(f"oom: out of memory evaluating one sample ({oom_text})")
             batch_size //= 2
+            if memory is not None:
+                memory.new_window()
             continue
+        if memory is not None:
+            memory.record()
         mean, std, loss = out
         means.append(mean)
         if std is not None:
@@ -117,11 +126,12 @@ def regression_metrics(target: np.ndarray, mean: np.ndarray, std: Optional[np.nd
 
 def evaluate_test_split(model: torch.nn.Module, batches: Batches, data: RegressionData,
                         test_idx: np.ndarray, config: TrialConfig, norm: Normaliser,
-                        eval_batch: int) -> tuple[pd.DataFrame, dict[str, float], int]:
+                        eval_batch: int, memory: Optional[PeakMemory] = None
+                        ) -> tuple[pd.DataFrame, dict[str, float], int]:
     """The test split: the per-sample predictions table (target, predicted mean and std in km,
     one ``stratum_*`` column per stratum), the ``test_*`` metrics and the evaluation batch
-    that ran (halved after an out-of-memory error)."""
-    test = predict(model, batches, test_idx, eval_batch, norm, config)
+    that ran (halved after an out-of-memory error); ``memory`` as in :func:`predict`."""
+    test = predict(model, batches, test_idx, eval_batch, norm, config, memory)
     target = data.target[test_idx]
     predictions = pd.DataFrame(
         {

@@ -45,9 +45,11 @@ def build_trial_model(config: TrialConfig, image_shape: tuple[int, int, int],
                       num_scalars: int) -> nn.Module:
     """The trial's model, weights from torch's current RNG state (on the current default
     device: the meta device for the cost estimate). A plugin's model gets the runner's
-    gradient checkpointing (its ``checkpoint_blocks`` wrapped) and ``channels_last``."""
+    gradient checkpointing (its ``checkpoint_blocks`` wrapped); either model gets
+    ``channels_last`` here (:func:`to_channels_last`), the one conversion a trial makes."""
     if not config.plugin:
-        return build_model(builtin_model_config(config, image_shape, num_scalars))
+        model = build_model(builtin_model_config(config, image_shape, num_scalars))
+        return to_channels_last(model) if config.systems.channels_last else model
     plugin = load_plugin(config.plugin)
     model = plugin.build(config.model, data_shape(config, image_shape, num_scalars))
     if config.systems.gradient_checkpointing:
@@ -56,13 +58,26 @@ def build_trial_model(config: TrialConfig, image_shape: tuple[int, int, int],
             raise ConfigError(f"gradient_checkpointing: model {plugin.name} exposes no blocks "
                               "to checkpoint (ModelPlugin.checkpoint_blocks)")
         wrap_checkpoint_blocks(model, names)
-    if config.systems.channels_last:  # NHWC for 4-D parameters, NDHWC for 5-D ones (Conv3d)
-        with torch.no_grad():
-            for param in model.parameters():
-                if param.dim() in (4, 5):
-                    param.data = param.data.contiguous(memory_format=torch.channels_last
-                                                       if param.dim() == 4
-                                                       else torch.channels_last_3d)
+    return to_channels_last(model) if config.systems.channels_last else model
+
+
+# The channels-last memory format of each tensor rank: NHWC for 4-D (Conv2d weights), NDHWC
+# for 5-D (Conv3d weights). ``Module.to(memory_format=torch.channels_last)`` would apply the
+# 4-D format to every parameter with 4 *or more* dimensions and fail on a 5-D one ("required
+# rank 4 tensor to use channels_last format").
+CHANNELS_LAST_FORMATS = {4: torch.channels_last, 5: torch.channels_last_3d}
+
+
+def to_channels_last(model: nn.Module) -> nn.Module:
+    """``model`` with its 4-D and 5-D parameters and buffers in the channels-last format of
+    their rank (in place, before the optimizer and compile see the parameters; ``.to(device)``
+    afterwards keeps each tensor's format). Inputs are not converted here: a model that wants
+    channels-last inputs converts them in its forward (the built-in model does)."""
+    with torch.no_grad():
+        for tensor in (*model.parameters(), *model.buffers()):
+            memory_format = CHANNELS_LAST_FORMATS.get(tensor.dim())
+            if memory_format is not None:
+                tensor.data = tensor.data.contiguous(memory_format=memory_format)
     return model
 
 

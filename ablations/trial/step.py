@@ -32,13 +32,22 @@ class TrialOutOfMemory(RuntimeError):
     """Out of memory even at the smallest micro-batch; the trial fails with reason ``oom``."""
 
 
+# What an out-of-memory error says when it is not a torch.OutOfMemoryError: the caching
+# allocator raises OutOfMemoryError ("CUDA out of memory. Tried to allocate ..."), but an
+# allocation outside it (cuBLAS/cuDNN workspaces, a kernel's own cudaMalloc, NCCL) raises a
+# plain RuntimeError, or torch.AcceleratorError (a RuntimeError) in recent torch, with the CUDA
+# runtime's text for cudaErrorMemoryAllocation: "CUDA error: out of memory". That error is not
+# sticky (the context stays usable), so the trial can halve its micro-batch like any OOM.
+OUT_OF_MEMORY_TEXTS = ("CUDA out of memory", "CUDA error: out of memory",
+                       "CUBLAS_STATUS_ALLOC_FAILED")
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an out-of-memory error the trial can recover from by halving."""
     if isinstance(exc, torch.OutOfMemoryError):  # torch >= 2.5 (the floor in pyproject.toml)
         return True
     text = str(exc)
-    return isinstance(exc, RuntimeError) and (
-        "CUDA out of memory" in text or "CUBLAS_STATUS_ALLOC_FAILED" in text
-    )
+    return isinstance(exc, RuntimeError) and any(t in text for t in OUT_OF_MEMORY_TEXTS)
 
 
 def injected_oom(config: TrialConfig, batch: int, where: str) -> None:
@@ -50,8 +59,21 @@ def injected_oom(config: TrialConfig, batch: int, where: str) -> None:
         )
 
 
-def release_memory(device: torch.device) -> None:
-    """After an out-of-memory error: collect the dropped tensors, return cached blocks."""
+def release_memory(device: torch.device, optimizer: Optional[torch.optim.Optimizer] = None,
+                   compiled: Optional["CompiledModel"] = None) -> None:
+    """After an out-of-memory error (outside the ``except`` block, so that the exception no
+    longer pins the failed step's frames), in this order: drop the gradients
+    (``zero_grad(set_to_none=True)``), drop the compiled code and what it holds
+    (``torch.compiler.reset``, with compile on), collect what those released, and only then
+    return the caching allocator's free blocks to the GPU (``torch.cuda.empty_cache``): a
+    block still referenced when the cache is emptied stays reserved.
+
+    Evaluation passes neither ``optimizer`` nor ``compiled`` (it holds no gradients and runs
+    the plain model)."""
+    if optimizer is not None:
+        optimizer.zero_grad(set_to_none=True)
+    if compiled is not None:
+        compiled.drop()
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -96,6 +118,36 @@ def start_trial_on_worker(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
+
+
+def cap_gpu_memory(device: torch.device, fraction: float) -> None:
+    """Hold this process to ``fraction`` of its GPU's memory when a trial gets a fraction of a
+    GPU (Ray's ``gpus_per_trial`` below 1: several trials share one GPU, and Ray only counts
+    GPUs, it does not enforce memory). Call it once per trial, before the trial allocates,
+    with the trial's GPU share: the trial config carries no GPU share, so the caller that
+    knows it (the experiment layer, with ``gpus_per_trial``) calls
+    ``cap_gpu_memory(resolve_device(config), gpus_per_trial)`` before ``train(config)``
+    (``ablations.trial.loop.resolve_device``). The cap holds for the process until set again.
+
+    - ``0 < fraction < 1``: ``torch.cuda.set_per_process_memory_fraction(fraction, device)``:
+      the caching allocator refuses allocations beyond ``fraction`` of the device's total
+      memory with ``torch.OutOfMemoryError``, which the trial's OOM recovery handles as any
+      other. (It limits this process's caching allocator only, not memory allocated outside
+      it, e.g. the CUDA context.)
+    - ``fraction >= 1`` (one or more whole GPUs): the limit is set back to 1.0, so that a cap
+      an earlier trial set in this reused worker process does not carry over.
+    - on a device other than CUDA: nothing (after the argument is checked).
+
+    Raises:
+        ValueError: ``fraction`` is not a positive finite number.
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
+            or not math.isfinite(fraction) or fraction <= 0:
+        raise ValueError(f"GPU memory fraction must be a positive number, got {fraction!r}")
+    if device.type != "cuda":
+        return
+    # float: torch raises TypeError for an int fraction
+    torch.cuda.set_per_process_memory_fraction(float(min(fraction, 1.0)), device)
 
 
 def set_float32_precision(precision: str, device: torch.device) -> None:
@@ -170,12 +222,23 @@ class CompiledModel:
         if self.uses_cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
 
+    def drop(self) -> None:
+        """Drop the compiled code and what it holds (``torch.compiler.reset``; with CUDA graphs,
+        their memory pool): part of :func:`release_memory` after an OOM. Until
+        :meth:`after_oom` rebuilds it, the forward is the plain model."""
+        if self.mode == "off" or self.forward is self.model:
+            return
+        self.forward = self.model
+        torch.compiler.reset()
+
     def after_oom(self, accum_steps: int) -> None:
-        """Drop compiled code (new shapes follow); no CUDA graphs with accumulation. The mode
-        that runs from now on is ``self.mode``, saved with the trial's state."""
+        """Compile again for the new micro-batch (compiled code was dropped: new shapes follow);
+        no CUDA graphs with accumulation (pytorch #169545): a CUDA-graph mode becomes the
+        nearest mode without graphs. The mode that runs from now on is ``self.mode``: it is
+        saved with the trial's state and reported as ``compile_used``."""
         if self.mode == "off":
             return
-        torch.compiler.reset()
+        self.drop()  # when release_memory has not already
         if self.backend == "inductor":
             self.mode = compile_mode_for(self.mode, accum_steps)
         self.forward = self._build()
@@ -370,20 +433,42 @@ def peak_memory_mb(device: torch.device) -> float:
 class PeakMemory:
     """Peak memory of each phase (``train``, ``eval``) over a trial's epochs: evaluation runs
     ``eval_batch_size`` samples at once and can need more than any training step, which would
-    hide what gradient checkpointing saves."""
+    hide what gradient checkpointing saves.
+
+    Only work that succeeded counts: an attempt that ran out of memory peaked at about the
+    whole GPU, which says nothing about the micro-batch that then ran. A phase that ends with
+    an exception records nothing (training's OOM recovery starts the epoch over in a new
+    phase); inside a phase that recovers by itself (evaluation halving its batch), the work
+    done so far is recorded with :meth:`record` and, after the recovery, :meth:`new_window`
+    starts a new peak window."""
 
     def __init__(self, device: torch.device):
         self.device = device
         self.peak_mb = {"train": 0.0, "eval": 0.0}
         self.reserved_mb = math.nan if device.type != "cuda" else 0.0
+        self._phase: Optional[str] = None
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        """The peak of the block, kept (as the maximum over the trial) if it ends normally."""
+        self._phase = name
         reset_peak_memory(self.device)
         try:
             yield
+            self.record()
         finally:
-            self.peak_mb[name] = max(self.peak_mb[name], peak_memory_mb(self.device))
-            if self.device.type == "cuda":
-                self.reserved_mb = max(self.reserved_mb,
-                                       torch.cuda.max_memory_reserved(self.device) / 2**20)
+            self._phase = None
+
+    def record(self) -> None:
+        """Keep the current window's peak for the current phase (no-op outside a phase)."""
+        if self._phase is None:
+            return
+        self.peak_mb[self._phase] = max(self.peak_mb[self._phase],
+                                        peak_memory_mb(self.device))
+        if self.device.type == "cuda":
+            self.reserved_mb = max(self.reserved_mb,
+                                   torch.cuda.max_memory_reserved(self.device) / 2**20)
+
+    def new_window(self) -> None:
+        """After an out-of-memory recovery inside a phase: forget the failed attempt's peak."""
+        reset_peak_memory(self.device)

@@ -220,8 +220,10 @@ of randomness vary with it (default `init,order,data`; a source left out is held
 holds it at seed K) and `init_seed`, `order_seed`, `data_seed` hold the seeds each source drew
 from (docs/seed-sources.md).
 
-`compile` and `precision` hold what ran; `compile_requested` and `precision_requested` what was
-asked for (the same values unless `--resolve-conflicts` mapped them).
+`compile` and `precision` hold what the trial started with; `compile_requested` and
+`precision_requested` what was asked for (the same values unless `--resolve-conflicts` mapped
+them); `compile_used` the mode that ran at the end (an out-of-memory recovery that needs
+gradient accumulation moves a CUDA-graph mode to its mode without graphs).
 
 Status: `ok` (trained all epochs, test metrics present); `failed` (raised; `error` holds the
 last line of the exception, `failure_reason` is `oom` when it ran out of memory even at the

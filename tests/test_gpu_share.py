@@ -6,8 +6,6 @@ recorded."""
 from __future__ import annotations
 
 import pytest
-import torch
-
 import ablations.trial.memory as memory
 from ablations.experiment.trainable import trial_gpu_share
 from tests.conftest import tiny_config
@@ -23,24 +21,14 @@ def test_a_share_must_be_positive():
         memory.gpu_share(0.0)
 
 
-def test_the_cap_sets_the_allocators_fraction_on_cuda_and_nothing_elsewhere(monkeypatch):
-    calls = []
-    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
-                        lambda fraction, device=None: calls.append((fraction, device.type)))
-    memory.cap_gpu_memory(0.5, torch.device("cuda"))
-    memory.cap_gpu_memory(None, torch.device("cuda"))  # lifted: the whole GPU again
-    memory.cap_gpu_memory(0.5, torch.device("cpu"))
-    assert calls == [(0.5, "cuda"), (1.0, "cuda")]
-
-
 def test_the_probe_runs_capped_at_the_trials_share_and_lifts_the_cap_after(monkeypatch):
     events = []
-    monkeypatch.setattr(memory, "cap_gpu_memory", lambda share, device: events.append(share))
+    monkeypatch.setattr(memory, "cap_gpu_memory", lambda device, share: events.append(share))
     monkeypatch.setattr(memory, "one_step_fits",
                         lambda config, data, size, device: events.append(size) or size <= 4)
     found = memory.probe_max_batch(tiny_config(), limit=16, gpu_fraction=0.5)
     assert found["batch"] == 4 and found["gpu_share"] == 0.5
-    assert events[0] == 0.5 and events[-1] is None  # capped before the first step, then lifted
+    assert events[0] == 0.5 and events[-1] == 1.0  # capped before the first step, then lifted
     assert all(isinstance(e, int) for e in events[1:-1])
 
 

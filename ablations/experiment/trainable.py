@@ -33,7 +33,8 @@ from ray import tune
 
 from ablations.config import TrialConfig
 from ablations.trial.loop import train
-from ablations.trial.memory import cap_gpu_memory, gpu_share
+from ablations.trial.memory import gpu_share
+from ablations.trial.step import cap_gpu_memory
 from results.io import atomic_write, is_file, join, read_bytes
 
 STATE_FILE = "state.pt"
@@ -137,12 +138,12 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
     share = trial_gpu_share(trial, _assigned_gpus())
     cuda = torch.device("cuda")
     if share is not None:
-        cap_gpu_memory(share, cuda)
+        cap_gpu_memory(cuda, share)
     try:
         train(trial, report=report, resume_state=resume_state)
     finally:
         if share is not None:
-            cap_gpu_memory(None, cuda)  # the next trial in this worker sets its own
+            cap_gpu_memory(cuda, 1.0)  # the next trial in this worker sets its own
         return_memory_after_trial()
 
 

@@ -15,7 +15,13 @@ import torch
 from ablations.config import TrialConfig
 from ablations.trial.batches import load_data
 from ablations.trial.loop import resolve_device
-from ablations.trial.step import autocast_for, is_out_of_memory, loss_fn, make_optimizer
+from ablations.trial.step import (
+    autocast_for,
+    cap_gpu_memory,
+    is_out_of_memory,
+    loss_fn,
+    make_optimizer,
+)
 from ablations.trial.model_builder import build_trial_model
 
 MAX_PROBE_BATCH = 1024
@@ -96,23 +102,12 @@ def gpu_share(fraction: float) -> Optional[float]:
     return fraction if fraction < 1 else None
 
 
-def cap_gpu_memory(share: Optional[float], device: torch.device) -> None:
-    """Cap this process's CUDA caching allocator at ``share`` of the GPU's memory (no cap for
-    None, a no-op off CUDA): Ray gives a trial with ``--gpus-per-trial 0.5`` half a GPU's
-    compute by scheduling, but nothing limits its memory, so two such trials each sized for the
-    whole GPU both run out of memory. ``torch.cuda.set_per_process_memory_fraction`` makes an
-    allocation past the share raise the out-of-memory error the runner recovers from (the
-    auto-batch probe then finds the batch that fits the share)."""
-    if device.type != "cuda":
-        return
-    torch.cuda.set_per_process_memory_fraction(1.0 if share is None else share, device)
-
-
 def probe_max_batch(config: TrialConfig, *, limit: int = MAX_PROBE_BATCH,
                     gpu_fraction: float = 1.0) -> dict[str, Any]:
     """The largest batch (micro-batch) whose training step fits on this device, in the share
     of the GPU a trial gets (``gpu_fraction``: ``--gpus-per-trial``; below 1 the allocator is
-    capped at that share while probing, as each trial's is, :func:`cap_gpu_memory`).
+    capped at that share while probing, as each trial's is:
+    :func:`ablations.trial.step.cap_gpu_memory`).
 
     Doubles from 1 until a step runs out of memory or ``limit`` is reached, then bisects
     between the last size that fitted and the first that did not.
@@ -124,11 +119,11 @@ def probe_max_batch(config: TrialConfig, *, limit: int = MAX_PROBE_BATCH,
     torch.set_num_threads(config.systems.num_threads)
     device = resolve_device(config)
     share = gpu_share(gpu_fraction)
-    cap_gpu_memory(share, device)
+    cap_gpu_memory(device, gpu_fraction)
     try:
         found = _probe(config, device, limit)
     finally:
-        cap_gpu_memory(None, device)  # a Ray worker runs other tasks after this one
+        cap_gpu_memory(device, 1.0)  # a Ray worker runs other tasks after this one
     return {**found, "gpu_share": share}
 
 

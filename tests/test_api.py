@@ -1,5 +1,5 @@
-"""The library API (ablations/experiment/api.py): ``Experiment.plan()`` validates like the
-command line and starts nothing; ``Experiment.run()`` owns Ray's start and shutdown and returns the tables
+"""The library API (ablations/experiment/api.py): ``Experiment.plan()`` validates like the command
+line and starts nothing; ``Experiment.run()`` owns Ray's start and shutdown and returns the tables
 with the verdicts."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The live progress display (ablations/experiment/progress.py) driven through Tune's callback hooks with
-stand-in trials and a fake clock; a real run's lines are checked in tests/test_cli.py."""
+"""The live progress display (ablations/experiment/progress.py) driven through Tune's callback hooks
+with stand-in trials and a fake clock; a real run's lines are checked in tests/test_cli.py."""
 
 from __future__ import annotations
 

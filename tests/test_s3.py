@@ -250,7 +250,12 @@ def test_optuna_study_uploaded_as_trials_start_and_end(s3, monkeypatch, capsys):
     """The callback the runner adds for a URI root: the bucket's study is the local one as
     soon as a trial starts or ends (not only at the end of the search); a failed upload is a
     warning; a resume keeps the local copy or fetches the bucket's, a new search starts empty."""
-    from ablations.experiment.strategies.hpo import OPTUNA_FILE, optuna_file, fetch_optuna, optuna_upload
+    from ablations.experiment.strategies.hpo import (
+        OPTUNA_FILE,
+        fetch_optuna,
+        optuna_file,
+        optuna_upload,
+    )
 
     env, fs = s3
     for key, value in env.items():  # this process's pyarrow.fs, as the driver's

@@ -1,0 +1,90 @@
+"""`ray job submit` on a two-node cluster on one machine, started as an operator started it:
+the head with `--temp-dir`, the worker node with none. Ray then gives the worker node the head's
+temp dir (ray/_private/node.py, `_init_temp`: a non-head node without `--temp-dir` takes
+`node_to_connect_info.temp_dir` / the head's), so both nodes share one session folder and one
+`runtime_resources/working_dir_files/`, where the job's working_dir is unpacked and where the
+job's driver runs. The worker node's own runtime-env agent manages the same folder.
+
+The job must end with the three tables written and the trial ok, whatever happens to the
+driver's working directory after the trials ran.
+
+The cluster's processes are started and stopped as in tests/test_cluster_cli.py (their own
+process groups; then any process whose command line names this cluster's temp dir): never
+`ray stop`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.test_cluster_cli import RAY_CLI, RayCluster, assert_experiment_written, free_port
+
+pytestmark = pytest.mark.slow
+
+# The operator's run, with a model and data small enough for a test (the same trial: the
+# baseline of the components space, one seed, one epoch).
+TINY = ["--set", "cnn_widths=8,16,16", "--set", "embed_dim=16", "--set", "num_heads=2",
+        "--set", "batch_size=16", "--set", "synthetic_train=96", "--set", "synthetic_val=32",
+        "--set", "synthetic_test=48"]
+
+
+class OneTempDirCluster(RayCluster):
+    """The head started with `--temp-dir=<dir>`, the worker node with no `--temp-dir` (so it
+    uses the head's). Each node gets its own dashboard-agent port and the head its own Ray
+    Client port (free ones): two nodes on one machine, and other clusters on it, would
+    otherwise collide on Ray's fixed defaults; nothing else differs from the operator's
+    commands."""
+
+    def __init__(self, root: Path, temp_dir: Path):
+        super().__init__(root)
+        for unused in self.temp_dirs:  # the parent's two private temp dirs: not used here
+            Path(unused).rmdir()
+        temp_dir.mkdir()
+        self.temp_dirs = [str(temp_dir)]  # what stop() looks for in command lines, and removes
+
+    def start(self) -> None:
+        self._start("head", [str(RAY_CLI), "start", "--head", f"--port={self.port}",
+                             "--num-cpus=1", "--dashboard-host=127.0.0.1",
+                             f"--dashboard-port={self.dashboard_port}",
+                             f"--temp-dir={self.temp_dirs[0]}", "--block",
+                             f"--ray-client-server-port={free_port()}",
+                             f"--dashboard-agent-listen-port={free_port()}"])
+        self.wait_for_nodes(1)
+        self._start("worker", [str(RAY_CLI), "start", f"--address={self.address}",
+                               "--num-cpus=1", "--block",
+                               f"--dashboard-agent-listen-port={free_port()}"])
+        self.wait_for_nodes(2)
+        self.wait_for_dashboard()
+
+
+@pytest.fixture
+def operator_cluster(tmp_path_factory):
+    # Short paths: Ray's Unix sockets live under the temp dir (a socket path has ~107 bytes).
+    root = tmp_path_factory.mktemp("rj")
+    cluster = OneTempDirCluster(root, root / "t")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_job_on_nodes_sharing_the_heads_temp_dir_writes_its_tables(operator_cluster, tmp_path):
+    cluster = operator_cluster
+    storage = tmp_path / "results"
+    entrypoint = [sys.executable, "run_ablations.py", "--space", "components", "--only",
+                  "baseline", "--seeds", "1", "--epochs", "1", *TINY, "--address", "auto",
+                  "--storage", str(storage), "--name", "job"]
+    proc = subprocess.run(
+        [str(RAY_CLI), "job", "submit", "--address", f"http://127.0.0.1:{cluster.dashboard_port}",
+         "--working-dir", str(REPO), "--", *entrypoint],
+        env=cluster.env, capture_output=True, text=True, timeout=400)
+    output = proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output + cluster.log_tail()
+    assert "Traceback" not in proc.stdout, output
+    assert_experiment_written(storage / "job", trials=1)  # the three tables, the trial ok

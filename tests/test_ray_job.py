@@ -6,7 +6,9 @@ temp dir (ray/_private/node.py, `_init_temp`: a non-head node without `--temp-di
 job's driver runs. The worker node's own runtime-env agent manages the same folder.
 
 The job must end with the three tables written and the trial ok, whatever happens to the
-driver's working directory after the trials ran.
+driver's working directory after the trials ran. The last two tests make the same thing happen
+in this process, deterministically: the working directory is deleted and made again just
+before Tune's own analysis step.
 
 The cluster's processes are started and stopped as in tests/test_cluster_cli.py (their own
 process groups; then any process whose command line names this cluster's temp dir): never
@@ -15,6 +17,8 @@ process groups; then any process whose command line names this cluster's temp di
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +35,7 @@ pytestmark = pytest.mark.slow
 TINY = ["--set", "cnn_widths=8,16,16", "--set", "embed_dim=16", "--set", "num_heads=2",
         "--set", "batch_size=16", "--set", "synthetic_train=96", "--set", "synthetic_val=32",
         "--set", "synthetic_test=48"]
+TINY_OVERRIDES = dict(item.split("=", 1) for item in TINY[1::2]) | {"epochs": 1}
 
 
 class OneTempDirCluster(RayCluster):
@@ -88,3 +93,49 @@ def test_job_on_nodes_sharing_the_heads_temp_dir_writes_its_tables(operator_clus
     assert proc.returncode == 0, output + cluster.log_tail()
     assert "Traceback" not in proc.stdout, output
     assert_experiment_written(storage / "job", trials=1)  # the three tables, the trial ok
+
+
+def test_tables_land_when_the_drivers_working_directory_is_replaced(ray_local, tmp_path,
+                                                                    monkeypatch):
+    """What a second node's runtime-env agent does to a job's driver, at a chosen moment: the
+    working directory is deleted and made again at the same path, the process's is gone, and
+    Tune's ExperimentAnalysis (os.getcwd in ray.train._internal.storage._list_at_fs_path)
+    raises FileNotFoundError at the end of Tuner.fit. The results come from Tune's saved
+    state, and experiment.json says what Tune raised."""
+    import ray.tune.tune as tune_module
+
+    from ablations.experiment.api import Experiment
+
+    working_dir = tmp_path / "working_dir"
+    working_dir.mkdir()
+    monkeypatch.chdir(working_dir)
+    analysis = tune_module.ExperimentAnalysis
+
+    def after_the_working_dir_is_replaced(*args, **kwargs):
+        shutil.rmtree(working_dir)
+        working_dir.mkdir()
+        return analysis(*args, **kwargs)
+
+    monkeypatch.setattr(tune_module, "ExperimentAnalysis", after_the_working_dir_is_replaced)
+    Experiment("components", seeds=1, only=["baseline"], overrides=TINY_OVERRIDES,
+               storage=tmp_path / "results", name="replaced").run()
+    folder = tmp_path / "results" / "replaced"
+    df = assert_experiment_written(folder, trials=1)
+    assert df["test_mae"].notna().all()
+    metadata = json.loads((folder / "experiment.json").read_text())
+    assert metadata["tune_error"].startswith("FileNotFoundError"), metadata.get("tune_error")
+
+
+def test_an_error_of_tune_before_any_trial_ended_is_raised(ray_local, tmp_path, monkeypatch):
+    from ray import tune
+
+    from ablations.experiment.api import Experiment
+
+    def broken(self):
+        raise RuntimeError("Tune broke before any trial ran")
+
+    monkeypatch.setattr(tune.Tuner, "fit", broken)
+    with pytest.raises(RuntimeError, match="before any trial ran"):
+        Experiment("components", seeds=1, only=["baseline"], overrides=TINY_OVERRIDES,
+                   storage=tmp_path / "results", name="broken").run()
+    assert not (tmp_path / "results" / "broken" / "trials.parquet").exists()

@@ -1,14 +1,19 @@
 """`ray job submit` on a two-node cluster on one machine, started as an operator started it:
 the head with `--temp-dir`, the worker node with none. Ray then gives the worker node the head's
-temp dir (ray/_private/node.py, `_init_temp`: a non-head node without `--temp-dir` takes
-`node_to_connect_info.temp_dir` / the head's), so both nodes share one session folder and one
-`runtime_resources/working_dir_files/`, where the job's working_dir is unpacked and where the
-job's driver runs. The worker node's own runtime-env agent manages the same folder.
+temp dir (ray/_private/node.py, `_init_temp`: a non-head node without `--temp-dir` takes the
+head's), so both nodes share one session folder and one `runtime_resources/working_dir_files/`,
+where the job's working_dir is unpacked and where the job's driver runs. When the worker node's
+runtime-env agent first sets up the job's runtime env (right after the driver's `ray.init`), it
+misses in its own cache, deletes that folder and unpacks it again
+(ray/_private/runtime_env/working_dir.py `create`: `download_and_unpack_package(...,
+overwrite=True)`): the driver's working directory is gone, and Tune's `ExperimentAnalysis` at
+the end of `Tuner.fit` raised FileNotFoundError from `os.path.abspath` (an `os.getcwd()`), after
+the trial had ended ok, with no Parquet written.
 
-The job must end with the three tables written and the trial ok, whatever happens to the
-driver's working directory after the trials ran. The last two tests make the same thing happen
-in this process, deterministically: the working directory is deleted and made again just
-before Tune's own analysis step.
+The job must end with the three tables written and the trial ok. The second test makes the same
+thing happen in this process, deterministically (the working directory deleted and made again
+just before Tune's analysis step): the runner reads Tune's saved state by its full path. The
+last one checks the command line's re-entry of its working directory.
 
 The cluster's processes are started and stopped as in tests/test_cluster_cli.py (their own
 process groups; then any process whose command line names this cluster's temp dir): never
@@ -18,6 +23,7 @@ process groups; then any process whose command line names this cluster's temp di
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -90,8 +96,14 @@ def test_job_on_nodes_sharing_the_heads_temp_dir_writes_its_tables(operator_clus
          "--working-dir", str(REPO), "--", *entrypoint],
         env=cluster.env, capture_output=True, text=True, timeout=400)
     output = proc.stdout[-6000:] + proc.stderr[-3000:]
+    # the premise: both nodes' raylets log under the head's temp dir (one session folder)
+    raylet_logs = list(Path(cluster.temp_dirs[0]).glob("session_[0-9]*/logs/raylet*.out"))
+    assert len(raylet_logs) == 2, raylet_logs
     assert proc.returncode == 0, output + cluster.log_tail()
     assert "Traceback" not in proc.stdout, output
+    # Every node set up the job's runtime env before the run went on and the command line
+    # entered the unpacked-again working_dir: Tune's own last step worked (no fallback needed)
+    assert "Ray Tune raised" not in proc.stdout + proc.stderr, output
     assert_experiment_written(storage / "job", trials=1)  # the three tables, the trial ok
 
 
@@ -139,3 +151,20 @@ def test_an_error_of_tune_before_any_trial_ended_is_raised(ray_local, tmp_path, 
         Experiment("components", seeds=1, only=["baseline"], overrides=TINY_OVERRIDES,
                    storage=tmp_path / "results", name="broken").run()
     assert not (tmp_path / "results" / "broken" / "trials.parquet").exists()
+
+
+def test_the_command_line_enters_its_replaced_working_directory_again(tmp_path, monkeypatch):
+    from ablations.cli.main import enter_again
+
+    working_dir = tmp_path / "working_dir"
+    working_dir.mkdir()
+    monkeypatch.chdir(working_dir)
+    assert not enter_again(str(working_dir))  # still there: nothing to do
+    shutil.rmtree(working_dir)
+    with pytest.raises(FileNotFoundError):
+        os.getcwd()
+    assert not enter_again(str(working_dir))  # not unpacked again (yet): left as it is
+    working_dir.mkdir()
+    (working_dir / "same.txt").write_text("the same files")
+    assert enter_again(str(working_dir))
+    assert os.getcwd() == str(working_dir) and Path("same.txt").read_text() == "the same files"

@@ -33,6 +33,7 @@ from ablations.experiment.cluster import (
     PROJECT_ROOT,
     check_cluster_address,
     runtime_env_for_cluster,
+    settle_job_working_dir,
 )
 from ablations.experiment.interrupt import quiet_tune_logs
 from ablations.experiment.options import (
@@ -71,7 +72,8 @@ def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
     Without an address, a private local Ray is started every time (``address="local"``): not
     the cluster ``ray start`` last left on this machine, nor one RAY_ADDRESS names.
     With one, the address is checked first (``check_cluster_address``: one line and no
-    minute of retries when it is wrong).
+    minute of retries when it is wrong); in a Ray job, every node then sets up the job's
+    runtime environment before this returns (``settle_job_working_dir``).
     """
     import ray
 
@@ -81,6 +83,7 @@ def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
         check_cluster_address(options.address)
         ray.init(address=options.address, runtime_env=runtime_env_for_cluster(),
                  logging_level=logging.WARNING, log_to_driver=options.verbose > 0)
+        settle_job_working_dir()  # in a Ray job: no node unpacks its working_dir again later
         return True, None
     # What the trials print (compiler autotune tables, deprecation warnings) stays in each
     # trial's stdout/stderr files (RunConfig.log_to_file), not on the console, unless --verbose.

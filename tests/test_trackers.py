@@ -1,6 +1,6 @@
 """--log-to: MLflow and W&B through Ray Tune's callbacks (ablations/experiment/trackers/specs.py),
-offline. One CLI run (module fixture) logs to three trackers at once: MLflow's default store (SQLite in
-the experiment folder), an MLflow file store, and W&B offline; each test reads one of them back.
+offline. One CLI run (module fixture) logs to three trackers at once: MLflow's default store
+(SQLite in the experiment folder), an MLflow file store, and W&B offline; each test reads one of them back.
 The flag's bad values and the callbacks' resume behaviour are checked without Ray.
 """
 

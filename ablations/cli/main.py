@@ -165,6 +165,43 @@ def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
                 reuse_workers=plan.reuse_workers, reference=plan.reference)
 
 
+def _working_dir() -> Optional[str]:
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return None
+
+
+def enter_again(path: Optional[str]) -> bool:
+    """If this process's working directory was deleted and a directory is at its path again,
+    make that the working directory (and forget the import system's view of the old one).
+    Returns whether it did.
+
+    A Ray job's driver runs in the job's working_dir, which Ray unpacked under the head's temp
+    dir; a node that shares that temp dir (a worker node started on the head's machine without
+    ``--temp-dir``) deletes the folder and unpacks it again when it sets up the job's runtime
+    environment. ``init_ray`` waits until every node has done so
+    (``ablations/experiment/cluster.py``, ``settle_job_working_dir``); the folder at the same
+    path then holds the same files, so relative paths keep their meaning. Without this, the
+    driver's ``os.getcwd()`` raises FileNotFoundError, and Ray Tune needs it (restoring an
+    experiment and listing its results). A working directory is the whole process's: the
+    command line changes it, not the library."""
+    if path is None:
+        return False
+    try:
+        os.getcwd()
+        return False
+    except FileNotFoundError:
+        pass
+    if not os.path.isdir(path):
+        return False
+    import importlib
+
+    os.chdir(path)
+    importlib.invalidate_caches()
+    return True
+
+
 def _continuation_hint(df: Any, args: argparse.Namespace, storage: str, name: str,
                        reference: str, slots: Optional[int], wall_s: float) -> Optional[str]:
     """A fixed run's inconclusive variants and the one command that decides them."""
@@ -228,6 +265,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
                          "Ray on one node; pass --address auto to use the job's cluster")
     if not args.verbose:  # the dashboard line below says how to get the token
         logging.getLogger(TOKEN_AUTH_LOGGER).setLevel(logging.ERROR)
+    working_dir = _working_dir()
     try:
         started_ray, dashboard_url = init_ray(options)
     except ClusterUnreachable as exc:
@@ -235,6 +273,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = first_line(exc)
         raise UsageError(f"cannot connect to Ray at {args.address or 'local'}: {first}") from None
+    enter_again(working_dir)  # a Ray job's working_dir, unpacked again while Ray started
     # Ray's driver exits on SIGTERM (code 15, no word); before and after Tuner.fit (where
     # run_experiment hands it to Tune's stop) it is Ctrl-C: stop, say how to continue.
     sigterm = sigterm_is_ctrl_c()

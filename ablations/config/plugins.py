@@ -22,7 +22,8 @@ multimodal model is the default (``model`` empty). A plugin provides:
 
 The runner's systems switches apply unchanged: compile (``torch.compile`` of the module),
 precision (autocast), ``channels_last`` (per tensor rank: NHWC for 4-D parameters, NDHWC for
-5-D ones, ``ablations.trial.model_builder.to_channels_last``), OOM recovery and gradient accumulation (they act on the optimiser step).
+5-D ones, ``ablations.trial.model_builder.to_channels_last``), OOM recovery and gradient
+accumulation (they act on the optimiser step).
 docs/plugins.md says the same for users; examples/conv3d.py is a plugin.
 """
 

@@ -45,6 +45,54 @@ def job_runtime_env() -> Optional[dict[str, Any]]:
         return {}
 
 
+# How long settle_job_working_dir waits for every node to set up the job's runtime environment
+SETTLE_TIMEOUT_S = 120.0
+
+
+def settle_job_working_dir(timeout_s: float = SETTLE_TIMEOUT_S) -> int:
+    """In a Ray job with a ``working_dir``, after ``ray.init``: have every alive node set up the
+    job's runtime environment now (a task pinned to each, all at once) and wait for them.
+    Returns how many nodes answered; outside such a job, 0 and nothing is run.
+
+    Why: the job's driver runs in the working_dir as Ray unpacked it on the head node
+    (``<temp dir>/session_*/runtime_resources/working_dir_files/_ray_pkg_<hash>``). Each node's
+    runtime-env agent sets up the job's runtime environment on its own (when the job starts,
+    or when the node starts its first worker of the job) and, when the package is not in that
+    agent's own cache, deletes the package's folder and unpacks it again
+    (``ray/_private/runtime_env/working_dir.py``, ``create``: ``download_and_unpack_package(...,
+    overwrite=True)``; ``packaging.py``: ``shutil.rmtree(local_dir)``). A worker node started
+    without ``--temp-dir`` on the head's machine takes the head's temp dir
+    (``ray/_private/node.py``, ``_init_temp``), so that folder is the driver's working
+    directory: it is deleted under the running driver, whose ``os.getcwd()`` then raises
+    FileNotFoundError (Ray Tune needs it) and whose imports from the folder fail until it is
+    unpacked again. Once this returns, the nodes alive now hold the package in their caches
+    and do not unpack it again; the command line then enters the folder anew
+    (``ablations/cli/main.py``). A node that fails the task is left to the checks and trials
+    that follow (``preflight.check_data_on_workers`` names it)."""
+    job = job_runtime_env()
+    if not job or not job.get("working_dir"):
+        return 0
+    import ray
+    from ray.exceptions import GetTimeoutError, RayError
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    def ready() -> bool:
+        return True
+
+    probe = ray.remote(num_cpus=0)(ready)
+    pending = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        node_id=node["NodeID"], soft=False)).remote()
+        for node in ray.nodes() if node.get("Alive")]
+    done, _ = ray.wait(pending, num_returns=len(pending), timeout=timeout_s)
+    answered = 0
+    for ref in done:
+        try:
+            answered += bool(ray.get(ref, timeout=0.1))
+        except (GetTimeoutError, RayError):
+            pass
+    return answered
+
+
 class ClusterUnreachable(ConnectionError):
     """--address names no reachable Ray cluster, or one that refuses this process's token.
     The message is one line naming the problem and the fix."""

@@ -36,6 +36,7 @@ from ablations.experiment.cluster import (
     PROJECT_ROOT,
     check_cluster_address,
     runtime_env_for_cluster,
+    settle_job_working_dir,
 )
 from ablations.experiment.interrupt import quiet_tune_logs
 from ablations.experiment.options import (
@@ -50,11 +51,14 @@ from ablations.experiment.tables import (
     RESUMABLE_STATUSES,
     collect_results,
     result_name,
+    saved_results,
     trial_status,
+    tune_state_file,
 )
 from results.io import (
     METADATA_FILE,
     delete_dir,
+    first_line,
     is_file,
     is_uri,
     join,
@@ -71,7 +75,8 @@ def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
     Without an address, a private local Ray is started every time (``address="local"``): not
     the cluster ``ray start`` last left on this machine, nor one RAY_ADDRESS names.
     With one, the address is checked first (``check_cluster_address``: one line and no
-    minute of retries when it is wrong).
+    minute of retries when it is wrong); in a Ray job, every node then sets up the job's
+    runtime environment before this returns (``settle_job_working_dir``).
     """
     import ray
 
@@ -81,6 +86,7 @@ def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
         check_cluster_address(options.address)
         ray.init(address=options.address, runtime_env=runtime_env_for_cluster(),
                  logging_level=logging.WARNING, log_to_driver=options.verbose > 0)
+        settle_job_working_dir()  # in a Ray job: no node unpacks its working_dir again later
         return True, None
     # What the trials print (compiler autotune tables, deprecation warnings) stays in each
     # trial's stdout/stderr files (RunConfig.log_to_file), not on the console, unless --verbose.
@@ -164,9 +170,16 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                 log_to_file=True, sync_config=tune.SyncConfig(sync_artifacts=True),
             ),
         )
+    state_before = tune_state_file(tune_dir)  # a resume's: not this run's results
     metadata["fit_started_at"] = time.time()
     with (options.fit_guard or contextlib.nullcontext)(), quiet_tune_logs():
-        grid = tuner.fit()  # SIGINT/SIGTERM: Tune stops the trials, saves state, returns
+        try:
+            grid = tuner.fit()  # SIGINT/SIGTERM: Tune stops the trials, saves state, returns
+        except Exception as error:  # noqa: BLE001 - re-raised unless trials ended
+            grid = results_despite(error, tune_dir, state_before)
+            if grid is None:
+                raise
+            metadata["tune_error"] = f"{type(error).__name__}: {first_line(error)}"
     metadata["driver_wall_s"] = time.monotonic() - started
     trials = strategy.specs(grid, trials)
     result = collect_results(grid, trials, options, metadata, skipped, state_root=state_root,
@@ -180,6 +193,38 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     return result
 
 
+def results_despite(error: Exception, tune_dir: str, state_before: Optional[tuple[str, Any]]
+                    ) -> Optional[Any]:
+    """When ``Tuner.fit`` raised after trials ended: their results, read from the state Tune
+    saved during this run (``saved_results``), so that the tables of the trials that ended are
+    written whatever Tune's last step did. None (the caller re-raises) if Tune saved no state
+    during this run, no trial in it ended, or it cannot be read.
+
+    The case seen: a Ray job's driver whose working directory was deleted under it (the job's
+    working_dir, unpacked again by a second node's runtime-env agent that shares the head's
+    temp dir); ``Tuner.fit`` ends with ``ExperimentAnalysis``, which needs ``os.getcwd()``
+    (``saved_results``) and raised FileNotFoundError after every trial had ended ok."""
+    try:
+        state = tune_state_file(tune_dir)
+        if state is None or state == state_before:
+            return None
+        with quiet_tune_logs():
+            grid = saved_results(tune_dir, state)
+        ended = any(trial_status(dict(result.metrics or {}), result.error, None)[0]
+                    not in ("interrupted", "not_started") for result in grid)
+    except Exception as unreadable:  # noqa: BLE001 - the caller re-raises ``error``
+        logging.getLogger(__name__).warning(
+            "Ray Tune raised %s: %s; the state it saved in %s could not be read either: %s",
+            type(error).__name__, first_line(error), tune_dir, first_line(unreadable))
+        return None
+    if not ended:
+        return None
+    logging.getLogger(__name__).warning(
+        "Ray Tune raised %s: %s after the trials ran; their results were read from the state "
+        "it saved (%s)", type(error).__name__, first_line(error), state[0])
+    return grid
+
+
 def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool = False,
                   num_samples: Optional[int] = None, tune_subdir: str = TUNE_SUBDIR
                   ) -> dict[str, int]:
@@ -188,7 +233,7 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
     (kept; with ``retry_failed`` counted in ``continue``), ``continue`` (resumes from its
     saved state) and ``start`` (from scratch). ``trials`` is the plan (empty for a search of
     ``num_samples`` trials)."""
-    from ray.tune import ExperimentAnalysis, ResultGrid, Tuner
+    from ray.tune import Tuner
 
     from ablations.experiment.trainable import STATE_FILE, STATE_SUBDIR
 
@@ -198,8 +243,8 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
     tune_dir = join(root, tune_subdir)
     results = []
     if Tuner.can_restore(tune_dir):
-        with quiet_tune_logs():
-            results = list(ResultGrid(ExperimentAnalysis(tune_dir)))
+        with quiet_tune_logs():  # by the state file's path: no working directory needed
+            results = list(saved_results(tune_dir) or [])
     counts = {"finished": 0, "failed": 0, "continue": 0, "start": 0}
     for result in results:
         status, _, _ = trial_status(dict(result.metrics or {}), result.error, None,

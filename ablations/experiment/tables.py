@@ -2,11 +2,14 @@
 
 ``collect_results`` reads each trial's last result, error, per-epoch history and final
 checkpoint and writes ``trials.parquet``, ``epochs.parquet`` and ``predictions.parquet``
-(schema: results/schema.py); ``trial_status`` names how a trial ended.
+(schema: results/schema.py); ``trial_status`` names how a trial ended. ``saved_results`` reads
+Tune's results from the state file it saved, opened by its full path: it does not need the
+process's working directory, which Tune's own analysis does (see its docstring).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import os
 from pathlib import Path
@@ -19,6 +22,7 @@ from results.io import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,
     TRIALS_FILE,
+    filesystem,
     is_uri,
     join,
     write_parquet_atomic,
@@ -89,6 +93,44 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
     write_parquet_atomic(trials_df, join(root, TRIALS_FILE))  # last: its presence = complete
     return ExperimentResult(root if is_uri(root) else Path(root), trials_df, epochs_df,
                             predictions_df, wall_s=metadata.get("driver_wall_s", math.nan))
+
+
+# Ray Tune's saved state in its experiment folder: TuneController.CKPT_FILE_TMPL, one file per
+# run of the folder (a restore writes a new one); Tune restores from the greatest name.
+TUNE_STATE_FILES = "experiment_state-*.json"
+
+
+def tune_state_file(tune_dir: str) -> Optional[tuple[str, Any]]:
+    """The state file Ray Tune last saved in ``tune_dir`` (the one it restores from) as (its
+    full path or URI, its modification time); None if there is none."""
+    import pyarrow.fs as pafs
+
+    fs, target = filesystem(tune_dir)
+    found = [info for info in fs.get_file_info(pafs.FileSelector(target, allow_not_found=True))
+             if fnmatch.fnmatch(info.base_name, TUNE_STATE_FILES)]
+    if not found:
+        return None
+    newest = max(found, key=lambda info: info.base_name)
+    return join(tune_dir, newest.base_name), newest.mtime
+
+
+def saved_results(tune_dir: str, state: Optional[tuple[str, Any]] = None) -> Optional[Any]:
+    """Tune's results (a ``ResultGrid``) as Tune saved them in ``tune_dir``, or from ``state``
+    (``tune_state_file``'s answer); None if Tune saved none.
+
+    The state file is opened by its full path. ``ExperimentAnalysis(tune_dir)``, which
+    ``Tuner.fit`` builds at its end, first lists the folder with
+    ``ray.train._internal.storage._list_at_fs_path``, which calls ``os.path.relpath`` on paths
+    stripped of their leading "/" and so ``os.getcwd()``: it raises FileNotFoundError when the
+    process's working directory no longer exists. A Ray job's driver runs in the job's unpacked
+    working_dir, which another node's runtime-env agent can delete and unpack again while the
+    driver runs (docs/cluster.md)."""
+    from ray.tune import ExperimentAnalysis, ResultGrid
+
+    state = state or tune_state_file(tune_dir)
+    if state is None:
+        return None
+    return ResultGrid(ExperimentAnalysis(state[0]))
 
 
 # ------------------------------------------------------------------------------------ helpers

@@ -6,9 +6,9 @@ negation, so the reference cell is the run with every factor at −1.
 
 - k ≤ 4: the full 2^k factorial (pyDOE3's ``ff2n``).
 - 5 ≤ k ≤ 8: a 16-cell regular fraction of resolution IV or higher (pyDOE3's ``fracfact``)
-  with the standard minimum-aberration generators (:data:`GENERATORS`; Box, Hunter and Hunter
-  2005, Table 6.22; Montgomery, *Design and Analysis of Experiments*, Table 8.14), each word's
-  sign chosen so that the reference cell is one of the runs.
+  with the standard generators (:data:`GENERATORS`; Montgomery, *Design and Analysis of
+  Experiments*, Table 8.14; the word-length pattern of pyDOE3's ``fracfact_opt``, so of
+  minimum aberration), each word's sign chosen so that the reference cell is one of the runs.
 
 :class:`FactorialDesign` holds the runs, the generators, the defining relation, the resolution
 and the alias chains. :func:`factorial_effects` fits one ordinary least-squares model

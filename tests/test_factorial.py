@@ -81,6 +81,13 @@ def test_fractions_are_pydoe3s_with_the_standard_generators(k):
         column = d.runs[:, [ord(c) - 65 for c in word.lstrip("-")]].prod(axis=1)
         assert (d.runs[:, ord(added) - 65] == sign * column).all()
     assert d.defining_relation() == DEFINING[k]
+    # the same word-length pattern (so aberration) as the design pyDOE3's search picks
+    from collections import Counter
+
+    from results.factorial import alias_structure
+
+    best = alias_structure(pyDOE3.fracfact(pyDOE3.fracfact_opt(k, k - 4)[0]))[1]
+    assert Counter(len(w) for _, w in d.defining) == Counter(len(w) for _, w in best)
     assert d.resolution == (5 if k == 5 else 4)
     assert d.label.endswith("resolution V" if k == 5 else "resolution IV")
     assert ((d.runs == -1).all(axis=1)).sum() == 1 and (d.runs[0] == -1).all()  # reference in

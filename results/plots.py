@@ -130,3 +130,46 @@ def learning_curves(epochs: pd.DataFrame, path: str | Path, *, metric: str = "va
     ax.set_ylabel(f"{metric} (mean over seeds)")
     ax.legend(fontsize=7)
     return _save(fig, path)
+
+
+def interaction_plot(means: pd.DataFrame, effects: pd.DataFrame, path: str | Path, *,
+                     metric: str = "test_mae", limit: int = 8) -> Path:
+    """One panel per two-factor interaction (at most ``limit``, the largest |estimate|
+    first): the mean of ``metric`` at the reference cell's value and the other value of the
+    first factor, one line per value of the second. Parallel lines: no interaction. Given
+    :func:`results.factorial.interaction_means` and :func:`results.factorial.factorial_effects`'
+    tables; each panel's title has the effect's verdict."""
+    rows = effects[effects["kind"] == "interaction"].copy()
+    rows = rows.reindex(rows["estimate"].abs().sort_values(ascending=False).index)[:limit]
+    count = max(len(rows), 1)
+    columns = min(count, 4)
+    lines = -(-count // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(3.1 * columns, 2.7 * lines + 0.3),
+                             squeeze=False)
+    for ax in axes.flat[len(rows):]:
+        ax.axis("off")
+    for ax, (_, effect) in zip(axes.flat, rows.iterrows()):
+        cells = means[means["effect"] == effect["effect"]]
+        a, b = cells["a"].iloc[0], cells["b"].iloc[0]
+        for level, style in ((-1, "-"), (1, "--")):
+            mine = cells[cells["b_level"] == level].sort_values("a_level")
+            ax.plot([0, 1], mine["mean"].to_numpy(dtype=float), style, marker="o",
+                    color="tab:blue" if level < 0 else "tab:red",
+                    label=f"{b}={str(mine['b_value'].iloc[0]).lower()}"
+                    + (" (reference)" if level < 0 else ""))
+        values = cells.sort_values("a_level").drop_duplicates("a_level")["a_value"]
+        ax.set_xticks([0, 1], [f"{str(v).lower()}{' (reference)' if i == 0 else ''}"
+                               for i, v in enumerate(values)])
+        ax.set_xlabel(a, fontsize=8)
+        ax.set_ylabel(f"{metric} (mean)", fontsize=8)
+        verdict = effect["verdict"]
+        ax.set_title(f"{effect['effect']}"
+                     + (f" = {effect['aliases']}" if effect["aliases"] else "")
+                     + f": {verdict}", fontsize=8,
+                     color=VERDICT_COLORS.get(verdict, "0.2") if verdict != "inconclusive"
+                     else "0.2")
+        ax.legend(fontsize=6)
+        ax.tick_params(labelsize=7)
+    fig.suptitle("Interactions: the mean at each pair of levels (parallel lines: additive)",
+                 fontsize=9)
+    return _save(fig, path)

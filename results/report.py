@@ -17,6 +17,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -186,20 +187,29 @@ def write_report(directory: str | Path, *, reference: str | None = None,
             table, a=other, b=str(trials["experiment"].iloc[0])), table[[
                 "ablation", "n_pairs", "a_mean", "b_mean", "diff_mean", "tost_ci_low",
                 "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
+    factorial = None
+    if meta.get("factorial"):
+        from results.factorial import FactorialDesign
+
+        factorial = FactorialDesign.from_dict(meta["factorial"])
     with tempfile.TemporaryDirectory(prefix="report-") as scratch:
         return _write_report(directory, trials, epochs, predictions, Path(scratch),
                              reference=reference, metric=metric, margin=margin, alpha=alpha,
-                             sequential=sequential, comparison=comparison)
+                             sequential=sequential, comparison=comparison,
+                             factorial=factorial)
 
 
 def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
                   predictions: pd.DataFrame, scratch: Path, *, reference: str,
                   metric: str, margin: str | float, alpha: float,
                   sequential: dict | None = None,
-                  comparison: tuple[str, str, pd.DataFrame] | None = None) -> Report:
+                  comparison: tuple[str, str, pd.DataFrame] | None = None,
+                  factorial: Any = None) -> Report:
     """Figures are drawn in ``scratch`` and moved into place with the other files.
     ``sequential``: experiment.json's record of a ``--seeds auto`` run (its verdicts are the
-    sequential design's; the report adds the compute spent)."""
+    sequential design's; the report adds the compute spent). ``factorial``: the
+    :class:`results.factorial.FactorialDesign` of a ``--design factorial`` run (the report
+    adds its effects and an interaction plot)."""
     name = str(trials["experiment"].iloc[0])
     compute = pd.DataFrame()
     if sequential:
@@ -266,6 +276,8 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
             f"Each variant's Δ with its {1 - alpha:.0%} interval (thin) and "
             f"{1 - 2 * alpha:.0%} interval (thick); the shaded band is the margin."),
             figure=forest),
+        *(_factorial_sections(trials, factorial, figures_dir, metric=metric, margin=margin,
+                              alpha=alpha) if factorial is not None else []),
         *([Section(comparison[0], comparison[1], comparison_view(
             comparison[2], metric=metric, alpha=alpha))] if comparison else []),
         *([Section("Compute spent", f"{compute_note(compute)} Per variant: the trials it "
@@ -330,6 +342,30 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     html_path = _write_file(join(directory, "report.html"),
                             html_page(title, summary, sections).encode())
     return Report(markdown_path, html_path, ablation, note)
+
+
+def _factorial_sections(trials: pd.DataFrame, design: Any, figures_dir: Path, *, metric: str,
+                        margin: str | float, alpha: float) -> list[Section]:
+    """The effects of a factorial design with their verdicts, and the interaction plot."""
+    from results.factorial import effects_view, factorial_effects, factorial_note, \
+        interaction_means
+
+    try:
+        effects = factorial_effects(trials, design, metric=metric, margin=margin, alpha=alpha)
+    except ValueError as exc:
+        return [Section("Factorial effects", f"No factorial effects: {exc}")]
+    figure = plots.interaction_plot(interaction_means(trials, design, metric=metric), effects,
+                                    figures_dir / "interactions.png", metric=metric)
+    text = (f"{factorial_note(effects)} Factors: {design.legend()}."
+            + (f" Generators {', '.join(design.generators)}; defining relation "
+               f"{design.defining_relation()}; an effect is estimated together with its "
+               "aliases (higher-order interactions assumed negligible)."
+               if design.generators else "")
+            + " The table above compares each cell with the reference cell.")
+    return [Section("Factorial effects", text, effects_view(effects)),
+            Section("Interactions", "Mean of the metric at each pair of levels of two "
+                    "factors, averaged over the other factors and the seeds; parallel lines "
+                    "mean additive effects.", figure=figure, level=3)]
 
 
 def _write_file(path: str, content: bytes) -> Path | str:

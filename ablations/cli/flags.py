@@ -173,6 +173,16 @@ def build_parser() -> OneLineParser:
                       "(--seeds 3: 3 x 3 trials, every init seed with every order seed, each "
                       "cell its own pairing seed), so the report splits the seed variance by "
                       "source (docs/seed-sources.md)")
+    what.add_argument("--design", choices=("table", "factorial"), default="table",
+                      help="table: the space's variants (default); factorial: the cells of a "
+                      "two-level design over --factors, the space's reference variant as the "
+                      "reference cell, every cell at every seed, main effects and two-factor "
+                      "interactions at the end (docs/factorial.md)")
+    what.add_argument("--factors", default=None, metavar="KEY,KEY,...",
+                      help="with --design factorial: 2 to 8 boolean config keys (e.g. "
+                      "temporal_attention,spatial_attention,use_scalars); each factor's other "
+                      "level is the negation of its value in the reference cell; every cell up "
+                      "to 4 factors, a 16-cell resolution IV (or V) fraction for 5 to 8")
     what.add_argument("--epochs", type=_positive_int, default=None, help="epochs per trial")
     what.add_argument("--config", default=None, metavar="FILE.yaml|PRESET",
                       help="base configuration: a YAML mapping of config keys, or a preset "

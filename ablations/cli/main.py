@@ -322,6 +322,8 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     summary = summary_table(df, reference=reference, metric=metric, margin=margin, alpha=alpha,
                             sequential=record)
     print(summary)
+    for line in strategy.summary_lines(df, metric=metric, margin=margin, alpha=alpha):
+        print(line)
     if options.trackers:  # the verdicts as each tracker's <name>-verdicts run
         from ablations.experiment.trackers.specs import publish_summary
 

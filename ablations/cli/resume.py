@@ -63,7 +63,14 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
     if meta is None:
         raise UsageError(f"--resume: {target} is not an experiment folder (no experiment.json)")
     trials, skipped = plan_from_metadata(meta)
-    sequential, tune_subdir = None, None
+    sequential, tune_subdir, factorial = None, None, None
+    if meta.get("factorial"):
+        from results.factorial import FactorialDesign
+
+        if continuing:
+            raise UsageError(f"--seeds auto: {target} holds a factorial design, whose cells "
+                             "run at the same fixed seeds; resume it without --seeds auto")
+        factorial = FactorialDesign.from_dict(meta["factorial"])
     if continuing:
         from ablations.experiment.continuing import continue_plan
 
@@ -107,7 +114,8 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
     space = SPACES.get(meta["space"])
     return ResumePlan(
         name=name, space_name=meta["space"], trials=current, skipped=skipped,
-        strategy=strategy_for(hpo, sequential, root=target, finished=finished), seeds=seeds,
+        strategy=strategy_for(hpo, sequential, root=target, finished=finished,
+                              factorial=factorial), seeds=seeds,
         reference=meta.get("reference") or (space.reference if space else "baseline"),
         reuse_workers=not (space and space.isolate_trials),
     )

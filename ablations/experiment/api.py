@@ -33,12 +33,15 @@ class Results:
     predictions: pd.DataFrame
     verdicts: Optional[pd.DataFrame]  # None when no verdict is possible (e.g. no ok reference)
     wall_s: float
+    effects: Optional[pd.DataFrame] = None  # design="factorial": results.factorial's effects
 
 
 class Experiment:
     """An ablation experiment: a space (a built-in name or a YAML file), seeds (a count, a
     list, or ``"auto"``), the base configuration and where to run it. Arguments mirror the
-    command line's flags (``run_ablations.py --help``)."""
+    command line's flags (``run_ablations.py --help``); ``design="factorial"`` with
+    ``factors`` (a list or a comma-separated string) runs a factorial design
+    (docs/factorial.md) and :attr:`Results.effects` holds its effects."""
 
     def __init__(self, space: str = "components", *, seeds: int | Sequence[int] | str = 3,
                  overrides: Optional[Mapping[str, Any]] = None, config: Optional[str] = None,
@@ -46,7 +49,8 @@ class Experiment:
                  data: Optional[str] = None, name: Optional[str] = None,
                  storage: str | Path = "ablation_results", pilot: Optional[int] = None,
                  max_seeds: Optional[int] = None, null_control: bool = False,
-                 cross_seeds: bool = False,
+                 cross_seeds: bool = False, design: str = "table",
+                 factors: Optional[str | Sequence[str]] = None,
                  margin: str | float = "5%", alpha: float = 0.05, metric: str = "test_mae",
                  cpus_per_trial: float = 1.0, gpus_per_trial: float = 0.0,
                  resolve_conflicts: bool = False, num_cpus: Optional[int] = None,
@@ -56,6 +60,8 @@ class Experiment:
             data=data, only=",".join(only) if only else None, name=name, storage=str(storage),
             pilot=pilot, max_seeds=max_seeds, null_control=null_control,
             cross_seeds=cross_seeds,  # seed_sources goes in overrides, as with --set
+            design=design, factors=factors if factors is None or isinstance(factors, str)
+            else ",".join(factors),
             margin=str(margin), alpha=alpha, metric=metric, cpus_per_trial=cpus_per_trial,
             gpus_per_trial=gpus_per_trial, resolve_conflicts=resolve_conflicts,
         ).overrides_from(overrides)
@@ -113,5 +119,15 @@ class Experiment:
                                                margin=request.margin, alpha=request.alpha)
             except ValueError:
                 verdicts = None
+        effects = None
+        if prepared.factorial is not None:
+            from results.factorial import factorial_effects
+
+            try:
+                effects = factorial_effects(result.trials, prepared.factorial,
+                                            metric=request.metric, margin=request.margin,
+                                            alpha=request.alpha)
+            except ValueError:
+                effects = None
         return Results(str(result.directory), result.trials, result.epochs, result.predictions,
-                       verdicts, result.wall_s)
+                       verdicts, result.wall_s, effects)

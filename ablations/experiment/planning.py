@@ -229,7 +229,8 @@ class Prepared:
     sequential: Any = None
     seeds: list[int] = field(default_factory=list)  # every seed (--seeds auto: all it may run)
     model: Optional[str] = None  # the plugin: the request's, or the space file's
-    strategy: Any = None  # how it runs: strategies.Grid, Hpo or SeedsAuto
+    strategy: Any = None  # how it runs: strategies.Grid, Hpo, SeedsAuto or Factorial
+    factorial: Any = None  # results.factorial.FactorialDesign for --design factorial
 
 
 def prepare(args: Request) -> Prepared:
@@ -252,6 +253,9 @@ def prepare(args: Request) -> Prepared:
         raise UsageError(f"--scheduler: space {space.name} is an ablation table; every trial "
                          "runs to the same budget so comparisons stay unbiased (schedulers are "
                          "for search spaces such as hpo)")
+    from ablations.experiment.strategies.factorial import check_request
+
+    check_request(args, space)  # --design / --factors: what a factorial design refuses
     base = base_config(args, model)
     # A local run knows the GPUs its trials get; a cluster's are checked in each trial.
     capability = local_cuda_capability() if args.address is None else None
@@ -263,7 +267,7 @@ def prepare(args: Request) -> Prepared:
     seeds = list(range(auto[1])) if auto else list(args.seeds)
     if auto and only and space.reference not in only:
         only = [space.reference, *only]  # every variant is compared with it
-    hpo = None
+    hpo = factorial = None
     if space.is_search:
         if only:
             raise UsageError(f"--only: space {space.name} is a search and has no variants")
@@ -278,13 +282,22 @@ def prepare(args: Request) -> Prepared:
         trials, skipped, data_summary = [], [], None
     else:
         scalar_names = scalar_columns(base) if space.variants_from_data else None
-        trials = expand(space, base, seeds, only=only, scalar_names=scalar_names)
+        if args.design == "factorial":
+            from ablations.experiment.strategies.factorial import factorial_trials
+
+            trials, factorial = factorial_trials(args, space, base, seeds, scalar_names)
+        else:
+            trials = expand(space, base, seeds, only=only, scalar_names=scalar_names)
         if args.cross_seeds:
             trials = crossed_seeds(trials, seeds)
         if args.null_control:
             trials = with_null_control(trials, space.reference)
         trials, skipped, notes, data_summary = plan_trials(space, trials, capability=capability,
                                                            resolve=args.resolve_conflicts)
+        if factorial is not None and skipped:
+            spec, reason = skipped[0]
+            raise UsageError(f"--design factorial: cell {spec.variant} cannot run here "
+                             f"({reason}); every cell of the design must run")
     sequential = None
     if auto:
         from ablations.experiment.strategies.seeds_auto import SequentialRun
@@ -304,19 +317,24 @@ def prepare(args: Request) -> Prepared:
             raise UsageError("--seeds auto: only the reference would run; there is nothing to "
                              "decide (see --only)")
     return Prepared(space, base, trials, skipped, notes, data_summary, hpo, sequential, seeds,
-                    model, strategy_for(hpo, sequential))
+                    model, strategy_for(hpo, sequential, factorial=factorial), factorial)
 
 
 def strategy_for(hpo: Any = None, sequential: Any = None, *, root: str = "",
-                 finished: Any = None) -> Any:
-    """The run kind of a plan: a search (``hpo``), rounds (``sequential``), else a grid.
-    ``root`` and ``finished``: a fixed run continued into rounds (continuing.py). Only the
-    kind's own module is imported: the search and the rounds load Ray Tune, which planning a
-    grid (a dry run, ``Experiment.plan``) does not need."""
+                 finished: Any = None, factorial: Any = None) -> Any:
+    """The run kind of a plan: a search (``hpo``), rounds (``sequential``), the cells of a
+    factorial design (``factorial``), else a grid. ``root`` and ``finished``: a fixed run
+    continued into rounds (continuing.py). Only the kind's own module is imported: the search
+    and the rounds load Ray Tune, which planning a grid (a dry run, ``Experiment.plan``) does
+    not need."""
     if sequential is not None:
         from ablations.experiment.strategies.seeds_auto import SeedsAuto
 
         return SeedsAuto(sequential, root, finished)
+    if factorial is not None:
+        from ablations.experiment.strategies.factorial import Factorial
+
+        return Factorial(factorial)
     if hpo is not None:
         from ablations.experiment.strategies.hpo import Hpo
 

@@ -55,6 +55,8 @@ class Request:
     scheduler: Optional[str] = None  # asha / fifo, search spaces only
     auto_batch: bool = False
     resolve_conflicts: bool = False
+    design: str = "table"  # "factorial": the cells of a design over ``factors``
+    factors: Optional[str] = None  # comma-separated boolean config keys (design="factorial")
     metric: str = "test_mae"
     margin: Optional[str] = None  # None: 5% of the reference's mean
     alpha: float = 0.05

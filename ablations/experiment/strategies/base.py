@@ -2,7 +2,7 @@
 Tune experiment through these hooks and never asks which kind it has; the command line and the
 library call :meth:`Strategy.execute` and print what the strategy says.
 
-A new kind (a factorial design, tuned ablations) is a new subclass: what trials the trainable
+A new kind (tuned ablations; a factorial design is ``factorial.Factorial``) is a new subclass: what trials the trainable
 gets (:meth:`trainable_plan`), how Tune searches and schedules them (:meth:`tune_setup`), its
 callbacks, what experiment.json records (:meth:`record`), and what happens when the search, or
 a round, ends (:meth:`specs`, :meth:`finish`, :meth:`execute`).
@@ -113,6 +113,11 @@ class Strategy:
                          reference: str) -> tuple[str, str, str | float, float, Optional[dict]]:
         """(reference, metric, margin, alpha, sequential record) the summary decides with."""
         return reference, metric, margin or "5%", alpha, None
+
+    def summary_lines(self, trials_df: Any, *, metric: str, margin: Any,
+                      alpha: float) -> list[str]:
+        """Lines printed after the summary's table (e.g. a factorial design's effects)."""
+        return []
 
     def closing_lines(self, directory: Any) -> list[str]:
         """Lines printed after the summary (e.g. where the best configuration is)."""

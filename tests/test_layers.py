@@ -240,14 +240,14 @@ def test_old_paths_keep_the_packages_lazy_function_and_unpickle_an_old_experimen
     assert out.stdout.strip() == "ablations.experiment.trainable"
 
 
-def test_planning_a_grid_loads_no_ray():
+def test_planning_a_grid_loads_no_ray_and_no_design_analysis():
     import subprocess
     import sys
 
     code = ("import sys\nfrom ablations.experiment.planning import prepare\n"
             "from ablations.experiment.request import Request\n"
             "prepare(Request(only='baseline,no_images'))\n"
-            "print(sorted(m for m in ('ray', 'ray.tune') if m in sys.modules))\n")
+            "print(sorted(m for m in ('ray', 'ray.tune', 'statsmodels') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True)
     assert out.returncode == 0, out.stderr

@@ -253,9 +253,11 @@ def prepare(args: Request) -> Prepared:
         raise UsageError(f"--scheduler: space {space.name} is an ablation table; every trial "
                          "runs to the same budget so comparisons stay unbiased (schedulers are "
                          "for search spaces such as hpo)")
-    from ablations.experiment.strategies.factorial import check_request
+    if args.design != "table" or args.factors:  # --design / --factors: what a design refuses
+        # only then: its module loads statsmodels and scipy, which a plain table does not need
+        from ablations.experiment.strategies.factorial import check_request
 
-    check_request(args, space)  # --design / --factors: what a factorial design refuses
+        check_request(args, space)
     base = base_config(args, model)
     # A local run knows the GPUs its trials get; a cluster's are checked in each trial.
     capability = local_cuda_capability() if args.address is None else None

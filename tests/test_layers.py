@@ -225,30 +225,29 @@ def test_the_process_check_sees_each_form(monkeypatch, text):
     assert process_wide([probe]), text
 
 
-def test_old_paths_keep_the_packages_lazy_function_and_unpickle_an_old_experiments_state():
+def fresh_stdout(code: str) -> str:
+    """What ``code`` prints in a fresh interpreter (nothing imported before it)."""
     import subprocess
     import sys
 
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_old_paths_keep_the_packages_lazy_function_and_unpickle_an_old_experiments_state():
     code = ("import pickle, ablations.train\nfrom ablations import train\n"
             "assert callable(train), train\n"
             # what an older experiment's tuner.pkl holds: the trainable's helper by old path
             "f = pickle.loads(b'cablations.trainable\\ntrial_name\\n.')\n"
             "print(f.__module__)\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ablations.experiment.trainable"
+    assert fresh_stdout(code) == "ablations.experiment.trainable"
 
 
 def test_planning_a_grid_loads_no_ray_and_no_design_analysis():
-    import subprocess
-    import sys
-
     code = ("import sys\nfrom ablations.experiment.planning import prepare\n"
             "from ablations.experiment.request import Request\n"
             "prepare(Request(only='baseline,no_images'))\n"
             "print(sorted(m for m in ('ray', 'ray.tune', 'statsmodels') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert fresh_stdout(code) == "[]"

@@ -249,5 +249,6 @@ def test_planning_a_grid_loads_no_ray_and_no_design_analysis():
     code = ("import sys\nfrom ablations.experiment.planning import prepare\n"
             "from ablations.experiment.request import Request\n"
             "prepare(Request(only='baseline,no_images'))\n"
-            "print(sorted(m for m in ('ray', 'ray.tune', 'statsmodels') if m in sys.modules))\n")
+            "print(sorted(m for m in ('ray', 'ray.tune', 'results.factorial', 'scipy.stats')\n"
+            "             if m in sys.modules))\n")
     assert fresh_stdout(code) == "[]"

@@ -22,6 +22,7 @@ import pandas as pd
 from results.comparisons import compare_arms, dropped_note, usable_trials
 from results.contrasts import Contrasts, robust_outliers
 from results.io import read_experiment
+from results.phases import evaluation_rows
 from results.verdicts import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
@@ -72,7 +73,8 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     """
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
-    first, second = _trials(a), _trials(b)
+    # a tuned ablation's evaluation at the configuration given (results/phases.py)
+    first, second = evaluation_rows(_trials(a)), evaluation_rows(_trials(b))
     for name, table in (("A", first), ("B", second)):
         if metric not in table:
             raise ValueError(f"experiment {name} has no column {metric!r}")

@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from results.phases import evaluation_rows
+
 
 def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1) along the last
@@ -134,6 +136,7 @@ def ablation_table(trials: pd.DataFrame, *, metric: str = "test_mae",
     variances). The ``test`` column says which; ``se`` and ``df`` are the standard error of
     the difference and the t distribution's degrees of freedom (n - 1 paired,
     Welch-Satterthwaite unpaired), from which :func:`verdict_table` tests equivalence."""
+    trials = evaluation_rows(trials)  # a tuned ablation: the evaluation at the given config
     if reference not in set(trials["ablation"]):
         raise ValueError(f"reference {reference!r} is not among the ablations")
     ok, dropped = usable_trials(trials, metric)

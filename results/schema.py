@@ -33,6 +33,10 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("round", "int64",
      "round of a `--seeds auto` experiment the trial ran in: 1 = the pilot (every trial of a "
      "fixed-seed experiment), k = the seeds look k added (experiment.json `sequential`)"),
+    ("phase", "string",
+     "evaluation (a trial of the ablation table, at the configuration given) / search (a "
+     "sampled trial of a search space) / tuning (a search trial of a `--tune-each` arm) / "
+     "tuned (a `--tune-each` arm evaluated at its own best configuration; docs/tuned.md)"),
     ("epochs_run", "int64", "epochs completed"),
     ("resumed_from_epoch", "int64",
      "0: trained in one go; k: the last run of the trial resumed after epoch k (resume, retry)"),
@@ -185,8 +189,9 @@ Every run writes `<storage>/<experiment>/` (default storage: `./ablation_results
 | `trials.parquet` | trial (variant × seed), whatever its status |
 | `epochs.parquet` | trial × epoch: the learning curves |
 | `predictions.parquet` | test sample × ok trial |
-| `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, command, and `provenance` (below); for `--seeds auto`, `sequential`: the design (looks, α shares), the seed order, the metric, margin and α the rounds decided on, every cell up to `--max-seeds` (`plan`) and each round's trials and Tune folder (`rounds`) |
-| `tune/` | Ray Tune's own state, each trial's final checkpoint, TensorBoard/CSV/JSON logs (`--seeds auto`: the pilot's; round k's in `tune-round<k>/`) |
+| `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, command, and `provenance` (below); for `--seeds auto`, `sequential`: the design (looks, α shares), the seed order, the metric, margin and α the rounds decided on, every cell up to `--max-seeds` (`plan`) and each round's trials and Tune folder (`rounds`); for `--tune-each`, `tuned`: the keys, their ranges, the budget per arm, the tuning seed, each arm's best values and best tuning trial, and the stages that ended with their trials (docs/tuned.md) |
+| `tune/` | Ray Tune's own state, each trial's final checkpoint, TensorBoard/CSV/JSON logs (`--seeds auto`: the pilot's; round k's in `tune-round<k>/`; `--tune-each`: the table at the configuration given; each arm's search in `tune-tuning-<arm>/`, the arms at their own best in `tune-tuned/`) |
+| `optuna.db` | the Optuna studies (SQLite) of a search space, or one per arm (`<experiment>-<arm>`) of `--tune-each` |
 | `trial_state/` | each trial's resumable state after its last saved epoch (`state.pt`) and its per-epoch metrics (`history.json`), while the experiment can still be resumed (removed when every trial ended ok, diverged, stopped or skipped) |
 
 Files are written atomically (a temporary file in the same folder, fsync, rename): a crash

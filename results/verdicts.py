@@ -18,6 +18,7 @@ import pandas as pd
 
 from results.comparisons import ablation_table, holm, usable_trials
 from results.contrasts import Contrasts, robust_outliers
+from results.phases import evaluation_rows
 from results.directions import METRIC_DIRECTION, metric_direction  # noqa: F401 (re-exported)
 
 DEFAULT_MARGIN = "5%"
@@ -269,6 +270,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
     parse_margin(margin)
+    trials = evaluation_rows(trials)  # a tuned ablation: the evaluation at the given config
     table = ablation_table(trials, metric=metric, reference=reference, confidence=1 - alpha)
     dropped = table.attrs["dropped_nan"]  # the join below does not carry .attrs
     is_reference = (table["ablation"] == reference).to_numpy()

@@ -189,6 +189,13 @@ def build_parser() -> OneLineParser:
                       "name (full_optimized, full_stable, memory_optimized)")
     what.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
                       metavar="KEY=VALUE", help="override one config key (repeatable)")
+    what.add_argument("--tune-each", default=None, metavar="KEY,KEY,...",
+                      help="tuned ablations: tune every arm's KEYs (e.g. lr,weight_decay; the "
+                      "hpo space's ranges) with the same Optuna budget on a tuning seed, then "
+                      "evaluate each at its own best beside the table at the configuration "
+                      "given (docs/tuned.md)")
+    what.add_argument("--tune-budget", type=_positive_int, default=8, metavar="N",
+                      help="with --tune-each: search trials per arm (default: 8)")
     what.add_argument("--num-samples", type=_positive_int, default=16, metavar="N",
                       help="trials to sample in a search space such as hpo (default: 16)")
     what.add_argument("--scheduler", choices=["asha", "fifo"], default=None,

@@ -48,7 +48,9 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
     import pandas as pd
 
     from results.analysis import dropped_note, verdict_note, verdict_table
+    from results.phases import evaluation_rows
 
+    trials_df = evaluation_rows(trials_df)  # a tuned ablation's: beside it, summary_lines
     verdicts, no_verdicts = None, ""
     ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == "ok")
     if ok_reference.any() and trials_df["ablation"].nunique() > 1:

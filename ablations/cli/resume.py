@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
 from ablations.config import TrialConfig
@@ -71,6 +72,14 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
             raise UsageError(f"--seeds auto: {target} holds a factorial design, whose cells "
                              "run at the same fixed seeds; resume it without --seeds auto")
         factorial = FactorialDesign.from_dict(meta["factorial"])
+    tuned = None
+    if meta.get("tuned"):
+        from ablations.experiment.strategies.tuned import TunedRun
+
+        if continuing:
+            raise UsageError(f"--seeds auto: {target} holds tuned ablations (--tune-each), "
+                             "which run at fixed seeds; resume it without --seeds auto")
+        tuned = TunedRun.from_record(meta["tuned"])
     if continuing:
         from ablations.experiment.continuing import continue_plan
 
@@ -100,6 +109,9 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
         print(f"Continuing experiment {name} ({meta['space']}) with --seeds auto: its "
               f"{len(current)} trials at seeds {', '.join(map(str, seeds))} are the pilot "
               f"(round 1, kept, not run again); looks at {looks} seeds per variant")
+    elif tuned is not None:
+        print(f"Resuming experiment {name} ({meta['space']}, tuned ablations): "
+              f"{tuned_outlook(target, tuned, args.retry_failed)}")
     else:
         print(f"Resuming experiment {name} ({meta['space']}): "
               f"{resume_outlook(target, current, hpo, args.retry_failed, tune_subdir)}")
@@ -115,7 +127,7 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
     return ResumePlan(
         name=name, space_name=meta["space"], trials=current, skipped=skipped,
         strategy=strategy_for(hpo, sequential, root=target, finished=finished,
-                              factorial=factorial), seeds=seeds,
+                              factorial=factorial, tuned=tuned), seeds=seeds,
         reference=meta.get("reference") or (space.reference if space else "baseline"),
         reuse_workers=not (space and space.isolate_trials),
     )
@@ -140,6 +152,20 @@ def resume_outlook(target: str, trials: Sequence[Any], hpo: Any, retry_failed: b
                  + " last saved epoch")
     parts.append(f"{counts['start']} " + ("starts" if one["start"] else "start"))
     return ", ".join(parts)
+
+
+def tuned_outlook(target: str, tuned: Any, retry_failed: bool) -> str:
+    """Which stage of a tuned ablation the resume continues, and what it does with its
+    trials."""
+    pending = tuned.pending()
+    if pending is None:
+        return "every stage has ended; nothing to run"
+    number, stage, arm = pending
+    trials = (list(tuned.plan.values()) if stage == "evaluation" else
+              tuned.tuned_trials() if arm is None else [])
+    search = SimpleNamespace(num_samples=tuned.budget) if arm is not None else None
+    counts = resume_outlook(target, trials, search, retry_failed, tuned.tune_subdir(stage))
+    return f"stage {number} of {len(tuned.steps())} ({stage}): {counts}"
 
 
 def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],

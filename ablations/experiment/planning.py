@@ -267,7 +267,7 @@ def prepare(args: Request) -> Prepared:
                          "table; it does not combine with --seeds auto or a search space")
     auto = auto_seeds(args, space)
     seeds = list(range(auto[1])) if auto else list(args.seeds)
-    if auto and only and space.reference not in only:
+    if (auto or args.tune_each) and only and space.reference not in only:
         only = [space.reference, *only]  # every variant is compared with it
     hpo = factorial = None
     if space.is_search:
@@ -300,6 +300,20 @@ def prepare(args: Request) -> Prepared:
             spec, reason = skipped[0]
             raise UsageError(f"--design factorial: cell {spec.variant} cannot run here "
                              f"({reason}); every cell of the design must run")
+    if args.tune_each:
+        refused = {"a search space": space.is_search, "--seeds auto": bool(auto),
+                   "--design factorial": args.design != "table",
+                   "--cross-seeds": args.cross_seeds, "--null-control": args.null_control}
+        for what, given in refused.items():
+            if given:
+                raise UsageError(f"--tune-each tunes the arms of an ablation table at fixed "
+                                 f"seeds; it does not combine with {what} (yet)")
+        if len({s.variant for s in trials}) < 2:
+            raise UsageError("--tune-each: fewer than two variants would run; there is "
+                             "nothing to compare (see --only)")
+        if space.reference not in {s.variant for s in trials}:
+            raise UsageError(f"--tune-each: the reference {space.reference!r} cannot run "
+                             "here; every arm is compared with it")
     sequential = None
     if auto:
         from ablations.experiment.strategies.seeds_auto import SequentialRun
@@ -318,17 +332,30 @@ def prepare(args: Request) -> Prepared:
         if len(variants) < 2:
             raise UsageError("--seeds auto: only the reference would run; there is nothing to "
                              "decide (see --only)")
+    tuned = None
+    if args.tune_each:
+        from ablations.experiment.strategies.tuned import TunedRun, tuning_seed
+
+        tuned = TunedRun([key.strip() for key in args.tune_each.split(",") if key.strip()],
+                         args.tune_budget, tuning_seed(seeds), space.reference,
+                         {s.name: s for s in trials})
     return Prepared(space, base, trials, skipped, notes, data_summary, hpo, sequential, seeds,
-                    model, strategy_for(hpo, sequential, factorial=factorial), factorial)
+                    model, strategy_for(hpo, sequential, factorial=factorial, tuned=tuned),
+                    factorial)
 
 
 def strategy_for(hpo: Any = None, sequential: Any = None, *, root: str = "",
-                 finished: Any = None, factorial: Any = None) -> Any:
+                 finished: Any = None, factorial: Any = None, tuned: Any = None) -> Any:
     """The run kind of a plan: a search (``hpo``), rounds (``sequential``), the cells of a
-    factorial design (``factorial``), else a grid. ``root`` and ``finished``: a fixed run
+    factorial design (``factorial``), tuned ablations (``tuned``: a
+    strategies.tuned.TunedRun), else a grid. ``root`` and ``finished``: a fixed run
     continued into rounds (continuing.py). Only the kind's own module is imported: the search
     and the rounds load Ray Tune, which planning a grid (a dry run, ``Experiment.plan``) does
     not need."""
+    if tuned is not None:
+        from ablations.experiment.strategies.tuned import Tuned
+
+        return Tuned(tuned, root)
     if sequential is not None:
         from ablations.experiment.strategies.seeds_auto import SeedsAuto
 

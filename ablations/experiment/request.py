@@ -57,6 +57,8 @@ class Request:
     resolve_conflicts: bool = False
     design: str = "table"  # "factorial": the cells of a design over ``factors``
     factors: Optional[str] = None  # comma-separated boolean config keys (design="factorial")
+    tune_each: Optional[str] = None  # comma-separated keys every arm is tuned over
+    tune_budget: int = 8  # search trials per arm (tune_each)
     metric: str = "test_mae"
     margin: Optional[str] = None  # None: 5% of the reference's mean
     alpha: float = 0.05
@@ -95,6 +97,8 @@ class Request:
             "--max-seeds": at_least_problem(self.max_seeds, 2),
             "--epochs": at_least_problem(self.epochs, 1),
             "--num-samples": at_least_problem(self.num_samples, 1),
+            "--tune-budget": at_least_problem(self.tune_budget, 2),
+            "--tune-each": None if self.tune_each is None else tune_keys_problem(self.tune_each),
             "--max-train-examples": at_least_problem(self.max_train_examples, 0),
             "--max-eval-examples": at_least_problem(self.max_eval_examples, 0),
             "--cpus-per-trial": resource_problem(self.cpus_per_trial),
@@ -119,6 +123,19 @@ def metric_problem(name: str) -> Optional[str]:
     if name in numeric:
         return None
     return f"{name!r} is not a metric column; choose one of: {', '.join(numeric)}"
+
+
+def tune_keys_problem(text: str) -> Optional[str]:
+    """Why ``text`` is not a comma-separated list of keys with a search range; None if it is."""
+    from search_spaces.hpo import HPO_SEARCH
+
+    keys = [key.strip() for key in str(text).split(",") if key.strip()]
+    unknown = [key for key in keys if key not in HPO_SEARCH]
+    if keys and not unknown and len(set(keys)) == len(keys):
+        return None
+    named = ",".join(unknown) or repr(text)
+    return (f"{named}: give distinct keys that have a search range "
+            f"(search_spaces/hpo.py): {', '.join(HPO_SEARCH)}")
 
 
 def alpha_problem(value: Any) -> Optional[str]:

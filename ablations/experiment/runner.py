@@ -129,7 +129,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     strategy.record(metadata, trials)
     previous = read_metadata(root)
     metadata["auto_batch"] = options.auto_batch or (previous or {}).get("auto_batch")
-    if (resume or strategy.round_number > 1) and previous is not None:
+    if (resume or strategy.earlier_rows is not None or strategy.round_number > 1) \
+            and previous is not None:  # a later round or stage of the same experiment
         metadata["started_at"] = previous.get("started_at", metadata["started_at"])
         metadata["resumed_at"] = [*previous.get("resumed_at", []),
                                   *([started_at.isoformat()] if resume else [])]
@@ -184,7 +185,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     trials = strategy.specs(grid, trials)
     result = collect_results(grid, trials, options, metadata, skipped, state_root=state_root,
                              round_number=strategy.round_number,
-                             earlier_rows=strategy.earlier_rows)
+                             earlier_rows=strategy.earlier_rows, phase=strategy.phase)
     write_json_atomic(metadata, join(root, METADATA_FILE))  # with the driver's wall time
     strategy.finish(result, root, options)
     if not result.trials["status"].isin(RESUMABLE_STATUSES).any():

@@ -39,11 +39,12 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
                     metadata: dict[str, Any],
                     skipped: Sequence[tuple[TrialSpec, str]] = (), *,
                     state_root: Optional[str] = None,
-                    round_number: int = 1, earlier_rows: Optional[tuple] = None
-                    ) -> ExperimentResult:
+                    round_number: int = 1, earlier_rows: Optional[tuple] = None,
+                    phase: str = "evaluation") -> ExperimentResult:
     """Turn Tune's ResultGrid into the three tables and write them atomically.
-    ``round_number``: trials.parquet's ``round``; ``earlier_rows``: the (trials, epochs,
-    predictions) rows of earlier runs kept before these (a later round of ``--seeds auto``)."""
+    ``round_number``: trials.parquet's ``round``; ``phase``: its ``phase``; ``earlier_rows``:
+    the (trials, epochs, predictions) rows of earlier runs kept before these (a later round of
+    ``--seeds auto``, a later stage of a tuned ablation)."""
     root = experiment_dir(options)
     by_name = {spec.name: spec for spec in trials}
     position = {spec.name: i for i, spec in enumerate(trials)}
@@ -74,6 +75,7 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
     names = [spec.name for spec in trials] + [spec.name for spec, _ in skipped]
     rows = pd.DataFrame(trial_rows)
     rows["round"] = rows["round"].fillna(round_number) if "round" in rows else round_number
+    rows["phase"] = phase
     trials_df = _order(rows, names)
     epochs_df = (
         pd.concat(epoch_frames, ignore_index=True) if epoch_frames

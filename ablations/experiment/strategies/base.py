@@ -2,7 +2,8 @@
 Tune experiment through these hooks and never asks which kind it has; the command line and the
 library call :meth:`Strategy.execute` and print what the strategy says.
 
-A new kind (tuned ablations; a factorial design is ``factorial.Factorial``) is a new subclass: what trials the trainable
+A new kind (a factorial design is ``factorial.Factorial``, tuned ablations
+``tuned.Tuned``) is a new subclass: what trials the trainable
 gets (:meth:`trainable_plan`), how Tune searches and schedules them (:meth:`tune_setup`), its
 callbacks, what experiment.json records (:meth:`record`), and what happens when the search, or
 a round, ends (:meth:`specs`, :meth:`finish`, :meth:`execute`).
@@ -32,6 +33,7 @@ class Strategy:
     tune_subdir = TUNE_SUBDIR  # Tune's folder of this run under the experiment's folder
     tensorboard_dir = TUNE_SUBDIR  # what TensorBoard reads, under the experiment's folder
     round_number = 1  # trials.parquet's ``round``
+    phase = "evaluation"  # trials.parquet's ``phase``: evaluation / search / tuning / tuned
     earlier_rows: Optional[tuple] = None  # (trials, epochs, predictions) kept from earlier runs
     search_samples: Optional[int] = None  # a search's number of trials; None: a fixed plan
     has_verdicts = True  # its trials form an ablation table with verdicts

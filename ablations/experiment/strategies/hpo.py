@@ -108,7 +108,14 @@ class _OptunaUpload(Callback):
         self._upload()
 
 
-def tune_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, Any]:
+def tune_setup(hpo: HpoSearch, options: RunOptions, root: str, *, plan_key: str = HPO_TRIAL,
+               study: Optional[str] = None, fresh: bool = True,
+               startup_trials: Optional[int] = None) -> tuple[dict, Any]:
+    """Tune's param_space and TuneConfig of a search: Optuna's study ``study`` (default: the
+    experiment's name) in the experiment's optuna.db, the trainable's plan entry
+    ``plan_key``. ``fresh``: a URI root's study file starts empty (False: another study of
+    the same experiment is already in it). ``startup_trials``: TPE's random trials before
+    it models (None: Optuna's default, 10)."""
     import optuna
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
@@ -126,8 +133,17 @@ def tune_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, An
             params[name] = tune.choice(list(args))
         else:
             raise ValueError(f"unknown search kind {kind!r} for {name}")
-    storage = optuna.storages.RDBStorage(f"sqlite:///{fetch_optuna(root, options.name)}")
-    searcher = ResumableOptunaSearch(study_name=options.name, storage=storage, seed=hpo.base.seed)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created" lines
+    storage = optuna.storages.RDBStorage(
+        f"sqlite:///{fetch_optuna(root, options.name, resume=not fresh)}")
+    if startup_trials is None:
+        searcher = ResumableOptunaSearch(study_name=study or options.name, storage=storage,
+                                         seed=hpo.base.seed)
+    else:
+        sampler = optuna.samplers.TPESampler(n_startup_trials=startup_trials,
+                                             seed=hpo.base.seed)
+        searcher = ResumableOptunaSearch(study_name=study or options.name, storage=storage,
+                                         sampler=sampler)
     scheduler = (
         ASHAScheduler(time_attr="training_iteration", max_t=hpo.base.optim.epochs, grace_period=1,
                       reduction_factor=2)
@@ -138,15 +154,15 @@ def tune_setup(hpo: HpoSearch, options: RunOptions, root: str) -> tuple[dict, An
         num_samples=hpo.num_samples, max_concurrent_trials=options.max_concurrent or None,
         reuse_actors=True, trial_name_creator=trial_name, trial_dirname_creator=trial_name,
     )
-    return {"trial": HPO_TRIAL, "params": params}, tune_config
+    return {"trial": plan_key, "params": params}, tune_config
 
 
 def sampled_spec(result: Any, hpo: HpoSearch) -> TrialSpec:
     from ablations.config import apply_overrides
 
     name = result_name(result)
-    config = apply_overrides(hpo.base, {**result.config.get("params", {}), "ablation": HPO_TRIAL},
-                             source="hpo sample")
+    params = (result.config or {}).get("params", {})  # None: a trial that never started
+    config = apply_overrides(hpo.base, {**params, "ablation": HPO_TRIAL}, source="hpo sample")
     return TrialSpec(name, HPO_TRIAL, config.seed, config)
 
 
@@ -178,6 +194,7 @@ class Hpo(Strategy):
     no verdicts (no variants), the best configuration written at the end."""
 
     kind = "hpo"
+    phase = "search"
     has_verdicts = False
 
     def __init__(self, search: HpoSearch) -> None:

@@ -260,3 +260,18 @@ def test_the_dry_run_describes_the_search_and_the_tuning_seed(tmp_path, capsys):
     assert "6 trials. Base configuration:" in out  # the table at the given configuration
     assert re.search(r"Optuna TPE, 6 trials each \(3 random first\), FIFO, on val_mae, at "
                      r"seed 1000 \(no evaluation seed\); over lr loguniform", out), out
+
+
+@pytest.mark.slow
+def test_the_same_name_with_another_search_is_refused_and_changes_nothing(tuned, capsys):
+    root = tuned["root"]
+    before = {path: path.stat().st_mtime_ns for path in root.iterdir()}
+    args = [a if a != "lr,weight_decay" else "lr" for a in ARGS]
+    code = main([*args, "--name", "tuned", "--storage", str(root.parent)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "tunes lr,weight_decay with --tune-budget 3; give those (or --resume" in err
+    plain = ARGS[:ARGS.index("--tune-each")]
+    assert main([*plain, "--name", "tuned", "--storage", str(root.parent)]) == 2
+    assert "holds an experiment run with --tune-each" in capsys.readouterr().err
+    assert {path: path.stat().st_mtime_ns for path in root.iterdir()} == before

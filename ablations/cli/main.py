@@ -130,6 +130,18 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
                 raise UsageError(f"{target} decides its rounds on metric {decided[0]}, margin "
                                  f"{decided[1]}, alpha {decided[2]:g}; give those (or --resume, "
                                  "which keeps them) or choose another --name")
+        tuned = getattr(strategy, "run", None) if strategy.kind == "tuned" else None
+        if (tuned is None) != (not previous.get("tuned")):
+            was = "with" if previous.get("tuned") else "without"
+            raise UsageError(f"{target} holds an experiment run {was} --tune-each; continue it "
+                             "with --resume or choose another --name")
+        if tuned is not None:  # the table at the given configuration, and the same search
+            recorded = previous["tuned"]
+            planned = recorded.get("plan")
+            if (recorded["keys"], recorded["budget"]) != (tuned.keys, tuned.budget):
+                raise UsageError(f"{target} tunes {','.join(recorded['keys'])} with "
+                                 f"--tune-budget {recorded['budget']}; give those (or "
+                                 "--resume, which keeps them) or choose another --name")
         same = (previous.get("space") == space.name
                 and planned == trial_plan(trials)
                 and (sequential is None or previous["sequential"]["design"]
@@ -150,6 +162,10 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
             sequential = SequentialRun.from_record(previous["sequential"])
             trials = sequential.current_trials()
             strategy = strategy_for(sequential=sequential, root=target)
+        if tuned is not None:
+            from ablations.experiment.strategies.tuned import TunedRun
+
+            strategy = strategy_for(tuned=TunedRun.from_record(previous["tuned"]), root=target)
     return _run(args, space.name, trials, skipped, storage, name, command, strategy,
                 seeds=prepared.seeds, resume=resume, reuse_workers=not space.isolate_trials,
                 reference=space.reference)

@@ -238,6 +238,7 @@ def test_side_by_side_names_an_arm_that_is_worse_only_at_the_baseline_configurat
     (["--tune-each", "lr", "--tune-budget", "1"], r"--tune-budget: 1 must be an integer >= 2"),
     (["--tune-each", "lr", "--seeds", "auto"], r"does not combine with --seeds auto"),
     (["--tune-each", "lr", "--space", "hpo"], r"does not combine with a search space"),
+    (["--tune-each", "lr", "--auto-batch"], r"does not combine with --auto-batch"),
     (["--tune-each", "lr", "--design", "factorial", "--factors",
       "temporal_attention,spatial_attention"], r"does not combine with --design factorial"),
 ])

@@ -303,7 +303,8 @@ def prepare(args: Request) -> Prepared:
     if args.tune_each:
         refused = {"a search space": space.is_search, "--seeds auto": bool(auto),
                    "--design factorial": args.design != "table",
-                   "--cross-seeds": args.cross_seeds, "--null-control": args.null_control}
+                   "--cross-seeds": args.cross_seeds, "--null-control": args.null_control,
+                   "--auto-batch": args.auto_batch}
         for what, given in refused.items():
             if given:
                 raise UsageError(f"--tune-each tunes the arms of an ablation table at fixed "

@@ -62,7 +62,9 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         ``a_mean``/``b_mean``, ``test`` (paired t over the shared seeds, or Welch t), ``n_pairs``,
         ``diff_mean`` (B − A) with ``diff_ci_low``/``diff_ci_high`` (1 − α), ``se``, ``df``,
         ``p_value``/``p_holm``, ``tost_ci_low``/``tost_ci_high`` (1 − 2α), ``p_tost_holm``,
-        ``equivalence_bound_holm``, ``margin`` and ``verdict``. ``.attrs``: metric, margin (in
+        ``equivalence_bound_holm``, ``margin``, ``verdict`` and ``identical`` (every shared
+        seed gave the same value bit for bit: the same machine and software stack). ``.attrs``:
+        metric, margin (in
         the metric's units, and as given), α, direction, and ``only_in_a`` / ``only_in_b``
         (variants left out), ``no_ok`` (variants in both without an ok trial in both),
         ``dropped_nan_a`` / ``dropped_nan_b`` (ok trials left out for a NaN or infinite
@@ -98,9 +100,12 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         vb = ok_b[ok_b["ablation"] == variant].groupby("seed")[metric].mean()
         # compare_arms pairs column `variant` (B) with column `reference` (A) by seed
         by_seed = pd.concat({"b": vb, "a": va}, axis=1)
+        paired = by_seed.dropna()
         row = {"ablation": variant, "n_a": len(va), "n_b": len(vb),
                "a_mean": va.mean() if len(va) else np.nan,
-               "b_mean": vb.mean() if len(vb) else np.nan}
+               "b_mean": vb.mean() if len(vb) else np.nan,
+               # bit for bit: the same machine and software stack rerunning the same trials
+               "identical": bool(len(paired)) and bool((paired["a"] == paired["b"]).all())}
         row.update(compare_arms(vb.to_numpy(), va.to_numpy(), vb.index.to_numpy(),
                             va.index.to_numpy(), by_seed, "b", "a", 1 - alpha))
         rows.append(row)
@@ -124,7 +129,8 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     table = table[["ablation", "n_a", "n_b", "a_mean", "b_mean", "test", "n_pairs",
                    "diff_mean", "diff_ci_low", "diff_ci_high", "se", "df", "p_value", "p_holm",
                    "tost_ci_low", "tost_ci_high", "ratio_ci_low", "ratio_ci_high",
-                   "p_tost_holm", "equivalence_bound_holm", "outlier", "margin", "verdict"]]
+                   "p_tost_holm", "equivalence_bound_holm", "outlier", "margin", "verdict",
+                   "identical"]]
     table.attrs.update(metric=metric, margin=value, relative=relative,
                        margin_given=str(margin), alpha=alpha,
                        direction=direction, reference=reference,
@@ -157,6 +163,13 @@ def compare_note(table: pd.DataFrame, *, a: str = "A", b: str = "B") -> str:
         undecided = table.loc[table["verdict"] == "inconclusive", "ablation"].tolist()
         lines.append("No variant changed significantly; not shown to be within the margin: "
                      f"{', '.join(undecided)} (more seeds would decide).")
+    if "identical" in table and len(table) and table["identical"].all():
+        lines.append("Identical to the last digit at every shared seed: the same code, data and "
+                     "machine reproduce a run bit for bit (on another CPU or software stack "
+                     "expect differences of about 1%, which the verdicts above judge).")
+    elif "identical" in table and table["identical"].any():
+        lines.append("Identical to the last digit at every shared seed: "
+                     + ", ".join(table.loc[table["identical"], "ablation"]) + ".")
     if attrs.get("no_ok"):
         lines.append(f"Without an ok trial in both (not compared): {', '.join(attrs['no_ok'])}.")
     if (table["test"] != "paired t").any():

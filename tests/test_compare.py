@@ -75,6 +75,25 @@ def test_the_same_numbers_twice_are_equivalent_everywhere():
     table = compare_experiments(a, a.copy())
     assert (table["verdict"] == "equivalent").all() and (table["diff_mean"] == 0).all()
     assert "No variant changed by more than the margin" in compare_note(table)
+    assert table["identical"].all()
+    assert "Identical to the last digit at every shared seed: the same code" in \
+        compare_note(table)
+
+
+def test_another_cpu_is_equivalent_but_not_identical():
+    """Another CPU model: the third decimal differs (about 1%), the verdicts say equivalent
+    and the note does not claim a bit-for-bit match; one variant rerun bit for bit is named."""
+    rng = np.random.default_rng(2)
+    a = _trials(dict(zip(VARIANTS, (0.55, 0.95, 0.82, 0.96))), range(5), rng)
+    b = a.copy()
+    other = b["ablation"] != VARIANTS[0]
+    b.loc[other, "test_mae"] *= 1 + rng.normal(0, 0.004, other.sum())
+    table = compare_experiments(a, b, margin="5%")
+    assert (table["verdict"] == "equivalent").all(), table[["ablation", "verdict"]]
+    assert table["identical"].tolist() == [True, False, False, False]
+    note = compare_note(table)
+    assert "the same code, data and machine" not in note
+    assert f"Identical to the last digit at every shared seed: {VARIANTS[0]}." in note
 
 
 def test_a_negligible_change_is_named_as_a_change():

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import json
 import re
+import weakref
 
 import pandas as pd
 import pytest
@@ -218,6 +221,32 @@ def test_a_reused_worker_does_not_grow_from_trial_to_trial(ray_local, tmp_path):
     assert peaks[-1] - peaks[1] < 60, peaks
 
 
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_after_a_trial_its_survivors_are_frozen_and_the_next_trials_cycles_still_collected():
+    """return_memory_after_trial freezes what survived (the next collection skips the worker's
+    imports), still collects a later trial's cycles, and freezes nothing after a failure."""
+    from ablations.experiment.trainable import return_memory_after_trial
+
+    gc.unfreeze()
+    try:
+        survivor = [object()]
+        return_memory_after_trial()
+        assert gc.get_freeze_count() > 0
+        assert not any(obj is survivor for obj in gc.get_objects())  # not scanned again
+        left = weakref.ref(_Cycle())  # garbage only the collector can free
+        return_memory_after_trial()
+        assert left() is None
+        gc.unfreeze()
+        return_memory_after_trial(freeze=False)
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+
+
 def test_storage_uri(ray_local, tmp_path):
     """A URI root goes through pyarrow.fs (file:// here; s3:// and gs:// take the same path)."""
     uri = f"file://{tmp_path}/bucket"
@@ -231,6 +260,11 @@ def test_storage_uri(ray_local, tmp_path):
     on_disk = tmp_path / "bucket" / "remote"
     assert (on_disk / "experiment.json").is_file() and (on_disk / "tune").is_dir()
     assert not (on_disk / "trial_state").exists()  # removed once nothing can be resumed
+    # the timings benchmarks/scale.py reads: Tune's fit within the driver's wall, the tables
+    # written after it, on a cluster of the test's 2 CPUs
+    timings = json.loads((on_disk / "experiment.json").read_text())
+    assert 0 < timings["fit_s"] <= timings["driver_wall_s"]
+    assert 0 < timings["collect_s"] < 60 and timings["cluster_cpus"] == 2
 
 
 def test_report_and_notebook_on_a_real_experiment(experiment, monkeypatch):

@@ -31,14 +31,16 @@ def _null_paths(looks: tuple[int, ...]) -> np.ndarray:
     rng = np.random.default_rng(_SEED)
     n_max = looks[-1]
     out = np.empty((PATHS, len(looks)))
-    chunk = 1 << 16
+    # rows per chunk: ~1M draws (8 MB) at a time, whatever the largest look; the generator
+    # fills rows in order, so the paths do not depend on the chunking
+    chunk = max(1, min(PATHS, (1 << 20) // n_max))
     for start in range(0, PATHS, chunk):
-        z = rng.standard_normal((chunk, n_max))
+        z = rng.standard_normal((min(chunk, PATHS - start), n_max))
         total, squares = np.cumsum(z, axis=1), np.cumsum(z * z, axis=1)
         for k, n in enumerate(looks):
             mean = total[:, n - 1] / n
             var = (squares[:, n - 1] - n * mean * mean) / (n - 1)
-            out[start:start + chunk, k] = mean / np.sqrt(var / n)
+            out[start:start + len(z), k] = mean / np.sqrt(var / n)
     return out
 
 

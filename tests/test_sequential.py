@@ -397,3 +397,26 @@ def test_a_welch_comparison_inside_the_rounds_reports_no_pairs():
     assert fixed.loc["other", "test"] == "Welch t"
     assert table.loc["other", "n_pairs"] == 0 == fixed.loc["other", "n_pairs"]
     assert table.loc["other", "df"] == pytest.approx(fixed.loc["other", "df"])
+
+
+def test_the_null_paths_of_a_large_last_look_are_drawn_in_bounded_memory():
+    """A run suggests --seeds auto up to many seeds (~200 at 1000 trials): the simulation draws
+    its Gaussian seeds a bounded chunk at a time (it took ~4 x 105 MB at 200 seeds, the
+    driver's peak RSS at the end of a large run), with the same paths as one draw."""
+    import tracemalloc
+
+    from results import boundaries
+
+    boundaries._null_paths.cache_clear()
+    tracemalloc.start()
+    try:
+        paths = boundaries._null_paths((3, 200))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        boundaries._null_paths.cache_clear()
+    assert peak < 64 * 2**20, peak / 2**20  # the (PATHS, 2) result is 8 MiB
+    rng = np.random.default_rng(boundaries._SEED)
+    first = rng.standard_normal((5, 200))  # the first paths, drawn in one piece
+    t3 = first[:, :3].mean(1) / (first[:, :3].std(1, ddof=1) / np.sqrt(3))
+    assert np.allclose(paths[:5, 0], t3)

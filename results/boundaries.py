@@ -22,13 +22,13 @@ import numpy as np
 from scipy import special
 
 PATHS = 1 << 19  # simulated experiments per set of looks; the one-sided case uses both signs
-_SEED = 20261123
+PATHS_SEED = 20261123
 
 
 @lru_cache(maxsize=8)
-def _null_paths(looks: tuple[int, ...]) -> np.ndarray:
+def null_paths(looks: tuple[int, ...]) -> np.ndarray:
     """(PATHS, looks) t statistics of nested samples of standard Gaussian seeds."""
-    rng = np.random.default_rng(_SEED)
+    rng = np.random.default_rng(PATHS_SEED)
     n_max = looks[-1]
     out = np.empty((PATHS, len(looks)))
     # rows per chunk: ~1M draws (8 MB) at a time, whatever the largest look; the generator
@@ -58,7 +58,7 @@ def nominal_levels(looks: tuple[int, ...], shares: tuple[float, ...], level: flo
     """
     if len(looks) == 1 or level <= 0:
         return (float(level),) * len(looks)
-    t = _null_paths(looks)
+    t = null_paths(looks)
     stat = np.abs(t) if two_sided else np.concatenate([t, -t])
     total = stat.shape[0]
     alive = np.ones(total, dtype=bool)

@@ -407,16 +407,16 @@ def test_the_null_paths_of_a_large_last_look_are_drawn_in_bounded_memory():
 
     from results import boundaries
 
-    boundaries._null_paths.cache_clear()
+    boundaries.null_paths.cache_clear()
     tracemalloc.start()
     try:
-        paths = boundaries._null_paths((3, 200))
+        paths = boundaries.null_paths((3, 200))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-        boundaries._null_paths.cache_clear()
+        boundaries.null_paths.cache_clear()
     assert peak < 64 * 2**20, peak / 2**20  # the (PATHS, 2) result is 8 MiB
-    rng = np.random.default_rng(boundaries._SEED)
+    rng = np.random.default_rng(boundaries.PATHS_SEED)
     first = rng.standard_normal((5, 200))  # the first paths, drawn in one piece
     t3 = first[:, :3].mean(1) / (first[:, :3].std(1, ddof=1) / np.sqrt(3))
     assert np.allclose(paths[:5, 0], t3)

@@ -253,7 +253,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
 
     from ablations.experiment.cluster import ClusterUnreachable, job_runtime_env
     from ablations.experiment.options import RunOptions
-    from ablations.experiment.runner import init_ray
+    from ablations.experiment.runner import estimating_costs, init_ray
 
     options = RunOptions(
         storage=storage, name=name, space=space_name, reference=reference,
@@ -283,7 +283,8 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         logging.getLogger(TOKEN_AUTH_LOGGER).setLevel(logging.ERROR)
     working_dir = _working_dir()
     try:
-        started_ray, dashboard_url = init_ray(options)
+        with estimating_costs(trials):  # in a thread, while Ray starts
+            started_ray, dashboard_url = init_ray(options)
     except ClusterUnreachable as exc:
         raise UsageError(str(exc)) from None
     except (ConnectionError, RuntimeError, ValueError) as exc:

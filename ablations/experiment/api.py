@@ -85,6 +85,7 @@ class Experiment:
 
         from ablations.experiment.planning import prepare
         from ablations.experiment.options import RunOptions
+        from ablations.experiment.runner import estimating_costs
         from results.sequential import experiment_verdicts
 
         request = self.request
@@ -101,8 +102,9 @@ class Experiment:
                              command=["ablations.experiment.api.Experiment"])
         started = not ray.is_initialized()
         if started:
-            ray.init(num_cpus=self.num_cpus, include_dashboard=False,
-                     logging_level=logging.WARNING)
+            with estimating_costs(prepared.trials):  # in a thread, while Ray starts
+                ray.init(num_cpus=self.num_cpus, include_dashboard=False,
+                         logging_level=logging.WARNING)
         try:
             result = prepared.strategy.execute(
                 prepared.trials, options, prepared.skipped,

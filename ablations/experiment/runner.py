@@ -26,9 +26,10 @@ import contextlib
 import datetime as dt
 import logging
 import platform
+import threading
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 
 from ablations.config import TrialConfig
@@ -67,6 +68,23 @@ from results.io import (
     write_json_atomic,
 )
 from search_spaces.spaces import TrialSpec
+
+@contextlib.contextmanager
+def estimating_costs(trials: Sequence[TrialSpec]) -> Iterator[None]:
+    """Estimate the trials' costs (ablations/trial/cost.py, cached per model) in a thread
+    while the caller starts Ray: the first estimate imports torch's meta kernels (~1.5 s), and
+    ``ray.init`` mostly waits for the processes it starts. Joined on exit; an estimate that
+    fails is NaN (``estimated_cost``), so nothing is raised here."""
+    from ablations.trial.cost import estimated_cost
+
+    thread = threading.Thread(target=lambda: [estimated_cost(spec.config) for spec in trials],
+                              name="estimate-costs", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+
 
 def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
     """Connect to or start Ray. Returns (whether this call started it and should stop it,

@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -74,15 +75,17 @@ class OneTempDirCluster(RayCluster):
 
 
 @pytest.fixture
-def operator_cluster(tmp_path_factory):
-    # Short paths: Ray's Unix sockets live under the temp dir (a socket path has ~107 bytes).
-    root = tmp_path_factory.mktemp("rj")
+def operator_cluster():
+    # Short paths: Ray's Unix sockets live under the temp dir (a socket path has ~107 bytes;
+    # pytest's own temp paths are longer under pytest-xdist)
+    root = Path(tempfile.mkdtemp(prefix="rj", dir="/tmp"))
     cluster = OneTempDirCluster(root, root / "t")
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_job_on_nodes_sharing_the_heads_temp_dir_writes_its_tables(operator_cluster, tmp_path):

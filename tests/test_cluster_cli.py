@@ -18,12 +18,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,148 +28,16 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO, write_data_dir
+from tests.ray_cluster import RAY_CLI, WORKER_HOST, RayCluster, free_port
 
 pytestmark = pytest.mark.slow
 
-RAY_CLI = Path(sys.executable).with_name("ray")
-WORKER_HOST = "ablation-test-worker"
 # Two trials (one per node), each well under a second of training.
 TINY_RUN = ["--space", "components", "--only", "baseline,no_images", "--seeds", "1",
             "--epochs", "1", "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16",
             "--set", "num_heads=2", "--set", "batch_size=16", "--quiet"]
 SYNTHETIC = ["--set", "synthetic_train=96", "--set", "synthetic_val=32",
              "--set", "synthetic_test=48"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def namespaces_available() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "-m", "-u", "true"], capture_output=True)
-    return probe.returncode == 0
-
-
-class RayCluster:
-    """A head (1 CPU) and a worker node (1 CPU) started with `ray start --block`."""
-
-    def __init__(self, root: Path):
-        # One temp dir per node, as on separate machines (nodes sharing one would share the
-        # runtime environments' folders: one node's clean-up deletes the other's job folder).
-        # Short paths: Unix socket paths live there.
-        self.temp_dirs = [tempfile.mkdtemp(prefix="rc", dir="/tmp") for _ in range(2)]
-        self.hidden = root / "hidden-on-worker"  # empty on the worker node when isolated
-        self.hidden.mkdir()
-        self.token = secrets.token_hex(32)
-        self.port = free_port()
-        self.dashboard_port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token,
-                    "RAY_USAGE_STATS_ENABLED": "0"}
-        self.env.pop("RAY_ADDRESS", None)
-        self.isolated = namespaces_available()
-        self.logs = root
-        self.processes: list[subprocess.Popen] = []
-
-    def _start(self, name: str, command: list[str]) -> None:
-        log = open(self.logs / f"{name}.log", "w")
-        self.processes.append(subprocess.Popen(
-            command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True))  # its own process group: stopped as one
-
-    def start(self) -> None:
-        def common(temp_dir: str) -> list[str]:
-            return ["--num-cpus=1", "--block", f"--temp-dir={temp_dir}",
-                    f"--dashboard-agent-listen-port={free_port()}"]
-
-        self._start("head", [str(RAY_CLI), "start", "--head", f"--port={self.port}",
-                             "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-                             f"--dashboard-port={self.dashboard_port}",
-                             f"--ray-client-server-port={free_port()}",
-                             *common(self.temp_dirs[0])])
-        self.wait_for_nodes(1)
-        worker = [str(RAY_CLI), "start", f"--address={self.address}", *common(self.temp_dirs[1])]
-        if self.isolated:
-            setup = (f"hostname {WORKER_HOST} && mount -t tmpfs none {self.hidden} "
-                     '&& exec "$@"')
-            worker = ["unshare", "-m", "-u", "sh", "-c", setup, "sh", *worker]
-        self._start("worker", worker)
-        self.wait_for_nodes(2)
-        self.wait_for_dashboard()
-
-    def alive_nodes(self) -> int:
-        import grpc
-        from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
-
-        with grpc.insecure_channel(self.address,
-                                   options=[("grpc.enable_http_proxy", 0)]) as channel:
-            stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
-            try:
-                reply = stub.GetAllNodeInfo(
-                    gcs_service_pb2.GetAllNodeInfoRequest(), timeout=5,
-                    metadata=[("authorization", f"Bearer {self.token}")])
-            except grpc.RpcError:
-                return 0
-        return sum(node.state == 0 for node in reply.node_info_list)  # 0: ALIVE
-
-    def wait_for_nodes(self, count: int, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while self.alive_nodes() < count:
-            for process in self.processes:
-                assert process.poll() is None, self.log_tail()
-            assert time.monotonic() < deadline, f"{count} nodes never alive\n{self.log_tail()}"
-            time.sleep(0.5)
-
-    def wait_for_dashboard(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.dashboard_port), timeout=1).close()
-                return
-            except OSError:
-                assert time.monotonic() < deadline, f"no dashboard\n{self.log_tail()}"
-                time.sleep(0.5)
-
-    def log_tail(self) -> str:
-        return "\n".join(f"--- {log.name}\n" + log.read_text()[-2000:]
-                         for log in sorted(self.logs.glob("*.log")))
-
-    def stop(self) -> None:
-        for process in self.processes:
-            try:
-                os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 3
-        for process in self.processes:
-            try:
-                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                pass
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        # Anything of this cluster that left its process group (its command line names one of
-        # the cluster's private temp dirs): only ours.
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if any(temp_dir.encode() in cmdline for temp_dir in self.temp_dirs):
-                try:
-                    os.kill(int(entry.name), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        for temp_dir in self.temp_dirs:
-            shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -146,10 +146,18 @@ class RayCluster:
         """SIGKILL the worker node, as a machine lost mid-run: its `ray start` process group and
         every process naming its temp dir (raylet, workers); the head sees the node die."""
         worker = self.worker
+        # The node's processes, found before any dies (a trial's worker process renames its
+        # command line, so it is found as a descendant of the node's `ray start`, not by name).
+        doomed = _descendants(worker.pid)
         try:
             os.killpg(worker.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         worker.wait()
         self._kill_named([self.temp_dirs[-1]])
         self.processes.remove(worker)
@@ -192,3 +200,22 @@ class RayCluster:
                     os.kill(int(entry.name), signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+def _descendants(pid: int) -> list[int]:
+    """The ids of every live process below ``pid`` (children, their children, ...)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))  # fields[1]: ppid
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found

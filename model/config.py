@@ -48,6 +48,10 @@ class MultimodalSwitches:
     cnn_widths: str = "64,128,256"  # "32,64,128": ablation `reduced_width`
     spatial_attention: bool = True  # False: mean-pool the CNN map; `no_spatial_attention`
     temporal_attention: bool = True  # False: no attention over frames; `no_temporal_attention`
+    # x/y coordinate planes appended to each frame, so that pooled features know where things
+    # are; False: the CNN sees pixels only (position then comes from spatial attention's
+    # positional embedding, or from the zero padding at the borders)
+    coord_channels: bool = True
     head: str = "gaussian"  # "point": mean only, trained with MSE; `point_estimate`
     embed_dim: int = 128  # width of the frame, scalar and fusion embeddings
     num_heads: int = 4  # attention heads, spatial and temporal

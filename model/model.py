@@ -42,7 +42,6 @@ class ModelConfig(MultimodalSwitches):
     temporal_frames: int = DEFAULT_FRAMES  # frames used, the most recent ones; 1: `single_frame`
     use_images: bool = True  # False: no CNN at all, scalars only; ablation `no_images`
     use_scalars: bool = True  # False: no scalar branch; ablation `no_scalars`
-    coord_channels: bool = True  # append x/y coordinate planes so pooled features know position
     gradient_checkpointing: bool = False  # recompute the CNN and attention in backward
     channels_last: bool = False  # NHWC memory format for the CNN's input (systems switch)
 

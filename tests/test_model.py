@@ -45,6 +45,20 @@ def test_widths_follow_the_switch():
     assert reduced.cnn.layers[2][0].out_channels == 128
 
 
+def test_coordinate_planes_follow_their_switch():
+    channels = DATA.image_shape[0]
+    with_planes = model_for_shapes(tiny_config(cnn_widths="8,16,32"), DATA)
+    config = apply_overrides(tiny_config(cnn_widths="8,16,32"), {"coord_channels": "false"},
+                             source="--set")
+    assert config.model.coord_channels is False  # the string 'false' reads as False
+    without = model_for_shapes(config, DATA)
+    assert with_planes.cnn.layers[0][0].in_channels == channels + 2
+    assert without.cnn.layers[0][0].in_channels == channels
+    frames = torch.randn(2, config.data.temporal_frames, *DATA.image_shape)
+    mean, _ = without(frames, torch.randn(2, 3))
+    assert mean.shape == (2,)
+
+
 @pytest.mark.parametrize("shape", [(3, 1, 7, 9, 2), (2, 5, 3, 16, 12, 0)])
 def test_shapes_come_from_the_data(shape):
     frames, channels, height, width = shape[1:5]

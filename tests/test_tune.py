@@ -61,6 +61,47 @@ def test_writes_the_three_parquet_files_with_documented_columns(experiment):
     assert len(epochs_df) == 6 * 2 + 1 + 1  # the exploding trial stops after its first epoch
 
 
+def test_final_figures_reach_tune_as_one_string_and_the_tables_in_full(experiment):
+    """Tune analyses every number of every result in the driver (2 KB a key a trial, the
+    driver's growth with the trial count): only the live numbers go to it as numbers."""
+    from ray.tune.result import AUTO_RESULT_KEYS
+
+    from ablations.experiment.reported import LIVE, PACKED, unpacked
+
+    result, _ = experiment
+    trials_df = result.trials.set_index("trial_name")
+    files = sorted((result.directory / "tune").glob("baseline-seed*/result.json"))
+    assert len(files) == 2
+    for path in files:
+        last = json.loads(path.read_text().splitlines()[-1])
+        numbers = {k for k, v in last.items() if isinstance(v, (int, float))}
+        assert numbers - set(AUTO_RESULT_KEYS) - {"done", "should_checkpoint"} <= LIVE | {
+            k for k in numbers if k.startswith("val_")}, numbers
+        assert "test_mae" not in last and "peak_mem_mb" not in last and PACKED in last
+        full = unpacked(last)
+        row = trials_df.loc[path.parent.name]
+        assert full["test_mae"] == pytest.approx(row["test_mae"])
+        assert full["peak_mem_mb"] == pytest.approx(row["peak_mem_mb"])
+        assert full["val_mae"] == last["val_mae"] and full["epoch"] == 2
+
+
+def test_packed_results_round_trip():
+    import numpy as np
+
+    from ablations.experiment.reported import PACKED, packed, unpacked
+
+    metrics = {"epoch": 3, "val_mae": 0.5, "train_loss": 0.1, "status": "ok", "device": "cpu",
+               "test_mae": np.float32(0.25), "test_nll": float("nan"), "oom_retries": 0,
+               "peak_mem_mb": float("inf"), "flag": True}
+    sent = packed(metrics)
+    assert set(sent) == {"epoch", "val_mae", "train_loss", "status", "device", PACKED}
+    back = unpacked(sent)
+    assert set(back) == set(metrics) and back["test_mae"] == 0.25 and back["flag"] is True
+    assert np.isnan(back["test_nll"]) and back["peak_mem_mb"] == float("inf")
+    assert unpacked({"epoch": 1, "test_mae": 0.3}) == {"epoch": 1, "test_mae": 0.3}  # old results
+    assert unpacked(None) == {}
+
+
 def test_a_failing_trial_is_recorded_and_the_others_finish(experiment):
     trials_df = experiment[0].trials.set_index("trial_name")
     assert trials_df.loc["broken-seed0", "status"] == "failed"

@@ -23,6 +23,8 @@ from typing import Any, Callable, Mapping, Optional, TextIO
 
 from ray import tune
 
+from ablations.experiment.reported import unpacked
+
 STATUS_EVERY_S = 30.0
 LIVE_EVERY_S = 1.0  # a terminal's bar: redrawn at most this often
 
@@ -143,7 +145,7 @@ class TrialProgress(tune.Callback):
             epochs = self.epochs_done.get(name, 0)
             self.outside_epochs.append(max(0.0, self.clock() - self.first_seen[name]
                                            - epochs * self.epoch_s[name]))
-        result = trial.last_result or {}
+        result = unpacked(trial.last_result)
         parts = [f"[{self.done}/{self.total}]", f"{trial}", status]
         if result.get("status") == "diverged":
             parts[-1] = "diverged"

@@ -46,6 +46,7 @@ from ablations.experiment.options import (
     RunOptions,
     experiment_dir,
 )
+from ablations.experiment.reported import unpacked
 from ablations.experiment.strategies.base import Strategy
 from ablations.experiment.strategies.grid import Grid
 from ablations.experiment.tables import (
@@ -245,7 +246,7 @@ def results_despite(error: Exception, tune_dir: str, state_before: Optional[tupl
             return None
         with quiet_tune_logs():
             grid = saved_results(tune_dir, state)
-        ended = any(trial_status(dict(result.metrics or {}), result.error, None)[0]
+        ended = any(trial_status(unpacked(result.metrics), result.error, None)[0]
                     not in ("interrupted", "not_started") for result in grid)
     except Exception as unreadable:  # noqa: BLE001 - the caller re-raises ``error``
         logging.getLogger(__name__).warning(
@@ -282,7 +283,7 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
             results = list(saved_results(tune_dir) or [])
     counts = {"finished": 0, "failed": 0, "continue": 0, "start": 0}
     for result in results:
-        status, _, _ = trial_status(dict(result.metrics or {}), result.error, None,
+        status, _, _ = trial_status(unpacked(result.metrics), result.error, None,
                                     hpo=num_samples is not None)
         if status == "failed":
             counts["continue" if retry_failed else "failed"] += 1

@@ -18,6 +18,7 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from ablations.experiment.provenance import trial_columns
+from ablations.experiment.reported import unpacked
 from results.io import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,
@@ -52,7 +53,7 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
     # In the plan's order (the space's table), not the order the trials ran in (longest first).
     for result in sorted(grid, key=lambda r: position.get(result_name(r), len(position))):
         spec = by_name[result_name(result)]
-        metrics = dict(result.metrics or {})
+        metrics = unpacked(result.metrics)
         history = _history(result, state_root)
         row = trial_row(spec, metrics, result.error, history, options, metadata)
         trial_rows.append(row)

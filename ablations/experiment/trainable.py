@@ -35,6 +35,7 @@ import torch
 from ray import tune
 
 from ablations.config import TrialConfig
+from ablations.experiment.reported import packed
 from ablations.trial.loop import train
 from ablations.trial.memory import gpu_share
 from ablations.trial.step import cap_gpu_memory
@@ -129,14 +130,15 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
         if predictions is not None or state["epoch"] % trial.systems.checkpoint_every == 0:
             save_state_atomic(state, state_dir)
         if predictions is None:
-            tune.report(metrics)
+            tune.report(packed(metrics))
             return
         with tempfile.TemporaryDirectory() as directory:
             torch.save(state, os.path.join(directory, STATE_FILE))
             with open(os.path.join(directory, HISTORY_FILE), "w") as handle:
                 json.dump(state["history"], handle, default=_json_value)
             predictions.to_parquet(os.path.join(directory, PREDICTIONS_FILE), index=False)
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
+            tune.report(packed(metrics),
+                        checkpoint=tune.Checkpoint.from_directory(directory))
 
     share = trial_gpu_share(trial, _assigned_gpus())
     cuda = torch.device("cuda")

@@ -22,6 +22,7 @@ from ray.air.integrations.mlflow import MLflowLoggerCallback
 from ray.air.integrations.wandb import WandbLoggerCallback
 from ray.tune.result import AUTO_RESULT_KEYS
 
+from ablations.experiment.reported import unpacked
 from results.io import is_uri, read_metadata
 
 SUMMARY_SUFFIX = "-verdicts"  # the summary run of an experiment: <experiment>-verdicts
@@ -47,7 +48,7 @@ class TrackerSpec:
 def tracked_metrics(result: dict[str, Any]) -> dict[str, float]:
     """The numbers a trial reported (train/val metrics each epoch, test and final metrics at
     the last), without Tune's bookkeeping (training_iteration, time_total_s, pid, ...)."""
-    return {key: float(value) for key, value in result.items()
+    return {key: float(value) for key, value in unpacked(result).items()
             if key not in NOT_METRICS and isinstance(value, numbers.Real)
             and not isinstance(value, bool)}
 
@@ -165,7 +166,7 @@ class MLflowTracker(MLflowLoggerCallback):
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         run_id = self._trial_runs[trial]
-        status = "failed" if failed else str((trial.last_result or {}).get("status", "ok"))
+        status = "failed" if failed else str(unpacked(trial.last_result).get("status", "ok"))
         self.client.set_tag(run_id, "status", status)
         self.client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
         self._ended.add(trial)

@@ -102,6 +102,20 @@ def test_packed_results_round_trip():
     assert unpacked(None) == {}
 
 
+def test_tunes_table_of_reports_reads_back_unpacked():
+    """The epochs' fallback (a trial that saved no history file) reads Tune's table of
+    reports: each row's packed per-epoch figures come back as columns."""
+    from ablations.experiment.reported import packed, unpacked_frame
+
+    reports = [packed({"epoch": e, "val_mae": 1.0 / e, "train_samples_per_s": 100.0 * e,
+                       "micro_batch": 16}) for e in (1, 2)]
+    frame = unpacked_frame(pd.DataFrame(reports))
+    assert frame["train_samples_per_s"].tolist() == [100.0, 200.0]
+    assert frame["micro_batch"].tolist() == [16, 16] and "packed_json" not in frame
+    old = pd.DataFrame([{"epoch": 1, "train_samples_per_s": 5.0}])
+    assert unpacked_frame(old) is old and unpacked_frame(None) is None
+
+
 def test_a_failing_trial_is_recorded_and_the_others_finish(experiment):
     trials_df = experiment[0].trials.set_index("trial_name")
     assert trials_df.loc["broken-seed0", "status"] == "failed"

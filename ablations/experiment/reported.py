@@ -10,7 +10,8 @@ training and validation metrics, the learning rate, the epoch's time: what the p
 schedulers and searchers read) as they are, and the others as one JSON string, ``PACKED``,
 which Tune does not analyse. :func:`unpacked` gives back the full dictionary; every reader of a
 Tune result in the runner (the tables, the progress lines, the trackers, the status of a
-trial) goes through it. Results written before this existed have no ``PACKED`` and read as
+trial) goes through it, and :func:`unpacked_frame` through Tune's per-report table of a trial
+(the epochs' fallback when a trial saved no history). Results written before this existed have no ``PACKED`` and read as
 they are.
 """
 
@@ -56,3 +57,17 @@ def unpacked(result: Mapping[str, Any] | None) -> dict[str, Any]:
     if isinstance(text, str):
         out.update(json.loads(text))
     return out
+
+
+def unpacked_frame(frame: Any) -> Any:
+    """Tune's table of a trial's reports (``Result.metrics_dataframe``: one row a report, a
+    ``PACKED`` column of JSON) with each row's packed figures as columns; None stays None."""
+    if frame is None or PACKED not in frame:
+        return frame
+    import pandas as pd
+
+    rows = []
+    for row in frame.to_dict("records"):
+        text = row.pop(PACKED, None)
+        rows.append({**row, **(json.loads(text) if isinstance(text, str) else {})})
+    return pd.DataFrame(rows)

@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from ablations.experiment.provenance import trial_columns
-from ablations.experiment.reported import unpacked
+from ablations.experiment.reported import unpacked, unpacked_frame
 from results.io import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,
@@ -240,7 +240,7 @@ def _history(result: Any, state_root: Optional[str]) -> Optional[pd.DataFrame]:
     history = read_history(state_dir, result.checkpoint)
     if history:
         return pd.DataFrame(history)
-    return result.metrics_dataframe
+    return unpacked_frame(result.metrics_dataframe)  # Tune's result.json, every report
 
 
 def _epoch_rows(spec: TrialSpec, history: pd.DataFrame, options: RunOptions) -> pd.DataFrame:

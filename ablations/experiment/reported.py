@@ -11,8 +11,8 @@ schedulers and searchers read) as they are, and the others as one JSON string, `
 which Tune does not analyse. :func:`unpacked` gives back the full dictionary; every reader of a
 Tune result in the runner (the tables, the progress lines, the trackers, the status of a
 trial) goes through it, and :func:`unpacked_frame` through Tune's per-report table of a trial
-(the epochs' fallback when a trial saved no history). Results written before this existed have no ``PACKED`` and read as
-they are.
+(the epochs' fallback when a trial saved no history). Results written before this existed
+have no ``PACKED`` and read as they are.
 """
 
 from __future__ import annotations

@@ -66,8 +66,4 @@ def unpacked_frame(frame: Any) -> Any:
         return frame
     import pandas as pd
 
-    rows = []
-    for row in frame.to_dict("records"):
-        text = row.pop(PACKED, None)
-        rows.append({**row, **(json.loads(text) if isinstance(text, str) else {})})
-    return pd.DataFrame(rows)
+    return pd.DataFrame([unpacked(row) for row in frame.to_dict("records")])

@@ -143,8 +143,9 @@ class RayCluster:
                          for log in sorted(self.logs.glob("*.log")))
 
     def kill_worker(self) -> None:
-        """SIGKILL the worker node, as a machine lost mid-run: its `ray start` process group and
-        every process naming its temp dir (raylet, workers); the head sees the node die."""
+        """SIGKILL the worker node, as a machine lost mid-run: its `ray start` process group,
+        every process below it (raylet, workers, a trial's process) and every process naming
+        its temp dir; the head sees the node die."""
         worker = self.worker
         # The node's processes, found before any dies (a trial's worker process renames its
         # command line, so it is found as a descendant of the node's `ray start`, not by name).

@@ -33,7 +33,9 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Number)  # bools too: Tune analyses those as well
 
 
-def _plain(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    """``json``'s ``default`` for what a trial records: numpy scalars as numbers, the rest as
+    text."""
     return value.item() if hasattr(value, "item") else str(value)
 
 
@@ -46,7 +48,7 @@ def packed(metrics: Mapping[str, Any]) -> dict[str, Any]:
         live = key in LIVE or key.startswith(LIVE_PREFIXES) or not _is_number(value)
         (out if live else rest)[key] = value
     if rest:
-        out[PACKED] = json.dumps(rest, default=_plain)  # NaN and inf as JSON's NaN/Infinity
+        out[PACKED] = json.dumps(rest, default=json_value)  # NaN and inf as JSON's NaN/Infinity
     return out
 
 

@@ -35,7 +35,7 @@ import torch
 from ray import tune
 
 from ablations.config import TrialConfig
-from ablations.experiment.reported import packed
+from ablations.experiment.reported import json_value, packed
 from ablations.trial.loop import train
 from ablations.trial.memory import gpu_share
 from ablations.trial.step import cap_gpu_memory
@@ -58,12 +58,8 @@ def trial_name(trial: Any) -> str:
 def save_state_atomic(state: dict[str, Any], state_dir: str) -> None:
     """The state, then its history beside it (each atomic; the history is never newer)."""
     atomic_write(join(state_dir, STATE_FILE), lambda handle: torch.save(state, handle))
-    history = json.dumps(state["history"], default=_json_value).encode()
+    history = json.dumps(state["history"], default=json_value).encode()
     atomic_write(join(state_dir, HISTORY_FILE), lambda handle: handle.write(history))
-
-
-def _json_value(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else str(value)
 
 
 def load_state(path: str) -> dict[str, Any]:
@@ -135,7 +131,7 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
         with tempfile.TemporaryDirectory() as directory:
             torch.save(state, os.path.join(directory, STATE_FILE))
             with open(os.path.join(directory, HISTORY_FILE), "w") as handle:
-                json.dump(state["history"], handle, default=_json_value)
+                json.dump(state["history"], handle, default=json_value)
             predictions.to_parquet(os.path.join(directory, PREDICTIONS_FILE), index=False)
             tune.report(packed(metrics),
                         checkpoint=tune.Checkpoint.from_directory(directory))

@@ -190,7 +190,7 @@ def write_report(directory: str | Path, *, reference: str | None = None,
                 "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
     factorial = None
     if meta.get("factorial"):
-        from results.factorial import FactorialDesign
+        from results.factorial_design import FactorialDesign
 
         factorial = FactorialDesign.from_dict(meta["factorial"])
     tuned = _tuned_section(trials, (meta.get("tuned") or {}).get("keys", []),

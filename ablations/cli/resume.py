@@ -66,7 +66,7 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
     trials, skipped = plan_from_metadata(meta)
     sequential, tune_subdir, factorial = None, None, None
     if meta.get("factorial"):
-        from results.factorial import FactorialDesign
+        from results.factorial_design import FactorialDesign
 
         if continuing:
             raise UsageError(f"--seeds auto: {target} holds a factorial design, whose cells "

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ablations.config import ALIASES, TrialConfig, apply_overrides
 from ablations.experiment.request import Request, UsageError
 from ablations.experiment.strategies.grid import Grid
-from results.factorial import MAX_FACTORS, MIN_FACTORS, FactorialDesign
+from results.factorial_design import MAX_FACTORS, MIN_FACTORS, FactorialDesign
 
 if TYPE_CHECKING:
     from search_spaces import Space, TrialSpec

@@ -23,13 +23,12 @@ from ablations.trial.step import (
     CompiledModel,
     cap_gpu_memory,
     compile_mode_for,
-    cpu_copy,
     is_out_of_memory,
     release_memory,
     resumed_compile_mode,
     make_optimizer,
-    restart_epoch,
 )
+from ablations.trial.state import cpu_copy, restart_epoch
 from ablations.config.safety import find_conflicts, resolve_systems
 from ablations.experiment.trainable import (
     HISTORY_FILE,

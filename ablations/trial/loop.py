@@ -36,18 +36,15 @@ from ablations.trial.step import (
     TrialOutOfMemory,
     resumed_compile_mode,
     compiled_graph_count,
-    cpu_copy,
     cuda_capability,
     is_out_of_memory,
     make_optimizer,
     make_scaler,
     release_memory,
-    restart_epoch,
-    resumable_state,
     set_float32_precision,
-    set_rng_state,
     start_trial_on_worker,
 )
+from ablations.trial.state import cpu_copy, restart_epoch, resumable_state, set_rng_state
 from ablations.config.safety import resolve_systems
 from ablations.trial.batches import (
     Batches,

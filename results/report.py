@@ -55,6 +55,7 @@ from results.io import (
     read_metadata,
 )
 from results.phases import evaluation_rows
+from results.report_designs import factorial_sections, tuned_section
 from results.report_page import Section, html_page, markdown_page
 from results.report_tables import (
     FLAG,
@@ -193,7 +194,7 @@ def write_report(directory: str | Path, *, reference: str | None = None,
         from results.factorial_design import FactorialDesign
 
         factorial = FactorialDesign.from_dict(meta["factorial"])
-    tuned = _tuned_section(trials, (meta.get("tuned") or {}).get("keys", []),
+    tuned = tuned_section(trials, (meta.get("tuned") or {}).get("keys", []),
                            reference=reference, metric=metric, margin=margin, alpha=alpha)
     with tempfile.TemporaryDirectory(prefix="report-") as scratch:
         return _write_report(directory, trials, epochs, predictions, Path(scratch),
@@ -211,7 +212,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     """Figures are drawn in ``scratch`` and moved into place with the other files.
     ``sequential``: experiment.json's record of a ``--seeds auto`` run (its verdicts are the
     sequential design's; the report adds the compute spent). ``factorial``: the
-    :class:`results.factorial.FactorialDesign` of a ``--design factorial`` run (the report
+    :class:`results.factorial_design.FactorialDesign` of a ``--design factorial`` run (the report
     adds its effects and an interaction plot). ``tuned``: a tuned ablation's side-by-side
     section; every other table of such an experiment reads its evaluation at the configuration
     given (results/phases.py)."""
@@ -286,7 +287,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
             f"{1 - 2 * alpha:.0%} interval (thick); the shaded band is the margin."),
             figure=forest),
         *([tuned] if tuned is not None else []),
-        *(_factorial_sections(trials, factorial, figures_dir, metric=metric, margin=margin,
+        *(factorial_sections(trials, factorial, figures_dir, metric=metric, margin=margin,
                               alpha=alpha) if factorial is not None else []),
         *([Section(comparison[0], comparison[1], comparison_view(
             comparison[2], metric=metric, alpha=alpha))] if comparison else []),
@@ -352,65 +353,6 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     html_path = _write_file(join(directory, "report.html"),
                             html_page(title, summary, sections).encode())
     return Report(markdown_path, html_path, ablation, note)
-
-
-def _tuned_section(trials: pd.DataFrame, keys: list[str], *, reference: str, metric: str,
-                   margin: str | float, alpha: float) -> Optional[Section]:
-    """A tuned ablation's verdicts at the configuration given and at each arm's own best, side
-    by side (None for an experiment without ``--tune-each``)."""
-    from results.phases import has_tuning, side_by_side
-
-    if not has_tuning(trials):
-        return None
-    try:
-        table = side_by_side(trials, keys=keys, reference=reference, metric=metric,
-                             margin=margin, alpha=alpha)
-    except ValueError as exc:
-        return Section("Tuned ablations", f"No tuned comparison: {exc}")
-    changed = table.loc[table["changed"], "ablation"].tolist()
-    tuning = trials[trials["phase"] == "tuning"]
-    text = (f"Every arm tuned over {', '.join(keys)} with the same budget "
-            f"({tuning.groupby('ablation').size().max()} search trials per arm, "
-            f"{tuning['cpu_hours'].sum():.3f} CPU-hours in all), on the validation metric at a "
-            "tuning seed no evaluation used; then evaluated at its own best at the same seeds. "
-            "Each evaluation is compared with the reference evaluated the same way, and is a "
-            "family of its own. The other sections read the evaluation at the configuration "
-            "given. Verdicts that change: " + (", ".join(changed) if changed else "none") + ".")
-    view = pd.DataFrame({
-        "Variant": table["ablation"],
-        "At the given configuration": [f"{m:.3f} {v}" for m, v in
-                                       zip(table["mean_given"], table["verdict_given"])],
-        "At its own best": [f"{m:.3f} {v}" if pd.notna(m) else "-" for m, v in
-                            zip(table["mean_tuned"], table["verdict_tuned"])],
-        **{f"Best {key}": [f"{v:.3g}" if isinstance(v, float) else str(v)
-                           for v in table[f"best_{key}"]] for key in keys},
-        "Changed": ["yes" if c else "" for c in table["changed"]],
-    })
-    return Section("Tuned ablations", text, view)
-
-
-def _factorial_sections(trials: pd.DataFrame, design: Any, figures_dir: Path, *, metric: str,
-                        margin: str | float, alpha: float) -> list[Section]:
-    """The effects of a factorial design with their verdicts, and the interaction plot."""
-    from results.factorial import effects_view, factorial_effects, factorial_note, \
-        interaction_means
-
-    try:
-        effects = factorial_effects(trials, design, metric=metric, margin=margin, alpha=alpha)
-    except ValueError as exc:
-        return [Section("Factorial effects", f"No factorial effects: {exc}")]
-    figure = plots.interaction_plot(interaction_means(trials, design, metric=metric), effects,
-                                    figures_dir / "interactions.png", metric=metric)
-    text = (f"{factorial_note(effects)} Factors: {design.legend()}."
-            + (f" Generators {', '.join(design.generators)}; defining relation "
-               f"{design.defining_relation()}; an effect is estimated together with its "
-               "aliases (higher-order interactions assumed negligible)."
-               if design.generators else "")
-            + " The table above compares each cell with the reference cell.")
-    return [Section("Factorial effects", text, effects_view(effects)),
-            Section("Interactions", "Mean of the metric at each pair of levels of two "
-                    "factors, averaged over the other factors and the seeds; parallel lines "
-                    "mean additive effects.", figure=figure, level=3)]
 
 
 def _write_file(path: str, content: bytes) -> Path | str:

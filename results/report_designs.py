@@ -1,0 +1,73 @@
+"""The report's sections for two kinds of run (:mod:`results.report` places them): a tuned
+ablation's verdicts side by side (``--tune-each``) and a factorial design's effects with the
+interaction plot (``--design factorial``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+
+from results import plots
+from results.report_page import Section
+
+
+def tuned_section(trials: pd.DataFrame, keys: list[str], *, reference: str, metric: str,
+                  margin: str | float, alpha: float) -> Optional[Section]:
+    """A tuned ablation's verdicts at the configuration given and at each arm's own best, side
+    by side (None for an experiment without ``--tune-each``)."""
+    from results.phases import has_tuning, side_by_side
+
+    if not has_tuning(trials):
+        return None
+    try:
+        table = side_by_side(trials, keys=keys, reference=reference, metric=metric,
+                             margin=margin, alpha=alpha)
+    except ValueError as exc:
+        return Section("Tuned ablations", f"No tuned comparison: {exc}")
+    changed = table.loc[table["changed"], "ablation"].tolist()
+    tuning = trials[trials["phase"] == "tuning"]
+    text = (f"Every arm tuned over {', '.join(keys)} with the same budget "
+            f"({tuning.groupby('ablation').size().max()} search trials per arm, "
+            f"{tuning['cpu_hours'].sum():.3f} CPU-hours in all), on the validation metric at a "
+            "tuning seed no evaluation used; then evaluated at its own best at the same seeds. "
+            "Each evaluation is compared with the reference evaluated the same way, and is a "
+            "family of its own. The other sections read the evaluation at the configuration "
+            "given. Verdicts that change: " + (", ".join(changed) if changed else "none") + ".")
+    view = pd.DataFrame({
+        "Variant": table["ablation"],
+        "At the given configuration": [f"{m:.3f} {v}" for m, v in
+                                       zip(table["mean_given"], table["verdict_given"])],
+        "At its own best": [f"{m:.3f} {v}" if pd.notna(m) else "-" for m, v in
+                            zip(table["mean_tuned"], table["verdict_tuned"])],
+        **{f"Best {key}": [f"{v:.3g}" if isinstance(v, float) else str(v)
+                           for v in table[f"best_{key}"]] for key in keys},
+        "Changed": ["yes" if c else "" for c in table["changed"]],
+    })
+    return Section("Tuned ablations", text, view)
+
+
+def factorial_sections(trials: pd.DataFrame, design: Any, figures_dir: Path, *, metric: str,
+                       margin: str | float, alpha: float) -> list[Section]:
+    """The effects of a factorial design with their verdicts, and the interaction plot."""
+    from results.factorial import effects_view, factorial_effects, factorial_note, \
+        interaction_means
+
+    try:
+        effects = factorial_effects(trials, design, metric=metric, margin=margin, alpha=alpha)
+    except ValueError as exc:
+        return [Section("Factorial effects", f"No factorial effects: {exc}")]
+    figure = plots.interaction_plot(interaction_means(trials, design, metric=metric), effects,
+                                    figures_dir / "interactions.png", metric=metric)
+    text = (f"{factorial_note(effects)} Factors: {design.legend()}."
+            + (f" Generators {', '.join(design.generators)}; defining relation "
+               f"{design.defining_relation()}; an effect is estimated together with its "
+               "aliases (higher-order interactions assumed negligible)."
+               if design.generators else "")
+            + " The table above compares each cell with the reference cell.")
+    return [Section("Factorial effects", text, effects_view(effects)),
+            Section("Interactions", "Mean of the metric at each pair of levels of two "
+                    "factors, averaged over the other factors and the seeds; parallel lines "
+                    "mean additive effects.", figure=figure, level=3)]

@@ -195,7 +195,7 @@ def write_report(directory: str | Path, *, reference: str | None = None,
 
         factorial = FactorialDesign.from_dict(meta["factorial"])
     tuned = tuned_section(trials, (meta.get("tuned") or {}).get("keys", []),
-                           reference=reference, metric=metric, margin=margin, alpha=alpha)
+                          reference=reference, metric=metric, margin=margin, alpha=alpha)
     with tempfile.TemporaryDirectory(prefix="report-") as scratch:
         return _write_report(directory, trials, epochs, predictions, Path(scratch),
                              reference=reference, metric=metric, margin=margin, alpha=alpha,
@@ -212,8 +212,8 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     """Figures are drawn in ``scratch`` and moved into place with the other files.
     ``sequential``: experiment.json's record of a ``--seeds auto`` run (its verdicts are the
     sequential design's; the report adds the compute spent). ``factorial``: the
-    :class:`results.factorial_design.FactorialDesign` of a ``--design factorial`` run (the report
-    adds its effects and an interaction plot). ``tuned``: a tuned ablation's side-by-side
+    :class:`results.factorial_design.FactorialDesign` of a ``--design factorial`` run (the
+    report adds its effects and an interaction plot). ``tuned``: a tuned ablation's side-by-side
     section; every other table of such an experiment reads its evaluation at the configuration
     given (results/phases.py)."""
     name = str(trials["experiment"].iloc[0])
@@ -288,7 +288,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
             figure=forest),
         *([tuned] if tuned is not None else []),
         *(factorial_sections(trials, factorial, figures_dir, metric=metric, margin=margin,
-                              alpha=alpha) if factorial is not None else []),
+                             alpha=alpha) if factorial is not None else []),
         *([Section(comparison[0], comparison[1], comparison_view(
             comparison[2], metric=metric, alpha=alpha))] if comparison else []),
         *([Section("Compute spent", f"{compute_note(compute)} Per variant: the trials it "

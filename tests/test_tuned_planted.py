@@ -2,18 +2,23 @@
 baseline's.
 
 The arm `fast_lr` trains at 32 times the learning rate it is given (``lr_scaling=linear`` with
-``lr_reference_batch=1`` at batch 32): its best ``lr`` is the baseline's divided by 32, as far
-as the search's budget can tell. At the given configuration (lr 0.002, so 0.064 for the arm)
-it trains badly; the search must give it a lower lr than the baseline's, and at that lr the arm
-must do much better than at the given one and trail the baseline by less. A small model on a small synthetic set keeps the run near 45
-seconds on 2 cores; its seed-to-seed spread is too wide for verdicts at 3 seeds, so the test
-reads the means and the chosen learning rates, which the plant moves by far more than the noise.
+``lr_reference_batch=1`` at batch 32). At the given configuration (lr 0.002, so 0.064 for the
+arm) it trains badly. Both arms' searches start from the same seeded draws of lr (log-uniform in
+3e-4..1e-2: 0.00297, 0.000449, 0.0084, 0.00163, then TPE once trials have ended); every draw but
+the lowest puts the arm at 0.05 or more. So the arm must choose a learning rate at least 2 times
+lower than the baseline's, the baseline must not choose the lowest it tried, and at its own lr
+the arm must do better than at the given one and trail the baseline by less. The arm cannot
+close the gap: the range's floor (3e-4, so 0.0096 for the arm) is above the baseline's best. A
+small model on a small synthetic set keeps the run near 50 seconds on 2 cores; its seed-to-seed
+spread is too wide for verdicts at 3 seeds, so the test reads the chosen learning rates and the
+means.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -57,15 +62,24 @@ def planted(tmp_path_factory):
 
 @pytest.mark.slow
 def test_the_search_gives_the_planted_arm_a_lower_learning_rate_than_the_baseline(planted):
+    from results.phases import side_by_side
+
     trials, record = planted["trials"], planted["meta"]["tuned"]
-    tuning = trials[trials["phase"] == "tuning"].set_index("trial_name")
-    best = {arm: tuning.loc[record["best_trials"][arm], "lr"] for arm in ("baseline", "fast_lr")}
-    assert best["fast_lr"] * 4 <= best["baseline"], best
+    tuning = trials[trials["phase"] == "tuning"]
+    best = {arm: tuning.set_index("trial_name").loc[record["best_trials"][arm], "lr"]
+            for arm in ("baseline", "fast_lr")}
+    tried = tuning.groupby("ablation")["lr"]
+    assert best["baseline"] > tried.min()["baseline"], tuning[["trial_name", "lr", "val_mae"]]
+    assert best["fast_lr"] * 2 <= best["baseline"], best
     own = trials[trials["phase"] == "tuned"]
     for arm, lr in best.items():
         assert (own.loc[own["ablation"] == arm, "lr"] == lr).all()
-    # the console's side-by-side table names each arm's best lr
-    assert f"{best['fast_lr']:.3g}" in planted["out"] and "best lr" in planted["out"]
+    # the console's side-by-side table: each arm's means and its own best lr
+    table = side_by_side(trials, keys=["lr"]).set_index("ablation")
+    for arm, lr in best.items():
+        row = table.loc[arm]
+        assert re.search(rf"^\s+{arm}\s+{row['mean_given']:.3f} .* {row['mean_tuned']:.3f} .*"
+                         rf" {lr:.3g}\s", planted["out"], re.MULTILINE), planted["out"][-3000:]
 
 
 @pytest.mark.slow
@@ -74,8 +88,8 @@ def test_at_its_own_learning_rate_the_planted_arm_recovers_and_its_gap_narrows(p
     means = trials[trials["phase"] != "tuning"].groupby(["phase", "ablation"])["test_mae"].mean()
     gap_given = means["evaluation", "fast_lr"] - means["evaluation", "baseline"]
     gap_own = means["tuned", "fast_lr"] - means["tuned", "baseline"]
-    # measured at 3 seeds (2 cores): gaps 0.26 km given, 0.12 km at each arm's own best; the
-    # arm's own mean 0.87 km against 1.17 km given
-    assert gap_given > 0.15, means  # mistuned: clearly worse at the given lr
-    assert means["tuned", "fast_lr"] < means["evaluation", "fast_lr"] - 0.15, means
+    # measured at 3 seeds (2 cores): the arm 1.170 km at the given lr, 0.865 km at its own;
+    # gaps 0.258 km given, 0.124 km at each arm's own best
+    assert gap_given > 0.1, means  # mistuned: clearly worse at the given lr
+    assert means["tuned", "fast_lr"] < means["evaluation", "fast_lr"] - 0.1, means
     assert gap_own < gap_given, means

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -240,18 +241,25 @@ def test_resume_errors(capsys, tmp_path):
     assert_one_line_error(code, err, "--retry-failed only applies with --resume")
 
 
-@pytest.mark.slow
-def test_end_to_end_cli_run_on_a_file_dataset(tmp_path):
-    """--data DIR through the whole path: validation, Tune trials, strata in the predictions."""
+@pytest.fixture(scope="module")
+def file_run(tmp_path_factory):
+    """A run on a file dataset, with --verbose (Ray Tune's own tables on the console)."""
+    tmp_path = tmp_path_factory.mktemp("files")
     root = write_data_dir(tmp_path / "data", n=60, frames=3, size=8)
     proc = run_cli(
         "--space", "frames", "--only", "frames1,frames3,frames4", "--seeds", "1",
         "--epochs", "1", "--data", str(root), "--max-train-examples", "32",
         "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16", "--set", "batch_size=8",
-        "--name", "files", "--no-dashboard", cwd=tmp_path,
+        "--name", "files", "--no-dashboard", "--verbose", cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out_dir = tmp_path / "ablation_results" / "files"
+    return {"proc": proc, "root": root, "out_dir": tmp_path / "ablation_results" / "files"}
+
+
+@pytest.mark.slow
+def test_end_to_end_cli_run_on_a_file_dataset(file_run):
+    """--data DIR through the whole path: validation, Tune trials, strata in the predictions."""
+    root, out_dir = file_run["root"], file_run["out_dir"]
     trials = pd.read_parquet(out_dir / "trials.parquet").set_index("trial_name")
     assert trials.loc["frames4-seed0", "status"] == "skipped"  # the data has 3 frames
     assert (trials.loc[["frames1-seed0", "frames3-seed0"], "status"] == "ok").all()
@@ -259,6 +267,21 @@ def test_end_to_end_cli_run_on_a_file_dataset(tmp_path):
     predictions = pd.read_parquet(out_dir / "predictions.parquet")
     assert {"stratum_site", "stratum_season"} <= set(predictions.columns)
     assert len(predictions) == 2 * 8  # the 8 test rows of the table, per ok trial
+
+
+@pytest.mark.slow
+def test_verbose_shows_every_final_figure_in_tunes_result_table(file_run):
+    """With --verbose the trials report their final figures to Tune as numbers, so Tune's
+    result table of a finished trial shows the test metrics, not a packed JSON string."""
+    out = file_run["proc"].stdout
+    trials = pd.read_parquet(file_run["out_dir"] / "trials.parquet").set_index("trial_name")
+    assert "Trial frames1-seed0 result" in out, out[-3000:]
+    box = out.split("Trial frames1-seed0 result", 1)[1].split("\n\n", 1)[0]
+    assert "packed_json" not in box, box
+    shown = re.search(r"[│|] test_mae\s+([0-9.]+) [│|]", box)  # Tune's UTF-8 or ASCII box
+    assert shown, box
+    assert float(shown.group(1)) == pytest.approx(trials.loc["frames1-seed0", "test_mae"],
+                                                  rel=1e-4)
 
 
 @pytest.mark.slow

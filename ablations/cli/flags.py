@@ -273,6 +273,7 @@ def build_parser() -> OneLineParser:
                        "docs/trackers.md): mlflow (default store: the experiment's "
                        "mlruns/mlflow.db) or wandb (default project: ablation-runner)")
     where.add_argument("--verbose", action="store_true",
-                       help="Ray Tune's live trial table and per-trial results, and what the "
-                       "trials print (else in each trial's folder: stdout, stderr)")
+                       help="Ray Tune's live trial table and per-trial results (every "
+                       "figure: Tune then analyses each, a little driver memory per trial), "
+                       "and what the trials print (else in each trial's folder: stdout, stderr)")
     return parser

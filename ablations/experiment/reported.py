@@ -12,7 +12,9 @@ which Tune does not analyse. :func:`unpacked` gives back the full dictionary; ev
 Tune result in the runner (the tables, the progress lines, the trackers, the status of a
 trial) goes through it, and :func:`unpacked_frame` through Tune's per-report table of a trial
 (the epochs' fallback when a trial saved no history). Results written before this existed
-have no ``PACKED`` and read as they are.
+have no ``PACKED`` and read as they are, as do those of a run with ``--verbose``: Tune's own
+result tables then show every figure (a packed string would show as a truncated JSON text),
+at the cost of Tune's analysis of every key.
 """
 
 from __future__ import annotations

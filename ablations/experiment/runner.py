@@ -158,7 +158,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
     state_root = join(root, STATE_SUBDIR)
     trainable = tune.with_resources(tune.with_parameters(
-        tune_trainable, plan=strategy.trainable_plan(trials), state_root=state_root), resources)
+        tune_trainable, plan=strategy.trainable_plan(trials), state_root=state_root,
+        pack=options.verbose == 0), resources)  # --verbose: Tune's tables show every figure
     tune_dir = join(root, strategy.tune_subdir)
     started = time.monotonic()
     total, planned, default = strategy.progress_plan(trials)

@@ -112,10 +112,12 @@ def trial_config(config: dict[str, Any], plan: dict[str, dict[str, Any]]) -> Tri
 
 
 def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
-                   state_root: str) -> None:
+                   state_root: str, pack: bool = True) -> None:
     """Train trial ``config["trial"]`` (a name) with its resolved config ``plan[name]``
     (a ``TrialConfig.to_dict()``), with the sampled ``config["params"]`` (flat keys) in a search.
-    The runner passes ``plan`` and ``state_root`` with ``tune.with_parameters``."""
+    The runner passes ``plan``, ``state_root`` and ``pack`` with ``tune.with_parameters``;
+    ``pack=False`` (``--verbose``) reports every figure to Tune as a number, so that Tune's own
+    result tables show them (ablations/experiment/reported.py)."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # no line per checkpoint
     trial = trial_config(config, plan)
     state_dir = join(state_root, tune.get_context().get_trial_name())
@@ -126,14 +128,14 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
         if predictions is not None or state["epoch"] % trial.systems.checkpoint_every == 0:
             save_state_atomic(state, state_dir)
         if predictions is None:
-            tune.report(packed(metrics))
+            tune.report(packed(metrics) if pack else metrics)
             return
         with tempfile.TemporaryDirectory() as directory:
             torch.save(state, os.path.join(directory, STATE_FILE))
             with open(os.path.join(directory, HISTORY_FILE), "w") as handle:
                 json.dump(state["history"], handle, default=json_value)
             predictions.to_parquet(os.path.join(directory, PREDICTIONS_FILE), index=False)
-            tune.report(packed(metrics),
+            tune.report(packed(metrics) if pack else metrics,
                         checkpoint=tune.Checkpoint.from_directory(directory))
 
     share = trial_gpu_share(trial, _assigned_gpus())

@@ -116,6 +116,19 @@ def test_tunes_table_of_reports_reads_back_unpacked():
     assert unpacked_frame(old) is old and unpacked_frame(None) is None
 
 
+def test_a_trial_resumed_with_verbose_reads_back_both_kinds_of_report():
+    """A run started without --verbose (reports packed) and resumed with it (reports as they
+    are), or the reverse: one trial's table of reports holds both, and reads back whole."""
+    from ablations.experiment.reported import packed, unpacked_frame
+
+    first = packed({"epoch": 1, "val_mae": 1.0, "train_samples_per_s": 100.0})
+    later = {"epoch": 2, "val_mae": 0.5, "train_samples_per_s": 200.0}
+    for reports in ([first, later], [later, first]):
+        frame = unpacked_frame(pd.DataFrame(reports)).sort_values("epoch")
+        assert frame["train_samples_per_s"].tolist() == [100.0, 200.0], frame
+        assert frame["val_mae"].tolist() == [1.0, 0.5] and "packed_json" not in frame
+
+
 def test_a_failing_trial_is_recorded_and_the_others_finish(experiment):
     trials_df = experiment[0].trials.set_index("trial_name")
     assert trials_df.loc["broken-seed0", "status"] == "failed"

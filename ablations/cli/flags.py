@@ -274,6 +274,7 @@ def build_parser() -> OneLineParser:
                        "mlruns/mlflow.db) or wandb (default project: ablation-runner)")
     where.add_argument("--verbose", action="store_true",
                        help="Ray Tune's live trial table and per-trial results (every "
-                       "figure: Tune then analyses each, a little driver memory per trial), "
-                       "and what the trials print (else in each trial's folder: stdout, stderr)")
+                       "figure: Tune then analyses each, more driver memory and larger "
+                       "experiment-state snapshots per trial), and what the trials print "
+                       "(else in each trial's folder: stdout, stderr)")
     return parser

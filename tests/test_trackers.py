@@ -11,7 +11,6 @@ import json
 import os
 import pickle
 import struct
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -280,26 +279,14 @@ def wandb_records(path: Path):
             pieces = b""
 
 
-def written_records(path: Path, wait_s: float = 60.0) -> list:
-    """The records of an offline run's file once its run record is there. W&B's service
-    process (one per logging actor) writes the file; it can still be flushing its buffer as
-    the command exits (seen once in a fresh clone: the file without its run record), so the
-    file is read again until the run record appears or ``wait_s`` passes."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        records = list(wandb_records(path))
-        if any(r.WhichOneof("record_type") == "run" for r in records) \
-                or time.monotonic() > deadline:
-            return records
-        time.sleep(0.5)
-
-
 @pytest.mark.slow
 def test_wandb_offline_runs_one_per_trial_and_the_verdicts(logged):
     runs = {}
     for folder in (logged.tmp / "wandb-dir" / "wandb").glob("offline-run-*"):
         (log,) = folder.glob("run-*.wandb")
-        records = written_records(log)
+        # complete once the command has exited: each logging actor waits for W&B's service
+        # to write its run out before Ray kills it (trackers/runs.py, _FlushingWandbActor)
+        records = list(wandb_records(log))
         run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
         config = {item.key: json.loads(item.value_json) for item in run.config.update}
         history = [{item.nested_key[0] if item.nested_key else item.key: json.loads(

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import pandas as pd
 from ray.air.constants import TRAINING_ITERATION
 from ray.air.integrations.mlflow import MLflowLoggerCallback
-from ray.air.integrations.wandb import WandbLoggerCallback
+from ray.air.integrations.wandb import WandbLoggerCallback, _WandbLoggingActor
 from ray.tune.result import AUTO_RESULT_KEYS
 
 from ablations.experiment.reported import unpacked
@@ -200,12 +200,29 @@ class MLflowTracker(MLflowLoggerCallback):
         self.client.set_terminated(run_id, status="FINISHED")
 
 
+class _FlushingWandbActor(_WandbLoggingActor):
+    """Ray's W&B logging actor, which then waits until W&B's service process has written the
+    run out (``wandb.teardown``). Ray kills the actor as soon as ``run`` returns
+    (``WandbLoggerCallback._cleanup_logging_actors``), and ``wandb.finish`` returns before the
+    service has flushed the run's file: a kill in that window left an offline run file with its
+    7-byte header only (the service's log stopped before "stream: finishing up"). The atexit
+    hook that would tear the service down never runs in a killed actor."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:
+            self._wandb.teardown()
+
+
 class WandbTracker(WandbLoggerCallback):
     """Ray Tune's W&B callback (a logging actor per trial), one W&B run per trial in group
     ``<experiment>`` of ``project``: the trial's flat config (plus trial_name, experiment,
     space) as its config, metrics at step = epoch, tags ``variant=...``, ``seed=...``,
     ``space=...``. Offline (``WANDB_MODE=offline``) the runs are files under ``WANDB_DIR``, else
     under the experiment folder: ``wandb/offline-run-*``, for ``wandb sync``."""
+
+    _logger_actor_cls = _FlushingWandbActor  # Ray's hook for the logging actor's class
 
     def __init__(self, *, project: str, root: str, experiment: str, space: str) -> None:
         super().__init__(project=project, group=experiment)

@@ -17,15 +17,12 @@ means.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
-from tests.conftest import REPO
+from tests.test_cli import run_cli
 
 SEEDS = 3
 FACTOR = 32  # the arm's learning rate over the one it is given
@@ -49,11 +46,8 @@ def planted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("planted_lr")
     space = tmp / "planted_lr.yaml"
     space.write_text(SPACE)
-    run = subprocess.run(
-        [sys.executable, str(REPO / "run_ablations.py"), "--space", str(space), *ARGS,
-         "--name", "planted", "--storage", str(tmp / "results")],
-        capture_output=True, text=True, cwd=tmp, timeout=900, check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"})
+    run = run_cli("--space", str(space), *ARGS, "--name", "planted",
+                  "--storage", str(tmp / "results"), cwd=tmp, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     root = tmp / "results" / "planted"
     return {"trials": pd.read_parquet(root / "trials.parquet"), "out": run.stdout,

@@ -127,16 +127,16 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
                predictions: Optional[pd.DataFrame]) -> None:
         if predictions is not None or state["epoch"] % trial.systems.checkpoint_every == 0:
             save_state_atomic(state, state_dir)
+        sent = packed(metrics) if pack else metrics
         if predictions is None:
-            tune.report(packed(metrics) if pack else metrics)
+            tune.report(sent)
             return
         with tempfile.TemporaryDirectory() as directory:
             torch.save(state, os.path.join(directory, STATE_FILE))
             with open(os.path.join(directory, HISTORY_FILE), "w") as handle:
                 json.dump(state["history"], handle, default=json_value)
             predictions.to_parquet(os.path.join(directory, PREDICTIONS_FILE), index=False)
-            tune.report(packed(metrics) if pack else metrics,
-                        checkpoint=tune.Checkpoint.from_directory(directory))
+            tune.report(sent, checkpoint=tune.Checkpoint.from_directory(directory))
 
     share = trial_gpu_share(trial, _assigned_gpus())
     cuda = torch.device("cuda")

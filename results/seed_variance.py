@@ -143,6 +143,6 @@ def seed_variance_note(table: pd.DataFrame, *, metric: str, alpha: float) -> str
             "two-way random-effects ANOVA estimate (method of moments, in the metric's unit "
             f"squared; negative: less than the residual shows, share 0); {1 - alpha:.0%} "
             "intervals: MLS for a source, χ² for the residual (results/seed_variance.py). "
-            "Residual: the sources' interaction and what neither seed sets. The verdicts pair "
-            "the grid's cells by seed as if they were independent; cells that share a seed "
-            "are not, so their intervals are too narrow here.")
+            "Residual: the sources' interaction and what neither seed sets. The verdicts "
+            "test the grid as crossed: the variance of the mean of the cells' paired "
+            "differences from this two-way ANOVA, Satterthwaite df (results/crossed.py).")

@@ -114,3 +114,20 @@ def test_round_trip_through_dict():
     assert config.model.cnn_widths == "32,64,128" and config.model.widths == (32, 64, 128)
     again = TrialConfig.from_dict(config.to_dict())
     assert again == config
+
+
+def test_only_without_the_reference_adds_it_and_says_so():
+    """``--only no_images``: the reference joins the plan (every verdict compares with it) and
+    one planning note says so; with the reference named, no note."""
+    from ablations.experiment.api import Experiment
+    from ablations.experiment.planning import prepare
+
+    prepared = prepare(Experiment("components", seeds=2, only=["no_images"]).request)
+    assert {t.variant for t in prepared.trials} == {"baseline", "no_images"}
+    assert [n for n in prepared.notes if n.startswith("--only")] == [
+        "--only: added the reference 'baseline', which every variant's verdict is compared with"]
+    named = prepare(Experiment("components", seeds=2, only=["baseline", "no_images"]).request)
+    assert not [n for n in named.notes if n.startswith("--only")]
+    control = prepare(Experiment("components", seeds=2, only=["no_images"],
+                                 null_control=True).request)
+    assert {t.variant for t in control.trials} == {"baseline", "baseline_repeat", "no_images"}

@@ -125,7 +125,8 @@ def test_the_data_draw_varies_with_the_seed_only_when_data_is_a_varying_source()
     (["--set", "seed_sources=init,init"], "'init' is given twice"),
     (["--set", "seed_sources=order=-1"], "a held source takes a seed >= 0"),
     (["--cross-seeds", "--seed-sources", "init"], "crosses two seed sources"),
-    (["--cross-seeds", "--seeds", "1"], "needs at least 2 seeds"),
+    (["--cross-seeds", "--seeds", "1"], "needs at least 3 seeds"),
+    (["--cross-seeds", "--seeds", "2"], "needs at least 3 seeds"),  # 2 x 2: 1 df per source
     (["--cross-seeds", "--seeds", "auto"], "does not combine with --seeds auto"),
     (["--cross-seeds", "--space", "hpo"], "does not combine with --seeds auto or a search"),
 ])
@@ -149,10 +150,10 @@ def test_cross_seeds_by_default_crosses_init_and_order_for_every_variant_data_he
 
 
 def test_cross_seeds_crosses_the_two_sources_that_vary():
-    trials = Experiment("components", seeds=2, only=["baseline"], cross_seeds=True,
+    trials = Experiment("components", seeds=3, only=["baseline"], cross_seeds=True,
                         overrides={"seed_sources": "order,data"}).plan()
     cells = {(t.config.seeds.init, t.config.seeds.order, t.config.seeds.data) for t in trials}
-    assert cells == {(0, j, k) for j in range(2) for k in range(2)}
+    assert cells == {(0, j, k) for j in range(3) for k in range(3)}
 
 
 # ------------------------------------------------------------------ the decomposition
@@ -264,3 +265,92 @@ def test_the_report_shows_the_decomposition_only_for_a_crossed_run(tmp_path):
     for arm in ("baseline", "no_x"):
         for source in ("init", "order", "residual"):
             assert f"| {arm} | {source} |" in section
+
+
+# ------------------------------------------------------------------ the crossed verdicts
+
+
+def _anova_mean_squares(grid: np.ndarray) -> np.ndarray:
+    """MS_a, MS_b, MS_e of a two-way grid, one value per cell, by statsmodels' ANOVA."""
+    import statsmodels.formula.api as smf
+    from statsmodels.stats.anova import anova_lm
+
+    rows, cols = grid.shape
+    frame = pd.DataFrame({"y": grid.ravel(), "a": np.repeat(np.arange(rows), cols),
+                          "b": np.tile(np.arange(cols), rows)})
+    return anova_lm(smf.ols("y ~ C(a) + C(b)", frame).fit())["mean_sq"].to_numpy()
+
+
+def test_the_crossed_variance_of_every_contrast_is_the_two_way_anovas():
+    """var(d̄) = (MS_a + MS_b − MS_e)/(ab) with statsmodels' mean squares of the cells' paired
+    differences, its Satterthwaite df, and the same for the relative contrasts v − ρ·r."""
+    from results.crossed import crossed_contrasts
+
+    rng = np.random.default_rng(11)
+    reference = _grid(rng, (4, 3), np.array([0.04, 0.03, 0.0004]))
+    diff = _grid(rng, (4, 3), np.array([0.02, 0.03, 0.0004])) - 2.0
+    contrasts = crossed_contrasts(reference + diff, reference)
+    ms_a, ms_b, ms_e = _anova_mean_squares(diff)
+    assert ms_a > ms_e and ms_b > ms_e  # both sources show: no part cut at 0
+    assert contrasts.var_diff == pytest.approx((ms_a + ms_b - ms_e) / 12, rel=1e-9)
+    assert contrasts.df == pytest.approx((ms_a + ms_b - ms_e) ** 2 / (
+        ms_a ** 2 / 3 + ms_b ** 2 / 2 + ms_e ** 2 / 6), rel=1e-9)
+    for rho in (0.95, 1.05):
+        ms = _anova_mean_squares(diff - (rho - 1) * reference)
+        _, se = contrasts.at(rho - 1, True)
+        assert se ** 2 == pytest.approx((ms[0] + ms[1] - ms[2]) / 12, rel=1e-9)
+
+
+def test_a_crossed_runs_verdicts_use_the_crossed_variance_not_independent_cells():
+    """verdict_table on a 3 x 3 grid whose paired differences carry an init part: the
+    difference's standard error is the ANOVA's, larger than the cells' as independent seeds,
+    and the note says so; a 2 x 2 grid gets no test."""
+    from results.verdicts import verdict_note, verdict_table
+
+    trials = _crossed_trials(effect=0.3)
+    arm = (trials.ablation == "no_x").to_numpy()
+    init_part = np.array([0.2, -0.15, 0.05])[trials.loc[arm, "init_seed"].to_numpy()]
+    trials.loc[arm, "test_mae"] += init_part
+    table = verdict_table(trials).set_index("ablation")
+    cells = {name: trials[rows].pivot(index="init_seed", columns="order_seed",
+                                      values="test_mae").to_numpy()
+             for name, rows in (("v", arm), ("r", ~arm))}
+    d, r = cells["v"] - cells["r"], cells["r"]
+    # each mean square as a 2 x 2 matrix over (d, r), the cross term by polarisation
+    ms_d, ms_r, ms_sum = (_anova_mean_squares(g) for g in (d, r, d + r))
+    matrices = [np.array([[ms_d[k], (ms_sum[k] - ms_d[k] - ms_r[k]) / 2],
+                          [(ms_sum[k] - ms_d[k] - ms_r[k]) / 2, ms_r[k]]]) for k in range(3)]
+
+    def positive(matrix):
+        values, vectors = np.linalg.eigh(matrix)
+        return vectors @ np.diag(np.maximum(values, 0)) @ vectors.T
+
+    variance = matrices[2] + positive(matrices[0] - matrices[2]) + positive(
+        matrices[1] - matrices[2])
+    expected = np.sqrt(variance[0, 0] / 9)
+    naive = d.std(ddof=1) / 3
+    assert table.loc["no_x", "test"] == "crossed t"
+    assert table.loc["no_x", "se"] == pytest.approx(expected, rel=1e-9)
+    assert expected > 1.5 * naive
+    assert "crossed design's variance" in verdict_note(table)
+    small = trials[(trials.init_seed < 2) & (trials.order_seed < 2)]
+    two = verdict_table(small).set_index("ablation")
+    assert two.loc["no_x", "verdict"] == "inconclusive"
+    assert np.isnan(two.loc["no_x", "p_value"])
+
+
+@pytest.mark.parametrize("seeds", [3, 4])
+def test_crossed_verdicts_hold_alpha_where_independent_cells_do_not(seeds):
+    """Simulated grids (results/crossed.py): eight null arms whose paired differences have an
+    init part: false `worse`/`better` within alpha + 3 MC s.e. with the crossed variance; the
+    cells taken as independent seeds exceed it several times over."""
+    from results.crossed import PARTS, error_rates
+
+    experiments = 1000
+    bound = 0.05 + 3 * np.sqrt(0.05 * 0.95 / experiments)
+    crossed = error_rates(seeds, PARTS["init only"], experiments=experiments, seed=seeds)
+    naive = error_rates(seeds, PARTS["init only"], experiments=experiments, seed=seeds,
+                        crossed=False)
+    assert crossed["false worse/better"] <= bound
+    assert crossed["false equivalent"] <= bound
+    assert naive["false worse/better"] > 0.5 and naive["false equivalent"] > bound

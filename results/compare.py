@@ -21,6 +21,8 @@ import pandas as pd
 
 from results.comparisons import compare_arms, dropped_note, usable_trials
 from results.contrasts import Contrasts, robust_outliers
+from results.crossed import CROSSED_NOTE, add_crossed_columns, crossed_family
+from results.failures import FailureTests, outcome_tables, paired_failure_test
 from results.io import read_experiment
 from results.phases import evaluation_rows
 from results.verdicts import (
@@ -31,6 +33,7 @@ from results.verdicts import (
     parse_margin,
     resolve_margin,
     seed_contrast,
+    verdict_reasons,
 )
 
 
@@ -87,14 +90,20 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     shared = [v for v in order_a if v in in_b]
     if not shared:
         raise ValueError("the two experiments have no variant in common: nothing to compare")
-    with_ok = set(ok_a["ablation"]) & set(ok_b["ablation"])
+    # a diverged trial is an outcome (results/failures.py): a variant that diverged in B
+    # where it finished in A is compared, never left out
+    finished_a, failed_a = outcome_tables(first, metric)
+    finished_b, failed_b = outcome_tables(second, metric)
+    with_ok = ({v for v in finished_a if (finished_a[v].notna() | failed_a[v]).any()}
+               & {v for v in finished_b if (finished_b[v].notna() | failed_b[v]).any()})
     common = [v for v in shared if v in with_ok]
     if not common:
         raise ValueError("no variant has an ok trial in both experiments: nothing to compare")
+    direction = metric_direction(metric)
     parse_margin(margin)
     base = ok_a.loc[ok_a["ablation"] == reference, metric]
     value, relative = resolve_margin(margin, float((base if len(base) else ok_a[metric]).mean()))
-    rows, items, flagged = [], [], []
+    rows, items, flagged, instability, crossed_rows = [], [], [], [], []
     for variant in common:
         va = ok_a[ok_a["ablation"] == variant].groupby("seed")[metric].mean()
         vb = ok_b[ok_b["ablation"] == variant].groupby("seed")[metric].mean()
@@ -110,27 +119,43 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
                             va.index.to_numpy(), by_seed, "b", "a", 1 - alpha))
         rows.append(row)
         contrast, differences = seed_contrast(vb, va)  # B against A: this variant's own ratio
+        crossed = crossed_family(first[first["ablation"] == variant].assign(ablation="a"),
+                                 by_seed, ["b"], reference="a")
+        if crossed is not None:  # --cross-seeds grids: cells sharing a seed are not independent
+            contrast = crossed.take(0)
+            crossed_rows.append(len(items))
         items.append(contrast)
         flagged.append(bool(robust_outliers(differences.to_numpy())) if len(differences)
                        else False)
+        instability.append(_instability(variant, finished_a, failed_a, finished_b, failed_b,
+                                         direction))
     table = pd.DataFrame(rows)
     for column in ("n_pairs", "diff_mean", "diff_ci_low", "diff_ci_high", "p_value", "se",
                    "df"):
         if column not in table:
             table[column] = np.nan
-    direction = metric_direction(metric)
+    failures = FailureTests(*(np.array([item[i] for item in instability], float)
+                              for i in range(6)),
+                            np.array([item[6] for item in instability], bool),
+                            tuple(item[7] for item in instability))
     tests = equivalence_tests(Contrasts.stack(items), margin=value, relative=relative,
                               alpha=alpha, direction=direction,
-                              outlier=np.array(flagged, dtype=bool))
-    for column in ("p_holm", "tost_ci_low", "tost_ci_high", "ratio_ci_low", "ratio_ci_high",
-                   "p_tost_holm", "equivalence_bound_holm", "outlier", "verdict"):
+                              outlier=np.array(flagged, dtype=bool), failures=failures)
+    for column in ("p_value", "p_holm", "tost_ci_low", "tost_ci_high", "ratio_ci_low",
+                   "ratio_ci_high", "p_tost_holm", "equivalence_bound_holm", "outlier",
+                   "unstable", "verdict"):
         table[column] = tests[column]
+    table["reason"] = verdict_reasons(failures.reason, tests["outlier"], tests["verdict"])
+    table.loc[failures.composite, "test"] = "worst-rank"
+    if crossed_rows:
+        add_crossed_columns(table, table.index[crossed_rows],
+                            Contrasts.stack(items).take(np.array(crossed_rows)), alpha)
     table["margin"] = value
     table = table[["ablation", "n_a", "n_b", "a_mean", "b_mean", "test", "n_pairs",
                    "diff_mean", "diff_ci_low", "diff_ci_high", "se", "df", "p_value", "p_holm",
                    "tost_ci_low", "tost_ci_high", "ratio_ci_low", "ratio_ci_high",
-                   "p_tost_holm", "equivalence_bound_holm", "outlier", "margin", "verdict",
-                   "identical"]]
+                   "p_tost_holm", "equivalence_bound_holm", "outlier", "unstable", "margin",
+                   "verdict", "reason", "identical"]]
     table.attrs.update(metric=metric, margin=value, relative=relative,
                        margin_given=str(margin), alpha=alpha,
                        direction=direction, reference=reference,
@@ -140,6 +165,21 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
                        only_in_b=[v for v in dict.fromkeys(second["ablation"])
                                   if v not in set(order_a)])
     return table
+
+
+def _instability(variant: str, finished_a: pd.DataFrame, failed_a: pd.DataFrame,
+                 finished_b: pd.DataFrame, failed_b: pd.DataFrame, direction: int) -> tuple:
+    """A variant's training failures in B against A (:class:`FailureTests`' fields, in
+    order): the worst-rank test where a seed is discordant; never equivalent with more
+    diverged seeds in B than in A."""
+    va, fa = finished_a[variant], failed_a[variant]
+    vb, fb = finished_b[variant], failed_b[variant]
+    p, sign = paired_failure_test(vb, fb, va, fa, direction)
+    count_a, count_b = int(fa.sum()), int(fb.sum())
+    seeds_a, seeds_b = int((fa | va.notna()).sum()), int((fb | vb.notna()).sum())
+    reason = (f"unstable: {count_b}/{seeds_b} seeds diverged in B (A: {count_a}/{seeds_a})"
+              if count_b or count_a else "")
+    return count_b, count_a, seeds_b, seeds_a, p, sign, count_b > count_a, reason
 
 
 def compare_note(table: pd.DataFrame, *, a: str = "A", b: str = "B") -> str:
@@ -172,9 +212,11 @@ def compare_note(table: pd.DataFrame, *, a: str = "A", b: str = "B") -> str:
                      + ", ".join(table.loc[table["identical"], "ablation"]) + ".")
     if attrs.get("no_ok"):
         lines.append(f"Without an ok trial in both (not compared): {', '.join(attrs['no_ok'])}.")
-    if (table["test"] != "paired t").any():
+    if attrs.get("crossed"):
+        lines.append(CROSSED_NOTE)
+    if (table["test"] == "Welch t").any():
         lines.append("Unpaired (Welch) where the two share fewer than two seeds: "
-                     + ", ".join(table.loc[table["test"] != "paired t", "ablation"]) + ".")
+                     + ", ".join(table.loc[table["test"] == "Welch t", "ablation"]) + ".")
     for side, key in ((a, "only_in_a"), (b, "only_in_b")):
         if attrs[key]:
             lines.append(f"Only in {side} (not compared): {', '.join(attrs[key])}.")

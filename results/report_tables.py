@@ -57,6 +57,10 @@ def verdict_view(ablation: pd.DataFrame, *, metric: str, alpha: float,
         columns.append(Column("Decided at (seeds)", "decided_at", "count"))
     if sequential and "looks" in ablation:
         columns.append(Column("Looks", "looks", "count"))
+    if "n_diverged" in ablation and ablation["n_diverged"].fillna(0).gt(0).any():
+        columns.insert(2, Column("Diverged", "n_diverged", "count"))
+    if "reason" in ablation and ablation["reason"].fillna("").ne("").any():
+        columns.append(Column("Why", "reason", "text"))
     return readable(ablation, columns)
 
 
@@ -73,7 +77,8 @@ def ablation_view(ablation: pd.DataFrame, *, metric: str, alpha: float) -> pd.Da
                decimals_from=f"{metric}_mean"),
         Column("Test", "test", "text"),
         Column(with_unit("Δ vs reference", unit), "diff_mean", "difference"),
-        Column(f"{level} interval of Δ", ("diff_ci_low", "diff_ci_high"), "interval",
+        Column(f"{level} repeated interval of Δ" if ablation.attrs.get("diff_ci") == "repeated"
+               else f"{level} interval of Δ", ("diff_ci_low", "diff_ci_high"), "interval",
                decimals_from="diff_mean"),
         Column("p", "p_value", "p"),
         Column("p (Holm)", "p_holm", "p"),

@@ -13,17 +13,22 @@ Re-exported by :mod:`results.analysis`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
 from results.comparisons import ablation_table, holm, usable_trials
 from results.contrasts import Contrasts, robust_outliers
+from results.crossed import CROSSED_NOTE, add_crossed_columns, crossed_cells, crossed_family
+from results.failures import TRAINING_FAILURES, FailureTests, failure_tests
 from results.phases import evaluation_rows
 from results.directions import METRIC_DIRECTION, metric_direction  # noqa: F401 (re-exported)
 
 DEFAULT_MARGIN = "5%"
 DEFAULT_ALPHA = 0.05
-VERDICTS = ("worse", "better", "higher", "lower", "equivalent", "negligible", "inconclusive")
+VERDICTS = ("worse", "better", "higher", "lower", "significant", "equivalent", "negligible",
+            "inconclusive")
 
 
 def parse_margin(margin: str | float) -> tuple[float, bool]:
@@ -80,6 +85,9 @@ def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, m
         items.append(contrast)
         differences.append(paired.reindex(by_seed.index).to_numpy(dtype=float))
     contrasts = Contrasts.stack(items)
+    crossed = crossed_family(trials, by_seed, arms, reference=reference)
+    if crossed is not None:  # --cross-seeds: cells that share a seed are not independent
+        contrasts = crossed
     matrix = np.array(differences).reshape(len(arms), -1)
     outlier = robust_outliers(matrix) if matrix.size else np.zeros(len(arms), dtype=bool)
     pairs = np.array([np.count_nonzero(~np.isnan(row)) for row in matrix], dtype=float)
@@ -164,7 +172,8 @@ def comparison_columns(contrasts: Contrasts, *, margin: float, relative: bool,
 
 def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = False,
                       alpha: float = DEFAULT_ALPHA, direction: int = -1,
-                      outlier: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                      outlier: np.ndarray | None = None,
+                      failures: FailureTests | None = None) -> dict[str, np.ndarray]:
     """Verdicts from the comparisons' contrasts, a family of comparisons along the last axis
     (leading axes: independent families, e.g. simulated experiments). NaN ``diff``: no test
     (counted in no family).
@@ -175,31 +184,55 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
             reference's mean when ``relative`` (tested as a ratio).
         alpha: the family-wise error rate of each kind of verdict.
         direction: +1 if higher is better, -1 if lower is, 0 if neither.
-        outlier: comparisons the robustness rule flags: never `equivalent`.
+        outlier: comparisons the robustness rule flags: never `equivalent`; a significant
+            one whose equivalence test would have passed reads `significant` (a difference,
+            no claim about its size) instead of `worse`/`better`.
+        failures: the training failures of each comparison (:mod:`results.failures`): where
+            a seed is discordant the worst-rank test's p-value replaces the t test's (and its
+            sign the difference's, for the verdict's direction), and an arm with more
+            failures than its reference is never `equivalent`.
 
     Returns:
         Arrays of the comparisons' shape: ``p_value`` (two-sided t test of Δ = 0), ``p_holm``,
         ``tost_ci_low``/``tost_ci_high`` (the 1 − 2α interval of Δ), ``ratio_ci_low``/
         ``ratio_ci_high`` (Fieller's 1 − 2α interval of μ_v/μ_r − 1), ``p_tost``,
         ``p_tost_holm``, ``equivalence_bound``, ``equivalence_bound_holm`` (as a share for a
-        relative margin), ``outlier``, ``significant``, ``equivalent`` and ``verdict``; see
+        relative margin), ``outlier``, ``unstable`` (more training failures than the
+        reference), ``significant``, ``equivalent`` and ``verdict``; see
         :func:`verdict_table`.
     """
     out = comparison_columns(contrasts, margin=margin, relative=relative, alpha=alpha)
     p_value, p_tost = out["p_value"], out["p_tost"]
+    diff = np.asarray(contrasts.diff, float)
     outlier = np.zeros(p_value.shape, bool) if outlier is None else np.asarray(outlier, bool)
+    unstable = np.zeros(p_value.shape, bool)
+    if failures is not None:
+        composite = failures.composite
+        p_value = out["p_value"] = np.where(composite, failures.p_value, p_value)
+        # the verdict's direction: the worst-rank statistic's sign, as a difference's
+        diff = np.where(composite, failures.worse_sign * (-direction or 1), diff)
+        unstable = np.asarray(failures.no_equivalence, bool)
+        # an arm that diverged where the reference did not counts in the TOST family, never
+        # rejected, even with no finished seed left to compute its p from
+        p_tost = np.where(unstable, 1.0, p_tost)
+    barred = outlier | unstable
+    # a barred comparison stays in the family (Holm's divisor) at p = 1, never rejected,
+    # as --seeds auto has it
+    p_tost_barred = np.where(barred & ~np.isnan(p_tost), 1.0, p_tost)
     out.update({
         "p_holm": holm(p_value),
-        # p_tost as computed; Holm's with a flagged comparison at 1 (in the family, never
-        # rejected), as --seeds auto has it
-        "p_tost_holm": holm(np.where(outlier & ~np.isnan(p_tost), 1.0, p_tost)),
-        "equivalence_bound_holm": _holm_equivalence_bound(contrasts, alpha, relative,
-                                                          outlier),
+        "p_tost_holm": holm(p_tost_barred),
+        "equivalence_bound_holm": _holm_equivalence_bound(contrasts, alpha, relative, barred),
         "outlier": outlier,
+        "unstable": unstable,
     })
     significant = out["p_holm"] < alpha
     equivalent = out["p_tost_holm"] < alpha
-    verdict = verdict_labels(significant, equivalent, np.asarray(contrasts.diff), direction)
+    verdict = verdict_labels(significant, equivalent, diff, direction)
+    # the robustness rule bars a claim about the size, not the difference: a significant arm
+    # that would be within the margin but for an outlying seed reads `significant`
+    unbarred = holm(np.where(unstable & ~np.isnan(p_tost), 1.0, p_tost)) < alpha
+    verdict[significant & outlier & ~unstable & unbarred] = "significant"
     return {**out, "significant": significant, "equivalent": equivalent, "verdict": verdict}
 
 
@@ -235,10 +268,17 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
       family (TOST). A margin in units: the 1 − 2α interval of Δ inside ±margin. A percentage:
       tested as a ratio, the 1 − 2α Fieller interval of μ_v/μ_r inside 1 ± margin (TOST on the
       seed-paired contrasts v − (1 ± m)·r; :mod:`results.contrasts`). A variant with an
-      outlying seed (the robustness rule, ``outlier``) is never `equivalent`;
+      outlying seed (the robustness rule, ``outlier``) or with more diverged seeds than the
+      reference (``unstable``) is never `equivalent`;
     - ``negligible``: both of the above: a real difference, smaller than the margin (its sign is
       ``diff_mean``'s);
+    - ``significant``: the difference test rejects and the equivalence test would have
+      passed but for an outlying seed: a difference, no claim about its size;
     - ``inconclusive``: neither, at the seeds spent (or no test: fewer than 2 ok seeds).
+
+    A seed where one arm diverged and the other finished makes the arm's test of Δ = 0 the
+    worst-rank test (:mod:`results.failures`): a diverged run is an outcome, ranked below
+    every finished one, not a missing value.
 
     Each kind of verdict has family-wise error at most ``alpha`` under the paired t test's
     assumptions (docs/verdicts.md: which noise the simulations cover).
@@ -259,10 +299,15 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
         or the share for a percentage); ``equivalence_bound`` (the smallest margin TOST alone
         would declare equivalent) and ``equivalence_bound_holm`` (the smallest margin at which
         Holm over the family would: `equivalent` exactly when it is below ``margin`` and no
-        seed is an outlier), both in the margin's terms; ``outlier``; ``significant`` and
+        seed is an outlier), both in the margin's terms; ``outlier``; ``unstable`` (more
+        diverged seeds than the reference: never equivalent); ``significant`` and
         ``equivalent`` (the two Holm decisions); ``verdict`` (``reference`` on the reference's
-        row). The metric, reference, margin (also as given), ``relative``, α and direction are
-        in ``.attrs``; :func:`verdict_note` words them.
+        row); ``n_diverged`` (seeds whose training diverged, :mod:`results.failures`) and
+        ``reason`` (why a row reads as it does where its numbers do not say: diverged seeds,
+        an outlying seed; else ""). ``test`` reads ``worst-rank`` where a seed on which one
+        arm diverged and the other finished made the test of Δ = 0 the worst-rank test
+        (``p_value`` is then its p). The metric, reference, margin (also as given),
+        ``relative``, α and direction are in ``.attrs``; :func:`verdict_note` words them.
 
     Raises:
         ValueError: a reference that is not a variant or has no ok trial, a bad margin or α.
@@ -280,24 +325,63 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
     value, relative = resolve_margin(margin, reference_mean)
     direction = metric_direction(metric)
     compared = table.loc[~is_reference]
-    contrasts, outlier, _ = family_contrasts(trials, compared["ablation"].tolist(),
-                                             reference=reference, metric=metric)
+    arms = compared["ablation"].tolist()
+    contrasts, outlier, _ = family_contrasts(trials, arms, reference=reference, metric=metric)
+    failures = failure_tests(trials, arms, reference=reference, metric=metric,
+                             direction=direction)
     tests = equivalence_tests(contrasts, margin=value, relative=relative, alpha=alpha,
-                              direction=direction, outlier=outlier)
-    columns = [*table.columns, *(c for c in tests if c not in table.columns), "margin"]
+                              direction=direction, outlier=outlier, failures=failures)
+    columns = [*table.columns, *(c for c in tests if c not in table.columns), "n_diverged",
+               "reason", "margin"]
+    # p-values: ablation_table's t tests, or the worst-rank test's where a seed is discordant
     table = table.drop(columns=["p_value", "p_holm"]).join(
-        pd.DataFrame(tests, index=compared.index))  # p-values: the same as ablation_table's
+        pd.DataFrame(tests, index=compared.index))
     table["verdict"] = table["verdict"].fillna("reference")
-    for column in ("significant", "equivalent", "outlier"):
+    for column in ("significant", "equivalent", "outlier", "unstable"):
         table[column] = table[column].astype("boolean")  # <NA> on the reference's row
+    add_failure_columns(table, compared.index, failures, reference=reference, metric=metric,
+                        trials=trials, outlier=tests["outlier"], verdict=tests["verdict"])
     table["margin"] = value
     table = table[columns]
     table.attrs.update(metric=metric, reference=reference, reference_mean=reference_mean,
                        margin=value, relative=relative, margin_given=str(margin), alpha=alpha,
                        direction=direction,
-                       comparisons=int(compared["diff_mean"].notna().sum()),
+                       comparisons=int(np.count_nonzero(~np.isnan(tests["p_value"]))),
                        dropped_nan=dropped)
+    if crossed_cells(trials, reference) is not None:  # --cross-seeds: results/crossed.py
+        add_crossed_columns(table, compared.index, contrasts, alpha)
     return table
+
+
+def add_failure_columns(table: pd.DataFrame, index: pd.Index, failures: FailureTests, *,
+                        reference: str, metric: str, trials: pd.DataFrame,
+                        outlier: np.ndarray, verdict: np.ndarray) -> None:
+    """``n_diverged`` (every row: its diverged seeds), ``reason`` (why a row's verdict is
+    what it is where the numbers beside it do not say: training failures, an outlying seed)
+    and ``test`` (``worst-rank`` where a discordant seed made it so), in place."""
+    diverged = trials[trials["status"].isin(TRAINING_FAILURES)]
+    counts = diverged.groupby("ablation")["seed"].nunique()
+    table["n_diverged"] = table["ablation"].map(counts).fillna(0).astype(int)
+    table["reason"] = ""
+    table.loc[index, "reason"] = verdict_reasons(failures.reason, outlier, verdict)
+    if "test" in table:
+        table.loc[index[failures.composite], "test"] = "worst-rank"
+
+
+def verdict_reasons(failure_reasons: Sequence[str], outlier: np.ndarray,
+                    verdict: np.ndarray) -> list[str]:
+    """Per comparison, the ``reason`` column: its training failures
+    (:class:`results.failures.FailureTests`'s words) and what an outlying seed barred."""
+    reasons = list(failure_reasons)
+    for i, (flag, label) in enumerate(zip(np.asarray(outlier, bool), verdict)):
+        if label == "significant":
+            extra = "significant; no margin claim (outlier)"
+        elif flag:
+            extra = "outlying seed: no margin claim"
+        else:
+            continue
+        reasons[i] = f"{reasons[i]}; {extra}" if reasons[i] else extra
+    return reasons
 
 
 def margin_text(attrs: dict, unit: str = "") -> str:
@@ -319,5 +403,8 @@ def verdict_note(table: pd.DataFrame) -> str:
             f"margin {margin_text(a)}, alpha {a['alpha']:g}, Holm over {a['comparisons']} "
             "comparisons: worse/better = differs (two-sided t test);\nequivalent = TOST, the "
             f"{1 - 2 * a['alpha']:.0%} interval inside the margin (a percentage is tested as a "
-            "ratio), never with an outlying seed; negligible = both; inconclusive = neither. "
-            f"equivalence_bound_holm: the smallest margin the data support, {bound}.")
+            "ratio), never with an outlying seed or more diverged seeds than the reference; "
+            "negligible = both; inconclusive = neither; a diverged seed ranks below every "
+            "finished one (worst-rank test). "
+            f"equivalence_bound_holm: the smallest margin the data support, {bound}."
+            + (f" {CROSSED_NOTE}" if a.get("crossed") else ""))

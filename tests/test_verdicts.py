@@ -206,6 +206,32 @@ def test_a_ratio_to_a_mean_not_clearly_above_zero_has_an_unbounded_interval():
     assert contrasts.p_tost(0.05, True) > 0.05
 
 
+def test_welch_relative_contrasts_have_their_own_welch_satterthwaite_df():
+    """Unpaired, the contrast v − ρ·r has the variances s_v²/n_v and ρ²·s_r²/n_r: at ρ = 0.95
+    and 1.05 its df and one-sided p are scipy's Welch test of v against ρ·r (not the
+    difference's df), and each end of the relative interval is where that test's p is the
+    level."""
+    from results.contrasts import Contrasts
+
+    rng = np.random.default_rng(2)
+    variant, reference = rng.normal(1.0, 0.1, 5), rng.normal(1.0, 0.02, 4)
+    contrasts = Contrasts.unpaired(variant, reference)
+    low_side = stats.ttest_ind(variant, 0.95 * reference, equal_var=False,
+                               alternative="greater")
+    high_side = stats.ttest_ind(variant, 1.05 * reference, equal_var=False,
+                                alternative="less")
+    for rho, welch in ((0.95, low_side), (1.05, high_side)):
+        assert contrasts.df_at(rho - 1, True) == pytest.approx(welch.df, rel=1e-12)
+        assert contrasts.df_at(rho - 1, True) != pytest.approx(contrasts.df, rel=1e-3)
+    assert contrasts.p_tost(0.05, True) == pytest.approx(
+        max(low_side.pvalue, high_side.pvalue), rel=1e-12)
+    low, high = contrasts.interval(0.05, True)
+    for end, side in ((low, "greater"), (high, "less")):
+        p = stats.ttest_ind(variant, (1 + end) * reference, equal_var=False,
+                            alternative=side).pvalue
+        assert p == pytest.approx(0.05, abs=1e-9)
+
+
 def test_an_outlying_seed_is_never_equivalent_and_the_row_says_so():
     """The robustness rule: a seed whose paired difference lies beyond 5 robust s.d. of the
     arm's median (from 5 seeds on) keeps the arm from `equivalent`, the row's ``outlier`` says

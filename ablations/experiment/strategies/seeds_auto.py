@@ -104,10 +104,12 @@ class SequentialRun:
 
 def next_arms(table: pd.DataFrame, ran: Sequence[str]) -> list[str]:
     """Variants that get the next look's seeds: those of the round just run (``ran``) with no
-    verdict yet and at least two ok trials (a variant whose trials fail gets no more seeds to
-    fail on; a variant that stopped never resumes)."""
-    ok = table.set_index("ablation")["n_ok"]
-    return [arm for arm in active_arms(table) if arm in set(ran) and ok[arm] >= 2]
+    verdict yet and at least two outcomes, ok or diverged (a diverged seed is evidence, so an
+    arm whose training diverges goes on; a variant whose trials fail for the machinery gets no
+    more seeds to fail on; a variant that stopped never resumes)."""
+    rows = table.set_index("ablation")
+    outcomes = rows["n_ok"] + (rows["n_diverged"] if "n_diverged" in rows else 0)
+    return [arm for arm in active_arms(table) if arm in set(ran) and outcomes[arm] >= 2]
 
 
 def _earlier_rows(root: str, names: set[str]) -> tuple[pd.DataFrame, ...] | None:

@@ -1,0 +1,185 @@
+"""The verdicts' error rates when training diverges on some seeds, simulated on the runner's own
+decision functions: the failure rows of docs/verdicts.md and tests/test_failures.py.
+
+A simulated run is :func:`results.simulation.simulate_runs`'s, and diverges (its value is
+lost, its status ``diverged``) with a probability per arm: the reference's ``q_reference``,
+every arm's ``q_arms`` (the same probability: failures that do not depend on the component,
+the null of the worst-rank test), and optionally one arm's own. Per experiment and arm, the
+comparison is what :func:`results.verdicts.verdict_table` computes from trials.parquet: the
+paired contrasts over the seeds both finished, the worst-rank test
+(:func:`results.failures.signed_rank_p`) where a seed is discordant, and equivalence barred
+for an arm with more diverged seeds than the reference; the decisions are
+:func:`results.verdicts.equivalence_tests` (fixed seeds) and
+:func:`results.sequential.sequential_tests` with stopping (``--seeds auto``).
+
+``python -m results.failure_simulation 4000`` prints the table.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from results.contrasts import FIELDS, Contrasts
+from results.failures import FailureTests, signed_rank_p
+from results.sequential import SeedDesign, sequential_tests
+from results.simulation import REFERENCE_MEAN, SPREAD, simulate_runs
+from results.verdicts import equivalence_tests
+
+
+def masked_contrasts(variant: np.ndarray, reference: np.ndarray, keep: np.ndarray
+                     ) -> Contrasts:
+    """:meth:`Contrasts.paired` over the seeds (last axis) where ``keep``; NaN with fewer
+    than two."""
+    n = keep.sum(axis=-1).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.where(keep, variant - reference, 0.0)
+        r = np.where(keep, reference, 0.0)
+        d_mean, r_mean = d.sum(-1) / n, r.sum(-1) / n
+        dc = np.where(keep, d - d_mean[..., None], 0.0)
+        rc = np.where(keep, r - r_mean[..., None], 0.0)
+        scale = 1.0 / ((n - 1) * n)
+        out = Contrasts(d_mean, r_mean, (dc * dc).sum(-1) * scale, (dc * rc).sum(-1) * scale,
+                        (rc * rc).sum(-1) * scale, n - 1.0)
+    few = n < 2
+    return out.map(lambda values: np.where(few, np.nan, values))
+
+
+def failure_arrays(arms: np.ndarray, reference: np.ndarray, arm_failed: np.ndarray,
+                   ref_failed: np.ndarray, direction: int = -1) -> FailureTests:
+    """:class:`FailureTests` of simulated comparisons ((experiments, arms, seeds) values and
+    failure masks; the reference's (experiments, seeds)), as
+    :func:`results.failures.failure_tests` computes them from trials."""
+    ref_failed = np.broadcast_to(ref_failed[:, None, :], arm_failed.shape)
+    reference = np.broadcast_to(reference[:, None, :], arms.shape)
+    discordant = (arm_failed != ref_failed).any(axis=-1)
+    p = np.full(arms.shape[:-1], np.nan)
+    sign = np.full(arms.shape[:-1], np.nan)
+    orient = -1.0 if direction > 0 else 1.0
+    for index in zip(*np.nonzero(discordant)):
+        score_v = np.where(arm_failed[index], np.inf, orient * arms[index])
+        score_r = np.where(ref_failed[index], np.inf, orient * reference[index])
+        with np.errstate(invalid="ignore"):
+            p[index], w = signed_rank_p(score_v - score_r)
+        sign[index] = np.sign(w)
+    count, ref_count = arm_failed.sum(-1), ref_failed.sum(-1)
+    seeds = np.full(count.shape, float(arms.shape[-1]))
+    return FailureTests(count.astype(float), ref_count.astype(float), seeds, seeds, p, sign,
+                        count > ref_count, ("",) * int(np.prod(count.shape)))
+
+
+def draw_failures(rng: np.random.Generator, experiments: int, arms: int, seeds: int,
+                  q_reference: float, q_arms: float | Sequence[float]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Failure masks: the reference's (experiments, seeds), the arms' (experiments, arms,
+    seeds), each run diverging with its arm's probability."""
+    q = np.broadcast_to(np.asarray(q_arms, float), (arms,))
+    ref = rng.random((experiments, seeds)) < q_reference
+    arm = rng.random((experiments, arms, seeds)) < q[None, :, None]
+    return ref, arm
+
+
+def fixed_failure_verdicts(reference: np.ndarray, arms: np.ndarray, ref_failed: np.ndarray,
+                           arm_failed: np.ndarray, *, margin: float = 0.05,
+                           alpha: float = 0.05) -> dict[str, np.ndarray]:
+    """The fixed design's verdicts with failures as outcomes."""
+    keep = ~arm_failed & ~ref_failed[:, None, :]
+    contrasts = masked_contrasts(arms, np.broadcast_to(reference[:, None, :], arms.shape), keep)
+    failures = failure_arrays(arms, reference, arm_failed, ref_failed)
+    return equivalence_tests(contrasts, margin=margin, relative=True, alpha=alpha,
+                             failures=failures)
+
+
+def sequential_failure_verdicts(reference: np.ndarray, arms: np.ndarray,
+                                ref_failed: np.ndarray, arm_failed: np.ndarray,
+                                design: SeedDesign, *, margin: float = 0.05,
+                                alpha: float = 0.05) -> dict[str, np.ndarray]:
+    """``--seeds auto`` with stopping and failures as outcomes: at look k the arms still
+    running are compared over their first n_k seeds."""
+    experiments, count, _ = arms.shape
+    shape = (experiments, count, len(design.looks))
+    fields = {f: np.full(shape, np.nan) for f in FIELDS}
+    p_rank, sign = np.full(shape, np.nan), np.full(shape, np.nan)
+    unstable = np.zeros(shape, bool)
+    running = np.ones((experiments, count), bool)
+    tests: dict[str, np.ndarray] = {}
+    for k, n in enumerate(design.looks):
+        keep = ~arm_failed[..., :n] & ~ref_failed[:, None, :n]
+        contrasts = masked_contrasts(arms[..., :n], np.broadcast_to(
+            reference[:, None, :n], arms[..., :n].shape), keep)
+        failures = failure_arrays(arms[..., :n], reference[:, :n], arm_failed[..., :n],
+                                  ref_failed[:, :n])
+        for f in fields:
+            fields[f][..., k] = np.where(running, getattr(contrasts, f), np.nan)
+        p_rank[..., k] = np.where(running, failures.p_value, np.nan)
+        sign[..., k] = np.where(running, failures.worse_sign, np.nan)
+        unstable[..., k] = running & failures.no_equivalence
+        tests = sequential_tests(Contrasts(**fields), design=design, margin=margin,
+                                 relative=True, alpha=alpha, worst_rank=(p_rank, sign),
+                                 unstable=unstable)
+        running = tests["decided"] < 0
+    return tests
+
+
+TIGHT = 0.003 / np.sqrt(2)  # km per run: docs/verdicts.md's Holm's-hardest-case spread
+
+CASES = {
+    # name: (q_reference, q of every arm, the last arm's own q, its ratio, what is counted,
+    # the spread per run)
+    "null, every run diverges 10%": (0.1, 0.1, 0.1, 1.0, "false worse/better", SPREAD),
+    "null, every run diverges 30%": (0.3, 0.3, 0.3, 1.0, "false worse/better", SPREAD),
+    "at the margin, diverges 10%": (0.0, 0.0, 0.1, 1.05, "false equivalent", SPREAD),
+    "at the margin, diverges 30%": (0.0, 0.0, 0.3, 1.05, "false equivalent", SPREAD),
+    "at the margin, diverges 10%, tight": (0.0, 0.0, 0.1, 1.05, "false equivalent", TIGHT),
+    "equal when it finishes, diverges 30%": (0.0, 0.0, 0.3, 1.0, "equivalent/negligible",
+                                             SPREAD),
+    "equal when it finishes, diverges 30%, tight": (0.0, 0.0, 0.3, 1.0, "worse", TIGHT),
+    "diverges on every seed": (0.0, 0.0, 1.0, 1.0, "worse", SPREAD),
+}
+
+
+def case_rate(case: str, *, experiments: int, seeds: int, auto: bool,
+              rng: np.random.Generator, arms: int = 8) -> float:
+    """The rate of the case's counted verdict for the last of ``arms`` arms (the family: the
+    other arms equal to the reference, diverging with every arm's q); for a null case, of any
+    arm (family-wise)."""
+    q_ref, q_all, q_last, ratio, counted, spread = CASES[case]
+    ratios = [1.0] * (arms - 1) + [ratio]
+    reference, values = simulate_runs(rng, experiments=experiments, seeds=seeds, ratios=ratios,
+                                      spread=spread, reference_mean=REFERENCE_MEAN)
+    q = [q_all] * (arms - 1) + [q_last]
+    ref_failed, arm_failed = draw_failures(rng, experiments, arms, seeds, q_ref, q)
+    if auto:
+        tests = sequential_failure_verdicts(reference, values, ref_failed, arm_failed,
+                                            SeedDesign.plan(3, seeds))
+    else:
+        tests = fixed_failure_verdicts(reference, values, ref_failed, arm_failed)
+    verdict = tests["verdict"]
+    if counted == "false worse/better":
+        return float(np.isin(verdict, ("worse", "better", "negligible", "significant"))
+                     .any(axis=-1).mean())
+    last = verdict[:, -1]
+    if counted == "false equivalent":  # `equivalent` or `negligible`: within the margin
+        return float(tests["equivalent"][:, -1].mean())
+    if counted == "equivalent/negligible":
+        return float(np.isin(last, ("equivalent", "negligible")).mean())
+    return float((last == "worse").mean())
+
+
+def failure_table(experiments: int, seed: int = 20261125) -> str:
+    """docs/verdicts.md's failure rows as a Markdown table."""
+    rng = np.random.default_rng(seed)
+    designs = (("fixed 5", 5, False), ("fixed 10", 10, False), ("auto 10", 10, True))
+    lines = ["| case | counted | " + " | ".join(d[0] for d in designs) + " |",
+             "|---|---|" + "---|" * len(designs)]
+    for case, (*_, counted, _) in CASES.items():
+        rates = [case_rate(case, experiments=experiments, seeds=n, auto=auto, rng=rng)
+                 for _, n, auto in designs]
+        lines.append(f"| {case} | {counted} | " + " | ".join(f"{r:.3f}" for r in rates) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(failure_table(int(sys.argv[1]) if len(sys.argv) > 1 else 2000))

@@ -1,0 +1,178 @@
+"""Runs that training made fail are outcomes of the comparison, not missing values.
+
+A trial's status says who failed it:
+
+- **training** (:data:`TRAINING_FAILURES`): ``diverged``, a non-finite loss or a final
+  validation error that exploded (ablations/trial/loop.py states the rule). A variant that
+  diverges where the reference does not is the evidence that the component matters
+  (clipping, normalisation, warm-up), so the seed counts;
+- **the machinery**: ``failed`` (an exception in code, a lost node, an out-of-memory that
+  recovery could not mend), ``stopped``, ``skipped``, ``interrupted``, ``not_started``: no
+  outcome of the variant, left out of the comparison and named by the summary.
+
+How the verdicts use a training failure (:func:`failure_tests`, docs/verdicts.md):
+
+- a seed where one arm diverged and the other finished (a *discordant* seed) makes the
+  comparison's test of Δ = 0 the **worst-rank** test: every seed's outcome is scored (the metric
+  oriented so that higher is worse; a diverged run scores +∞, below every finished one), and
+  the paired differences go to the exact sign-flip test of the Wilcoxon signed-rank statistic
+  (ties and zeros as they are: two diverged runs tie). Its p-value takes the comparison's place
+  in the same Holm family; without a discordant seed, the paired t test decides as before (a
+  seed where both diverged carries no contrast and is left out). The switch is valid: whether a
+  seed is discordant does not change when its two runs swap, so under the null each test keeps
+  its level given which one is used;
+- an arm with more training failures than its reference is never `equivalent` (so never
+  `negligible`): the seeds that finished cannot speak for the ones that did not. Its row says
+  why: ``unstable: 3/10 seeds diverged (baseline: 0/10)``.
+
+A metric without a better direction (a coverage) has no worst rank: its failures only bar
+equivalence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+TRAINING_FAILURES = ("diverged",)
+MACHINERY_FAILURES = ("failed", "stopped", "skipped", "interrupted", "not_started")
+
+
+def outcome_tables(trials: pd.DataFrame, metric: str, seeds: set | None = None
+                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per seed (rows) and variant (columns): the metric of its ok trials with a finite value
+    (NaN elsewhere), and whether training failed it (a ``diverged`` trial). A cell with
+    neither has no outcome (a machinery failure, a NaN metric, or not run)."""
+    rows = trials if seeds is None else trials[trials["seed"].isin(seeds)]
+    values = rows[rows["status"] == "ok"]
+    values = values[np.isfinite(values[metric].to_numpy(dtype=float))]
+    finished = values.pivot_table(index="seed", columns="ablation", values=metric,
+                                  aggfunc="mean")
+    diverged = rows[rows["status"].isin(TRAINING_FAILURES)].assign(_failed=1.0)
+    failed = diverged.pivot_table(index="seed", columns="ablation", values="_failed",
+                                  aggfunc="max")
+    index = finished.index.union(failed.index)
+    columns = finished.columns.union(failed.columns)
+    failed = failed.reindex(index=index, columns=columns).fillna(0.0) > 0
+    # a seed with a finished and a diverged trial of one variant (a resumed run): diverged
+    finished = finished.reindex(index=index, columns=columns).where(~failed)
+    return finished, failed
+
+
+def signed_rank_p(differences: np.ndarray) -> tuple[float, float]:
+    """The exact two-sided sign-flip p-value of the Wilcoxon signed-rank statistic of paired
+    differences (±inf allowed: they rank above every finite one, tied among themselves;
+    zeros carry no sign and are left out), and the statistic W = Σ sign · rank.
+
+    Exact over all 2^m sign patterns of the m non-zero differences, by the distribution of
+    the subset sums of their (average, doubled to integers) ranks: what scipy's
+    ``wilcoxon(method="exact")`` gives without ties, and its permutation method with them.
+    """
+    from scipy import stats  # loaded by the analysis only: planning a run needs none of it
+
+    d = np.asarray(differences, float)
+    d = d[~np.isnan(d) & (d != 0)]
+    if d.size == 0:
+        return 1.0, 0.0
+    ranks = stats.rankdata(np.abs(d))  # +inf ranks last; tied infinities share their rank
+    doubled = np.rint(2 * ranks).astype(int)
+    w = float(np.sum(np.sign(d) * ranks))
+    # counts[t]: the share of sign patterns whose positive ranks sum (doubled) to t
+    counts = np.zeros(int(doubled.sum()) + 1)
+    counts[0] = 1.0
+    for r in doubled:  # each rank positive or negative with probability 1/2
+        shifted = np.zeros_like(counts)
+        shifted[r:] = counts[:counts.size - r]
+        counts = 0.5 * (counts + shifted)
+    total = doubled.sum()
+    s = 2 * np.arange(counts.size) - total  # doubled W of each subset sum
+    p = float(counts[np.abs(s) >= abs(2 * w) - 1e-9].sum())
+    return min(1.0, p), w
+
+
+@dataclass(frozen=True)
+class FailureTests:
+    """Per comparison: the training failures each side had, the worst-rank test where a seed
+    is discordant, and whether equivalence is barred."""
+
+    failed: np.ndarray  # the variant's diverged seeds (among the seeds considered)
+    ref_failed: np.ndarray  # the reference's
+    seeds: np.ndarray  # the variant's seeds with an outcome (finished or diverged)
+    ref_seeds: np.ndarray
+    p_value: np.ndarray  # worst-rank p where a seed is discordant, else NaN (the t test's)
+    worse_sign: np.ndarray  # +1: the variant ranks worse (W > 0), -1 better, 0 tie, NaN none
+    no_equivalence: np.ndarray  # more training failures than the reference: never equivalent
+    reason: tuple[str, ...]  # "unstable: 3/10 seeds diverged (baseline: 0/10)", or ""
+
+    @property
+    def composite(self) -> np.ndarray:
+        """Where the worst-rank test replaces the t test."""
+        return ~np.isnan(self.p_value)
+
+
+def paired_failure_test(variant: pd.Series, variant_failed: pd.Series, reference: pd.Series,
+                        reference_failed: pd.Series, direction: int
+                        ) -> tuple[float, float]:
+    """The worst-rank test of one variant against the reference, Series by seed (values: the
+    finished metric or NaN; failed: bool). (p, worse sign) over the seeds where both have an
+    outcome; (NaN, NaN) without a discordant seed or without a direction."""
+    seeds = variant.index.union(variant_failed.index).union(reference.index)
+    v, r = variant.reindex(seeds), reference.reindex(seeds)
+    vf = variant_failed.reindex(seeds, fill_value=False).astype(bool).to_numpy()
+    rf = reference_failed.reindex(seeds, fill_value=False).astype(bool).to_numpy()
+    v_out = vf | v.notna().to_numpy()
+    r_out = rf | r.notna().to_numpy()
+    both = v_out & r_out
+    discordant = both & (vf != rf)
+    if direction == 0 or not discordant.any():
+        return float("nan"), float("nan")
+    orient = -1.0 if direction > 0 else 1.0  # score: higher is worse
+    score_v = np.where(vf, np.inf, orient * v.to_numpy(dtype=float))[both]
+    score_r = np.where(rf, np.inf, orient * r.to_numpy(dtype=float))[both]
+    with np.errstate(invalid="ignore"):
+        d = score_v - score_r  # inf - inf: NaN, a tie, left out
+    p, w = signed_rank_p(d)
+    return p, float(np.sign(w))
+
+
+def failure_tests(trials: pd.DataFrame, arms: Sequence[str], *, reference: str, metric: str,
+                  direction: int, seeds: set | None = None) -> FailureTests:
+    """:class:`FailureTests` of each arm against ``reference`` over ``trials`` (among
+    ``seeds`` if given), as :func:`results.verdicts.verdict_table` and the sequential looks
+    use them."""
+    finished, failed = outcome_tables(trials, metric, seeds)
+    empty_values = pd.Series(np.nan, index=finished.index)
+    empty_failed = pd.Series(False, index=finished.index)
+
+    def column(frame: pd.DataFrame, name: str, empty: pd.Series) -> pd.Series:
+        return frame[name] if name in frame else empty
+
+    ref_values = column(finished, reference, empty_values)
+    ref_failed = column(failed, reference, empty_failed)
+    ref_n = int((ref_failed | ref_values.notna()).sum())
+    ref_count = int(ref_failed.sum())
+    out: dict[str, list] = {k: [] for k in ("failed", "seeds", "p", "sign", "block", "reason")}
+    for arm in arms:
+        values = column(finished, arm, empty_values)
+        arm_failed = column(failed, arm, empty_failed)
+        count, n = int(arm_failed.sum()), int((arm_failed | values.notna()).sum())
+        p, sign = paired_failure_test(values, arm_failed, ref_values, ref_failed, direction)
+        out["failed"].append(count)
+        out["seeds"].append(n)
+        out["p"].append(p)
+        out["sign"].append(sign)
+        out["block"].append(count > ref_count)
+        if count:
+            reason = f"unstable: {count}/{n} seeds diverged ({reference}: {ref_count}/{ref_n})"
+        elif ref_count and n:
+            reason = f"{reference} diverged on {ref_count}/{ref_n} seeds, this variant on none"
+        else:
+            reason = ""
+        out["reason"].append(reason)
+    return FailureTests(np.array(out["failed"], float), np.full(len(arms), float(ref_count)),
+                        np.array(out["seeds"], float), np.full(len(arms), float(ref_n)),
+                        np.array(out["p"], float), np.array(out["sign"], float),
+                        np.array(out["block"], bool), tuple(out["reason"]))

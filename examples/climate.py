@@ -52,6 +52,7 @@ FIRST_YEAR = 1860  # of the files' 240 annual fields
 LAST_TRAIN_YEAR = 2039  # target years: train <= 2039 < val <= 2069 < test
 LAST_VAL_YEAR = 2069
 HOURS_PER_YEAR = 24 * 360  # the files' 360-day calendar
+TARGETS = ("level", "change")  # the regional mean of year y, or its change from year y-1
 
 
 def read_scenario(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -81,9 +82,16 @@ def read_scenario(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def convert(out_dir: str | Path, *, source: str | Path | None = None,
-            frames: int = FRAMES) -> tuple[tuple[int, ...], int]:
+            frames: int = FRAMES, target: str = "level") -> tuple[tuple[int, ...], int]:
     """Write ``images.npy`` and ``table.parquet`` to ``out_dir`` from the netCDF files in
-    ``source`` (default: the installed ``iris_sample_data``); return (images shape, rows)."""
+    ``source`` (default: the installed ``iris_sample_data``); return (images shape, rows).
+
+    ``target``: ``level``, year ``y``'s regional mean (K); or ``change``, that mean minus year
+    ``y-1``'s (K): the forecast relative to persistence, whose errors are the level forecast's
+    (persistence + predicted change) to the last digit, and whose mean predictor is about
+    persistence (the training years' mean change)."""
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
     if source is None:
         import iris_sample_data  # the climate extra
 
@@ -115,7 +123,8 @@ def convert(out_dir: str | Path, *, source: str | Path | None = None,
             images.append(anomalies[t - frames : t, None])  # (T, 1, H, W), oldest first
             split = ("train" if year <= LAST_TRAIN_YEAR else
                      "val" if year <= LAST_VAL_YEAR else "test")
-            rows.append({"target": float(regional_mean[t]), "scalar_year": float(year),
+            value = regional_mean[t] - (regional_mean[t - 1] if target == "change" else 0.0)
+            rows.append({"target": float(value), "scalar_year": float(year),
                          "scalar_a1b": float(index), "split": split, "scenario": name,
                          "year": year})
     stack = np.stack(images)
@@ -134,10 +143,16 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"past years per sample (default {FRAMES})")
     parser.add_argument("--source", help="folder holding E1_north_america.nc and "
                         "A1B_north_america.nc (default: the installed iris_sample_data)")
+    parser.add_argument("--target", choices=TARGETS, default="level",
+                        help="level: next year's regional mean (K, default); change: its "
+                        "change from the last year (K), a forecast relative to persistence")
     args = parser.parse_args(argv)
-    shape, rows = convert(args.out_dir, source=args.source, frames=args.frames)
+    shape, rows = convert(args.out_dir, source=args.source, frames=args.frames,
+                          target=args.target)
+    what = "regional mean temperature" if args.target == "level" else \
+        "regional mean temperature minus this year's"
     print(f"{args.out_dir}: images.npy {shape} float32, table.parquet {rows} rows "
-          f"(target: next year's regional mean temperature, K)")
+          f"(target: next year's {what}, K)")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,9 @@ _SETTING = "a setting of the trial (a config column): what was run, not what cam
 # The numeric columns with no better direction: their verdicts say `higher` / `lower`.
 NO_DIRECTION: dict[str, str] = {
     "coverage_90": "best at its nominal level (0.9): neither higher nor lower is better",
+    **dict.fromkeys(("mae_mean_predictor", "rmse_mean_predictor"),
+                    "the training mean's error: a property of the data and its split, the "
+                    "same for every variant, not a result of the trial's model"),
     "compiled_graphs": "0 with compile on means it ran eager, many mean recompilations: read, "
                        "not ranked",
     **dict.fromkeys(("round", "epochs_run", "resumed_from_epoch", "torch_threads",

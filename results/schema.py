@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 from ablations.config import TrialConfig
+from ablations.trial.divergence import EXPLOSION_FACTOR
 from results.directions import metric_direction
 
 # (name, dtype, description). Config columns of trials.parquet come from TrialConfig's fields.
@@ -20,7 +21,7 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("status", "string",
      "ok / failed / diverged / stopped (early, hpo) / skipped / interrupted / not_started"),
     ("failure_reason", "string",
-     "oom / error / non-finite-loss / early-stopped / conflict; null when ok"),
+     "oom / error / non-finite-loss / exploded / early-stopped / conflict; null when ok"),
     ("error", "string", "one-line error for failed and diverged trials, else null"),
     ("init_seed", "int64",
      "seed of torch's generator: weight initialisation and dropout (`seed` + `seed_offset`, "
@@ -52,6 +53,13 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("test_r2", "float64", "test coefficient of determination"),
     ("test_nll", "float64", "test Gaussian NLL per sample, km units (null: point head)"),
     ("test_coverage_90", "float64", "share of test targets inside the central 90% interval"),
+    ("val_mae_mean_predictor", "float64",
+     "validation MAE, km, of the trivial predictor: the training targets' mean for every "
+     "sample (the explosion rule's reference; from the targets alone, no pass over the data)"),
+    ("val_rmse_mean_predictor", "float64", "validation RMSE, km, of the same predictor"),
+    ("test_mae_mean_predictor", "float64",
+     "test MAE, km, of the same predictor: the baseline check's skill is 1 − test_mae / this"),
+    ("test_rmse_mean_predictor", "float64", "test RMSE, km, of the same predictor"),
     ("wall_s", "float64",
      "trial wall time inside the worker: data, model, training, evaluation; a resumed trial "
      "adds the time of its runs before the resume"),
@@ -189,9 +197,10 @@ Every run writes `<storage>/<experiment>/` (default storage: `./ablation_results
 | `trials.parquet` | trial (variant × seed), whatever its status |
 | `epochs.parquet` | trial × epoch: the learning curves |
 | `predictions.parquet` | test sample × ok trial |
-| `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, command, and `provenance` (below); for `--seeds auto`, `sequential`: the design (looks, α shares), the seed order, the metric, margin and α the rounds decided on, every cell up to `--max-seeds` (`plan`) and each round's trials and Tune folder (`rounds`); for `--tune-each`, `tuned`: the keys, their ranges, the budget per arm, the tuning seed, each arm's best values and best tuning trial, and the stages that ended with their trials (docs/tuned.md); timings of the last run: `driver_wall_s` (planning to the end of Tune), `fit_s` (Tune's `fit` alone), `collect_s` (the three tables read and written), and `cluster_cpus` |
+| `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, command, and `provenance` (below); `planned`: the reference, metric, margin and α the verdicts are decided on, recorded before the first trial, and for a fixed-seed ablation table the sequential design it is the pilot look of (`design`, and `seeds`: the seed order up to `--max-seeds`; results/planned.py); for `--seeds auto`, `sequential`: the design (looks, α shares), the seed order, the metric, margin and α the rounds decided on, every cell up to `--max-seeds` (`plan`) and each round's trials and Tune folder (`rounds`); for `--tune-each`, `tuned`: the keys, their ranges, the budget per arm, the tuning seed, each arm's best values and best tuning trial, and the stages that ended with their trials (docs/tuned.md); timings of the last run: `driver_wall_s` (planning to the end of Tune), `fit_s` (Tune's `fit` alone), `collect_s` (the three tables read and written), and `cluster_cpus` |
 | `tune/` | Ray Tune's own state, each trial's final checkpoint, TensorBoard/CSV/JSON logs (`--seeds auto`: the pilot's; round k's in `tune-round<k>/`; `--tune-each`: the table at the configuration given; each arm's search in `tune-tuning-<arm>/`, the arms at their own best in `tune-tuned/`) |
 | `optuna.db` | the Optuna studies (SQLite) of a search space, or one per arm (`<experiment>-<arm>`) of `--tune-each` |
+| `baseline_check.json` | (JSON) the reference checked before the verdicts (`results/baseline_check.py`, docs/verdicts.md "The baseline check"), written at the end of a run with verdicts: `reference`, `seeds`, its mean `test_mae`, `test_mae_mean_predictor`, `skill` (1 − their ratio), `epochs`, `last_epoch_fall` (median share by which the validation MAE fell in the last epoch), `learned` (skill ≥ `skill_floor`), `converged` (fall ≤ `still_falling_share`), `passed`, and the `line` printed above the verdicts |
 | `trial_state/` | each trial's resumable state after its last saved epoch (`state.pt`) and its per-epoch metrics (`history.json`), while the experiment can still be resumed (removed when every trial ended ok, diverged, stopped or skipped) |
 
 Files are written atomically (a temporary file in the same folder, fsync, rename): a crash
@@ -233,7 +242,13 @@ gradient accumulation moves a CUDA-graph mode to its mode without graphs).
 Status: `ok` (trained all epochs, test metrics present); `failed` (raised; `error` holds the
 last line of the exception, `failure_reason` is `oom` when it ran out of memory even at the
 smallest micro-batch, else `error`; `epochs_run` the epochs it finished); `diverged` (a
-non-finite training or validation loss; the trial stops there and is not retried); `skipped` (a
+failure that training causes, not retried: a non-finite training or validation loss, where the
+trial stops, `failure_reason` `non-finite-loss`; or an explosion, `failure_reason` `exploded`:
+the final epoch's `val_mae` above {EXPLOSION_FACTOR:g} × `val_mae_mean_predictor`, a model that
+much worse than predicting the training mean has blown up; the rule is applied after the last
+epoch, never stops training, and the trial keeps its test metrics (its test predictions stay in
+its checkpoint, not in predictions.parquet); docs/verdicts.md, "What counts as diverged", has
+the runs that chose the factor); `skipped` (a
 cell of a sweep that cannot run on this device or data, e.g. a CUDA-graph compile mode on CPU;
 `error` holds the reason; nothing ran); `stopped` (an `hpo` trial the ASHA scheduler stopped
 early; no test metrics). Failed and diverged trials keep their row; the other trials go on.

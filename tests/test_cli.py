@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -161,6 +162,11 @@ def test_end_to_end_cli_run(tmp_path):
     by_variant = trials.drop_duplicates("ablation").set_index("ablation")
     assert by_variant.loc["no_scalar_2", "drop_scalars"] == "scalar_2"
     assert by_variant.loc["baseline", "drop_scalars"] == ""
+    # the baseline check: one line above the verdicts, recorded in the experiment folder
+    check = next(line for line in proc.stdout.splitlines() if line.startswith("Baseline check"))
+    assert proc.stdout.index(check) < proc.stdout.index("Verdicts on test_mae")
+    assert json.loads((out_dir / "baseline_check.json").read_text())["line"] == check
+    assert (trials["test_mae_mean_predictor"] > 0).all()
 
 
 def test_systems_dry_run_lists_the_matrix_with_conflicts_marked(capsys):

@@ -118,3 +118,19 @@ def test_both_spaces_plan_on_it(capsys, data_dir):
     assert "12 trials" in out
     for variant in ("baseline", "no_scalar_year", "no_scalar_a1b", "no_images"):
         assert f"{variant}-seed0" in out
+
+
+def test_the_change_target_is_the_level_minus_the_last_years_with_the_same_frames(
+        tmp_path, data_dir, table):
+    """--target change: the same samples and frames, the target relative to persistence (so
+    its mean predictor is about persistence and its errors are the level forecast's)."""
+    climate.convert(tmp_path, target="change")
+    change = pd.read_parquet(tmp_path / "table.parquet")
+    np.testing.assert_array_equal(np.load(tmp_path / "images.npy", mmap_mode="r"),
+                                  np.load(data_dir / "images.npy", mmap_mode="r"))
+    for scenario in ("E1", "A1B"):
+        rows = table.index[table["scenario"] == scenario].to_numpy()
+        level = table.loc[rows, "target"].to_numpy()
+        np.testing.assert_allclose(change.loc[rows[1:], "target"], np.diff(level), atol=1e-9)
+    with pytest.raises(ValueError, match="target must be one of level, change"):
+        climate.convert(tmp_path, target="anomaly")

@@ -72,6 +72,28 @@ def test_divergence_is_a_status_not_a_crash():
     assert outcome.predictions is None
 
 
+def test_an_exploded_trial_is_diverged_after_its_last_epoch_and_keeps_its_test_results(
+        monkeypatch):
+    """The explosion rule (val MAE above a factor times the mean predictor's) is applied to
+    the final epoch: every epoch trains, the test metrics and predictions are kept. A factor
+    of 0 makes any finite model an explosion, so the path runs without a real blow-up."""
+    import ablations.trial.divergence
+
+    config = tiny_config(epochs=2)
+    healthy = train(config)
+    assert healthy.status == "ok"
+    trivial = healthy.metrics["val_mae_mean_predictor"]
+    assert trivial > 0 and healthy.metrics["test_mae_mean_predictor"] > 0
+    monkeypatch.setattr(ablations.trial.divergence, "EXPLOSION_FACTOR", 0.0)
+    outcome = train(config)
+    assert outcome.status == "diverged" and outcome.metrics["failure_reason"] == "exploded"
+    assert outcome.metrics["error"].startswith(
+        f"exploded: val MAE {outcome.metrics['val_mae']:.3g} km > 0 x the mean predictor's")
+    assert len(outcome.history) == 2 and outcome.metrics["epoch"] == 2
+    assert outcome.metrics["test_mae"] == healthy.metrics["test_mae"]  # same training
+    assert outcome.predictions is not None and len(outcome.predictions) == 48
+
+
 def test_injected_failure_raises():
     with pytest.raises(InjectedFailure, match="epoch 2"):
         train(tiny_config(epochs=3, inject_failure_at_epoch=2))

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Optional, Sequence
 import pandas as pd
 
 from ablations.experiment.request import Request, new_experiment_root, storage_root
+from results.baseline_check import BaselineCheck, record_baseline_check
 
 
 @dataclass
@@ -34,6 +35,9 @@ class Results:
     verdicts: Optional[pd.DataFrame]  # None when no verdict is possible (e.g. no ok reference)
     wall_s: float
     effects: Optional[pd.DataFrame] = None  # design="factorial": results.factorial's effects
+    # the reference against the training mean and its last epoch (results.baseline_check);
+    # None without verdicts
+    baseline_check: Optional[BaselineCheck] = None
 
 
 class Experiment:
@@ -112,8 +116,10 @@ class Experiment:
         finally:
             if started:
                 ray.shutdown()
-        verdicts = None
+        verdicts, check = None, None
         if prepared.strategy.has_verdicts:
+            check = record_baseline_check(result.directory, result.trials, result.epochs,
+                                          reference=prepared.space.reference)
             try:
                 verdicts = experiment_verdicts(root, result.trials,
                                                reference=prepared.space.reference,
@@ -132,4 +138,4 @@ class Experiment:
             except ValueError:
                 effects = None
         return Results(str(result.directory), result.trials, result.epochs, result.predictions,
-                       verdicts, result.wall_s, effects)
+                       verdicts, result.wall_s, effects, check)

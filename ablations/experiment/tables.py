@@ -172,7 +172,8 @@ def trial_status(metrics: dict[str, Any], error: Optional[BaseException],
         reason = "oom" if "TrialOutOfMemory" in message or "oom:" in message else "error"
         return "failed", message, reason
     if metrics.get("status") == "diverged":
-        return "diverged", str(metrics.get("error", "non-finite loss")), "non-finite-loss"
+        return ("diverged", str(metrics.get("error", "non-finite loss")),
+                str(metrics.get("failure_reason", "non-finite-loss")))  # or exploded
     if metrics.get("status") == "ok" and "test_mae" in metrics:
         return "ok", None, None
     if not metrics.get("done"):

@@ -55,10 +55,12 @@ from ablations.trial.batches import (
 from ablations.trial.metrics import (
     evaluate_test_split,
     final_metrics,
+    mean_predictor_metrics,
     predict,
     regression_metrics,
 )
 from model.data import RegressionData
+from ablations.trial.divergence import explosion_error
 from ablations.trial.model_builder import build_trial_model, builtin_model_config
 from model.model import ModelConfig
 
@@ -130,8 +132,10 @@ def train(
         data: reuse already-loaded data instead of loading it from ``config``.
 
     Returns:
-        The outcome: status ``ok`` or ``diverged`` (a non-finite loss), the last metrics, the
-        per-epoch history and the test predictions.
+        The outcome: status ``ok`` or ``diverged`` (a non-finite loss, or a final validation
+        MAE above ``divergence.EXPLOSION_FACTOR`` times the mean predictor's:
+        that trial keeps its test metrics and predictions), the last metrics, the per-epoch
+        history and the test predictions.
 
     Raises:
         TrialOutOfMemory: out of memory even at the smallest micro-batch.
@@ -161,7 +165,7 @@ def train(
         predictions = trial.finish(metrics, test=True)
         if report is not None:
             report(metrics, trial.state(), predictions)
-    return TrialOutcome(status="ok", metrics=metrics, history=trial.history,
+    return TrialOutcome(status=metrics["status"], metrics=metrics, history=trial.history,
                         predictions=predictions)
 
 
@@ -215,6 +219,8 @@ class TrialRun:
             raise ValueError(f"batch_size={config.optim.batch_size} exceeds the "
                              f"{len(self.train_idx)} training samples")
         self.norm = Normaliser.fit(data, self.train_idx, seed=config.seeds.data)
+        self.mean_predictor = mean_predictor_metrics(data.target, self.train_idx, self.val_idx,
+                                                     self.test_idx)
         self.batches = Batches(data, self.norm, config, device)
 
         # channels_last is applied by the builder, per parameter rank (4-D NHWC, 5-D NDHWC);
@@ -331,6 +337,7 @@ class TrialRun:
         }
         if not (math.isfinite(trained.loss) and math.isfinite(val.loss)):
             metrics["status"] = "diverged"
+            metrics["failure_reason"] = "non-finite-loss"
             metrics["error"] = (f"non-finite loss at epoch {epoch} (train {trained.loss}, "
                                 f"val {val.loss})")
         self.history.append(metrics)
@@ -338,7 +345,10 @@ class TrialRun:
 
     def finish(self, metrics: dict[str, Any], *, test: bool) -> Optional[pd.DataFrame]:
         """Add the trial's final metrics (and test metrics) to ``metrics``, in place; return
-        the test predictions."""
+        the test predictions. The mean predictor's metrics come with them, and a trial whose
+        validation MAE exceeds ``EXPLOSION_FACTOR`` times the mean predictor's is set
+        ``diverged`` here (``failure_reason`` ``exploded``), its test metrics kept: the rule
+        applies to the final epoch only, training is never stopped for it."""
         predictions = None
         if test:
             with self.memory.phase("eval"):
@@ -346,6 +356,11 @@ class TrialRun:
                     self.model, self.batches, self.data, self.test_idx, self.config, self.norm,
                     self.eval_batch, memory=self.memory)
             metrics.update(test_metrics)
+        metrics.update(self.mean_predictor)
+        exploded = explosion_error(metrics["val_mae"], metrics["val_mae_mean_predictor"]) \
+            if metrics["status"] == "ok" else None
+        if exploded is not None:
+            metrics.update(status="diverged", error=exploded, failure_reason="exploded")
         metrics.update(final_metrics(self.history, self.device, self.memory, self.compile_s,
                                      self.oom_retries, self.compiled.mode, self.optimizer_used,
                                      self.start_epoch - 1),

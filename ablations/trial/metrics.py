@@ -124,6 +124,20 @@ def regression_metrics(target: np.ndarray, mean: np.ndarray, std: Optional[np.nd
     return out
 
 
+def mean_predictor_metrics(target: np.ndarray, train_idx: np.ndarray, val_idx: np.ndarray,
+                           test_idx: np.ndarray) -> dict[str, float]:
+    """MAE and RMSE (km) on the validation and test splits of the trivial predictor that
+    predicts the training targets' mean for every sample: the reference of the explosion
+    rule and of the baseline check (results/baseline_check.py). Reads the targets only."""
+    mean = float(target[train_idx].mean())
+    out = {}
+    for split, idx in (("val", val_idx), ("test", test_idx)):
+        err = target[idx] - mean
+        out[f"{split}_mae_mean_predictor"] = float(np.abs(err).mean())
+        out[f"{split}_rmse_mean_predictor"] = float(np.sqrt((err**2).mean()))
+    return out
+
+
 def evaluate_test_split(model: torch.nn.Module, batches: Batches, data: RegressionData,
                         test_idx: np.ndarray, config: TrialConfig, norm: Normaliser,
                         eval_batch: int, memory: Optional[PeakMemory] = None

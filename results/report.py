@@ -17,7 +17,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -39,6 +39,7 @@ from results.analysis import (
     verdict_note,
     verdict_table,
 )
+from results.baseline_check import baseline_check
 from results.uncertainty import one_draw
 from results.verdicts import margin_text
 from results.io import (
@@ -66,6 +67,13 @@ from results.report_tables import (
     verdict_view,
 )
 from results.seed_variance import seed_variance_note, seed_variance_table
+from results.planned import (
+    departures,
+    exploratory_note,
+    pilot_design,
+    pilot_note,
+    recorded_settings,
+)
 from results.sequential import (
     SeedDesign,
     compute_note,
@@ -149,11 +157,15 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     except MetadataError:  # a damaged record: the tables still make a report, as fixed seeds
         meta = {}
     sequential = meta.get("sequential")
-    recorded = sequential or {}
-    reference = reference or meta.get("reference") or "baseline"
+    recorded = recorded_settings(meta) or {}  # fixed before the data (results/planned.py)
+    reference = reference or recorded.get("reference") or meta.get("reference") or "baseline"
     metric = metric or recorded.get("metric") or "test_mae"
-    margin = margin if margin is not None else recorded.get("margin", DEFAULT_MARGIN)
-    alpha = alpha if alpha is not None else float(recorded.get("alpha", DEFAULT_ALPHA))
+    margin = margin if margin is not None else recorded.get("margin") or DEFAULT_MARGIN
+    alpha = alpha if alpha is not None else float(recorded.get("alpha") or DEFAULT_ALPHA)
+    if not sequential and pilot_design(meta.get("planned")):
+        sequential = meta["planned"]  # a fixed run, the pilot look of a planned design
+    exploratory = departures(recorded, reference=reference, metric=metric, margin=margin,
+                             alpha=alpha)
     try:
         tables = load_experiments(directory)
     except (OSError, pa.ArrowException) as exc:
@@ -200,7 +212,7 @@ def write_report(directory: str | Path, *, reference: str | None = None,
         return _write_report(directory, trials, epochs, predictions, Path(scratch),
                              reference=reference, metric=metric, margin=margin, alpha=alpha,
                              sequential=sequential, comparison=comparison,
-                             factorial=factorial, tuned=tuned)
+                             factorial=factorial, tuned=tuned, exploratory=exploratory)
 
 
 def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
@@ -208,10 +220,14 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                   metric: str, margin: str | float, alpha: float,
                   sequential: dict | None = None,
                   comparison: tuple[str, str, pd.DataFrame] | None = None,
-                  factorial: Any = None, tuned: Optional[Section] = None) -> Report:
+                  factorial: Any = None, tuned: Optional[Section] = None,
+                  exploratory: Sequence[str] = ()) -> Report:
     """Figures are drawn in ``scratch`` and moved into place with the other files.
     ``sequential``: experiment.json's record of a ``--seeds auto`` run (its verdicts are the
-    sequential design's; the report adds the compute spent). ``factorial``: the
+    sequential design's; the report adds the compute spent), or its ``planned`` record of a
+    fixed run that is the pilot look of a design (no ``rounds``: that look's verdicts).
+    ``exploratory``: the settings that differ from those recorded before the data
+    (:func:`results.planned.departures`): the table is labelled exploratory. ``factorial``: the
     :class:`results.factorial_design.FactorialDesign` of a ``--design factorial`` run (the
     report adds its effects and an interaction plot). ``tuned``: a tuned ablation's side-by-side
     section; every other table of such an experiment reads its evaluation at the configuration
@@ -222,12 +238,15 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     epochs = evaluation_rows(epochs, all_trials)
     predictions = evaluation_rows(predictions, all_trials)
     compute = pd.DataFrame()
+    pilot = bool(sequential) and "rounds" not in sequential
     if sequential:
         design = SeedDesign.from_dict(sequential["design"])
         ablation = sequential_verdict_table(trials, design, sequential["seeds"], metric=metric,
                                             reference=reference, margin=margin, alpha=alpha)
-        note = f"{verdict_note(ablation)} {design_note(design, alpha)}"
-        compute = compute_spent(trials, design.max_seeds)
+        note = (f"{verdict_note(ablation)} "
+                f"{pilot_note(design, alpha) if pilot else design_note(design, alpha)}")
+        if not pilot:
+            compute = compute_spent(trials, design.max_seeds)
     else:
         ablation = verdict_table(trials, metric=metric, reference=reference, margin=margin,
                                  alpha=alpha)
@@ -235,6 +254,9 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     dropped = dropped_note(ablation.attrs.get("dropped_nan", []), metric)
     if dropped:
         note += f"\n{dropped}"
+    if exploratory:
+        note = f"{exploratory_note(exploratory)}\n{note}"
+    ablation.attrs["exploratory"] = list(exploratory)
     uncertainty = uncertainty_table(predictions)
     pooled, mixed = one_draw(predictions, trials)
     ensemble = uncertainty_table(seed_ensemble(pooled)) if len(pooled) else pd.DataFrame()
@@ -268,10 +290,15 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     variants = list(ablation["ablation"].astype(str))
     grids = strata_grids(effects, strata, reference=reference, variants=variants)
     sections = [
-        Section("Verdicts", f"{note} Seeds: the ok trials per variant. The interval of Δ is "
+        Section("Verdicts (exploratory)" if exploratory else "Verdicts",
+                f"{note} Seeds: the ok trials per variant. The interval of Δ is "
                 f"the {1 - 2 * alpha:.0%} interval TOST reads; 'equivalent within ±' is the "
-                "smallest margin at which the variant would be equivalent (Holm), so the row "
-                "reads at any margin." + (
+                "smallest margin at which the variant would be equivalent (Holm): it describes "
+                "the data; the verdict is at the margin fixed before them." + (
+                    " These seeds are the pilot look of the design: each verdict is that "
+                    "look's, decided at its nominal level ('Decided at': its seeds per "
+                    "variant) and kept if the run is continued with --seeds auto."
+                    if pilot else
                     " With --seeds auto each verdict was decided at a look and frozen there: "
                     "the row's Δ, interval and p-values are that look's ('Decided at': its "
                     "seeds per variant; p at that look, tested at the design's nominal level), "
@@ -283,8 +310,10 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
             f"Each variant's mean over the reference's, minus 1 (%), with Fieller's "
             f"{1 - 2 * alpha:.0%} interval (the one TOST reads); the shaded band is the margin."
             if ablation.attrs.get("relative") else
-            f"Each variant's Δ with its {1 - alpha:.0%} interval (thin) and "
-            f"{1 - 2 * alpha:.0%} interval (thick); the shaded band is the margin."),
+            f"Each variant's Δ with its {1 - alpha:.0%} interval (thin"
+            + ("; repeated over the looks, so it keeps its coverage where the variant stopped"
+               if ablation.attrs.get("diff_ci") == "repeated" else "")
+            + f") and {1 - 2 * alpha:.0%} interval (thick); the shaded band is the margin."),
             figure=forest),
         *([tuned] if tuned is not None else []),
         *(factorial_sections(trials, factorial, figures_dir, metric=metric, margin=margin,
@@ -293,7 +322,8 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
             comparison[2], metric=metric, alpha=alpha))] if comparison else []),
         *([Section("Compute spent", f"{compute_note(compute)} Per variant: the trials it "
                    "ran, in how many rounds, their CPU- and GPU-hours; fixed_*: the same "
-                   "variant at the last look's seeds.", plain(compute))] if sequential else []),
+                   "variant at the last look's seeds.", plain(compute))]
+          if sequential and not pilot else []),
     ]
     sources = seed_variance_table(trials, metric=metric, alpha=alpha)
     if len(sources):  # only a run that crossed seed sources (--cross-seeds) has this table
@@ -344,6 +374,9 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                f"{len(variants)} variants against `{reference}` on {metric}"
                f"{f' ({unit})' if unit else ''}, margin {margin_text(ablation.attrs, unit)}, "
                f"α = {alpha:g}.")
+    check = baseline_check(trials, epochs, reference=reference)
+    if check is not None:  # above the verdicts, as the run's summary prints it
+        summary += f" {check.line()}"
     title = f"Ablation report: {name}"
     figures = [s.figure for s in sections if s.figure is not None]
     for path in figures:

@@ -31,10 +31,11 @@ from tests.conftest import REPO, tiny_config
 from tests.test_cli import assert_one_line_error, in_process
 
 # Tiny trials (under a second each). At a 1% margin neither variant can be shown equivalent
-# with 3 seeds, so the fixed table has inconclusive variants and the continuation a round 2;
-# --max-seeds 5 keeps it to two looks (3, 5).
+# with 3 seeds, so the fixed table (the pilot look of the design planned before the run) has
+# inconclusive variants and the continuation a round 2; --max-seeds 5 keeps it to two looks
+# (3, 5).
 ARGS = ["--space", "components", "--only", "baseline,no_images", "--null-control",
-        "--seeds", "3", "--margin", "1%", "--epochs", "2", "--set", "synthetic_train=96",
+        "--seeds", "3", "--max-seeds", "5", "--margin", "1%", "--epochs", "2", "--set", "synthetic_train=96",
         "--set", "synthetic_val=16", "--set", "synthetic_test=32", "--set", "cnn_widths=8,16,16",
         "--set", "embed_dim=16", "--set", "num_heads=2", "--set", "batch_size=16",
         "--no-dashboard"]
@@ -47,7 +48,8 @@ def env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def continued(tmp_path_factory):
-    """A fixed 3-seed run, then the command its summary printed (with --max-seeds 5)."""
+    """A fixed 3-seed run planned with --max-seeds 5, then the command its summary
+    printed."""
     storage = tmp_path_factory.mktemp("continue") / "results"
     fixed = subprocess.run([sys.executable, "-u", str(REPO / "run_ablations.py"), *ARGS,
                             "--name", "fixed", "--storage", str(storage)],
@@ -63,8 +65,7 @@ def continued(tmp_path_factory):
     command[:2] = [sys.executable, str(REPO / "run_ablations.py")]
     # --allow-changed: other tests may edit the checkout meanwhile (provenance is not tested
     # here); --no-dashboard as in the first run.
-    done = subprocess.run([*command, "--max-seeds", str(MAX_SEEDS), "--no-dashboard",
-                           "--allow-changed"], capture_output=True, text=True, env=env(),
+    done = subprocess.run([*command, "--no-dashboard", "--allow-changed"], capture_output=True, text=True, env=env(),
                           timeout=400, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return {"root": root, "storage": storage, "before": before, "command": printed.group(0),
@@ -80,21 +81,25 @@ def continued(tmp_path_factory):
 def test_a_fixed_run_names_its_inconclusive_variants_and_the_command_that_decides_them(
         continued):
     before, storage = continued["before"], continued["storage"]
-    fixed = verdict_table(before["trials"], reference="baseline", metric="test_mae",
-                          margin="1%", alpha=0.05)
-    undecided = fixed.loc[fixed["verdict"] == "inconclusive", "ablation"].tolist()
-    assert undecided, fixed[["ablation", "verdict"]]
-    assert f"Inconclusive after 3 seeds: {', '.join(undecided)}." in before["stdout"]
-    # one command, the same folder, the fixed run's margin (the continuation decides on it)
-    assert continued["command"] == (f"python run_ablations.py --resume --name fixed --storage "
-                                    f"{storage} --seeds auto --margin 1%")
-    # the bound: the variants the design's first look leaves, and the reference, to 10 seeds
-    look = first_look(before["trials"], [0, 1, 2], 10, reference="baseline",
+    # the verdicts printed are the pilot look's of the design recorded before the run
+    planned = before["meta"]["planned"]
+    assert SeedDesign.from_dict(planned["design"]) == SeedDesign.plan(3, MAX_SEEDS)
+    assert (planned["margin"], planned["seeds"]) == ("1%", [0, 1, 2, 3, 4])
+    look = first_look(before["trials"], [0, 1, 2], MAX_SEEDS, reference="baseline",
                       metric="test_mae", margin="1%", alpha=0.05)
+    undecided = look.loc[look["verdict"] == "inconclusive", "ablation"].tolist()
+    assert undecided, look[["ablation", "verdict"]]
+    assert f"Inconclusive after 3 seeds: {', '.join(undecided)}." in before["stdout"]
+    assert "These 3 seeds are the pilot look of a sequential design planned before the run" \
+        in before["stdout"]
+    # one command, the same folder, the recorded design's flags (it continues that design)
+    assert continued["command"] == (f"python run_ablations.py --resume --name fixed --storage "
+                                    f"{storage} --seeds auto --max-seeds 5 --margin 1%")
+    # the bound: the variants the pilot look leaves, and the reference, to --max-seeds
     arms = [a for a in next_arms(look, set(look["ablation"])) if a != "baseline"]
     assert set(undecided) <= set(arms) | set(look.loc[look["n_ok"] < 2, "ablation"])
-    assert f"At most {(len(arms) + 1) * 7} more trials ({len(arms)} variant(s) + the " \
-           "reference x 7 seeds)" in before["stdout"]
+    assert f"At most {(len(arms) + 1) * 2} more trials ({len(arms)} variant(s) + the " \
+           "reference x 2 seeds)" in before["stdout"]
     assert "the worst case, every undecided variant running to --max-seeds; at this run's " \
            "median trial times about" in before["stdout"]
 
@@ -146,7 +151,15 @@ def test_later_rounds_run_only_the_undecided_variants_and_the_reference(continue
 def test_the_summary_says_the_verdicts_are_the_sequential_designs_and_the_compute_added(
         continued):
     out, trials = continued["stdout"], continued["trials"]
-    assert "every verdict above comes from the sequential design" in out
+    assert "every verdict above comes from the sequential design; the fixed run's table was " \
+        "its pilot look, planned before the first trial, and every verdict it gave stands" in out
+    # nothing the fixed run decided changed
+    first = first_look(continued["before"]["trials"], [0, 1, 2], MAX_SEEDS,
+                       reference="baseline", metric="test_mae", margin="1%", alpha=0.05)
+    decided = first[~first["verdict"].isin(["inconclusive", "reference"])]
+    final = SequentialRun.from_record(continued["meta"]["sequential"]).verdicts(trials)
+    assert final.set_index("ablation").loc[decided["ablation"], "verdict"].tolist() == \
+        decided["verdict"].tolist()
     added = trials[trials["round"] > 1]
     assert f"The continuation added {len(added)} trials, {added['cpu_hours'].sum():.3g} " \
            f"CPU-hours; total {len(trials)} trials, {trials['cpu_hours'].sum():.3g} " \
@@ -168,6 +181,10 @@ def test_continuing_it_again_says_plain_resume_and_writes_nothing(continued, cap
 
 
 # ------------------------------------------------------------------------------ bad uses
+
+
+PLANNED = {"reference": "baseline", "metric": "test_mae", "margin": "5%", "alpha": 0.05,
+           "design": SeedDesign.plan(3, 10).to_dict(), "seeds": list(range(10))}
 
 
 def _experiment(root: Path, *, seeds=(0, 1, 2), status="ok", **meta) -> Path:
@@ -204,6 +221,18 @@ def _experiment(root: Path, *, seeds=(0, 1, 2), status="ok", **meta) -> Path:
         ([], {"status": "interrupted"}, "exp has 6 unfinished trial(s); finish them first"),
         ([], {"seeds": (0,)}, "exp ran 1 seed(s); a pilot needs at least 2"),
         (["--max-seeds", "3"], {}, "--max-seeds 3: exp already ran 3 seeds"),
+        # a design recorded before the first trial: continued as recorded, or final
+        (["--max-seeds", "6"], {"planned": PLANNED},
+         "--max-seeds 6: exp planned its rounds before its first trial with --max-seeds 10; "
+         "drop --max-seeds"),
+        (["--margin", "10%"], {"planned": PLANNED},
+         "--margin 10%: exp planned its rounds before its first trial with --margin 5%"),
+        (["--alpha", "0.1"], {"planned": PLANNED},
+         "--alpha 0.1: exp planned its rounds before its first trial with --alpha 0.05"),
+        ([], {"planned": {**PLANNED, "design": SeedDesign.fixed(3).to_dict(),
+                          "seeds": [0, 1, 2]}},
+         "exp's verdicts are final: its 3 seeds were planned as the fixed design at full "
+         "alpha"),
     ],
 )
 def test_bad_continuations_are_one_line_before_anything_is_written(capsys, tmp_path, extra,
@@ -223,6 +252,22 @@ def test_a_fixed_run_without_results_is_finished_first(capsys, tmp_path):
     code, _, err = in_process(capsys, "--resume", "--name", "exp", "--storage",
                               str(tmp_path / "results"), "--seeds", "auto")
     assert_one_line_error(code, err, "exp has no results yet (trials.parquet); finish it first:")
+
+
+def test_the_continuation_runs_the_design_recorded_before_the_first_trial(tmp_path):
+    """Not one planned at the continuation: the recorded looks, seed order, margin and alpha,
+    whatever the defaults would plan now."""
+    from ablations.experiment.continuing import continue_plan
+    from ablations.experiment.request import Request
+
+    planned = {**PLANNED, "margin": "1%", "alpha": 0.1,
+               "design": SeedDesign.plan(3, 6).to_dict(), "seeds": [0, 1, 2, 7, 8, 9]}
+    root = _experiment(tmp_path / "results" / "exp", planned=planned)
+    meta = json.loads((root / "experiment.json").read_text())
+    run = continue_plan(Request(seeds="auto"), str(tmp_path / "results"), "exp", meta)
+    assert run.design == SeedDesign.plan(3, 6) and run.seeds == [0, 1, 2, 7, 8, 9]
+    assert (run.margin, run.alpha) == ("1%", 0.1)
+    assert run.continued["planned"] is True
 
 
 def test_plain_resume_refuses_a_new_design(capsys, tmp_path):

@@ -97,13 +97,11 @@ def stopped_and_resumed(tmp_path_factory):
         (["--seeds", "auto", "--space", "hpo"], "--seeds auto: space hpo is a search"),
         (["--seeds", "auto", "--pilot", "4", "--max-seeds", "3"],
          "--max-seeds 3 is below the pilot's 4 seeds"),
-        (["--seeds", "3", "--max-seeds", "6"], "--pilot and --max-seeds apply with --seeds auto"),
+        (["--seeds", "3", "--pilot", "2"], "--pilot applies with --seeds auto only"),
         (["--pilot", "1", "--seeds", "auto"], "--pilot: '1' must be >= 2"),
         (["--seeds", "auto", "--auto-batch"], "--auto-batch with --seeds auto is not supported"),
         (["--seeds", "sometimes"], "is not a count (3), a list of seeds (0,1,2) or auto"),
         (["--metric", "test_accuracy"], "'test_accuracy' is not a metric column"),
-        (["--only", "no_images", "--null-control"],
-         "--null-control: the reference 'baseline' is not among the variants"),
     ],
 )
 def test_bad_auto_flags_are_one_line_before_any_trial(capsys, args, pattern):
@@ -276,4 +274,6 @@ def test_the_report_and_the_notebook_function_use_what_the_run_decided_on(tmp_pa
     table = experiment_verdicts(str(tmp_path), trials)
     assert table.attrs["metric"] == "test_rmse" and table.attrs["margin"] == 0.5
     assert table.attrs["alpha"] == 0.1 and "looks" in table
-    assert experiment_verdicts(str(tmp_path), trials, margin="0.01").attrs["margin"] == 0.01
+    other = experiment_verdicts(str(tmp_path), trials, margin="0.01")
+    assert other.attrs["margin"] == 0.01
+    assert other.attrs["exploratory"] == ["margin 0.01 (planned 0.5)"]  # not its verdicts

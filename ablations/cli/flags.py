@@ -157,7 +157,10 @@ def build_parser() -> OneLineParser:
     what.add_argument("--pilot", type=_int_at_least(2), default=None, metavar="N",
                       help="with --seeds auto: seeds of the first round (default: 3)")
     what.add_argument("--max-seeds", type=_int_at_least(2), default=None, metavar="N",
-                      help="with --seeds auto: at most N seeds per variant (default: 10)")
+                      help="at most N seeds per variant (default: 10): with --seeds auto "
+                      "the last look; with fixed seeds (a plain table) the last look of the "
+                      "design whose pilot they are (--seeds 3 --max-seeds 3: final verdicts "
+                      "at full alpha; docs/verdicts.md)")
     what.add_argument("--null-control", action="store_true",
                       help="add <reference>_repeat: the reference under other seeds (training "
                       "seed + 1000, paired by seed), a variant whose true effect is 0")

@@ -39,6 +39,7 @@ from ablations.experiment.planning import prepare
 from ablations.experiment.preflight import auto_batch, check_data_on_workers
 from ablations.experiment.request import Request, UsageError, check_name, storage_root
 from model.data import DataError
+from results.baseline_check import record_baseline_check
 from results.io import MetadataError, first_line, join, list_dir, read_metadata
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
@@ -142,6 +143,21 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
                 raise UsageError(f"{target} tunes {','.join(recorded['keys'])} with "
                                  f"--tune-budget {recorded['budget']}; give those (or "
                                  "--resume, which keeps them) or choose another --name")
+        if sequential is None and previous.get("planned") and strategy.planned:
+            from results.planned import departures
+            from results.sequential import SeedDesign
+
+            was, now = previous["planned"], strategy.planned
+            differ = departures(was, reference=now["reference"], metric=now["metric"],
+                                margin=now["margin"], alpha=now["alpha"])
+            if was.get("design") != now.get("design"):
+                differ.append(f"--max-seeds {SeedDesign.from_dict(now['design']).max_seeds} "
+                              f"(planned {SeedDesign.from_dict(was['design']).max_seeds})"
+                              if was.get("design") and now.get("design") else "the design")
+            if differ:
+                raise UsageError(f"{target} holds an experiment planned before its data with "
+                                 f"other settings: {'; '.join(differ)}; give those (or "
+                                 "--resume, which keeps them) or choose another --name")
         same = (previous.get("space") == space.name
                 and planned == trial_plan(trials)
                 and (sequential is None or previous["sequential"]["design"]
@@ -166,6 +182,7 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
             from ablations.experiment.strategies.tuned import TunedRun
 
             strategy = strategy_for(tuned=TunedRun.from_record(previous["tuned"]), root=target)
+        strategy.planned = previous.get("planned")  # the record made before its first trial
     return _run(args, space.name, trials, skipped, storage, name, command, strategy,
                 seeds=prepared.seeds, resume=resume, reuse_workers=not space.isolate_trials,
                 reference=space.reference)
@@ -219,19 +236,33 @@ def enter_again(path: Optional[str]) -> bool:
 
 
 def _continuation_hint(df: Any, args: argparse.Namespace, storage: str, name: str,
-                       reference: str, slots: Optional[int], wall_s: float) -> Optional[str]:
-    """A fixed run's inconclusive variants and the one command that decides them."""
+                       reference: str, slots: Optional[int], wall_s: float,
+                       planned: Optional[dict[str, Any]] = None) -> Optional[str]:
+    """A fixed run's inconclusive variants and the one command that decides them.
+    ``planned``: experiment.json's record of the design the run is the pilot look of (None:
+    an experiment recorded before designs were; its fixed table is the one continued)."""
     from ablations.experiment.continuing import continuation_hint
     from results.analysis import verdict_table
+    from results.planned import pilot_design
+    from results.sequential import sequential_verdict_table
 
+    design = pilot_design(planned)
+    metric, margin, alpha = args.metric, args.margin, args.alpha
     try:
-        verdicts = verdict_table(df, reference=reference, metric=args.metric,
-                                 margin=args.margin or "5%", alpha=args.alpha)
+        if design is not None:  # its verdicts are the pilot look's
+            metric, margin, alpha = planned["metric"], planned["margin"], planned["alpha"]
+            verdicts = sequential_verdict_table(df, design, planned["seeds"],
+                                                reference=reference, metric=metric,
+                                                margin=margin, alpha=alpha)
+        else:
+            verdicts = verdict_table(df, reference=reference, metric=metric,
+                                     margin=margin or "5%", alpha=alpha)
         return continuation_hint(df, verdicts, storage=storage, name=name,
-                                 reference=reference, metric=args.metric, margin=args.margin,
-                                 alpha=args.alpha, address=args.address,
+                                 reference=reference, metric=metric, margin=margin,
+                                 alpha=alpha, address=args.address,
                                  max_concurrent=args.max_concurrent, slots=slots,
-                                 fixed_wall_s=wall_s)
+                                 fixed_wall_s=wall_s,
+                                 max_seeds=design.max_seeds if design else None)
     except (ValueError, KeyError):  # no verdicts (the summary said why): nothing to decide
         return None
 
@@ -338,6 +369,9 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         args.metric, args.margin, args.alpha, reference)
     summary = summary_table(df, reference=reference, metric=metric, margin=margin, alpha=alpha,
                             sequential=record)
+    check = record_baseline_check(result.directory, df, result.epochs, reference=reference)
+    if check is not None:  # one line above the verdicts; baseline_check.json in the folder
+        print(check.line())
     print(summary)
     for line in strategy.summary_lines(df, metric=metric, margin=margin, alpha=alpha):
         print(line)
@@ -360,8 +394,15 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     for line in strategy.closing_lines(result.directory):
         print(line)
     print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
-    if not unfinished and strategy.continues_into_rounds:
-        hint = _continuation_hint(df, args, storage, name, reference, slots, result.wall_s)
+    from results.planned import pilot_design
+
+    planned = strategy.planned
+    # a run planned at one look (--seeds >= --max-seeds) or crossed: final, no continuation
+    continues = strategy.continues_into_rounds and (
+        planned is None or pilot_design(planned) is not None)
+    if not unfinished and continues:
+        hint = _continuation_hint(df, args, storage, name, reference, slots, result.wall_s,
+                                  planned)
         if hint:
             print(f"\n{hint}")
     if unfinished:

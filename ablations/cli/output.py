@@ -44,7 +44,9 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
     against it on ``metric`` and the equivalence bound it reached
     (results.analysis.verdict_table), and a note under the table with the margin and alpha.
     ``sequential``: experiment.json's record of a ``--seeds auto`` run: the verdicts are the
-    sequential design's, and the compute spent is compared with a fixed design."""
+    sequential design's, and the compute spent is compared with a fixed design; or its
+    ``planned`` record of a fixed run that is the pilot look of a design (no ``rounds``):
+    the verdicts are that look's."""
     import pandas as pd
 
     from results.analysis import dropped_note, verdict_note, verdict_table
@@ -89,7 +91,7 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
             rows[-1]["verdict"] = verdicts.loc[ablation, "verdict"]
             rows[-1]["equiv_bound"] = ("-" if pd.isna(bound) else f"{bound:.1%}"
                                        if verdicts.attrs.get("relative") else f"{bound:.3f}")
-            if sequential and "decided_at" in verdicts:
+            if sequential and "rounds" in sequential and "decided_at" in verdicts:
                 seeds_at = verdicts.loc[ablation, "decided_at"]
                 rows[-1]["decided_at"] = "-" if pd.isna(seeds_at) else f"{int(seeds_at)} seeds"
     table = pd.DataFrame(rows).to_string(index=False)
@@ -101,11 +103,19 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
             "equiv_bound: equivalence_bound_holm" + (
                 " (a share of the reference's mean)" if verdicts.attrs.get("relative") else "")
             + (". decided_at: the look that decided the verdict (frozen there)."
-               if sequential else "."))
+               if sequential and "rounds" in sequential else "."))
     dropped = dropped_note(verdicts.attrs.get("dropped_nan", []), metric)
     if dropped:
         text += f"\n{dropped}"
-    if sequential:
+    reasons = verdicts["reason"] if "reason" in verdicts else pd.Series(dtype=object)
+    for ablation, reason in reasons[reasons.fillna("") != ""].items():
+        text += f"\n{ablation}: {verdicts.loc[ablation, 'verdict']}: {reason}"
+    if sequential and "rounds" not in sequential:  # a fixed run, the pilot look of a design
+        from results.planned import pilot_note
+        from results.sequential import SeedDesign
+
+        text += f"\n{pilot_note(SeedDesign.from_dict(sequential['design']), alpha)}"
+    elif sequential:
         from results.sequential import SeedDesign, compute_note, compute_spent, design_note
 
         design = SeedDesign.from_dict(sequential["design"])
@@ -162,6 +172,10 @@ def report_main(argv: Sequence[str]) -> int:
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     ablation = report.ablation
+    if ablation.attrs.get("exploratory"):  # settings other than those fixed before the data
+        from results.planned import exploratory_note
+
+        print(exploratory_note(ablation.attrs["exploratory"]))
     print(markdown_cells(verdict_view(ablation, metric=ablation.attrs["metric"],
                                       alpha=ablation.attrs.get("alpha", 0.05),
                                       sequential="looks" in ablation)))
@@ -201,9 +215,32 @@ def compare_main(argv: Sequence[str]) -> int:
         message = first_line(exc)
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    differ = _compare_departures(folders, args)
+    if differ:
+        from results.planned import exploratory_note
+
+        print(exploratory_note(differ))
     print(markdown_cells(comparison_view(table, metric=args.metric, alpha=args.alpha)))
     print(f"\n{compare_note(table, a=Path(args.a).name or 'A', b=Path(args.b).name or 'B')}")
     return 0
+
+
+def _compare_departures(folders: Sequence[str], args: Any) -> list[str]:
+    """The settings ``compare`` was given that differ from those either experiment recorded
+    before its data (results/planned.py), each naming the experiment."""
+    from results.io import MetadataError, read_metadata
+    from results.planned import departures, recorded_settings
+
+    differ = []
+    for label, folder in zip(("A", "B"), folders):
+        try:
+            meta = read_metadata(folder) or {}
+        except (MetadataError, OSError):  # the comparison itself reads only the tables
+            continue
+        differ += [f"{item} in {label}" for item in departures(
+            recorded_settings(meta), reference=args.reference, metric=args.metric,
+            margin=args.margin, alpha=args.alpha)]
+    return differ
 
 
 TUNE_CONSOLE_FILE = "tune_console.log"

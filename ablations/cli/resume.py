@@ -124,10 +124,12 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
         finished = ExperimentResult(target, frames["trials"], frames["epochs"],
                                     frames["predictions"])
     space = SPACES.get(meta["space"])
+    strategy = strategy_for(hpo, sequential, root=target, finished=finished,
+                            factorial=factorial, tuned=tuned)
+    strategy.planned = meta.get("planned")  # the settings recorded before its first trial
     return ResumePlan(
         name=name, space_name=meta["space"], trials=current, skipped=skipped,
-        strategy=strategy_for(hpo, sequential, root=target, finished=finished,
-                              factorial=factorial, tuned=tuned), seeds=seeds,
+        strategy=strategy, seeds=seeds,
         reference=meta.get("reference") or (space.reference if space else "baseline"),
         reuse_workers=not (space and space.isolate_trials),
     )

@@ -1,15 +1,17 @@
-"""A fixed-seed experiment continued into ``--seeds auto``: its seeds become the pilot.
+"""A fixed-seed experiment continued into ``--seeds auto``: its seeds are the pilot.
 
 A fixed run (``--seeds 3``) that leaves variants ``inconclusive`` ends with one command,
 :func:`continue_command` (``--resume --name NAME --storage DIR --seeds auto``), and what it
 adds in the worst case (:func:`estimate_continuation`). That command (:func:`continue_plan`)
-turns the experiment's record into a sequential one: the design is
-``SeedDesign.plan(pilot=<the fixed run's seed count>, max_seeds)``, its seed order starts
-with the fixed run's seeds, and the fixed run's trials are round 1 as they are (read from
-trials.parquet, not run again). Rounds 2.. are ablations/experiment/strategies/seeds_auto.py's, so
-every verdict of
-the continued experiment is the sequential design's: the pilot's look spends only part of
-α, which is why a variant the fixed table decided may still get seeds.
+turns the experiment's record into a sequential one: the design is the one experiment.json's
+``planned`` recorded before the first trial (``SeedDesign.plan(pilot=<the fixed run's seed
+count>, max_seeds)``, results/planned.py), whose pilot look the fixed run's verdicts already
+were, so nothing they decided changes; its seed order starts with the fixed run's seeds, and
+the fixed run's trials are round 1 as they are (read from trials.parquet, not run again).
+Rounds 2.. are ablations/experiment/strategies/seeds_auto.py's. A run whose design has one
+look (``--seeds`` at least ``--max-seeds``) has final verdicts and is not continued. An
+experiment recorded before designs were is planned here, on its seeds; its fixed table
+decided at full α, so the design's first look may leave a variant it decided undecided.
 
 Every bad use (a search, an experiment already sequential, an unfinished run, flags that
 would change the plan) is refused in :func:`continue_plan` before anything is written.
@@ -100,12 +102,9 @@ def continue_command(storage: str, name: str, *, max_seeds: int, fixed_seeds: in
 def sequential_seeds(fixed: Sequence[int], max_seeds: int) -> list[int]:
     """The seed order of the continuation: the fixed run's seeds (the pilot), then the
     smallest seeds it did not run, up to ``max_seeds`` in all."""
-    order, used, candidate = list(fixed), set(fixed), 0
-    while len(order) < max_seeds:
-        if candidate not in used:
-            order.append(candidate)
-        candidate += 1
-    return order
+    from results.planned import seed_order
+
+    return seed_order(fixed, max_seeds)
 
 
 def first_look(trials: pd.DataFrame, seeds: Sequence[int], max_seeds: int, *, reference: str,
@@ -161,18 +160,20 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
                       reference: str, metric: str, margin: Optional[str], alpha: float,
                       address: Optional[str] = None, max_concurrent: int = 0,
                       slots: Optional[int] = None,
-                      fixed_wall_s: Optional[float] = None) -> Optional[str]:
+                      fixed_wall_s: Optional[float] = None,
+                      max_seeds: Optional[int] = None) -> Optional[str]:
     """The end of a fixed run's summary when variants are ``inconclusive``: which, the
     command that decides them and what it adds at most (``slots``, ``fixed_wall_s``: trials
     at a time and the run's time in Tune, for the wall time); None when none is (or the run
-    had fewer than 2 seeds: no pilot)."""
+    had fewer than 2 seeds: no pilot). ``max_seeds``: the last look of the design the run
+    recorded (``verdicts`` are then its pilot look's), else :func:`default_max_seeds`."""
     undecided = verdicts.loc[verdicts["verdict"] == "inconclusive", "ablation"].tolist()
     seeds = sorted(int(s) for s in trials.loc[trials["status"] != "skipped", "seed"].unique())
     if not undecided or len(seeds) < 2:
         return None
     from ablations.experiment.strategies.seeds_auto import next_arms
 
-    max_seeds = default_max_seeds(len(seeds))
+    max_seeds = max_seeds or default_max_seeds(len(seeds))
     look = first_look(trials, seeds, max_seeds, reference=reference, metric=metric,
                       margin=margin or "5%", alpha=alpha)
     arms = [a for a in next_arms(look, set(look["ablation"])) if a != reference]
@@ -271,10 +272,21 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     if len(fixed) < 2:
         raise UsageError(f"{name} ran {len(fixed)} seed(s); a pilot needs at least 2 for a t "
                          "test: start a new experiment with --seeds auto")
-    max_seeds = args.max_seeds or default_max_seeds(len(fixed))
-    if max_seeds <= len(fixed):
-        raise UsageError(f"--max-seeds {max_seeds}: {name} already ran {len(fixed)} seeds; "
-                         "raise --max-seeds")
+    planned = meta.get("planned")
+    if planned and planned.get("design"):  # the design fixed before its first trial
+        design = SeedDesign.from_dict(planned["design"])
+        check_planned(args, name, planned, design)
+        max_seeds, metric = design.max_seeds, planned["metric"]
+        margin, alpha = planned["margin"], float(planned["alpha"])
+        seeds = [int(s) for s in planned["seeds"]]
+    else:  # recorded before designs were: planned now, on its seeds
+        max_seeds = args.max_seeds or default_max_seeds(len(fixed))
+        if max_seeds <= len(fixed):
+            raise UsageError(f"--max-seeds {max_seeds}: {name} already ran {len(fixed)} "
+                             "seeds; raise --max-seeds")
+        design = SeedDesign.plan(len(fixed), max_seeds)
+        metric, margin, alpha = args.metric, args.margin or "5%", args.alpha
+        seeds = sequential_seeds(fixed, max_seeds)
     reference = meta.get("reference") or "baseline"
     variants = list(dict.fromkeys(values["ablation"] for values in meta["trials"].values()))
     if reference not in variants:
@@ -282,18 +294,46 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
                          "compares with it")
     if len(variants) < 2:
         raise UsageError(f"{name} ran only the reference; there is nothing to decide")
-    seeds = sequential_seeds(fixed, max_seeds)
     plan = extended_plan(meta["trials"], seeds)
-    run = SequentialRun(SeedDesign.plan(len(fixed), max_seeds), seeds, reference, args.metric,
-                        args.margin or "5%", args.alpha, plan)
+    run = SequentialRun(design, seeds, reference, metric, margin, alpha, plan)
     run.rounds = [{"round": 1, "tune": "tune", "trials": list(meta["trials"])}]
     ran = trials[trials["status"] != "skipped"]
     run.continued = {"seeds": fixed, "trials": len(ran),
                      "cpu_hours": float(ran["cpu_hours"].sum()),
                      "gpu_hours": float(ran["gpu_hours"].sum()),
                      "command": meta.get("command"),
-                     "at": dt.datetime.now(dt.timezone.utc).isoformat()}
+                     "at": dt.datetime.now(dt.timezone.utc).isoformat(),
+                     "planned": bool(planned and planned.get("design"))}
     return run
+
+
+def check_planned(args: Request, name: str, planned: dict[str, Any], design: Any) -> None:
+    """Refuse a continuation whose flags differ from the design experiment ``name`` recorded
+    before its first trial (``planned``): its verdicts are that design's pilot look, so the
+    continuation runs the same design; a single-look design's verdicts are final.
+
+    Raises:
+        UsageError: one line naming the flag and the recorded value.
+    """
+    if len(design.looks) == 1:
+        raise UsageError(f"{name}'s verdicts are final: its {design.looks[0]} seeds were "
+                         f"planned as the fixed design at full alpha (--max-seeds "
+                         f"{design.max_seeds}); more seeds would test them again: start a new "
+                         "experiment on new seeds (another --name)")
+    from results.planned import same_margin
+
+    defaults = Request()
+    given = {"--max-seeds": (args.max_seeds, design.max_seeds, None),
+             "--metric": (args.metric, planned["metric"], defaults.metric),
+             "--margin": (args.margin, planned["margin"], defaults.margin),
+             "--alpha": (args.alpha, float(planned["alpha"]), defaults.alpha)}
+    for flag, (value, recorded, default) in given.items():
+        same = same_margin(value, recorded) if flag == "--margin" else value == recorded
+        if value is not None and value != default and not same:
+            shown = f"{recorded:g}" if isinstance(recorded, float) else recorded
+            raise UsageError(f"{flag} {value}: {name} planned its rounds before its first "
+                             f"trial with {flag} {shown}; drop {flag} (the continuation runs "
+                             "the recorded design)")
 
 
 def extended_plan(recorded: dict[str, dict[str, Any]], seeds: Sequence[int]) -> dict[str, Any]:
@@ -331,7 +371,10 @@ def continuation_note(trials: pd.DataFrame, continued: dict[str, Any]) -> str:
     from ablations.experiment.strategies.seeds_auto import seed_span
 
     seeds = continued["seeds"]
+    source = ("the fixed run's table was its pilot look, planned before the first trial, and "
+              "every verdict it gave stands" if continued.get("planned") else
+              "none from the fixed table")
     return (f"Continued from a fixed run of {len(seeds)} seeds ({seed_span(seeds)}), its pilot: "
-            "every verdict above comes from the sequential design, none from the fixed "
-            f"table. The continuation added {added_trials} trials, {added:.3g} {unit}; total "
+            f"every verdict above comes from the sequential design; {source}. The "
+            f"continuation added {added_trials} trials, {added:.3g} {unit}; total "
             f"{len(ran)} trials, {(total_gpu if gpu else total_cpu):.3g} {unit}.")

@@ -140,8 +140,9 @@ def auto_seeds(args: Request, space: Any) -> Optional[tuple[int, int]]:
     """(pilot, max seeds) for --seeds auto (its seeds: ``range(max seeds)``); None for fixed
     seeds (refusing --pilot / --max-seeds there)."""
     if args.seeds != "auto":
-        if args.pilot is not None or args.max_seeds is not None:
-            raise UsageError("--pilot and --max-seeds apply with --seeds auto only")
+        if args.pilot is not None:
+            raise UsageError("--pilot applies with --seeds auto only (fixed seeds: the pilot "
+                             "is --seeds)")
         return None
     from results.sequential import DEFAULT_MAX_SEEDS
 
@@ -165,9 +166,9 @@ def crossed_seeds(trials: list[Any], seeds: Sequence[int]) -> list[Any]:
     cell (i, j) holds the first source at ``seeds[i]`` and the second at ``seeds[j]``
     (``seed_sources=init=a,order=b``) and has the pairing seed ``i * len(seeds) + j``, the
     same cell for every variant. ``trials``: :func:`search_spaces.expand`'s, variant-major."""
-    if len(seeds) < 2:
-        raise UsageError("--cross-seeds needs at least 2 seeds per source (e.g. --seeds 3: "
-                         "3 x 3 trials per variant)")
+    if len(seeds) < 3:  # results/crossed.py: at 2 x 2 each source's mean square has 1 df
+        raise UsageError("--cross-seeds needs at least 3 seeds per source for verdicts (e.g. "
+                         "--seeds 3: 3 x 3 trials per variant)")
     count, out, seen = len(seeds), [], set()
     for spec in trials:
         if spec.variant in seen:
@@ -267,8 +268,9 @@ def prepare(args: Request) -> Prepared:
                          "table; it does not combine with --seeds auto or a search space")
     auto = auto_seeds(args, space)
     seeds = list(range(auto[1])) if auto else list(args.seeds)
-    if (auto or args.tune_each) and only and space.reference not in only:
-        only = [space.reference, *only]  # every variant is compared with it
+    added_reference = bool(only) and not space.is_search and space.reference not in only
+    if added_reference:  # every variant is compared with it: without it, no verdicts
+        only = [space.reference, *only]
     hpo = factorial = None
     if space.is_search:
         if only:
@@ -296,6 +298,9 @@ def prepare(args: Request) -> Prepared:
             trials = with_null_control(trials, space.reference)
         trials, skipped, notes, data_summary = plan_trials(space, trials, capability=capability,
                                                            resolve=args.resolve_conflicts)
+        if added_reference:
+            notes.append(f"--only: added the reference {space.reference!r}, which every "
+                         "variant's verdict is compared with")
         if factorial is not None and skipped:
             spec, reason = skipped[0]
             raise UsageError(f"--design factorial: cell {spec.variant} cannot run here "
@@ -340,9 +345,43 @@ def prepare(args: Request) -> Prepared:
         tuned = TunedRun([key.strip() for key in args.tune_each.split(",") if key.strip()],
                          args.tune_budget, tuning_seed(seeds), space.reference,
                          {s.name: s for s in trials})
+    strategy = strategy_for(hpo, sequential, factorial=factorial, tuned=tuned)
+    strategy.plan_spec = planned_settings(args, space, seeds, strategy)
     return Prepared(space, base, trials, skipped, notes, data_summary, hpo, sequential, seeds,
-                    model, strategy_for(hpo, sequential, factorial=factorial, tuned=tuned),
-                    factorial)
+                    model, strategy, factorial)
+
+
+def planned_settings(args: Request, space: Any, seeds: Sequence[int],
+                     strategy: Any) -> dict[str, Any]:
+    """The arguments of :func:`results.planned.planned_record` (experiment.json's
+    ``planned``): the reference, metric, margin and α fixed before the data; for a fixed table
+    that can be continued into rounds, its seeds and ``--max-seeds`` (default 10), the
+    sequential design whose pilot look they are. Factorial, tuned, search and
+    ``--cross-seeds`` runs keep the fixed design at full α, so ``--max-seeds`` is refused
+    there.
+
+    Raises:
+        UsageError: ``--max-seeds`` where no rounds can follow, or below the seeds run.
+    """
+    settings = {"reference": space.reference, "metric": args.metric,
+                "margin": args.margin or "5%", "alpha": args.alpha}
+    if args.seeds == "auto":  # the design is the sequential record's
+        return settings
+    pilot = strategy.continues_into_rounds and not args.cross_seeds
+    if args.max_seeds is not None:
+        if not pilot:
+            kind = "--cross-seeds" if args.cross_seeds else {
+                "hpo": "a search", "factorial": "--design factorial",
+                "tuned": "--tune-each"}.get(strategy.kind, f"a {strategy.kind} run")
+            raise UsageError(f"--max-seeds plans the rounds a fixed ablation table can be "
+                             f"continued into; {kind} keeps the fixed design: drop --max-seeds")
+        if args.max_seeds < len(seeds):
+            raise UsageError(f"--max-seeds {args.max_seeds} is below the {len(seeds)} seeds "
+                             f"run; give --max-seeds {len(seeds)} for the fixed design at "
+                             "full alpha, or more to plan rounds")
+    if not pilot:
+        return settings
+    return {**settings, "seeds": list(seeds), "max_seeds": args.max_seeds}
 
 
 def strategy_for(hpo: Any = None, sequential: Any = None, *, root: str = "",

@@ -148,6 +148,11 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     strategy.record(metadata, trials)
     previous = read_metadata(root)
     metadata["auto_batch"] = options.auto_batch or (previous or {}).get("auto_batch")
+    # the settings fixed before the first trial (results/planned.py): a resume or a later
+    # round keeps the first record, and an experiment recorded without one gets none
+    planned = strategy.planned if previous is None else previous.get("planned")
+    if planned:
+        metadata["planned"] = planned
     if (resume or strategy.earlier_rows is not None or strategy.round_number > 1) \
             and previous is not None:  # a later round or stage of the same experiment
         metadata["started_at"] = previous.get("started_at", metadata["started_at"])

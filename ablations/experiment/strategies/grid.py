@@ -51,6 +51,12 @@ class Grid(Strategy):
                  skipped: Sequence[tuple[TrialSpec, str]]) -> list[str]:
         return [describe_trials(trials, base, skipped)]
 
+    def design_lines(self, alpha: float) -> list[str]:
+        from results.planned import pilot_design, pilot_note
+
+        design = pilot_design(self.planned)
+        return [pilot_note(design, alpha)] if design is not None else []
+
 
 def describe_trials(trials: Sequence[Any], base: TrialConfig,
                     skipped: Sequence[tuple[Any, str]] = ()) -> str:

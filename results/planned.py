@@ -1,0 +1,125 @@
+"""Settings fixed before the data: what experiment.json's ``planned`` records at plan time.
+
+Every run records the reference, metric, margin and α its verdicts are decided on before its
+first trial. A fixed-seed ablation table that can be continued into ``--seeds auto`` also
+records the sequential design it is the pilot look of (``design``: ``SeedDesign.plan(pilot=
+<its seeds>, max_seeds=<--max-seeds>)``, and ``seeds``: the seed order up to ``max_seeds``), so
+its verdicts are that look's and continuing it changes nothing already decided: one α for the
+whole workflow (docs/verdicts.md, "From a fixed run to answers"; measured by
+:mod:`results.workflow_simulation`).
+
+A table decided on other settings than the planned ones (``report --margin 10%``) is
+exploratory: :func:`departures` names what differs, :func:`exploratory_note` says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from results.sequential import DEFAULT_MAX_SEEDS, SeedDesign
+
+PLANNED_KEY = "planned"  # experiment.json's key
+SETTINGS = ("reference", "metric", "margin", "alpha")
+
+
+def planned_record(*, reference: str, metric: str, margin: str | float, alpha: float,
+                   seeds: Sequence[int] = (), max_seeds: Optional[int] = None
+                   ) -> dict[str, Any]:
+    """experiment.json's ``planned``: the four settings; with ``seeds`` (a fixed table that
+    can be continued into rounds), also the design whose pilot look they are and the seed
+    order up to ``max_seeds`` (default :data:`results.sequential.DEFAULT_MAX_SEEDS`). A run of
+    at least ``max_seeds`` seeds gets a one-look design: the fixed design at full α."""
+    record: dict[str, Any] = {"reference": reference, "metric": metric,
+                              "margin": str(margin), "alpha": float(alpha)}
+    if len(seeds) >= 2:
+        fixed = [int(s) for s in seeds]
+        most = max_seeds or DEFAULT_MAX_SEEDS
+        design = (SeedDesign.plan(len(fixed), most) if most > len(fixed)
+                  else SeedDesign.fixed(len(fixed)))
+        record["design"] = design.to_dict()
+        record["seeds"] = seed_order(fixed, design.max_seeds)
+    return record
+
+
+def seed_order(fixed: Sequence[int], max_seeds: int) -> list[int]:
+    """The fixed run's seeds (the pilot), then the smallest seeds it did not run, up to
+    ``max_seeds`` in all."""
+    order, used, candidate = list(fixed), set(fixed), 0
+    while len(order) < max_seeds:
+        if candidate not in used:
+            order.append(candidate)
+        candidate += 1
+    return order
+
+
+def pilot_design(planned: Optional[dict[str, Any]]) -> Optional[SeedDesign]:
+    """The sequential design a fixed run is the pilot look of; None for a run without one, or
+    whose design has a single look (its verdicts are the fixed design's at full α)."""
+    if not planned or not planned.get("design"):
+        return None
+    design = SeedDesign.from_dict(planned["design"])
+    return design if len(design.looks) > 1 else None
+
+
+def recorded_settings(meta: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The settings an experiment decided on, as recorded before its data: ``planned``, or a
+    ``--seeds auto`` run's ``sequential`` record; None for an experiment recorded before
+    either."""
+    record = meta.get(PLANNED_KEY) or meta.get("sequential")
+    if not record:
+        return None
+    return {"reference": record.get("reference") or meta.get("reference") or "baseline",
+            **{key: record.get(key) for key in SETTINGS[1:]}}
+
+
+def same_margin(given: str | float, planned: str | float) -> bool:
+    """Whether two margins as given on the command line are the same (``5%`` and ``5.0%``;
+    ``0.02`` and ``0.020``; a percentage is never the same as a value in units)."""
+    given, planned = str(given).strip(), str(planned).strip()
+    if given == planned:
+        return True
+    try:  # "5%" and "5.0%", "0.02" and "0.020"
+        return (given.endswith("%") == planned.endswith("%")
+                and float(given.rstrip("%")) == float(planned.rstrip("%")))
+    except ValueError:
+        return False
+
+
+def departures(planned: Optional[dict[str, Any]], *, reference: str, metric: str,
+               margin: str | float, alpha: float) -> list[str]:
+    """The settings given that differ from ``planned`` (:func:`recorded_settings`), each as
+    ``margin 10% (planned 5%)``; empty when they agree or nothing was planned."""
+    if not planned:
+        return []
+    differ = []
+    if planned.get("reference") and reference != planned["reference"]:
+        differ.append(f"reference {reference} (planned {planned['reference']})")
+    if planned.get("metric") and metric != planned["metric"]:
+        differ.append(f"metric {metric} (planned {planned['metric']})")
+    if planned.get("margin") is not None and not same_margin(margin, planned["margin"]):
+        differ.append(f"margin {margin} (planned {planned['margin']})")
+    if planned.get("alpha") is not None and float(alpha) != float(planned["alpha"]):
+        differ.append(f"alpha {float(alpha):g} (planned {float(planned['alpha']):g})")
+    return differ
+
+
+def exploratory_note(differ: Sequence[str]) -> str:
+    """One line over a table decided on settings other than the planned ones."""
+    return (f"EXPLORATORY: decided on {', '.join(differ)}, not the settings fixed before the "
+            "data; these are not the experiment's verdicts (its own: the same command without "
+            "these flags).")
+
+
+def pilot_note(design: SeedDesign, alpha: float) -> str:
+    """One line under a fixed run's table that is the pilot look of ``design``."""
+    share = design.levels(alpha, equivalence=False)[0]
+    eq = design.levels(alpha, equivalence=True)[0]
+    looks = ", ".join(str(n) for n in design.looks)
+    return (f"These {design.looks[0]} seeds are the pilot look of a sequential design planned "
+            f"before the run (looks at {looks} seeds per variant, --max-seeds "
+            f"{design.max_seeds}): its verdicts are tested at the pilot's levels "
+            f"(worse/better {design.diff_spend[0]:.0%} of alpha, nominal {share:.2g}; "
+            f"equivalent {design.eq_spend[0]:.0%}, nominal {eq:.2g}, before Holm), so "
+            "continuing with --seeds auto changes none of them; --max-seeds "
+            f"{design.looks[0]} gives the fixed design at full alpha.")

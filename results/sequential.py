@@ -42,6 +42,7 @@ from scipy import special
 
 from results.boundaries import nominal_levels
 from results.contrasts import Contrasts
+from results.failures import failure_tests
 from results.verdicts import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
@@ -49,6 +50,7 @@ from results.verdicts import (
     family_contrasts,
     metric_direction,
     verdict_labels,
+    verdict_reasons,
     verdict_table,
 )
 
@@ -141,8 +143,9 @@ class SeedDesign:
 
 def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
                      relative: bool = False, alpha: float = DEFAULT_ALPHA, direction: int = -1,
-                     outlier: np.ndarray | None = None, alpha_diff: float | None = None
-                     ) -> dict[str, np.ndarray]:
+                     outlier: np.ndarray | None = None, alpha_diff: float | None = None,
+                     worst_rank: tuple[np.ndarray, np.ndarray] | None = None,
+                     unstable: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Verdicts of the sequential design from each arm's contrasts at each look.
 
     Args:
@@ -156,6 +159,18 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
         outlier: (..., arms, looks): the robustness rule's flags (never `equivalent`).
         alpha_diff: the `worse`/`better` family's α when it differs from ``alpha`` (0: no
             such test, which the tests use to exercise the equivalence path alone).
+        worst_rank: (p, sign), each (..., arms, looks): the worst-rank test's p-value where a
+            seed of the look is discordant (one arm diverged, the other finished), else NaN,
+            and its sign (+1: the arm ranks worse; :mod:`results.failures`). Such a look tests
+            at Holm's level times the shares it banked, not at the t statistic's
+            group-sequential level: a look of the worst-rank test adds its share to the bank,
+            and a look whose seeds can reach the banked level (an exact test of n seeds has no
+            p below 2^(1-n)) spends it. Looks before the first discordant seed spend at most
+            their t shares and the later ones at most theirs, so the arm's test keeps its level
+            whichever look switches; at looks 3, 5, 7, 10 and eight arms the first reachable
+            look is the last, at the whole of Holm's level.
+        unstable: (..., arms, looks): more training failures than the reference by that
+            look: never `equivalent` there (as ``outlier``).
 
     The family is every arm on the arms axis, fixed before any data: an arm without a
     comparison at some look (its trials failed, or the reference's) still counts in Holm's
@@ -172,14 +187,17 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
     diff = np.asarray(contrasts.diff, float)
     if diff.shape[-1] != len(design.looks):
         raise ValueError(f"{diff.shape[-1]} looks given, the design plans {len(design.looks)}")
-    looked = ~np.isnan(diff) & ~np.isnan(contrasts.se)
     outlier = np.zeros(diff.shape, bool) if outlier is None else np.asarray(outlier, bool)
+    unstable = np.zeros(diff.shape, bool) if unstable is None else np.asarray(unstable, bool)
+    p_rank = np.full(diff.shape, np.nan) if worst_rank is None else np.asarray(worst_rank[0])
+    composite = ~np.isnan(p_rank)
+    looked = (~np.isnan(diff) & ~np.isnan(contrasts.se)) | composite
     arms, looks = diff.shape[-2], diff.shape[-1]
     with np.errstate(invalid="ignore"):
-        p = np.where(looked, contrasts.p_value(), np.nan)
-        # a flagged arm stays in the family (in Holm's divisor) but is never rejected
-        p_tost = np.where(looked, np.where(outlier, 1.0, contrasts.p_tost(margin, relative)),
-                          np.nan)
+        p = np.where(composite, p_rank, np.where(looked, contrasts.p_value(), np.nan))
+        raw_tost = contrasts.p_tost(margin, relative)
+        # a flagged or unstable arm stays in the family (in Holm's divisor), never rejected
+        p_tost = np.where(looked, np.where(outlier | unstable, 1.0, raw_tost), np.nan)
     m = arms  # the family, fixed before any data: every arm
     # thresholds[family][k, j]: look k's nominal level at Holm's level α/j (j = 1..arms)
     family_alpha = {False: alpha if alpha_diff is None else alpha_diff, True: alpha}
@@ -188,6 +206,13 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
                                                           equivalence=family)
                                             for j in range(1, arms + 1))]).T
         for family in (False, True)}
+    # the worst-rank test's levels: Holm's level times the shares banked (no correlation
+    # between looks used); a look whose seeds cannot reach its level (an exact test of n
+    # seeds has no p below 2^(1-n)) rejects nothing, so its share stays banked for the next
+    shares = np.asarray(design.diff_spend, float)
+    smallest_p = 2.0 ** (1 - np.asarray(design.looks, float))
+    holm_level = np.concatenate([[0.0], family_alpha[False] / np.arange(1, arms + 1)])
+    bank = np.zeros(diff.shape[:-1])
     batch = diff.shape[:-1]
     significant, equivalent = np.zeros(batch, bool), np.zeros(batch, bool)
     decided = np.full(batch, -1)
@@ -195,6 +220,8 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
     level = {False: np.full(batch, np.nan), True: np.full(batch, np.nan)}
     for k in range(looks):
         active = (decided < 0) & looked[..., k]
+        # a look the t test decided spends its share; the worst-rank test banks it
+        bank = np.where(composite[..., k], bank + shares[k], 0.0)
         last = np.where(active, k, last)
         new = {}
         for family, values, rejected in ((False, p[..., k], significant),
@@ -203,6 +230,9 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
             for _ in range(arms):  # Holm's steps within the look
                 remaining = np.maximum(m - rejected.sum(axis=-1), 1)  # (...)
                 threshold = thresholds[family][k][remaining][..., None]  # (..., 1)
+                if not family:
+                    threshold = np.where(composite[..., k],
+                                         holm_level[remaining][..., None] * bank, threshold)
                 level[family] = np.where(active & ~rejected, threshold, level[family])
                 step = active & ~rejected & (values < threshold)
                 if not step.any():
@@ -211,13 +241,26 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
                 fresh |= step
             new[family] = fresh
         decided = np.where(new[False] | new[True], k, decided)
+        # a reachable level was spent
+        bank = np.where(composite[..., k] & (level[False] >= smallest_p[k]), 0.0, bank)
     index = last[..., None]
-    deciding_diff = np.take_along_axis(np.where(looked, diff, 0.0), index, axis=-1)[..., 0]
+
+    def at_last(values: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(values, index, axis=-1)[..., 0]
+
+    signed = diff if worst_rank is None else np.where(
+        composite, np.asarray(worst_rank[1]) * (-direction or 1), diff)
+    deciding_diff = at_last(np.where(looked, signed, 0.0))
     verdict = verdict_labels(significant, equivalent, deciding_diff, direction)
+    # an outlying seed bars a claim about the size, not the difference (as the fixed design)
+    with np.errstate(invalid="ignore"):
+        within = at_last(np.where(looked, raw_tost, np.nan)) < level[True]
+    verdict[significant & at_last(outlier) & ~at_last(unstable) & within] = "significant"
     return {"verdict": verdict, "significant": significant, "equivalent": equivalent,
             "decided": decided, "last": last, "looks": looked.sum(axis=-1),
             "level_diff": level[False], "level_eq": level[True],
-            "outlier": np.take_along_axis(outlier, index, axis=-1)[..., 0]}
+            "outlier": at_last(outlier), "unstable": at_last(unstable),
+            "composite": at_last(composite)}
 
 
 def look_contrasts(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int], *,
@@ -246,6 +289,51 @@ def look_contrasts(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int
             np.stack(flags, axis=-1).reshape(shape), np.stack(paired, axis=-1).reshape(shape))
 
 
+def look_failures(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int],
+                  arms: Sequence[str], *, reference: str, metric: str, direction: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per arm and look (arms, looks), over the look's seeds: the worst-rank test's p-value
+    and sign where a seed is discordant (NaN elsewhere), and whether the arm had more
+    training failures than the reference (:func:`results.failures.failure_tests`); NaN /
+    False where the arm did not reach the look (as :func:`look_contrasts`)."""
+    shape = (len(arms), len(design.looks))
+    p, sign, unstable = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, bool)
+    previous = 0
+    for k, n in enumerate(design.looks):
+        added = set(seeds[previous:n])
+        previous = n
+        tests = failure_tests(trials, arms, reference=reference, metric=metric,
+                              direction=direction, seeds=set(seeds[:n]))
+        reached = np.array([((trials["ablation"] == arm) & trials["seed"].isin(added)).any()
+                            for arm in arms], dtype=bool)
+        p[:, k] = np.where(reached, tests.p_value, np.nan)
+        sign[:, k] = np.where(reached, tests.worse_sign, np.nan)
+        unstable[:, k] = reached & tests.no_equivalence
+    return p, sign, unstable
+
+
+def repeated_interval(contrasts: Contrasts, look: np.ndarray, *, design: SeedDesign,
+                      alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """The repeated confidence interval of Δ at each comparison's look (Jennison and Turnbull
+    2000, ch. 9): Δ ± c_k·se, c_k the critical value (at the contrast's df) of look k's nominal
+    level in the two-sided group-sequential boundary of overall level ``alpha``, without Holm's
+    division. The intervals of every look hold Δ at once with probability at least 1 − α, so
+    the one at the look where an arm stopped keeps that coverage whatever stopped it; the
+    fixed 1 − α interval read there covers less, and sits away from 0 for an arm stopped as
+    `worse`/`better` (its Δ is biased away from 0 by the stopping).
+
+    Args:
+        contrasts: the comparisons at their reported looks.
+        look: the index of each comparison's look (``sequential_tests``' ``last``).
+        design: the planned looks and α shares.
+        alpha: the interval's 1 − coverage, over all looks together.
+    """
+    nominal = np.array(design.levels(alpha, equivalence=False))[look]
+    with np.errstate(invalid="ignore"):
+        half = special.stdtrit(contrasts.df, 1 - nominal / 2) * contrasts.se
+    return contrasts.diff - half, contrasts.diff + half
+
+
 def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int], *,
                              reference: str = "baseline", metric: str = "test_mae",
                              margin: str | float = DEFAULT_MARGIN,
@@ -264,29 +352,40 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     ``p_holm``/``p_tost_holm`` have no sequential counterpart and are left empty;
     ``level_diff``/``level_eq`` give the nominal levels the arm's tests had at its reported
     look, ``looks`` how many looks it reached. ``seeds``: the experiment's seed
-    order (experiment.json's ``sequential.seeds``)."""
+    order (experiment.json's ``sequential.seeds``).
+
+    ``diff_ci_low``/``diff_ci_high`` are the repeated confidence interval at the reported look
+    (``attrs["diff_ci"] == "repeated"``): 1 − α coverage of Δ whichever look stopped the arm
+    (the fixed design's 1 − α interval at a look chosen by the data covers less); the
+    ``tost_ci_*`` and ``ratio_ci_*`` intervals are that look's unadjusted 1 − 2α ones, the
+    intervals its TOST reads."""
     seeds = list(seeds)
     table = verdict_table(trials, reference=reference, metric=metric, margin=margin,
                           alpha=alpha)
     value, relative = table.attrs["margin"], table.attrs["relative"]
     arms, contrasts, outlier, pairs = look_contrasts(trials, design, seeds,
                                                      reference=reference, metric=metric)
+    direction = metric_direction(metric)
+    p_rank, sign, unstable = look_failures(trials, design, seeds, arms, reference=reference,
+                                           metric=metric, direction=direction)
     tests = sequential_tests(contrasts, design=design, margin=value, relative=relative,
-                             alpha=alpha, direction=metric_direction(metric), outlier=outlier)
+                             alpha=alpha, direction=direction, outlier=outlier,
+                             worst_rank=(p_rank, sign), unstable=unstable)
     rows = np.arange(len(arms))
     reported = contrasts.take((rows, tests["last"]))
+    reported_rank = p_rank[rows, tests["last"]]
     level_eq = tests["level_eq"]
-    with np.errstate(invalid="ignore"):
-        half = special.stdtrit(reported.df, 1 - alpha / 2) * reported.se
+    low, high = repeated_interval(reported, tests["last"], design=design, alpha=alpha)
     columns = {
-        "diff_mean": reported.diff, "diff_ci_low": reported.diff - half,
-        "diff_ci_high": reported.diff + half, "se": reported.se, "df": reported.df,
+        "diff_mean": reported.diff, "diff_ci_low": low,
+        "diff_ci_high": high, "se": reported.se, "df": reported.df,
         "n_pairs": pairs[rows, tests["last"]],
         **comparison_columns(reported, margin=value, relative=relative, alpha=alpha),
         "p_holm": np.full(len(arms), np.nan), "p_tost_holm": np.full(len(arms), np.nan),
-        "equivalence_bound_holm": np.where(level_eq > 0, reported.bound(
+        "equivalence_bound_holm": np.where((level_eq > 0) & ~tests["unstable"], reported.bound(
             np.where(level_eq > 0, level_eq, 0.5), relative), np.nan),
-        "outlier": tests["outlier"], "significant": tests["significant"],
+        "outlier": tests["outlier"], "unstable": tests["unstable"],
+        "significant": tests["significant"],
         "equivalent": tests["equivalent"], "verdict": tests["verdict"],
         "decided_at": np.where(tests["decided"] >= 0,
                                np.array(design.looks)[np.maximum(tests["decided"], 0)], np.nan),
@@ -297,16 +396,28 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     mapped = table["ablation"].map(position)
     compared = mapped.notna().to_numpy()
     index = mapped[compared].astype(int).to_numpy()
+    # the worst-rank test where the reported look had a discordant seed
+    columns["p_value"] = np.where(np.isnan(reported_rank), columns["p_value"], reported_rank)
+    failures = failure_tests(trials, arms, reference=reference, metric=metric,
+                             direction=direction)
+    columns["reason"] = np.array(verdict_reasons(failures.reason, tests["outlier"],
+                                                 tests["verdict"]), dtype=object)
+    t_test = np.where(np.isnan(reported.diff), "none (fewer than 2 seeds)",
+                      np.where(pairs[rows, tests["last"]] > 0, "paired t", "Welch t"))
+    columns["test"] = np.where(tests["composite"], "worst-rank", t_test).astype(object)
     for column, values in columns.items():
         values = np.asarray(values)[index]
-        if column not in table or column in ("significant", "equivalent", "outlier", "verdict"):
+        if column not in table or column in ("significant", "equivalent", "outlier", "unstable",
+                                             "verdict", "reason", "test"):
             table[column] = pd.Series([None] * len(table), index=table.index, dtype=object) \
                 if values.dtype == object or values.dtype == bool else np.nan
         table.loc[compared, column] = values
-    for column in ("significant", "equivalent", "outlier"):
+    for column in ("significant", "equivalent", "outlier", "unstable"):
         table[column] = table[column].astype("boolean")
     table["verdict"] = table["verdict"].fillna("reference")
-    table.attrs.update(design=design.to_dict(), seeds=list(seeds), sequential=True)
+    table["reason"] = table["reason"].fillna("")
+    table.attrs.update(design=design.to_dict(), seeds=list(seeds), sequential=True,
+                       diff_ci="repeated")
     return table
 
 
@@ -368,22 +479,40 @@ def experiment_verdicts(directory: str, trials: pd.DataFrame | None = None, *,
                         alpha: float | None = None) -> pd.DataFrame:
     """The verdict table of the experiment in ``directory`` as its design decided them:
     :func:`sequential_verdict_table` for a ``--seeds auto`` run (experiment.json's
-    ``sequential``), else :func:`results.analysis.verdict_table`. Arguments left None are
-    the experiment's (its reference; the metric, margin and α a ``--seeds auto`` run decided
-    on), else baseline, test_mae, 5%, 0.05. ``trials``: its trials.parquet if loaded."""
+    ``sequential``) and for a fixed run that is the pilot look of a planned design
+    (``planned``'s ``design``: only its first look reached), else
+    :func:`results.analysis.verdict_table`. Arguments left None are the settings the
+    experiment recorded before its data (:mod:`results.planned`), else baseline, test_mae,
+    5%, 0.05. ``trials``: its trials.parquet if loaded.
+
+    A table decided on other settings than the recorded ones is exploratory: its
+    ``attrs["exploratory"]`` lists what differs (:func:`results.planned.departures`)."""
     from results.analysis import verdict_table
     from results.io import read_experiment, read_metadata
+    from results.planned import departures, pilot_design, recorded_settings
 
     if trials is None:
         trials = read_experiment(directory)["trials"]
     meta = read_metadata(directory) or {}
     record = meta.get("sequential")
-    reference = reference or meta.get("reference") or "baseline"
-    metric = metric or (record or {}).get("metric") or "test_mae"
-    margin = margin if margin is not None else (record or {}).get("margin", DEFAULT_MARGIN)
-    alpha = alpha if alpha is not None else float((record or {}).get("alpha", DEFAULT_ALPHA))
+    planned = recorded_settings(meta) or {}
+    reference = reference or planned.get("reference") or meta.get("reference") or "baseline"
+    metric = metric or planned.get("metric") or "test_mae"
+    margin = margin if margin is not None else planned.get("margin") or DEFAULT_MARGIN
+    alpha = alpha if alpha is not None else float(planned.get("alpha") or DEFAULT_ALPHA)
+    pilot = None if record else pilot_design(meta.get("planned"))
     if record:
-        return sequential_verdict_table(trials, SeedDesign.from_dict(record["design"]),
-                                        record["seeds"], reference=reference, metric=metric,
-                                        margin=margin, alpha=alpha)
-    return verdict_table(trials, reference=reference, metric=metric, margin=margin, alpha=alpha)
+        table = sequential_verdict_table(trials, SeedDesign.from_dict(record["design"]),
+                                         record["seeds"], reference=reference, metric=metric,
+                                         margin=margin, alpha=alpha)
+    elif pilot is not None:
+        table = sequential_verdict_table(trials, pilot, meta["planned"]["seeds"],
+                                         reference=reference, metric=metric, margin=margin,
+                                         alpha=alpha)
+        table.attrs["pilot"] = True
+    else:
+        table = verdict_table(trials, reference=reference, metric=metric, margin=margin,
+                              alpha=alpha)
+    table.attrs["exploratory"] = departures(planned, reference=reference, metric=metric,
+                                            margin=margin, alpha=alpha)
+    return table

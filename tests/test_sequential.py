@@ -108,6 +108,29 @@ def test_group_sequential_levels_spend_alpha_as_planned(two_sided, level):
     assert bonferroni.sum() < first.sum() - 3e-4  # what the correlation used to cost
 
 
+@pytest.mark.parametrize("two_sided", [True, False])
+def test_each_later_look_spends_at_most_its_share_of_the_paths_it_was_set_on(two_sided):
+    """The search takes the conservative side: on the simulated paths the levels come from, the
+    paths that first cross at a later look number at most level·share_k of them (floored), and
+    miss it by at most a couple of paths (Holm's first and last levels of eight arms)."""
+    from results import boundaries
+
+    design = SeedDesign.plan(3, 10)
+    t = boundaries.null_paths(design.looks)
+    stat = np.abs(t) if two_sided else np.concatenate([t, -t])
+    shares = design.diff_spend if two_sided else design.eq_spend
+    for level in (0.05, 0.05 / 8):
+        nominal = design.levels(level, equivalence=not two_sided)
+        alive = np.ones(len(stat), bool)
+        for k, n in enumerate(design.looks):
+            critical = special.stdtrit(n - 1, 1 - nominal[k] / (2 if two_sided else 1))
+            crossed = alive & (stat[:, k] > critical)
+            alive &= ~crossed
+            if k:
+                allowed = np.floor(level * shares[k] * len(stat))
+                assert allowed - 2 <= crossed.sum() <= allowed, (level, k, crossed.sum(), allowed)
+
+
 def test_a_single_look_spends_the_whole_level():
     assert nominal_levels((5,), (1.0,), 0.05, True) == (0.05,)
     assert SeedDesign.fixed(5).levels(0.01, equivalence=True) == (0.01,)
@@ -283,6 +306,31 @@ def test_a_verdict_is_frozen_at_the_look_that_decided_it():
     assert decided_later > 10  # not vacuous: verdicts reached after the pilot were checked
 
 
+def test_the_interval_of_delta_is_the_repeated_one_at_the_reported_look():
+    """A row's diff_ci_* is Δ ± c_k·se, c_k the t critical value of its look's nominal level in
+    the two-sided boundary of overall level α (no Holm division; Jennison and Turnbull's
+    repeated confidence interval), labelled so, and wider than the unadjusted 1 − α interval
+    at every look after the pilot."""
+    rng = np.random.default_rng(5)
+    design = SeedDesign.plan(3, 10)
+    reference, arms = simulate_runs(rng, experiments=1, seeds=10, ratios=list(ARMS.values()),
+                                    spread=0.012)
+    columns = {"baseline": reference[0], **dict(zip(ARMS, arms[0]))}
+    final = _run_rounds(columns, design)[0][-1].drop(index="baseline")
+    assert final.attrs["diff_ci"] == "repeated"
+    nominal = dict(zip(design.looks, design.levels(ALPHA, equivalence=False)))
+    later = 0
+    for arm, row in final.iterrows():
+        look = int(row["decided_at"]) if row["decided_at"] == row["decided_at"] else 10
+        half = special.stdtrit(row["df"], 1 - nominal[look] / 2) * row["se"]
+        assert row["diff_ci_low"] == pytest.approx(row["diff_mean"] - half, rel=1e-9), arm
+        assert row["diff_ci_high"] == pytest.approx(row["diff_mean"] + half, rel=1e-9), arm
+        if look > 3:
+            later += 1
+            assert half > special.stdtrit(row["df"], 1 - ALPHA / 2) * row["se"], arm
+    assert later >= 2, final[["verdict", "decided_at"]]  # not vacuous
+
+
 def test_no_worse_beside_a_difference_in_the_better_direction():
     """`worse` (lower is better: MAE) always sits beside a positive Δ, `better` beside a
     negative one, and the p-value printed beside it is below the level its look was tested at,
@@ -401,8 +449,9 @@ def test_a_welch_comparison_inside_the_rounds_reports_no_pairs():
 
 def test_the_null_paths_of_a_large_last_look_are_drawn_in_bounded_memory():
     """A run suggests --seeds auto up to many seeds (~200 at 1000 trials): the simulation draws
-    its Gaussian seeds a bounded chunk at a time (it took ~4 x 105 MB at 200 seeds, the
-    driver's peak RSS at the end of a large run), with the same paths as one draw."""
+    each look's sufficient statistics a bounded chunk at a time (drawing every seed took
+    ~4 x 105 MB at 200 seeds, the driver's peak RSS at the end of a large run), and the
+    statistics have the t law at each look (their joint law: the spending test above)."""
     import tracemalloc
 
     from results import boundaries
@@ -415,8 +464,8 @@ def test_the_null_paths_of_a_large_last_look_are_drawn_in_bounded_memory():
     finally:
         tracemalloc.stop()
         boundaries.null_paths.cache_clear()
-    assert peak < 64 * 2**20, peak / 2**20  # the (PATHS, 2) result is 8 MiB
-    rng = np.random.default_rng(boundaries.PATHS_SEED)
-    first = rng.standard_normal((5, 200))  # the first paths, drawn in one piece
-    t3 = first[:, :3].mean(1) / (first[:, :3].std(1, ddof=1) / np.sqrt(3))
-    assert np.allclose(paths[:5, 0], t3)
+    assert peak < 64 * 2**20, peak / 2**20  # the (PATHS, 2) float32 result is 16 MiB
+    from scipy import stats
+
+    for k, n in enumerate((3, 200)):
+        assert stats.kstest(paths[:100_000, k].astype(float), stats.t(n - 1).cdf).pvalue > 1e-3

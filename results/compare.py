@@ -22,7 +22,12 @@ import pandas as pd
 from results.comparisons import compare_arms, dropped_note, usable_trials
 from results.contrasts import Contrasts, robust_outliers
 from results.crossed import CROSSED_NOTE, add_crossed_columns, crossed_family
-from results.failures import FailureTests, outcome_tables, paired_failure_test
+from results.failures import (
+    FailureTests,
+    failure_reason,
+    outcome_tables,
+    paired_failure_test,
+)
 from results.io import read_experiment
 from results.phases import evaluation_rows
 from results.verdicts import (
@@ -135,9 +140,11 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         if column not in table:
             table[column] = np.nan
     failures = FailureTests(*(np.array([item[i] for item in instability], float)
-                              for i in range(6)),
-                            np.array([item[6] for item in instability], bool),
-                            tuple(item[7] for item in instability))
+                              for i in range(7)),
+                            np.array([item[7] for item in instability], bool),
+                            tuple(item[8] for item in instability))
+    if crossed_rows:  # a crossed grid's cells are not exchangeable one by one: no sign flips
+        failures = failures.without_rank_test(np.isin(np.arange(len(items)), crossed_rows))
     tests = equivalence_tests(Contrasts.stack(items), margin=value, relative=relative,
                               alpha=alpha, direction=direction,
                               outlier=np.array(flagged, dtype=bool), failures=failures)
@@ -146,7 +153,7 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
                    "unstable", "verdict"):
         table[column] = tests[column]
     table["reason"] = verdict_reasons(failures.reason, tests["outlier"], tests["verdict"])
-    table.loc[failures.composite, "test"] = "worst-rank"
+    table.loc[failures.composite, "test"] = "t + worst-rank"
     if crossed_rows:
         add_crossed_columns(table, table.index[crossed_rows],
                             Contrasts.stack(items).take(np.array(crossed_rows)), alpha)
@@ -175,11 +182,15 @@ def _instability(variant: str, finished_a: pd.DataFrame, failed_a: pd.DataFrame,
     va, fa = finished_a[variant], failed_a[variant]
     vb, fb = finished_b[variant], failed_b[variant]
     p, sign = paired_failure_test(vb, fb, va, fa, direction)
-    count_a, count_b = int(fa.sum()), int(fb.sum())
-    seeds_a, seeds_b = int((fa | va.notna()).sum()), int((fb | vb.notna()).sum())
-    reason = (f"unstable: {count_b}/{seeds_b} seeds diverged in B (A: {count_a}/{seeds_a})"
-              if count_b or count_a else "")
-    return count_b, count_a, seeds_b, seeds_a, p, sign, count_b > count_a, reason
+    seeds = vb.index.union(va.index)
+    out_a = (fa.reindex(seeds, fill_value=False) | va.reindex(seeds).notna())
+    out_b = (fb.reindex(seeds, fill_value=False) | vb.reindex(seeds).notna())
+    both = out_a & out_b  # counted where both experiments have an outcome
+    count_b = int((fb.reindex(seeds, fill_value=False) & both).sum())
+    count_a = int((fa.reindex(seeds, fill_value=False) & both).sum())
+    pairs = int(both.sum())
+    reason = failure_reason(count_b, count_a, pairs, "A", " in B")
+    return count_b, count_a, pairs, pairs, pairs, p, sign, count_b > count_a, reason
 
 
 def compare_note(table: pd.DataFrame, *, a: str = "A", b: str = "B") -> str:
@@ -194,7 +205,8 @@ def compare_note(table: pd.DataFrame, *, a: str = "A", b: str = "B") -> str:
     changed = [f"{variant} (negligible: a significant change within the margin)"
                if verdict == "negligible" else variant
                for variant, verdict in zip(table["ablation"], table["verdict"])
-               if verdict in ("worse", "better", "higher", "lower", "negligible")]
+               if verdict in ("worse", "better", "higher", "lower", "negligible",
+                              "significant")]
     if changed:
         lines.append(f"Changed: {', '.join(changed)}.")
     elif (table["verdict"] == "equivalent").all():

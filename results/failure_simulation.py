@@ -66,8 +66,8 @@ def failure_arrays(arms: np.ndarray, reference: np.ndarray, arm_failed: np.ndarr
         sign[index] = np.sign(w)
     count, ref_count = arm_failed.sum(-1), ref_failed.sum(-1)
     seeds = np.full(count.shape, float(arms.shape[-1]))
-    return FailureTests(count.astype(float), ref_count.astype(float), seeds, seeds, p, sign,
-                        count > ref_count, ("",) * int(np.prod(count.shape)))
+    return FailureTests(count.astype(float), ref_count.astype(float), seeds, seeds, seeds, p,
+                        sign, count > ref_count, ("",) * int(np.prod(count.shape)))
 
 
 def draw_failures(rng: np.random.Generator, experiments: int, arms: int, seeds: int,

@@ -12,18 +12,19 @@ A trial's status says who failed it:
 
 How the verdicts use a training failure (:func:`failure_tests`, docs/verdicts.md):
 
-- a seed where one arm diverged and the other finished (a *discordant* seed) makes the
-  comparison's test of Δ = 0 the **worst-rank** test: every seed's outcome is scored (the metric
+- a seed where one arm diverged and the other finished (a *discordant* seed) brings the
+  **worst-rank** test in beside the paired t test of the seeds both finished, each at half
+  the level (:meth:`FailureTests.combined_p`): every seed's outcome is scored (the metric
   oriented so that higher is worse; a diverged run scores +∞, below every finished one), and
   the paired differences go to the exact sign-flip test of the Wilcoxon signed-rank statistic
-  (ties and zeros as they are: two diverged runs tie). Its p-value takes the comparison's place
-  in the same Holm family; without a discordant seed, the paired t test decides as before (a
-  seed where both diverged carries no contrast and is left out). The switch is valid: whether a
-  seed is discordant does not change when its two runs swap, so under the null each test keeps
-  its level given which one is used;
-- an arm with more training failures than its reference is never `equivalent` (so never
-  `negligible`): the seeds that finished cannot speak for the ones that did not. Its row says
-  why: ``unstable: 3/10 seeds diverged (baseline: 0/10)``.
+  (ties and zeros as they are: two diverged runs tie). Without a discordant seed the paired t
+  test decides alone (a seed where both diverged carries no contrast and is left out). The
+  switch is valid: whether a seed is discordant does not change when its two runs swap, so
+  under the null each test keeps its level given which one is used;
+- an arm with more training failures than its reference (over the seeds both have an
+  outcome on) is never `equivalent` (so never `negligible`): the seeds that finished cannot
+  speak for the ones that did not. Its row says why:
+  ``unstable: 3/10 seeds diverged (baseline: 0/10)``.
 
 A metric without a better direction (a coverage) has no worst rank: its failures only bar
 equivalence.
@@ -32,7 +33,7 @@ equivalence.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -102,6 +103,7 @@ class FailureTests:
     ref_failed: np.ndarray  # the reference's
     seeds: np.ndarray  # the variant's seeds with an outcome (finished or diverged)
     ref_seeds: np.ndarray
+    pairs: np.ndarray  # seeds where both have an outcome: what the worst-rank test ranks
     p_value: np.ndarray  # worst-rank p where a seed is discordant, else NaN (the t test's)
     worse_sign: np.ndarray  # +1: the variant ranks worse (W > 0), -1 better, 0 tie, NaN none
     no_equivalence: np.ndarray  # more training failures than the reference: never equivalent
@@ -109,8 +111,35 @@ class FailureTests:
 
     @property
     def composite(self) -> np.ndarray:
-        """Where the worst-rank test replaces the t test."""
+        """Where a discordant seed brings the worst-rank test in beside the t test."""
         return ~np.isnan(self.p_value)
+
+    def without_rank_test(self, where: np.ndarray) -> FailureTests:
+        """The same, without the worst-rank test ``where`` (a crossed grid of seeds: its
+        cells share seeds, so flipping them one by one is no null distribution); their
+        failures still bar equivalence."""
+        return replace(self, p_value=np.where(where, np.nan, self.p_value),
+                       worse_sign=np.where(where, np.nan, self.worse_sign))
+
+    def combined_p(self, p_t: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+        """The test of Δ = 0 of a fixed design (one look) where a seed is discordant: the t
+        test of the finished seeds and the worst-rank test each at half the level (the
+        smaller p, doubled: Bonferroni within the arm), the worst-rank half only where its
+        seeds can reach α/(2m) at all (an exact test of n seeds has no p below 2^(1-n)), m
+        the comparisons in the family. The t test's p elsewhere; and where the worst-rank
+        part decided (its sign is then the direction)."""
+        p_t = np.asarray(p_t, float)
+        composite = self.composite
+        # the family along the last axis (leading axes: independent families)
+        family = np.maximum((composite | ~np.isnan(p_t)).sum(axis=-1, keepdims=True), 1)
+        reachable = 2.0 ** (1 - self.pairs) <= alpha / family / 2
+        with np.errstate(invalid="ignore"):
+            doubled_t = np.where(np.isnan(p_t), np.inf, 2 * p_t)
+            doubled_rank = np.where(reachable, 2 * self.p_value, np.inf)
+            combined = np.minimum(1.0, np.minimum(doubled_t, doubled_rank))
+        # a discordant comparison stays in the family (p = 1 where neither part can test)
+        p = np.where(composite, combined, p_t)
+        return p, composite & (doubled_rank < doubled_t)
 
 
 def paired_failure_test(variant: pd.Series, variant_failed: pd.Series, reference: pd.Series,
@@ -152,27 +181,41 @@ def failure_tests(trials: pd.DataFrame, arms: Sequence[str], *, reference: str, 
 
     ref_values = column(finished, reference, empty_values)
     ref_failed = column(failed, reference, empty_failed)
-    ref_n = int((ref_failed | ref_values.notna()).sum())
-    ref_count = int(ref_failed.sum())
-    out: dict[str, list] = {k: [] for k in ("failed", "seeds", "p", "sign", "block", "reason")}
+    ref_outcome = ref_failed | ref_values.notna()
+    out: dict[str, list] = {k: [] for k in ("failed", "ref_failed", "seeds", "pairs", "p",
+                                            "sign")}
     for arm in arms:
         values = column(finished, arm, empty_values)
         arm_failed = column(failed, arm, empty_failed)
-        count, n = int(arm_failed.sum()), int((arm_failed | values.notna()).sum())
+        # counted over the seeds where both have an outcome, so a seed the reference lost
+        # to the machinery is no failure of either
+        both = (arm_failed | values.notna()) & ref_outcome
         p, sign = paired_failure_test(values, arm_failed, ref_values, ref_failed, direction)
-        out["failed"].append(count)
-        out["seeds"].append(n)
+        out["failed"].append(int((arm_failed & both).sum()))
+        out["ref_failed"].append(int((ref_failed & both).sum()))
+        out["seeds"].append(int(both.sum()))
+        out["pairs"].append(int(both.sum()))
         out["p"].append(p)
         out["sign"].append(sign)
-        out["block"].append(count > ref_count)
-        if count:
-            reason = f"unstable: {count}/{n} seeds diverged ({reference}: {ref_count}/{ref_n})"
-        elif ref_count and n:
-            reason = f"{reference} diverged on {ref_count}/{ref_n} seeds, this variant on none"
-        else:
-            reason = ""
-        out["reason"].append(reason)
-    return FailureTests(np.array(out["failed"], float), np.full(len(arms), float(ref_count)),
-                        np.array(out["seeds"], float), np.full(len(arms), float(ref_n)),
-                        np.array(out["p"], float), np.array(out["sign"], float),
-                        np.array(out["block"], bool), tuple(out["reason"]))
+    count, ref_count = np.array(out["failed"]), np.array(out["ref_failed"])
+    reasons = tuple(failure_reason(c, r, n, reference) for c, r, n in
+                    zip(count, ref_count, out["seeds"]))
+    return FailureTests(count.astype(float), ref_count.astype(float),
+                        np.array(out["seeds"], float), np.array(out["seeds"], float),
+                        np.array(out["pairs"], float), np.array(out["p"], float),
+                        np.array(out["sign"], float), count > ref_count, reasons)
+
+
+def failure_reason(count: int, ref_count: int, seeds: int, reference: str,
+                   where: str = "") -> str:
+    """The ``reason`` words for a comparison's diverged seeds, over the ``seeds`` both have
+    an outcome on: ``unstable`` only with more than the reference (what bars equivalence)."""
+    if count > ref_count:
+        return (f"unstable: {count}/{seeds} seeds diverged{where} ({reference}: "
+                f"{ref_count}/{seeds})")
+    if count:
+        return (f"{count}/{seeds} seeds diverged{where}, no more than {reference}'s "
+                f"{ref_count}/{seeds}")
+    if ref_count:
+        return f"{reference} diverged on {ref_count}/{seeds} seeds, this variant on none"
+    return ""

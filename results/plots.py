@@ -23,7 +23,7 @@ def _save(fig, path: str | Path) -> Path:
 
 VERDICT_COLORS = {"worse": "tab:red", "higher": "tab:red", "better": "tab:green",
                   "lower": "tab:green", "equivalent": "tab:blue", "negligible": "tab:purple",
-                  "inconclusive": "0.55"}
+                  "significant": "tab:orange", "inconclusive": "0.55"}
 
 
 def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = "test_mae") -> Path:

@@ -20,6 +20,7 @@ import pandas as pd
 VERDICT_COLOURS = {  # background of a verdict cell
     "worse": "#fde2e1", "better": "#dcfce7", "equivalent": "#dbeafe", "negligible": "#eef2f7",
     "inconclusive": "#fef3c7", "higher": "#fde2e1", "lower": "#fde2e1", "reference": "#ffffff",
+    "significant": "#fde2e1",
 }
 
 CSS = """

@@ -161,14 +161,13 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
             such test, which the tests use to exercise the equivalence path alone).
         worst_rank: (p, sign), each (..., arms, looks): the worst-rank test's p-value where a
             seed of the look is discordant (one arm diverged, the other finished), else NaN,
-            and its sign (+1: the arm ranks worse; :mod:`results.failures`). Such a look tests
-            at Holm's level times the shares it banked, not at the t statistic's
-            group-sequential level: a look of the worst-rank test adds its share to the bank,
-            and a look whose seeds can reach the banked level (an exact test of n seeds has no
-            p below 2^(1-n)) spends it. Looks before the first discordant seed spend at most
-            their t shares and the later ones at most theirs, so the arm's test keeps its level
-            whichever look switches; at looks 3, 5, 7, 10 and eight arms the first reachable
-            look is the last, at the whole of Holm's level.
+            and its sign (+1: the arm ranks worse; :mod:`results.failures`). Such a look
+            splits its share of Holm's level: half to the t test of the finished seeds, half
+            banked for the worst-rank test, spent at the first look whose seeds can reach it
+            at α/m (an exact test of n seeds has no p below 2^(1-n); at looks 3, 5, 7, 10 and
+            eight arms, the last, with half of Holm's level). The plan depends on the design
+            and the family only, and the parts an arm spends add up to at most its share, so
+            its test keeps its level whichever look the first discordant seed comes at.
         unstable: (..., arms, looks): more training failures than the reference by that
             look: never `equivalent` there (as ``outlier``).
 
@@ -194,7 +193,7 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
     looked = (~np.isnan(diff) & ~np.isnan(contrasts.se)) | composite
     arms, looks = diff.shape[-2], diff.shape[-1]
     with np.errstate(invalid="ignore"):
-        p = np.where(composite, p_rank, np.where(looked, contrasts.p_value(), np.nan))
+        p_t = np.where(looked, contrasts.p_value(), np.nan)  # NaN: fewer than 2 finished
         raw_tost = contrasts.p_tost(margin, relative)
         # a flagged or unstable arm stays in the family (in Holm's divisor), never rejected
         p_tost = np.where(looked, np.where(outlier | unstable, 1.0, raw_tost), np.nan)
@@ -206,13 +205,17 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
                                                           equivalence=family)
                                             for j in range(1, arms + 1))]).T
         for family in (False, True)}
-    # the worst-rank test's levels: Holm's level times the shares banked (no correlation
-    # between looks used); a look whose seeds cannot reach its level (an exact test of n
-    # seeds has no p below 2^(1-n)) rejects nothing, so its share stays banked for the next
+    # A look with a discordant seed splits its share of Holm's level α/r: half to the t test
+    # of the finished seeds, spent there, half banked for the worst-rank test. The bank is
+    # spent at a look whose seeds could reach it at α/m (an exact test of n seeds has no p
+    # below 2^(1-n)): fixed by the design and the family alone, so a larger Holm level only
+    # raises both parts, and the levels an arm spends add up to at most α/r (no correlation
+    # between looks used).
     shares = np.asarray(design.diff_spend, float)
     smallest_p = 2.0 ** (1 - np.asarray(design.looks, float))
     holm_level = np.concatenate([[0.0], family_alpha[False] / np.arange(1, arms + 1)])
     bank = np.zeros(diff.shape[:-1])
+    rank_decides = np.zeros(diff.shape, bool)
     batch = diff.shape[:-1]
     significant, equivalent = np.zeros(batch, bool), np.zeros(batch, bool)
     decided = np.full(batch, -1)
@@ -220,19 +223,28 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
     level = {False: np.full(batch, np.nan), True: np.full(batch, np.nan)}
     for k in range(looks):
         active = (decided < 0) & looked[..., k]
-        # a look the t test decided spends its share; the worst-rank test banks it
-        bank = np.where(composite[..., k], bank + shares[k], 0.0)
+        # a look without a discordant seed spends its share on the t test (the bank with it)
+        bank = np.where(composite[..., k], bank + shares[k] / 2, 0.0)
+        spend = composite[..., k] & (smallest_p[k] <= holm_level[m] * bank)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # each part's p over its share of the level: the arm rejects at Holm's α/r when
+            # the smaller one is below it
+            ratio_t = np.where(np.isnan(p_t[..., k]), np.inf, p_t[..., k] / (shares[k] / 2))
+            ratio_rank = np.where(spend, p_rank[..., k] / np.where(spend, bank, 1.0), np.inf)
+        scaled = np.minimum(ratio_t, ratio_rank)
+        rank_decides[..., k] = composite[..., k] & (ratio_rank < ratio_t)
+        values_diff = np.where(composite[..., k], scaled, p_t[..., k])
         last = np.where(active, k, last)
         new = {}
-        for family, values, rejected in ((False, p[..., k], significant),
+        for family, values, rejected in ((False, values_diff, significant),
                                          (True, p_tost[..., k], equivalent)):
             fresh = np.zeros(batch, bool)
             for _ in range(arms):  # Holm's steps within the look
                 remaining = np.maximum(m - rejected.sum(axis=-1), 1)  # (...)
                 threshold = thresholds[family][k][remaining][..., None]  # (..., 1)
                 if not family:
-                    threshold = np.where(composite[..., k],
-                                         holm_level[remaining][..., None] * bank, threshold)
+                    threshold = np.where(composite[..., k], holm_level[remaining][..., None],
+                                         threshold)
                 level[family] = np.where(active & ~rejected, threshold, level[family])
                 step = active & ~rejected & (values < threshold)
                 if not step.any():
@@ -241,15 +253,15 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
                 fresh |= step
             new[family] = fresh
         decided = np.where(new[False] | new[True], k, decided)
-        # a reachable level was spent
-        bank = np.where(composite[..., k] & (level[False] >= smallest_p[k]), 0.0, bank)
+        bank = np.where(spend, 0.0, bank)
     index = last[..., None]
 
     def at_last(values: np.ndarray) -> np.ndarray:
         return np.take_along_axis(values, index, axis=-1)[..., 0]
 
+    # the direction of the part that decided: the rank statistic's, or the finished seeds' Δ
     signed = diff if worst_rank is None else np.where(
-        composite, np.asarray(worst_rank[1]) * (-direction or 1), diff)
+        rank_decides, np.asarray(worst_rank[1]) * (-direction or 1), diff)
     deciding_diff = at_last(np.where(looked, signed, 0.0))
     verdict = verdict_labels(significant, equivalent, deciding_diff, direction)
     # an outlying seed bars a claim about the size, not the difference (as the fixed design)
@@ -396,15 +408,21 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     mapped = table["ablation"].map(position)
     compared = mapped.notna().to_numpy()
     index = mapped[compared].astype(int).to_numpy()
-    # the worst-rank test where the reported look had a discordant seed
-    columns["p_value"] = np.where(np.isnan(reported_rank), columns["p_value"], reported_rank)
-    failures = failure_tests(trials, arms, reference=reference, metric=metric,
-                             direction=direction)
-    columns["reason"] = np.array(verdict_reasons(failures.reason, tests["outlier"],
-                                                 tests["verdict"]), dtype=object)
+    # the worst-rank test's p where the reported look had a discordant seed (p_value: the t
+    # test's of the finished seeds; the two split the look's level)
+    columns["p_worst_rank"] = reported_rank
+    # each arm's failures over the seeds of the look its row reports
+    reasons = [""] * len(arms)
+    for look in set(tests["last"].tolist()):
+        at_look = failure_tests(trials, arms, reference=reference, metric=metric,
+                                direction=direction, seeds=set(seeds[:design.looks[look]]))
+        for i in np.flatnonzero(tests["last"] == look):
+            reasons[i] = at_look.reason[i]
+    columns["reason"] = np.array(verdict_reasons(reasons, tests["outlier"], tests["verdict"]),
+                                 dtype=object)
     t_test = np.where(np.isnan(reported.diff), "none (fewer than 2 seeds)",
                       np.where(pairs[rows, tests["last"]] > 0, "paired t", "Welch t"))
-    columns["test"] = np.where(tests["composite"], "worst-rank", t_test).astype(object)
+    columns["test"] = np.where(tests["composite"], "t + worst-rank", t_test).astype(object)
     for column, values in columns.items():
         values = np.asarray(values)[index]
         if column not in table or column in ("significant", "equivalent", "outlier", "unstable",

@@ -188,9 +188,10 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
             one whose equivalence test would have passed reads `significant` (a difference,
             no claim about its size) instead of `worse`/`better`.
         failures: the training failures of each comparison (:mod:`results.failures`): where
-            a seed is discordant the worst-rank test's p-value replaces the t test's (and its
-            sign the difference's, for the verdict's direction), and an arm with more
-            failures than its reference is never `equivalent`.
+            a seed is discordant the test of Δ = 0 is the t test of the finished seeds and the
+            worst-rank test at half the level each (:meth:`FailureTests.combined_p`; the
+            direction is that of the part that decided), and an arm with more failures than
+            its reference is never `equivalent`.
 
     Returns:
         Arrays of the comparisons' shape: ``p_value`` (two-sided t test of Δ = 0), ``p_holm``,
@@ -207,10 +208,11 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
     outlier = np.zeros(p_value.shape, bool) if outlier is None else np.asarray(outlier, bool)
     unstable = np.zeros(p_value.shape, bool)
     if failures is not None:
-        composite = failures.composite
-        p_value = out["p_value"] = np.where(composite, failures.p_value, p_value)
-        # the verdict's direction: the worst-rank statistic's sign, as a difference's
-        diff = np.where(composite, failures.worse_sign * (-direction or 1), diff)
+        p_value, rank_decides = failures.combined_p(p_value, alpha)
+        out["p_value"] = p_value
+        out["p_worst_rank"] = failures.p_value
+        # the verdict's direction where the worst-rank part decided: its statistic's sign
+        diff = np.where(rank_decides, failures.worse_sign * (-direction or 1), diff)
         unstable = np.asarray(failures.no_equivalence, bool)
         # an arm that diverged where the reference did not counts in the TOST family, never
         # rejected, even with no finished seed left to compute its p from
@@ -329,6 +331,8 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
     contrasts, outlier, _ = family_contrasts(trials, arms, reference=reference, metric=metric)
     failures = failure_tests(trials, arms, reference=reference, metric=metric,
                              direction=direction)
+    if crossed_cells(trials, reference) is not None:  # --cross-seeds: no per-cell sign flips
+        failures = failures.without_rank_test(np.ones(len(arms), bool))
     tests = equivalence_tests(contrasts, margin=value, relative=relative, alpha=alpha,
                               direction=direction, outlier=outlier, failures=failures)
     columns = [*table.columns, *(c for c in tests if c not in table.columns), "n_diverged",
@@ -365,7 +369,7 @@ def add_failure_columns(table: pd.DataFrame, index: pd.Index, failures: FailureT
     table["reason"] = ""
     table.loc[index, "reason"] = verdict_reasons(failures.reason, outlier, verdict)
     if "test" in table:
-        table.loc[index[failures.composite], "test"] = "worst-rank"
+        table.loc[index[failures.composite], "test"] = "t + worst-rank"
 
 
 def verdict_reasons(failure_reasons: Sequence[str], outlier: np.ndarray,

@@ -6,11 +6,11 @@ which adds seeds in rounds up to 10 for the arms still ``inconclusive``. A user 
 has seen two tables on the same pilot seeds; an arm is wrongly called if either called it
 wrongly. Two workflows:
 
-- ``old``: the fixed table at full α (:func:`results.simulation.fixed_verdicts`), then, if it
-  left an arm ``inconclusive``, the sequential design planned at the continuation
+- ``full_alpha``: the fixed table at full α (:func:`results.simulation.fixed_verdicts`),
+  then, if it left an arm ``inconclusive``, the sequential design planned at the continuation
   (``SeedDesign.plan(3, 10)``), which decides the pilot seeds again at its first look and
   spends α a second time.
-- ``new``: the fixed run is the pilot look of that design, planned before its first trial
+- ``pilot``: the fixed run is the pilot look of that design, planned before its first trial
   (experiment.json's ``planned``, :mod:`results.planned`): its table is
   :func:`results.sequential.sequential_tests` with only the first look reached, and the
   continuation runs the same design, which never re-decides an arm (the runner's
@@ -81,12 +81,13 @@ def workflow_errors(scenario: str, *, spread: float = SPREAD, experiments: int =
                     seed: int = 0, alpha: float = 0.05, pilot: int = PILOT,
                     max_seeds: int = DEFAULT_MAX_SEEDS) -> dict[str, float]:
     """Error rates of one :data:`SCENARIOS` row over ``experiments`` simulated experiments
-    (seeded): ``fixed`` (the fixed table alone, full α), ``old`` and ``new`` (the whole
-    workflow, see the module's docstring), ``continued_old``/``continued_new`` (the share of
+    (seeded): ``fixed`` (the fixed table alone, full α), ``full_alpha`` and ``pilot`` (the
+    whole workflow, see the module's docstring), ``continued_full_alpha``/``continued_pilot``
+    (the share of
     experiments whose first table left an arm ``inconclusive``: the continuation offered),
-    and ``changed_old``/``changed_new`` (the share of those experiments where the
-    continuation gave another verdict to an arm the first table had decided: the old
-    workflow re-decides them, the new one never does)."""
+    and ``changed_full_alpha``/``changed_pilot`` (the share of those experiments where the
+    continuation gave another verdict to an arm the first table had decided: a full-α first
+    table is re-decided, a pilot look never is)."""
     ratios, counted, error = SCENARIOS[scenario]
     rng = np.random.default_rng(seed)
     reference, arms = simulate_runs(rng, experiments=experiments, seeds=max_seeds,
@@ -97,8 +98,8 @@ def workflow_errors(scenario: str, *, spread: float = SPREAD, experiments: int =
     continued = sequential_verdicts(reference, arms, design, margin=MARGIN, relative=True,
                                     alpha=alpha)
     look = pilot_look(reference, arms, design, alpha=alpha)
-    offered_old = (fixed["verdict"] == "inconclusive").any(axis=-1)
-    offered_new = (look["verdict"] == "inconclusive").any(axis=-1)
+    offered_full_alpha = (fixed["verdict"] == "inconclusive").any(axis=-1)
+    offered_pilot = (look["verdict"] == "inconclusive").any(axis=-1)
     final = _wrong(continued, counted, error)
     decided = look["verdict"] != "inconclusive"
     changed = (decided & (continued["verdict"] != look["verdict"])).any(axis=-1)
@@ -106,12 +107,12 @@ def workflow_errors(scenario: str, *, spread: float = SPREAD, experiments: int =
                  & (continued["verdict"] != fixed["verdict"])).any(axis=-1)
     return {
         "fixed": float(_wrong(fixed, counted, error).mean()),
-        "old": float((_wrong(fixed, counted, error) | (offered_old & final)).mean()),
-        "new": float((_wrong(look, counted, error) | (offered_new & final)).mean()),
-        "continued_old": float(offered_old.mean()),
-        "continued_new": float(offered_new.mean()),
-        "changed_old": float((offered_old & redecided).mean()),
-        "changed_new": float((offered_new & changed).mean()),
+        "full_alpha": float((_wrong(fixed, counted, error) | (offered_full_alpha & final)).mean()),
+        "pilot": float((_wrong(look, counted, error) | (offered_pilot & final)).mean()),
+        "continued_full_alpha": float(offered_full_alpha.mean()),
+        "continued_pilot": float(offered_pilot.mean()),
+        "changed_full_alpha": float((offered_full_alpha & redecided).mean()),
+        "changed_pilot": float((offered_pilot & changed).mean()),
     }
 
 
@@ -137,8 +138,8 @@ def main() -> None:
     table = workflow_table(experiments)
     print(f"Whole workflow (a {PILOT}-seed run, then --seeds auto up to {DEFAULT_MAX_SEEDS}), "
           f"{experiments} experiments per row; alpha + 3 MC s.e. = {table.attrs['bound']:.3f}\n")
-    header = ["scenario", "error", "spread", "fixed", "old", "new", "continued_old",
-              "continued_new", "changed_old", "changed_new"]
+    header = ["scenario", "error", "spread", "fixed", "old", "new", "continued_full_alpha",
+              "continued_pilot", "changed_full_alpha", "changed_pilot"]
     print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
     for row in table[header].itertuples(index=False):
         print("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v)

@@ -35,7 +35,8 @@ from tests.test_cli import assert_one_line_error, in_process
 # inconclusive variants and the continuation a round 2; --max-seeds 5 keeps it to two looks
 # (3, 5).
 ARGS = ["--space", "components", "--only", "baseline,no_images", "--null-control",
-        "--seeds", "3", "--max-seeds", "5", "--margin", "1%", "--epochs", "2", "--set", "synthetic_train=96",
+        "--seeds", "3", "--max-seeds", "5", "--margin", "1%", "--epochs", "2",
+        "--set", "synthetic_train=96",
         "--set", "synthetic_val=16", "--set", "synthetic_test=32", "--set", "cnn_widths=8,16,16",
         "--set", "embed_dim=16", "--set", "num_heads=2", "--set", "batch_size=16",
         "--no-dashboard"]
@@ -65,7 +66,8 @@ def continued(tmp_path_factory):
     command[:2] = [sys.executable, str(REPO / "run_ablations.py")]
     # --allow-changed: other tests may edit the checkout meanwhile (provenance is not tested
     # here); --no-dashboard as in the first run.
-    done = subprocess.run([*command, "--no-dashboard", "--allow-changed"], capture_output=True, text=True, env=env(),
+    done = subprocess.run([*command, "--no-dashboard", "--allow-changed"], capture_output=True,
+                          text=True, env=env(),
                           timeout=400, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return {"root": root, "storage": storage, "before": before, "command": printed.group(0),
@@ -310,8 +312,8 @@ def test_the_estimate_is_every_undecided_variant_and_the_reference_at_max_seeds(
 
 
 def test_the_hint_leaves_out_variants_whose_trials_failed():
-    """A variant with fewer than 2 ok trials gets no more seeds (rounds.next_arms): the hint
-    says so, and prints no command when no variant would get seeds."""
+    """A variant with fewer than 2 ok or diverged trials gets no more seeds (next_arms): the
+    hint says so, and prints no command when no variant would get seeds."""
     import numpy as np
 
     from ablations.experiment.continuing import continuation_hint
@@ -330,7 +332,7 @@ def test_the_hint_leaves_out_variants_whose_trials_failed():
 
     text = hint(rows)
     assert text.startswith("Inconclusive after 3 seeds: a, b. To decide them")
-    assert "b: fewer than 2 ok trials, no more seeds" in text
+    assert "b: fewer than 2 ok or diverged trials, no more seeds" in text
     assert "At most 14 more trials (1 variant(s) + the reference x 7 seeds)" in text
     assert "about 70 s of trial time, 0.0194 CPU-hours, ~35 s wall at 2 trial(s) at a time" \
         in text

@@ -29,18 +29,18 @@ from tests.test_cli import assert_one_line_error, in_process
 
 
 @pytest.mark.parametrize(("scenario", "spread"), [
-    ("8 null arms", 3 * SPREAD),  # the old workflow: 0.070 at 4000 experiments
+    ("8 null arms", 3 * SPREAD),  # a full-alpha first table: 0.070 at 4000 experiments
     ("an arm at +5% + 4 null + 3 large effects", SPREAD),
 ])
 def test_a_fixed_run_and_its_continuation_spend_alpha_once(scenario, spread):
     experiments = 2000
     rates = workflow_errors(scenario, spread=spread, experiments=experiments, seed=5)
     bound = 0.05 + 3 * np.sqrt(0.05 * 0.95 / experiments)
-    assert rates["new"] <= bound, rates
-    assert rates["continued_new"] > 0.9  # the continuation is offered: the workflow is whole
+    assert rates["pilot"] <= bound, rates
+    assert rates["continued_pilot"] > 0.9  # the continuation is offered: the workflow is whole
     # the first table's verdicts are the design's first look: continuing keeps every one,
-    # where the old workflow's continuation re-decided them
-    assert rates["changed_new"] == 0 and rates["changed_old"] > 0.02, rates
+    # where a full-alpha first table's continuation re-decided them
+    assert rates["changed_pilot"] == 0 and rates["changed_full_alpha"] > 0.02, rates
 
 
 # ------------------------------------------------------------------------------ the record
@@ -158,6 +158,9 @@ def test_compare_on_other_settings_than_recorded_is_labelled_exploratory(tmp_pat
     b = _recorded(_experiment(tmp_path / "b"), margin="10%")
     assert main(["compare", str(a), str(a)]) == 0
     assert "EXPLORATORY" not in capsys.readouterr().out
+    # a setting left out is A's: not a departure, whatever B planned
     assert main(["compare", str(a), str(b)]) == 0
+    assert "EXPLORATORY" not in capsys.readouterr().out
+    assert main(["compare", str(a), str(b), "--margin", "10%"]) == 0
     assert capsys.readouterr().out.startswith(
-        "EXPLORATORY: decided on margin 5% (planned 10%) in B")
+        "EXPLORATORY: decided on margin 10% (planned 5%) in A")

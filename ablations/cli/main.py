@@ -240,7 +240,7 @@ def _continuation_hint(df: Any, args: argparse.Namespace, storage: str, name: st
                        planned: Optional[dict[str, Any]] = None) -> Optional[str]:
     """A fixed run's inconclusive variants and the one command that decides them.
     ``planned``: experiment.json's record of the design the run is the pilot look of (None:
-    an experiment recorded before designs were; its fixed table is the one continued)."""
+    an experiment.json without a design; its fixed table is the one continued)."""
     from ablations.experiment.continuing import continuation_hint
     from results.analysis import verdict_table
     from results.planned import pilot_design

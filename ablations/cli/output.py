@@ -69,6 +69,11 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
             verdicts = verdicts.set_index("ablation")
         except (ValueError, KeyError) as exc:  # e.g. a relative margin of a mean of 0
             no_verdicts = f"\n\nNo verdicts: {exc}"
+    elif (trials_df["ablation"] == reference).any() and trials_df["ablation"].nunique() > 1:
+        statuses = trials_df.loc[trials_df["ablation"] == reference, "status"].value_counts()
+        counted = ", ".join(f"{n} {status}" for status, n in statuses.items())
+        no_verdicts = (f"\n\nNo verdicts: the reference {reference} has no ok trial "
+                       f"({counted}); nothing to compare the variants with.")
     rows = []
     for ablation, group in trials_df.groupby("ablation", sort=False):
         ok = group[group["status"] == "ok"]
@@ -192,14 +197,18 @@ def compare_main(argv: Sequence[str]) -> int:
                            "E.g. the same command before and after a code change.")
     parser.add_argument("a", metavar="EXP_A", help="the first experiment folder (or URI)")
     parser.add_argument("b", metavar="EXP_B", help="the second experiment folder (or URI)")
-    parser.add_argument("--metric", default="test_mae", help="trials column (default test_mae)")
-    parser.add_argument("--margin", type=margin_flag, default="5%", metavar="X|P%",
+    parser.add_argument("--metric", default=None,
+                        help="trials column (default: A's planned metric, else test_mae)")
+    parser.add_argument("--margin", type=margin_flag, default=None, metavar="X|P%",
                         help="the smallest change that matters: in the metric's units (0.02) or "
-                        "a percentage of A's reference mean (default 5%%)")
-    parser.add_argument("--alpha", type=alpha_flag, default=0.05,
-                        help="family-wise error rate of each kind of verdict (default 0.05)")
-    parser.add_argument("--reference", default="baseline",
-                        help="the variant a percentage margin is taken of (default baseline)")
+                        "a percentage of A's reference mean (default: A's planned margin, "
+                        "else 5%%)")
+    parser.add_argument("--alpha", type=alpha_flag, default=None,
+                        help="family-wise error rate of each kind of verdict (default: A's "
+                        "planned alpha, else 0.05)")
+    parser.add_argument("--reference", default=None,
+                        help="the variant a percentage margin is taken of (default: A's, "
+                        "else baseline)")
     args = parser.parse_args(argv)
     import pyarrow as pa
 
@@ -208,6 +217,14 @@ def compare_main(argv: Sequence[str]) -> int:
     from results.report_tables import comparison_view
 
     folders = [x if is_uri(x) else str(Path(x).expanduser()) for x in (args.a, args.b)]
+    recorded = [_recorded(folder) for folder in folders]
+    given = {key: getattr(args, key) for key in ("reference", "metric", "margin", "alpha")
+             if getattr(args, key) is not None}
+    defaults = {"reference": "baseline", "metric": "test_mae", "margin": "5%", "alpha": 0.05}
+    for key, value in defaults.items():  # A's settings, fixed before its data, else these
+        if getattr(args, key) is None:
+            setattr(args, key, (recorded[0] or {}).get(key) or value)
+    args.alpha = float(args.alpha)
     try:
         table = compare_experiments(*folders, metric=args.metric, margin=args.margin,
                                     alpha=args.alpha, reference=args.reference)
@@ -215,7 +232,7 @@ def compare_main(argv: Sequence[str]) -> int:
         message = first_line(exc)
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    differ = _compare_departures(folders, args)
+    differ = _compare_departures(recorded, given)
     if differ:
         from results.planned import exploratory_note
 
@@ -225,21 +242,34 @@ def compare_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _compare_departures(folders: Sequence[str], args: Any) -> list[str]:
-    """The settings ``compare`` was given that differ from those either experiment recorded
-    before its data (results/planned.py), each naming the experiment."""
+def _recorded(folder: str) -> Optional[dict[str, Any]]:
+    """The settings an experiment recorded before its data (results/planned.py), if any."""
     from results.io import MetadataError, read_metadata
-    from results.planned import departures, recorded_settings
+    from results.planned import recorded_settings
+
+    try:
+        return recorded_settings(read_metadata(folder) or {})
+    except (MetadataError, OSError):  # the comparison itself reads only the tables
+        return None
+
+
+def _compare_departures(recorded: Sequence[Optional[dict[str, Any]]],
+                        given: dict[str, Any]) -> list[str]:
+    """The settings ``compare`` was given on its command line that differ from those either
+    experiment recorded before its data, each naming the experiment (a setting left out is
+    A's, so no departure from A)."""
+    from results.planned import departures
 
     differ = []
-    for label, folder in zip(("A", "B"), folders):
-        try:
-            meta = read_metadata(folder) or {}
-        except (MetadataError, OSError):  # the comparison itself reads only the tables
+    for label, planned in zip(("A", "B"), recorded):
+        if not planned:
             continue
+        settings = {key: given.get(key, planned.get(key)) for key in
+                    ("reference", "metric", "margin", "alpha")}
+        settings = {key: value for key, value in settings.items() if value is not None}
         differ += [f"{item} in {label}" for item in departures(
-            recorded_settings(meta), reference=args.reference, metric=args.metric,
-            margin=args.margin, alpha=args.alpha)]
+            planned, **{"reference": "baseline", "metric": "test_mae", "margin": "5%",
+                        "alpha": 0.05, **settings})]
     return differ
 
 

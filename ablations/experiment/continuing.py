@@ -10,8 +10,8 @@ were, so nothing they decided changes; its seed order starts with the fixed run'
 the fixed run's trials are round 1 as they are (read from trials.parquet, not run again).
 Rounds 2.. are ablations/experiment/strategies/seeds_auto.py's. A run whose design has one
 look (``--seeds`` at least ``--max-seeds``) has final verdicts and is not continued. An
-experiment recorded before designs were is planned here, on its seeds; its fixed table
-decided at full α, so the design's first look may leave a variant it decided undecided.
+experiment whose experiment.json records no design is planned here, on its seeds; its fixed
+table decided at full α, so the design's first look may leave a variant it decided undecided.
 
 Every bad use (a search, an experiment already sequential, an unfinished run, flags that
 would change the plan) is refused in :func:`continue_plan` before anything is written.
@@ -184,10 +184,10 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
                                address=address, metric=metric, margin=margin, alpha=alpha,
                                max_concurrent=max_concurrent)
     named = f"Inconclusive after {len(seeds)} seeds: {', '.join(undecided)}."
-    if not arms:  # next_arms: a variant with fewer than 2 ok trials gets no more seeds
+    if not arms:  # next_arms: a variant with fewer than 2 outcomes gets no more seeds
         return (f"{named} Seeds added in rounds would not decide "
-                f"{'it' if len(undecided) == 1 else 'them'} here: a variant needs 2 ok trials "
-                "to get more (see the failures above).")
+                f"{'it' if len(undecided) == 1 else 'them'} here: a variant needs 2 ok or "
+                "diverged trials to get more (see the failures above).")
     lines = [f"{named} To decide {'it' if len(undecided) == 1 else 'them'}, continue this "
              f"experiment with seeds added in rounds: its {len(seeds)} seeds are the pilot "
              "(kept, not re-run); only variants without a verdict and the reference get more, "
@@ -195,8 +195,8 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
              f"  {command}"]
     stuck = [a for a in undecided if a not in arms]
     if stuck:
-        lines.append(f"{', '.join(stuck)}: fewer than 2 ok trials, no more seeds (see the "
-                     "failures above).")
+        lines.append(f"{', '.join(stuck)}: fewer than 2 ok or diverged trials, no more seeds "
+                     "(see the failures above).")
     extra = [a for a in arms if a not in undecided]
     if extra:  # the design's first look spends part of alpha only
         lines.append(f"The design's first look spends part of alpha, so it also leaves "
@@ -279,7 +279,7 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
         max_seeds, metric = design.max_seeds, planned["metric"]
         margin, alpha = planned["margin"], float(planned["alpha"])
         seeds = [int(s) for s in planned["seeds"]]
-    else:  # recorded before designs were: planned now, on its seeds
+    else:  # no design recorded in experiment.json: planned here, on its seeds
         max_seeds = args.max_seeds or default_max_seeds(len(fixed))
         if max_seeds <= len(fixed):
             raise UsageError(f"--max-seeds {max_seeds}: {name} already ran {len(fixed)} "

@@ -52,6 +52,7 @@ from ablations.trial.batches import (
     epoch_order,
     load_data,
 )
+from ablations.trial.divergence import explosion_error
 from ablations.trial.metrics import (
     evaluate_test_split,
     final_metrics,
@@ -60,7 +61,6 @@ from ablations.trial.metrics import (
     regression_metrics,
 )
 from model.data import RegressionData
-from ablations.trial.divergence import explosion_error
 from ablations.trial.model_builder import build_trial_model, builtin_model_config
 from model.model import ModelConfig
 

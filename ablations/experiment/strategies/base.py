@@ -47,7 +47,7 @@ class Strategy:
     def planned(self) -> Optional[dict[str, Any]]:
         """experiment.json's ``planned`` (results/planned.py): the settings fixed before the
         data and, for a fixed table, the design whose pilot look it is; None for an
-        experiment recorded before it was."""
+        experiment whose experiment.json has none."""
         if self._planned is None and self.plan_spec is not None:
             from results.planned import planned_record
 

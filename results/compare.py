@@ -99,8 +99,11 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     # where it finished in A is compared, never left out
     finished_a, failed_a = outcome_tables(first, metric)
     finished_b, failed_b = outcome_tables(second, metric)
+    finished = ({v for v in finished_a if finished_a[v].notna().any()}
+                | {v for v in finished_b if finished_b[v].notna().any()})
     with_ok = ({v for v in finished_a if (finished_a[v].notna() | failed_a[v]).any()}
-               & {v for v in finished_b if (finished_b[v].notna() | failed_b[v]).any()})
+               & {v for v in finished_b if (finished_b[v].notna() | failed_b[v]).any()}
+               & finished)  # a variant that diverged everywhere in both: nothing to compare
     common = [v for v in shared if v in with_ok]
     if not common:
         raise ValueError("no variant has an ok trial in both experiments: nothing to compare")

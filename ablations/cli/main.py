@@ -87,11 +87,10 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
     space, base, trials, skipped = (prepared.space, prepared.base, prepared.trials,
                                     prepared.skipped)
     hpo, sequential, strategy = prepared.hpo, prepared.sequential, prepared.strategy
-    for note in prepared.notes:
-        print(f"warning: {note}", file=sys.stderr)
     name = check_name(args.name or f"{space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}")
     target = join(storage, name)
     if args.dry_run:
+        say_notes(prepared.notes)
         seeds = prepared.seeds
         crossed = f" crossed ({len(seeds)}x{len(seeds)} cells per variant)" \
             if args.cross_seeds else ""
@@ -143,21 +142,6 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
                 raise UsageError(f"{target} tunes {','.join(recorded['keys'])} with "
                                  f"--tune-budget {recorded['budget']}; give those (or "
                                  "--resume, which keeps them) or choose another --name")
-        if sequential is None and previous.get("planned") and strategy.planned:
-            from results.planned import departures
-            from results.sequential import SeedDesign
-
-            was, now = previous["planned"], strategy.planned
-            differ = departures(was, reference=now["reference"], metric=now["metric"],
-                                margin=now["margin"], alpha=now["alpha"])
-            if was.get("design") != now.get("design"):
-                differ.append(f"--max-seeds {SeedDesign.from_dict(now['design']).max_seeds} "
-                              f"(planned {SeedDesign.from_dict(was['design']).max_seeds})"
-                              if was.get("design") and now.get("design") else "the design")
-            if differ:
-                raise UsageError(f"{target} holds an experiment planned before its data with "
-                                 f"other settings: {'; '.join(differ)}; give those (or "
-                                 "--resume, which keeps them) or choose another --name")
         same = (previous.get("space") == space.name
                 and planned == trial_plan(trials)
                 and (sequential is None or previous["sequential"]["design"]
@@ -168,6 +152,22 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
             raise UsageError(f"{target} holds a different experiment (space "
                              f"{previous.get('space')}, {len(previous.get('trials', {}))} "
                              "trials); continue it with --resume or choose another --name")
+        if sequential is None and previous.get("planned") and strategy.planned:
+            from results.planned import departures
+            from results.sequential import SeedDesign
+
+            was, now = previous["planned"], strategy.planned
+            differ = departures(was, reference=now["reference"], metric=now["metric"],
+                                margin=now["margin"], alpha=now["alpha"])
+            if was.get("design") != now.get("design"):  # the same trials: another --max-seeds
+                differ.append(f"--max-seeds {SeedDesign.from_dict(now['design']).max_seeds} "
+                              f"(planned {SeedDesign.from_dict(was['design']).max_seeds})"
+                              if was.get("design") and now.get("design") else
+                              "--max-seeds (the design)")
+            if differ:
+                raise UsageError(f"{target} holds an experiment planned before its data with "
+                                 f"other settings: {'; '.join(differ)}; give those (or "
+                                 "--resume, which keeps them) or choose another --name")
         check_unchanged(previous, [s.config for s in [*trials, *(t for t, _ in skipped)]]
                         or [base], args.allow_changed)
         print(f"Experiment {name} exists with the same plan: resuming it.")
@@ -183,9 +183,17 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
 
             strategy = strategy_for(tuned=TunedRun.from_record(previous["tuned"]), root=target)
         strategy.planned = previous.get("planned")  # the record made before its first trial
+    # after every check of the name: a refused command prints its one line alone
+    say_notes(prepared.notes)
     return _run(args, space.name, trials, skipped, storage, name, command, strategy,
                 seeds=prepared.seeds, resume=resume, reuse_workers=not space.isolate_trials,
                 reference=space.reference)
+
+
+def say_notes(notes: Sequence[str]) -> None:
+    """Planning's warnings (e.g. ``--only`` adding the reference), on stderr."""
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
 
 
 def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:

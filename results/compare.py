@@ -27,6 +27,7 @@ from results.failures import (
     failure_reason,
     outcome_tables,
     paired_failure_test,
+    verdict_reasons,
 )
 from results.io import read_experiment
 from results.phases import evaluation_rows
@@ -38,7 +39,6 @@ from results.verdicts import (
     parse_margin,
     resolve_margin,
     seed_contrast,
-    verdict_reasons,
 )
 
 

@@ -219,3 +219,33 @@ def failure_reason(count: int, ref_count: int, seeds: int, reference: str,
     if ref_count:
         return f"{reference} diverged on {ref_count}/{seeds} seeds, this variant on none"
     return ""
+
+
+def add_failure_columns(table: pd.DataFrame, index: pd.Index, failures: FailureTests, *,
+                        trials: pd.DataFrame, outlier: np.ndarray, verdict: np.ndarray) -> None:
+    """``n_diverged`` (every row: its diverged seeds), ``reason`` (why a row's verdict is
+    what it is where the numbers beside it do not say: training failures, an outlying seed)
+    and ``test`` (``t + worst-rank`` where a discordant seed made it so), in place."""
+    diverged = trials[trials["status"].isin(TRAINING_FAILURES)]
+    counts = diverged.groupby("ablation")["seed"].nunique()
+    table["n_diverged"] = table["ablation"].map(counts).fillna(0).astype(int)
+    table["reason"] = ""
+    table.loc[index, "reason"] = verdict_reasons(failures.reason, outlier, verdict)
+    if "test" in table:
+        table.loc[index[failures.composite], "test"] = "t + worst-rank"
+
+
+def verdict_reasons(failure_reasons: Sequence[str], outlier: np.ndarray,
+                    verdict: np.ndarray) -> list[str]:
+    """Per comparison, the ``reason`` column: its training failures
+    (:class:`results.failures.FailureTests`'s words) and what an outlying seed barred."""
+    reasons = list(failure_reasons)
+    for i, (flag, label) in enumerate(zip(np.asarray(outlier, bool), verdict)):
+        if label == "significant":
+            extra = "significant; no margin claim (outlier)"
+        elif flag:
+            extra = "outlying seed: no margin claim"
+        else:
+            continue
+        reasons[i] = f"{reasons[i]}; {extra}" if reasons[i] else extra
+    return reasons

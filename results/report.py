@@ -74,13 +74,8 @@ from results.planned import (
     pilot_note,
     recorded_settings,
 )
-from results.sequential import (
-    SeedDesign,
-    compute_note,
-    compute_spent,
-    design_note,
-    sequential_verdict_table,
-)
+from results.sequential import SeedDesign, design_note
+from results.sequential_table import compute_note, compute_spent, sequential_verdict_table
 
 FIGURES_DIR = "report_files"
 

@@ -262,13 +262,13 @@ def stopped_estimates(ratio: float, *, experiments: int, seed: int, spread: floa
                       alpha: float = 0.05) -> dict[str, float]:
     """Δ and its interval as ``--seeds auto`` reports them for an arm that stopped: eight arms
     at ``ratio`` x the reference's mean, Gaussian noise, looks at 3, 5, 7, 10 seeds. Per arm:
-    whether the repeated interval (:func:`results.sequential.repeated_interval`, what the
+    whether the repeated interval (:func:`results.sequential_table.repeated_interval`, what the
     table reports) and the unadjusted 1 − α t interval at the reported look cover the true Δ;
     the mean reported Δ (as a share of the reference's mean) of the arms stopped as `worse`;
     the share of arms `inconclusive` beside an interval that excludes 0."""
     from scipy import special
 
-    from results.sequential import repeated_interval
+    from results.sequential_table import repeated_interval
 
     rng = np.random.default_rng(seed)
     design = SeedDesign.plan(3, 10)

@@ -13,7 +13,6 @@ Re-exported by :mod:`results.analysis`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,7 +20,7 @@ import pandas as pd
 from results.comparisons import ablation_table, holm, usable_trials
 from results.contrasts import Contrasts, robust_outliers
 from results.crossed import CROSSED_NOTE, add_crossed_columns, crossed_cells, crossed_family
-from results.failures import TRAINING_FAILURES, FailureTests, failure_tests
+from results.failures import FailureTests, add_failure_columns, failure_tests
 from results.phases import evaluation_rows
 from results.directions import METRIC_DIRECTION, metric_direction  # noqa: F401 (re-exported)
 
@@ -343,8 +342,8 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
     table["verdict"] = table["verdict"].fillna("reference")
     for column in ("significant", "equivalent", "outlier", "unstable"):
         table[column] = table[column].astype("boolean")  # <NA> on the reference's row
-    add_failure_columns(table, compared.index, failures, reference=reference, metric=metric,
-                        trials=trials, outlier=tests["outlier"], verdict=tests["verdict"])
+    add_failure_columns(table, compared.index, failures, trials=trials,
+                        outlier=tests["outlier"], verdict=tests["verdict"])
     table["margin"] = value
     table = table[columns]
     table.attrs.update(metric=metric, reference=reference, reference_mean=reference_mean,
@@ -355,37 +354,6 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
     if crossed_cells(trials, reference) is not None:  # --cross-seeds: results/crossed.py
         add_crossed_columns(table, compared.index, contrasts, alpha)
     return table
-
-
-def add_failure_columns(table: pd.DataFrame, index: pd.Index, failures: FailureTests, *,
-                        reference: str, metric: str, trials: pd.DataFrame,
-                        outlier: np.ndarray, verdict: np.ndarray) -> None:
-    """``n_diverged`` (every row: its diverged seeds), ``reason`` (why a row's verdict is
-    what it is where the numbers beside it do not say: training failures, an outlying seed)
-    and ``test`` (``worst-rank`` where a discordant seed made it so), in place."""
-    diverged = trials[trials["status"].isin(TRAINING_FAILURES)]
-    counts = diverged.groupby("ablation")["seed"].nunique()
-    table["n_diverged"] = table["ablation"].map(counts).fillna(0).astype(int)
-    table["reason"] = ""
-    table.loc[index, "reason"] = verdict_reasons(failures.reason, outlier, verdict)
-    if "test" in table:
-        table.loc[index[failures.composite], "test"] = "t + worst-rank"
-
-
-def verdict_reasons(failure_reasons: Sequence[str], outlier: np.ndarray,
-                    verdict: np.ndarray) -> list[str]:
-    """Per comparison, the ``reason`` column: its training failures
-    (:class:`results.failures.FailureTests`'s words) and what an outlying seed barred."""
-    reasons = list(failure_reasons)
-    for i, (flag, label) in enumerate(zip(np.asarray(outlier, bool), verdict)):
-        if label == "significant":
-            extra = "significant; no margin claim (outlier)"
-        elif flag:
-            extra = "outlying seed: no margin claim"
-        else:
-            continue
-        reasons[i] = f"{reasons[i]}; {extra}" if reasons[i] else extra
-    return reasons
 
 
 def margin_text(attrs: dict, unit: str = "") -> str:

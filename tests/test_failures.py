@@ -13,7 +13,8 @@ from ablations.experiment.strategies.seeds_auto import next_arms
 from results.compare import compare_experiments
 from results.failure_simulation import case_rate
 from results.failures import signed_rank_p
-from results.sequential import SeedDesign, sequential_verdict_table
+from results.sequential import SeedDesign
+from results.sequential_table import sequential_verdict_table
 from results.verdicts import verdict_table
 
 ALPHA = 0.05

@@ -258,7 +258,9 @@ def test_the_report_and_the_notebook_function_use_what_the_run_decided_on(tmp_pa
     and alpha experiment.json records for the rounds, not 5% / 0.05."""
     import numpy as np
 
-    from results.sequential import SeedDesign, experiment_verdicts
+    from results.sequential import SeedDesign
+
+    from results.sequential_table import experiment_verdicts
 
     rng = np.random.default_rng(3)
     rows = [{"experiment": "e", "trial_name": f"{a}-seed{s}", "ablation": a, "seed": s,

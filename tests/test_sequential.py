@@ -16,12 +16,8 @@ from scipy import special
 
 from results.boundaries import nominal_levels
 from results.contrasts import Contrasts
-from results.sequential import (
-    SeedDesign,
-    active_arms,
-    sequential_tests,
-    sequential_verdict_table,
-)
+from results.sequential import SeedDesign, sequential_tests
+from results.sequential_table import active_arms, sequential_verdict_table
 from results.simulation import simulate_runs, sequential_verdicts
 from results.verdicts import equivalence_tests, verdict_table
 

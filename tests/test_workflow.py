@@ -18,7 +18,8 @@ from ablations.experiment.planning import prepare
 from ablations.experiment.request import Request
 from results.analysis import verdict_table
 from results.planned import planned_record
-from results.sequential import SeedDesign, experiment_verdicts, sequential_verdict_table
+from results.sequential import SeedDesign
+from results.sequential_table import experiment_verdicts, sequential_verdict_table
 from results.simulation import SPREAD
 from results.workflow_simulation import workflow_errors
 from tests.test_analysis import _experiment

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import datetime as dt
 import logging
 import os
@@ -30,7 +29,7 @@ from ablations.cli.output import (
     summary_table,
     tune_lines,
 )
-from ablations.cli.resume import check_unchanged, resume_plan
+from ablations.cli.resume import resume_plan, same_name_again
 from ablations.cli.signals import sigterm_as_sigint, sigterm_is_ctrl_c
 from ablations.config import ConfigError
 from ablations.experiment.continuing import trial_slots
@@ -40,7 +39,7 @@ from ablations.experiment.preflight import auto_batch, check_data_on_workers
 from ablations.experiment.request import Request, UsageError, check_name, storage_root
 from model.data import DataError
 from results.baseline_check import record_baseline_check
-from results.io import MetadataError, first_line, join, list_dir, read_metadata
+from results.io import MetadataError, first_line, join, list_dir
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 # Ray's warning, at every start of a local Ray, that token authentication is on
@@ -86,7 +85,7 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
     prepared = prepare(Request.of(args))
     space, base, trials, skipped = (prepared.space, prepared.base, prepared.trials,
                                     prepared.skipped)
-    hpo, sequential, strategy = prepared.hpo, prepared.sequential, prepared.strategy
+    strategy = prepared.strategy
     name = check_name(args.name or f"{space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}")
     target = join(storage, name)
     if args.dry_run:
@@ -102,87 +101,9 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
         for line in strategy.describe(trials, base.replace(ablation=space.reference), skipped):
             print(line)
         return 0
-    resume = False
-    if list_dir(target):
-        previous = read_metadata(target)
-        if previous is None:
-            raise UsageError(f"{target} already exists and is not an experiment of this tool; "
-                             "choose another --name or --storage")
-        from ablations.experiment.planning import strategy_for
-        from ablations.experiment.runner import skipped_plan, trial_plan
-
-        recorded = previous.get("auto_batch")
-        if args.auto_batch and recorded:  # the same command again: the size it chose then
-            trials = [dataclasses.replace(spec, config=spec.config.replace(
-                batch_size=recorded["micro_batch"] * spec.config.optim.grad_accum_steps))
-                for spec in trials]
-        planned = previous.get("trials")
-        if (sequential is None) != (not previous.get("sequential")):
-            was = "--seeds auto" if previous.get("sequential") else "fixed seeds"
-            raise UsageError(f"{target} holds an experiment run with {was}; continue it with "
-                             "--resume or choose another --name")
-        if sequential is not None:  # the whole table up to --max-seeds, and the design
-            planned = previous["sequential"].get("plan")
-            trials = list(sequential.plan.values())
-            recorded = previous["sequential"]
-            decided = (recorded["metric"], str(recorded["margin"]), float(recorded["alpha"]))
-            if decided != (sequential.metric, str(sequential.margin), sequential.alpha):
-                raise UsageError(f"{target} decides its rounds on metric {decided[0]}, margin "
-                                 f"{decided[1]}, alpha {decided[2]:g}; give those (or --resume, "
-                                 "which keeps them) or choose another --name")
-        tuned = getattr(strategy, "run", None) if strategy.kind == "tuned" else None
-        if (tuned is None) != (not previous.get("tuned")):
-            was = "with" if previous.get("tuned") else "without"
-            raise UsageError(f"{target} holds an experiment run {was} --tune-each; continue it "
-                             "with --resume or choose another --name")
-        if tuned is not None:  # the table at the given configuration, and the same search
-            recorded = previous["tuned"]
-            planned = recorded.get("plan")
-            if (recorded["keys"], recorded["budget"]) != (tuned.keys, tuned.budget):
-                raise UsageError(f"{target} tunes {','.join(recorded['keys'])} with "
-                                 f"--tune-budget {recorded['budget']}; give those (or "
-                                 "--resume, which keeps them) or choose another --name")
-        same = (previous.get("space") == space.name
-                and planned == trial_plan(trials)
-                and (sequential is None or previous["sequential"]["design"]
-                     == sequential.design.to_dict())
-                and previous.get("skipped") == skipped_plan(skipped)
-                and (hpo is None) == (previous.get("hpo") is None))
-        if not same:
-            raise UsageError(f"{target} holds a different experiment (space "
-                             f"{previous.get('space')}, {len(previous.get('trials', {}))} "
-                             "trials); continue it with --resume or choose another --name")
-        if sequential is None and previous.get("planned") and strategy.planned:
-            from results.planned import departures
-            from results.sequential import SeedDesign
-
-            was, now = previous["planned"], strategy.planned
-            differ = departures(was, reference=now["reference"], metric=now["metric"],
-                                margin=now["margin"], alpha=now["alpha"])
-            if was.get("design") != now.get("design"):  # the same trials: another --max-seeds
-                differ.append(f"--max-seeds {SeedDesign.from_dict(now['design']).max_seeds} "
-                              f"(planned {SeedDesign.from_dict(was['design']).max_seeds})"
-                              if was.get("design") and now.get("design") else
-                              "--max-seeds (the design)")
-            if differ:
-                raise UsageError(f"{target} holds an experiment planned before its data with "
-                                 f"other settings: {'; '.join(differ)}; give those (or "
-                                 "--resume, which keeps them) or choose another --name")
-        check_unchanged(previous, [s.config for s in [*trials, *(t for t, _ in skipped)]]
-                        or [base], args.allow_changed)
-        print(f"Experiment {name} exists with the same plan: resuming it.")
-        resume = True
-        if sequential is not None:
-            from ablations.experiment.strategies.seeds_auto import SequentialRun
-
-            sequential = SequentialRun.from_record(previous["sequential"])
-            trials = sequential.current_trials()
-            strategy = strategy_for(sequential=sequential, root=target)
-        if tuned is not None:
-            from ablations.experiment.strategies.tuned import TunedRun
-
-            strategy = strategy_for(tuned=TunedRun.from_record(previous["tuned"]), root=target)
-        strategy.planned = previous.get("planned")  # the record made before its first trial
+    resume = bool(list_dir(target))
+    if resume:  # the same --name again: the same plan resumes it, anything else is refused
+        trials, strategy = same_name_again(args, target, name, prepared)
     # after every check of the name: a refused command prints its one line alone
     say_notes(prepared.notes)
     return _run(args, space.name, trials, skipped, storage, name, command, strategy,
@@ -252,7 +173,7 @@ def _continuation_hint(df: Any, args: argparse.Namespace, storage: str, name: st
     from ablations.experiment.continuing import continuation_hint
     from results.analysis import verdict_table
     from results.planned import pilot_design
-    from results.sequential import sequential_verdict_table
+    from results.sequential_table import sequential_verdict_table
 
     design = pilot_design(planned)
     metric, margin, alpha = args.metric, args.margin, args.alpha

@@ -58,7 +58,8 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
     if ok_reference.any() and trials_df["ablation"].nunique() > 1:
         try:
             if sequential:
-                from results.sequential import SeedDesign, sequential_verdict_table
+                from results.sequential import SeedDesign
+                from results.sequential_table import sequential_verdict_table
 
                 verdicts = sequential_verdict_table(
                     trials_df, SeedDesign.from_dict(sequential["design"]), sequential["seeds"],
@@ -121,7 +122,8 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
 
         text += f"\n{pilot_note(SeedDesign.from_dict(sequential['design']), alpha)}"
     elif sequential:
-        from results.sequential import SeedDesign, compute_note, compute_spent, design_note
+        from results.sequential import SeedDesign, design_note
+        from results.sequential_table import compute_note, compute_spent
 
         design = SeedDesign.from_dict(sequential["design"])
         text += (f"\n{design_note(design, alpha)}\n"

@@ -2,12 +2,13 @@
 code and data have not changed since it started, and the line saying what the resume will do.
 
 The command line (ablations/cli/main.py) checks the ``--name`` and runs the plan; a start whose
-folder already holds the same experiment uses :func:`check_unchanged` too.
+folder already holds an experiment goes through :func:`same_name_again`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -193,3 +194,95 @@ def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],
               file=sys.stderr)
     if notes:
         print(f"note: since the experiment started: {'; '.join(notes)}", file=sys.stderr)
+
+
+def same_name_again(args: argparse.Namespace, target: str, name: str, prepared: Any
+                    ) -> tuple[list, Any]:
+    """A start whose ``--name`` already holds an experiment at ``target``: the trials and the
+    strategy that resume it when the plan (``prepared``: planning's ``Prepared``) is the one
+    it recorded, with the code and data unchanged (:func:`check_unchanged`). Anything that
+    would change the plan (the space, the trials, fixed seeds against ``--seeds auto``, the
+    search, the settings planned before its data) is refused with one line, before anything
+    is written."""
+    from ablations.experiment.planning import strategy_for
+    from ablations.experiment.runner import skipped_plan, trial_plan
+
+    space, base, trials, skipped = (prepared.space, prepared.base, prepared.trials,
+                                    prepared.skipped)
+    hpo, sequential, strategy = prepared.hpo, prepared.sequential, prepared.strategy
+    previous = read_metadata(target)
+    if previous is None:
+        raise UsageError(f"{target} already exists and is not an experiment of this tool; "
+                         "choose another --name or --storage")
+    recorded = previous.get("auto_batch")
+    if args.auto_batch and recorded:  # the same command again: the size it chose then
+        trials = [dataclasses.replace(spec, config=spec.config.replace(
+            batch_size=recorded["micro_batch"] * spec.config.optim.grad_accum_steps))
+            for spec in trials]
+    planned = previous.get("trials")
+    if (sequential is None) != (not previous.get("sequential")):
+        was = "--seeds auto" if previous.get("sequential") else "fixed seeds"
+        raise UsageError(f"{target} holds an experiment run with {was}; continue it with "
+                         "--resume or choose another --name")
+    if sequential is not None:  # the whole table up to --max-seeds, and the design
+        planned = previous["sequential"].get("plan")
+        trials = list(sequential.plan.values())
+        recorded = previous["sequential"]
+        decided = (recorded["metric"], str(recorded["margin"]), float(recorded["alpha"]))
+        if decided != (sequential.metric, str(sequential.margin), sequential.alpha):
+            raise UsageError(f"{target} decides its rounds on metric {decided[0]}, margin "
+                             f"{decided[1]}, alpha {decided[2]:g}; give those (or --resume, "
+                             "which keeps them) or choose another --name")
+    tuned = getattr(strategy, "run", None) if strategy.kind == "tuned" else None
+    if (tuned is None) != (not previous.get("tuned")):
+        was = "with" if previous.get("tuned") else "without"
+        raise UsageError(f"{target} holds an experiment run {was} --tune-each; continue it "
+                         "with --resume or choose another --name")
+    if tuned is not None:  # the table at the given configuration, and the same search
+        recorded = previous["tuned"]
+        planned = recorded.get("plan")
+        if (recorded["keys"], recorded["budget"]) != (tuned.keys, tuned.budget):
+            raise UsageError(f"{target} tunes {','.join(recorded['keys'])} with "
+                             f"--tune-budget {recorded['budget']}; give those (or "
+                             "--resume, which keeps them) or choose another --name")
+    same = (previous.get("space") == space.name
+            and planned == trial_plan(trials)
+            and (sequential is None or previous["sequential"]["design"]
+                 == sequential.design.to_dict())
+            and previous.get("skipped") == skipped_plan(skipped)
+            and (hpo is None) == (previous.get("hpo") is None))
+    if not same:
+        raise UsageError(f"{target} holds a different experiment (space "
+                         f"{previous.get('space')}, {len(previous.get('trials', {}))} "
+                         "trials); continue it with --resume or choose another --name")
+    if sequential is None and previous.get("planned") and strategy.planned:
+        from results.planned import departures
+        from results.sequential import SeedDesign
+
+        was, now = previous["planned"], strategy.planned
+        differ = departures(was, reference=now["reference"], metric=now["metric"],
+                            margin=now["margin"], alpha=now["alpha"])
+        if was.get("design") != now.get("design"):  # the same trials: another --max-seeds
+            differ.append(f"--max-seeds {SeedDesign.from_dict(now['design']).max_seeds} "
+                          f"(planned {SeedDesign.from_dict(was['design']).max_seeds})"
+                          if was.get("design") and now.get("design") else
+                          "--max-seeds (the design)")
+        if differ:
+            raise UsageError(f"{target} holds an experiment planned before its data with "
+                             f"other settings: {'; '.join(differ)}; give those (or "
+                             "--resume, which keeps them) or choose another --name")
+    check_unchanged(previous, [s.config for s in [*trials, *(t for t, _ in skipped)]]
+                    or [base], args.allow_changed)
+    print(f"Experiment {name} exists with the same plan: resuming it.")
+    if sequential is not None:
+        from ablations.experiment.strategies.seeds_auto import SequentialRun
+
+        sequential = SequentialRun.from_record(previous["sequential"])
+        trials = sequential.current_trials()
+        strategy = strategy_for(sequential=sequential, root=target)
+    if tuned is not None:
+        from ablations.experiment.strategies.tuned import TunedRun
+
+        strategy = strategy_for(tuned=TunedRun.from_record(previous["tuned"]), root=target)
+    strategy.planned = previous.get("planned")  # the record made before its first trial
+    return trials, strategy

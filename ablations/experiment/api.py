@@ -90,7 +90,7 @@ class Experiment:
         from ablations.experiment.planning import prepare
         from ablations.experiment.options import RunOptions
         from ablations.experiment.runner import estimating_costs
-        from results.sequential import experiment_verdicts
+        from results.sequential_table import experiment_verdicts
 
         request = self.request
         prepared = prepare(request)

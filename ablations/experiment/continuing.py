@@ -111,7 +111,8 @@ def first_look(trials: pd.DataFrame, seeds: Sequence[int], max_seeds: int, *, re
                metric: str, margin: str, alpha: float) -> pd.DataFrame:
     """The sequential design's verdicts on the fixed run's trials as its pilot: what round 1
     of the continuation decides (the arms it leaves are the ones that get seeds)."""
-    from results.sequential import SeedDesign, sequential_verdict_table
+    from results.sequential import SeedDesign
+    from results.sequential_table import sequential_verdict_table
 
     design = SeedDesign.plan(len(seeds), max_seeds)
     return sequential_verdict_table(trials, design, sequential_seeds(seeds, max_seeds),

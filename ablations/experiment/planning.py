@@ -306,20 +306,9 @@ def prepare(args: Request) -> Prepared:
             raise UsageError(f"--design factorial: cell {spec.variant} cannot run here "
                              f"({reason}); every cell of the design must run")
     if args.tune_each:
-        refused = {"a search space": space.is_search, "--seeds auto": bool(auto),
-                   "--design factorial": args.design != "table",
-                   "--cross-seeds": args.cross_seeds, "--null-control": args.null_control,
-                   "--auto-batch": args.auto_batch}
-        for what, given in refused.items():
-            if given:
-                raise UsageError(f"--tune-each tunes the arms of an ablation table at fixed "
-                                 f"seeds; it does not combine with {what} (yet)")
-        if len({s.variant for s in trials}) < 2:
-            raise UsageError("--tune-each: fewer than two variants would run; there is "
-                             "nothing to compare (see --only)")
-        if space.reference not in {s.variant for s in trials}:
-            raise UsageError(f"--tune-each: the reference {space.reference!r} cannot run "
-                             "here; every arm is compared with it")
+        from ablations.experiment.strategies.tuned import check_request
+
+        check_request(args, space, trials, auto=bool(auto))
     sequential = None
     if auto:
         from ablations.experiment.strategies.seeds_auto import SequentialRun

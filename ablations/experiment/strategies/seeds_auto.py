@@ -1,13 +1,14 @@
 """``--seeds auto``: an ablation table run in rounds, seeds added only where they decide.
 
 Round 1 (the pilot) runs every variant at the design's first ``n_1`` seeds. After each round,
-:func:`results.sequential.sequential_verdict_table` gives every variant its verdict so far; the
-variants still ``inconclusive`` (with at least two ok or diverged trials) and the reference
-run the next look's seeds as the next round; a variant with a verdict stops. The design
-(looks, α shares) is fixed before the pilot and recorded in experiment.json (``sequential``), with each round's
-trials and Tune folder (``tune`` for the pilot, ``tune-round<k>`` after), so ``--resume``
-continues the round a stop cut short and then decides exactly as an uninterrupted run would:
-the decisions are a function of the trials' results only.
+:func:`results.sequential_table.sequential_verdict_table` gives every variant its verdict so
+far; the variants still ``inconclusive`` (with at least two ok or diverged trials) and the
+reference run the next look's seeds as the next round; a variant with a verdict stops. The
+design (looks, α shares) is fixed before the pilot and recorded in experiment.json
+(``sequential``), with each round's trials and Tune folder (``tune`` for the pilot,
+``tune-round<k>`` after), so ``--resume`` continues the round a stop cut short and then decides
+exactly as an uninterrupted run would: the decisions are a function of the trials' results
+only.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from results.io import (
     read_metadata,
     write_json_atomic,
 )
-from results.sequential import SeedDesign, active_arms, sequential_verdict_table
+from results.sequential import SeedDesign
+from results.sequential_table import active_arms, sequential_verdict_table
 from search_spaces import TrialSpec
 
 UNFINISHED = ("interrupted", "not_started")

@@ -33,6 +33,7 @@ import pandas as pd
 
 from ablations.config import TrialConfig
 from ablations.experiment.options import TUNE_SUBDIR, ExperimentResult, RunOptions
+from ablations.experiment.request import UsageError
 from ablations.experiment.runner import plan_from_metadata, run_experiment, trial_plan
 from ablations.experiment.strategies.base import Strategy
 from ablations.experiment.strategies.grid import Grid
@@ -355,3 +356,28 @@ class Tuned(Strategy):
         except (ValueError, KeyError) as exc:
             return [f"\nNo tuned comparison: {exc}"]
         return ["", *side_by_side_text(table).splitlines()]
+
+
+def check_request(args: Any, space: Any, trials: Sequence[Any], *, auto: bool) -> None:
+    """Refuse, before anything runs, a ``--tune-each`` request this run kind cannot serve:
+    with a search space, ``--seeds auto`` (``auto``), a factorial design, crossed seeds, a null
+    control or ``--auto-batch``; fewer than two variants among ``trials``; or a reference
+    that cannot run.
+
+    Raises:
+        UsageError: the first of those, in one line.
+    """
+    refused = {"a search space": space.is_search, "--seeds auto": auto,
+               "--design factorial": args.design != "table",
+               "--cross-seeds": args.cross_seeds, "--null-control": args.null_control,
+               "--auto-batch": args.auto_batch}
+    for what, given in refused.items():
+        if given:
+            raise UsageError(f"--tune-each tunes the arms of an ablation table at fixed "
+                             f"seeds; it does not combine with {what} (yet)")
+    if len({s.variant for s in trials}) < 2:
+        raise UsageError("--tune-each: fewer than two variants would run; there is "
+                         "nothing to compare (see --only)")
+    if space.reference not in {s.variant for s in trials}:
+        raise UsageError(f"--tune-each: the reference {space.reference!r} cannot run "
+                         "here; every arm is compared with it")

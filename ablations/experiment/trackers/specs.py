@@ -162,7 +162,7 @@ def publish_summary(trackers: Sequence[Any], directory: str, trials: pd.DataFram
     from results.analysis import dropped_note, verdict_note
     from results.report_page import markdown_cells
     from results.report_tables import verdict_view
-    from results.sequential import experiment_verdicts
+    from results.sequential_table import experiment_verdicts
 
     files = {"summary.txt": summary + "\n"}
     verdicts: Optional[pd.DataFrame] = None

@@ -1,0 +1,285 @@
+"""From an experiment's trials to the verdict table of ``--seeds auto``: each arm's contrasts
+at each look (:func:`look_contrasts`, :func:`look_failures`), the decisions of
+:func:`results.sequential.sequential_tests` on them, and the table whose every row tells the
+look that decided it (:func:`sequential_verdict_table`, with the repeated confidence interval of
+:func:`repeated_interval`); what the rounds spent (:func:`compute_spent`); and the verdict table
+of an experiment folder as its design decided (:func:`experiment_verdicts`).
+
+:mod:`results.sequential` holds the design and the procedure on arrays; this module reads
+trials tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from results.contrasts import Contrasts
+from results.failures import failure_tests, verdict_reasons
+from results.sequential import SeedDesign, sequential_tests
+from results.verdicts import (
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
+    comparison_columns,
+    family_contrasts,
+    metric_direction,
+    verdict_table,
+)
+
+
+def reached_look(trials: pd.DataFrame, arms: Sequence[str], added: set) -> np.ndarray:
+    """Per arm, whether it reached the look that added the seeds ``added``: a trial of any
+    status among them."""
+    at_look = trials.loc[trials["seed"].isin(added), "ablation"]
+    return np.isin(np.asarray(arms, dtype=object), at_look.unique())
+
+
+def look_contrasts(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int], *,
+                   reference: str, metric: str
+                   ) -> tuple[list[str], Contrasts, np.ndarray, np.ndarray]:
+    """Per arm (every variant but ``reference``) and look: its contrasts against the reference
+    over the look's seeds (``seeds[:n_k]``, the experiment's seed order), the robustness
+    rule's flag and the seeds paired (0: Welch's comparison). An arm reached look k when it has a
+    trial (of any status) among the seeds
+    that look added; NaN where it did not."""
+    arms = [a for a in dict.fromkeys(trials["ablation"]) if a != reference]
+    per_look, flags, paired = [], [], []
+    previous = 0
+    for n in design.looks:
+        added = set(seeds[previous:n])
+        previous = n
+        contrasts, outlier, pairs = family_contrasts(trials, arms, reference=reference,
+                                                     metric=metric, seeds=set(seeds[:n]))
+        reached = reached_look(trials, arms, added)
+        per_look.append(contrasts.map(lambda values: np.where(reached, values, np.nan)))
+        flags.append(outlier & reached)
+        paired.append(np.where(reached, pairs, np.nan))
+    shape = (len(arms), len(design.looks))
+    return (arms, Contrasts.join(per_look).map(lambda values: values.reshape(shape)),
+            np.stack(flags, axis=-1).reshape(shape), np.stack(paired, axis=-1).reshape(shape))
+
+
+def look_failures(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int],
+                  arms: Sequence[str], *, reference: str, metric: str, direction: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per arm and look (arms, looks), over the look's seeds: the worst-rank test's p-value
+    and sign where a seed is discordant (NaN elsewhere), and whether the arm had more
+    training failures than the reference (:func:`results.failures.failure_tests`); NaN /
+    False where the arm did not reach the look (as :func:`look_contrasts`)."""
+    shape = (len(arms), len(design.looks))
+    p, sign, unstable = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, bool)
+    previous = 0
+    for k, n in enumerate(design.looks):
+        added = set(seeds[previous:n])
+        previous = n
+        tests = failure_tests(trials, arms, reference=reference, metric=metric,
+                              direction=direction, seeds=set(seeds[:n]))
+        reached = reached_look(trials, arms, added)
+        p[:, k] = np.where(reached, tests.p_value, np.nan)
+        sign[:, k] = np.where(reached, tests.worse_sign, np.nan)
+        unstable[:, k] = reached & tests.no_equivalence
+    return p, sign, unstable
+
+
+def repeated_interval(contrasts: Contrasts, look: np.ndarray, *, design: SeedDesign,
+                      alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """The repeated confidence interval of Δ at each comparison's look (Jennison and Turnbull
+    2000, ch. 9): Δ ± c_k·se, c_k the critical value (at the contrast's df) of look k's nominal
+    level in the two-sided group-sequential boundary of overall level ``alpha``, without Holm's
+    division. The intervals of every look hold Δ at once with probability at least 1 − α, so
+    the one at the look where an arm stopped keeps that coverage whatever stopped it; the
+    fixed 1 − α interval read there covers less, and sits away from 0 for an arm stopped as
+    `worse`/`better` (its Δ is biased away from 0 by the stopping).
+
+    Args:
+        contrasts: the comparisons at their reported looks.
+        look: the index of each comparison's look (``sequential_tests``' ``last``).
+        design: the planned looks and α shares.
+        alpha: the interval's 1 − coverage, over all looks together.
+    """
+    nominal = np.array(design.levels(alpha, equivalence=False))[look]
+    with np.errstate(invalid="ignore"):
+        half = special.stdtrit(contrasts.df, 1 - nominal / 2) * contrasts.se
+    return contrasts.diff - half, contrasts.diff + half
+
+
+def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int], *,
+                             reference: str = "baseline", metric: str = "test_mae",
+                             margin: str | float = DEFAULT_MARGIN,
+                             alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
+    """:func:`results.analysis.verdict_table` for an experiment run with ``--seeds auto``.
+
+    One verdict, one story: every inferential column of an arm (``diff_mean``, ``diff_ci_*``,
+    ``se``, ``df``, ``n_pairs``, ``p_value``, ``tost_ci_*``, ``ratio_ci_*``, ``p_tost``,
+    ``equivalence_bound``, ``outlier``, ``verdict``) is from the look that decided it
+    (``decided_at``: its seeds), else from the last look it reached. ``equivalence_bound_holm``
+    is the smallest margin at which that look's TOST would have passed at the nominal level the
+    arm had there (``level_eq``), the other arms' decisions as they were: unlike the fixed
+    design's, not the margin at which the whole procedure would have declared it (another
+    margin changes which arms stop); NaN for an arm never compared. ``{metric}_mean`` and its
+    interval (and ``n_ok``) are descriptive, over every ok seed the arm ran.
+    ``p_holm``/``p_tost_holm`` have no sequential counterpart and are left empty;
+    ``level_diff``/``level_eq`` give the nominal levels the arm's tests had at its reported
+    look, ``looks`` how many looks it reached. ``seeds``: the experiment's seed
+    order (experiment.json's ``sequential.seeds``).
+
+    ``diff_ci_low``/``diff_ci_high`` are the repeated confidence interval at the reported look
+    (``attrs["diff_ci"] == "repeated"``): 1 − α coverage of Δ whichever look stopped the arm
+    (the fixed design's 1 − α interval at a look chosen by the data covers less); the
+    ``tost_ci_*`` and ``ratio_ci_*`` intervals are that look's unadjusted 1 − 2α ones, the
+    intervals its TOST reads."""
+    seeds = list(seeds)
+    table = verdict_table(trials, reference=reference, metric=metric, margin=margin,
+                          alpha=alpha)
+    value, relative = table.attrs["margin"], table.attrs["relative"]
+    arms, contrasts, outlier, pairs = look_contrasts(trials, design, seeds,
+                                                     reference=reference, metric=metric)
+    direction = metric_direction(metric)
+    p_rank, sign, unstable = look_failures(trials, design, seeds, arms, reference=reference,
+                                           metric=metric, direction=direction)
+    tests = sequential_tests(contrasts, design=design, margin=value, relative=relative,
+                             alpha=alpha, direction=direction, outlier=outlier,
+                             worst_rank=(p_rank, sign), unstable=unstable)
+    rows = np.arange(len(arms))
+    reported = contrasts.take((rows, tests["last"]))
+    reported_rank = p_rank[rows, tests["last"]]
+    level_eq = tests["level_eq"]
+    low, high = repeated_interval(reported, tests["last"], design=design, alpha=alpha)
+    columns = {
+        "diff_mean": reported.diff, "diff_ci_low": low,
+        "diff_ci_high": high, "se": reported.se, "df": reported.df,
+        "n_pairs": pairs[rows, tests["last"]],
+        **comparison_columns(reported, margin=value, relative=relative, alpha=alpha),
+        "p_holm": np.full(len(arms), np.nan), "p_tost_holm": np.full(len(arms), np.nan),
+        "equivalence_bound_holm": np.where((level_eq > 0) & ~tests["unstable"], reported.bound(
+            np.where(level_eq > 0, level_eq, 0.5), relative), np.nan),
+        "outlier": tests["outlier"], "unstable": tests["unstable"],
+        "significant": tests["significant"],
+        "equivalent": tests["equivalent"], "verdict": tests["verdict"],
+        "decided_at": np.where(tests["decided"] >= 0,
+                               np.array(design.looks)[np.maximum(tests["decided"], 0)], np.nan),
+        "looks": tests["looks"], "level_diff": tests["level_diff"],
+        "level_eq": tests["level_eq"],
+    }
+    position = {arm: i for i, arm in enumerate(arms)}
+    mapped = table["ablation"].map(position)
+    compared = mapped.notna().to_numpy()
+    index = mapped[compared].astype(int).to_numpy()
+    # the worst-rank test's p where the reported look had a discordant seed (p_value: the t
+    # test's of the finished seeds; the two split the look's level)
+    columns["p_worst_rank"] = reported_rank
+    # each arm's failures over the seeds of the look its row reports
+    reasons = [""] * len(arms)
+    for look in set(tests["last"].tolist()):
+        at_look = failure_tests(trials, arms, reference=reference, metric=metric,
+                                direction=direction, seeds=set(seeds[:design.looks[look]]))
+        for i in np.flatnonzero(tests["last"] == look):
+            reasons[i] = at_look.reason[i]
+    columns["reason"] = np.array(verdict_reasons(reasons, tests["outlier"], tests["verdict"]),
+                                 dtype=object)
+    t_test = np.where(np.isnan(reported.diff), "none (fewer than 2 seeds)",
+                      np.where(pairs[rows, tests["last"]] > 0, "paired t", "Welch t"))
+    columns["test"] = np.where(tests["composite"], "t + worst-rank", t_test).astype(object)
+    for column, values in columns.items():
+        values = np.asarray(values)[index]
+        if column not in table or column in ("significant", "equivalent", "outlier", "unstable",
+                                             "verdict", "reason", "test"):
+            table[column] = pd.Series([None] * len(table), index=table.index, dtype=object) \
+                if values.dtype == object or values.dtype == bool else np.nan
+        table.loc[compared, column] = values
+    for column in ("significant", "equivalent", "outlier", "unstable"):
+        table[column] = table[column].astype("boolean")
+    table["verdict"] = table["verdict"].fillna("reference")
+    table["reason"] = table["reason"].fillna("")
+    table.attrs.update(design=design.to_dict(), seeds=list(seeds), sequential=True,
+                       diff_ci="repeated")
+    return table
+
+
+def active_arms(table: pd.DataFrame) -> list[str]:
+    """The arms of :func:`sequential_verdict_table` still without a verdict."""
+    return table.loc[table["verdict"] == "inconclusive", "ablation"].tolist()
+
+
+def compute_spent(trials: pd.DataFrame, max_seeds: int) -> pd.DataFrame:
+    """Per variant: the trials it ran (skipped cells not counted), the rounds they took, the
+    CPU- and GPU-hours they held, and what a fixed design of ``max_seeds`` seeds for every
+    variant would have held (the variant's mean per trial times ``max_seeds``: an estimate
+    for the seeds it did not run)."""
+    rows = []
+    for arm, group in trials.groupby("ablation", sort=False):
+        ran = group[group["status"] != "skipped"]
+        n = len(ran)
+        mean = ran[["cpu_hours", "gpu_hours"]].mean() if n else pd.Series(
+            {"cpu_hours": 0.0, "gpu_hours": 0.0})
+        rows.append({
+            "ablation": arm, "trials": n,
+            "rounds": int(ran["round"].max()) if n and "round" in ran else 0,
+            "cpu_hours": float(ran["cpu_hours"].sum()),
+            "gpu_hours": float(ran["gpu_hours"].sum()),
+            "fixed_trials": max_seeds if n else 0,
+            "fixed_cpu_hours": float(mean["cpu_hours"]) * max_seeds if n else 0.0,
+            "fixed_gpu_hours": float(mean["gpu_hours"]) * max_seeds if n else 0.0,
+        })
+    return pd.DataFrame(rows)
+
+
+def compute_note(spent: pd.DataFrame) -> str:
+    """One line: what :func:`compute_spent`'s table adds up to, against the fixed design."""
+    trials, fixed = int(spent["trials"].sum()), int(spent["fixed_trials"].sum())
+    cpu, fixed_cpu = spent["cpu_hours"].sum(), spent["fixed_cpu_hours"].sum()
+    gpu, fixed_gpu = spent["gpu_hours"].sum(), spent["fixed_gpu_hours"].sum()
+    hours = (f"{gpu:.3g} GPU-hours (fixed: ~{fixed_gpu:.3g})" if fixed_gpu > 0 else
+             f"{cpu:.3g} CPU-hours (fixed: ~{fixed_cpu:.3g})")
+    share = f"{trials / fixed:.0%} of the trials" if fixed else "no trials"
+    return (f"Compute spent: {trials} trials, {hours}; a fixed design at "
+            f"{int(spent['fixed_trials'].max())} seeds for every variant: {fixed} trials "
+            f"({share}).")
+
+
+def experiment_verdicts(directory: str, trials: pd.DataFrame | None = None, *,
+                        reference: str | None = None, metric: str | None = None,
+                        margin: str | float | None = None,
+                        alpha: float | None = None) -> pd.DataFrame:
+    """The verdict table of the experiment in ``directory`` as its design decided them:
+    :func:`sequential_verdict_table` for a ``--seeds auto`` run (experiment.json's
+    ``sequential``) and for a fixed run that is the pilot look of a planned design
+    (``planned``'s ``design``: only its first look reached), else
+    :func:`results.analysis.verdict_table`. Arguments left None are the settings the
+    experiment recorded before its data (:mod:`results.planned`), else baseline, test_mae,
+    5%, 0.05. ``trials``: its trials.parquet if loaded.
+
+    A table decided on other settings than the recorded ones is exploratory: its
+    ``attrs["exploratory"]`` lists what differs (:func:`results.planned.departures`)."""
+    from results.analysis import verdict_table
+    from results.io import read_experiment, read_metadata
+    from results.planned import departures, pilot_design, recorded_settings
+
+    if trials is None:
+        trials = read_experiment(directory)["trials"]
+    meta = read_metadata(directory) or {}
+    record = meta.get("sequential")
+    planned = recorded_settings(meta) or {}
+    reference = reference or planned.get("reference") or meta.get("reference") or "baseline"
+    metric = metric or planned.get("metric") or "test_mae"
+    margin = margin if margin is not None else planned.get("margin") or DEFAULT_MARGIN
+    alpha = alpha if alpha is not None else float(planned.get("alpha") or DEFAULT_ALPHA)
+    pilot = None if record else pilot_design(meta.get("planned"))
+    if record:
+        table = sequential_verdict_table(trials, SeedDesign.from_dict(record["design"]),
+                                         record["seeds"], reference=reference, metric=metric,
+                                         margin=margin, alpha=alpha)
+    elif pilot is not None:
+        table = sequential_verdict_table(trials, pilot, meta["planned"]["seeds"],
+                                         reference=reference, metric=metric, margin=margin,
+                                         alpha=alpha)
+        table.attrs["pilot"] = True
+    else:
+        table = verdict_table(trials, reference=reference, metric=metric, margin=margin,
+                              alpha=alpha)
+    table.attrs["exploratory"] = departures(planned, reference=reference, metric=metric,
+                                            margin=margin, alpha=alpha)
+    return table

@@ -1,5 +1,5 @@
 """What ``--seeds auto`` spends and finds, by design, simulated with the runner's own procedure
-(results.simulation.sequential_verdicts, stopping included): per set of looks and α spending
+(tools.simulation.sequential_verdicts, stopping included): per set of looks and α spending
 for `equivalent`, the CPU-hours against a fixed design at the last look's seeds (each variant's
 trials weighted by its cost on the default run), the trials, and how often the arms without an
 effect end `equivalent`.
@@ -21,10 +21,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import results.sequential as sequential  # noqa: E402
+import results.stats.sequential as sequential  # noqa: E402
 from benchmarks.common import markdown  # noqa: E402
-from results.sequential import SeedDesign  # noqa: E402
-from results.simulation import sequential_verdicts  # noqa: E402
+from results.stats.sequential import SeedDesign  # noqa: E402
+from tools.simulation import sequential_verdicts  # noqa: E402
 
 # The default run (commit 71a2bbe, 2 cores): ratio to the baseline's mean, CPU-hours per trial.
 ARMS = {  # variant: (ratio, cpu_hours per trial)

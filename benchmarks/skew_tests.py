@@ -3,7 +3,7 @@ the runner's paired t test against a sign-flip permutation test of the paired di
 (exact, every sign pattern), Wilcoxon's signed-rank test and a t test of the log ratio, at
 Holm's last step (the full α, two-sided; the hardest case of docs/verdicts.md), at 6 and 10
 seeds. Size: the variant alone carries ``lognormal`` or ``diverging`` noise
-(results.simulation's shapes), the reference Gaussian. Power: Gaussian noise, Δ = one paired
+(tools.simulation's shapes), the reference Gaussian. Power: Gaussian noise, Δ = one paired
 s.d. (0.017 km, ratio 1.031).
 
     python benchmarks/skew_tests.py [--experiments 20000]
@@ -21,7 +21,7 @@ from scipy import special, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from results.simulation import REFERENCE_MEAN, SPREAD, draw_noise  # noqa: E402
+from tools.simulation import REFERENCE_MEAN, SPREAD, draw_noise  # noqa: E402
 
 ALPHA = 0.05
 

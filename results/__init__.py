@@ -1,6 +1,6 @@
 """Results: Parquet writers and readers (schema in results/README.md). No Ray imports."""
 
-from results.io import (
+from results.io.files import (
     EPOCHS_FILE,
     METADATA_FILE,
     PREDICTIONS_FILE,

@@ -363,8 +363,8 @@ def _trains_one_epoch(root: Path, extra: list[str]) -> None:
     """A real trial on the data; its predictions survive the trainable's and the runner's
     Parquet round trip (a second trial's rows concatenated) and the stratified analysis."""
     from ablations.trial.loop import train
-    from results.analysis import stratified_errors
-    from results.io import write_parquet_atomic
+    from results.stats.analysis import stratified_errors
+    from results.io.files import write_parquet_atomic
 
     changes = dict(pair.split("=") for pair in extra[1::2])
     config = tiny_config(data_dir=str(root), epochs=1, batch_size=int(changes.get("batch_size", 8)),

@@ -1,4 +1,4 @@
-"""The baseline check (results/baseline_check.py) and the explosion rule, on small tables:
+"""The baseline check (results/stats/baseline_check.py) and the explosion rule, on small tables:
 the reference's skill against the training mean, its last epoch's fall, the one line printed
 above the verdicts and the record in the experiment folder."""
 
@@ -13,9 +13,9 @@ import pytest
 
 from ablations.experiment.tables import trial_status
 from ablations.trial.metrics import mean_predictor_metrics
-from results import baseline_check as bc
+from results.stats import baseline_check as bc
 from ablations.trial.divergence import EXPLOSION_FACTOR, explosion_error
-from results.baseline_check import (
+from results.stats.baseline_check import (
     SKILL_FLOOR,
     STILL_FALLING_SHARE,
     baseline_check,
@@ -139,8 +139,8 @@ def test_an_exploded_trial_is_diverged_with_its_own_failure_reason():
 
 
 def test_the_report_states_the_check_above_the_verdicts(tmp_path):
-    from results.io import write_parquet_atomic
-    from results.report import write_report
+    from results.io.files import write_parquet_atomic
+    from results.report.build import write_report
     from tests.test_analysis import _experiment
 
     root = _experiment(tmp_path / "exp")

@@ -25,8 +25,8 @@ from ablations.experiment.continuing import (
     trial_slots,
 )
 from ablations.experiment.strategies.seeds_auto import SequentialRun, next_arms
-from results.analysis import verdict_table
-from results.sequential import SeedDesign
+from results.stats.analysis import verdict_table
+from results.stats.sequential import SeedDesign
 from tests.conftest import REPO, tiny_config
 from tests.test_cli import assert_one_line_error, in_process
 

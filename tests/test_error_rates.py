@@ -1,4 +1,4 @@
-"""The error rates of the runner's verdicts, simulated (results.simulation) with the runner's own
+"""The error rates of the runner's verdicts, simulated (tools.simulation) with the runner's own
 functions, stopping included, under the noise real training shows: Gaussian, t(3), right-skewed
 (lognormal σ = 0.8) and a seed that diverges in one run of ten, each with and without a seed
 effect shared by the arms, at 3, 5 and 10 seeds, for fixed seeds, ``--seeds auto`` and
@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from results.sequential import SeedDesign
-from results.simulation import (
+from results.stats.sequential import SeedDesign
+from tools.simulation import (
     DESIGNS,
     NOISES,
     SHARED,

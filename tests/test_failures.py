@@ -1,6 +1,6 @@
 """A run that training made fail is an outcome: the worst-rank test, equivalence barred for an
 arm that diverges more than the reference, and the error rates with failures, on the runner's
-own functions (results/failures.py, results/failure_simulation.py)."""
+own functions (results/stats/failures.py, tools/failure_simulation.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import pytest
 from scipy import stats
 
 from ablations.experiment.strategies.seeds_auto import next_arms
-from results.compare import compare_experiments
-from results.failure_simulation import case_rate
-from results.failures import signed_rank_p
-from results.sequential import SeedDesign
-from results.sequential_table import sequential_verdict_table
-from results.verdicts import verdict_table
+from results.stats.compare import compare_experiments
+from tools.failure_simulation import case_rate
+from results.stats.failures import signed_rank_p
+from results.stats.sequential import SeedDesign
+from results.stats.sequential_table import sequential_verdict_table
+from results.stats.verdicts import verdict_table
 
 ALPHA = 0.05
 

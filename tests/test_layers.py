@@ -249,7 +249,7 @@ def test_planning_a_grid_loads_no_ray_and_no_design_analysis():
     code = ("import sys\nfrom ablations.experiment.planning import prepare\n"
             "from ablations.experiment.request import Request\n"
             "prepare(Request(only='baseline,no_images'))\n"
-            "print(sorted(m for m in ('ray', 'ray.tune', 'results.factorial', 'scipy.stats')\n"
+            "print(sorted(m for m in ('ray', 'ray.tune', 'results.stats.factorial', 'scipy.stats')\n"
             "             if m in sys.modules))\n")
     assert fresh_stdout(code) == "[]"
 
@@ -259,6 +259,6 @@ def test_planning_a_factorial_loads_its_design_not_its_analysis():
             "from ablations.experiment.request import Request\n"
             "prepare(Request(design='factorial', factors='temporal_attention,spatial_attention',"
             " seeds=[0, 1]))\n"
-            "print(sorted(m for m in ('ray', 'results.factorial', 'results.factorial_design')\n"
+            "print(sorted(m for m in ('ray', 'results.stats.factorial', 'results.stats.factorial_design')\n"
             "             if m in sys.modules))\n")
-    assert fresh_stdout(code) == "['results.factorial_design']"
+    assert fresh_stdout(code) == "['results.stats.factorial_design']"

@@ -215,7 +215,7 @@ def write_experiment(storage: Path, name: str, argv: list[str]) -> Path:
     from ablations.experiment.planning import prepare
     from ablations.experiment.request import Request
     from ablations.experiment.runner import experiment_metadata
-    from results.io import METADATA_FILE, write_json_atomic
+    from results.io.files import METADATA_FILE, write_json_atomic
 
     prepared = prepare(Request.of(build_parser().parse_args(argv)))  # as the command plans it
     options = RunOptions(storage=storage, name=name, space=prepared.space.name)

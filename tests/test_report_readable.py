@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from results.browser_check import find_chromium
-from results.formatting import Column, decimals_for, number, p_value, plain, readable, unit_of
-from results.strata import interval_order, quantile_bins
+from tools.browser_check import find_chromium
+from results.report.formatting import Column, decimals_for, number, p_value, plain, readable, unit_of
+from results.stats.strata import interval_order, quantile_bins
 from tests.test_analysis import _experiment
 
 
@@ -63,7 +63,7 @@ def test_bins_are_labelled_by_their_range_without_float_noise():
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    from results.report import write_report
+    from results.report.build import write_report
 
     return write_report(_experiment(tmp_path_factory.mktemp("readable") / "exp"))
 
@@ -92,7 +92,7 @@ def test_the_answer_comes_first_with_readable_numbers(report):
 
 @pytest.mark.skipif(find_chromium() is None, reason="needs Chromium (apt-get install chromium)")
 def test_in_a_browser_the_figures_load_and_nothing_overflows_1366_px(report, tmp_path):
-    from results.browser_check import checks, main, measure
+    from tools.browser_check import checks, main, measure
 
     chromium = find_chromium()
     measured = measure(report.html, chromium, width=1366)

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ablations.experiment.trainable import load_state
-from results.io import read_bytes
+from results.io.files import read_bytes
 from tests.conftest import REPO, start_until
 
 pytest.importorskip("moto.server", reason="the S3 server of the tests: pip install -e '.[test]'")

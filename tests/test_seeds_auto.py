@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from ablations.experiment.strategies.seeds_auto import SequentialRun, next_arms
-from results.report import write_report
+from results.report.build import write_report
 from tests.conftest import REPO
 from tests.test_cli import assert_one_line_error, in_process
 
@@ -258,9 +258,9 @@ def test_the_report_and_the_notebook_function_use_what_the_run_decided_on(tmp_pa
     and alpha experiment.json records for the rounds, not 5% / 0.05."""
     import numpy as np
 
-    from results.sequential import SeedDesign
+    from results.stats.sequential import SeedDesign
 
-    from results.sequential_table import experiment_verdicts
+    from results.stats.sequential_table import experiment_verdicts
 
     rng = np.random.default_rng(3)
     rows = [{"experiment": "e", "trial_name": f"{a}-seed{s}", "ablation": a, "seed": s,

@@ -1,4 +1,4 @@
-"""The sequential design of ``--seeds auto`` (results.sequential): the planned looks and α
+"""The sequential design of ``--seeds auto`` (results.stats.sequential): the planned looks and α
 shares, the group-sequential levels (against an independent simulation), one look as the fixed
 design, the runner's DataFrame path against the simulated array path, and the audit cases of
 "one verdict, one story": a verdict frozen at the look that decided it, never a `worse` beside
@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from scipy import special
 
-from results.boundaries import nominal_levels
-from results.contrasts import Contrasts
-from results.sequential import SeedDesign, sequential_tests
-from results.sequential_table import active_arms, sequential_verdict_table
-from results.simulation import simulate_runs, sequential_verdicts
-from results.verdicts import equivalence_tests, verdict_table
+from results.stats.boundaries import nominal_levels
+from results.stats.contrasts import Contrasts
+from results.stats.sequential import SeedDesign, sequential_tests
+from results.stats.sequential_table import active_arms, sequential_verdict_table
+from tools.simulation import simulate_runs, sequential_verdicts
+from results.stats.verdicts import equivalence_tests, verdict_table
 
 ALPHA = 0.05
 MARGIN = 0.0276  # 5% of the synthetic default's reference test MAE (0.552 km)
@@ -65,7 +65,7 @@ def test_plan_looks_every_few_seeds_and_shares_alpha_across_the_looks():
 
 def _independent_crossings(looks: tuple[int, ...], nominal: tuple[float, ...], two_sided: bool,
                            paths: int = 400_000, seed: int = 99) -> np.ndarray:
-    """Written apart from results.boundaries: the share of Gaussian experiments whose t
+    """Written apart from results.stats.boundaries: the share of Gaussian experiments whose t
     statistic (over each look's first n_k seeds) first crosses the nominal level at look k."""
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((paths, looks[-1]))
@@ -109,7 +109,7 @@ def test_each_later_look_spends_at_most_its_share_of_the_paths_it_was_set_on(two
     """The search takes the conservative side: on the simulated paths the levels come from, the
     paths that first cross at a later look number at most level·share_k of them (floored), and
     miss it by at most a couple of paths (Holm's first and last levels of eight arms)."""
-    from results import boundaries
+    from results.stats import boundaries
 
     design = SeedDesign.plan(3, 10)
     t = boundaries.null_paths(design.looks)
@@ -245,7 +245,7 @@ def _run_rounds(columns: dict[str, np.ndarray], design: SeedDesign, margin="5%"
 
 def test_the_runners_rounds_decide_as_the_simulated_procedure():
     """The runner's path (a trials table grown round by round) gives the verdicts and seeds per
-    arm of results.simulation.sequential_verdicts on the same values: the error-rate table
+    arm of tools.simulation.sequential_verdicts on the same values: the error-rate table
     simulates the procedure the runner runs."""
     rng = np.random.default_rng(11)
     design = SeedDesign.plan(3, 10)
@@ -450,7 +450,7 @@ def test_the_null_paths_of_a_large_last_look_are_drawn_in_bounded_memory():
     statistics have the t law at each look (their joint law: the spending test above)."""
     import tracemalloc
 
-    from results import boundaries
+    from results.stats import boundaries
 
     boundaries.null_paths.cache_clear()
     tracemalloc.start()

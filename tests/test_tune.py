@@ -15,7 +15,7 @@ from ablations.config import TrialConfig
 from ablations.experiment.options import RunOptions
 from ablations.experiment.runner import run_experiment
 from results import read_experiment
-from results.schema import (
+from results.io.schema import (
     config_columns,
     EPOCH_COLUMNS,
     PREDICTION_COLUMNS,
@@ -387,10 +387,10 @@ def test_compare_on_real_experiment_folders(experiment, tmp_path, capsys):
 
 
 def test_results_readme_is_the_rendered_schema():
-    from results.schema import render_markdown
+    from results.io.schema import render_markdown
 
     readme = (REPO / "results" / "README.md").read_text()
-    assert readme == render_markdown(), "run: python -m results.schema"
+    assert readme == render_markdown(), "run: python -m results.io.schema"
     documented = set(re.findall(r"^\| `([a-z0-9_]+)`", readme, flags=re.MULTILINE))
     for columns in (TRIAL_COLUMNS, EPOCH_COLUMNS, PREDICTION_COLUMNS):
         assert set(column_names(columns)) <= documented
@@ -414,7 +414,7 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ra
     seeds, and tests/test_continue_auto.py; at default settings they would cost a minute of the
     suite's time.)"""
     from ablations.experiment.strategies.seeds_auto import SequentialRun, run_rounds
-    from results.sequential import SeedDesign
+    from results.stats.sequential import SeedDesign
 
     base = TrialConfig()
     seeds = [0, 1, 2, 3]

@@ -154,8 +154,8 @@ def test_each_arm_is_evaluated_at_its_own_best_by_validation(tuned):
 
 @pytest.mark.slow
 def test_console_and_report_put_the_two_verdict_tables_side_by_side(tuned):
-    from results.phases import side_by_side
-    from results.report import write_report
+    from results.stats.phases import side_by_side
+    from results.report.build import write_report
 
     out = tuned["resumed"].stdout
     trials = tuned["trials"]
@@ -202,8 +202,8 @@ def _phase_rows(phase: str, arm: str, means: list[float]) -> pd.DataFrame:
 def test_side_by_side_names_an_arm_that_is_worse_only_at_the_baseline_configuration():
     """A constructed experiment: the arm is 30% worse at the given configuration and within
     1% of the reference at its own best; verdict tables see one phase each."""
-    from results.phases import evaluation_rows, side_by_side, side_by_side_text
-    from results.verdicts import verdict_table
+    from results.stats.phases import evaluation_rows, side_by_side, side_by_side_text
+    from results.stats.verdicts import verdict_table
 
     rng = np.random.default_rng(0)
     base = 1.0 + rng.normal(0, 0.01, 8)

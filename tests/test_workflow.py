@@ -1,7 +1,7 @@
-"""One α per workflow, settings fixed before the data (results/planned.py): a fixed-seed table
+"""One α per workflow, settings fixed before the data (results/stats/planned.py): a fixed-seed table
 is the pilot look of a sequential design recorded before its first trial, so continuing it
 with --seeds auto changes nothing already decided and the whole workflow's error rates stay
-within α (results/workflow_simulation.py); `report` and `compare` on other settings than the
+within α (tools/workflow_simulation.py); `report` and `compare` on other settings than the
 recorded ones say the table is exploratory. No Ray."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import pytest
 from ablations.cli.main import main
 from ablations.experiment.planning import prepare
 from ablations.experiment.request import Request
-from results.analysis import verdict_table
-from results.planned import planned_record
-from results.sequential import SeedDesign
-from results.sequential_table import experiment_verdicts, sequential_verdict_table
-from results.simulation import SPREAD
-from results.workflow_simulation import workflow_errors
+from results.stats.analysis import verdict_table
+from results.stats.planned import planned_record
+from results.stats.sequential import SeedDesign
+from results.stats.sequential_table import experiment_verdicts, sequential_verdict_table
+from tools.simulation import SPREAD
+from tools.workflow_simulation import workflow_errors
 from tests.test_analysis import _experiment
 from tests.test_cli import assert_one_line_error, in_process
 

@@ -38,8 +38,8 @@ from ablations.experiment.planning import prepare
 from ablations.experiment.preflight import auto_batch, check_data_on_workers
 from ablations.experiment.request import Request, UsageError, check_name, storage_root
 from model.data import DataError
-from results.baseline_check import record_baseline_check
-from results.io import MetadataError, first_line, join, list_dir
+from results.stats.baseline_check import record_baseline_check
+from results.io.files import MetadataError, first_line, join, list_dir
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 # Ray's warning, at every start of a local Ray, that token authentication is on
@@ -171,9 +171,9 @@ def _continuation_hint(df: Any, args: argparse.Namespace, storage: str, name: st
     ``planned``: experiment.json's record of the design the run is the pilot look of (None:
     an experiment.json without a design; its fixed table is the one continued)."""
     from ablations.experiment.continuing import continuation_hint
-    from results.analysis import verdict_table
-    from results.planned import pilot_design
-    from results.sequential_table import sequential_verdict_table
+    from results.stats.analysis import verdict_table
+    from results.stats.planned import pilot_design
+    from results.stats.sequential_table import sequential_verdict_table
 
     design = pilot_design(planned)
     metric, margin, alpha = args.metric, args.margin, args.alpha
@@ -323,7 +323,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     for line in strategy.closing_lines(result.directory):
         print(line)
     print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
-    from results.planned import pilot_design
+    from results.stats.planned import pilot_design
 
     planned = strategy.planned
     # a run planned at one look (--seeds >= --max-seeds) or crossed: final, no continuation

@@ -14,7 +14,7 @@ from typing import Any, Iterator, Optional, Sequence
 from ablations.trial.batches import scalar_columns
 from ablations.config import TrialConfig
 from ablations.cli.flags import EXIT_BAD_INPUT, OneLineParser, alpha_flag, margin_flag
-from results.io import first_line, is_uri
+from results.io.files import first_line, is_uri
 
 
 def list_spaces() -> str:
@@ -42,15 +42,15 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
     """Per variant: ok/total trials (the seeds spent), mean ± std of the test MAE over ok
     trials, ...; where ``reference`` is a variant with an ok trial, also each variant's verdict
     against it on ``metric`` and the equivalence bound it reached
-    (results.analysis.verdict_table), and a note under the table with the margin and alpha.
+    (results.stats.analysis.verdict_table), and a note under the table with the margin and alpha.
     ``sequential``: experiment.json's record of a ``--seeds auto`` run: the verdicts are the
     sequential design's, and the compute spent is compared with a fixed design; or its
     ``planned`` record of a fixed run that is the pilot look of a design (no ``rounds``):
     the verdicts are that look's."""
     import pandas as pd
 
-    from results.analysis import dropped_note, verdict_note, verdict_table
-    from results.phases import evaluation_rows
+    from results.stats.analysis import dropped_note, verdict_note, verdict_table
+    from results.stats.phases import evaluation_rows
 
     trials_df = evaluation_rows(trials_df)  # a tuned ablation's: beside it, summary_lines
     verdicts, no_verdicts = None, ""
@@ -58,8 +58,8 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
     if ok_reference.any() and trials_df["ablation"].nunique() > 1:
         try:
             if sequential:
-                from results.sequential import SeedDesign
-                from results.sequential_table import sequential_verdict_table
+                from results.stats.sequential import SeedDesign
+                from results.stats.sequential_table import sequential_verdict_table
 
                 verdicts = sequential_verdict_table(
                     trials_df, SeedDesign.from_dict(sequential["design"]), sequential["seeds"],
@@ -117,13 +117,13 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
     for ablation, reason in reasons[reasons.fillna("") != ""].items():
         text += f"\n{ablation}: {verdicts.loc[ablation, 'verdict']}: {reason}"
     if sequential and "rounds" not in sequential:  # a fixed run, the pilot look of a design
-        from results.planned import pilot_note
-        from results.sequential import SeedDesign
+        from results.stats.planned import pilot_note
+        from results.stats.sequential import SeedDesign
 
         text += f"\n{pilot_note(SeedDesign.from_dict(sequential['design']), alpha)}"
     elif sequential:
-        from results.sequential import SeedDesign, design_note
-        from results.sequential_table import compute_note, compute_spent
+        from results.stats.sequential import SeedDesign, design_note
+        from results.stats.sequential_table import compute_note, compute_spent
 
         design = SeedDesign.from_dict(sequential["design"])
         text += (f"\n{design_note(design, alpha)}\n"
@@ -161,9 +161,9 @@ def report_main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     import pyarrow as pa
 
-    from results.report import write_report
-    from results.report_page import markdown_cells
-    from results.report_tables import verdict_view
+    from results.report.build import write_report
+    from results.report.page import markdown_cells
+    from results.report.tables import verdict_view
 
     experiment = args.experiment if is_uri(args.experiment) \
         else str(Path(args.experiment).expanduser())
@@ -172,7 +172,7 @@ def report_main(argv: Sequence[str]) -> int:
                               margin=args.margin, alpha=args.alpha,
                               compare_with=args.compare_with)
     except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
-        # ValueError includes results.report.NotAnExperimentError; OSError: cannot write
+        # ValueError includes results.report.build.NotAnExperimentError; OSError: cannot write
         message = first_line(exc)
         if isinstance(exc, OSError) and getattr(exc, "filename", None):
             message = f"{exc.filename}: {exc.strerror or message}"
@@ -180,7 +180,7 @@ def report_main(argv: Sequence[str]) -> int:
         return EXIT_BAD_INPUT
     ablation = report.ablation
     if ablation.attrs.get("exploratory"):  # settings other than those fixed before the data
-        from results.planned import exploratory_note
+        from results.stats.planned import exploratory_note
 
         print(exploratory_note(ablation.attrs["exploratory"]))
     print(markdown_cells(verdict_view(ablation, metric=ablation.attrs["metric"],
@@ -214,9 +214,9 @@ def compare_main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     import pyarrow as pa
 
-    from results.compare import compare_experiments, compare_note
-    from results.report_page import markdown_cells
-    from results.report_tables import comparison_view
+    from results.stats.compare import compare_experiments, compare_note
+    from results.report.page import markdown_cells
+    from results.report.tables import comparison_view
 
     folders = [x if is_uri(x) else str(Path(x).expanduser()) for x in (args.a, args.b)]
     recorded = [_recorded(folder) for folder in folders]
@@ -236,7 +236,7 @@ def compare_main(argv: Sequence[str]) -> int:
         return EXIT_BAD_INPUT
     differ = _compare_departures(recorded, given)
     if differ:
-        from results.planned import exploratory_note
+        from results.stats.planned import exploratory_note
 
         print(exploratory_note(differ))
     print(markdown_cells(comparison_view(table, metric=args.metric, alpha=args.alpha)))
@@ -245,9 +245,9 @@ def compare_main(argv: Sequence[str]) -> int:
 
 
 def _recorded(folder: str) -> Optional[dict[str, Any]]:
-    """The settings an experiment recorded before its data (results/planned.py), if any."""
-    from results.io import MetadataError, read_metadata
-    from results.planned import recorded_settings
+    """The settings an experiment recorded before its data (results/stats/planned.py), if any."""
+    from results.io.files import MetadataError, read_metadata
+    from results.stats.planned import recorded_settings
 
     try:
         return recorded_settings(read_metadata(folder) or {})
@@ -260,7 +260,7 @@ def _compare_departures(recorded: Sequence[Optional[dict[str, Any]]],
     """The settings ``compare`` was given on its command line that differ from those either
     experiment recorded before its data, each naming the experiment (a setting left out is
     A's, so no departure from A)."""
-    from results.planned import departures
+    from results.stats.planned import departures
 
     differ = []
     for label, planned in zip(("A", "B"), recorded):

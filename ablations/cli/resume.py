@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 from ablations.config import TrialConfig
 from ablations.experiment.request import Request, UsageError
-from results.io import MetadataError, first_line, join, list_dir, read_metadata
+from results.io.files import MetadataError, first_line, join, list_dir, read_metadata
 
 
 @dataclass
@@ -67,7 +67,7 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
     trials, skipped = plan_from_metadata(meta)
     sequential, tune_subdir, factorial = None, None, None
     if meta.get("factorial"):
-        from results.factorial_design import FactorialDesign
+        from results.stats.factorial_design import FactorialDesign
 
         if continuing:
             raise UsageError(f"--seeds auto: {target} holds a factorial design, whose cells "
@@ -119,7 +119,7 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
     finished = None
     if continuing:  # the fixed run's trials: round 1 as they are (continuing.py)
         from ablations.experiment.options import ExperimentResult
-        from results.io import read_experiment
+        from results.io.files import read_experiment
 
         frames = read_experiment(target)
         finished = ExperimentResult(target, frames["trials"], frames["epochs"],
@@ -256,8 +256,8 @@ def same_name_again(args: argparse.Namespace, target: str, name: str, prepared: 
                          f"{previous.get('space')}, {len(previous.get('trials', {}))} "
                          "trials); continue it with --resume or choose another --name")
     if sequential is None and previous.get("planned") and strategy.planned:
-        from results.planned import departures
-        from results.sequential import SeedDesign
+        from results.stats.planned import departures
+        from results.stats.sequential import SeedDesign
 
         was, now = previous["planned"], strategy.planned
         differ = departures(was, reference=now["reference"], metric=now["metric"],

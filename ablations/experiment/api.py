@@ -21,7 +21,7 @@ from typing import Any, Mapping, Optional, Sequence
 import pandas as pd
 
 from ablations.experiment.request import Request, new_experiment_root, storage_root
-from results.baseline_check import BaselineCheck, record_baseline_check
+from results.stats.baseline_check import BaselineCheck, record_baseline_check
 
 
 @dataclass
@@ -34,8 +34,8 @@ class Results:
     predictions: pd.DataFrame
     verdicts: Optional[pd.DataFrame]  # None when no verdict is possible (e.g. no ok reference)
     wall_s: float
-    effects: Optional[pd.DataFrame] = None  # design="factorial": results.factorial's effects
-    # the reference against the training mean and its last epoch (results.baseline_check);
+    effects: Optional[pd.DataFrame] = None  # design="factorial": results.stats.factorial's effects
+    # the reference against the training mean and its last epoch (results.stats.baseline_check);
     # None without verdicts
     baseline_check: Optional[BaselineCheck] = None
 
@@ -90,7 +90,7 @@ class Experiment:
         from ablations.experiment.planning import prepare
         from ablations.experiment.options import RunOptions
         from ablations.experiment.runner import estimating_costs
-        from results.sequential_table import experiment_verdicts
+        from results.stats.sequential_table import experiment_verdicts
 
         request = self.request
         prepared = prepare(request)
@@ -129,7 +129,7 @@ class Experiment:
                 verdicts = None
         effects = None
         if prepared.factorial is not None:
-            from results.factorial import factorial_effects
+            from results.stats.factorial import factorial_effects
 
             try:
                 effects = factorial_effects(result.trials, prepared.factorial,

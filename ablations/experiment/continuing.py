@@ -5,7 +5,7 @@ A fixed run (``--seeds 3``) that leaves variants ``inconclusive`` ends with one 
 adds in the worst case (:func:`estimate_continuation`). That command (:func:`continue_plan`)
 turns the experiment's record into a sequential one: the design is the one experiment.json's
 ``planned`` recorded before the first trial (``SeedDesign.plan(pilot=<the fixed run's seed
-count>, max_seeds)``, results/planned.py), whose pilot look the fixed run's verdicts already
+count>, max_seeds)``, results/stats/planned.py), whose pilot look the fixed run's verdicts already
 were, so nothing they decided changes; its seed order starts with the fixed run's seeds, and
 the fixed run's trials are round 1 as they are (read from trials.parquet, not run again).
 Rounds 2.. are ablations/experiment/strategies/seeds_auto.py's. A run whose design has one
@@ -28,7 +28,7 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from ablations.experiment.request import Request, UsageError
-from results.io import EPOCHS_FILE, PREDICTIONS_FILE, TRIALS_FILE, is_file, join, read_experiment
+from results.io.files import EPOCHS_FILE, PREDICTIONS_FILE, TRIALS_FILE, is_file, join, read_experiment
 
 UNFINISHED = ("interrupted", "not_started")
 # Flags that say what to run: --resume runs what experiment.json recorded, so any of these
@@ -71,7 +71,7 @@ def trial_slots(resources: dict[str, float], cpus_per_trial: float, gpus_per_tri
 def default_max_seeds(fixed_seeds: int) -> int:
     """The ``--max-seeds`` a continuation uses: the ``--seeds auto`` default (10), or twice
     the fixed run's seeds when it already ran that many."""
-    from results.sequential import DEFAULT_MAX_SEEDS
+    from results.stats.sequential import DEFAULT_MAX_SEEDS
 
     return DEFAULT_MAX_SEEDS if fixed_seeds < DEFAULT_MAX_SEEDS else 2 * fixed_seeds
 
@@ -102,7 +102,7 @@ def continue_command(storage: str, name: str, *, max_seeds: int, fixed_seeds: in
 def sequential_seeds(fixed: Sequence[int], max_seeds: int) -> list[int]:
     """The seed order of the continuation: the fixed run's seeds (the pilot), then the
     smallest seeds it did not run, up to ``max_seeds`` in all."""
-    from results.planned import seed_order
+    from results.stats.planned import seed_order
 
     return seed_order(fixed, max_seeds)
 
@@ -111,8 +111,8 @@ def first_look(trials: pd.DataFrame, seeds: Sequence[int], max_seeds: int, *, re
                metric: str, margin: str, alpha: float) -> pd.DataFrame:
     """The sequential design's verdicts on the fixed run's trials as its pilot: what round 1
     of the continuation decides (the arms it leaves are the ones that get seeds)."""
-    from results.sequential import SeedDesign
-    from results.sequential_table import sequential_verdict_table
+    from results.stats.sequential import SeedDesign
+    from results.stats.sequential_table import sequential_verdict_table
 
     design = SeedDesign.plan(len(seeds), max_seeds)
     return sequential_verdict_table(trials, design, sequential_seeds(seeds, max_seeds),
@@ -134,7 +134,7 @@ def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, referenc
     count
     is a bound; the times are estimates of that worst case (later rounds start new workers:
     measured 0.0044 CPU-hours estimated, 0.0049 spent)."""
-    from results.sequential import SeedDesign
+    from results.stats.sequential import SeedDesign
 
     ok = trials[trials["status"] == "ok"]
     medians = ok.groupby("ablation")[["wall_s", "cpu_hours", "gpu_hours"]].median()
@@ -237,7 +237,7 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
         UsageError: one line, for every use that cannot continue it.
     """
     from ablations.experiment.strategies.seeds_auto import SequentialRun
-    from results.sequential import SeedDesign
+    from results.stats.sequential import SeedDesign
 
     target = join(storage, name)
     resume = f"python run_ablations.py --resume --name {name} --storage {storage}"
@@ -321,7 +321,7 @@ def check_planned(args: Request, name: str, planned: dict[str, Any], design: Any
                          f"planned as the fixed design at full alpha (--max-seeds "
                          f"{design.max_seeds}); more seeds would test them again: start a new "
                          "experiment on new seeds (another --name)")
-    from results.planned import same_margin
+    from results.stats.planned import same_margin
 
     defaults = Request()
     given = {"--max-seeds": (args.max_seeds, design.max_seeds, None),

@@ -10,7 +10,7 @@ from typing import Any, Callable, ContextManager, Optional
 
 import pandas as pd
 
-from results.io import is_uri, join
+from results.io.files import is_uri, join
 
 TUNE_SUBDIR = "tune"
 

@@ -144,7 +144,7 @@ def auto_seeds(args: Request, space: Any) -> Optional[tuple[int, int]]:
             raise UsageError("--pilot applies with --seeds auto only (fixed seeds: the pilot "
                              "is --seeds)")
         return None
-    from results.sequential import DEFAULT_MAX_SEEDS
+    from results.stats.sequential import DEFAULT_MAX_SEEDS
 
     if space.is_search:
         raise UsageError(f"--seeds auto: space {space.name} is a search, not an ablation "
@@ -166,7 +166,7 @@ def crossed_seeds(trials: list[Any], seeds: Sequence[int]) -> list[Any]:
     cell (i, j) holds the first source at ``seeds[i]`` and the second at ``seeds[j]``
     (``seed_sources=init=a,order=b``) and has the pairing seed ``i * len(seeds) + j``, the
     same cell for every variant. ``trials``: :func:`search_spaces.expand`'s, variant-major."""
-    if len(seeds) < 3:  # results/crossed.py: at 2 x 2 each source's mean square has 1 df
+    if len(seeds) < 3:  # results/stats/crossed.py: at 2 x 2 each source's mean square has 1 df
         raise UsageError("--cross-seeds needs at least 3 seeds per source for verdicts (e.g. "
                          "--seeds 3: 3 x 3 trials per variant)")
     count, out, seen = len(seeds), [], set()
@@ -231,7 +231,7 @@ class Prepared:
     seeds: list[int] = field(default_factory=list)  # every seed (--seeds auto: all it may run)
     model: Optional[str] = None  # the plugin: the request's, or the space file's
     strategy: Any = None  # how it runs: strategies.Grid, Hpo, SeedsAuto or Factorial
-    factorial: Any = None  # results.factorial.FactorialDesign for --design factorial
+    factorial: Any = None  # results.stats.factorial.FactorialDesign for --design factorial
 
 
 def prepare(args: Request) -> Prepared:
@@ -312,7 +312,7 @@ def prepare(args: Request) -> Prepared:
     sequential = None
     if auto:
         from ablations.experiment.strategies.seeds_auto import SequentialRun
-        from results.sequential import SeedDesign
+        from results.stats.sequential import SeedDesign
 
         design = SeedDesign.plan(*auto)
         sequential = SequentialRun(design, list(seeds), space.reference, args.metric,
@@ -342,7 +342,7 @@ def prepare(args: Request) -> Prepared:
 
 def planned_settings(args: Request, space: Any, seeds: Sequence[int],
                      strategy: Any) -> dict[str, Any]:
-    """The arguments of :func:`results.planned.planned_record` (experiment.json's
+    """The arguments of :func:`results.stats.planned.planned_record` (experiment.json's
     ``planned``): the reference, metric, margin and α fixed before the data; for a fixed table
     that can be continued into rounds, its seeds and ``--max-seeds`` (default 10), the
     sequential design whose pilot look they are. Factorial, tuned, search and

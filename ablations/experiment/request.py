@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from results.io import check_bucket, first_line, is_uri, join, list_dir
+from results.io.files import check_bucket, first_line, is_uri, join, list_dir
 
 DEFAULT_STORAGE = "ablation_results"
 DEFAULT_SEEDS = (0, 1, 2)
@@ -116,7 +116,7 @@ class Request:
 
 def metric_problem(name: str) -> Optional[str]:
     """Why ``name`` is not a numeric trials.parquet column the verdicts can use; None if it is."""
-    from results.schema import TRIAL_COLUMNS
+    from results.io.schema import TRIAL_COLUMNS
 
     numeric = [column for column, dtype, _ in TRIAL_COLUMNS
                if dtype == "float64" and column.startswith(("test_", "val_", "train_"))]
@@ -149,7 +149,7 @@ def alpha_problem(value: Any) -> Optional[str]:
 
 def margin_problem(text: str) -> Optional[str]:
     """Why ``text`` is not an equivalence margin (``0.02`` or ``5%``); None if it is."""
-    from results.verdicts import parse_margin
+    from results.stats.verdicts import parse_margin
 
     try:
         parse_margin(text)

@@ -57,7 +57,7 @@ from ablations.experiment.tables import (
     trial_status,
     tune_state_file,
 )
-from results.io import (
+from results.io.files import (
     METADATA_FILE,
     delete_dir,
     first_line,
@@ -148,7 +148,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     strategy.record(metadata, trials)
     previous = read_metadata(root)
     metadata["auto_batch"] = options.auto_batch or (previous or {}).get("auto_batch")
-    # the settings fixed before the first trial (results/planned.py): a resume or a later
+    # the settings fixed before the first trial (results/stats/planned.py): a resume or a later
     # round keeps the first record, and an experiment recorded without one gets none
     planned = strategy.planned if previous is None else previous.get("planned")
     if planned:

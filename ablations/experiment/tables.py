@@ -2,7 +2,7 @@
 
 ``collect_results`` reads each trial's last result, error, per-epoch history and final
 checkpoint and writes ``trials.parquet``, ``epochs.parquet`` and ``predictions.parquet``
-(schema: results/schema.py); ``trial_status`` names how a trial ended. ``saved_results`` reads
+(schema: results/io/schema.py); ``trial_status`` names how a trial ended. ``saved_results`` reads
 Tune's results from the state file it saved, opened by its full path: it does not need the
 process's working directory, which Tune's own analysis does (see its docstring).
 """
@@ -19,7 +19,7 @@ import pandas as pd
 
 from ablations.experiment.provenance import trial_columns
 from ablations.experiment.reported import unpacked, unpacked_frame
-from results.io import (
+from results.io.files import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,
     TRIALS_FILE,
@@ -28,7 +28,7 @@ from results.io import (
     join,
     write_parquet_atomic,
 )
-from results.schema import EPOCH_COLUMNS, TRIAL_COLUMNS, column_names
+from results.io.schema import EPOCH_COLUMNS, TRIAL_COLUMNS, column_names
 from search_spaces.spaces import TrialSpec
 
 from ablations.experiment.options import ExperimentResult, RunOptions, experiment_dir

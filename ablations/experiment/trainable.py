@@ -39,7 +39,7 @@ from ablations.experiment.reported import json_value, packed
 from ablations.trial.loop import train
 from ablations.trial.memory import gpu_share
 from ablations.trial.step import cap_gpu_memory
-from results.io import atomic_write, is_file, join, read_bytes
+from results.io.files import atomic_write, is_file, join, read_bytes
 
 STATE_FILE = "state.pt"
 HISTORY_FILE = "history.json"  # the per-epoch metrics, readable without torch or the weights

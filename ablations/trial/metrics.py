@@ -128,7 +128,7 @@ def mean_predictor_metrics(target: np.ndarray, train_idx: np.ndarray, val_idx: n
                            test_idx: np.ndarray) -> dict[str, float]:
     """MAE and RMSE (km) on the validation and test splits of the trivial predictor that
     predicts the training targets' mean for every sample: the reference of the explosion
-    rule and of the baseline check (results/baseline_check.py). Reads the targets only."""
+    rule and of the baseline check (results/stats/baseline_check.py). Reads the targets only."""
     mean = float(target[train_idx].mean())
     out = {}
     for split, idx in (("val", val_idx), ("test", test_idx)):

@@ -38,18 +38,18 @@ class Strategy:
     search_samples: Optional[int] = None  # a search's number of trials; None: a fixed plan
     has_verdicts = True  # its trials form an ablation table with verdicts
     continues_into_rounds = False  # inconclusive arms can be continued with --seeds auto
-    # the arguments of results.planned.planned_record, set by planning; the record is made
+    # the arguments of results.stats.planned.planned_record, set by planning; the record is made
     # on first use of :attr:`planned` (it loads the analysis modules, which planning does not)
     plan_spec: Optional[dict[str, Any]] = None
     _planned: Optional[dict[str, Any]] = None
 
     @property
     def planned(self) -> Optional[dict[str, Any]]:
-        """experiment.json's ``planned`` (results/planned.py): the settings fixed before the
+        """experiment.json's ``planned`` (results/stats/planned.py): the settings fixed before the
         data and, for a fixed table, the design whose pilot look it is; None for an
         experiment whose experiment.json has none."""
         if self._planned is None and self.plan_spec is not None:
-            from results.planned import planned_record
+            from results.stats.planned import planned_record
 
             self._planned = planned_record(**self.plan_spec)
         return self._planned
@@ -135,7 +135,7 @@ class Strategy:
         """(reference, metric, margin, alpha, sequential record) the summary decides with:
         the settings recorded before the data, and for a fixed table planned as the pilot
         look of a design, that record (its ``design`` and ``seeds``)."""
-        from results.planned import pilot_design
+        from results.stats.planned import pilot_design
 
         planned = self.planned
         if not planned:

@@ -1,7 +1,7 @@
 """A two-level factorial design of boolean switches (``--design factorial --factors A,B,...``;
 docs/factorial.md): every cell of the design at every seed, run as a grid (:class:`Grid`),
 the design recorded in experiment.json, and the run's summary ending with its main effects
-and two-factor interactions (results/factorial.py).
+and two-factor interactions (results/stats/factorial.py).
 
 :func:`factorial_trials` checks the request and expands the design into trials; planning
 (ablations/experiment/planning.py) calls it when the request says ``design="factorial"``.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ablations.config import ALIASES, TrialConfig, apply_overrides
 from ablations.experiment.request import Request, UsageError
 from ablations.experiment.strategies.grid import Grid
-from results.factorial_design import MAX_FACTORS, MIN_FACTORS, FactorialDesign
+from results.stats.factorial_design import MAX_FACTORS, MIN_FACTORS, FactorialDesign
 
 if TYPE_CHECKING:
     from search_spaces import Space, TrialSpec
@@ -128,7 +128,7 @@ class Factorial(Grid):
 
     def summary_lines(self, trials_df: Any, *, metric: str, margin: Any,
                       alpha: float) -> list[str]:
-        from results.factorial import effects_view, factorial_effects, factorial_note
+        from results.stats.factorial import effects_view, factorial_effects, factorial_note
 
         try:
             table = factorial_effects(trials_df, self.design, metric=metric, margin=margin,

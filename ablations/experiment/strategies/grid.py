@@ -52,7 +52,7 @@ class Grid(Strategy):
         return [describe_trials(trials, base, skipped)]
 
     def design_lines(self, alpha: float) -> list[str]:
-        from results.planned import pilot_design, pilot_note
+        from results.stats.planned import pilot_design, pilot_note
 
         design = pilot_design(self.planned)
         return [pilot_note(design, alpha)] if design is not None else []

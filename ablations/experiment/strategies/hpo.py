@@ -20,7 +20,7 @@ from ray.tune import Callback
 from ablations.experiment.strategies.base import Strategy
 from ablations.experiment.tables import HPO_TRIAL, plain_value, result_name
 from ablations.config import TrialConfig
-from results.io import atomic_write, first_line, is_file, is_uri, join, read_bytes
+from results.io.files import atomic_write, first_line, is_file, is_uri, join, read_bytes
 from search_spaces.hpo import HPO_METRIC, HPO_MODE
 from search_spaces.spaces import TrialSpec
 

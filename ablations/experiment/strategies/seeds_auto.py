@@ -1,7 +1,7 @@
 """``--seeds auto``: an ablation table run in rounds, seeds added only where they decide.
 
 Round 1 (the pilot) runs every variant at the design's first ``n_1`` seeds. After each round,
-:func:`results.sequential_table.sequential_verdict_table` gives every variant its verdict so
+:func:`results.stats.sequential_table.sequential_verdict_table` gives every variant its verdict so
 far; the variants still ``inconclusive`` (with at least two ok or diverged trials) and the
 reference run the next look's seeds as the next round; a variant with a verdict stops. The
 design (looks, α shares) is fixed before the pilot and recorded in experiment.json
@@ -24,7 +24,7 @@ from ablations.experiment.options import TUNE_SUBDIR, ExperimentResult, RunOptio
 from ablations.experiment.runner import run_experiment, trial_plan
 from ablations.experiment.strategies.base import Strategy
 from ablations.experiment.strategies.grid import Grid
-from results.io import (
+from results.io.files import (
     METADATA_FILE,
     TRIALS_FILE,
     is_file,
@@ -33,8 +33,8 @@ from results.io import (
     read_metadata,
     write_json_atomic,
 )
-from results.sequential import SeedDesign
-from results.sequential_table import active_arms, sequential_verdict_table
+from results.stats.sequential import SeedDesign
+from results.stats.sequential_table import active_arms, sequential_verdict_table
 from search_spaces import TrialSpec
 
 UNFINISHED = ("interrupted", "not_started")
@@ -239,7 +239,7 @@ class SeedsAuto(Strategy):
                 f"rounds ({looks[0]} seeds, then up to {looks[-1]} where no verdict yet)")
 
     def design_lines(self, alpha: float) -> list[str]:
-        from results.sequential import design_note
+        from results.stats.sequential import design_note
 
         return [f"{design_note(self.run.design, alpha)} The pilot's trials:"]
 

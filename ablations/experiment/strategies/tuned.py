@@ -19,7 +19,7 @@ continues the stage a stop cut short and then goes on:
    the lowest validation metric) at the evaluation seeds, as trials ``<arm>-tuned-seed<k>``.
 
 trials.parquet's ``phase`` says which is which. The verdicts of each evaluation are computed
-apart (results/phases.py), and the summary and the report put them side by side.
+apart (results/stats/phases.py), and the summary and the report put them side by side.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from ablations.experiment.runner import plan_from_metadata, run_experiment, tria
 from ablations.experiment.strategies.base import Strategy
 from ablations.experiment.strategies.grid import Grid
 from ablations.experiment.strategies.hpo import Hpo, HpoSearch, publish_optuna, tune_setup
-from results.io import METADATA_FILE, TRIALS_FILE, is_file, join, read_experiment, read_metadata
-from results.io import write_json_atomic
+from results.io.files import METADATA_FILE, TRIALS_FILE, is_file, join, read_experiment, read_metadata
+from results.io.files import write_json_atomic
 from search_spaces import TrialSpec
 from search_spaces.hpo import HPO_METRIC, HPO_MODE, HPO_SEARCH
 
@@ -299,7 +299,7 @@ def run_stages(run: TunedRun, options: RunOptions, skipped: Sequence[tuple[Trial
         _write_record(root, run)
         resume = False
     if result is None:  # every stage had ended: the tables as they are
-        from results.io import read_experiment as read
+        from results.io.files import read_experiment as read
 
         frames = read(root)
         result = ExperimentResult(root, frames["trials"], frames["epochs"],
@@ -348,7 +348,7 @@ class Tuned(Strategy):
 
     def summary_lines(self, trials_df: Any, *, metric: str, margin: Any,
                       alpha: float) -> list[str]:
-        from results.phases import side_by_side, side_by_side_text
+        from results.stats.phases import side_by_side, side_by_side_text
 
         try:
             table = side_by_side(trials_df, keys=self.run.keys, reference=self.run.reference,

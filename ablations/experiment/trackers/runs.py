@@ -23,7 +23,7 @@ from ray.air.integrations.wandb import WandbLoggerCallback, _WandbLoggingActor
 from ray.tune.result import AUTO_RESULT_KEYS
 
 from ablations.experiment.reported import unpacked
-from results.io import is_uri, read_metadata
+from results.io.files import is_uri, read_metadata
 
 SUMMARY_SUFFIX = "-verdicts"  # the summary run of an experiment: <experiment>-verdicts
 # Keys of a result that are not the trial's metrics: Tune's bookkeeping, wall-clock stamps.

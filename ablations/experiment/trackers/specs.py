@@ -40,7 +40,7 @@ from ablations.experiment.trackers.runs import (
     TrackerSpec,
     WandbTracker,
 )
-from results.io import first_line, is_uri, read_metadata
+from results.io.files import first_line, is_uri, read_metadata
 
 KINDS = ("mlflow", "wandb")
 DISTRIBUTION = "ablation-runner"  # pip install 'ablation-runner[mlflow]' installs a tracker
@@ -155,14 +155,14 @@ def _check_wandb_credentials() -> None:
 def publish_summary(trackers: Sequence[Any], directory: str, trials: pd.DataFrame,
                     summary: str, *, reference: str, metric: str, margin: str | float,
                     alpha: float) -> None:
-    """Give each tracker the experiment's verdicts (as ``results.sequential.
+    """Give each tracker the experiment's verdicts (as ``results.stats.sequential.
     experiment_verdicts`` computes them, with the command's reference, metric, margin and α)
     and ``summary``, the table the command printed. A tracker that fails here gets a warning
     line: the results are written already."""
-    from results.analysis import dropped_note, verdict_note
-    from results.report_page import markdown_cells
-    from results.report_tables import verdict_view
-    from results.sequential_table import experiment_verdicts
+    from results.stats.analysis import dropped_note, verdict_note
+    from results.report.page import markdown_cells
+    from results.report.tables import verdict_view
+    from results.stats.sequential_table import experiment_verdicts
 
     files = {"summary.txt": summary + "\n"}
     verdicts: Optional[pd.DataFrame] = None

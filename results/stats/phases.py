@@ -51,7 +51,7 @@ def side_by_side(trials: pd.DataFrame, *, keys: Sequence[str] = (),
     ``mean_tuned``, ``verdict_tuned``, ``equivalence_bound_tuned``; ``changed``; and each
     tuned key's best value (``best_<key>``, from the ``tuned`` trials' configuration).
     Raises ValueError when the experiment has no ``tuned`` trials."""
-    from results.verdicts import verdict_table
+    from results.stats.verdicts import verdict_table
 
     if not has_tuning(trials):
         raise ValueError("no trial of phase 'tuned' (a --tune-each experiment has them)")

@@ -6,7 +6,7 @@
   is best at its nominal level; a setting or a record of how the trial ran is not a result).
 - :func:`metric_direction`: a column's direction, 0 for none.
 
-Every numeric column documented in :mod:`results.schema` is in one of the two tables (a test
+Every numeric column documented in :mod:`results.io.schema` is in one of the two tables (a test
 walks the schema), so a new column gets a direction, or a reason for none, when it is added.
 """
 

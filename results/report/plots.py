@@ -29,11 +29,11 @@ VERDICT_COLORS = {"worse": "tab:red", "higher": "tab:red", "better": "tab:green"
 def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = "test_mae") -> Path:
     """Difference to the reference per ablation with its confidence interval.
 
-    Given :func:`results.analysis.verdict_table`'s table: the 1 − α interval thin, the 1 − 2α
+    Given :func:`results.stats.analysis.verdict_table`'s table: the 1 − α interval thin, the 1 − 2α
     interval (the one TOST reads) thick, the margin band shaded, ticks at ± the equivalence
     bound reached after Holm where the difference is not significant (an ablation is
     `equivalent` when they lie inside the band), each point coloured by its verdict. Given
-    :func:`results.analysis.ablation_table`'s: the interval, red where Holm p < 0.05.
+    :func:`results.stats.analysis.ablation_table`'s: the interval, red where Holm p < 0.05.
     """
     rows = table[table["diff_mean"].notna()].iloc[::-1]
     fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.4))
@@ -137,7 +137,7 @@ def interaction_plot(means: pd.DataFrame, effects: pd.DataFrame, path: str | Pat
     """One panel per two-factor interaction (at most ``limit``, the largest |estimate|
     first): the mean of ``metric`` at the reference cell's value and the other value of the
     first factor, one line per value of the second. Parallel lines: no interaction. Given
-    :func:`results.factorial.interaction_means` and :func:`results.factorial.factorial_effects`'
+    :func:`results.stats.factorial.interaction_means` and :func:`results.stats.factorial.factorial_effects`'
     tables; each panel's title has the effect's verdict."""
     rows = effects[effects["kind"] == "interaction"].copy()
     rows = rows.reindex(rows["estimate"].abs().sort_values(ascending=False).index)[:limit]

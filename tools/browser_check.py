@@ -1,6 +1,6 @@
 """Render a report.html in headless Chromium and check what a reader would see.
 
-    python -m results.browser_check ablation_results/<experiment>/report.html [--width 1366]
+    python -m tools.browser_check ablation_results/<experiment>/report.html [--width 1366]
         [--screenshot report.png]
 
 Checks, with every collapsed section (``<details>``) opened: every figure loaded (an ``<img>``
@@ -110,7 +110,7 @@ def screenshot(report: Path, target: Path, chromium: str, width: int = 1366,
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m results.browser_check",
+    parser = argparse.ArgumentParser(prog="python -m tools.browser_check",
                                      description="Render a report.html in headless Chromium: "
                                      "do the figures load, does it fit the width?")
     parser.add_argument("report", type=Path, help="report.html")

@@ -3,11 +3,11 @@ change, another dataset, another machine) by more than the margin?
 
 :func:`compare_experiments` pairs each variant's trials of experiment B with the same variant's
 trials of experiment A by seed (Welch's test where fewer than two seeds are shared), one family
-of all the variants both have, and gives each the verdicts of :mod:`results.verdicts`:
+of all the variants both have, and gives each the verdicts of :mod:`results.stats.verdicts`:
 `worse`/`better` (B differs from A, Holm over the family), `equivalent` (TOST: the 1 − 2α
 interval of B − A inside ±margin), `negligible` (both), `inconclusive` (neither). A
 percentage margin is tested as a ratio: the 1 − 2α Fieller interval of the variant's mean in B
-over its mean in A inside 1 ± margin (:mod:`results.contrasts`). :func:`compare_note` says it in
+over its mean in A inside 1 ± margin (:mod:`results.stats.contrasts`). :func:`compare_note` says it in
 words.
 ``run_ablations.py compare EXP_A EXP_B`` prints both.
 """
@@ -19,19 +19,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from results.comparisons import compare_arms, dropped_note, usable_trials
-from results.contrasts import Contrasts, robust_outliers
-from results.crossed import CROSSED_NOTE, add_crossed_columns, crossed_family
-from results.failures import (
+from results.stats.comparisons import compare_arms, dropped_note, usable_trials
+from results.stats.contrasts import Contrasts, robust_outliers
+from results.stats.crossed import CROSSED_NOTE, add_crossed_columns, crossed_family
+from results.stats.failures import (
     FailureTests,
     failure_reason,
     outcome_tables,
     paired_failure_test,
     verdict_reasons,
 )
-from results.io import read_experiment
-from results.phases import evaluation_rows
-from results.verdicts import (
+from results.io.files import read_experiment
+from results.stats.phases import evaluation_rows
+from results.stats.verdicts import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
     equivalence_tests,
@@ -76,14 +76,14 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         the metric's units, and as given), α, direction, and ``only_in_a`` / ``only_in_b``
         (variants left out), ``no_ok`` (variants in both without an ok trial in both),
         ``dropped_nan_a`` / ``dropped_nan_b`` (ok trials left out for a NaN or infinite
-        metric, :func:`results.comparisons.usable_trials`).
+        metric, :func:`results.stats.comparisons.usable_trials`).
 
     Raises:
         ValueError: no variant in common, a metric missing from a table, a bad margin or α.
     """
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
-    # a tuned ablation's evaluation at the configuration given (results/phases.py)
+    # a tuned ablation's evaluation at the configuration given (results/stats/phases.py)
     first, second = evaluation_rows(_trials(a)), evaluation_rows(_trials(b))
     for name, table in (("A", first), ("B", second)):
         if metric not in table:
@@ -95,7 +95,7 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     shared = [v for v in order_a if v in in_b]
     if not shared:
         raise ValueError("the two experiments have no variant in common: nothing to compare")
-    # a diverged trial is an outcome (results/failures.py): a variant that diverged in B
+    # a diverged trial is an outcome (results/stats/failures.py): a variant that diverged in B
     # where it finished in A is compared, never left out
     finished_a, failed_a = outcome_tables(first, metric)
     finished_b, failed_b = outcome_tables(second, metric)

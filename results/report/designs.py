@@ -1,4 +1,4 @@
-"""The report's sections for two kinds of run (:mod:`results.report` places them): a tuned
+"""The report's sections for two kinds of run (:mod:`results.report.build` places them): a tuned
 ablation's verdicts side by side (``--tune-each``) and a factorial design's effects with the
 interaction plot (``--design factorial``).
 """
@@ -10,15 +10,15 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from results import plots
-from results.report_page import Section
+from results.report import plots
+from results.report.page import Section
 
 
 def tuned_section(trials: pd.DataFrame, keys: list[str], *, reference: str, metric: str,
                   margin: str | float, alpha: float) -> Optional[Section]:
     """A tuned ablation's verdicts at the configuration given and at each arm's own best, side
     by side (None for an experiment without ``--tune-each``)."""
-    from results.phases import has_tuning, side_by_side
+    from results.stats.phases import has_tuning, side_by_side
 
     if not has_tuning(trials):
         return None
@@ -52,7 +52,7 @@ def tuned_section(trials: pd.DataFrame, keys: list[str], *, reference: str, metr
 def factorial_sections(trials: pd.DataFrame, design: Any, figures_dir: Path, *, metric: str,
                        margin: str | float, alpha: float) -> list[Section]:
     """The effects of a factorial design with their verdicts, and the interaction plot."""
-    from results.factorial import effects_view, factorial_effects, factorial_note, \
+    from results.stats.factorial import effects_view, factorial_effects, factorial_note, \
         interaction_means
 
     try:

@@ -5,10 +5,10 @@ the family of variants, and the equivalence bound the data reach.
 - :func:`verdict_table`: per ablation a verdict against the reference and the equivalence
   bound; :func:`verdict_note` says what they mean.
 - :func:`equivalence_tests`: the verdicts from the differences' t statistics (also used by
-  :mod:`results.sequential`); :func:`holm_bound`, :func:`parse_margin`,
+  :mod:`results.stats.sequential`); :func:`holm_bound`, :func:`parse_margin`,
   :func:`metric_direction`.
 
-Re-exported by :mod:`results.analysis`.
+Re-exported by :mod:`results.stats.analysis`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from results.comparisons import ablation_table, holm, usable_trials
-from results.contrasts import Contrasts, robust_outliers
-from results.crossed import CROSSED_NOTE, add_crossed_columns, crossed_cells, crossed_family
-from results.failures import FailureTests, add_failure_columns, failure_tests
-from results.phases import evaluation_rows
-from results.directions import METRIC_DIRECTION, metric_direction  # noqa: F401 (re-exported)
+from results.stats.comparisons import ablation_table, holm, usable_trials
+from results.stats.contrasts import Contrasts, robust_outliers
+from results.stats.crossed import CROSSED_NOTE, add_crossed_columns, crossed_cells, crossed_family
+from results.stats.failures import FailureTests, add_failure_columns, failure_tests
+from results.stats.phases import evaluation_rows
+from results.stats.directions import METRIC_DIRECTION, metric_direction  # noqa: F401 (re-exported)
 
 DEFAULT_MARGIN = "5%"
 DEFAULT_ALPHA = 0.05
@@ -70,7 +70,7 @@ def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, m
                      seeds: set | None = None) -> tuple[Contrasts, np.ndarray, np.ndarray]:
     """Per arm, its :func:`seed_contrast` against ``reference`` over the ok trials with a
     finite ``metric`` (among ``seeds`` if given); the robustness rule's flag
-    (:func:`results.contrasts.robust_outliers` on its paired differences); and the seeds
+    (:func:`results.stats.contrasts.robust_outliers` on its paired differences); and the seeds
     paired (0 for Welch's comparison or none)."""
     ok, _ = usable_trials(trials, metric)
     if seeds is not None:
@@ -178,7 +178,7 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
     (counted in no family).
 
     Args:
-        contrasts: each comparison's moments (:class:`results.contrasts.Contrasts`).
+        contrasts: each comparison's moments (:class:`results.stats.contrasts.Contrasts`).
         margin: the equivalence margin, > 0: in the metric's units, or a share of the
             reference's mean when ``relative`` (tested as a ratio).
         alpha: the family-wise error rate of each kind of verdict.
@@ -186,7 +186,7 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
         outlier: comparisons the robustness rule flags: never `equivalent`; a significant
             one whose equivalence test would have passed reads `significant` (a difference,
             no claim about its size) instead of `worse`/`better`.
-        failures: the training failures of each comparison (:mod:`results.failures`): where
+        failures: the training failures of each comparison (:mod:`results.stats.failures`): where
             a seed is discordant the test of Δ = 0 is the t test of the finished seeds and the
             worst-rank test at half the level each (:meth:`FailureTests.combined_p`; the
             direction is that of the part that decided), and an arm with more failures than
@@ -268,7 +268,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
     - ``equivalent``: both one-sided tests against the margin reject after Holm over the
       family (TOST). A margin in units: the 1 − 2α interval of Δ inside ±margin. A percentage:
       tested as a ratio, the 1 − 2α Fieller interval of μ_v/μ_r inside 1 ± margin (TOST on the
-      seed-paired contrasts v − (1 ± m)·r; :mod:`results.contrasts`). A variant with an
+      seed-paired contrasts v − (1 ± m)·r; :mod:`results.stats.contrasts`). A variant with an
       outlying seed (the robustness rule, ``outlier``) or with more diverged seeds than the
       reference (``unstable``) is never `equivalent`;
     - ``negligible``: both of the above: a real difference, smaller than the margin (its sign is
@@ -278,7 +278,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
     - ``inconclusive``: neither, at the seeds spent (or no test: fewer than 2 ok seeds).
 
     A seed where one arm diverged and the other finished makes the arm's test of Δ = 0 the
-    worst-rank test (:mod:`results.failures`): a diverged run is an outcome, ranked below
+    worst-rank test (:mod:`results.stats.failures`): a diverged run is an outcome, ranked below
     every finished one, not a missing value.
 
     Each kind of verdict has family-wise error at most ``alpha`` under the paired t test's
@@ -303,7 +303,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
         seed is an outlier), both in the margin's terms; ``outlier``; ``unstable`` (more
         diverged seeds than the reference: never equivalent); ``significant`` and
         ``equivalent`` (the two Holm decisions); ``verdict`` (``reference`` on the reference's
-        row); ``n_diverged`` (seeds whose training diverged, :mod:`results.failures`) and
+        row); ``n_diverged`` (seeds whose training diverged, :mod:`results.stats.failures`) and
         ``reason`` (why a row reads as it does where its numbers do not say: diverged seeds,
         an outlying seed; else ""). ``test`` reads ``worst-rank`` where a seed on which one
         arm diverged and the other finished made the test of Δ = 0 the worst-rank test
@@ -351,7 +351,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
                        direction=direction,
                        comparisons=int(np.count_nonzero(~np.isnan(tests["p_value"]))),
                        dropped_nan=dropped)
-    if crossed_cells(trials, reference) is not None:  # --cross-seeds: results/crossed.py
+    if crossed_cells(trials, reference) is not None:  # --cross-seeds: results/stats/crossed.py
         add_crossed_columns(table, compared.index, contrasts, alpha)
     return table
 

@@ -16,7 +16,7 @@ squares of the two-way ANOVA (E MS_a = σ²_ε + b·σ²_α, E MS_b = σ²_ε + 
 
 The contrast of a relative margin, v − ρ·r = d − x·r (x = ρ − 1), is linear in the cells, so
 its variance is A − 2x·B + x²·C with A, B, C the same formula on the mean cross products of d
-and r (:func:`mean_squares`): :class:`results.contrasts.Contrasts`' moments.
+and r (:func:`mean_squares`): :class:`results.stats.contrasts.Contrasts`' moments.
 
 - Floor: the estimate can fall below the residual's share MS_e/(ab), even below 0, when a
   source's mean square falls below the residual's. Each source's part, MS_a − MS_e and
@@ -37,7 +37,7 @@ and r (:func:`mean_squares`): :class:`results.contrasts.Contrasts`' moments.
   A failed cell: the arm is compared on its largest complete sub-grid left by dropping the
   rows, or the columns, that hold a failed cell.
 
-Validated by :func:`simulate` (``python -m results.crossed``; docs/seed-sources.md has the
+Validated by :func:`simulate` (``python -m results.stats.crossed``; docs/seed-sources.md has the
 rates) and against statsmodels' ANOVA in tests/test_seed_sources.py.
 """
 
@@ -48,13 +48,13 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from results.contrasts import Contrasts, robust_outliers
-from results.seed_variance import SOURCE_COLUMNS, crossed_sources
+from results.stats.contrasts import Contrasts, robust_outliers
+from results.stats.seed_variance import SOURCE_COLUMNS, crossed_sources
 
 MIN_LEVELS = 3  # seeds per source for a test: at 2 the variance has 1 degree of freedom
 CROSSED_NOTE = ("A crossed grid of seeds (--cross-seeds): the tests use the crossed "
                 "design's variance of the mean (two-way ANOVA of the cells' paired "
-                "differences, Satterthwaite df; results/crossed.py), not the cells as "
+                "differences, Satterthwaite df; results/stats/crossed.py), not the cells as "
                 "independent seeds; a grid below 3 x 3 gets no test.")
 
 
@@ -125,7 +125,7 @@ def crossed_cells(trials: pd.DataFrame, reference: str) -> Optional[pd.DataFrame
     """Where each pairing seed sits in a ``--cross-seeds`` grid: ``row`` and ``col`` (0-based
     ranks of the two crossed sources' seeds) by ``seed``, read from the reference's trials of
     any status (the grid as planned); None when the reference's seeds do not cross two
-    sources (:func:`results.seed_variance.crossed_sources`)."""
+    sources (:func:`results.stats.seed_variance.crossed_sources`)."""
     planned = trials[trials["ablation"] == reference].drop_duplicates("seed")
     sources = crossed_sources(planned) if len(planned) else None
     if sources is None:
@@ -222,7 +222,7 @@ def crossed_verdicts(reference: np.ndarray, arms: np.ndarray, *, margin: float =
     """verdict_table's procedure on simulated grids: :func:`crossed_contrasts` (or, with
     ``crossed`` False, the cells as independent seeds: the treatment this module replaces),
     the robustness rule on the cells' paired differences, Holm over the arms."""
-    from results.verdicts import equivalence_tests
+    from results.stats.verdicts import equivalence_tests
 
     reference = np.broadcast_to(reference, arms.shape)
     flat = arms.shape[:-2] + (arms.shape[-2] * arms.shape[-1],)
@@ -265,7 +265,7 @@ def error_rates(seeds: int, parts: tuple[float, float, float], *, experiments: i
 
 
 def main() -> None:
-    """``python -m results.crossed [EXPERIMENTS]``: the table of docs/seed-sources.md."""
+    """``python -m results.stats.crossed [EXPERIMENTS]``: the table of docs/seed-sources.md."""
     import sys
 
     experiments = int(sys.argv[1]) if len(sys.argv) > 1 else 4000

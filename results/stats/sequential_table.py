@@ -1,11 +1,11 @@
 """From an experiment's trials to the verdict table of ``--seeds auto``: each arm's contrasts
 at each look (:func:`look_contrasts`, :func:`look_failures`), the decisions of
-:func:`results.sequential.sequential_tests` on them, and the table whose every row tells the
+:func:`results.stats.sequential.sequential_tests` on them, and the table whose every row tells the
 look that decided it (:func:`sequential_verdict_table`, with the repeated confidence interval of
 :func:`repeated_interval`); what the rounds spent (:func:`compute_spent`); and the verdict table
 of an experiment folder as its design decided (:func:`experiment_verdicts`).
 
-:mod:`results.sequential` holds the design and the procedure on arrays; this module reads
+:mod:`results.stats.sequential` holds the design and the procedure on arrays; this module reads
 trials tables.
 """
 
@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from results.contrasts import Contrasts
-from results.failures import failure_tests, verdict_reasons
-from results.sequential import SeedDesign, sequential_tests
-from results.verdicts import (
+from results.stats.contrasts import Contrasts
+from results.stats.failures import failure_tests, verdict_reasons
+from results.stats.sequential import SeedDesign, sequential_tests
+from results.stats.verdicts import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
     comparison_columns,
@@ -67,7 +67,7 @@ def look_failures(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int]
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per arm and look (arms, looks), over the look's seeds: the worst-rank test's p-value
     and sign where a seed is discordant (NaN elsewhere), and whether the arm had more
-    training failures than the reference (:func:`results.failures.failure_tests`); NaN /
+    training failures than the reference (:func:`results.stats.failures.failure_tests`); NaN /
     False where the arm did not reach the look (as :func:`look_contrasts`)."""
     shape = (len(arms), len(design.looks))
     p, sign, unstable = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, bool)
@@ -110,7 +110,7 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
                              reference: str = "baseline", metric: str = "test_mae",
                              margin: str | float = DEFAULT_MARGIN,
                              alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
-    """:func:`results.analysis.verdict_table` for an experiment run with ``--seeds auto``.
+    """:func:`results.stats.analysis.verdict_table` for an experiment run with ``--seeds auto``.
 
     One verdict, one story: every inferential column of an arm (``diff_mean``, ``diff_ci_*``,
     ``se``, ``df``, ``n_pairs``, ``p_value``, ``tost_ci_*``, ``ratio_ci_*``, ``p_tost``,
@@ -248,15 +248,15 @@ def experiment_verdicts(directory: str, trials: pd.DataFrame | None = None, *,
     :func:`sequential_verdict_table` for a ``--seeds auto`` run (experiment.json's
     ``sequential``) and for a fixed run that is the pilot look of a planned design
     (``planned``'s ``design``: only its first look reached), else
-    :func:`results.analysis.verdict_table`. Arguments left None are the settings the
-    experiment recorded before its data (:mod:`results.planned`), else baseline, test_mae,
+    :func:`results.stats.analysis.verdict_table`. Arguments left None are the settings the
+    experiment recorded before its data (:mod:`results.stats.planned`), else baseline, test_mae,
     5%, 0.05. ``trials``: its trials.parquet if loaded.
 
     A table decided on other settings than the recorded ones is exploratory: its
-    ``attrs["exploratory"]`` lists what differs (:func:`results.planned.departures`)."""
-    from results.analysis import verdict_table
-    from results.io import read_experiment, read_metadata
-    from results.planned import departures, pilot_design, recorded_settings
+    ``attrs["exploratory"]`` lists what differs (:func:`results.stats.planned.departures`)."""
+    from results.stats.analysis import verdict_table
+    from results.io.files import read_experiment, read_metadata
+    from results.stats.planned import departures, pilot_design, recorded_settings
 
     if trials is None:
         trials = read_experiment(directory)["trials"]

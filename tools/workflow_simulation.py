@@ -6,21 +6,21 @@ which adds seeds in rounds up to 10 for the arms still ``inconclusive``. A user 
 has seen two tables on the same pilot seeds; an arm is wrongly called if either called it
 wrongly. Two workflows:
 
-- ``full_alpha``: the fixed table at full α (:func:`results.simulation.fixed_verdicts`),
+- ``full_alpha``: the fixed table at full α (:func:`tools.simulation.fixed_verdicts`),
   then, if it left an arm ``inconclusive``, the sequential design planned at the continuation
   (``SeedDesign.plan(3, 10)``), which decides the pilot seeds again at its first look and
   spends α a second time.
 - ``pilot``: the fixed run is the pilot look of that design, planned before its first trial
-  (experiment.json's ``planned``, :mod:`results.planned`): its table is
-  :func:`results.sequential.sequential_tests` with only the first look reached, and the
+  (experiment.json's ``planned``, :mod:`results.stats.planned`): its table is
+  :func:`results.stats.sequential.sequential_tests` with only the first look reached, and the
   continuation runs the same design, which never re-decides an arm (the runner's
-  ``sequential_verdict_table``; :func:`results.simulation.sequential_verdicts` here).
+  ``sequential_verdict_table``; :func:`tools.simulation.sequential_verdicts` here).
 
 Each experiment has eight arms against the reference: :data:`SCENARIOS` says their true
 ratios and which error is counted; the noise is Gaussian at the default spread or the tight
-one (:data:`results.simulation.SPREAD`, :data:`results.simulation.TIGHT`).
+one (:data:`tools.simulation.SPREAD`, :data:`tools.simulation.TIGHT`).
 
-``python -m results.workflow_simulation [EXPERIMENTS]`` prints the table of docs/verdicts.md.
+``python -m tools.workflow_simulation [EXPERIMENTS]`` prints the table of docs/verdicts.md.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from results.contrasts import FIELDS, Contrasts, robust_outliers
-from results.sequential import DEFAULT_MAX_SEEDS, SeedDesign, sequential_tests
-from results.simulation import (
+from results.stats.contrasts import FIELDS, Contrasts, robust_outliers
+from results.stats.sequential import DEFAULT_MAX_SEEDS, SeedDesign, sequential_tests
+from tools.simulation import (
     MARGIN,
     SPREAD,
     TIGHT,
@@ -131,7 +131,7 @@ def workflow_table(experiments: int = 4000, *, alpha: float = 0.05) -> pd.DataFr
 
 
 def main() -> None:
-    """``python -m results.workflow_simulation [EXPERIMENTS]``: the table of docs/verdicts.md."""
+    """``python -m tools.workflow_simulation [EXPERIMENTS]``: the table of docs/verdicts.md."""
     import sys
 
     experiments = int(sys.argv[1]) if len(sys.argv) > 1 else 4000

@@ -33,7 +33,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from results.io import join, write_json_atomic
+from results.io.files import join, write_json_atomic
 
 SKILL_FLOOR = 0.1  # skill against the training mean below this: the reference learned little
 STILL_FALLING_SHARE = 0.05  # last epoch's fall of the val MAE (median) above this: not converged
@@ -152,7 +152,7 @@ def record_baseline_check(directory: Optional[str | Path], trials: pd.DataFrame,
                           ) -> Optional[BaselineCheck]:
     """The check of an experiment with verdicts (more than one variant, an ok reference, the
     rows of its evaluation phase), written to ``directory`` when given; else None."""
-    from results.phases import evaluation_rows
+    from results.stats.phases import evaluation_rows
 
     trials = evaluation_rows(trials)
     if trials.empty or trials["ablation"].nunique() < 2:

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-# trials.parquet's column of each source's seed (results/schema.py).
+# trials.parquet's column of each source's seed (results/io/schema.py).
 SOURCE_COLUMNS: dict[str, str] = {"init": "init_seed", "order": "order_seed", "data": "data_seed"}
 RESIDUAL = "residual"
 COMPONENT_COLUMNS = ["ablation", "source", "levels", "trials", "variance", "std", "share",
@@ -142,7 +142,7 @@ def seed_variance_note(table: pd.DataFrame, *, metric: str, alpha: float) -> str
             f"of the seed-to-seed variance of {metric} each source explains. Variance: the "
             "two-way random-effects ANOVA estimate (method of moments, in the metric's unit "
             f"squared; negative: less than the residual shows, share 0); {1 - alpha:.0%} "
-            "intervals: MLS for a source, χ² for the residual (results/seed_variance.py). "
+            "intervals: MLS for a source, χ² for the residual (results/stats/seed_variance.py). "
             "Residual: the sources' interaction and what neither seed sets. The verdicts "
             "test the grid as crossed: the variance of the mean of the cells' paired "
-            "differences from this two-way ANOVA, Satterthwaite df (results/crossed.py).")
+            "differences from this two-way ANOVA, Satterthwaite df (results/stats/crossed.py).")

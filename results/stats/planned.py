@@ -6,7 +6,7 @@ records the sequential design it is the pilot look of (``design``: ``SeedDesign.
 <its seeds>, max_seeds=<--max-seeds>)``, and ``seeds``: the seed order up to ``max_seeds``), so
 its verdicts are that look's and continuing it changes nothing already decided: one α for the
 whole workflow (docs/verdicts.md, "From a fixed run to answers"; measured by
-:mod:`results.workflow_simulation`).
+:mod:`tools.workflow_simulation`).
 
 A table decided on other settings than the planned ones (``report --margin 10%``) is
 exploratory: :func:`departures` names what differs, :func:`exploratory_note` says so.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from results.sequential import DEFAULT_MAX_SEEDS, SeedDesign
+from results.stats.sequential import DEFAULT_MAX_SEEDS, SeedDesign
 
 PLANNED_KEY = "planned"  # experiment.json's key
 SETTINGS = ("reference", "metric", "margin", "alpha")
@@ -28,7 +28,7 @@ def planned_record(*, reference: str, metric: str, margin: str | float, alpha: f
                    ) -> dict[str, Any]:
     """experiment.json's ``planned``: the four settings; with ``seeds`` (a fixed table that
     can be continued into rounds), also the design whose pilot look they are and the seed
-    order up to ``max_seeds`` (default :data:`results.sequential.DEFAULT_MAX_SEEDS`). A run of
+    order up to ``max_seeds`` (default :data:`results.stats.sequential.DEFAULT_MAX_SEEDS`). A run of
     at least ``max_seeds`` seeds gets a one-look design: the fixed design at full α."""
     record: dict[str, Any] = {"reference": reference, "metric": metric,
                               "margin": str(margin), "alpha": float(alpha)}

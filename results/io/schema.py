@@ -10,7 +10,7 @@ import functools
 
 from ablations.config import TrialConfig
 from ablations.trial.divergence import EXPLOSION_FACTOR
-from results.directions import metric_direction
+from results.stats.directions import metric_direction
 
 # (name, dtype, description). Config columns of trials.parquet come from TrialConfig's fields.
 TRIAL_COLUMNS: list[tuple[str, str, str]] = [
@@ -172,7 +172,7 @@ def numeric_trial_columns() -> list[str]:
 
 
 def _directions() -> str:
-    """Which way is better for each measured numeric column, from results/directions.py."""
+    """Which way is better for each measured numeric column, from results/stats/directions.py."""
     measured = [name for name in numeric_trial_columns() if name not in config_columns()]
     words = {-1: "lower is better", +1: "higher is better", 0: "no direction"}
     groups = {d: [f"`{n}`" for n in measured if metric_direction(n) == d] for d in words}
@@ -186,7 +186,7 @@ def _table(columns: list[tuple[str, str, str]]) -> str:
 
 
 def render_markdown() -> str:
-    """The text of results/README.md (``python -m results.schema`` rewrites the file)."""
+    """The text of results/README.md (``python -m results.io.schema`` rewrites the file)."""
     config = ", ".join(f"`{c}`" for c in config_columns())
     return f"""# Results: the experiment folder and its Parquet schema
 
@@ -197,10 +197,10 @@ Every run writes `<storage>/<experiment>/` (default storage: `./ablation_results
 | `trials.parquet` | trial (variant × seed), whatever its status |
 | `epochs.parquet` | trial × epoch: the learning curves |
 | `predictions.parquet` | test sample × ok trial |
-| `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, command, and `provenance` (below); `planned`: the reference, metric, margin and α the verdicts are decided on, recorded before the first trial, and for a fixed-seed ablation table the sequential design it is the pilot look of (`design`, and `seeds`: the seed order up to `--max-seeds`; results/planned.py); for `--seeds auto`, `sequential`: the design (looks, α shares), the seed order, the metric, margin and α the rounds decided on, every cell up to `--max-seeds` (`plan`) and each round's trials and Tune folder (`rounds`); for `--tune-each`, `tuned`: the keys, their ranges, the budget per arm, the tuning seed, each arm's best values and best tuning trial, and the stages that ended with their trials (docs/tuned.md); timings of the last run: `driver_wall_s` (planning to the end of Tune), `fit_s` (Tune's `fit` alone), `collect_s` (the three tables read and written), and `cluster_cpus` |
+| `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, command, and `provenance` (below); `planned`: the reference, metric, margin and α the verdicts are decided on, recorded before the first trial, and for a fixed-seed ablation table the sequential design it is the pilot look of (`design`, and `seeds`: the seed order up to `--max-seeds`; results/stats/planned.py); for `--seeds auto`, `sequential`: the design (looks, α shares), the seed order, the metric, margin and α the rounds decided on, every cell up to `--max-seeds` (`plan`) and each round's trials and Tune folder (`rounds`); for `--tune-each`, `tuned`: the keys, their ranges, the budget per arm, the tuning seed, each arm's best values and best tuning trial, and the stages that ended with their trials (docs/tuned.md); timings of the last run: `driver_wall_s` (planning to the end of Tune), `fit_s` (Tune's `fit` alone), `collect_s` (the three tables read and written), and `cluster_cpus` |
 | `tune/` | Ray Tune's own state, each trial's final checkpoint, TensorBoard/CSV/JSON logs (`--seeds auto`: the pilot's; round k's in `tune-round<k>/`; `--tune-each`: the table at the configuration given; each arm's search in `tune-tuning-<arm>/`, the arms at their own best in `tune-tuned/`) |
 | `optuna.db` | the Optuna studies (SQLite) of a search space, or one per arm (`<experiment>-<arm>`) of `--tune-each` |
-| `baseline_check.json` | (JSON) the reference checked before the verdicts (`results/baseline_check.py`, docs/verdicts.md "The baseline check"), written at the end of a run with verdicts: `reference`, `seeds`, its mean `test_mae`, `test_mae_mean_predictor`, `skill` (1 − their ratio), `epochs`, `last_epoch_fall` (median share by which the validation MAE fell in the last epoch), `learned` (skill ≥ `skill_floor`), `converged` (fall ≤ `still_falling_share`), `passed`, and the `line` printed above the verdicts |
+| `baseline_check.json` | (JSON) the reference checked before the verdicts (`results/stats/baseline_check.py`, docs/verdicts.md "The baseline check"), written at the end of a run with verdicts: `reference`, `seeds`, its mean `test_mae`, `test_mae_mean_predictor`, `skill` (1 − their ratio), `epochs`, `last_epoch_fall` (median share by which the validation MAE fell in the last epoch), `learned` (skill ≥ `skill_floor`), `converged` (fall ≤ `still_falling_share`), `passed`, and the `line` printed above the verdicts |
 | `trial_state/` | each trial's resumable state after its last saved epoch (`state.pt`) and its per-epoch metrics (`history.json`), while the experiment can still be resumed (removed when every trial ended ok, diverged, stopped or skipped) |
 
 Files are written atomically (a temporary file in the same folder, fsync, rename): a crash
@@ -218,7 +218,7 @@ ok.groupby("ablation")["test_mae"].agg(["mean", "std", "count"])
 
 or `results.read_experiment(path)`, which returns the three tables and names a missing file.
 
-This file is `results/schema.py` rendered (`python -m results.schema`); a test checks that a
+This file is `results/io/schema.py` rendered (`python -m results.io.schema`); a test checks that a
 real run writes every column and that this file is up to date.
 
 ## trials.parquet
@@ -264,7 +264,7 @@ trains on a standardised target). NLL is the Gaussian negative log-likelihood pe
 `point` head (no variance is made up).
 
 Verdicts on a column (`report --metric`) say `worse`/`better` where it has a direction
-(`results/directions.py`), `higher`/`lower` where it has none:
+(`results/stats/directions.py`), `higher`/`lower` where it has none:
 
 {_directions()}
 
@@ -309,6 +309,6 @@ device) and the `previous` provenance (without `environment`).
 if __name__ == "__main__":
     from pathlib import Path
 
-    target = Path(__file__).with_name("README.md")
+    target = Path(__file__).parents[1] / "README.md"
     target.write_text(render_markdown())
     print(f"wrote {target}")

@@ -8,7 +8,7 @@
 - :func:`with_stratum_bins`, :func:`stratum_columns`: the strata (``stratum_*`` columns),
   numeric ones in quantile bins.
 
-Re-exported by :mod:`results.analysis`.
+Re-exported by :mod:`results.stats.analysis`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from results.comparisons import holm
-from results.verdicts import DEFAULT_ALPHA
+from results.stats.comparisons import holm
+from results.stats.verdicts import DEFAULT_ALPHA
 
 STRATUM_PREFIX = "stratum_"
 

@@ -9,7 +9,7 @@
   of the ok trials left out; :func:`dropped_note` names them in a line.
 - :func:`holm`: Holm-Bonferroni adjusted p-values; :func:`t_interval`: a t confidence interval.
 
-Re-exported by :mod:`results.analysis`.
+Re-exported by :mod:`results.stats.analysis`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from results.phases import evaluation_rows
+from results.stats.phases import evaluation_rows
 
 
 def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -96,7 +96,7 @@ def usable_trials(trials: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, list
     ``metric`` is finite; and the names of the ok trials left out because it is NaN or ±inf
     (``trial_name``, or ``<ablation>-seed<seed>`` for a table without one).
 
-    One rule for :func:`ablation_table` (so the verdicts), :mod:`results.compare` and the
+    One rule for :func:`ablation_table` (so the verdicts), :mod:`results.stats.compare` and the
     sequential looks: a single NaN kept in an arm would make its mean, interval and test NaN
     (`inconclusive` whatever the other seeds say), and a silent drop would change the seeds
     compared without saying so, so the dropped trials are named (``.attrs["dropped_nan"]``,

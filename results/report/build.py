@@ -7,8 +7,8 @@ compute spent (``--seeds auto``), per stratum a variant × level grid of the dif
 reference with their intervals, and the figures (learning curves, stratum heatmap,
 calibration). The ablation table and the uncertainty tables are folded (``<details>``); the
 long per-stratum tables are in the appendix. Numbers are formatted for reading
-(:mod:`results.formatting`, :mod:`results.report_tables`); the layout is
-:mod:`results.report_page`'s and fits a 1366 px screen (:mod:`results.browser_check` checks it).
+(:mod:`results.report.formatting`, :mod:`results.report.tables`); the layout is
+:mod:`results.report.page`'s and fits a 1366 px screen (:mod:`tools.browser_check` checks it).
 The HTML embeds the figures as base64 PNGs, so it is one file to send around.
 """
 
@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from results import plots
-from results.formatting import plain, unit_of
-from results.analysis import (
+from results.report import plots
+from results.report.formatting import plain, unit_of
+from results.stats.analysis import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
     calibration_curve,
@@ -39,10 +39,10 @@ from results.analysis import (
     verdict_note,
     verdict_table,
 )
-from results.baseline_check import baseline_check
-from results.uncertainty import one_draw
-from results.verdicts import margin_text
-from results.io import (
+from results.stats.baseline_check import baseline_check
+from results.stats.uncertainty import one_draw
+from results.stats.verdicts import margin_text
+from results.io.files import (
     EPOCHS_FILE,
     METADATA_FILE,
     PREDICTIONS_FILE,
@@ -55,10 +55,10 @@ from results.io import (
     join,
     read_metadata,
 )
-from results.phases import evaluation_rows
-from results.report_designs import factorial_sections, tuned_section
-from results.report_page import Section, html_page, markdown_page
-from results.report_tables import (
+from results.stats.phases import evaluation_rows
+from results.report.designs import factorial_sections, tuned_section
+from results.report.page import Section, html_page, markdown_page
+from results.report.tables import (
     FLAG,
     ablation_view,
     comparison_view,
@@ -66,16 +66,16 @@ from results.report_tables import (
     strata_grids,
     verdict_view,
 )
-from results.seed_variance import seed_variance_note, seed_variance_table
-from results.planned import (
+from results.stats.seed_variance import seed_variance_note, seed_variance_table
+from results.stats.planned import (
     departures,
     exploratory_note,
     pilot_design,
     pilot_note,
     recorded_settings,
 )
-from results.sequential import SeedDesign, design_note
-from results.sequential_table import compute_note, compute_spent, sequential_verdict_table
+from results.stats.sequential import SeedDesign, design_note
+from results.stats.sequential_table import compute_note, compute_spent, sequential_verdict_table
 
 FIGURES_DIR = "report_files"
 
@@ -88,8 +88,8 @@ class NotAnExperimentError(ValueError):
 class Report:
     markdown: Path | str  # a Path for a local experiment, the URI for one in object storage
     html: Path | str
-    ablation: pd.DataFrame  # results.analysis.verdict_table's table: the ablation table + verdicts
-    note: str  # results.analysis.verdict_note: what the verdicts mean, margin and alpha
+    ablation: pd.DataFrame  # results.stats.analysis.verdict_table's table: the ablation table + verdicts
+    note: str  # results.stats.analysis.verdict_note: what the verdicts mean, margin and alpha
 
 
 def check_experiment(directory: str | Path) -> None:
@@ -134,9 +134,9 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     """Analyse the experiment in ``directory`` (a path or a URI such as ``s3://bucket/exp``)
     and write report.md, report.html and the PNGs into it, each atomically. With
     ``compare_with`` (another experiment folder), a section compares this experiment with it
-    variant by variant (:func:`results.compare.compare_experiments`, the other one as A).
+    variant by variant (:func:`results.stats.compare.compare_experiments`, the other one as A).
 
-    ``margin`` and ``alpha`` are :func:`results.analysis.verdict_table`'s. Each of
+    ``margin`` and ``alpha`` are :func:`results.stats.analysis.verdict_table`'s. Each of
     ``reference``, ``metric``, ``margin`` and ``alpha`` left None is what the experiment
     recorded (experiment.json: the reference; for ``--seeds auto`` the metric, margin and α
     its rounds decided on), else baseline, test_mae, 5% and 0.05.
@@ -152,7 +152,7 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     except MetadataError:  # a damaged record: the tables still make a report, as fixed seeds
         meta = {}
     sequential = meta.get("sequential")
-    recorded = recorded_settings(meta) or {}  # fixed before the data (results/planned.py)
+    recorded = recorded_settings(meta) or {}  # fixed before the data (results/stats/planned.py)
     reference = reference or recorded.get("reference") or meta.get("reference") or "baseline"
     metric = metric or recorded.get("metric") or "test_mae"
     margin = margin if margin is not None else recorded.get("margin") or DEFAULT_MARGIN
@@ -187,7 +187,7 @@ def write_report(directory: str | Path, *, reference: str | None = None,
                          f"(variants: {', '.join(variants)})")
     comparison = None
     if compare_with is not None:
-        from results.compare import compare_experiments, compare_note
+        from results.stats.compare import compare_experiments, compare_note
 
         table = compare_experiments(compare_with, trials, metric=metric, margin=margin,
                                     alpha=alpha, reference=reference)
@@ -198,7 +198,7 @@ def write_report(directory: str | Path, *, reference: str | None = None,
                 "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
     factorial = None
     if meta.get("factorial"):
-        from results.factorial_design import FactorialDesign
+        from results.stats.factorial_design import FactorialDesign
 
         factorial = FactorialDesign.from_dict(meta["factorial"])
     tuned = tuned_section(trials, (meta.get("tuned") or {}).get("keys", []),
@@ -222,11 +222,11 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     sequential design's; the report adds the compute spent), or its ``planned`` record of a
     fixed run that is the pilot look of a design (no ``rounds``: that look's verdicts).
     ``exploratory``: the settings that differ from those recorded before the data
-    (:func:`results.planned.departures`): the table is labelled exploratory. ``factorial``: the
-    :class:`results.factorial_design.FactorialDesign` of a ``--design factorial`` run (the
+    (:func:`results.stats.planned.departures`): the table is labelled exploratory. ``factorial``: the
+    :class:`results.stats.factorial_design.FactorialDesign` of a ``--design factorial`` run (the
     report adds its effects and an interaction plot). ``tuned``: a tuned ablation's side-by-side
     section; every other table of such an experiment reads its evaluation at the configuration
-    given (results/phases.py)."""
+    given (results/stats/phases.py)."""
     name = str(trials["experiment"].iloc[0])
     all_trials = trials
     trials = evaluation_rows(all_trials)

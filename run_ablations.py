@@ -2,8 +2,10 @@
 """Run ablations of the multimodal regression model on Ray Tune.
 
     python run_ablations.py --space components          # 9 variants x 3 seeds, synthetic data
-    python run_ablations.py --list                      # spaces and their variants
+    python run_ablations.py list                        # spaces and their variants
     python run_ablations.py --space components --dry-run
+    python run_ablations.py report ablation_results/<experiment>
+    python run_ablations.py --help                      # the subcommands
 """
 
 import sys

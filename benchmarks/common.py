@@ -20,7 +20,7 @@ PLAIN_TRIAL = """
 import json, sys, time
 from ablations.config import TrialConfig
 from ablations.trial.loop import train
-config = TrialConfig.from_dict(json.loads(sys.argv[1]))
+config = TrialConfig.of(**json.loads(sys.argv[1]))
 out = train(config)
 print(json.dumps({"metrics": {k: v for k, v in out.metrics.items()
                               if isinstance(v, (int, float, str))},
@@ -39,9 +39,9 @@ def run_python(code: str, *args: str) -> dict:
 
 
 def run_plain(config: dict) -> dict:
-    """``train(TrialConfig.from_dict(config))`` (flat keys) in a fresh Python process, no Ray.
-    Returns its metrics,
-    per-epoch history, and the process's start and end times (Unix seconds)."""
+    """``train(TrialConfig.of(**config))`` (flat keys) in a fresh Python process, no Ray.
+    Returns its metrics, per-epoch history, and the process's start and end times (Unix
+    seconds)."""
     launched = time.time()
     out = run_python(PLAIN_TRIAL, json.dumps(config))
     out["launched_at"], out["ended_at"] = launched, time.time()

@@ -67,7 +67,8 @@ for batch in batches.loader(order, 32):
     frames, _, _ = batches.to_device(batch)
     n += frames.shape[0]
 seconds = time.perf_counter() - t0
-print(json.dumps({"samples_per_s": n / seconds, "mb_per_s": n * frames[0].numel() * 4 / seconds / 2**20,
+print(json.dumps({"samples_per_s": n / seconds,
+                  "mb_per_s": n * frames[0].numel() * 4 / seconds / 2**20,
                   "samples": n, **memory()}))
 """
 

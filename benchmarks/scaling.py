@@ -45,7 +45,8 @@ def once(k: int, epochs: int | None) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--k", default=",".join(str(k) for k in range(1, (os.cpu_count() or 1) + 1)),
+    cores = os.cpu_count() or 1
+    parser.add_argument("--k", default=",".join(str(k) for k in range(1, cores + 1)),
                         help="concurrent trials to try (default 1..number of cores)")
     parser.add_argument("--epochs", type=int, default=None, help="default: the trials' own (4)")
     args = parser.parse_args()

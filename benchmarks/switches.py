@@ -13,9 +13,8 @@ warm-up and the timed steps (a CUDA graph's pool is allocated at capture, in the
 CPU, the process's peak RSS (dominated by the ~600 MiB of libraries, so it hides
 activations) and the MiB autograd saves for backward in one eager forward (what checkpointing
 trades for recomputation). The memory ratio uses peak allocated on GPU, saved activations on
-CPU. Cells the rules refuse (CUDA graphs with
-checkpointing or off CUDA, tf32 off CUDA) are listed as skipped, not run, unless
-`--run-conflicts` (to reproduce a crash on a GPU).
+CPU. Cells the rules refuse (CUDA graphs with checkpointing or off CUDA, tf32 off CUDA) are
+listed as skipped, not run, unless `--run-conflicts` (to reproduce a crash on a GPU).
 """
 
 from __future__ import annotations
@@ -147,7 +146,6 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--modes", default="off,default,reduce-overhead,max-autotune-no-cudagraphs")
     parser.add_argument("--precisions", default="fp32,tf32,bf16,fp16")
-    parser.add_argument("--compile-backend", default="inductor")
     parser.add_argument("--run-conflicts", action="store_true",
                         help="run cells the rules refuse (to reproduce their failure)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
@@ -174,8 +172,7 @@ def main() -> int:
                 "device": device, "batch": args.batch, "frames": args.frames, "size": args.size,
                 "steps": args.steps, "warmup": args.warmup, "threads": args.threads}
         config = TrialConfig.of(compile=mode, precision=precision, device=device,
-                             gradient_checkpointing=checkpointing,
-                             compile_backend=args.compile_backend)
+                                gradient_checkpointing=checkpointing)
         reason = skip_reason(config, device, local_cuda_capability())
         row = {k: cell[k] for k in ("checkpointing", "compile", "precision")}
         if reason and not args.run_conflicts:

@@ -194,7 +194,8 @@ def load_directory(directory: str | Path, *, split_seed: int = 0) -> RegressionD
         images_file=str(images_path) if images.flags.c_contiguous else "",
         images_offset=int(images.offset),
     )
-    # NaN/inf pixels: samples spread over the file now; any other fails the batch holding it.
+    # NaN/inf pixels: checked here on samples spread over the file; any other fails the batch
+    # holding it.
     sample_bytes = int(np.prod(shape[1:], dtype=np.int64)) * max(images.itemsize, 4)
     count = max(1, min(IMAGE_CHECK_SAMPLES, IMAGE_CHECK_BYTES // sample_bytes))
     data.frames(np.unique(np.linspace(0, shape[0] - 1, count).astype(np.int64)), shape[1])

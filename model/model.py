@@ -4,8 +4,8 @@ Input: a stack of T image frames ``(B, T, C, H, W)`` and scalar features ``(B, S
 Output: the predicted mean of the target and, with the Gaussian head, its variance.
 
     frames ─► per-frame CNN over (B·T) ─► spatial attention ─► temporal attention ─┐
-                                              (frames in order ─► linear read-out) ├─► fusion ─► head
-    scalars ─► scalar MLP ──────────────────────────────────────────────────────────┘
+                                              (frames in order ─► linear read-out) ├► fusion ─► head
+    scalars ─► scalar MLP ─────────────────────────────────────────────────────────┘
 
 Each field of :class:`ModelConfig` names the ablation that switches it off. Shapes
 (frames, channels, H, W, number of scalars) come from the data, never from constants here.
@@ -194,7 +194,8 @@ class MultimodalRegressionModel(nn.Module):
             )
         # One CNN call over all frames: (B·T, C, H, W) -> (B·T, w3, h, w)
         maps = self._checkpointed(self.cnn, frames.flatten(0, 1))
-        tokens = self.spatial_proj(maps.flatten(2).transpose(1, 2)) + self.spatial_pos  # (B·T, h·w, D)
+        # (B·T, h·w, D): one token per position of the CNN map
+        tokens = self.spatial_proj(maps.flatten(2).transpose(1, 2)) + self.spatial_pos
         if self.spatial_block is not None:
             tokens = self._checkpointed(self.spatial_block, tokens)
         per_frame = tokens.mean(dim=1).view(batch, steps, -1) + self.temporal_pos  # (B, T, D)

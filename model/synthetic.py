@@ -149,9 +149,9 @@ def cache_dir() -> Path:
 def load_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:
     """``make_synthetic(spec)``, generated once: kept in this process (a reused Ray worker
     serves its next trials from memory) and in :func:`cache_dir` as an ``.npz`` keyed by the
-    spec, the generator's source code and the constants it reads
-    (:func:`synthetic_cache_key`), so a change to any makes a new file. The arrays
-    are shared read-only; each call gets its own ``RegressionData`` (its own ``split``)."""
+    spec, the generator's source code and the constants it reads (:func:`synthetic_cache_key`),
+    so a change to any makes a new file. The arrays are shared read-only; each call gets its
+    own ``RegressionData`` (its own ``split``)."""
     key = synthetic_cache_key(spec)
     data = _RECENT.pop(key, None)
     if data is None:

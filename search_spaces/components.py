@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-BASELINE = "baseline"
+from ablations.config.comparison import DEFAULT_REFERENCE
+
+BASELINE = DEFAULT_REFERENCE  # the full model: the reference of every space by default
 
 COMPONENT_ABLATIONS: dict[str, dict[str, Any]] = {
     BASELINE: {},  # the full model

@@ -8,10 +8,10 @@
       baseline: {}
       shallow: {depth: 1}
 
-A variant's keys are any of the runner's config keys (docs/command-line.md, Configuration keys) or the model
-plugin's; an unknown key is refused, naming the file, the variant and the closest key, when the
-trials are expanded, before any trial starts. Values are parsed as the runner's own keys are
-(booleans true/false/1/0/yes/no; YAML's on/off refused).
+A variant's keys are any of the runner's config keys (docs/command-line.md, Configuration keys)
+or the model plugin's; an unknown key is refused, naming the file, the variant and the closest
+key, when the trials are expanded, before any trial starts. Values are parsed as the runner's
+own keys are (booleans true/false/1/0/yes/no; YAML's on/off refused).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from ablations.config import ConfigError
+from ablations.config.comparison import DEFAULT_REFERENCE
 
 TOP_LEVEL = ("name", "description", "reference", "model", "variants")
 
@@ -44,7 +45,8 @@ def load_space_file(path: str | Path) -> dict[str, Any]:
     file = Path(path).expanduser()
     if not file.is_file():
         raise ConfigError(f"--space {path}: no such file (a space file is YAML with a "
-                          "'variants' mapping; --list shows the built-in spaces)")
+                          "'variants' mapping; run_ablations.py list shows the built-in "
+                          "spaces)")
     try:
         data = yaml.load(file.read_text(), Loader=yaml.BaseLoader)
     except (OSError, UnicodeDecodeError) as exc:
@@ -72,7 +74,7 @@ def load_space_file(path: str | Path) -> dict[str, Any]:
         if not str(name).replace("_", "").replace("-", "").isalnum():
             raise ConfigError(f"{file}: variant name {name!r}: use letters, digits, _ and -")
         table[str(name)] = dict(diff)
-    reference = str(data.get("reference", "baseline"))
+    reference = str(data.get("reference", DEFAULT_REFERENCE))
     if reference not in table:
         raise ConfigError(f"{file}: reference {reference!r} is not among the variants "
                           f"({', '.join(table)})")

@@ -1,8 +1,15 @@
-"""Shared fixtures: a tiny trial config, tiny data directories, one local Ray per module."""
+"""Shared fixtures: a tiny trial config, tiny data directories, one local Ray per module;
+and the guard that keeps the unit loop (``pytest -m "not slow"``) free of Ray, subprocesses
+and servers."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +23,49 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+class EndToEndInUnitTest(RuntimeError):
+    """A test not marked ``slow`` started Ray, a subprocess or a server."""
+
+
+def _refuse(what: str):
+    def refuse(*args, **kwargs):
+        raise EndToEndInUnitTest(
+            f"{what} in a test not marked slow: mark it `@pytest.mark.slow` (or its module "
+            "`pytestmark = pytest.mark.slow`); the unit loop, `pytest -m 'not slow'`, starts no "
+            "Ray, no subprocess and no server")
+    return refuse
+
+
+_GUARD = pytest.StashKey[pytest.MonkeyPatch]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """For a test not marked slow, refuse ``ray.init``, every subprocess (``Popen``, and so
+    ``subprocess.run``, ``check_output`` and Ray's own processes) and every listening socket
+    (moto's, MLflow's or any other server) from its setup to the end of its call. Installed
+    here, before the test's fixtures, so that a module- or session-scoped fixture it is the
+    first to request is refused too; undone before teardown. Importing Ray stays allowed."""
+    if item.get_closest_marker("slow") is None:
+        guard = pytest.MonkeyPatch()
+        item.stash[_GUARD] = guard
+        # _execute_child: the one place every Popen starts its child, even a Popen a module
+        # imported by name before the guard.
+        guard.setattr(subprocess.Popen, "_execute_child", _refuse("A subprocess"))
+        guard.setattr(socket.socket, "listen", _refuse("A server (a listening socket)"))
+        if "ray" in sys.modules:  # otherwise ray.init fails on its first subprocess
+            guard.setattr(sys.modules["ray"], "init", _refuse("ray.init"))
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item):
+    guard = item.stash.get(_GUARD, None)
+    if guard is not None:
+        guard.undo()
+    return (yield)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -87,3 +137,34 @@ def start_until(command: list[str], kw: dict, prefix: str, timeout: float):
         if line.startswith(prefix) or time.monotonic() > deadline:
             break
     return proc, seen, deadline
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fault_file(tmp_path_factory):
+    """The file of the tests' fault injection (ablations/trial/faults.py), named in the
+    environment before any local Ray starts, so that its workers read it too; no faults until a
+    test writes it (:func:`injected`)."""
+    from ablations.trial.faults import ENV
+
+    path = tmp_path_factory.mktemp("faults") / "faults.json"
+    previous = os.environ.get(ENV)
+    os.environ[ENV] = str(path)
+    yield path
+    if previous is None:
+        os.environ.pop(ENV, None)
+    else:
+        os.environ[ENV] = previous
+
+
+@contextlib.contextmanager
+def injected(table: dict | None = None, **faults):
+    """Inject faults while the block runs: ``injected(fail_at_epoch=2)`` into every trial, or
+    ``injected({"broken": {"fail_at_epoch": 2}})`` into the trials of an ablation."""
+    from ablations.trial.faults import ENV
+
+    path = Path(os.environ[ENV])
+    path.write_text(json.dumps(table if table is not None else {"*": faults}))
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)

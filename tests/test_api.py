@@ -51,36 +51,76 @@ def test_plan_raises_the_command_lines_errors(kwargs, error, pattern):
 
 
 @pytest.mark.slow
-def test_run_returns_the_tables_and_shuts_down_the_ray_it_started(tmp_path):
+def test_run_returns_the_tables_and_resume_continues_it_into_rounds(tmp_path):
     import ray
+
+    from results.io.files import read_metadata
 
     assert not ray.is_initialized()
     result = Experiment("components", seeds=2, only=["baseline", "no_images"], overrides=TINY,
-                        storage=tmp_path, name="api", num_cpus=2).run()
+                        storage=tmp_path, name="api", num_cpus=2, max_seeds=3).run()
     assert not ray.is_initialized()
     assert (result.trials["status"] == "ok").all() and len(result.trials) == 4
     assert result.directory == str(tmp_path / "api")
     assert set(result.verdicts["ablation"]) == {"baseline", "no_images"}
+    assert result.verdicts.attrs["pilot"]  # the pilot look of the planned 2-to-3-seed design
     assert (tmp_path / "api" / "trials.parquet").is_file()
     with pytest.raises(UsageError, match="already exists"):  # nothing is overwritten
         Experiment("components", seeds=2, only=["baseline"], overrides=TINY, storage=tmp_path,
                    name="api").run()
+    with pytest.raises(UsageError, match="^metric test_rmse: api planned its rounds"):
+        Experiment.resume("api", storage=tmp_path, seeds="auto", metric="test_rmse")
+    # nothing left to run: the same trials, and the same verdicts
+    again = Experiment.resume("api", storage=tmp_path, num_cpus=2)
+    assert not ray.is_initialized()
+    assert again.trials["trial_name"].tolist() == result.trials["trial_name"].tolist()
+    assert again.verdicts["verdict"].tolist() == result.verdicts["verdict"].tolist()
+    continued = Experiment.resume(storage=tmp_path, seeds="auto", num_cpus=2)  # the latest
+    record = read_metadata(str(tmp_path / "api"))["sequential"]
+    assert record["continued"]["seeds"] == [0, 1] and record["design"]["looks"] == [2, 3]
+    assert "decided_at" in continued.verdicts
+    undecided = set(result.verdicts.loc[result.verdicts["verdict"] == "inconclusive",
+                                        "ablation"])
+    third = set(continued.trials.loc[continued.trials["seed"] == 2, "ablation"])
+    assert third == (undecided | {"baseline"} if undecided else set())
 
 
-def test_the_request_has_the_command_lines_defaults():
-    from ablations.cli.flags import build_parser
+def test_resume_names_its_arguments_when_there_is_nothing_to_resume(tmp_path):
+    with pytest.raises(UsageError, match="^resume: no experiment in .*; pass name or storage$"):
+        Experiment.resume(storage=tmp_path)
+
+
+def test_the_request_has_the_command_lines_defaults_and_knows_what_was_given():
+    from ablations.cli.commands import parser_of
+    from ablations.cli.requests import request_from
     from ablations.experiment.request import Request
 
-    # continuing.py tells a given flag from a default by comparing with Request()
-    assert Request.of(build_parser().parse_args([])) == Request()
+    run = parser_of("run")
+    assert request_from(run.parse_args([]), run, []) == Request()
+    # a flag given at its default value is given; an unambiguous prefix is argparse's too
+    argv = ["--metric", "test_mae", "--max-se", "6", "--only", "baseline, no_images"]
+    request = request_from(run.parse_args(argv), run, argv)
+    assert request.given == {"metric", "max_seeds", "only"}
+    assert request.only == ["baseline", "no_images"] and request.max_seeds == 6
+
+
+def test_the_library_names_arguments_and_the_command_line_names_flags():
+    from ablations.cli.main import error_text
+
+    with pytest.raises(UsageError) as caught:
+        Experiment("components", seeds="auto", pilot=4, max_seeds=3).plan()
+    assert str(caught.value) == ("max_seeds 3 is below the pilot's 4 seeds; raise max_seeds "
+                                 "or lower pilot")
+    assert error_text(caught.value) == ("--max-seeds 3 is below the pilot's 4 seeds; raise "
+                                        "--max-seeds or lower --pilot")
 
 
 @pytest.mark.parametrize(("kwargs", "pattern"), [
-    ({"metric": "nope"}, "--metric: 'nope' is not a metric column"),
-    ({"alpha": 0.9}, "--alpha: 0.9: must be a number in"),
-    ({"margin": "abc"}, "--margin: "),
-    ({"seeds": "auto", "pilot": 1}, "--pilot: 1 must be an integer >= 2"),
-    ({"cpus_per_trial": -1}, "--cpus-per-trial: -1 must be a finite number"),
+    ({"metric": "nope"}, "metric: 'nope' is not a metric column"),
+    ({"alpha": 0.9}, "alpha: 0.9: must be a number in"),
+    ({"margin": "abc"}, "margin: "),
+    ({"seeds": "auto", "pilot": 1}, "pilot: 1 must be an integer >= 2"),
+    ({"cpus_per_trial": -1}, "cpus_per_trial: -1 must be a finite number"),
 ])
 def test_the_library_checks_the_values_the_flags_check(kwargs, pattern):
     with pytest.raises(UsageError, match=re.escape(pattern)):

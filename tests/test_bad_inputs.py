@@ -383,6 +383,7 @@ def _trains_one_epoch(root: Path, extra: list[str]) -> None:
     assert len(stratified_errors(both)) > 0
 
 
+@pytest.mark.slow
 def test_unreadable_data_is_one_line(good_dir):
     """As an unprivileged user (root reads files whatever their permissions), in one process:
     an unreadable images.npy, table.parquet and data directory."""
@@ -439,6 +440,7 @@ def test_nan_pixels_outside_the_checked_samples_fail_the_trial_naming_the_sample
     ("images npz renamed", _npz),
     ("split without test", _split(lambda n: ["train"] * (n - 8) + ["val"] * 8)),
 ])
+@pytest.mark.slow
 def test_bad_input_through_the_command_is_one_line_exit_2(good_dir, tmp_path, case, change):
     root = _prepared(good_dir, tmp_path, change)
     run = subprocess.run([sys.executable, str(REPO / "run_ablations.py"), "--data", str(root),
@@ -492,3 +494,21 @@ def test_a_damaged_experiment_record_is_one_line_and_nothing_is_touched(capsys, 
     code = main(["--resume", "--storage", str(tmp_path / "results")])
     err = capsys.readouterr().err
     assert code == 2 and "no experiment in" in err, err
+
+
+@pytest.mark.parametrize(("record", "found"), [
+    ({"space": "components"}, "has no schema_version"),
+    ({"schema_version": 2, "space": "components"}, "has schema_version 2"),
+])
+def test_a_record_of_another_schema_version_is_refused_in_one_line(tmp_path, record, found):
+    from results.io.files import SCHEMA_VERSION, MetadataError, read_metadata
+
+    (tmp_path / "experiment.json").write_text(json.dumps(record))
+    with pytest.raises(MetadataError) as refused:
+        read_metadata(tmp_path)
+    message = str(refused.value)
+    assert len(message.splitlines()) == 1 and found in message
+    assert f"reads schema_version {SCHEMA_VERSION} only" in message
+    (tmp_path / "experiment.json").write_text(json.dumps({**record,
+                                                          "schema_version": SCHEMA_VERSION}))
+    assert read_metadata(tmp_path)["space"] == "components"

@@ -1,4 +1,4 @@
-"""The command line: bad input gives one line and exit code 2; --list, --dry-run, a real run."""
+"""The command line: bad input gives one line and exit code 2; list, --dry-run, a real run."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def assert_one_line_error(code, err, pattern):
         (["--seeds", "a,b"], "not a count"),
         (["--seeds", "1,1"], "distinct"),
         (["--epochs", "-1"], "must be >= 1"),
-        (["--space", "nope"], "unknown space 'nope'; choose one of: batch, components, features, frames, hpo, systems"),
+        (["--space", "nope"], "unknown space 'nope'; choose one of: batch, components, features, "
+                              "frames, hpo, systems"),
         (["--only", "no_brains"], "unknown variant(s) ['no_brains']"),
         (["--config", "/nonexistent.yaml"], "config file not found"),
         (["--cpus-per-trial", "-1"], "must be a finite number >= 0"),
@@ -100,7 +101,7 @@ def test_existing_experiment_is_never_overwritten(capsys, tmp_path):
 
 
 def test_list(capsys):
-    code, out, _ = in_process(capsys, "--list")
+    code, out, _ = in_process(capsys, "list")
     assert code == 0
     for name in ("components:", "no_temporal_attention", "single_frame", "point_estimate"):
         assert name in out
@@ -123,6 +124,7 @@ def test_dry_run_applies_yaml_then_flags(capsys, tmp_path):
     assert "baseline-seed5" in out and "18 trials" in out
 
 
+@pytest.mark.slow
 def test_a_subprocess_error_has_no_traceback(tmp_path):
     proc = run_cli("--epochs", "zero", cwd=tmp_path, timeout=60)
     assert proc.returncode == 2
@@ -144,6 +146,7 @@ def test_end_to_end_cli_run(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out_dir = tmp_path / "ablation_results" / "e2e"  # default storage: under the working folder
     assert f"Results in {out_dir}" in proc.stdout
+    assert f"Report: python run_ablations.py report {out_dir}\n" in proc.stdout
     assert "[6/6]" in proc.stdout  # progress lines
     assert "  no_scalar_2-seed1 epoch 1/1 val_mae=" in proc.stdout  # --progress epochs
     # what the trials print is in their folders, not on the console
@@ -185,12 +188,11 @@ def test_systems_dry_run_lists_the_matrix_with_conflicts_marked(capsys):
 
 
 def test_resolve_conflicts_maps_with_a_warning(capsys):
-    code, out, err = in_process(capsys, "--set", "compile=reduce-overhead", "--set",
-                                "compile_backend=eager", "--only", "baseline", "--dry-run")
+    code, out, err = in_process(capsys, "--set", "compile=reduce-overhead", "--only", "baseline",
+                                "--dry-run")
     assert_one_line_error(code, err, "compile=reduce-overhead uses CUDA graphs")
-    code, out, err = in_process(capsys, "--set", "compile=reduce-overhead", "--set",
-                                "compile_backend=eager", "--only", "baseline", "--dry-run",
-                                "--resolve-conflicts")
+    code, out, err = in_process(capsys, "--set", "compile=reduce-overhead", "--only", "baseline",
+                                "--dry-run", "--resolve-conflicts")
     assert code == 0
     assert "warning: baseline-seed0: compile=reduce-overhead" in err and "using compile=default" \
         in err
@@ -220,7 +222,7 @@ def test_auto_batch_refused_for_the_batch_space(capsys):
 
 @pytest.mark.slow
 def test_diagnose(tmp_path):
-    proc = run_cli("--diagnose", cwd=tmp_path, timeout=120)
+    proc = run_cli("diagnose", cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "CPU:" in proc.stdout and "Ray resources: CPU" in proc.stdout
     assert "Suggested: python run_ablations.py" in proc.stdout

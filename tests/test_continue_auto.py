@@ -24,9 +24,10 @@ from ablations.experiment.continuing import (
     sequential_seeds,
     trial_slots,
 )
-from ablations.experiment.strategies.seeds_auto import SequentialRun, next_arms
+from ablations.experiment.designs.seeds_auto import SequentialRun, next_arms
 from results.stats.analysis import verdict_table
 from results.stats.sequential import SeedDesign
+from results.io.files import SCHEMA_VERSION
 from tests.conftest import REPO, tiny_config
 from tests.test_cli import assert_one_line_error, in_process
 
@@ -197,7 +198,8 @@ def _experiment(root: Path, *, seeds=(0, 1, 2), status="ok", **meta) -> Path:
         for seed in seeds:
             names[f"{variant}-seed{seed}"] = tiny_config().replace(ablation=variant,
                                                                    seed=seed).to_dict()
-    record = {"experiment": root.name, "space": "components", "reference": "baseline",
+    record = {"schema_version": SCHEMA_VERSION, "experiment": root.name, "space": "components",
+              "reference": "baseline",
               "seeds": list(seeds), "trials": names, "skipped": {}, "hpo": None,
               "command": ["run_ablations.py"], **meta}
     (root / "experiment.json").write_text(json.dumps(record))

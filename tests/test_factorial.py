@@ -364,14 +364,15 @@ def test_dry_run_prints_the_design_generators_and_aliases(capsys, tmp_path):
     assert "Generators" not in out
 
 
-def test_planning_gives_the_factorial_strategy_and_paired_cells():
+def test_planning_gives_the_factorial_design_and_paired_cells():
     from ablations.experiment.planning import prepare
     from ablations.experiment.request import Request
-    from ablations.experiment.strategies.factorial import Factorial
+    from ablations.experiment.designs.factorial import Factorial
 
-    prepared = prepare(Request(design="factorial", factors="temporal_attention,"
-                               "spatial_attention", seeds=[0, 1, 2]))
-    assert isinstance(prepared.strategy, Factorial)
+    prepared = prepare(Request(design="factorial",
+                               factors=["temporal_attention", "spatial_attention"],
+                               seeds=[0, 1, 2]))
+    assert isinstance(prepared.design, Factorial)
     cells = {spec.variant: spec for spec in prepared.trials}
     assert set(cells) == {"baseline", "no_temporal_attention", "no_spatial_attention",
                           "no_temporal_attention-no_spatial_attention"}
@@ -380,7 +381,7 @@ def test_planning_gives_the_factorial_strategy_and_paired_cells():
     assert not both.model.temporal_attention and not both.model.spatial_attention
     assert cells["baseline"].config.model.temporal_attention
     metadata: dict = {}
-    prepared.strategy.record(metadata, prepared.trials)
+    prepared.design.record(metadata)
     assert metadata["factorial"]["label"] == "2^2 full factorial"
     assert metadata["factorial"]["factors"] == ["temporal_attention", "spatial_attention"]
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from ablations.experiment.strategies.seeds_auto import next_arms
+from ablations.experiment.designs.seeds_auto import next_arms
 from results.stats.compare import compare_experiments
 from tools.failure_simulation import case_rate
 from results.stats.failures import signed_rank_p

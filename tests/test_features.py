@@ -167,7 +167,7 @@ def test_features_with_a_column_the_base_drops(capsys):
 
 
 def test_list_shows_the_features_space(capsys):
-    code, out, _ = in_process(capsys, "--list")
+    code, out, _ = in_process(capsys, "list")
     assert code == 0
     assert "features:" in out and "no_scalar_2" in out and "drop_scalars=scalar_2" in out
 

@@ -7,9 +7,8 @@ import optuna
 import pytest
 
 from ablations.config import config_from_sources
+from ablations.experiment.designs.hpo import HpoSearch, Search
 from ablations.experiment.options import RunOptions
-from ablations.experiment.runner import run_experiment
-from ablations.experiment.strategies.hpo import Hpo, HpoSearch
 from search_spaces.hpo import HPO_SEARCH
 from tests.conftest import tiny_config
 
@@ -23,7 +22,7 @@ def test_hpo_with_asha_writes_optuna_storage_and_best_config(ray_local, tmp_path
     hpo = HpoSearch(base=tiny_config(epochs=4, ablation="hpo"), space=space, num_samples=6)
     options = RunOptions(storage=tmp_path, name="search", space="hpo", progress=False,
                          max_concurrent=1)
-    result = run_experiment([], options, strategy=Hpo(hpo))
+    result = Search(hpo).execute([], options)
     trials = result.trials
     assert len(trials) == 6 and trials["trial_name"].str.startswith("hpo-").all()
     assert set(trials["status"]) <= {"ok", "stopped"}
@@ -49,7 +48,7 @@ def test_a_trial_the_study_finished_before_a_kill_resumes_without_error(tmp_path
     runner's searcher leaves the trial out of the study, which keeps its first result."""
     from ray import tune
 
-    from ablations.experiment.strategies.optuna_search import ResumableOptunaSearch
+    from ablations.experiment.designs.optuna_search import ResumableOptunaSearch
 
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'optuna.db'}")
     search = ResumableOptunaSearch(space={"lr": tune.uniform(0.0, 1.0)}, metric="val_mae",

@@ -1,6 +1,7 @@
 """The packages form layers and import one way: a module never imports (at the top or inside a
 function) from a layer above its own. The layers, lowest first, are listed in LAYERS; the
-README's layout (docs/architecture.md) describes the same."""
+README's layout (docs/architecture.md) describes the same. Within a layer, modules import
+without cycles, and a function imports no module its file already imports at the top."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ LAYERS = [
     ("model",),
     ("ablations.config",),
     ("ablations.trial",),
-    ("results", "search_spaces"),
+    ("results", "results.io", "search_spaces"),  # results' package imports only results.io
+    ("results.stats",),
+    ("results.report",),
     ("ablations.experiment",),
     ("ablations.cli",),
 ]
@@ -94,6 +97,14 @@ def test_the_walk_sees_the_packages_lazy_names_at_their_own_layer():
     assert layer_of("ablations.train") == layer_of("ablations.trial.loop")
 
 
+def test_results_are_three_layers_storage_statistics_rendering():
+    assert layer_of("results") == layer_of("results.io.files") == layer_of("search_spaces")
+    assert layer_of("ablations.trial.loop") < layer_of("results.io.schema")
+    assert layer_of("results.io.schema") < layer_of("results.stats.verdicts")
+    assert layer_of("results.stats.verdicts") < layer_of("results.report.build")
+    assert layer_of("results.report.build") < layer_of("ablations.experiment.runner")
+
+
 def test_the_walk_sees_an_upward_import_even_inside_a_function(tmp_path, monkeypatch):
     fake = ROOT / "ablations" / "trial" / "_upward_probe.py"
     assert not fake.exists()
@@ -103,6 +114,7 @@ def test_the_walk_sees_an_upward_import_even_inside_a_function(tmp_path, monkeyp
     assert found and "imports ablations.experiment.runner" in found[0]
 
 
+@pytest.mark.slow
 def test_the_configuration_layer_loads_no_ray_and_import_ablations_no_torch():
     import subprocess
     import sys
@@ -113,17 +125,6 @@ def test_the_configuration_layer_loads_no_ray_and_import_ablations_no_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout.strip()
     assert out == "[]"
-
-
-@pytest.mark.parametrize("old", ["ablations.train", "ablations.plugins", "ablations.api"])
-def test_documented_old_import_paths_give_the_moved_module_itself(old):
-    import importlib
-
-    import ablations
-
-    module = importlib.import_module(old)
-    assert module is importlib.import_module(ablations.MOVED[old])
-    assert module.__spec__.name == ablations.MOVED[old]
 
 
 PROJECT = ("ablations", "results", "search_spaces", "model")
@@ -236,29 +237,164 @@ def fresh_stdout(code: str) -> str:
     return out.stdout.strip()
 
 
-def test_old_paths_keep_the_packages_lazy_function_and_unpickle_an_old_experiments_state():
-    code = ("import pickle, ablations.train\nfrom ablations import train\n"
-            "assert callable(train), train\n"
-            # what an older experiment's tuner.pkl holds: the trainable's helper by old path
-            "f = pickle.loads(b'cablations.trainable\\ntrial_name\\n.')\n"
-            "print(f.__module__)\n")
-    assert fresh_stdout(code) == "ablations.experiment.trainable"
+@pytest.mark.slow
+def test_the_packages_public_names_load_their_layer_and_no_other_path_resolves():
+    code = ("import importlib, ablations\nfrom ablations import Experiment, TrialOutcome, train\n"
+            "assert callable(train) and Experiment.__module__ == 'ablations.experiment.api'\n"
+            "try:\n    importlib.import_module('ablations.trainable')\n"
+            "except ModuleNotFoundError:\n    print('gone')\n")
+    assert fresh_stdout(code) == "gone"
 
 
+@pytest.mark.slow
 def test_planning_a_grid_loads_no_ray_and_no_design_analysis():
     code = ("import sys\nfrom ablations.experiment.planning import prepare\n"
             "from ablations.experiment.request import Request\n"
-            "prepare(Request(only='baseline,no_images'))\n"
-            "print(sorted(m for m in ('ray', 'ray.tune', 'results.stats.factorial', 'scipy.stats')\n"
-            "             if m in sys.modules))\n")
+            "prepare(Request(only=['baseline', 'no_images']))\n"
+            "print(sorted(m for m in ('ray', 'ray.tune', 'results.stats.factorial',\n"
+            "                         'scipy.stats') if m in sys.modules))\n")
     assert fresh_stdout(code) == "[]"
 
 
+@pytest.mark.slow
 def test_planning_a_factorial_loads_its_design_not_its_analysis():
     code = ("import sys\nfrom ablations.experiment.planning import prepare\n"
             "from ablations.experiment.request import Request\n"
-            "prepare(Request(design='factorial', factors='temporal_attention,spatial_attention',"
+            "prepare(Request(design='factorial',"
+            " factors=['temporal_attention', 'spatial_attention'],"
             " seeds=[0, 1]))\n"
-            "print(sorted(m for m in ('ray', 'results.stats.factorial', 'results.stats.factorial_design')\n"
-            "             if m in sys.modules))\n")
+            "print(sorted(m for m in ('ray', 'results.stats.factorial',\n"
+            "                         'results.stats.factorial_design') if m in sys.modules))\n")
     assert fresh_stdout(code) == "['results.stats.factorial_design']"
+
+
+# The import graph: one node per module (a package is its __init__), an edge for every import
+# of a project module, at the top of a file or inside a function. ``from a import b`` is an
+# edge to the module a.b when b is a module, else to a.
+def project_modules() -> dict[str, Path]:
+    files = []
+    for top in ("model", "ablations", "results", "search_spaces"):
+        files += sorted((ROOT / top).rglob("*.py"))
+    return {module_name(path): path for path in files}
+
+
+def import_targets(node: ast.Import | ast.ImportFrom, known) -> list[str]:
+    """The project modules an import statement loads (its own, not its parent packages)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    elif node.module and node.level == 0:
+        names = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in known
+                 else node.module for alias in node.names]
+    else:
+        return []
+    found = []
+    for name in names:
+        while name and name not in known:  # `import a.b.c` of a function c: the module a.b
+            name = name.rpartition(".")[0]
+        if name and name not in found:
+            found.append(name)
+    return found
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    graph = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        graph[name] = {target for node in ast.walk(tree)
+                       if isinstance(node, (ast.Import, ast.ImportFrom))
+                       for target in import_targets(node, modules) if target != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import(monkeypatch):
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}) == [
+        ["a", "b", "c"]]
+    modules = project_modules()
+    text = {"ablations.trial.loop": "import ablations.experiment.runner.run_experiment\n",
+            "ablations.experiment.runner": "def f():\n    from ablations.trial import loop\n"}
+    by_path = {modules[name]: source for name, source in text.items()}
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: by_path[self])
+    graph = import_graph({name: modules[name] for name in text})
+    assert graph == {"ablations.trial.loop": {"ablations.experiment.runner"},
+                     "ablations.experiment.runner": {"ablations.trial.loop"}}
+    assert cycles(graph) == [["ablations.experiment.runner", "ablations.trial.loop"]]
+
+
+def test_no_import_cycles_between_modules():
+    found = cycles(import_graph(project_modules()))
+    assert found == [], "\n".join(" <-> ".join(component) for component in found)
+
+
+def function_level_repeats(modules: dict[str, Path]) -> list[str]:
+    """Function-level imports of a project module the same file imports at its top (outside
+    ``if TYPE_CHECKING:``): the module is loaded already, so the import belongs at the top."""
+    found = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        top, inner = set(), []
+
+        def walk(node, in_function: bool) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    continue
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    targets = import_targets(child, modules)
+                    if in_function:
+                        inner.extend((child.lineno, target) for target in targets)
+                    else:
+                        top.update(targets)
+                walk(child, in_function or isinstance(
+                    child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+        walk(tree, False)
+        found += [f"{path.relative_to(ROOT)}:{line} imports {target} inside a function, and "
+                  f"at the top" for line, target in inner if target in top]
+    return sorted(found)
+
+
+def test_no_function_level_import_of_a_module_the_file_imports_at_its_top():
+    assert function_level_repeats(project_modules()) == []
+
+
+def test_the_repeat_check_sees_a_function_level_import_of_a_top_level_module(monkeypatch):
+    modules = project_modules()
+    probe = modules["ablations.experiment.runner"]
+    text = ("from results.io.files import TRIALS_FILE\n"
+            "if TYPE_CHECKING:\n    import results.stats.verdicts\n"
+            "def f():\n    from results.io.files import read_experiment\n"
+            "    import results.stats.verdicts\n")
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text if self == probe else "")
+    assert function_level_repeats(modules) == [
+        "ablations/experiment/runner.py:5 imports results.io.files inside a function, and at "
+        "the top"]

@@ -60,9 +60,11 @@ def test_a_plugin_key_that_is_also_a_runner_key_is_refused(fake_module):
     class Clash:
         epochs: int = 3
 
-    fake_module.PLUGIN = ModelPlugin("clash", Clash, build=lambda config, shape: None)
+    fake_module.CLASH = ModelPlugin("clash", Clash, build=lambda config, shape: None)
     with pytest.raises(PluginError, match="'epochs' is also the runner's"):
-        load_plugin("fake_plugins:PLUGIN")
+        TrialConfig.of(model="fake_plugins:CLASH")
+    with pytest.raises(PluginError, match="'epochs' is also the runner's"):  # every time
+        TrialConfig().replace(model="fake_plugins:CLASH")
 
 
 # ------------------------------------------------------------------------------ config keys
@@ -84,15 +86,6 @@ def test_plugin_switches_are_config_keys_of_the_model_section():
     builtin = config.replace(model="multimodal")
     assert builtin.plugin == "" and builtin.model == TrialConfig().model
     assert builtin.optim.epochs == 2  # the runner's keys stay
-
-
-def test_configs_written_before_the_sections_still_load():
-    """experiment.json of older folders keeps flat trial configs with model_options JSON."""
-    old = {**TrialConfig.of(model=CONV3D, depth=1).flat(), "model_options": '{"depth": 1}',
-           "inject_oom_above_batch": 0}
-    old.pop("depth")
-    config = TrialConfig.from_dict(old)
-    assert config.plugin == CONV3D and config.model.depth == 1
 
 
 @pytest.mark.parametrize(
@@ -249,7 +242,7 @@ def test_the_example_model_runs_its_ablation_file_end_to_end(tmp_path, data):
     assert switches.loc["shallow", ["depth", "width", "temporal_kernel"]].tolist() == [1, 4, 3]
     assert switches.loc["no_temporal_kernel", ["depth", "width", "temporal_kernel"]].tolist() \
         == [3, 4, 1]
-    assert "cnn_widths" not in trials and "inject_oom_above_batch" not in trials
+    assert "cnn_widths" not in trials
     point = trials[trials["ablation"] == "point_head"]
     assert point["test_nll"].isna().all() and trials.loc[
         trials["ablation"] == "baseline", "test_nll"].notna().all()

@@ -124,6 +124,7 @@ def repo(tmp_path):
     return root
 
 
+@pytest.mark.slow
 def test_git_state_dirty_flag_and_diff_hash(repo):
     clean = prov.git_state(repo)
     assert clean["commit"] == git(repo, "rev-parse", "HEAD").strip()
@@ -145,11 +146,13 @@ def test_git_state_dirty_flag_and_diff_hash(repo):
     assert untracked["dirty"] is False and untracked["untracked"] == ["scratch.txt"]
 
 
+@pytest.mark.slow
 def test_git_state_is_none_outside_the_top_of_a_checkout(repo, tmp_path):
     assert prov.git_state(tmp_path / "nowhere") is None
     assert prov.git_state(repo / "ablations") is None  # inside another repository's tree
 
 
+@pytest.mark.slow
 def test_code_fingerprint_follows_the_source_not_the_docs(repo):
     before = prov.code_fingerprint(repo)
     (repo / "README.md").write_text("other docs\n")
@@ -167,7 +170,16 @@ def test_code_fingerprint_follows_the_source_not_the_docs(repo):
 # --------------------------------------------------------------------------- comparison
 
 
-def test_changes_block_code_and_data_and_report_the_rest(data_dir):
+@pytest.fixture
+def checkout(monkeypatch):
+    """A clean checkout's git state without running git (the unit loop starts no subprocess)."""
+    state = {"commit": "a" * 40, "dirty": False, "diff_sha256": None, "untracked": [],
+             "untracked_count": 0}
+    monkeypatch.setattr(prov, "git_state", lambda root=None: dict(state))
+    return state
+
+
+def test_changes_block_code_and_data_and_report_the_rest(data_dir, checkout):
     configs = [TrialConfig.of(data_dir=str(data_dir))]
     recorded = prov.collect(configs)
     assert prov.changes(recorded, prov.collect(configs)) == ([], [])
@@ -186,12 +198,12 @@ def test_changes_block_code_and_data_and_report_the_rest(data_dir):
 
     flip_byte(data_dir / "table.parquet", (data_dir / "table.parquet").stat().st_size // 2)
     blocking, _ = prov.changes(recorded, prov.collect(configs))
-    assert blocking == [f"the data {data_dir} ({recorded['data'][str(data_dir)]['fingerprint'][:12]}"
-                        f" -> {prov.collect(configs)['data'][str(data_dir)]['fingerprint'][:12]}"
-                        ": table.parquet changed)"]
+    before = recorded["data"][str(data_dir)]["fingerprint"][:12]
+    after = prov.collect(configs)["data"][str(data_dir)]["fingerprint"][:12]
+    assert blocking == [f"the data {data_dir} ({before} -> {after}: table.parquet changed)"]
 
 
-def test_trial_columns():
+def test_trial_columns(checkout):
     config = TrialConfig()
     recorded = prov.collect([config])
     columns = prov.trial_columns(recorded, config)
@@ -210,18 +222,19 @@ ARGS = ["--space", "components", "--only", "baseline", "--seeds", "1", "--epochs
 
 def write_experiment(storage: Path, name: str, argv: list[str]) -> Path:
     """experiment.json exactly as a run of ``argv`` writes it when it starts (no Ray)."""
-    from ablations.cli.flags import build_parser
+    from ablations.cli.commands import parser_of
     from ablations.experiment.options import RunOptions
     from ablations.experiment.planning import prepare
-    from ablations.experiment.request import Request
+    from ablations.cli.requests import request_from
     from ablations.experiment.runner import experiment_metadata
     from results.io.files import METADATA_FILE, write_json_atomic
 
-    prepared = prepare(Request.of(build_parser().parse_args(argv)))  # as the command plans it
+    run = parser_of("run")
+    prepared = prepare(request_from(run.parse_args(argv), run, argv))  # as the command
     options = RunOptions(storage=storage, name=name, space=prepared.space.name)
     meta = experiment_metadata(prepared.trials, options, dt.datetime.now(dt.timezone.utc),
-                               prepared.skipped, prepared.strategy)
-    prepared.strategy.record(meta, prepared.trials)
+                               prepared.skipped, prepared.design.configs(prepared.trials))
+    prepared.design.record(meta)
     folder = storage / name
     folder.mkdir(parents=True)
     write_json_atomic(meta, str(folder / METADATA_FILE))
@@ -229,7 +242,7 @@ def write_experiment(storage: Path, name: str, argv: list[str]) -> Path:
 
 
 @pytest.mark.parametrize("how", ["--resume", "same --name"])
-def test_a_resume_with_changed_data_is_refused_before_ray(capsys, tmp_path, how):
+def test_a_resume_with_changed_data_is_refused_before_ray(capsys, tmp_path, how, checkout):
     data = write_data_dir(tmp_path / "data", n=60, frames=4)
     argv = [*ARGS, "--data", str(data)]
     metadata = write_experiment(tmp_path / "results", "exp", argv)
@@ -251,7 +264,7 @@ def test_a_resume_with_changed_data_is_refused_before_ray(capsys, tmp_path, how)
     assert not ray.is_initialized()
 
 
-def test_a_resume_with_changed_code_is_refused(capsys, tmp_path):
+def test_a_resume_with_changed_code_is_refused(capsys, tmp_path, checkout):
     argv = list(ARGS)
     metadata = write_experiment(tmp_path / "results", "exp", argv)
     meta = json.loads(metadata.read_text())

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from ablations.cli.main import main
+from results.io.files import SCHEMA_VERSION
 from tests.test_analysis import _experiment
 
 
@@ -52,7 +53,8 @@ CASES = [
      r"exp/trials\.parquet: missing; is .*exp an experiment folder\?"),
     ("unfinished experiment", lambda root: (
         [(root / f).unlink() for f in ("trials.parquet", "epochs.parquet", "predictions.parquet")],
-        (root / "experiment.json").write_text(json.dumps({"space": "components"})), str(root))[-1],
+        (root / "experiment.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION,
+                                                         "space": "components"})), str(root))[-1],
      [], r"trials\.parquet: missing; the experiment has not finished: continue it with "
          r"run_ablations.py --resume"),
     ("corrupt trials.parquet", lambda root: ((root / "trials.parquet").write_text("x,y\n1,2\n"),

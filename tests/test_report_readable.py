@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from tools.browser_check import find_chromium
-from results.report.formatting import Column, decimals_for, number, p_value, plain, readable, unit_of
+from results.report.formatting import (Column, decimals_for, number, p_value, plain, readable,
+                                       unit_of)
 from results.stats.strata import interval_order, quantile_bins
 from tests.test_analysis import _experiment
 
@@ -91,6 +92,7 @@ def test_the_answer_comes_first_with_readable_numbers(report):
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="needs Chromium (apt-get install chromium)")
+@pytest.mark.slow
 def test_in_a_browser_the_figures_load_and_nothing_overflows_1366_px(report, tmp_path):
     from tools.browser_check import checks, main, measure
 

@@ -48,17 +48,20 @@ def files() -> list[str]:
     return tracked_files()
 
 
+@pytest.mark.slow
 def test_no_tracked_file_is_larger_than_1_mb(files):
     large = [f"{name} ({size(name):,} bytes)" for name in files if size(name) > MAX_FILE_BYTES]
     assert not large, "tracked files larger than 1 MB: " + ", ".join(large)
 
 
+@pytest.mark.slow
 def test_no_build_artefact_is_tracked(files):
     artefacts = [name for name in files if is_artefact(name)]
     assert not artefacts, ("build artefacts tracked (git rm --cached them; .gitignore lists "
                            "the patterns): " + ", ".join(artefacts))
 
 
+@pytest.mark.slow
 def test_tracked_files_total_less_than_3_mb(files):
     total = sum(size(name) for name in files)
     largest = sorted(files, key=size, reverse=True)[:5]
@@ -69,7 +72,8 @@ def test_tracked_files_total_less_than_3_mb(files):
 
 def test_gitignore_lists_the_artefact_patterns():
     ignored = {line.strip().rstrip("/") for line in (REPO / ".gitignore").read_text().splitlines()}
-    missing = [pattern for pattern in (*ARTEFACT_FILES, *ARTEFACT_FOLDERS) if pattern not in ignored]
+    missing = [pattern for pattern in (*ARTEFACT_FILES, *ARTEFACT_FOLDERS)
+               if pattern not in ignored]
     assert not missing, f".gitignore lacks {missing}"
 
 

@@ -27,6 +27,8 @@ from ablations.experiment.trainable import load_state
 from results.io.files import read_bytes
 from tests.conftest import REPO, start_until
 
+pytestmark = pytest.mark.slow  # a moto S3 server in a subprocess for the module
+
 pytest.importorskip("moto.server", reason="the S3 server of the tests: pip install -e '.[test]'")
 
 BUCKET = "ablations"
@@ -122,7 +124,6 @@ def test_missing_bucket_unreachable_endpoint_and_uri_options_are_one_line(s3, tm
     assert "Traceback" not in report.stderr
 
 
-@pytest.mark.slow
 def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path, monkeypatch):
     """A driver killed with SIGKILL mid-experiment (the driver and the Ray it started, no
     clean-up) continues with --resume from the bucket: every trial ends up in trials.parquet
@@ -218,7 +219,6 @@ def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path, monkeypat
     assert not (tmp_path / "ablation_results").exists()
 
 
-@pytest.mark.slow
 def test_hpo_study_lands_in_the_bucket(s3, tmp_path, monkeypatch):
     """The Optuna study (SQLite, which needs a local file) lands in the bucket with this
     search's trials only (not a local copy left by an earlier search of the same name);
@@ -227,7 +227,7 @@ def test_hpo_study_lands_in_the_bucket(s3, tmp_path, monkeypatch):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     storage = f"s3://{BUCKET}/search"
-    from ablations.experiment.strategies.hpo import optuna_file
+    from ablations.experiment.designs.hpo import optuna_file
 
     # an earlier search of the same name left its local copy: not to be picked up
     optuna_file(f"{storage}/study", "study").write_bytes(b"an earlier search's study")
@@ -250,7 +250,7 @@ def test_optuna_study_uploaded_as_trials_start_and_end(s3, monkeypatch, capsys):
     """The callback the runner adds for a URI root: the bucket's study is the local one as
     soon as a trial starts or ends (not only at the end of the search); a failed upload is a
     warning; a resume keeps the local copy or fetches the bucket's, a new search starts empty."""
-    from ablations.experiment.strategies.hpo import (
+    from ablations.experiment.designs.hpo import (
         OPTUNA_FILE,
         fetch_optuna,
         optuna_file,

@@ -15,6 +15,7 @@ from scipy import optimize
 
 from ablations.experiment.api import Experiment
 from ablations.trial.batches import load_data
+from ablations.trial.host import cpu_model
 from ablations.experiment.tables import trial_row
 from ablations.trial.loop import TrialRun, train
 from results.stats.seed_variance import crossed_sources, seed_variance_table, two_way_components
@@ -61,9 +62,25 @@ def test_each_trial_row_records_the_seed_each_source_drew_from():
     assert row["seed_sources"] == "order,data" and row["seed"] == 2
 
 
-# Measured with this config at commit 03ba0ff (before seed sources existed; CPU, torch 2.13):
-# the first epoch's train and validation loss of three trials. With the data draw held (the
-# default then), a run must not move: init and order are the seeds they always were.
+def _first_epoch(**changes) -> tuple[float, float]:
+    config = tiny_config(epochs=1, max_train_examples=64, seed_sources="init,order", **changes)
+    first = train(config).history[0]
+    return first["train_loss"], first["val_loss"]
+
+
+@pytest.mark.parametrize(("seed", "offset"), [(2, 0), (1, 1000)])
+def test_holding_the_data_draw_trains_as_seed_plus_offset_on_the_same_data(seed, offset):
+    # Before seed sources, init and order were seed + offset and the data draw was data_seed:
+    # with the data held, a run is that run whatever split of the sum it was given.
+    run = _first_epoch(seed=seed, seed_offset=offset)
+    assert run == _first_epoch(seed=0, seed_offset=seed + offset)
+    assert run != _first_epoch(seed=seed, seed_offset=offset, data_seed=1)
+
+
+# Measured with this config at commit 03ba0ff (before seed sources existed) on the machine
+# below: the first epoch's train and validation loss of three trials. Another CPU or torch
+# build rounds differently (the README: the third decimal moves), so the check runs only there.
+PINNED_ON = ("AMD EPYC", "2.13.0+cpu")  # host.cpu_model(), torch.__version__
 BEFORE_SEED_SOURCES = {
     (0, 0): (0.5384393930435181, 0.3511345386505127),
     (2, 0): (0.5409373641014099, 0.3387943208217621),
@@ -71,12 +88,11 @@ BEFORE_SEED_SOURCES = {
 }
 
 
+@pytest.mark.skipif((cpu_model(), torch.__version__) != PINNED_ON,
+                    reason=f"losses pinned on {PINNED_ON[0]} with torch {PINNED_ON[1]}")
 @pytest.mark.parametrize(("seed", "offset"), list(BEFORE_SEED_SOURCES))
 def test_holding_the_data_draw_trains_exactly_as_before_seed_sources(seed, offset):
-    config = tiny_config(epochs=1, seed=seed, seed_offset=offset, max_train_examples=64,
-                         seed_sources="init,order")
-    first = train(config).history[0]
-    assert (first["train_loss"], first["val_loss"]) == pytest.approx(
+    assert _first_epoch(seed=seed, seed_offset=offset) == pytest.approx(
         BEFORE_SEED_SOURCES[(seed, offset)], rel=1e-6, abs=0)
 
 
@@ -341,10 +357,10 @@ def test_a_crossed_runs_verdicts_use_the_crossed_variance_not_independent_cells(
 
 @pytest.mark.parametrize("seeds", [3, 4])
 def test_crossed_verdicts_hold_alpha_where_independent_cells_do_not(seeds):
-    """Simulated grids (results/stats/crossed.py): eight null arms whose paired differences have an
-    init part: false `worse`/`better` within alpha + 3 MC s.e. with the crossed variance; the
-    cells taken as independent seeds exceed it several times over."""
-    from results.stats.crossed import PARTS, error_rates
+    """Simulated grids (tools/crossed_simulation.py): eight null arms whose paired differences
+    have an init part: false `worse`/`better` within alpha + 3 MC s.e. with the crossed
+    variance; the cells taken as independent seeds exceed it several times over."""
+    from tools.crossed_simulation import PARTS, error_rates
 
     experiments = 1000
     bound = 0.05 + 3 * np.sqrt(0.05 * 0.95 / experiments)

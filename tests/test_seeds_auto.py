@@ -22,8 +22,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ablations.experiment.strategies.seeds_auto import SequentialRun, next_arms
+from ablations.experiment.designs.seeds_auto import SequentialRun, next_arms
 from results.report.build import write_report
+from results.io.files import SCHEMA_VERSION
 from tests.conftest import REPO
 from tests.test_cli import assert_one_line_error, in_process
 
@@ -260,7 +261,7 @@ def test_the_report_and_the_notebook_function_use_what_the_run_decided_on(tmp_pa
 
     from results.stats.sequential import SeedDesign
 
-    from results.stats.sequential_table import experiment_verdicts
+    from results.stats.decisions import experiment_verdicts
 
     rng = np.random.default_rng(3)
     rows = [{"experiment": "e", "trial_name": f"{a}-seed{s}", "ablation": a, "seed": s,
@@ -271,8 +272,8 @@ def test_the_report_and_the_notebook_function_use_what_the_run_decided_on(tmp_pa
     record = {"design": SeedDesign.plan(3, 6).to_dict(), "seeds": list(range(6)),
               "reference": "baseline", "metric": "test_rmse", "margin": "0.5", "alpha": 0.1,
               "plan": {}, "rounds": []}
-    (tmp_path / "experiment.json").write_text(json.dumps({"sequential": record,
-                                                          "reference": "baseline"}))
+    (tmp_path / "experiment.json").write_text(json.dumps({
+        "schema_version": SCHEMA_VERSION, "sequential": record, "reference": "baseline"}))
     table = experiment_verdicts(str(tmp_path), trials)
     assert table.attrs["metric"] == "test_rmse" and table.attrs["margin"] == 0.5
     assert table.attrs["alpha"] == 0.1 and "looks" in table

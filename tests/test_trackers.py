@@ -1,7 +1,7 @@
 """--log-to: MLflow and W&B through Ray Tune's callbacks (ablations/experiment/trackers/specs.py),
 offline. One CLI run (module fixture) logs to three trackers at once: MLflow's default store
-(SQLite in the experiment folder), an MLflow file store, and W&B offline; each test reads one of them back.
-The flag's bad values and the callbacks' resume behaviour are checked without Ray.
+(SQLite in the experiment folder), an MLflow file store, and W&B offline; each test reads one of
+them back. The flag's bad values and the callbacks' resume behaviour are checked without Ray.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 
 from ablations.experiment.trackers import runs
 from ablations.experiment.trackers import specs as trackers
+from results.io.files import SCHEMA_VERSION
 from tests.conftest import tiny_config
 from tests.test_cli import assert_one_line_error, in_process, run_cli
 
@@ -82,7 +83,7 @@ def test_a_resume_logs_the_verdicts_to_the_trackers_the_experiment_started_with(
     root.mkdir()
     store = f"sqlite:///{tmp_path}/m.db"
     (root / "experiment.json").write_text(json.dumps(
-        {"log_to": [{"kind": "mlflow", "target": store}]}))
+        {"schema_version": SCHEMA_VERSION, "log_to": [{"kind": "mlflow", "target": store}]}))
     (tracker,) = trackers.tracker_callbacks([], str(root), experiment="exp", space="components",
                                             resume=True)
     assert tracker.spec == runs.TrackerSpec("mlflow", store)
@@ -119,7 +120,8 @@ def test_mlflow_callback_resumes_a_trial_in_its_run(tmp_path):
     root = tmp_path / "exp"
     root.mkdir()
     config = tiny_config(ablation="no_images", seed=3, use_images=False)
-    (root / "experiment.json").write_text(json.dumps({"trials": {"t": config.to_dict()}}))
+    (root / "experiment.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION,
+                                                      "trials": {"t": config.to_dict()}}))
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     for epochs in ([1], [2]):  # the first run stops after epoch 1, the resume does epoch 2
         tracker = runs.MLflowTracker(tracking_uri=uri, root=str(root), experiment="exp",

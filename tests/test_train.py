@@ -10,7 +10,7 @@ import pytest
 
 from ablations.trial.loop import InjectedFailure, train
 from ablations.trial.metrics import regression_metrics
-from tests.conftest import tiny_config, write_data_dir
+from tests.conftest import injected, tiny_config, write_data_dir
 
 
 def test_loss_falls_and_beats_the_mean_predictor():
@@ -95,8 +95,8 @@ def test_an_exploded_trial_is_diverged_after_its_last_epoch_and_keeps_its_test_r
 
 
 def test_injected_failure_raises():
-    with pytest.raises(InjectedFailure, match="epoch 2"):
-        train(tiny_config(epochs=3, inject_failure_at_epoch=2))
+    with injected(fail_at_epoch=2), pytest.raises(InjectedFailure, match="epoch 2"):
+        train(tiny_config(epochs=3))
 
 
 def test_trains_on_a_file_dataset(tmp_path):

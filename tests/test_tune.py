@@ -1,11 +1,9 @@
-"""Real Ray Tune runs on a local Ray (num_cpus=2): Parquet files, failures, the schema."""
+"""Real Ray Tune runs on a local Ray (num_cpus=2): Parquet files, failures, resumes; the
+parts that need no Ray are in tests/test_tune_parts.py."""
 
 from __future__ import annotations
 
-import gc
 import json
-import re
-import weakref
 
 import pandas as pd
 import pytest
@@ -22,8 +20,8 @@ from results.io.schema import (
     TRIAL_COLUMNS,
     column_names,
 )
-from search_spaces import COMPONENT_ABLATIONS, TrialSpec, expand, get_space
-from tests.conftest import REPO, tiny_config
+from search_spaces import TrialSpec, expand, get_space
+from tests.conftest import REPO, injected, tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -35,13 +33,14 @@ def experiment(ray_local, tmp_path_factory):
     base = tiny_config(epochs=2)
     trials = expand(get_space("components"), base, [0, 1],
                     only=["baseline", "no_images", "point_estimate"])
-    broken = base.replace(ablation="broken", inject_failure_at_epoch=2)
+    broken = base.replace(ablation="broken")
     trials.append(TrialSpec("broken-seed0", "broken", 0, broken))
     exploding = base.replace(ablation="exploding", lr=1e30, grad_clip=0.0)
     trials.append(TrialSpec("exploding-seed0", "exploding", 0, exploding))
     options = RunOptions(storage=tmp_path_factory.mktemp("storage"), name="tiny",
                          space="components", progress=False)
-    return run_experiment(trials, options), trials
+    with injected({"broken": {"fail_at_epoch": 2}}):
+        return run_experiment(trials, options), trials
 
 
 def test_writes_the_three_parquet_files_with_documented_columns(experiment):
@@ -83,50 +82,6 @@ def test_final_figures_reach_tune_as_one_string_and_the_tables_in_full(experimen
         assert full["test_mae"] == pytest.approx(row["test_mae"])
         assert full["peak_mem_mb"] == pytest.approx(row["peak_mem_mb"])
         assert full["val_mae"] == last["val_mae"] and full["epoch"] == 2
-
-
-def test_packed_results_round_trip():
-    import numpy as np
-
-    from ablations.experiment.reported import PACKED, packed, unpacked
-
-    metrics = {"epoch": 3, "val_mae": 0.5, "train_loss": 0.1, "status": "ok", "device": "cpu",
-               "test_mae": np.float32(0.25), "test_nll": float("nan"), "oom_retries": 0,
-               "peak_mem_mb": float("inf"), "flag": True}
-    sent = packed(metrics)
-    assert set(sent) == {"epoch", "val_mae", "train_loss", "status", "device", PACKED}
-    back = unpacked(sent)
-    assert set(back) == set(metrics) and back["test_mae"] == 0.25 and back["flag"] is True
-    assert np.isnan(back["test_nll"]) and back["peak_mem_mb"] == float("inf")
-    assert unpacked({"epoch": 1, "test_mae": 0.3}) == {"epoch": 1, "test_mae": 0.3}  # old results
-    assert unpacked(None) == {}
-
-
-def test_tunes_table_of_reports_reads_back_unpacked():
-    """The epochs' fallback (a trial that saved no history file) reads Tune's table of
-    reports: each row's packed per-epoch figures come back as columns."""
-    from ablations.experiment.reported import packed, unpacked_frame
-
-    reports = [packed({"epoch": e, "val_mae": 1.0 / e, "train_samples_per_s": 100.0 * e,
-                       "micro_batch": 16}) for e in (1, 2)]
-    frame = unpacked_frame(pd.DataFrame(reports))
-    assert frame["train_samples_per_s"].tolist() == [100.0, 200.0]
-    assert frame["micro_batch"].tolist() == [16, 16] and "packed_json" not in frame
-    old = pd.DataFrame([{"epoch": 1, "train_samples_per_s": 5.0}])
-    assert unpacked_frame(old) is old and unpacked_frame(None) is None
-
-
-def test_a_trial_resumed_with_verbose_reads_back_both_kinds_of_report():
-    """A run started without --verbose (reports packed) and resumed with it (reports as they
-    are), or the reverse: one trial's table of reports holds both, and reads back whole."""
-    from ablations.experiment.reported import packed, unpacked_frame
-
-    first = packed({"epoch": 1, "val_mae": 1.0, "train_samples_per_s": 100.0})
-    later = {"epoch": 2, "val_mae": 0.5, "train_samples_per_s": 200.0}
-    for reports in ([first, later], [later, first]):
-        frame = unpacked_frame(pd.DataFrame(reports)).sort_values("epoch")
-        assert frame["train_samples_per_s"].tolist() == [100.0, 200.0], frame
-        assert frame["val_mae"].tolist() == [1.0, 0.5] and "packed_json" not in frame
 
 
 def test_a_failing_trial_is_recorded_and_the_others_finish(experiment):
@@ -171,10 +126,11 @@ def test_no_temp_files_left_behind(experiment):
 
 
 def test_a_retried_trial_resumes_from_its_last_checkpoint(ray_local, tmp_path):
-    config = tiny_config(epochs=3, inject_failure_at_epoch=2, ablation="flaky")
+    config = tiny_config(epochs=3, ablation="flaky")
     options = RunOptions(storage=tmp_path, name="retry", space="components", progress=False,
                          max_failures=1)
-    result = run_experiment([TrialSpec("flaky-seed0", "flaky", 0, config)], options)
+    with injected({"flaky": {"fail_at_epoch": 2}}):
+        result = run_experiment([TrialSpec("flaky-seed0", "flaky", 0, config)], options)
     row = result.trials.iloc[0]
     assert row["status"] == "ok" and row["epochs_run"] == 3
     # epoch 1 ran once: the retry started from its checkpoint, not from scratch
@@ -182,34 +138,34 @@ def test_a_retried_trial_resumes_from_its_last_checkpoint(ray_local, tmp_path):
     assert len(result.predictions) == 48
     # and it ended where an uninterrupted run ends
     from ablations.trial.loop import train
-    clean = train(config.replace(inject_failure_at_epoch=0))
+    clean = train(config)
     assert row["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-5)
 
 
 def test_state_every_k_epochs_repeats_at_most_k_minus_1(ray_local, tmp_path):
-    config = tiny_config(epochs=4, inject_failure_at_epoch=4, checkpoint_every=2,
-                         ablation="flaky")
+    config = tiny_config(epochs=4, checkpoint_every=2, ablation="flaky")
     options = RunOptions(storage=tmp_path, name="every2", space="components", progress=False,
                          max_failures=1)
-    result = run_experiment([TrialSpec("flaky-seed0", "flaky", 0, config)], options)
+    with injected({"flaky": {"fail_at_epoch": 4}}):
+        result = run_experiment([TrialSpec("flaky-seed0", "flaky", 0, config)], options)
     row = result.trials.iloc[0]
     # failed at the start of epoch 4; the newest state was epoch 2's, not 3's
     assert row["status"] == "ok" and row["resumed_from_epoch"] == 2
     assert result.epochs["epoch"].tolist() == [1, 2, 3, 4]
     from ablations.trial.loop import train
-    clean = train(config.replace(inject_failure_at_epoch=0))
+    clean = train(config)
     assert row["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-5)
 
 
 def test_oom_past_the_floor_is_a_failed_row_and_the_rest_go_on(ray_local, tmp_path):
     base = tiny_config(epochs=1, batch_size=16)
     trials = [
-        TrialSpec("oom-seed0", "oom", 0, base.replace(inject_oom_above_batch=3,
-                                                       min_micro_batch=8)),
-        TrialSpec("recovers-seed0", "recovers", 0, base.replace(inject_oom_above_batch=5)),
+        TrialSpec("oom-seed0", "oom", 0, base.replace(ablation="oom", min_micro_batch=8)),
+        TrialSpec("recovers-seed0", "recovers", 0, base.replace(ablation="recovers")),
     ]
-    result = run_experiment(trials, RunOptions(storage=tmp_path, name="oom", space="components",
-                                               progress=False))
+    with injected({"oom": {"oom_above_batch": 3}, "recovers": {"oom_above_batch": 5}}):
+        result = run_experiment(trials, RunOptions(storage=tmp_path, name="oom",
+                                                   space="components", progress=False))
     rows = result.trials.set_index("trial_name")
     assert rows.loc["oom-seed0", "status"] == "failed"
     assert rows.loc["oom-seed0", "failure_reason"] == "oom"
@@ -231,9 +187,10 @@ def test_tiny_run_of_each_sweep_writes_rows(ray_local, tmp_path, space, only):
     """Through the public API (``Experiment``), on the Ray already running (left running)."""
     from ablations.experiment.api import Experiment
 
-    tiny = tiny_config(epochs=1, compile_backend="eager", device="cpu").diff(TrialConfig())
-    result = Experiment(space, seeds=1, only=only, overrides=tiny, storage=tmp_path,
-                        name=space).run()
+    tiny = tiny_config(epochs=1, device="cpu").diff(TrialConfig())
+    with injected(compile_backend="eager"):
+        result = Experiment(space, seeds=1, only=only, overrides=tiny, storage=tmp_path,
+                            name=space).run()
     assert ray.is_initialized()
     rows = result.trials.set_index("trial_name")
     assert len(rows) == len(only)
@@ -257,14 +214,15 @@ def test_tiny_run_of_each_sweep_writes_rows(ray_local, tmp_path, space, only):
 def test_resume_retries_failed_trials_only_when_asked(ray_local, tmp_path):
     base = tiny_config(epochs=3)
     trials = [TrialSpec("fine-seed0", "fine", 0, base.replace(ablation="fine")),
-              TrialSpec("flaky-seed0", "flaky", 0,
-                        base.replace(ablation="flaky", inject_failure_at_epoch=2))]
+              TrialSpec("flaky-seed0", "flaky", 0, base.replace(ablation="flaky"))]
     options = RunOptions(storage=tmp_path, name="retry", space="components", progress=False)
-    first = run_experiment(trials, options).trials.set_index("trial_name")
+    with injected({"flaky": {"fail_at_epoch": 2}}):
+        first = run_experiment(trials, options).trials.set_index("trial_name")
     assert first.loc["flaky-seed0", "status"] == "failed"
     assert first.loc["flaky-seed0", "epochs_run"] == 1
     # a plain resume keeps the failure
-    again = run_experiment(trials, options, resume=True).trials.set_index("trial_name")
+    with injected({"flaky": {"fail_at_epoch": 2}}):  # a resumed trial gets past it
+        again = run_experiment(trials, options, resume=True).trials.set_index("trial_name")
     assert again.loc["flaky-seed0", "status"] == "failed"
     # --retry-failed: the failed trial continues from its last epoch; the ok one is kept
     options.retry_failed = True
@@ -288,32 +246,6 @@ def test_a_reused_worker_does_not_grow_from_trial_to_trial(ray_local, tmp_path):
                                                max_concurrent=1))
     peaks = result.trials["peak_mem_mb"].tolist()
     assert peaks[-1] - peaks[1] < 60, peaks
-
-
-class _Cycle:
-    def __init__(self) -> None:
-        self.me = self
-
-
-def test_after_a_trial_its_survivors_are_frozen_and_the_next_trials_cycles_still_collected():
-    """return_memory_after_trial freezes what survived (the next collection skips the worker's
-    imports), still collects a later trial's cycles, and freezes nothing after a failure."""
-    from ablations.experiment.trainable import return_memory_after_trial
-
-    gc.unfreeze()
-    try:
-        survivor = [object()]
-        return_memory_after_trial()
-        assert gc.get_freeze_count() > 0
-        assert not any(obj is survivor for obj in gc.get_objects())  # not scanned again
-        left = weakref.ref(_Cycle())  # garbage only the collector can free
-        return_memory_after_trial()
-        assert left() is None
-        gc.unfreeze()
-        return_memory_after_trial(freeze=False)
-        assert gc.get_freeze_count() == 0
-    finally:
-        gc.unfreeze()
 
 
 def test_storage_uri(ray_local, tmp_path):
@@ -386,24 +318,6 @@ def test_compare_on_real_experiment_folders(experiment, tmp_path, capsys):
     assert err.count("\n") == 1 and "run_ablations.py compare: error:" in err
 
 
-def test_results_readme_is_the_rendered_schema():
-    from results.io.schema import render_markdown
-
-    readme = (REPO / "results" / "README.md").read_text()
-    assert readme == render_markdown(), "run: python -m results.io.schema"
-    documented = set(re.findall(r"^\| `([a-z0-9_]+)`", readme, flags=re.MULTILINE))
-    for columns in (TRIAL_COLUMNS, EPOCH_COLUMNS, PREDICTION_COLUMNS):
-        assert set(column_names(columns)) <= documented
-
-
-def test_components_table_has_the_baseline_and_eight_ablations():
-    assert list(COMPONENT_ABLATIONS) == [
-        "baseline", "no_temporal_attention", "no_spatial_attention", "no_attention",
-        "no_scalars", "no_images", "single_frame", "reduced_width", "point_estimate",
-    ]
-    assert COMPONENT_ABLATIONS["baseline"] == {}
-
-
 def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ray_local,
                                                                             tmp_path):
     """``--seeds auto`` at the default settings (model, data, 4 epochs; pilot 3, --max-seeds 4):
@@ -413,7 +327,7 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ra
     round. (True nulls are run in tests/test_seeds_auto.py, the baseline under other training
     seeds, and tests/test_continue_auto.py; at default settings they would cost a minute of the
     suite's time.)"""
-    from ablations.experiment.strategies.seeds_auto import SequentialRun, run_rounds
+    from ablations.experiment.designs.seeds_auto import SequentialRun, run_rounds
     from results.stats.sequential import SeedDesign
 
     base = TrialConfig()

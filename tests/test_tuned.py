@@ -154,7 +154,7 @@ def test_each_arm_is_evaluated_at_its_own_best_by_validation(tuned):
 
 @pytest.mark.slow
 def test_console_and_report_put_the_two_verdict_tables_side_by_side(tuned):
-    from results.stats.phases import side_by_side
+    from results.stats.tuned import side_by_side
     from results.report.build import write_report
 
     out = tuned["resumed"].stdout
@@ -177,7 +177,7 @@ def test_console_and_report_put_the_two_verdict_tables_side_by_side(tuned):
 
 def test_the_best_configuration_is_chosen_on_validation_not_test():
     from ablations.config import TrialConfig
-    from ablations.experiment.strategies.tuned import TunedRun
+    from ablations.experiment.designs.tuned import TunedRun
     from search_spaces import TrialSpec
 
     config = TrialConfig()
@@ -202,7 +202,8 @@ def _phase_rows(phase: str, arm: str, means: list[float]) -> pd.DataFrame:
 def test_side_by_side_names_an_arm_that_is_worse_only_at_the_baseline_configuration():
     """A constructed experiment: the arm is 30% worse at the given configuration and within
     1% of the reference at its own best; verdict tables see one phase each."""
-    from results.stats.phases import evaluation_rows, side_by_side, side_by_side_text
+    from results.stats.phases import evaluation_rows
+    from results.stats.tuned import side_by_side, side_by_side_text
     from results.stats.verdicts import verdict_table
 
     rng = np.random.default_rng(0)

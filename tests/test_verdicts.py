@@ -1,6 +1,6 @@
-"""Verdicts (results.stats.analysis.verdict_table): TOST p-values and equivalence bounds against hand
-values and scipy's one-sided t tests, the verdict labels, and a simulation of the fixed-seed
-procedure that checks its error rates. No Ray."""
+"""Verdicts (results.stats.analysis.verdict_table): TOST p-values and equivalence bounds against
+hand values and scipy's one-sided t tests, the verdict labels, and a simulation of the
+fixed-seed procedure that checks its error rates. No Ray."""
 
 from __future__ import annotations
 
@@ -302,9 +302,9 @@ def test_verdict_labels_follow_the_metrics_direction():
 
 
 def test_every_numeric_trials_column_has_a_direction_or_a_reason_for_none():
-    """A column added to results/io/schema.py needs an entry in results/stats/directions.py: a
+    """A column added to results/io/schema.py needs an entry in results/io/directions.py: a
     direction, or a reason for none (its verdicts then say higher/lower)."""
-    from results.stats.directions import METRIC_DIRECTION, NO_DIRECTION, direction_key
+    from results.io.directions import METRIC_DIRECTION, NO_DIRECTION, direction_key
     from results.io.schema import numeric_trial_columns
 
     columns = numeric_trial_columns()

@@ -19,7 +19,9 @@ from ablations.experiment.request import Request
 from results.stats.analysis import verdict_table
 from results.stats.planned import planned_record
 from results.stats.sequential import SeedDesign
-from results.stats.sequential_table import experiment_verdicts, sequential_verdict_table
+from results.stats.decisions import experiment_verdicts
+from results.stats.sequential_table import sequential_verdict_table
+from results.io.files import SCHEMA_VERSION
 from tools.simulation import SPREAD
 from tools.workflow_simulation import workflow_errors
 from tests.test_analysis import _experiment
@@ -48,16 +50,16 @@ def test_a_fixed_run_and_its_continuation_spend_alpha_once(scenario, spread):
 
 
 def test_a_default_run_records_the_design_it_is_the_pilot_of_before_the_data():
-    planned = prepare(Request()).strategy.planned
+    planned = prepare(Request()).design.planned
     assert {k: planned[k] for k in ("reference", "metric", "margin", "alpha")} == \
         {"reference": "baseline", "metric": "test_mae", "margin": "5%", "alpha": 0.05}
     assert SeedDesign.from_dict(planned["design"]).looks == (3, 5, 7, 10)
     assert planned["seeds"] == list(range(10))
     # --max-seeds 3: one look, the fixed design at full alpha
-    final = prepare(Request(max_seeds=3)).strategy.planned
+    final = prepare(Request(max_seeds=3)).design.planned
     assert SeedDesign.from_dict(final["design"]) == SeedDesign.fixed(3)
     # crossed seeds keep the fixed design: settings only
-    crossed = prepare(Request(cross_seeds=True)).strategy.planned
+    crossed = prepare(Request(cross_seeds=True)).design.planned
     assert "design" not in crossed and crossed["margin"] == "5%"
 
 
@@ -93,7 +95,8 @@ def _trials(seeds: int) -> pd.DataFrame:
 def test_a_fixed_runs_verdicts_are_its_pilot_looks_and_continuing_keeps_them(tmp_path):
     planned = planned_record(reference="baseline", metric="test_mae", margin="5%", alpha=0.05,
                              seeds=[0, 1, 2])
-    (tmp_path / "experiment.json").write_text(json.dumps({"planned": planned}))
+    (tmp_path / "experiment.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION,
+                                                          "planned": planned}))
     pilot = _trials(3)
     table = experiment_verdicts(str(tmp_path), pilot).set_index("ablation")
     # the fixed design at full alpha calls no_x worse; the pilot look spends half of alpha
@@ -119,7 +122,8 @@ def test_a_fixed_runs_verdicts_are_its_pilot_looks_and_continuing_keeps_them(tmp
 
 
 def test_an_experiment_recorded_before_plans_reads_as_the_fixed_design(tmp_path):
-    (tmp_path / "experiment.json").write_text(json.dumps({"reference": "baseline"}))
+    (tmp_path / "experiment.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION,
+                                                          "reference": "baseline"}))
     table = experiment_verdicts(str(tmp_path), _trials(3)).set_index("ablation")
     assert table.loc["no_x", "verdict"] == "worse" and "pilot" not in table.attrs
 
@@ -130,7 +134,8 @@ def test_an_experiment_recorded_before_plans_reads_as_the_fixed_design(tmp_path)
 def _recorded(root: Path, **settings) -> Path:
     record = {"reference": "baseline", "metric": "test_mae", "margin": "5%", "alpha": 0.05,
               **settings}
-    (root / "experiment.json").write_text(json.dumps({"reference": "baseline",
+    (root / "experiment.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION,
+                                                      "reference": "baseline",
                                                       "planned": record}))
     return root
 

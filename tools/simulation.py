@@ -25,13 +25,16 @@ The procedures are the runner's own functions: :func:`results.stats.verdicts.equ
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import special
 
 from results.stats.contrasts import FIELDS, Contrasts, robust_outliers
 from results.stats.sequential import SeedDesign, sequential_tests
+from results.stats.sequential_table import repeated_interval
 from results.stats.verdicts import equivalence_tests
 
 NOISES = ("gaussian", "t3", "lognormal", "diverging")
@@ -137,11 +140,11 @@ TIGHT = 0.003 / np.sqrt(2)  # km per run: paired s.d. 0.003 km, a ninth of the 5
 
 def simulated_verdicts(rng: np.random.Generator, kind: str, seeds: int, *,
                        ratios: np.ndarray, noise: str, shared: float, experiments: int,
-                       unstable: bool = False, alpha: float = 0.05, weaken: str | None = None,
+                       unstable: bool = False, alpha: float = 0.05,
                        spread: float = SPREAD) -> dict[str, np.ndarray]:
     """The verdicts of arms at ``ratios`` x the reference's mean under one of the
-    :data:`DESIGNS` (:func:`false_equivalence` says what ``kind``, ``weaken`` and ``spread``
-    do); ``unstable``: only the last arm's runs carry ``noise``, every other run is Gaussian."""
+    :data:`DESIGNS` (:func:`false_equivalence` says what ``kind`` and ``spread`` do);
+    ``unstable``: only the last arm's runs carry ``noise``, every other run is Gaussian."""
     skewed = len(ratios) - 1 if unstable else None
     if kind == "compare":
         u = shared * rng.standard_normal((experiments, 1, seeds))
@@ -157,9 +160,6 @@ def simulated_verdicts(rng: np.random.Generator, kind: str, seeds: int, *,
     if kind == "fixed":
         return fixed_verdicts(reference, arms, margin=MARGIN, relative=True, alpha=alpha)
     design = SeedDesign.plan(3, seeds)
-    if weaken == "no-spending":
-        design = SeedDesign(design.looks, design.diff_spend, (1.0,) * len(design.looks),
-                            "bonferroni")
     return sequential_verdicts(reference, arms, design, margin=MARGIN, relative=True,
                                alpha=alpha)
 
@@ -188,8 +188,7 @@ def false_difference(kind: str, seeds: int, *, noise: str, experiments: int, see
 
 def false_equivalence(kind: str, seeds: int, *, noise: str, shared: float, sign: int,
                       experiments: int, seed: int, unstable: bool = False,
-                      alpha: float = 0.05, weaken: str | None = None,
-                      spread: float = SPREAD) -> float:
+                      alpha: float = 0.05, spread: float = SPREAD) -> float:
     """The share of experiments that call the arm at ``sign`` x the margin `equivalent` (or
     `negligible`): eight arms, seven equal to the reference, one whose mean is (1 ± 5%) of it;
     every run with the noise ``noise`` (``unstable``: only that arm's runs, the rest Gaussian).
@@ -197,15 +196,13 @@ def false_equivalence(kind: str, seeds: int, *, noise: str, shared: float, sign:
     ``kind``: ``fixed`` (``seeds`` seeds, verdict_table's procedure), ``auto`` (``--seeds auto``
     with a pilot of 3 and ``seeds`` at most), ``compare`` (each variant of experiment B against
     the same variant of experiment A at ``seeds`` shared seeds; the seed effect shared by A and
-    B). ``weaken``: a deliberately weaker procedure the tests must catch: ``no-spending`` (every
-    look of ``auto`` at the full α). ``spread``: each run's s.d. (km); :data:`TIGHT` makes
+    B). ``spread``: each run's s.d. (km); :data:`TIGHT` makes
     the seven equal arms clear Holm's way from 3-5 seeds on, the hardest case for the eighth.
     """
     rng = np.random.default_rng(seed)
     verdicts = simulated_verdicts(rng, kind, seeds, ratios=np.r_[np.ones(7), 1 + sign * MARGIN],
                                   noise=noise, shared=shared, unstable=unstable,
-                                  experiments=experiments, alpha=alpha, weaken=weaken,
-                                  spread=spread)
+                                  experiments=experiments, alpha=alpha, spread=spread)
     return float(verdicts["equivalent"][:, 7].mean())
 
 
@@ -262,14 +259,10 @@ def stopped_estimates(ratio: float, *, experiments: int, seed: int, spread: floa
                       alpha: float = 0.05) -> dict[str, float]:
     """Δ and its interval as ``--seeds auto`` reports them for an arm that stopped: eight arms
     at ``ratio`` x the reference's mean, Gaussian noise, looks at 3, 5, 7, 10 seeds. Per arm:
-    whether the repeated interval (:func:`results.stats.sequential_table.repeated_interval`, what the
-    table reports) and the unadjusted 1 − α t interval at the reported look cover the true Δ;
-    the mean reported Δ (as a share of the reference's mean) of the arms stopped as `worse`;
-    the share of arms `inconclusive` beside an interval that excludes 0."""
-    from scipy import special
-
-    from results.stats.sequential_table import repeated_interval
-
+    whether the repeated interval (:func:`results.stats.sequential_table.repeated_interval`,
+    what the table reports) and the unadjusted 1 − α t interval at the reported look cover the
+    true Δ; the mean reported Δ (as a share of the reference's mean) of the arms stopped as
+    `worse`; the share of arms `inconclusive` beside an interval that excludes 0."""
     rng = np.random.default_rng(seed)
     design = SeedDesign.plan(3, 10)
     reference, arms = simulate_runs(rng, experiments=experiments, seeds=design.max_seeds,
@@ -301,8 +294,6 @@ def main() -> None:
     differences first, then false `equivalent`); ``python -m tools.simulation differences
     [EXPERIMENTS]``: the false differences only; ``python -m tools.simulation estimates
     [EXPERIMENTS]``: Δ after a sequential stop."""
-    import sys
-
     if sys.argv[1:2] == ["estimates"]:
         experiments = int(sys.argv[2]) if len(sys.argv) > 2 else 4000
         print(f"Δ after a sequential stop, {experiments} experiments x 8 arms a row, looks "

@@ -25,6 +25,8 @@ one (:data:`tools.simulation.SPREAD`, :data:`tools.simulation.TIGHT`).
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pandas as pd
 
@@ -132,8 +134,6 @@ def workflow_table(experiments: int = 4000, *, alpha: float = 0.05) -> pd.DataFr
 
 def main() -> None:
     """``python -m tools.workflow_simulation [EXPERIMENTS]``: the table of docs/verdicts.md."""
-    import sys
-
     experiments = int(sys.argv[1]) if len(sys.argv) > 1 else 4000
     table = workflow_table(experiments)
     print(f"Whole workflow (a {PILOT}-seed run, then --seeds auto up to {DEFAULT_MAX_SEEDS}), "

@@ -1,4 +1,6 @@
-"""The command line: ``main`` (parse, check, plan, run, print), ``flags`` (argparse),
-``output`` (what the console shows, the ``report`` and ``compare`` subcommands), ``resume``
-(``--resume``), ``diagnose`` (``--diagnose``) and ``signals`` (SIGTERM as Ctrl-C). Only this
-layer prints errors, exits the process or installs signal handlers."""
+"""The command line: ``main`` (parse, check, plan, run, print), ``commands`` (the
+subcommands run, report, compare, list, diagnose and their parsers), ``flags`` (run's flags and
+the value types), ``output`` (what the console shows, the ``report``, ``compare`` and ``list``
+subcommands), ``resume`` (``--resume``), ``diagnose`` (the ``diagnose`` subcommand) and
+``signals`` (SIGTERM as Ctrl-C). Only this layer prints errors, exits the process or installs
+signal handlers."""

@@ -1,4 +1,4 @@
-"""``run_ablations.py --diagnose``: devices, memory, what this torch supports, Ray's resources
+"""``run_ablations.py diagnose``: devices, memory, what this torch supports, Ray's resources
 and a suggested command line (ablations/trial/host.py gathers them)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Optional
 
 
 def diagnose_main(address: Optional[str]) -> int:
-    """``--diagnose``: what this machine (and Ray, local or at ``address``) offers, and a
+    """``diagnose``: what this machine (and Ray, local or at ``address``) offers, and a
     suggested command."""
     import ray
 

@@ -1,11 +1,12 @@
-"""The command line's flags: the parser and the value types that refuse a bad value in one
-line (exit code 2) before anything runs."""
+"""The command line's flags: the run command's flags in groups, the value types that refuse a
+bad value in one line (exit code 2) before anything runs, and the parser and help layout every
+subcommand shares (the subcommands themselves: commands.py)."""
 
 from __future__ import annotations
 
 import argparse
 import math
-from typing import NoReturn, Optional
+from typing import Any, NoReturn, Optional
 
 from ablations.config import ConfigError, parse_bool, parse_seed_sources
 from ablations.experiment.request import (
@@ -16,13 +17,39 @@ from ablations.experiment.request import (
 )
 
 EXIT_BAD_INPUT = 2
+PROG = "run_ablations.py"
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad flag is one line (``prog: error: ...``) and exit code 2."""
+    """argparse, but a bad flag is one line (``NAME: error: ... (see PROG --help)``) and exit
+    code 2. ``name``: the start of its error lines (default: ``prog``); ``run``'s is
+    ``run_ablations.py``, as it is typed without its name."""
+
+    def __init__(self, *args: Any, name: Optional[str] = None, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpLayout)
+        super().__init__(*args, **kwargs)
+        self.name = name or self.prog
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(EXIT_BAD_INPUT, f"{self.name}: error: {message} (see {self.prog} --help)\n")
+
+
+class HelpLayout(argparse.RawDescriptionHelpFormatter):
+    """``--help``'s layout: descriptions and epilogs as written (their example commands keep
+    their lines), and each flag's default after its help where the help does not already say
+    it (none for a switch, which is off unless given)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        return help_with_default(action)
+
+
+def help_with_default(action: argparse.Action) -> str:
+    """A flag's help as ``--help`` shows it (before argparse fills in ``%(default)s``)."""
+    text = action.help or ""
+    if (not action.option_strings or action.nargs == 0 or "default" in text
+            or action.default in (None, [], argparse.SUPPRESS)):
+        return text
+    return f"{text} (default: %(default)s)"
 
 
 def _int_at_least(minimum: int):
@@ -134,128 +161,121 @@ def _log_to(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def build_parser() -> OneLineParser:
-    parser = OneLineParser(
-        prog="run_ablations.py",
-        description="Run ablations of the multimodal regression model on Ray Tune; results in "
-        "Parquet under STORAGE/NAME/.",
-    )
+
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``run``, in groups; their dest names are the fields of
+    :class:`~ablations.experiment.request.Request` and of the run's options."""
     what = parser.add_argument_group("what to run")
-    what.add_argument("--space", default="components",
-                      help="search space to run (see --list; default: components)")
+    what.add_argument("--space", default="components", metavar="NAME|FILE.yaml",
+                      help="a built-in search space (`run_ablations.py list` shows them) or an "
+                      "ablation table in a YAML file, docs/spaces.md")
     what.add_argument("--model", default=None, metavar="PACKAGE.MODULE:NAME",
                       help="a model plugin to ablate instead of the built-in model "
                       "(docs/plugins.md), e.g. examples.conv3d:PLUGIN; a space file's model: "
-                      "key does the same")
+                      "key does the same (default: the built-in multimodal model)")
     what.add_argument("--only", default=None, metavar="VARIANT[,VARIANT]",
-                      help="run only these variants of the space")
-    what.add_argument("--seeds", type=_seeds, default=[0, 1, 2], metavar="N|S1,S2,...|auto",
-                      help="number of seeds (3 = seeds 0,1,2) or an explicit list; the same "
-                      "seeds run for every variant (default: 3). auto: a pilot of --pilot "
-                      "seeds, then more seeds in rounds only for variants without a verdict, "
-                      "up to --max-seeds (docs/verdicts.md)")
-    what.add_argument("--pilot", type=_int_at_least(2), default=None, metavar="N",
-                      help="with --seeds auto: seeds of the first round (default: 3)")
-    what.add_argument("--max-seeds", type=_int_at_least(2), default=None, metavar="N",
-                      help="at most N seeds per variant (default: 10): with --seeds auto "
-                      "the last look; with fixed seeds (a plain table) the last look of the "
-                      "design whose pilot they are (--seeds 3 --max-seeds 3: final verdicts "
-                      "at full alpha; docs/verdicts.md)")
-    what.add_argument("--null-control", action="store_true",
-                      help="add <reference>_repeat: the reference under other seeds (training "
-                      "seed + 1000, paired by seed), a variant whose true effect is 0")
-    what.add_argument("--seed-sources", type=_seed_sources, default=None,
-                      metavar="init,order,data|none",
-                      help="the sources of randomness that vary with the trial's seed: init "
-                      "(weight initialisation and dropout), order (each epoch's sample order), "
-                      "data (the data draw); a source left out is held at its seed-0 value "
-                      "(default: init,order,data; the config key seed_sources; "
-                      "docs/seed-sources.md)")
-    what.add_argument("--cross-seeds", action="store_true",
-                      help="run each variant's seeds as a grid of the two varying sources "
-                      "(--seeds 3: 3 x 3 trials, every init seed with every order seed, each "
-                      "cell its own pairing seed), so the report splits the seed variance by "
-                      "source (docs/seed-sources.md)")
+                      help="run only these variants of the space; the reference is added "
+                      "(default: every variant)")
     what.add_argument("--design", choices=("table", "factorial"), default="table",
-                      help="table: the space's variants (default); factorial: the cells of a "
-                      "two-level design over --factors, the space's reference variant as the "
-                      "reference cell, every cell at every seed, main effects and two-factor "
+                      help="table: the space's variants; factorial: the cells of a two-level "
+                      "design over --factors, the space's reference variant as the reference "
+                      "cell, every cell at every seed, main effects and two-factor "
                       "interactions at the end (docs/factorial.md)")
     what.add_argument("--factors", default=None, metavar="KEY,KEY,...",
-                      help="with --design factorial: 2 to 8 boolean config keys (e.g. "
-                      "temporal_attention,spatial_attention,use_scalars); each factor's other "
-                      "level is the negation of its value in the reference cell; every cell up "
-                      "to 4 factors, a 16-cell resolution IV (or V) fraction for 5 to 8")
-    what.add_argument("--epochs", type=_positive_int, default=None, help="epochs per trial")
-    what.add_argument("--config", default=None, metavar="FILE.yaml|PRESET",
-                      help="base configuration: a YAML mapping of config keys, or a preset "
-                      "name (full_optimized, full_stable, memory_optimized)")
-    what.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
-                      metavar="KEY=VALUE", help="override one config key (repeatable)")
+                      help="with --design factorial (required there): 2 to 8 boolean config "
+                      "keys (e.g. temporal_attention,spatial_attention,use_scalars); each "
+                      "factor's other level is the negation of its value in the reference "
+                      "cell; every cell up to 4 factors, a 16-cell resolution IV (or V) "
+                      "fraction for 5 to 8 (default: none)")
     what.add_argument("--tune-each", default=None, metavar="KEY,KEY,...",
                       help="tuned ablations: tune every arm's KEYs (e.g. lr,weight_decay; the "
                       "hpo space's ranges) with the same Optuna budget on a tuning seed, then "
                       "evaluate each at its own best beside the table at the configuration "
-                      "given (docs/tuned.md)")
+                      "given (docs/tuned.md; default: none, no tuning)")
     what.add_argument("--tune-budget", type=_positive_int, default=8, metavar="N",
-                      help="with --tune-each: search trials per arm (default: 8)")
+                      help="with --tune-each: search trials per arm")
     what.add_argument("--num-samples", type=_positive_int, default=16, metavar="N",
-                      help="trials to sample in a search space such as hpo (default: 16)")
+                      help="trials to sample in a search space such as hpo")
     what.add_argument("--scheduler", choices=["asha", "fifo"], default=None,
-                      help="trial scheduler of a search space (default asha for hpo); ablation "
-                      "spaces run every trial to the same budget and refuse one")
-    what.add_argument("--resume", action="store_true",
-                      help="continue the experiment --name (default: the newest in --storage) "
-                      "from where it stopped; finished trials are kept")
-    what.add_argument("--retry-failed", action="store_true",
-                      help="with --resume: retry failed trials from their last checkpoint")
-    what.add_argument("--allow-changed", action="store_true",
-                      help="resume (--resume, or the same --name) even though the code or the "
-                      "data changed since the experiment started; what changed is printed and "
-                      "kept in experiment.json")
-    what.add_argument("--resolve-conflicts", action="store_true",
-                      help="map unsafe switch combinations to the nearest safe setting (with a "
-                      "warning) instead of refusing them")
-    what.add_argument("--auto-batch", action="store_true",
-                      help="probe the largest batch whose training step fits the trial's GPU "
-                      "(one step per size, on a worker with the trial's resources) and use it")
-    what.add_argument("--diagnose", action="store_true",
-                      help="print devices, free/total memory, what this torch supports, Ray "
-                      "resources and a suggested command, then exit")
-    what.add_argument("--list", action="store_true", help="list spaces and variants, then exit")
+                      help="trial scheduler of a search space; ablation spaces run every trial "
+                      "to the same budget and refuse one (default: asha for hpo)")
+    what.add_argument("--null-control", action="store_true",
+                      help="add <reference>_repeat: the reference under other seeds (training "
+                      "seed + 1000, paired by seed), a variant whose true effect is 0")
     what.add_argument("--dry-run", action="store_true",
                       help="print the trials and their resolved configs; run nothing")
-    what.add_argument("--margin", type=margin_flag, default=None, metavar="M|P%",
-                      help="equivalence margin of the end-of-run verdicts: metric units (0.02) "
-                      "or a share of the reference's mean (default 5%%)")
-    what.add_argument("--alpha", type=alpha_flag, default=0.05,
-                      help="family-wise error rate of the verdicts (default 0.05)")
-    what.add_argument("--metric", type=_metric, default="test_mae",
-                      help="the metric of the verdicts (and of --seeds auto's decisions), a "
-                      "numeric column of trials.parquet such as test_rmse, test_nll, val_mae "
-                      "(default: test_mae)")
-    data = parser.add_argument_group("data")
-    data.add_argument("--data", default=None, metavar="DIR",
-                      help="directory with images.npy and table.parquet (default: synthetic)")
-    data.add_argument("--max-train-examples", type=_non_negative_int, default=None, metavar="N",
-                      help="use at most N training samples (0: all)")
-    data.add_argument("--max-eval-examples", type=_non_negative_int, default=None, metavar="N",
-                      help="use at most N validation and N test samples (0: all)")
-    where = parser.add_argument_group("where and how")
-    where.add_argument("--address", default=None,
-                       help="existing Ray cluster: 'auto' or ray://host:port "
-                       "(default: start a local Ray)")
-    where.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR|URI",
-                       help=f"results root: a path or a URI such as s3://bucket/results "
-                       f"(default: ./{DEFAULT_STORAGE})")
-    where.add_argument("--name", default=None,
-                       help="experiment name (default: SPACE-YYYYmmdd-HHMMSS)")
+
+    seeds = parser.add_argument_group("seeds and decisions")
+    seeds.add_argument("--seeds", type=_seeds, default=[0, 1, 2], metavar="N|S1,S2,...|auto",
+                       help="number of seeds (3 = seeds 0,1,2) or an explicit list; the same "
+                       "seeds run for every variant (default: 3). auto: a pilot of --pilot "
+                       "seeds, then more seeds in rounds only for variants without a verdict, "
+                       "up to --max-seeds (docs/verdicts.md)")
+    seeds.add_argument("--pilot", type=_int_at_least(2), default=None, metavar="N",
+                       help="with --seeds auto: seeds of the first round (default: 3)")
+    seeds.add_argument("--max-seeds", type=_int_at_least(2), default=None, metavar="N",
+                       help="at most N seeds per variant (default: 10): with --seeds auto "
+                       "the last look; with fixed seeds (a plain table) the last look of the "
+                       "design whose pilot they are (--seeds 3 --max-seeds 3: final verdicts "
+                       "at full alpha; docs/verdicts.md)")
+    seeds.add_argument("--seed-sources", type=_seed_sources, default=None,
+                       metavar="init,order,data|none",
+                       help="the sources of randomness that vary with the trial's seed: init "
+                       "(weight initialisation and dropout), order (each epoch's sample "
+                       "order), data (the data draw); a source left out is held at its seed-0 "
+                       "value (default: init,order,data, or the config key seed_sources; "
+                       "docs/seed-sources.md)")
+    seeds.add_argument("--cross-seeds", action="store_true",
+                       help="run each variant's seeds as a grid of the two varying sources "
+                       "(--seeds 3: 3 x 3 trials, every init seed with every order seed, each "
+                       "cell its own pairing seed), so the report splits the seed variance by "
+                       "source (docs/seed-sources.md)")
+    seeds.add_argument("--metric", type=_metric, default="test_mae",
+                       help="the metric of the verdicts (and of --seeds auto's decisions), a "
+                       "numeric column of trials.parquet such as test_rmse, test_nll, val_mae")
+    seeds.add_argument("--margin", type=margin_flag, default=None, metavar="M|P%",
+                       help="equivalence margin of the end-of-run verdicts: metric units (0.02) "
+                       "or a percentage of the reference's mean (default: 5%%)")
+    seeds.add_argument("--alpha", type=alpha_flag, default=0.05,
+                       help="family-wise error rate of the verdicts")
+
+    config = parser.add_argument_group("configuration")
+    config.add_argument("--config", default=None, metavar="FILE.yaml|PRESET",
+                        help="base configuration: a YAML mapping of config keys, or a preset "
+                        "name: full_optimized, full_stable, memory_optimized (default: the "
+                        "built-in defaults)")
+    config.add_argument("--set", dest="overrides", type=_key_value, action="append",
+                        default=[], metavar="KEY=VALUE",
+                        help="override one config key, after --config and the other flags "
+                        "(repeatable; default: none)")
+    config.add_argument("--epochs", type=_positive_int, default=None, metavar="N",
+                        help="epochs per trial (default: the configuration's, 4 built in)")
+    config.add_argument("--data", default=None, metavar="DIR",
+                        help="directory with images.npy and table.parquet (default: the "
+                        "embedded synthetic data)")
+    config.add_argument("--max-train-examples", type=_non_negative_int, default=None,
+                        metavar="N", help="use at most N training samples (0: all; default: "
+                        "the configuration's, all)")
+    config.add_argument("--max-eval-examples", type=_non_negative_int, default=None,
+                        metavar="N", help="use at most N validation and N test samples (0: "
+                        "all; default: the configuration's, all)")
+    config.add_argument("--resolve-conflicts", action="store_true",
+                        help="map unsafe switch combinations to the nearest safe setting (with "
+                        "a warning) instead of refusing them")
+    config.add_argument("--auto-batch", action="store_true",
+                        help="probe the largest batch whose training step fits the trial's GPU "
+                        "(one step per size, on a worker with the trial's resources) and use "
+                        "it")
+
+    where = parser.add_argument_group("resources and cluster")
+    where.add_argument("--address", default=None, metavar="auto|HOST:PORT|ray://HOST:PORT",
+                       help="an existing Ray cluster (default: start a local Ray)")
     where.add_argument("--cpus-per-trial", type=_resource, default=1.0, metavar="N",
                        help="CPUs per trial; the trial uses that many threads (default: 1)")
     where.add_argument("--gpus-per-trial", type=_resource, default=0.0, metavar="N",
                        help="GPUs per trial, fractions allowed, e.g. 0.5 (default: 0)")
     where.add_argument("--max-concurrent", type=_non_negative_int, default=0, metavar="N",
-                       help="at most N trials at once (default 0: as resources allow)")
+                       help="at most N trials at once (default: 0, as resources allow)")
     where.add_argument("--max-failures", type=_non_negative_int, default=0, metavar="N",
                        help="retry a failed trial up to N times, from its last checkpoint "
                        "(default: 0)")
@@ -264,20 +284,38 @@ def build_parser() -> OneLineParser:
                        "(default: true)")
     where.add_argument("--no-dashboard", dest="dashboard", action="store_false",
                        help="same as --dashboard false")
-    where.add_argument("--quiet", action="store_true",
-                       help="no progress lines (the summary stays)")
-    where.add_argument("--progress", choices=("trials", "epochs"), default="trials",
-                       help="trials: a line per finished trial and a status line with an ETA "
-                       "every 30 s (default); epochs: also a line per trial per epoch")
-    where.add_argument("--log-to", type=_log_to, action="append", default=[],
-                       metavar="mlflow[:URI]|wandb[:PROJECT]",
-                       help="also log every trial (its config, per-epoch metrics, tags) and the "
-                       "verdicts to a tracker, through Ray Tune's callbacks (repeatable; "
-                       "docs/trackers.md): mlflow (default store: the experiment's "
-                       "mlruns/mlflow.db) or wandb (default project: ablation-runner)")
-    where.add_argument("--verbose", action="store_true",
-                       help="Ray Tune's live trial table and per-trial results (every "
-                       "figure: Tune then analyses each, more driver memory and larger "
-                       "experiment-state snapshots per trial), and what the trials print "
-                       "(else in each trial's folder: stdout, stderr)")
-    return parser
+
+    output = parser.add_argument_group("output and tracking")
+    output.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR|URI",
+                        help="results root: a path or a URI such as s3://bucket/results; the "
+                        "experiment's folder is STORAGE/NAME")
+    output.add_argument("--name", default=None,
+                        help="experiment name; an existing one with the same plan is resumed, "
+                        "with another plan refused (default: SPACE-YYYYmmdd-HHMMSS)")
+    output.add_argument("--quiet", action="store_true",
+                        help="no progress lines (the summary stays)")
+    output.add_argument("--progress", choices=("trials", "epochs"), default="trials",
+                        help="trials: a line per finished trial and a status line with an ETA "
+                        "every 30 s; epochs: also a line per trial per epoch")
+    output.add_argument("--log-to", type=_log_to, action="append", default=[],
+                        metavar="mlflow[:URI]|wandb[:PROJECT]",
+                        help="also log every trial (its config, per-epoch metrics, tags) and "
+                        "the verdicts to a tracker, through Ray Tune's callbacks (repeatable; "
+                        "docs/trackers.md): mlflow (default store: the experiment's "
+                        "mlruns/mlflow.db) or wandb (default project: ablation-runner)")
+    output.add_argument("--verbose", action="store_true",
+                        help="Ray Tune's live trial table and per-trial results (every "
+                        "figure: Tune then analyses each, more driver memory and larger "
+                        "experiment-state snapshots per trial), and what the trials print "
+                        "(else in each trial's folder: stdout, stderr)")
+
+    resume = parser.add_argument_group("resume")
+    resume.add_argument("--resume", action="store_true",
+                        help="continue the experiment --name (default: the newest in "
+                        "--storage) from where it stopped; finished trials are kept")
+    resume.add_argument("--retry-failed", action="store_true",
+                        help="with --resume: retry failed trials from their last checkpoint")
+    resume.add_argument("--allow-changed", action="store_true",
+                        help="resume (--resume, or the same --name) even though the code or "
+                        "the data changed since the experiment started; what changed is "
+                        "printed and kept in experiment.json")

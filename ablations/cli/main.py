@@ -1,8 +1,10 @@
-"""Command line: ``python run_ablations.py --space components``: start, resume or run an
-experiment, a thin shell over the library: the flags (flags.py) become a
+"""Command line: ``python run_ablations.py [COMMAND] ...``, the subcommands of commands.py.
+``run`` (the default: ``python run_ablations.py --space components``) starts, resumes or
+plans an experiment, a thin shell over the library: its flags (flags.py) become a
 :class:`~ablations.experiment.request.Request`, planning turns it into validated trials and a
-strategy, and the strategy runs them. What it prints is in output.py, ``--resume`` in
-resume.py, ``--diagnose`` in diagnose.py, the signal handlers in signals.py.
+design, and the design runs them. What it prints is in output.py (with ``report``,
+``compare`` and ``list``), ``--resume`` in resume.py, ``diagnose`` in diagnose.py, the signal
+handlers in signals.py.
 
 Every bad input (flag, YAML key or value, data directory, experiment name) is caught before any
 trial starts and reported as one line on stderr with exit code 2, no traceback.
@@ -16,12 +18,15 @@ import datetime as dt
 import logging
 import os
 import re
+import shlex
 import signal
 import sys
 from typing import Any, Optional, Sequence
 
+from ablations.cli import design_text
 from ablations.cli.diagnose import diagnose_main
-from ablations.cli.flags import EXIT_BAD_INPUT, build_parser
+from ablations.cli.commands import DEFAULT_COMMAND, parse_command, parser_of
+from ablations.cli.flags import EXIT_BAD_INPUT, PROG
 from ablations.cli.output import (
     compare_main,
     list_spaces,
@@ -29,17 +34,20 @@ from ablations.cli.output import (
     summary_table,
     tune_lines,
 )
+from ablations.cli.requests import request_from
 from ablations.cli.resume import resume_plan, same_name_again
 from ablations.cli.signals import sigterm_as_sigint, sigterm_is_ctrl_c
 from ablations.config import ConfigError
-from ablations.experiment.continuing import trial_slots
+from ablations.experiment.continuing import continuation_hint, trial_slots
 from ablations.experiment.interrupt import resume_command
 from ablations.experiment.planning import prepare
 from ablations.experiment.preflight import auto_batch, check_data_on_workers
-from ablations.experiment.request import Request, UsageError, check_name, storage_root
+from ablations.experiment.request import UsageError, check_name, flag_of, storage_root
 from model.data import DataError
 from results.stats.baseline_check import record_baseline_check
-from results.io.files import MetadataError, first_line, join, list_dir
+from results.io.files import MetadataError, first_line, join, list_dir, read_metadata
+from results.stats.decisions import decision_settings, verdicts_of
+from results.stats.planned import pilot_design
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 # Ray's warning, at every start of a local Ray, that token authentication is on
@@ -50,42 +58,46 @@ TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``run_ablations.py [COMMAND] ...``: the subcommand's exit code (commands.py lists them;
+    without one, ``run``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "report":
-        return report_main(argv[1:])
-    if argv and argv[0] == "compare":
-        return compare_main(argv[1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    command, args = parse_command(argv)
+    if command == "report":
+        return report_main(args)
+    if command == "compare":
+        return compare_main(args)
+    if command == "list":
+        print(list_spaces())
+        return 0
+    if command == "diagnose":
+        return diagnose_main(args.address)
     try:
-        return _main(args, ["run_ablations.py", *argv])
+        return _main(args, [PROG, *argv])
     except (ConfigError, DataError, UsageError, MetadataError) as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {error_text(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
 def _main(args: argparse.Namespace, command: list[str]) -> int:
-    if args.list:
-        print(list_spaces())
-        return 0
-    if args.diagnose:
-        return diagnose_main(args.address)
+    """``run``: start, resume or plan (``--dry-run``) an experiment."""
     if args.address is not None and args.address != "auto" \
             and not re.match(r"^(ray://)?[\w.-]+:\d+$", args.address):
         raise UsageError(f"--address {args.address!r}: use 'auto', host:port or ray://host:port")
+    # the library's Request
+    args.request = request_from(args, parser_of(DEFAULT_COMMAND), command[1:])
     storage = storage_root(args.storage)
     if args.retry_failed and not args.resume:
         raise UsageError("--retry-failed only applies with --resume")
     if args.resume:
         return _resume(args, storage, command)
 
-    prepared = prepare(Request.of(args))
+    prepared = prepare(args.request)
     space, base, trials, skipped = (prepared.space, prepared.base, prepared.trials,
                                     prepared.skipped)
-    strategy = prepared.strategy
+    design = prepared.design
     name = check_name(args.name or f"{space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}")
     target = join(storage, name)
     if args.dry_run:
@@ -94,21 +106,27 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
         crossed = f" crossed ({len(seeds)}x{len(seeds)} cells per variant)" \
             if args.cross_seeds else ""
         print(f"Experiment {name} (dry run): space {space.name}, seeds {seeds}{crossed}")
-        for line in strategy.design_lines(args.alpha):
+        for line in design_text.design_lines(design, args.alpha):
             print(line)
         if prepared.data_summary:
             print(f"Data: {prepared.data_summary}")
-        for line in strategy.describe(trials, base.replace(ablation=space.reference), skipped):
+        for line in design_text.describe(design, trials,
+                                         base.replace(ablation=space.reference), skipped):
             print(line)
         return 0
     resume = bool(list_dir(target))
     if resume:  # the same --name again: the same plan resumes it, anything else is refused
-        trials, strategy = same_name_again(args, target, name, prepared)
+        trials, design = same_name_again(args, target, name, prepared)
     # after every check of the name: a refused command prints its one line alone
     say_notes(prepared.notes)
-    return _run(args, space.name, trials, skipped, storage, name, command, strategy,
+    return _run(args, space.name, trials, skipped, storage, name, command, design,
                 seeds=prepared.seeds, resume=resume, reuse_workers=not space.isolate_trials,
                 reference=space.reference)
+
+
+def error_text(error: Exception) -> str:
+    """A bad input's one line as the command line says it: a UsageError names the flags."""
+    return error.render(flag_of) if isinstance(error, UsageError) else str(error)
 
 
 def say_notes(notes: Sequence[str]) -> None:
@@ -123,7 +141,7 @@ def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
         check_name(args.name)
     plan = resume_plan(args, storage)
     return _run(args, plan.space_name, plan.trials, plan.skipped, storage, plan.name, command,
-                plan.strategy, seeds=plan.seeds, resume=True,
+                plan.design, seeds=plan.seeds, resume=True,
                 reuse_workers=plan.reuse_workers, reference=plan.reference)
 
 
@@ -164,34 +182,18 @@ def enter_again(path: Optional[str]) -> bool:
     return True
 
 
-def _continuation_hint(df: Any, args: argparse.Namespace, storage: str, name: str,
-                       reference: str, slots: Optional[int], wall_s: float,
-                       planned: Optional[dict[str, Any]] = None) -> Optional[str]:
-    """A fixed run's inconclusive variants and the one command that decides them.
-    ``planned``: experiment.json's record of the design the run is the pilot look of (None:
-    an experiment.json without a design; its fixed table is the one continued)."""
-    from ablations.experiment.continuing import continuation_hint
-    from results.stats.analysis import verdict_table
-    from results.stats.planned import pilot_design
-    from results.stats.sequential_table import sequential_verdict_table
-
-    design = pilot_design(planned)
-    metric, margin, alpha = args.metric, args.margin, args.alpha
+def _continuation_hint(df: Any, meta: dict[str, Any], settings: dict[str, Any],
+                       args: argparse.Namespace, storage: str, name: str,
+                       slots: Optional[int], wall_s: float) -> Optional[str]:
+    """A fixed run's inconclusive variants (the summary's verdicts: ``settings`` and
+    ``meta``, its experiment.json) and the one command that decides them."""
+    design = pilot_design(meta.get("planned"))
     try:
-        if design is not None:  # its verdicts are the pilot look's
-            metric, margin, alpha = planned["metric"], planned["margin"], planned["alpha"]
-            verdicts = sequential_verdict_table(df, design, planned["seeds"],
-                                                reference=reference, metric=metric,
-                                                margin=margin, alpha=alpha)
-        else:
-            verdicts = verdict_table(df, reference=reference, metric=metric,
-                                     margin=margin or "5%", alpha=alpha)
+        verdicts = verdicts_of(df, meta, **settings)
         return continuation_hint(df, verdicts, storage=storage, name=name,
-                                 reference=reference, metric=metric, margin=margin,
-                                 alpha=alpha, address=args.address,
-                                 max_concurrent=args.max_concurrent, slots=slots,
-                                 fixed_wall_s=wall_s,
-                                 max_seeds=design.max_seeds if design else None)
+                                 address=args.address, max_concurrent=args.max_concurrent,
+                                 slots=slots, fixed_wall_s=wall_s,
+                                 max_seeds=design.max_seeds if design else None, **settings)
     except (ValueError, KeyError):  # no verdicts (the summary said why): nothing to decide
         return None
 
@@ -207,7 +209,7 @@ def fit_guard(options: Any, *, quiet_tune: bool) -> contextlib.ExitStack:
 
 
 def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: list[Any],
-         storage: str, name: str, command: list[str], strategy: Any, *, seeds: Sequence[int],
+         storage: str, name: str, command: list[str], design: Any, *, seeds: Sequence[int],
          resume: bool = False, reuse_workers: bool = True, reference: str = "baseline") -> int:
     import ray
 
@@ -258,7 +260,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         resources = ray.cluster_resources()
         slots = trial_slots(resources, args.cpus_per_trial, args.gpus_per_trial,
                             args.max_concurrent)
-        count = strategy.count(trials, seeds, crossed=args.cross_seeds)
+        count = design_text.count(design, trials, seeds, crossed=args.cross_seeds)
         print(f"Experiment {name}: space {space_name}, {count}, "
               f"{args.cpus_per_trial:g} CPU + {args.gpus_per_trial:g} GPU per trial, "
               f"Ray with {resources.get('CPU', 0):g} CPUs / {resources.get('GPU', 0):g} GPUs")
@@ -270,18 +272,18 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
                 "lower --cpus-per-trial / --gpus-per-trial"
             )
         if args.address:
-            check_data_on_workers(strategy.checked_configs(trials), Request.of(args))
+            check_data_on_workers(design.configs(trials), args.request)
         if dashboard_url:
             print(f"Ray dashboard: http://{dashboard_url.removeprefix('http://')} "
                   "(token authentication: `ray get-auth-token` prints the token)")
         print(f"Results: {join(storage, name)}")
-        print(f"TensorBoard: tensorboard --logdir {join(storage, name, strategy.tensorboard_dir)}"
+        print(f"TensorBoard: tensorboard --logdir {join(storage, name, design.tensorboard_dir)}"
               .rstrip("/"))
         for tracker in options.trackers:
             print(tracker.describe())
         if args.auto_batch and trials and not resume:  # a resume keeps the size it recorded
-            trials, options.auto_batch = auto_batch(Request.of(args), trials)
-        result = strategy.execute(trials, options, skipped, resume=resume)
+            trials, options.auto_batch = auto_batch(args.request, trials)
+        result = design.execute(trials, options, skipped, resume=resume)
     except KeyboardInterrupt:  # a second Ctrl-C / SIGTERM, or one outside Tuner.fit
         print(f"\nInterrupted before the results were written; continue with: "
               f"{resume_command(storage, name, args.address)}", file=sys.stderr)
@@ -293,22 +295,26 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
             ray.shutdown()
     df = result.trials
     print()
-    # verdicts at the run's flags, or the sequential design's own metric, margin and alpha
-    reference, metric, margin, alpha, record = strategy.verdict_settings(
-        args.metric, args.margin, args.alpha, reference)
-    summary = summary_table(df, reference=reference, metric=metric, margin=margin, alpha=alpha,
-                            sequential=record)
+    # the verdicts as the design decides them (results/stats/decisions.py), at the settings
+    # recorded before the data unless the command gives others (then labelled exploratory)
+    meta = read_metadata(str(result.directory)) or {}
+    given = {key: getattr(args.request, key) for key in ("metric", "margin", "alpha")
+             if key in args.request.given}
+    settings = decision_settings(meta, reference=reference, **given)
+    reference, metric, margin, alpha = (settings[key] for key in
+                                        ("reference", "metric", "margin", "alpha"))
+    summary = summary_table(df, meta, **settings)
     check = record_baseline_check(result.directory, df, result.epochs, reference=reference)
     if check is not None:  # one line above the verdicts; baseline_check.json in the folder
         print(check.line())
     print(summary)
-    for line in strategy.summary_lines(df, metric=metric, margin=margin, alpha=alpha):
+    for line in design_text.summary_lines(design, df, metric=metric, margin=margin,
+                                          alpha=alpha):
         print(line)
     if options.trackers:  # the verdicts as each tracker's <name>-verdicts run
         from ablations.experiment.trackers.specs import publish_summary
 
-        publish_summary(options.trackers, result.directory, df, summary, reference=reference,
-                        metric=metric, margin=margin, alpha=alpha)
+        publish_summary(options.trackers, result.directory, df, summary, **settings)
     counts = df["status"].value_counts().to_dict()
     unfinished = counts.get("interrupted", 0) + counts.get("not_started", 0)
     stopped = (f"{counts.get('interrupted', 0)} interrupted, "
@@ -320,18 +326,18 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
           f"{df['gpu_hours'].sum():.3f} GPU-hours.")
     for _, row in df[df["status"].isin(["failed", "diverged"])].iterrows():
         print(f"  {row['trial_name']}: {row['status']}: {row['error']}")
-    for line in strategy.closing_lines(result.directory):
+    for line in design_text.closing_lines(design, result.directory):
         print(line)
     print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
-    from results.stats.planned import pilot_design
-
-    planned = strategy.planned
+    if not unfinished:  # an interrupted run: continue it first (said below)
+        print(f"Report: {shlex.join(['python', PROG, 'report', str(result.directory)])}")
+    planned = design.planned
     # a run planned at one look (--seeds >= --max-seeds) or crossed: final, no continuation
-    continues = strategy.continues_into_rounds and (
+    continues = design.continues_into_rounds and (
         planned is None or pilot_design(planned) is not None)
     if not unfinished and continues:
-        hint = _continuation_hint(df, args, storage, name, reference, slots, result.wall_s,
-                                  planned)
+        hint = _continuation_hint(df, meta, settings, args, storage, name, slots,
+                                  result.wall_s)
         if hint:
             print(f"\n{hint}")
     if unfinished:

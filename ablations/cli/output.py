@@ -1,9 +1,10 @@
-"""What the command line prints: the spaces (--list), the end-of-run summary with the
+"""What the command line prints: the spaces (``list``), the end-of-run summary with the
 verdicts, the ``report`` and ``compare`` subcommands, and what reaches the console while Tune
 runs (:func:`tune_lines`)."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import os
@@ -13,8 +14,8 @@ from typing import Any, Iterator, Optional, Sequence
 
 from ablations.trial.batches import scalar_columns
 from ablations.config import TrialConfig
-from ablations.cli.flags import EXIT_BAD_INPUT, OneLineParser, alpha_flag, margin_flag
-from results.io.files import first_line, is_uri
+from ablations.cli.flags import EXIT_BAD_INPUT, PROG
+from results.io.files import MetadataError, first_line, is_uri, read_metadata
 
 
 def list_spaces() -> str:
@@ -36,38 +37,34 @@ def list_spaces() -> str:
     return "\n".join(lines)
 
 
-def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = "test_mae",
-                  margin: str | float = "5%", alpha: float = 0.05,
-                  sequential: Optional[dict[str, Any]] = None) -> str:
+def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
+                  reference: Optional[str] = None, metric: Optional[str] = None,
+                  margin: str | float | None = None, alpha: Optional[float] = None) -> str:
     """Per variant: ok/total trials (the seeds spent), mean ± std of the test MAE over ok
-    trials, ...; where ``reference`` is a variant with an ok trial, also each variant's verdict
-    against it on ``metric`` and the equivalence bound it reached
-    (results.stats.analysis.verdict_table), and a note under the table with the margin and alpha.
-    ``sequential``: experiment.json's record of a ``--seeds auto`` run: the verdicts are the
-    sequential design's, and the compute spent is compared with a fixed design; or its
-    ``planned`` record of a fixed run that is the pilot look of a design (no ``rounds``):
-    the verdicts are that look's."""
+    trials, ...; where the reference is a variant with an ok trial, also each variant's verdict
+    against it and the equivalence bound it reached, and a note under the table with the
+    margin and alpha. The verdicts are :func:`results.stats.decisions.verdicts_of`'s: as the
+    experiment's design (``meta``: its experiment.json) decides them, at the settings recorded
+    before the data unless others are given (then labelled exploratory)."""
     import pandas as pd
 
-    from results.stats.analysis import dropped_note, verdict_note, verdict_table
+    from results.stats.analysis import dropped_note, verdict_note
+    from results.stats.decisions import decision_settings, verdicts_of
     from results.stats.phases import evaluation_rows
+    from results.stats.planned import exploratory_note, pilot_design
 
+    meta = meta or {}
+    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+                                 alpha=alpha)
+    reference, metric, alpha = settings["reference"], settings["metric"], settings["alpha"]
+    sequential = meta.get("sequential") or (
+        meta["planned"] if pilot_design(meta.get("planned")) else None)
     trials_df = evaluation_rows(trials_df)  # a tuned ablation's: beside it, summary_lines
     verdicts, no_verdicts = None, ""
     ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == "ok")
     if ok_reference.any() and trials_df["ablation"].nunique() > 1:
         try:
-            if sequential:
-                from results.stats.sequential import SeedDesign
-                from results.stats.sequential_table import sequential_verdict_table
-
-                verdicts = sequential_verdict_table(
-                    trials_df, SeedDesign.from_dict(sequential["design"]), sequential["seeds"],
-                    reference=reference, metric=metric, margin=margin, alpha=alpha)
-            else:
-                verdicts = verdict_table(trials_df, reference=reference, metric=metric,
-                                         margin=margin, alpha=alpha)
-            verdicts = verdicts.set_index("ablation")
+            verdicts = verdicts_of(trials_df, meta, **settings).set_index("ablation")
         except (ValueError, KeyError) as exc:  # e.g. a relative margin of a mean of 0
             no_verdicts = f"\n\nNo verdicts: {exc}"
     elif (trials_df["ablation"] == reference).any() and trials_df["ablation"].nunique() > 1:
@@ -105,7 +102,9 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
         return table + no_verdicts
     seeds = verdicts["n_ok"]
     spent = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
-    text = (f"{table}\n\n{verdict_note(verdicts)} Seeds per variant: {spent} (ok column); "
+    exploratory = verdicts.attrs.get("exploratory")
+    label = f"{exploratory_note(exploratory)}\n" if exploratory else ""
+    text = (f"{table}\n\n{label}{verdict_note(verdicts)} Seeds per variant: {spent} (ok column); "
             "equiv_bound: equivalence_bound_holm" + (
                 " (a share of the reference's mean)" if verdicts.attrs.get("relative") else "")
             + (". decided_at: the look that decided the verdict (frozen there)."
@@ -135,30 +134,9 @@ def summary_table(trials_df: Any, *, reference: str = "baseline", metric: str = 
     return text
 
 
-def report_main(argv: Sequence[str]) -> int:
-    """``run_ablations.py report EXPERIMENT_DIR``: write report.md/.html, print the table."""
-    parser = OneLineParser(prog="run_ablations.py report",
-                           description="Analyse an experiment folder: report.md, report.html "
-                           "and figures in it; the ablation table on the terminal.")
-    parser.add_argument("experiment", metavar="EXPERIMENT_DIR|URI",
-                        help="an experiment folder, or its URI (file://..., s3://bucket/...)")
-    parser.add_argument("--reference", default=None,
-                        help="variant the others are compared with (default: the "
-                        "experiment's, e.g. baseline)")
-    parser.add_argument("--metric", default=None,
-                        help="trials column to compare (default: test_mae, or what a --seeds "
-                        "auto run decided on; e.g. test_rmse, test_nll, val_mae, test_r2: "
-                        "worse/better follow its direction)")
-    parser.add_argument("--margin", type=margin_flag, default=None, metavar="X|P%",
-                        help="equivalence margin: in the metric's units (0.02) or a percentage "
-                        "of the reference's mean (default: 5%%, or the run's with --seeds auto)")
-    parser.add_argument("--alpha", type=alpha_flag, default=None,
-                        help="family-wise error rate of each kind of verdict (default: 0.05, "
-                        "or the run's with --seeds auto)")
-    parser.add_argument("--compare-with", default=None, metavar="EXPERIMENT_DIR|URI",
-                        help="add a section comparing this experiment with another, variant by "
-                        "variant (as `compare OTHER THIS`)")
-    args = parser.parse_args(argv)
+def report_main(args: argparse.Namespace) -> int:
+    """``run_ablations.py report EXPERIMENT_DIR``: write report.md/.html, print the table
+    (its flags: ablations/cli/commands.py)."""
     import pyarrow as pa
 
     from results.report.build import write_report
@@ -176,7 +154,7 @@ def report_main(argv: Sequence[str]) -> int:
         message = first_line(exc)
         if isinstance(exc, OSError) and getattr(exc, "filename", None):
             message = f"{exc.filename}: {exc.strerror or message}"
-        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        print(f"{PROG} report: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     ablation = report.ablation
     if ablation.attrs.get("exploratory"):  # settings other than those fixed before the data
@@ -191,27 +169,9 @@ def report_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def compare_main(argv: Sequence[str]) -> int:
-    """``run_ablations.py compare EXP_A EXP_B``: B against A, variant by variant."""
-    parser = OneLineParser(prog="run_ablations.py compare",
-                           description="Compare two experiments variant by variant (B - A, "
-                           "paired by seed): did any variant change by more than the margin? "
-                           "E.g. the same command before and after a code change.")
-    parser.add_argument("a", metavar="EXP_A", help="the first experiment folder (or URI)")
-    parser.add_argument("b", metavar="EXP_B", help="the second experiment folder (or URI)")
-    parser.add_argument("--metric", default=None,
-                        help="trials column (default: A's planned metric, else test_mae)")
-    parser.add_argument("--margin", type=margin_flag, default=None, metavar="X|P%",
-                        help="the smallest change that matters: in the metric's units (0.02) or "
-                        "a percentage of A's reference mean (default: A's planned margin, "
-                        "else 5%%)")
-    parser.add_argument("--alpha", type=alpha_flag, default=None,
-                        help="family-wise error rate of each kind of verdict (default: A's "
-                        "planned alpha, else 0.05)")
-    parser.add_argument("--reference", default=None,
-                        help="the variant a percentage margin is taken of (default: A's, "
-                        "else baseline)")
-    args = parser.parse_args(argv)
+def compare_main(args: argparse.Namespace) -> int:
+    """``run_ablations.py compare EXP_A EXP_B``: B against A, variant by variant (its flags:
+    ablations/cli/commands.py)."""
     import pyarrow as pa
 
     from results.stats.compare import compare_experiments, compare_note
@@ -232,7 +192,7 @@ def compare_main(argv: Sequence[str]) -> int:
                                     alpha=args.alpha, reference=args.reference)
     except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
         message = first_line(exc)
-        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        print(f"{PROG} compare: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     differ = _compare_departures(recorded, given)
     if differ:
@@ -246,7 +206,6 @@ def compare_main(argv: Sequence[str]) -> int:
 
 def _recorded(folder: str) -> Optional[dict[str, Any]]:
     """The settings an experiment recorded before its data (results/stats/planned.py), if any."""
-    from results.io.files import MetadataError, read_metadata
     from results.stats.planned import recorded_settings
 
     try:

@@ -2,7 +2,8 @@
 each flat key routed to its section of :class:`~ablations.config.TrialConfig`, aliases and
 boolean presets users already keep, strict parsing, and the did-you-mean for unknown keys.
 
-:func:`apply_overrides` is the one place a key meets the configuration; ``ablations.config``
+:func:`apply_overrides` is the one place a key meets the configuration, and
+:func:`model_keys` the one place a model's own keys meet the runner's; ``ablations.config``
 re-exports everything here.
 """
 
@@ -11,19 +12,20 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import fields
-from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, TypeVar
 
-from ablations.config.trial import BUILTIN_NAME, SECTIONS, TrialConfig
+from ablations.config.plugins import BUILTIN_NAME, PluginError, plugin_config, plugin_keys
+from ablations.config.sections import SECTIONS
 from ablations.config.values import (
     ConfigError,
+    parse_bool,
     parse_float,
     parse_int,
-    load_yaml_overrides,
-    parse_bool,
     parse_scalar_names,
     parse_seed_sources,
 )
+
+Config = TypeVar("Config")  # a TrialConfig (ablations/config/trial.py, which imports this module)
 
 
 # Every runner key users write -> its section ("" = the identity at the top level).
@@ -99,9 +101,7 @@ def _user_keys(overrides: Mapping[str, Any], source: str
     return items
 
 
-def apply_overrides(
-    base: TrialConfig, overrides: Mapping[str, Any], *, source: str
-) -> TrialConfig:
+def apply_overrides(base: Config, overrides: Mapping[str, Any], *, source: str) -> Config:
     """``base`` with ``overrides`` applied. A key is a runner key (or an alias, or a boolean
     preset), ``model`` (the plugin), a key of the model's own config, or ``section.key``.
 
@@ -113,7 +113,7 @@ def apply_overrides(
     for key, value, section in items:
         if section is None and key in (MODEL_KEY, "plugin"):
             plugin = _plugin_name(value)
-    model_keys = _plugin_keys(plugin, source)
+    own_keys = model_keys(plugin, source)
     changes: dict[str, dict[str, Any]] = {name: {} for name in ("", *SECTIONS)}
     model_values: dict[str, Any] = {}
     presets: dict[str, Any] = {}
@@ -130,17 +130,17 @@ def apply_overrides(
         name = ALIASES.get(key, key) if section is None else key
         if name in KEY_SECTION and section in (None, KEY_SECTION[name]):
             changes[KEY_SECTION[name]][name] = coerce(name, value)
-        elif name in model_keys and section in (None, "model"):
+        elif name in own_keys and section in (None, "model"):
             model_values[name] = value
         else:
-            raise unknown_key_error(f"{section}.{key}" if section else key, source, model_keys)
+            raise unknown_key_error(f"{section}.{key}" if section else key, source, own_keys)
     for name, value in presets.items():  # explicit keys win over a preset's
         if name in KEY_SECTION:
             if name == "compile" and value == "off":  # torch_compile: false wins over a mode
                 changes["systems"][name] = value
             else:
                 changes["systems"].setdefault(name, value)
-        elif name in model_keys:
+        elif name in own_keys:
             model_values.setdefault(name, value)
         else:
             raise ConfigError(f"{source}: memory_optimized sets the built-in model's {name}; "
@@ -148,7 +148,7 @@ def apply_overrides(
     model = base.model
     if plugin != base.plugin or model_values:
         previous = dataclasses.asdict(base.model) if plugin == base.plugin else {}
-        model = _plugin_config(plugin, {**previous, **model_values}, source)
+        model = plugin_config(plugin, {**previous, **model_values}, source=source)
     try:
         sections = {name: dataclasses.replace(getattr(base, name), **values)
                     for name, values in changes.items() if name and values}
@@ -163,30 +163,20 @@ def _plugin_name(value: Any) -> str:
     return "" if text == BUILTIN_NAME else text
 
 
-def _plugin_keys(plugin: str, source: str) -> list[str]:
-    """The config keys of the model ``plugin`` ("" = the built-in model)."""
-    from ablations.config.plugins import PluginError, plugin_keys
+def model_keys(plugin: str, source: str) -> list[str]:
+    """The config keys of the model ``plugin`` ("" = the built-in model).
 
+    Raises:
+        ConfigError: a plugin that does not load, or one with a key that is also the
+            runner's (a flat key would name both; trials.parquet has one column per key).
+    """
     try:
-        return list(plugin_keys(plugin))
+        keys = list(plugin_keys(plugin))
     except PluginError as exc:
         raise ConfigError(f"{source}: {exc}") from None
-
-
-def _plugin_config(plugin: str, options: Mapping[str, Any], source: str) -> Any:
-    from ablations.config.plugins import plugin_config
-
-    return plugin_config(plugin, options, source=source)
-
-
-def config_from_sources(
-    *, yaml_path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
-    base: TrialConfig | None = None,
-) -> TrialConfig:
-    """Defaults, then a YAML file, then explicit overrides (flags), in that order."""
-    config = base or TrialConfig()
-    if yaml_path is not None:
-        config = apply_overrides(config, load_yaml_overrides(yaml_path), source=str(yaml_path))
-    if overrides:
-        config = apply_overrides(config, overrides, source="command line")
-    return config
+    runner = {*KEY_SECTION, *ALIASES, *BOOLEAN_PRESETS, MODEL_KEY, "plugin"}
+    clash = [key for key in keys if key in runner]
+    if clash:
+        raise PluginError(f"{source}: model {plugin!r}: its config key {clash[0]!r} is also "
+                          "the runner's; rename it in the plugin's config")
+    return keys

@@ -13,9 +13,8 @@ multimodal model is the default (``model`` empty). A plugin provides:
   weights initialised from torch's RNG (the runner seeds it per trial). ``forward(frames,
   scalars)`` takes the batch, frames ``(B, T, C, H, W)`` (an empty tensor when
   ``use_images`` is false) and scalars ``(B, S)`` (empty when ``use_scalars`` is false), both
-  normalised, and
-  returns ``(mean, variance)`` of shape ``(B,)`` each, in standardised target units;
-  ``variance`` is ``None`` for a point estimate (trained with MSE; else Gaussian NLL).
+  normalised, and returns ``(mean, variance)`` of shape ``(B,)`` each, in standardised target
+  units; ``variance`` is ``None`` for a point estimate (trained with MSE; else Gaussian NLL).
 - ``checkpoint_blocks(model)`` (optional): names of the submodules gradient checkpointing
   wraps (``model.get_submodule(name)``; each is recomputed in the backward pass). A plugin
   without it refuses ``gradient_checkpointing=true`` before any trial starts.
@@ -32,16 +31,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
+from ablations.config.values import ConfigError, parse_bool
+from model.config import MultimodalSwitches
 
 if TYPE_CHECKING:  # a plugin's module imports torch; the registry does not need it
     from torch import nn
-
-from ablations.config.values import ConfigError
-from model.config import MultimodalSwitches
 
 
 class PluginError(ConfigError):
@@ -79,11 +76,11 @@ def _build_builtin(switches: Any, shape: DataShape) -> nn.Module:
         use_images=shape.uses_images, use_scalars=shape.scalars > 0))
 
 
+BUILTIN_NAME = "multimodal"  # the built-in model's name as a ``model`` value
 # The built-in multimodal model (model/model.py) as a plugin: ``model`` "" or "multimodal".
-# The runner builds it with its systems flags (ablations/trial/model_builder.py); ``build`` serves
-# callers
-# outside the runner.
-BUILTIN = ModelPlugin(name="multimodal", config=MultimodalSwitches, build=_build_builtin)
+# The runner builds it with its systems flags (ablations/trial/model_builder.py); ``build``
+# serves callers outside the runner.
+BUILTIN = ModelPlugin(name=BUILTIN_NAME, config=MultimodalSwitches, build=_build_builtin)
 
 _CACHE: dict[str, ModelPlugin] = {"": BUILTIN}
 
@@ -112,13 +109,6 @@ def load_plugin(spec: str) -> ModelPlugin:
     if not isinstance(plugin, ModelPlugin) or not dataclasses.is_dataclass(plugin.config):
         raise PluginError(f"model {spec!r}: {attribute} is not an ablations.config.plugins."
                           "ModelPlugin with a dataclass config")
-    from ablations.config.keys import ALIASES, BOOLEAN_PRESETS, KEY_SECTION, MODEL_KEY
-
-    runner = {*KEY_SECTION, *ALIASES, *BOOLEAN_PRESETS, MODEL_KEY, "plugin"}
-    clash = [f.name for f in dataclasses.fields(plugin.config) if f.name in runner]
-    if clash:
-        raise PluginError(f"model {spec!r}: its config key {clash[0]!r} is also the runner's; "
-                          "rename it in the plugin's config")
     _CACHE[spec] = plugin
     return plugin
 
@@ -136,8 +126,6 @@ def plugin_config(spec: str, options: Mapping[str, Any], *, source: str = "model
         PluginError: an unknown key (with a did-you-mean), a value of the wrong type, or what
             the config's ``validate`` refuses.
     """
-    from ablations.config.values import parse_bool
-
     plugin = load_plugin(spec)
     defaults = plugin.config()
     fields = {f.name: f for f in dataclasses.fields(plugin.config)}
@@ -173,17 +161,3 @@ def plugin_config(spec: str, options: Mapping[str, Any], *, source: str = "model
     except ValueError as exc:
         raise PluginError(f"{source}: {model}{exc}") from None
     return config
-
-
-def decode_options(text: str) -> dict[str, Any]:
-    """The ``model_options`` JSON of folders written before the config had sections -> a
-    dict; PluginError if it is not one."""
-    if not text:
-        return {}
-    try:
-        options = json.loads(text)
-    except json.JSONDecodeError:
-        options = None
-    if not isinstance(options, dict):
-        raise PluginError(f"model_options {text!r}: not a JSON object of the plugin's keys")
-    return options

@@ -19,7 +19,8 @@ from typing import Optional
 
 import torch
 
-from ablations.config.trial import CUDA_GRAPH_MODES, TrialConfig
+from ablations.config.sections import CUDA_GRAPH_MODES
+from ablations.config.trial import TrialConfig
 from ablations.config.values import ConfigError
 
 # The nearest mode without CUDA graphs.
@@ -63,7 +64,7 @@ def cpu_autocast_supported(dtype_name: str) -> bool:
 
 
 def has_cpp_compiler() -> bool:
-    """Inductor on CPU compiles C++; without a compiler use backend aot_eager or eager."""
+    """Inductor (torch.compile's backend) on CPU compiles C++."""
     return any(shutil.which(cc) for cc in ("g++", "c++", "clang++"))
 
 
@@ -132,12 +133,12 @@ def find_conflicts(config: TrialConfig, device: str,
             fix="use precision=fp32 (or --resolve-conflicts to map it)",
             replacement={"precision": "fp32"},
         ))
-    if systems.compile != "off" and systems.compile_backend == "inductor" and device == "cpu" \
-            and not has_cpp_compiler():
+    if systems.compile != "off" and device == "cpu" and not has_cpp_compiler():
         found.append(Conflict(
-            problem="compile with backend inductor on CPU needs a C++ compiler; none found",
-            fix="install g++ or use compile_backend=aot_eager",
-            replacement={"compile_backend": "aot_eager"},
+            problem=f"compile={systems.compile} on CPU needs a C++ compiler (inductor generates "
+                    "C++); none found",
+            fix="install g++ or use compile=off (or --resolve-conflicts to map it)",
+            replacement={"compile": "off"},
         ))
     if systems.optimizer_impl == "fused" and device == "cpu" and not cpu_fused_adamw_supported():
         found.append(Conflict(

@@ -1,18 +1,16 @@
-"""A trial's configuration: one typed, nested dataclass; strict parsing; each section's
-defaults and validation in one place.
+"""A trial's configuration: one typed, nested dataclass; strict parsing.
 
-:class:`TrialConfig` has the trial's identity and five sections: ``data`` (which data, and
-which of its inputs the model sees), ``model`` (the model's own switches: the built-in model's
-``model.config.MultimodalSwitches`` or a plugin's config), ``optim``, ``systems`` and
-``faults`` (test hooks, never in result rows). Users write flat keys (YAML, ``--set``, space
-files): :func:`apply_overrides` finds each key's section, so files written before the sections
-existed keep working. The driver validates every trial before any starts and sends
-``to_dict()`` to Ray; the worker rebuilds the typed config with :meth:`TrialConfig.from_dict`.
+:class:`TrialConfig` has the trial's identity and four sections: ``data``, ``model`` (the
+model's own switches: the built-in model's ``model.config.MultimodalSwitches`` or a plugin's
+config), ``optim`` and ``systems`` (the data, optim and systems sections are in
+ablations/config/sections.py). Users write flat keys (YAML, ``--set``, space files):
+:func:`apply_overrides` (ablations/config/keys.py) finds each key's section. The driver
+validates every trial before any starts and sends ``to_dict()`` to Ray; the worker rebuilds
+the typed config with :meth:`TrialConfig.from_dict`.
 
-Parsing one value (booleans, numbers, widths, scalar names) and reading a YAML file are in
-ablations/config/values.py; where each key goes, in ablations/config/keys.py (it needs
-TrialConfig, so this module's constructors import it when called). The package exports all
-three: ``from ablations.config import TrialConfig, apply_overrides, parse_bool``.
+The modules import in one direction: ``values`` (one value) -> ``sections`` -> ``plugins`` ->
+``keys`` -> ``trial``. The package exports what other layers use:
+``from ablations.config import TrialConfig, apply_overrides, parse_bool``.
 """
 
 from __future__ import annotations
@@ -22,158 +20,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from ablations.config.comparison import DEFAULT_REFERENCE
+from ablations.config.keys import apply_overrides
+from ablations.config.plugins import BUILTIN_NAME, load_plugin, plugin_config
+from ablations.config.sections import DataConfig, OptimConfig, SystemsConfig
 from ablations.config.values import (
     ConfigError,
     at_least,
-    one_of,
-    parse_scalar_names,
+    load_yaml_overrides,
     parse_seed_sources,
     seed_levels,
 )
-from model.config import DEFAULT_FRAMES, MultimodalSwitches
-
-COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
-COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "single")
-LR_SCALINGS = ("fixed", "linear", "sqrt")
-DEVICES = ("auto", "cpu", "cuda")
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    """The data, and which of its inputs the model sees (for any model)."""
-
-    data_dir: str = ""  # "" = the embedded synthetic set; else an absolute directory path
-    # The data draw's seed: synthetic generator / seeded split of a file dataset / the caps'
-    # subsets / the normalisation sample; plus the trial's seed when ``seed_sources`` has data.
-    data_seed: int = 0
-    synthetic_train: int = 1280  # synthetic samples per split
-    synthetic_val: int = 256
-    synthetic_test: int = 512
-    max_train_examples: int = 0  # 0 = all; else a seeded subset of the train split
-    max_eval_examples: int = 0  # 0 = all; caps val and test alike
-    temporal_frames: int = DEFAULT_FRAMES  # the most recent frames; 1: ablation `single_frame`
-    use_images: bool = True  # False: the model gets no frames; ablation `no_images`
-    use_scalars: bool = True  # False: the model gets no scalars; ablation `no_scalars`
-    # Scalar columns the model does not see (comma-separated, '' = none): the
-    # leave-one-covariate-out ablations of the `features` space.
-    drop_scalars: str = ""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "drop_scalars", parse_scalar_names(self.drop_scalars))
-        at_least(self, 1, "synthetic_train", "synthetic_val", "synthetic_test",
-                  "temporal_frames")
-        at_least(self, 0, "max_train_examples", "max_eval_examples")
-        if not (self.use_images or self.use_scalars):
-            raise ConfigError("use_images and use_scalars are both false: the model has no input")
-        if self.data_dir and not Path(self.data_dir).is_absolute():
-            raise ConfigError(f"data_dir must be absolute in a trial config, got {self.data_dir!r}")
-
-    @property
-    def dropped_scalars(self) -> tuple[str, ...]:
-        """The scalar columns left out, as names."""
-        return tuple(self.drop_scalars.split(",")) if self.drop_scalars else ()
-
-
-@dataclass(frozen=True)
-class OptimConfig:
-    """Optimisation: epochs, batch, learning rate, regularisation."""
-
-    epochs: int = 4
-    batch_size: int = 32  # effective batch per optimizer step (micro-batch x grad_accum_steps)
-    grad_accum_steps: int = 1  # micro-batches per optimizer step
-    lr: float = 2e-3  # at lr_reference_batch; see lr_scaling
-    lr_scaling: str = "fixed"  # fixed / linear / sqrt in batch_size / lr_reference_batch
-    lr_reference_batch: int = 32
-    weight_decay: float = 1e-4
-    grad_clip: float = 1.0  # max gradient norm; 0 = no clipping
-    eval_batch_size: int = 256
-
-    def __post_init__(self) -> None:
-        at_least(self, 1, "epochs", "batch_size", "grad_accum_steps", "lr_reference_batch",
-                  "eval_batch_size")
-        if self.lr <= 0:
-            raise ConfigError(f"lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0 or self.grad_clip < 0:
-            raise ConfigError("weight_decay and grad_clip must be >= 0")
-        one_of("lr_scaling", self.lr_scaling, LR_SCALINGS)
-        if self.batch_size % self.grad_accum_steps:
-            raise ConfigError(
-                f"batch_size ({self.batch_size}) must be divisible by grad_accum_steps "
-                f"({self.grad_accum_steps}): the micro-batch is their quotient"
-            )
-
-    @property
-    def micro_batch(self) -> int:
-        return self.batch_size // self.grad_accum_steps
-
-    @property
-    def effective_lr(self) -> float:
-        """``lr`` scaled for ``batch_size`` relative to ``lr_reference_batch``."""
-        ratio = self.batch_size / self.lr_reference_batch
-        return self.lr * {"fixed": 1.0, "linear": ratio, "sqrt": ratio**0.5}[self.lr_scaling]
-
-
-@dataclass(frozen=True)
-class SystemsConfig:
-    """How a trial runs: device, compile, precision, memory. The rules for combining them
-    are in docs/training-rules.md; ``ablations/config/safety.py`` applies them."""
-
-    device: str = "auto"  # auto = cuda when the trial has a GPU, else cpu
-    num_threads: int = 1  # torch intra-op threads; the runner sets it to --cpus-per-trial
-    gradient_checkpointing: bool = False  # recompute blocks in backward (built-in: CNN, attention)
-    compile: str = "off"  # one of COMPILE_MODES; the mode actually used after resolution
-    compile_backend: str = "inductor"  # eager / aot_eager for tests without a C++ compiler
-    precision: str = "fp32"  # fp32 / tf32 (CUDA) / bf16 (autocast) / fp16 (autocast+GradScaler)
-    channels_last: bool = False  # NHWC memory format for the CNN
-    optimizer_impl: str = "auto"  # AdamW kernel: auto (fused on CUDA, foreach on CPU) / ...
-    num_workers: int = 0  # DataLoader worker processes (0: load in the training process)
-    pin_memory: bool = False  # page-locked host batches for faster copies to the GPU
-    min_micro_batch: int = 1  # OOM recovery halves the micro-batch down to this floor
-    # Write the trial's resumable state every k epochs (and after the last): a restarted
-    # trial repeats at most k-1 epochs; larger k saves a state write per epoch.
-    checkpoint_every: int = 1
-    # --resolve-conflicts: map unsafe combinations instead of refusing them, also in the worker
-    # for rules that depend on the GPU the trial gets (bf16/tf32 need compute capability 8.0)
-    resolve_conflicts: bool = False
-    compile_requested: str = ""  # set by resolve_systems: what was asked (= compile if unmapped)
-    precision_requested: str = ""
-
-    def __post_init__(self) -> None:
-        at_least(self, 1, "num_threads", "min_micro_batch", "checkpoint_every")
-        at_least(self, 0, "num_workers")
-        one_of("device", self.device, DEVICES)
-        one_of("compile", self.compile, COMPILE_MODES)
-        one_of("compile_backend", self.compile_backend, COMPILE_BACKENDS)
-        one_of("precision", self.precision, PRECISIONS)
-        one_of("optimizer_impl", self.optimizer_impl, OPTIMIZER_IMPLS)
-        if self.compile_requested:
-            one_of("compile_requested", self.compile_requested, COMPILE_MODES)
-        if self.precision_requested:
-            one_of("precision_requested", self.precision_requested, PRECISIONS)
-
-
-@dataclass(frozen=True)
-class Faults:
-    """Fault injection for tests of the failure paths. Travels to the trial with its config,
-    never into the result rows (:meth:`TrialConfig.flat`)."""
-
-    # Raise at the start of this epoch (1-based, 0 = never), only in a run that did not resume
-    # from a checkpoint, so a retry gets past it.
-    inject_failure_at_epoch: int = 0
-    # OOM on CPU: raise torch.OutOfMemoryError for micro-batches above this (0 = never).
-    inject_oom_above_batch: int = 0
-
-    def __post_init__(self) -> None:
-        at_least(self, 0, "inject_failure_at_epoch", "inject_oom_above_batch")
-
+from model.config import MultimodalSwitches
 
 # Which sources vary with the trial's seed by default: all three (Bouthillier et al. 2021:
 # randomise every source, so that a conclusion holds beyond one draw of the data). Both arms of
-# a seed pair still see the same draw. ``init,order`` holds the data draw at ``data_seed``: the
-# numbers of runs made before the default changed (and seed ensembles; docs/seed-sources.md).
+# a seed pair still see the same draw. ``init,order`` holds the data draw at ``data_seed``, as
+# seed ensembles need and as the runs measured before commit 2eca4bb did (docs/seed-sources.md).
 DEFAULT_SEED_SOURCES = "init,order,data"
 
 
@@ -191,24 +54,19 @@ class TrialSeeds:
         return {"init_seed": self.init, "order_seed": self.order, "data_seed": self.data}
 
 
-# The sections of a trial's configuration other than the model's own (``model``).
-SECTIONS: dict[str, type] = {"data": DataConfig, "optim": OptimConfig,
-                             "systems": SystemsConfig, "faults": Faults}
-
-
 @dataclass(frozen=True)
 class TrialConfig:
     """Everything one trial needs, in sections: ``data``, ``model`` (the model's own switches:
     the built-in model's :class:`~model.config.MultimodalSwitches`, or the plugin's config),
-    ``optim``, ``systems`` and ``faults``.
+    ``optim`` and ``systems``.
 
     Users write flat keys (``lr``, ``cnn_widths``, ``--set depth=2``): every key names one field
     of one section (:func:`apply_overrides` finds it), or ``section.key``. :meth:`to_dict`
     (nested plain values) goes to Ray and to experiment.json as it is; :meth:`flat` is the
-    row of trials.parquet (no faults).
+    row of trials.parquet.
     """
 
-    ablation: str = "baseline"  # name of the variant in its space's table
+    ablation: str = DEFAULT_REFERENCE  # name of the variant in its space's table
     seed: int = 0  # the pairing key: the same seeds for every variant; the sources' seeds below
     # Added to ``seed`` for the training randomness only (init, order; ``seed`` stays the
     # pairing key): a variant equal to the reference with an offset is the reference under
@@ -224,13 +82,10 @@ class TrialConfig:
     model: Any = field(default_factory=MultimodalSwitches)  # an instance of the plugin's config
     optim: OptimConfig = field(default_factory=OptimConfig)
     systems: SystemsConfig = field(default_factory=SystemsConfig)
-    faults: Faults = field(default_factory=Faults)
 
     def __post_init__(self) -> None:
         at_least(self, 0, "seed_offset")
         object.__setattr__(self, "seed_sources", parse_seed_sources(self.seed_sources))
-        from ablations.config.plugins import load_plugin
-
         expected = load_plugin(self.plugin).config
         if type(self.model) is not expected:
             raise ConfigError(f"model: {type(self.model).__name__} is not the config of model "
@@ -239,7 +94,6 @@ class TrialConfig:
     @classmethod
     def of(cls, **keys: Any) -> "TrialConfig":
         """The defaults with flat ``keys`` applied (``TrialConfig.of(lr=1e-3, epochs=2)``)."""
-        from ablations.config.keys import apply_overrides  # keys.py imports this module
         return apply_overrides(cls(), keys, source="config")
 
     @property
@@ -258,7 +112,7 @@ class TrialConfig:
 
     def flat(self) -> dict[str, Any]:
         """One value per user key, as trials.parquet's columns: the identity, ``model`` (the
-        plugin, "" = built-in), then the data, model, optim and systems fields; no faults."""
+        plugin, "" = built-in), then the data, model, optim and systems fields."""
         row: dict[str, Any] = {"ablation": self.ablation, "seed": self.seed,
                                "seed_offset": self.seed_offset,
                                "seed_sources": self.seed_sources, "model": self.plugin}
@@ -268,31 +122,17 @@ class TrialConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "TrialConfig":
-        """Rebuild from :meth:`to_dict` output, or from the flat dicts of folders written
-        before the sections existed (their ``model_options`` JSON included)."""
-        if not isinstance(values.get("optim"), Mapping):  # the flat form
-            from ablations.config.plugins import decode_options
-
-            flat = dict(values)
-            options = decode_options(str(flat.pop("model_options", "") or ""))
-            from ablations.config.keys import apply_overrides  # keys.py imports this module
-            return apply_overrides(cls(), {**flat, **options}, source="config")
-        from ablations.config.plugins import plugin_config
-
-        plugin = str(values.get("plugin", ""))
+        """Rebuild from :meth:`to_dict` output (nested: one mapping per section)."""
+        plugin = str(values["plugin"])
         return cls(
-            ablation=values["ablation"], seed=values["seed"],
-            seed_offset=values.get("seed_offset", 0),
-            seed_sources=values.get("seed_sources", DEFAULT_SEED_SOURCES), plugin=plugin,
-            data=DataConfig(**values["data"]),
-            model=plugin_config(plugin, values.get("model", {})),
+            ablation=values["ablation"], seed=values["seed"], seed_offset=values["seed_offset"],
+            seed_sources=values["seed_sources"], plugin=plugin,
+            data=DataConfig(**values["data"]), model=plugin_config(plugin, values["model"]),
             optim=OptimConfig(**values["optim"]), systems=SystemsConfig(**values["systems"]),
-            faults=Faults(**values.get("faults", {})),
         )
 
     def replace(self, **changes: Any) -> "TrialConfig":
         """A copy with flat keys changed (``config.replace(lr=1e-3, compile="default")``)."""
-        from ablations.config.keys import apply_overrides  # keys.py imports this module
         return apply_overrides(self, changes, source="override")
 
     def diff(self, other: "TrialConfig") -> dict[str, Any]:
@@ -302,11 +142,19 @@ class TrialConfig:
 
 
 _MISSING = object()
-BUILTIN_NAME = "multimodal"  # the built-in model's name as a ``model`` value
 
 
-__all__ = [
-    "BUILTIN_NAME", "COMPILE_MODES", "CUDA_GRAPH_MODES", "COMPILE_BACKENDS", "DEFAULT_SEED_SOURCES",
-    "DEVICES", "LR_SCALINGS", "OPTIMIZER_IMPLS", "PRECISIONS", "SECTIONS",
-    "DataConfig", "Faults", "OptimConfig", "SystemsConfig", "TrialConfig", "TrialSeeds",
-]
+def config_from_sources(
+    *, yaml_path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
+    base: TrialConfig | None = None,
+) -> TrialConfig:
+    """Defaults, then a YAML file, then explicit overrides (flags), in that order."""
+    config = base or TrialConfig()
+    if yaml_path is not None:
+        config = apply_overrides(config, load_yaml_overrides(yaml_path), source=str(yaml_path))
+    if overrides:
+        config = apply_overrides(config, overrides, source="command line")
+    return config
+
+
+__all__ = ["DEFAULT_SEED_SOURCES", "TrialConfig", "TrialSeeds", "config_from_sources"]

@@ -102,9 +102,9 @@ SEED_SOURCES = ("init", "order", "data")
 
 def parse_seed_sources(value: Any, *, name: str = "seed_sources") -> str:
     """Which sources vary with the trial's seed: 'init,order', 'init,order,data', 'none', a
-    YAML list ... -> the canonical text (sources in SEED_SOURCES order). A source left out is held
-    at its
-    value at seed 0; ``source=K`` holds it at seed K (the cells of ``--cross-seeds``)."""
+    YAML list ... -> the canonical text (sources in SEED_SOURCES order). A source left out is
+    held at its value at seed 0; ``source=K`` holds it at seed K (the cells of
+    ``--cross-seeds``)."""
     text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value).strip()
     if isinstance(value, dict) or not text:
         raise ConfigError(f"{name}: {value!r}: give sources as text, e.g. init,order (or none)")

@@ -6,21 +6,27 @@
     result = exp.run()           # starts (and stops) a local Ray unless one is running
     result.verdicts              # the verdict table; result.trials / .epochs / .predictions
 
-The same planning as ``run_ablations.py`` (``ablations.experiment.planning.prepare``): a bad value
-raises
-the same one-line ``ConfigError``/``UsageError`` before anything runs.
+The same planning as ``run_ablations.py`` (``ablations.experiment.planning.prepare``): a bad
+value raises the same one-line ``ConfigError``/``UsageError`` before anything runs, naming the
+argument (``max_seeds``) where the command line names its flag (``--max-seeds``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Literal, Mapping, Optional, Sequence
 
 import pandas as pd
 
-from ablations.experiment.request import Request, new_experiment_root, storage_root
+from ablations.experiment.request import (
+    DEFAULT_STORAGE,
+    Request,
+    new_experiment_root,
+    storage_root,
+)
 from results.stats.baseline_check import BaselineCheck, record_baseline_check
 
 
@@ -42,34 +48,55 @@ class Results:
 
 class Experiment:
     """An ablation experiment: a space (a built-in name or a YAML file), seeds (a count, a
-    list, or ``"auto"``), the base configuration and where to run it. Arguments mirror the
-    command line's flags (``run_ablations.py --help``); ``design="factorial"`` with
-    ``factors`` (a list or a comma-separated string) runs a factorial design
-    (docs/factorial.md) and :attr:`Results.effects` holds its effects."""
+    list, or ``"auto"``), the base configuration, how to decide and where to run it. The
+    arguments are :class:`~ablations.experiment.request.Request`'s fields (the command line's
+    ``run`` flags: ``max_seeds`` is ``--max-seeds``, ``overrides`` the ``--set`` pairs), typed:
+    lists of names, numbers, ``design="factorial"`` with ``factors`` (docs/factorial.md;
+    :attr:`Results.effects` holds its effects), ``tune_each`` keys (docs/tuned.md), a search
+    space's ``num_samples`` and ``scheduler``, a cluster's ``address``. ``num_cpus``: the local
+    Ray's CPUs when this call starts one; ``max_concurrent`` and ``max_failures`` as on the
+    command line."""
 
     def __init__(self, space: str = "components", *, seeds: int | Sequence[int] | str = 3,
                  overrides: Optional[Mapping[str, Any]] = None, config: Optional[str] = None,
                  model: Optional[str] = None, only: Optional[Sequence[str]] = None,
-                 data: Optional[str] = None, name: Optional[str] = None,
-                 storage: str | Path = "ablation_results", pilot: Optional[int] = None,
-                 max_seeds: Optional[int] = None, null_control: bool = False,
-                 cross_seeds: bool = False, design: str = "table",
-                 factors: Optional[str | Sequence[str]] = None,
-                 margin: str | float = "5%", alpha: float = 0.05, metric: str = "test_mae",
-                 cpus_per_trial: float = 1.0, gpus_per_trial: float = 0.0,
-                 resolve_conflicts: bool = False, num_cpus: Optional[int] = None,
+                 epochs: Optional[int] = None, data: Optional[str] = None,
+                 max_train_examples: Optional[int] = None,
+                 max_eval_examples: Optional[int] = None, seed_sources: Optional[str] = None,
+                 pilot: Optional[int] = None, max_seeds: Optional[int] = None,
+                 null_control: bool = False, cross_seeds: bool = False,
+                 design: Literal["table", "factorial"] = "table",
+                 factors: Optional[Sequence[str]] = None,
+                 tune_each: Optional[Sequence[str]] = None, tune_budget: int = 8,
+                 num_samples: int = 16, scheduler: Optional[Literal["asha", "fifo"]] = None,
+                 auto_batch: bool = False, resolve_conflicts: bool = False,
+                 metric: str = "test_mae", margin: str | float | None = None,
+                 alpha: float = 0.05, cpus_per_trial: float = 1.0, gpus_per_trial: float = 0.0,
+                 address: Optional[str] = None, name: Optional[str] = None,
+                 storage: str | Path = DEFAULT_STORAGE, num_cpus: Optional[int] = None,
+                 max_concurrent: int = 0, max_failures: int = 0,
                  progress: bool = False) -> None:
-        self.request = Request(
+        values = dict(
             space=str(space), seeds=Request.seeds_from(seeds), config=config, model=model,
-            data=data, only=",".join(only) if only else None, name=name, storage=str(storage),
-            pilot=pilot, max_seeds=max_seeds, null_control=null_control,
-            cross_seeds=cross_seeds,  # seed_sources goes in overrides, as with --set
-            design=design, factors=factors if factors is None or isinstance(factors, str)
-            else ",".join(factors),
-            margin=str(margin), alpha=alpha, metric=metric, cpus_per_trial=cpus_per_trial,
-            gpus_per_trial=gpus_per_trial, resolve_conflicts=resolve_conflicts,
-        ).overrides_from(overrides)
+            only=list(only) if only is not None else None, epochs=epochs, data=data,
+            max_train_examples=max_train_examples, max_eval_examples=max_eval_examples,
+            seed_sources=seed_sources, pilot=pilot, max_seeds=max_seeds,
+            null_control=null_control, cross_seeds=cross_seeds, design=design,
+            factors=list(factors) if factors is not None else None,
+            tune_each=list(tune_each) if tune_each is not None else None,
+            tune_budget=tune_budget, num_samples=num_samples, scheduler=scheduler,
+            auto_batch=auto_batch, resolve_conflicts=resolve_conflicts, metric=metric,
+            margin=None if margin is None else str(margin), alpha=alpha,
+            cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, address=address,
+            name=name, storage=str(storage),
+            overrides=[(str(k), v) for k, v in (overrides or {}).items()])
+        defaults = Request()
+        # a library call names its arguments; those that differ from the defaults are given
+        given = frozenset(key for key, value in values.items()
+                          if value != getattr(defaults, key))
+        self.request = Request(**values, given=given)
         self.num_cpus, self.progress = num_cpus, progress
+        self.max_concurrent, self.max_failures = max_concurrent, max_failures
 
     def plan(self) -> list:
         """The validated trials (``search_spaces.TrialSpec``: name, variant, seed, resolved
@@ -81,61 +108,131 @@ class Experiment:
 
     def run(self) -> Results:
         """Run the experiment into ``storage/name`` (a new folder) and return its tables.
-        Uses the Ray already initialised in this process, else starts a local one
-        (``num_cpus``) and shuts it down at the end."""
+        Uses the Ray already initialised in this process, else connects to ``address`` or
+        starts a local one (``num_cpus``), and shuts down what it started at the end."""
         import datetime as dt
 
-        import ray
-
-        from ablations.experiment.planning import prepare
         from ablations.experiment.options import RunOptions
-        from ablations.experiment.runner import estimating_costs
-        from results.stats.sequential_table import experiment_verdicts
+        from ablations.experiment.planning import prepare
+        from ablations.experiment.preflight import auto_batch, check_data_on_workers
 
         request = self.request
         prepared = prepare(request)
         storage = storage_root(request.storage)
         name = request.name or f"{prepared.space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
-        root = new_experiment_root(storage, name)
+        new_experiment_root(storage, name)
         options = RunOptions(storage=storage, name=name, space=prepared.space.name,
-                             reference=prepared.space.reference,
+                             reference=prepared.space.reference, address=request.address,
                              cpus_per_trial=request.cpus_per_trial,
                              gpus_per_trial=request.gpus_per_trial,
+                             max_concurrent=self.max_concurrent,
+                             max_failures=self.max_failures,
                              reuse_workers=not prepared.space.isolate_trials,
                              dashboard=False, progress=self.progress,
                              command=["ablations.experiment.api.Experiment"])
-        started = not ray.is_initialized()
-        if started:
-            with estimating_costs(prepared.trials):  # in a thread, while Ray starts
-                ray.init(num_cpus=self.num_cpus, include_dashboard=False,
-                         logging_level=logging.WARNING)
-        try:
-            result = prepared.strategy.execute(
-                prepared.trials, options, prepared.skipped,
+        trials = prepared.trials
+        with ray_for(trials, options, self.num_cpus):
+            if request.address:
+                check_data_on_workers(prepared.design.configs(trials), request)
+            if request.auto_batch and trials:
+                trials, options.auto_batch = auto_batch(request, trials)
+            result = prepared.design.execute(
+                trials, options, prepared.skipped,
                 say=print if self.progress else (lambda _: None))
-        finally:
-            if started:
-                ray.shutdown()
-        verdicts, check = None, None
-        if prepared.strategy.has_verdicts:
-            check = record_baseline_check(result.directory, result.trials, result.epochs,
-                                          reference=prepared.space.reference)
-            try:
-                verdicts = experiment_verdicts(root, result.trials,
-                                               reference=prepared.space.reference,
-                                               metric=request.metric,
-                                               margin=request.margin, alpha=request.alpha)
-            except ValueError:
-                verdicts = None
-        effects = None
-        if prepared.factorial is not None:
-            from results.stats.factorial import factorial_effects
+        return results_of(result, prepared.design, reference=prepared.space.reference)
 
-            try:
-                effects = factorial_effects(result.trials, prepared.factorial,
-                                            metric=request.metric, margin=request.margin,
-                                            alpha=request.alpha)
-            except ValueError:
-                effects = None
-        return Results(str(result.directory), result.trials, result.epochs, result.predictions,
-                       verdicts, result.wall_s, effects, check)
+    @staticmethod
+    def resume(name: Optional[str] = None, *, storage: str | Path = DEFAULT_STORAGE,
+               seeds: Optional[Literal["auto"]] = None, max_seeds: Optional[int] = None,
+               metric: Optional[str] = None, margin: str | float | None = None,
+               alpha: Optional[float] = None, retry_failed: bool = False,
+               allow_changed: bool = False, address: Optional[str] = None,
+               num_cpus: Optional[int] = None, max_concurrent: int = 0,
+               max_failures: int = 0, progress: bool = False) -> Results:
+        """Continue the experiment ``name`` in ``storage`` (None: the one started or resumed
+        last) as the command line's ``--resume`` does, whatever its design: finished trials
+        are kept, unfinished ones continue from their saved state, failed ones are retried
+        with ``retry_failed``; code or data changed since it started are refused unless
+        ``allow_changed``. ``seeds="auto"`` continues a fixed-seed experiment into rounds
+        (its seeds the pilot, up to ``max_seeds``; ``metric``, ``margin`` and ``alpha`` only
+        where its planned design has none). Returns the whole experiment's tables."""
+        from ablations.experiment.options import RunOptions
+        from ablations.experiment.resuming import resume_plan
+
+        values = {"seeds": seeds, "max_seeds": max_seeds, "metric": metric,
+                  "margin": None if margin is None else str(margin), "alpha": alpha,
+                  "address": address}
+        given = {key: value for key, value in values.items() if value is not None}
+        request = Request(**given, storage=str(storage), given=frozenset(given)).check()
+        root = storage_root(request.storage)
+        plan = resume_plan(root, name, request, retry_failed=retry_failed,
+                           allow_changed=allow_changed)
+        for line in plan.warnings:
+            logging.getLogger(__name__).warning("resuming although it changed: %s", line)
+        options = RunOptions(storage=root, name=plan.name, space=plan.space_name,
+                             reference=plan.reference, address=address,
+                             cpus_per_trial=plan.cpus_per_trial,
+                             gpus_per_trial=plan.gpus_per_trial,
+                             max_concurrent=max_concurrent, max_failures=max_failures,
+                             retry_failed=retry_failed, reuse_workers=plan.reuse_workers,
+                             dashboard=False, progress=progress,
+                             command=["ablations.experiment.api.Experiment.resume"])
+        with ray_for(plan.trials, options, num_cpus):
+            result = plan.design.execute(plan.trials, options, plan.skipped, resume=True,
+                                         say=print if progress else (lambda _: None))
+        return results_of(result, plan.design, reference=plan.reference)
+
+
+@contextlib.contextmanager
+def ray_for(trials: Sequence[Any], options: Any, num_cpus: Optional[int]) -> Iterator[None]:
+    """The Ray a run uses: the one initialised in this process, else ``options.address``'s
+    cluster or a local one of ``num_cpus``; what it starts it shuts down."""
+    import ray
+
+    from ablations.experiment.runner import estimating_costs, init_ray
+
+    started = False
+    if not ray.is_initialized():
+        with estimating_costs(trials):  # in a thread, while Ray starts
+            if options.address:
+                started, _ = init_ray(options)
+            else:
+                ray.init(num_cpus=num_cpus, include_dashboard=False,
+                         logging_level=logging.WARNING)
+                started = True
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def results_of(result: Any, design: Any, *, reference: str) -> Results:
+    """An ended run's :class:`Results`: its tables, the baseline check and the verdicts at the
+    settings recorded before its data (:func:`results.stats.decisions.verdicts_of`), and a
+    factorial design's effects."""
+    from results.io.files import read_metadata
+    from results.stats.decisions import decision_settings, verdicts_of
+
+    verdicts, check, effects = None, None, None
+    meta = read_metadata(str(result.directory)) or {}
+    if design.has_verdicts:
+        check = record_baseline_check(result.directory, result.trials, result.epochs,
+                                      reference=reference)
+        try:
+            verdicts = verdicts_of(result.trials, meta, reference=reference)
+        except ValueError:  # no verdicts possible, e.g. no ok trial of the reference
+            verdicts = None
+    if meta.get("factorial"):
+        from results.stats.factorial import factorial_effects
+        from results.stats.factorial_design import FactorialDesign
+
+        settings = decision_settings(meta, reference=reference)
+        try:
+            effects = factorial_effects(result.trials, FactorialDesign.from_dict(
+                meta["factorial"]), metric=settings["metric"], margin=settings["margin"],
+                alpha=settings["alpha"])
+        except ValueError:
+            effects = None
+    return Results(str(result.directory), result.trials, result.epochs, result.predictions,
+                   verdicts, result.wall_s, effects, check)

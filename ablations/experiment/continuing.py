@@ -8,7 +8,7 @@ turns the experiment's record into a sequential one: the design is the one exper
 count>, max_seeds)``, results/stats/planned.py), whose pilot look the fixed run's verdicts already
 were, so nothing they decided changes; its seed order starts with the fixed run's seeds, and
 the fixed run's trials are round 1 as they are (read from trials.parquet, not run again).
-Rounds 2.. are ablations/experiment/strategies/seeds_auto.py's. A run whose design has one
+Rounds 2.. are ablations/experiment/designs/seeds_auto.py's. A run whose design has one
 look (``--seeds`` at least ``--max-seeds``) has final verdicts and is not continued. An
 experiment whose experiment.json records no design is planned here, on its seeds; its fixed
 table decided at full α, so the design's first look may leave a variant it decided undecided.
@@ -27,18 +27,22 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
-from ablations.experiment.request import Request, UsageError
-from results.io.files import EPOCHS_FILE, PREDICTIONS_FILE, TRIALS_FILE, is_file, join, read_experiment
+from ablations.experiment.request import Request, UsageError, arg
+from results.io.files import (
+    EPOCHS_FILE,
+    PREDICTIONS_FILE,
+    TRIALS_FILE,
+    is_file,
+    join,
+    read_experiment,
+)
 
 UNFINISHED = ("interrupted", "not_started")
-# Flags that say what to run: --resume runs what experiment.json recorded, so any of these
-# given with the continuation would silently not apply; they are refused instead.
-PLAN_FLAGS = {"model": "--model", "only": "--only", "null_control": "--null-control",
-              "epochs": "--epochs", "config": "--config", "overrides": "--set",
-              "num_samples": "--num-samples", "scheduler": "--scheduler", "data": "--data",
-              "max_train_examples": "--max-train-examples",
-              "max_eval_examples": "--max-eval-examples", "pilot": "--pilot",
-              "auto_batch": "--auto-batch"}
+# The request's fields that say what to run: a continuation runs what experiment.json
+# recorded, so any of these given with it would silently not apply; they are refused instead.
+PLAN_FIELDS = ("model", "only", "null_control", "epochs", "config", "overrides", "num_samples",
+               "scheduler", "data", "max_train_examples", "max_eval_examples", "pilot",
+               "auto_batch")
 
 
 @dataclass
@@ -172,7 +176,7 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
     seeds = sorted(int(s) for s in trials.loc[trials["status"] != "skipped", "seed"].unique())
     if not undecided or len(seeds) < 2:
         return None
-    from ablations.experiment.strategies.seeds_auto import next_arms
+    from ablations.experiment.designs.seeds_auto import next_arms
 
     max_seeds = max_seeds or default_max_seeds(len(seeds))
     look = first_look(trials, seeds, max_seeds, reference=reference, metric=metric,
@@ -227,38 +231,38 @@ def _duration(seconds: float) -> str:
 
 def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], *,
                   retry_failed: bool = False) -> Any:
-    """The :class:`ablations.experiment.strategies.seeds_auto.SequentialRun` that continues the
+    """The :class:`ablations.experiment.designs.seeds_auto.SequentialRun` that continues the
     fixed experiment
     ``name`` (``meta``: its experiment.json) with ``--seeds auto``, its round 1 the fixed
-    run's trials; a field of ``args`` that differs from a default Request was given.
+    run's trials. ``args.given``: the fields the caller set, refused where they would change
+    the recorded plan.
     Writes nothing.
 
     Raises:
         UsageError: one line, for every use that cannot continue it.
     """
-    from ablations.experiment.strategies.seeds_auto import SequentialRun
+    from ablations.experiment.designs.seeds_auto import SequentialRun
     from results.stats.sequential import SeedDesign
 
     target = join(storage, name)
     resume = f"python run_ablations.py --resume --name {name} --storage {storage}"
     if meta.get("hpo"):
-        raise UsageError(f"--seeds auto: {name} is a search (space {meta.get('space')}), not "
-                         "an ablation table; there are no variants to add seeds to")
+        raise UsageError(f"{arg('seeds')} auto: {name} is a search (space {meta.get('space')}), "
+                         "not an ablation table; there are no variants to add seeds to")
     if meta.get("sequential"):
-        raise UsageError(f"{name} already runs with --seeds auto; continue it with plain "
-                         f"--resume (no --seeds): {resume}")
+        raise UsageError(f"{name} already runs with {arg('seeds')} auto; continue it with plain "
+                         f"{arg('resume')} (no {arg('seeds')}): {resume}")
     if retry_failed:
-        raise UsageError(f"--retry-failed: retry {name}'s failed trials first ({resume} "
-                         "--retry-failed), then continue it with --seeds auto")
-    defaults = Request()
-    given = [flag for key, flag in PLAN_FLAGS.items()
-             if getattr(args, key) != getattr(defaults, key)]
-    if args.space != defaults.space and args.space != meta.get("space"):
-        given.insert(0, "--space")
+        raise UsageError(f"{arg('retry_failed')}: retry {name}'s failed trials first ({resume} "
+                         f"{arg('retry_failed')}), then continue it with {arg('seeds')} auto")
+    given = [arg(key) for key in PLAN_FIELDS if key in args.given]
+    if "space" in args.given and args.space != meta.get("space"):
+        given.insert(0, arg("space"))
     if given:
-        raise UsageError(f"--resume --seeds auto continues {name} (space {meta.get('space')}) "
-                         f"with the trials it recorded; {', '.join(given)} would change them: "
-                         "drop them, or start a new experiment under another --name")
+        raise UsageError(f"{arg('resume')} {arg('seeds')} auto continues {name} (space "
+                         f"{meta.get('space')}) with the trials it recorded; {', '.join(given)} "
+                         "would change them: drop them, or start a new experiment under another "
+                         f"{arg('name')}")
     missing = [f for f in (TRIALS_FILE, EPOCHS_FILE, PREDICTIONS_FILE)
                if not is_file(join(target, f))]
     if missing:  # round 1 is these three tables as they are
@@ -268,11 +272,11 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     unfinished = int(trials["status"].isin(UNFINISHED).sum())
     if unfinished:
         raise UsageError(f"{name} has {unfinished} unfinished trial(s); finish them first "
-                         f"({resume}), then continue it with --seeds auto")
+                         f"({resume}), then continue it with {arg('seeds')} auto")
     fixed = [int(s) for s in meta.get("seeds", [])]
     if len(fixed) < 2:
         raise UsageError(f"{name} ran {len(fixed)} seed(s); a pilot needs at least 2 for a t "
-                         "test: start a new experiment with --seeds auto")
+                         f"test: start a new experiment with {arg('seeds')} auto")
     planned = meta.get("planned")
     if planned and planned.get("design"):  # the design fixed before its first trial
         design = SeedDesign.from_dict(planned["design"])
@@ -283,8 +287,8 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     else:  # no design recorded in experiment.json: planned here, on its seeds
         max_seeds = args.max_seeds or default_max_seeds(len(fixed))
         if max_seeds <= len(fixed):
-            raise UsageError(f"--max-seeds {max_seeds}: {name} already ran {len(fixed)} "
-                             "seeds; raise --max-seeds")
+            raise UsageError(f"{arg('max_seeds')} {max_seeds}: {name} already ran {len(fixed)} "
+                             f"seeds; raise {arg('max_seeds')}")
         design = SeedDesign.plan(len(fixed), max_seeds)
         metric, margin, alpha = args.metric, args.margin or "5%", args.alpha
         seeds = sequential_seeds(fixed, max_seeds)
@@ -318,23 +322,23 @@ def check_planned(args: Request, name: str, planned: dict[str, Any], design: Any
     """
     if len(design.looks) == 1:
         raise UsageError(f"{name}'s verdicts are final: its {design.looks[0]} seeds were "
-                         f"planned as the fixed design at full alpha (--max-seeds "
+                         f"planned as the fixed design at full alpha ({arg('max_seeds')} "
                          f"{design.max_seeds}); more seeds would test them again: start a new "
-                         "experiment on new seeds (another --name)")
+                         f"experiment on new seeds (another {arg('name')})")
     from results.stats.planned import same_margin
 
-    defaults = Request()
-    given = {"--max-seeds": (args.max_seeds, design.max_seeds, None),
-             "--metric": (args.metric, planned["metric"], defaults.metric),
-             "--margin": (args.margin, planned["margin"], defaults.margin),
-             "--alpha": (args.alpha, float(planned["alpha"]), defaults.alpha)}
-    for flag, (value, recorded, default) in given.items():
-        same = same_margin(value, recorded) if flag == "--margin" else value == recorded
-        if value is not None and value != default and not same:
+    recorded_values = {"max_seeds": design.max_seeds, "metric": planned["metric"],
+                       "margin": planned["margin"], "alpha": float(planned["alpha"])}
+    for key, recorded in recorded_values.items():
+        value = getattr(args, key)
+        if key not in args.given or value is None:
+            continue
+        same = same_margin(value, recorded) if key == "margin" else value == recorded
+        if not same:
             shown = f"{recorded:g}" if isinstance(recorded, float) else recorded
-            raise UsageError(f"{flag} {value}: {name} planned its rounds before its first "
-                             f"trial with {flag} {shown}; drop {flag} (the continuation runs "
-                             "the recorded design)")
+            raise UsageError(f"{arg(key)} {value}: {name} planned its rounds before its "
+                             f"first trial with {arg(key)} {shown}; drop {arg(key)} (the "
+                             "continuation runs the recorded design)")
 
 
 def extended_plan(recorded: dict[str, dict[str, Any]], seeds: Sequence[int]) -> dict[str, Any]:
@@ -369,7 +373,7 @@ def continuation_note(trials: pd.DataFrame, continued: dict[str, Any]) -> str:
     gpu = total_gpu > 0
     added = (total_gpu - continued["gpu_hours"]) if gpu else (total_cpu - continued["cpu_hours"])
     unit = "GPU-hours" if gpu else "CPU-hours"
-    from ablations.experiment.strategies.seeds_auto import seed_span
+    from ablations.experiment.designs.seeds_auto import seed_span
 
     seeds = continued["seeds"]
     source = ("the fixed run's table was its pilot look, planned before the first trial, and "

@@ -1,5 +1,5 @@
 """How an experiment runs (not what: that is the list of trials) and what a run returns;
-shared by the runner, the result tables and the strategies."""
+shared by the runner, the result tables and the designs."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from ablations.config import (
     parse_seed_sources,
 )
 from ablations.config.safety import local_cuda_capability, resolve_systems, skip_reason
-from ablations.experiment.request import Request, UsageError
+from ablations.experiment.request import Request, UsageError, arg
 from model.data import MAX_SYNTHETIC_FRAMES, load_directory
 from search_spaces.presets import PRESETS
 
@@ -141,22 +141,22 @@ def auto_seeds(args: Request, space: Any) -> Optional[tuple[int, int]]:
     seeds (refusing --pilot / --max-seeds there)."""
     if args.seeds != "auto":
         if args.pilot is not None:
-            raise UsageError("--pilot applies with --seeds auto only (fixed seeds: the pilot "
-                             "is --seeds)")
+            raise UsageError(f"{arg('pilot')} applies with {arg('seeds')} auto only (fixed seeds: "
+                             f"the pilot is {arg('seeds')})")
         return None
     from results.stats.sequential import DEFAULT_MAX_SEEDS
 
     if space.is_search:
-        raise UsageError(f"--seeds auto: space {space.name} is a search, not an ablation "
+        raise UsageError(f"{arg('seeds')} auto: space {space.name} is a search, not an ablation "
                          "table; give a number of seeds")
     if args.auto_batch:
-        raise UsageError("--auto-batch with --seeds auto is not supported yet: pass the batch "
-                         "size (--set batch_size=N) or fixed seeds")
+        raise UsageError(f"{arg('auto_batch')} with {arg('seeds')} auto is not supported yet: "
+                         f"pass the batch size ({arg('overrides')} batch_size=N) or fixed seeds")
     pilot = args.pilot or 3
     max_seeds = args.max_seeds or max(DEFAULT_MAX_SEEDS, pilot)
     if max_seeds < pilot:
-        raise UsageError(f"--max-seeds {max_seeds} is below the pilot's {pilot} seeds; raise "
-                         "--max-seeds or lower --pilot")
+        raise UsageError(f"{arg('max_seeds')} {max_seeds} is below the pilot's {pilot} seeds; "
+                         f"raise {arg('max_seeds')} or lower {arg('pilot')}")
     return pilot, max_seeds
 
 
@@ -167,8 +167,8 @@ def crossed_seeds(trials: list[Any], seeds: Sequence[int]) -> list[Any]:
     (``seed_sources=init=a,order=b``) and has the pairing seed ``i * len(seeds) + j``, the
     same cell for every variant. ``trials``: :func:`search_spaces.expand`'s, variant-major."""
     if len(seeds) < 3:  # results/stats/crossed.py: at 2 x 2 each source's mean square has 1 df
-        raise UsageError("--cross-seeds needs at least 3 seeds per source for verdicts (e.g. "
-                         "--seeds 3: 3 x 3 trials per variant)")
+        raise UsageError(f"{arg('cross_seeds')} needs at least 3 seeds per source for verdicts "
+                         f"(e.g. {arg('seeds')} 3: 3 x 3 trials per variant)")
     count, out, seen = len(seeds), [], set()
     for spec in trials:
         if spec.variant in seen:
@@ -179,9 +179,9 @@ def crossed_seeds(trials: list[Any], seeds: Sequence[int]) -> list[Any]:
         if len(varying) == 3:  # the default: cross init x order, the data draw held at seed 0
             varying, tokens = varying[:2], [*varying[:2], "data=0"]
         if len(varying) != 2:
-            raise UsageError(f"--cross-seeds crosses two seed sources; variant {spec.variant} "
-                             f"varies {len(varying)} ({spec.config.seed_sources}): pick two "
-                             "with --seed-sources, e.g. init,order")
+            raise UsageError(f"{arg('cross_seeds')} crosses two seed sources; variant "
+                             f"{spec.variant} varies {len(varying)} ({spec.config.seed_sources}): "
+                             f"pick two with {arg('seed_sources')}, e.g. init,order")
         held = [token for token in tokens if token not in SEED_SOURCES]
         for i, first in enumerate(seeds):
             for j, second in enumerate(seeds):
@@ -199,13 +199,13 @@ def with_null_control(trials: list[Any], reference: str) -> list[Any]:
     offset by 1000 (``seed_offset``), paired by ``seed``: a variant whose true effect is 0."""
     repeat = f"{reference}_repeat"
     if any(spec.variant == repeat for spec in trials):
-        raise UsageError(f"--null-control: the space already has a variant {repeat!r}")
+        raise UsageError(f"{arg('null_control')}: the space already has a variant {repeat!r}")
     extra = [dataclasses.replace(spec, name=f"{repeat}-seed{spec.seed}", variant=repeat,
                                  config=spec.config.replace(ablation=repeat, seed_offset=1000))
              for spec in trials if spec.variant == reference]
     if not extra:
-        raise UsageError(f"--null-control: the reference {reference!r} is not among the "
-                         "variants to run (see --only)")
+        raise UsageError(f"{arg('null_control')}: the reference {reference!r} is not among the "
+                         f"variants to run (see {arg('only')})")
     return [*trials, *extra]
 
 
@@ -225,12 +225,11 @@ class Prepared:
     skipped: list  # (TrialSpec, reason): cells that cannot run here
     notes: list[str] = field(default_factory=list)  # warnings for the user
     data_summary: Optional[str] = None
-    hpo: Any = None  # ablations.experiment.strategies.hpo.HpoSearch for a search space
-    # ablations.experiment.strategies.seeds_auto.SequentialRun for --seeds auto
+    hpo: Any = None  # ablations.experiment.designs.hpo.HpoSearch for a search space
+    # ablations.experiment.designs.seeds_auto.SequentialRun for --seeds auto
     sequential: Any = None
     seeds: list[int] = field(default_factory=list)  # every seed (--seeds auto: all it may run)
-    model: Optional[str] = None  # the plugin: the request's, or the space file's
-    strategy: Any = None  # how it runs: strategies.Grid, Hpo, SeedsAuto or Factorial
+    design: Any = None  # how it runs: a designs.base.Design (design_for)
     factorial: Any = None  # results.stats.factorial.FactorialDesign for --design factorial
 
 
@@ -244,28 +243,29 @@ def prepare(args: Request) -> Prepared:
     model = args.model
     if space.model:
         if model and model != space.model:
-            raise UsageError(f"--model {model} but {space.source_file} is about "
+            raise UsageError(f"{arg('model')} {model} but {space.source_file} is about "
                              f"{space.model}; drop one of the two")
         model = space.model
     if args.auto_batch and space.name == "batch":
-        raise UsageError("--auto-batch picks one batch size; the batch space sweeps them: "
+        raise UsageError(f"{arg('auto_batch')} picks one batch size; the batch space sweeps them: "
                          "drop one of the two")
     if args.scheduler is not None and not space.is_search:
-        raise UsageError(f"--scheduler: space {space.name} is an ablation table; every trial "
-                         "runs to the same budget so comparisons stay unbiased (schedulers are "
-                         "for search spaces such as hpo)")
+        raise UsageError(f"{arg('scheduler')}: space {space.name} is an ablation table; every "
+                         "trial runs to the same budget so comparisons stay unbiased (schedulers "
+                         "are for search spaces such as hpo)")
     if args.design != "table" or args.factors:  # --design / --factors: what a design refuses
         # only then: its module loads statsmodels and scipy, which a plain table does not need
-        from ablations.experiment.strategies.factorial import check_request
+        from ablations.experiment.designs.factorial import check_request
 
         check_request(args, space)
     base = base_config(args, model)
     # A local run knows the GPUs its trials get; a cluster's are checked in each trial.
     capability = local_cuda_capability() if args.address is None else None
-    only = [v.strip() for v in args.only.split(",") if v.strip()] if args.only else None
+    only = list(args.only) if args.only else None
     if args.cross_seeds and (space.is_search or args.seeds == "auto"):
-        raise UsageError("--cross-seeds runs a fixed grid of seeds per variant of an ablation "
-                         "table; it does not combine with --seeds auto or a search space")
+        raise UsageError(f"{arg('cross_seeds')} runs a fixed grid of seeds per variant of an "
+                         f"ablation table; it does not combine with {arg('seeds')} auto or a "
+                         "search space")
     auto = auto_seeds(args, space)
     seeds = list(range(auto[1])) if auto else list(args.seeds)
     added_reference = bool(only) and not space.is_search and space.reference not in only
@@ -274,8 +274,8 @@ def prepare(args: Request) -> Prepared:
     hpo = factorial = None
     if space.is_search:
         if only:
-            raise UsageError(f"--only: space {space.name} is a search and has no variants")
-        from ablations.experiment.strategies.hpo import HpoSearch
+            raise UsageError(f"{arg('only')}: space {space.name} is a search and has no variants")
+        from ablations.experiment.designs.hpo import HpoSearch
 
         base = base.replace(ablation=space.name, seed=seeds[0])
         planned, _, notes, _ = plan_trials(space, [spec_for(base)],
@@ -287,7 +287,7 @@ def prepare(args: Request) -> Prepared:
     else:
         scalar_names = scalar_columns(base) if space.variants_from_data else None
         if args.design == "factorial":
-            from ablations.experiment.strategies.factorial import factorial_trials
+            from ablations.experiment.designs.factorial import factorial_trials
 
             trials, factorial = factorial_trials(args, space, base, seeds, scalar_names)
         else:
@@ -303,45 +303,45 @@ def prepare(args: Request) -> Prepared:
                          "variant's verdict is compared with")
         if factorial is not None and skipped:
             spec, reason = skipped[0]
-            raise UsageError(f"--design factorial: cell {spec.variant} cannot run here "
+            raise UsageError(f"{arg('design')} factorial: cell {spec.variant} cannot run here "
                              f"({reason}); every cell of the design must run")
     if args.tune_each:
-        from ablations.experiment.strategies.tuned import check_request
+        from ablations.experiment.designs.tuned import check_request
 
         check_request(args, space, trials, auto=bool(auto))
     sequential = None
     if auto:
-        from ablations.experiment.strategies.seeds_auto import SequentialRun
+        from ablations.experiment.designs.seeds_auto import SequentialRun
         from results.stats.sequential import SeedDesign
 
-        design = SeedDesign.plan(*auto)
-        sequential = SequentialRun(design, list(seeds), space.reference, args.metric,
+        seed_design = SeedDesign.plan(*auto)
+        sequential = SequentialRun(seed_design, list(seeds), space.reference, args.metric,
                                    args.margin or "5%", args.alpha, {s.name: s for s in trials})
-        pilot = set(seeds[:design.looks[0]])
+        pilot = set(seeds[:seed_design.looks[0]])
         trials = [s for s in trials if s.seed in pilot]  # the first round's; dry run shows them
         skipped = [(s, why) for s, why in skipped if s.seed in pilot]
         variants = {s.variant for s in trials}
         if space.reference not in variants:
-            raise UsageError(f"--seeds auto: the reference {space.reference!r} cannot run here "
-                             "(skipped); every round compares with it")
+            raise UsageError(f"{arg('seeds')} auto: the reference {space.reference!r} cannot run "
+                             "here (skipped); every round compares with it")
         if len(variants) < 2:
-            raise UsageError("--seeds auto: only the reference would run; there is nothing to "
-                             "decide (see --only)")
+            raise UsageError(f"{arg('seeds')} auto: only the reference would run; there is "
+                             f"nothing to decide (see {arg('only')})")
     tuned = None
     if args.tune_each:
-        from ablations.experiment.strategies.tuned import TunedRun, tuning_seed
+        from ablations.experiment.designs.tuned import TunedRun, tuning_seed
 
-        tuned = TunedRun([key.strip() for key in args.tune_each.split(",") if key.strip()],
+        tuned = TunedRun(list(args.tune_each),
                          args.tune_budget, tuning_seed(seeds), space.reference,
                          {s.name: s for s in trials})
-    strategy = strategy_for(hpo, sequential, factorial=factorial, tuned=tuned)
-    strategy.plan_spec = planned_settings(args, space, seeds, strategy)
-    return Prepared(space, base, trials, skipped, notes, data_summary, hpo, sequential, seeds,
-                    model, strategy, factorial)
+    design = design_for(hpo, sequential, factorial=factorial, tuned=tuned)
+    design.plan_spec = planned_settings(args, space, seeds, design)
+    return Prepared(space, base, trials, skipped, notes, data_summary, hpo=hpo,
+                    sequential=sequential, seeds=seeds, design=design, factorial=factorial)
 
 
 def planned_settings(args: Request, space: Any, seeds: Sequence[int],
-                     strategy: Any) -> dict[str, Any]:
+                     design: Any) -> dict[str, Any]:
     """The arguments of :func:`results.stats.planned.planned_record` (experiment.json's
     ``planned``): the reference, metric, margin and α fixed before the data; for a fixed table
     that can be continued into rounds, its seeds and ``--max-seeds`` (default 10), the
@@ -356,47 +356,46 @@ def planned_settings(args: Request, space: Any, seeds: Sequence[int],
                 "margin": args.margin or "5%", "alpha": args.alpha}
     if args.seeds == "auto":  # the design is the sequential record's
         return settings
-    pilot = strategy.continues_into_rounds and not args.cross_seeds
+    pilot = design.continues_into_rounds and not args.cross_seeds
     if args.max_seeds is not None:
         if not pilot:
-            kind = "--cross-seeds" if args.cross_seeds else {
-                "hpo": "a search", "factorial": "--design factorial",
-                "tuned": "--tune-each"}.get(strategy.kind, f"a {strategy.kind} run")
-            raise UsageError(f"--max-seeds plans the rounds a fixed ablation table can be "
-                             f"continued into; {kind} keeps the fixed design: drop --max-seeds")
+            kind = arg("cross_seeds") if args.cross_seeds else design.asked_by
+            raise UsageError(f"{arg('max_seeds')} plans the rounds a fixed ablation table can be "
+                             f"continued into; {kind} keeps the fixed design: drop "
+                             f"{arg('max_seeds')}")
         if args.max_seeds < len(seeds):
-            raise UsageError(f"--max-seeds {args.max_seeds} is below the {len(seeds)} seeds "
-                             f"run; give --max-seeds {len(seeds)} for the fixed design at "
+            raise UsageError(f"{arg('max_seeds')} {args.max_seeds} is below the {len(seeds)} seeds "
+                             f"run; give {arg('max_seeds')} {len(seeds)} for the fixed design at "
                              "full alpha, or more to plan rounds")
     if not pilot:
         return settings
     return {**settings, "seeds": list(seeds), "max_seeds": args.max_seeds}
 
 
-def strategy_for(hpo: Any = None, sequential: Any = None, *, root: str = "",
-                 finished: Any = None, factorial: Any = None, tuned: Any = None) -> Any:
-    """The run kind of a plan: a search (``hpo``), rounds (``sequential``), the cells of a
-    factorial design (``factorial``), tuned ablations (``tuned``: a
-    strategies.tuned.TunedRun), else a grid. ``root`` and ``finished``: a fixed run
-    continued into rounds (continuing.py). Only the kind's own module is imported: the search
-    and the rounds load Ray Tune, which planning a grid (a dry run, ``Experiment.plan``) does
-    not need."""
+def design_for(hpo: Any = None, sequential: Any = None, *, root: str = "",
+               finished: Any = None, factorial: Any = None, tuned: Any = None) -> Any:
+    """The design of a plan: a search (``hpo``), rounds (``sequential``), the cells of a
+    factorial design (``factorial``), tuned ablations (``tuned``: a designs.tuned.TunedRun),
+    else a grid. ``root`` and ``finished``: a fixed run continued into rounds
+    (continuing.py). Only that design's module is imported: the rounds and the stages load
+    the sequential statistics (scipy), which planning a grid (a dry run,
+    ``Experiment.plan``) does not need."""
     if tuned is not None:
-        from ablations.experiment.strategies.tuned import Tuned
+        from ablations.experiment.designs.tuned import Stages
 
-        return Tuned(tuned, root)
+        return Stages(tuned, root)
     if sequential is not None:
-        from ablations.experiment.strategies.seeds_auto import SeedsAuto
+        from ablations.experiment.designs.seeds_auto import Rounds
 
-        return SeedsAuto(sequential, root, finished)
+        return Rounds(sequential, root, finished)
     if factorial is not None:
-        from ablations.experiment.strategies.factorial import Factorial
+        from ablations.experiment.designs.factorial import Factorial
 
         return Factorial(factorial)
     if hpo is not None:
-        from ablations.experiment.strategies.hpo import Hpo
+        from ablations.experiment.designs.hpo import Search
 
-        return Hpo(hpo)
-    from ablations.experiment.strategies.grid import Grid
+        return Search(hpo)
+    from ablations.experiment.designs.grid import Grid
 
     return Grid()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional, Sequence
 
-from ablations.experiment.request import Request, UsageError
+from ablations.experiment.request import Request, UsageError, arg
+from ablations.trial.faults import faults_for
 
 
 def check_data_on_workers(configs: Sequence[Any], args: Request) -> None:
@@ -46,12 +47,13 @@ def check_data_on_workers(configs: Sequence[Any], args: Request) -> None:
         if missing:
             blind.append((f"{host} ({name})", missing[0]))
     if blind:
-        raise UsageError(f"--data {blind[0][1]} is not visible on {len(blind)} of {len(nodes)} "
-                         f"nodes that can run a trial: {'; '.join(n for n, _ in blind)}; put "
-                         "the data on a path every node can read (a shared file system)")
+        raise UsageError(f"{arg('data')} {blind[0][1]} is not visible on {len(blind)} of "
+                         f"{len(nodes)} nodes that can run a trial: "
+                         f"{'; '.join(n for n, _ in blind)}; put the data on a path every node "
+                         "can read (a shared file system)")
     if failed:
-        raise UsageError(f"cannot check --data on {len(failed)} node(s): {failed[0]}; check that "
-                         "the project's dependencies are installed on every node")
+        raise UsageError(f"cannot check {arg('data')} on {len(failed)} node(s): {failed[0]}; "
+                         "check that the project's dependencies are installed on every node")
 
 
 def auto_batch(args: Request, trials: list[Any]) -> tuple[list[Any], Optional[dict]]:
@@ -63,7 +65,7 @@ def auto_batch(args: Request, trials: list[Any]) -> tuple[list[Any], Optional[di
     from ablations.trial.batches import load_data
 
     config = trials[0].config
-    if config.systems.device != "cuda" and not config.faults.inject_oom_above_batch:
+    if config.systems.device != "cuda" and not faults_for(config.ablation).oom_above_batch:
         print(f"auto-batch: trials run on {config.systems.device}, which has no GPU memory to fit; "
               f"keeping batch_size={config.optim.batch_size}")
         return trials, None
@@ -78,7 +80,7 @@ def auto_batch(args: Request, trials: list[Any]) -> tuple[list[Any], Optional[di
     micro, why = choose_micro_batch(found, limit)
     if micro < 1:
         raise UsageError(f"auto-batch: even batch 1 runs out of memory on {found['device']}; "
-                         "use --config memory_optimized or fewer temporal_frames")
+                         f"use {arg('config')} memory_optimized or fewer temporal_frames")
     sizes = ", ".join(f"{size}{'' if ok else ' OOM'}" for size, ok in found["probed"])
     out = []
     for spec in trials:  # the plan's constraints again, with the new size (ConfigError if not)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Optional, TextIO
 
 from ray import tune
 
+from ablations.config.statuses import TrialStatus
 from ablations.experiment.reported import unpacked
 
 STATUS_EVERY_S = 30.0
@@ -131,7 +132,7 @@ class TrialProgress(tune.Callback):
             self._emit(" ".join(parts))
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._line(trial, "ok")
+        self._line(trial, TrialStatus.OK)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._line(trial, "FAILED")
@@ -147,8 +148,8 @@ class TrialProgress(tune.Callback):
                                            - epochs * self.epoch_s[name]))
         result = unpacked(trial.last_result)
         parts = [f"[{self.done}/{self.total}]", f"{trial}", status]
-        if result.get("status") == "diverged":
-            parts[-1] = "diverged"
+        if result.get("status") == TrialStatus.DIVERGED:
+            parts[-1] = TrialStatus.DIVERGED
         if "test_mae" in result:
             parts.append(f"test_mae={result['test_mae']:.3f} km")
         elif "val_mae" in result:

@@ -11,10 +11,10 @@ schedulers and searchers read) as they are, and the others as one JSON string, `
 which Tune does not analyse. :func:`unpacked` gives back the full dictionary; every reader of a
 Tune result in the runner (the tables, the progress lines, the trackers, the status of a
 trial) goes through it, and :func:`unpacked_frame` through Tune's per-report table of a trial
-(the epochs' fallback when a trial saved no history). Results written before this existed
-have no ``PACKED`` and read as they are, as do those of a run with ``--verbose``: Tune's own
-result tables then show every figure (a packed string would show as a truncated JSON text),
-at the cost of Tune's analysis of every key.
+(the epochs' fallback when a trial saved no history). The results of a run with ``--verbose``
+have no ``PACKED`` and read as they are: Tune's own result tables then show every figure (a
+packed string would show as a truncated JSON text), at the cost of Tune's analysis of every
+key.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import numbers
 from typing import Any, Mapping
+
+import pandas as pd
 
 PACKED = "packed_json"  # the final figures of a result, as one JSON object
 
@@ -68,6 +70,4 @@ def unpacked_frame(frame: Any) -> Any:
     ``PACKED`` column of JSON) with each row's packed figures as columns; None stays None."""
     if frame is None or PACKED not in frame:
         return frame
-    import pandas as pd
-
     return pd.DataFrame([unpacked(row) for row in frame.to_dict("records")])

@@ -1,44 +1,71 @@
-"""What an experiment is asked to be: :class:`Request`, one typed record that the command line
-fills from its flags and :class:`ablations.experiment.api.Experiment` from its arguments, and
-the checks both need (the experiment's name, its storage, a folder that already exists).
+"""What an experiment is asked to be: :class:`Request`, one typed record that
+:class:`ablations.experiment.api.Experiment` fills from its arguments and the command line from
+its flags (ablations/cli/requests.py), and the checks both need (the experiment's name, its
+storage, a folder that already exists).
 
 Planning (ablations/experiment/planning.py) takes a Request and never changes it. Every check
-here raises :class:`UsageError` (one line, the problem and the fix); the command line prints it
-with exit code 2, the library lets it propagate.
+raises :class:`UsageError` (one line, the problem and the fix) naming the Request's fields with
+:func:`arg`: the library's message says ``max_seeds``, the command line's ``--max-seeds``.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Literal, Optional, Sequence
 
 from results.io.files import check_bucket, first_line, is_uri, join, list_dir
 
 DEFAULT_STORAGE = "ablation_results"
 DEFAULT_SEEDS = (0, 1, 2)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+DESIGNS = ("table", "factorial")  # Request.design
+SCHEDULERS = ("asha", "fifo")  # Request.scheduler, search spaces only
+_ARG = "\x1f"  # brackets an argument's name in a UsageError's message (see :func:`arg`)
+# the command line's flag of a field, where it is not the field's name with dashes
+FLAGS = {"overrides": "--set"}
+
+
+def arg(name: str) -> str:
+    """An argument's name inside a :class:`UsageError` message: the library shows ``name``,
+    the command line its flag (:func:`flag_of`)."""
+    return f"{_ARG}{name}{_ARG}"
+
+
+def flag_of(name: str) -> str:
+    """The command line's flag for the argument ``name`` (``max_seeds``: ``--max-seeds``)."""
+    return FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
 class UsageError(Exception):
-    """Bad input found before any trial starts; printed as one line, exit code 2."""
+    """Bad input found before any trial starts; printed as one line, exit code 2. The
+    arguments its message names (:func:`arg`) read as the library's argument names;
+    :meth:`render` with :func:`flag_of` gives the command line's text."""
+
+    def render(self, name_of: Callable[[str], str]) -> str:
+        parts = super().__str__().split(_ARG)
+        return "".join(name_of(part) if i % 2 else part for i, part in enumerate(parts))
+
+    def __str__(self) -> str:
+        return self.render(lambda name: name)
 
 
 @dataclass
 class Request:
     """An experiment to plan: the space, its seeds, the configuration and how to decide.
 
-    The fields are the command line's flags (``run_ablations.py --help``) under their
-    argparse names, with the same defaults; ``overrides`` are ``--set KEY=VALUE`` pairs in
-    order. ``seeds``: the seeds every variant runs, or ``"auto"`` (rounds, ``pilot`` seeds
-    first, up to ``max_seeds``).
+    The command line's flags are these fields (``--max-seeds`` is ``max_seeds``,
+    ``--set KEY=VALUE`` pairs are ``overrides`` in order), with the same defaults.
+    ``seeds``: the seeds every variant runs, or ``"auto"`` (rounds, ``pilot`` seeds first, up
+    to ``max_seeds``). ``given``: the fields the caller set explicitly (a continuation refuses
+    those that would change the recorded plan); the defaults are not "given".
     """
 
     space: str = "components"
-    seeds: list[int] | str = field(default_factory=lambda: list(DEFAULT_SEEDS))
-    only: Optional[str] = None  # comma-separated variants
+    seeds: list[int] | Literal["auto"] = field(default_factory=lambda: list(DEFAULT_SEEDS))
+    only: Optional[list[str]] = None  # the variants to run (the reference is added)
     model: Optional[str] = None  # a plugin, package.module:NAME
     config: Optional[str] = None  # a YAML file or a preset's name
     overrides: list[tuple[str, Any]] = field(default_factory=list)
@@ -52,66 +79,79 @@ class Request:
     null_control: bool = False
     cross_seeds: bool = False
     num_samples: int = 16  # trials of a search space
-    scheduler: Optional[str] = None  # asha / fifo, search spaces only
+    scheduler: Optional[Literal["asha", "fifo"]] = None  # search spaces only; None: asha
     auto_batch: bool = False
     resolve_conflicts: bool = False
-    design: str = "table"  # "factorial": the cells of a design over ``factors``
-    factors: Optional[str] = None  # comma-separated boolean config keys (design="factorial")
-    tune_each: Optional[str] = None  # comma-separated keys every arm is tuned over
+    design: Literal["table", "factorial"] = "table"  # factorial: the cells over ``factors``
+    factors: Optional[list[str]] = None  # boolean config keys (design="factorial")
+    tune_each: Optional[list[str]] = None  # keys every arm is tuned over
     tune_budget: int = 8  # search trials per arm (tune_each)
     metric: str = "test_mae"
-    margin: Optional[str] = None  # None: 5% of the reference's mean
+    margin: Optional[str | float] = None  # None: 5% of the reference's mean
     alpha: float = 0.05
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0
     address: Optional[str] = None  # None: a local Ray
     name: Optional[str] = None
     storage: str = DEFAULT_STORAGE
-
-    @classmethod
-    def of(cls, values: Any) -> "Request":
-        """The Request with each field taken from ``values``' attribute of the same name
-        (the command line's parsed flags)."""
-        return cls(**{f.name: getattr(values, f.name) for f in fields(cls)})
+    given: frozenset[str] = frozenset()  # the fields set explicitly
 
     @staticmethod
     def seeds_from(seeds: int | Sequence[int] | str) -> list[int] | str:
         """A count (3: seeds 0, 1, 2), a list of seeds, or ``"auto"``, checked."""
         if isinstance(seeds, str):
             if seeds != "auto":
-                raise UsageError(f"seeds {seeds!r}: give a count, a list of seeds or 'auto'")
+                raise UsageError(f"{arg('seeds')} {seeds!r}: give a count, a list of seeds "
+                                 "or 'auto'")
             return seeds
         out = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
         if not out or len(set(out)) != len(out) or min(out) < 0:
-            raise UsageError(f"seeds {seeds!r}: give at least one seed, distinct, >= 0")
+            raise UsageError(f"{arg('seeds')} {seeds!r}: give at least one seed, distinct, "
+                             ">= 0")
         return out
 
     def check(self) -> "Request":
         """Every value the flags' parsers check, checked here too (the library gets no
         argparse): one UsageError naming the field, before anything is planned."""
         problems = {
-            "--metric": metric_problem(self.metric),
-            "--alpha": alpha_problem(self.alpha),
-            "--margin": None if self.margin is None else margin_problem(str(self.margin)),
-            "--pilot": at_least_problem(self.pilot, 2),
-            "--max-seeds": at_least_problem(self.max_seeds, 2),
-            "--epochs": at_least_problem(self.epochs, 1),
-            "--num-samples": at_least_problem(self.num_samples, 1),
-            "--tune-budget": at_least_problem(self.tune_budget, 2),
-            "--tune-each": None if self.tune_each is None else tune_keys_problem(self.tune_each),
-            "--max-train-examples": at_least_problem(self.max_train_examples, 0),
-            "--max-eval-examples": at_least_problem(self.max_eval_examples, 0),
-            "--cpus-per-trial": resource_problem(self.cpus_per_trial),
-            "--gpus-per-trial": resource_problem(self.gpus_per_trial),
+            "metric": metric_problem(self.metric),
+            "alpha": alpha_problem(self.alpha),
+            "margin": None if self.margin is None else margin_problem(str(self.margin)),
+            "pilot": at_least_problem(self.pilot, 2),
+            "max_seeds": at_least_problem(self.max_seeds, 2),
+            "epochs": at_least_problem(self.epochs, 1),
+            "num_samples": at_least_problem(self.num_samples, 1),
+            "tune_budget": at_least_problem(self.tune_budget, 2),
+            "only": names_problem(self.only),
+            "factors": names_problem(self.factors),
+            "tune_each": None if self.tune_each is None else tune_keys_problem(self.tune_each),
+            "design": choice_problem(self.design, DESIGNS),
+            "scheduler": None if self.scheduler is None else choice_problem(self.scheduler,
+                                                                            SCHEDULERS),
+            "max_train_examples": at_least_problem(self.max_train_examples, 0),
+            "max_eval_examples": at_least_problem(self.max_eval_examples, 0),
+            "cpus_per_trial": resource_problem(self.cpus_per_trial),
+            "gpus_per_trial": resource_problem(self.gpus_per_trial),
         }
-        for flag, problem in problems.items():
+        for name, problem in problems.items():
             if problem:
-                raise UsageError(f"{flag}: {problem}")
+                raise UsageError(f"{arg(name)}: {problem}")
         return self
 
-    def overrides_from(self, values: Optional[Mapping[str, Any]]) -> "Request":
-        self.overrides = [(str(k), v) for k, v in (values or {}).items()]
-        return self
+
+def names_problem(names: Optional[Sequence[str]]) -> Optional[str]:
+    """Why ``names`` (None: not given) is not a list of names, each once."""
+    if names is None:
+        return None
+    if isinstance(names, str) or not all(isinstance(n, str) and n.strip() for n in names):
+        return f"{names!r}: give a list of names, e.g. ['a', 'b']"
+    repeated = sorted({n for n in names if list(names).count(n) > 1})
+    return f"{repeated[0]} is given twice; give each once" if repeated else None
+
+
+def choice_problem(value: Any, choices: Sequence[str]) -> Optional[str]:
+    """Why ``value`` is not one of ``choices``."""
+    return None if value in choices else f"{value!r}: choose one of {', '.join(choices)}"
 
 
 def metric_problem(name: str) -> Optional[str]:
@@ -125,15 +165,14 @@ def metric_problem(name: str) -> Optional[str]:
     return f"{name!r} is not a metric column; choose one of: {', '.join(numeric)}"
 
 
-def tune_keys_problem(text: str) -> Optional[str]:
-    """Why ``text`` is not a comma-separated list of keys with a search range; None if it is."""
+def tune_keys_problem(keys: Sequence[str]) -> Optional[str]:
+    """Why ``keys`` are not distinct keys with a search range; None if they are."""
     from search_spaces.hpo import HPO_SEARCH
 
-    keys = [key.strip() for key in str(text).split(",") if key.strip()]
     unknown = [key for key in keys if key not in HPO_SEARCH]
     if keys and not unknown and len(set(keys)) == len(keys):
         return None
-    named = ",".join(unknown) or repr(text)
+    named = ",".join(unknown) or repr(keys)
     return (f"{named}: give distinct keys that have a search range "
             f"(search_spaces/hpo.py): {', '.join(HPO_SEARCH)}")
 
@@ -176,11 +215,11 @@ def resource_problem(value: Any) -> Optional[str]:
         f"{value!r} must be a finite number >= 0"
 
 
-def check_name(name: str, flag: str = "--name") -> str:
+def check_name(name: str) -> str:
     """An experiment's name: its folder under the storage, so a name and never a path."""
     if not NAME_PATTERN.match(name):
-        raise UsageError(f"{flag} {name!r}: use letters, digits, '.', '_' and '-' only "
-                         "(the experiment's folder is --storage/NAME)")
+        raise UsageError(f"{arg('name')} {name!r}: use letters, digits, '.', '_' and '-' only "
+                         f"(the experiment's folder is {arg('storage')}/NAME)")
     return name
 
 
@@ -188,18 +227,18 @@ def storage_root(text: str) -> str:
     """The storage as a local absolute path or a URI (s3://, gs://, file://, ...), checked."""
     if is_uri(text):
         if "?" in text:  # the experiment's folder is joined onto the URI: no query there
-            raise UsageError(f"--storage {text}: options in the URI's query are not supported; "
-                             "set them in the environment instead (AWS_ENDPOINT_URL, "
+            raise UsageError(f"{arg('storage')} {text}: options in the URI's query are not "
+                             "supported; set them in the environment instead (AWS_ENDPOINT_URL, "
                              "AWS_DEFAULT_REGION, ...: docs/storage.md)")
         try:
             check_bucket(text)
         except (ValueError, OSError, ImportError) as exc:
             first = first_line(exc)
-            raise UsageError(f"--storage {text}: {first}") from None
+            raise UsageError(f"{arg('storage')} {text}: {first}") from None
         return text.rstrip("/")
     storage = Path(text).expanduser().resolve()
     if storage.exists() and not storage.is_dir():
-        raise UsageError(f"--storage {storage} is a file, not a directory")
+        raise UsageError(f"{arg('storage')} {storage} is a file, not a directory")
     return str(storage)
 
 
@@ -207,6 +246,6 @@ def new_experiment_root(storage: str, name: str) -> str:
     """The folder of a new experiment, refused when it already holds something."""
     root = join(storage, check_name(name))
     if list_dir(root):
-        raise UsageError(f"{root} already exists; choose another name (run_ablations.py "
-                         "--resume continues an experiment)")
+        raise UsageError(f"{root} already exists; choose another {arg('name')} (resuming "
+                         "continues an experiment)")
     return root

@@ -1,11 +1,11 @@
 """Build the Tuner for a list of trials, run it on a local or existing Ray, write the results.
 
-This module runs an experiment: the options, Ray, the Tuner, resume and experiment.json.
-Turning Tune's results into the three tables is ablations/experiment/tables.py; the HPO search
-(Optuna,
-ASHA, best_config.yaml) is ablations/experiment/strategies/hpo.py; SIGTERM during ``Tuner.fit``,
-the resume
-command and Tune's log filter are ablations/experiment/interrupt.py.
+This module runs one Tune experiment: the options, Ray, the Tuner, resume and experiment.json.
+What differs between designs comes in as a
+:class:`~ablations.experiment.designs.tune_setup.TuneSetup` (the trainable's plan, Tune's search
+and scheduler, callbacks) and the design's record (ablations/experiment/designs/). Turning
+Tune's results into the three tables is ablations/experiment/tables.py; SIGTERM during
+``Tuner.fit``, the resume command and Tune's log filter are ablations/experiment/interrupt.py.
 
 Layout of an experiment folder ``<storage>/<name>/``::
 
@@ -29,8 +29,7 @@ import platform
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
-
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 from ablations.config import TrialConfig
 from ablations.experiment.cluster import (
@@ -39,6 +38,7 @@ from ablations.experiment.cluster import (
     runtime_env_for_cluster,
     settle_job_working_dir,
 )
+from ablations.experiment.designs.tune_setup import GridTune, TuneSetup
 from ablations.experiment.interrupt import quiet_tune_logs
 from ablations.experiment.options import (
     TUNE_SUBDIR,
@@ -46,9 +46,9 @@ from ablations.experiment.options import (
     RunOptions,
     experiment_dir,
 )
+from ablations.experiment.plans import skipped_plan, trial_plan
+from ablations.experiment.provenance import changes, collect, git_commit_label
 from ablations.experiment.reported import unpacked
-from ablations.experiment.strategies.base import Strategy
-from ablations.experiment.strategies.grid import Grid
 from ablations.experiment.tables import (
     RESUMABLE_STATUSES,
     collect_results,
@@ -59,6 +59,7 @@ from ablations.experiment.tables import (
 )
 from results.io.files import (
     METADATA_FILE,
+    SCHEMA_VERSION,
     delete_dir,
     first_line,
     is_file,
@@ -69,6 +70,10 @@ from results.io.files import (
     write_json_atomic,
 )
 from search_spaces.spaces import TrialSpec
+
+if TYPE_CHECKING:
+    from ablations.experiment.designs.base import Design
+
 
 @contextlib.contextmanager
 def estimating_costs(trials: Sequence[TrialSpec]) -> Iterator[None]:
@@ -118,14 +123,15 @@ def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
 
 def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                    skipped: Sequence[tuple[TrialSpec, str]] = (), *,
-                   strategy: Optional[Strategy] = None, resume: bool = False
-                   ) -> ExperimentResult:
-    """Run ``trials`` with Ray Tune as ``strategy`` says (default: :class:`Grid`, each trial
-    once) and write the experiment folder.
+                   design: Optional[Design] = None, setup: Optional[TuneSetup] = None,
+                   resume: bool = False) -> ExperimentResult:
+    """Run ``trials`` in one Tune experiment as ``setup`` says (default: :class:`GridTune`,
+    each trial once) and write the experiment folder; ``design`` adds its record to
+    experiment.json (default: none, nothing planned).
 
-    The strategy (ablations/experiment/strategies/) gives the trainable's plan, Tune's search
-    and scheduler, its callbacks, what experiment.json records, the Tune folder, and what to
-    do when Tune ends; this function does the same for every kind.
+    The setup gives the trainable's plan, Tune's search and scheduler, its callbacks, the
+    Tune folder and the rows' round and phase (``setup.part``); this function does the same
+    for every design.
 
     Uses the Ray already initialised in this process if there is one (tests do
     ``ray.init(num_cpus=2)``); else starts a local one, or connects to ``options.address``.
@@ -138,22 +144,28 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     from ablations.experiment.progress import TrialProgress
     from ablations.experiment.trainable import STATE_SUBDIR, tune_trainable
 
-    strategy = strategy or Grid()
+    setup = setup or GridTune()
+    part = setup.part
     root = experiment_dir(options)
     if not is_uri(root):
         Path(root).mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(root)
     started_at = dt.datetime.now(dt.timezone.utc)
-    metadata = experiment_metadata(trials, options, started_at, skipped, strategy)
-    strategy.record(metadata, trials)
+    plan = setup.trainable_plan(trials)
+    metadata = experiment_metadata(trials, options, started_at, skipped, list(plan.values()))
+    if design is not None:
+        design.record(metadata)
     previous = read_metadata(root)
     metadata["auto_batch"] = options.auto_batch or (previous or {}).get("auto_batch")
     # the settings fixed before the first trial (results/stats/planned.py): a resume or a later
     # round keeps the first record, and an experiment recorded without one gets none
-    planned = strategy.planned if previous is None else previous.get("planned")
+    if previous is None:
+        planned = design.planned if design is not None else None
+    else:
+        planned = previous.get("planned")
     if planned:
         metadata["planned"] = planned
-    if (resume or strategy.earlier_rows is not None or strategy.round_number > 1) \
+    if (resume or part.earlier_rows is not None or part.round_number > 1) \
             and previous is not None:  # a later round or stage of the same experiment
         metadata["started_at"] = previous.get("started_at", metadata["started_at"])
         metadata["resumed_at"] = [*previous.get("resumed_at", []),
@@ -163,27 +175,28 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
     state_root = join(root, STATE_SUBDIR)
     trainable = tune.with_resources(tune.with_parameters(
-        tune_trainable, plan=strategy.trainable_plan(trials), state_root=state_root,
+        tune_trainable, plan={key: config.to_dict() for key, config in plan.items()},
+        state_root=state_root,
         pack=options.verbose == 0), resources)  # --verbose: Tune's tables show every figure
-    tune_dir = join(root, strategy.tune_subdir)
+    tune_dir = join(root, part.tune_subdir)
     started = time.monotonic()
-    total, planned, default = strategy.progress_plan(trials)
+    total, planned, default = setup.progress_plan(trials)
     progress = TrialProgress(total, plan=planned, epochs=options.progress_epochs,
                              default=default)
     if resume and tune.Tuner.can_restore(tune_dir):
-        strategy.before_restore(root, options)
+        setup.before_restore(root, options)
         with quiet_tune_logs():
             tuner = tune.Tuner.restore(tune_dir, trainable=trainable, resume_unfinished=True,
                                        resume_errored=options.retry_failed,
                                        restart_errored=False)
     else:
-        param_space, tune_config = strategy.tune_setup(trials, options, root, planned)
+        param_space, tune_config = setup.tune_config(trials, options, root, planned)
         tuner = tune.Tuner(
             trainable,
             param_space=param_space,
             tune_config=tune_config,
             run_config=tune.RunConfig(
-                name=strategy.tune_subdir,
+                name=part.tune_subdir,
                 storage_path=root,
                 # Trials report one Ray checkpoint, at their end (trainable.py), so all are
                 # kept: with num_to_keep, Tune forces an experiment-state snapshot (every
@@ -195,7 +208,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                                                   fail_fast=False),
                 verbose=options.verbose,
                 callbacks=[*([progress] if options.progress else []), *options.trackers,
-                           *strategy.callbacks(root, options)],
+                           *setup.callbacks(root, options)],
                 # the trial's stdout and stderr: files in its working directory, synced to
                 # its folder beside the Tune results (tune/<trial>/stdout, stderr)
                 log_to_file=True, sync_config=tune.SyncConfig(sync_artifacts=True),
@@ -215,13 +228,12 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     metadata["driver_wall_s"] = time.monotonic() - started
     metadata["fit_s"] = time.time() - metadata["fit_started_at"]  # Tuner.fit alone
     collecting = time.monotonic()
-    trials = strategy.specs(grid, trials)
+    trials = setup.specs(grid, trials)
     result = collect_results(grid, trials, options, metadata, skipped, state_root=state_root,
-                             round_number=strategy.round_number,
-                             earlier_rows=strategy.earlier_rows, phase=strategy.phase)
+                             round_number=part.round_number,
+                             earlier_rows=part.earlier_rows, phase=part.phase)
     metadata["collect_s"] = time.monotonic() - collecting  # the three tables read and written
     write_json_atomic(metadata, join(root, METADATA_FILE))  # with the driver's wall time
-    strategy.finish(result, root, options)
     if not result.trials["status"].isin(RESUMABLE_STATUSES).any():
         # Nothing left to resume: drop the per-trial state (final checkpoints stay in tune/).
         delete_dir(state_root)
@@ -311,15 +323,16 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
 # ------------------------------------------------------------------------------------ helpers
 
 
-def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions, started_at: dt.datetime,
-              skipped: Sequence[tuple[TrialSpec, str]], strategy: Strategy) -> dict[str, Any]:
+def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
+                        started_at: dt.datetime, skipped: Sequence[tuple[TrialSpec, str]],
+                        planned: Sequence[TrialConfig] = ()) -> dict[str, Any]:
+    """experiment.json's fields every design has; ``planned``: the configurations the
+    trainable gets (a search's base), whose data the provenance covers too."""
     import ray
     import torch
 
-    from ablations.experiment.provenance import changes, collect, git_commit_label
-
     configs = [spec.config for spec in trials] + [spec.config for spec, _ in skipped]
-    provenance = collect(configs + strategy.provenance_configs(), root=PROJECT_ROOT)
+    provenance = collect(configs + list(planned), root=PROJECT_ROOT)
     # A resume (the folder already holds an experiment) that found the code, data, packages or
     # device changed (the CLI refuses code/data changes without --allow-changed) keeps what
     # changed and the provenance it replaces.
@@ -331,6 +344,7 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions, starte
         history.append({"at": started_at.isoformat(), "changed": blocking, "notes": notes,
                         "previous": replaced})
     return {
+        "schema_version": SCHEMA_VERSION,  # results/io/files.py; read_metadata refuses others
         "experiment": options.name,
         "space": options.space,
         "reference": options.reference,
@@ -338,7 +352,7 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions, starte
         "command": options.command,
         "trials": trial_plan(trials),
         "skipped": skipped_plan(skipped),
-        "hpo": None,  # a search's: strategies/hpo.py
+        "hpo": None,  # a search's: designs/hpo.py
         "max_concurrent": options.max_concurrent,
         "max_failures": options.max_failures,
         "seeds": sorted({spec.seed for spec in trials}),
@@ -354,26 +368,3 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions, starte
         "resume_history": history,
         "log_to": [tracker.spec.to_dict() for tracker in options.trackers],  # trackers/
     }
-
-
-def trial_plan(trials: Sequence[TrialSpec]) -> dict[str, dict[str, Any]]:
-    """The trials as experiment.json keeps them: name -> resolved config."""
-    return {spec.name: spec.config.to_dict() for spec in trials}
-
-
-def skipped_plan(skipped: Sequence[tuple[TrialSpec, str]]) -> dict[str, dict[str, Any]]:
-    return {spec.name: {"reason": reason, "config": spec.config.to_dict()}
-            for spec, reason in skipped}
-
-
-def plan_from_metadata(meta: dict[str, Any]
-                       ) -> tuple[list[TrialSpec], list[tuple[TrialSpec, str]]]:
-    """Rebuild the trials and skipped cells that experiment.json recorded."""
-    def spec(name: str, values: dict[str, Any]) -> TrialSpec:
-        config = TrialConfig.from_dict(values)
-        return TrialSpec(name, config.ablation, config.seed, config)
-
-    trials = [spec(name, values) for name, values in meta.get("trials", {}).items()]
-    skipped = [(spec(name, item["config"]), item["reason"])
-               for name, item in meta.get("skipped", {}).items()]
-    return trials, skipped

@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
+from ablations.config.statuses import TrialStatus
 from ablations.experiment.provenance import trial_columns
 from ablations.experiment.reported import unpacked, unpacked_frame
 from results.io.files import (
@@ -59,7 +60,7 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
         trial_rows.append(row)
         if history is not None and len(history) and "epoch" in history:
             epoch_frames.append(_epoch_rows(spec, history, options))
-        if row["status"] == "ok" and result.checkpoint is not None:
+        if row["status"] == TrialStatus.OK and result.checkpoint is not None:
             predictions = _read_predictions(result.checkpoint)
             if predictions is not None:
                 prediction_frames.append(_with_keys(predictions, spec, options))
@@ -70,7 +71,7 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
             trial_rows.append(trial_row(spec, {}, None, None, options, metadata))
     for spec, reason in skipped:  # cells that could not run here: a row with the reason
         row = trial_row(spec, {}, None, None, options, metadata)
-        row.update(status="skipped", failure_reason="conflict", error=reason,
+        row.update(status=TrialStatus.SKIPPED, failure_reason="conflict", error=reason,
                    round=1)  # skipped when the pilot was planned
         trial_rows.append(row)
     names = [spec.name for spec in trials] + [spec.name for spec, _ in skipped]
@@ -157,12 +158,12 @@ def _nan_if_missing(metrics: dict[str, Any], key: str) -> float:
 
 # Trials a resume continues (interrupted; failed with --retry-failed) or starts (not_started);
 # while any is left, trial_state/ is kept.
-RESUMABLE_STATUSES = ("failed", "interrupted", "not_started")
+RESUMABLE_STATUSES = (TrialStatus.FAILED, TrialStatus.INTERRUPTED, TrialStatus.NOT_STARTED)
 
 
 def trial_status(metrics: dict[str, Any], error: Optional[BaseException],
                  history: Optional[pd.DataFrame], *, hpo: bool = False
-                 ) -> tuple[str, Optional[str], Optional[str]]:
+                 ) -> tuple[TrialStatus, Optional[str], Optional[str]]:
     """(status, error, failure_reason) of a trial from its last result and error.
 
     A trial Tune did not finish (no ``done`` in its last result: the run was stopped by
@@ -170,18 +171,18 @@ def trial_status(metrics: dict[str, Any], error: Optional[BaseException],
     if error is not None:
         message = _error_line(error)
         reason = "oom" if "TrialOutOfMemory" in message or "oom:" in message else "error"
-        return "failed", message, reason
-    if metrics.get("status") == "diverged":
-        return ("diverged", str(metrics.get("error", "non-finite loss")),
+        return TrialStatus.FAILED, message, reason
+    if metrics.get("status") == TrialStatus.DIVERGED:
+        return (TrialStatus.DIVERGED, str(metrics.get("error", "non-finite loss")),
                 str(metrics.get("failure_reason", "non-finite-loss")))  # or exploded
-    if metrics.get("status") == "ok" and "test_mae" in metrics:
-        return "ok", None, None
+    if metrics.get("status") == TrialStatus.OK and "test_mae" in metrics:
+        return TrialStatus.OK, None, None
     if not metrics.get("done"):
         started = (history is not None and len(history) > 0) or "training_iteration" in metrics
-        return ("interrupted" if started else "not_started"), None, None
-    if metrics.get("status") == "ok" and hpo:
-        return "stopped", "stopped early by the scheduler", "early-stopped"
-    return "failed", "trial ended without a final result", "error"
+        return (TrialStatus.INTERRUPTED if started else TrialStatus.NOT_STARTED), None, None
+    if metrics.get("status") == TrialStatus.OK and hpo:
+        return TrialStatus.STOPPED, "stopped early by the scheduler", "early-stopped"
+    return TrialStatus.FAILED, "trial ended without a final result", "error"
 
 
 def trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseException],

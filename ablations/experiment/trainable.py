@@ -31,6 +31,7 @@ import tempfile
 from typing import Any, Optional
 
 import pandas as pd
+import ray
 import torch
 from ray import tune
 
@@ -74,8 +75,6 @@ def read_history(state_dir: Optional[str], checkpoint: Optional[Any]
     checkpoint), without loading any weights; None when neither has one."""
     if state_dir and is_file(join(state_dir, HISTORY_FILE)):
         return json.loads(read_bytes(join(state_dir, HISTORY_FILE)))
-    if state_dir and is_file(join(state_dir, STATE_FILE)):  # saved before history files existed
-        return list(load_state(join(state_dir, STATE_FILE))["history"])
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
             local = os.path.join(directory, HISTORY_FILE)
@@ -155,8 +154,6 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
 
 def _assigned_gpus() -> float:
     """The GPUs Ray assigned to this trial's worker (0.5 for --gpus-per-trial 0.5)."""
-    import ray
-
     return float(ray.get_runtime_context().get_assigned_resources().get("GPU", 0.0))
 
 

@@ -29,6 +29,7 @@ import pandas as pd
 import torch
 
 from ablations.config import TrialConfig
+from ablations.config.statuses import TrialStatus
 from ablations.trial.step import (
     CompiledModel,
     PeakMemory,
@@ -53,6 +54,7 @@ from ablations.trial.batches import (
     load_data,
 )
 from ablations.trial.divergence import explosion_error
+from ablations.trial.faults import faults_for
 from ablations.trial.metrics import (
     evaluate_test_split,
     final_metrics,
@@ -68,12 +70,12 @@ Reporter = Callable[[dict[str, Any], dict[str, Any], Optional[pd.DataFrame]], No
 
 
 class InjectedFailure(RuntimeError):
-    """Raised on purpose by ``inject_failure_at_epoch``; tests the failure path."""
+    """Raised on purpose by a test's ``fail_at_epoch`` (ablations/trial/faults.py)."""
 
 
 @dataclass
 class TrialOutcome:
-    status: str  # ok / diverged
+    status: TrialStatus  # OK or DIVERGED
     metrics: dict[str, Any]  # the last reported metrics
     history: list[dict[str, Any]] = field(default_factory=list)
     predictions: Optional[pd.DataFrame] = None
@@ -148,25 +150,26 @@ def train(
     metrics: dict[str, Any] = trial.history[-1] if trial.history else {}
     predictions = None
     for epoch in range(trial.start_epoch, config.optim.epochs + 1):
-        if epoch == config.faults.inject_failure_at_epoch and resume_state is None:
-            raise InjectedFailure(f"injected failure at epoch {epoch} (inject_failure_at_epoch)")
+        if epoch == trial.faults.fail_at_epoch and resume_state is None:
+            raise InjectedFailure(f"injected failure at epoch {epoch} (fail_at_epoch)")
         trained = trial.train_epoch(epoch)
         metrics = trial.evaluate(epoch, trained)
-        ok = metrics["status"] == "ok"
+        ok = metrics["status"] == TrialStatus.OK
         predictions = None
         if epoch == config.optim.epochs or not ok:  # the end: summarise, test unless diverged
             predictions = trial.finish(metrics, test=ok)
         if report is not None:
             report(metrics, trial.state(), predictions)
         if not ok:
-            return TrialOutcome(status=metrics["status"], metrics=metrics, history=trial.history)
+            return TrialOutcome(status=TrialStatus(metrics["status"]), metrics=metrics,
+                                history=trial.history)
     if trial.start_epoch > config.optim.epochs:  # resumed after the last epoch: finish, report
         metrics = dict(metrics)  # a copy: the history keeps the metrics reported with it
         predictions = trial.finish(metrics, test=True)
         if report is not None:
             report(metrics, trial.state(), predictions)
-    return TrialOutcome(status=metrics["status"], metrics=metrics, history=trial.history,
-                        predictions=predictions)
+    return TrialOutcome(status=TrialStatus(metrics["status"]), metrics=metrics,
+                        history=trial.history, predictions=predictions)
 
 
 @dataclass
@@ -202,6 +205,7 @@ class TrialRun:
                                     resolve=config.systems.resolve_conflicts,
                                     capability=cuda_capability(device))
         self.config = config
+        self.faults = faults_for(config.ablation)  # what a test injects; none outside tests
         set_float32_precision(config.systems.precision, device)
         # the init source: weight initialisation and dropout draw from this one generator
         torch.manual_seed(config.seeds.init)  # seeds the CUDA generators too
@@ -257,10 +261,10 @@ class TrialRun:
         self.epoch = self.start_epoch - 1
         self.micro_batch, self.accum_steps = state["micro_batch"], state["accum_steps"]
         self.oom_retries = state["oom_retries"]
-        self.eval_batch = state.get("eval_batch", self.eval_batch)
-        self.wall_before_s = state.get("wall_s", 0.0)
+        self.eval_batch = state["eval_batch"]
+        self.wall_before_s = state["wall_s"]
         self.compile_mode = resumed_compile_mode(self.config.systems.compile,
-                                                 state.get("compile_mode"), self.accum_steps)
+                                                 state["compile_mode"], self.accum_steps)
 
     def compile(self) -> None:
         """Compile the whole model once, after ``.to(device)`` and the weights."""
@@ -277,7 +281,7 @@ class TrialRun:
                             epoch)[: self.steps_per_epoch * config.optim.batch_size]
         # The OOM snapshot, in host memory (the GPU is what ran out).
         snapshot = cpu_copy(self.state()) if self.device.type == "cuda" or \
-            config.faults.inject_oom_above_batch else None
+            self.faults.oom_above_batch else None
         while True:
             run, oom_text = None, None
             try:
@@ -332,11 +336,13 @@ class TrialRun:
             "train_samples_per_s": trained.samples_per_s,
             "micro_batch": self.micro_batch,
             "accum_steps": self.accum_steps,
-            "status": "ok",
+            # the value, a plain str: the history is saved in a state that torch.load reads
+            # back with weights_only=True, which refuses the enum
+            "status": TrialStatus.OK.value,
             "reported_at": time.time(),
         }
         if not (math.isfinite(trained.loss) and math.isfinite(val.loss)):
-            metrics["status"] = "diverged"
+            metrics["status"] = TrialStatus.DIVERGED.value
             metrics["failure_reason"] = "non-finite-loss"
             metrics["error"] = (f"non-finite loss at epoch {epoch} (train {trained.loss}, "
                                 f"val {val.loss})")
@@ -358,9 +364,10 @@ class TrialRun:
             metrics.update(test_metrics)
         metrics.update(self.mean_predictor)
         exploded = explosion_error(metrics["val_mae"], metrics["val_mae_mean_predictor"]) \
-            if metrics["status"] == "ok" else None
+            if metrics["status"] == TrialStatus.OK else None
         if exploded is not None:
-            metrics.update(status="diverged", error=exploded, failure_reason="exploded")
+            metrics.update(status=TrialStatus.DIVERGED.value, error=exploded,
+                           failure_reason="exploded")
         metrics.update(final_metrics(self.history, self.device, self.memory, self.compile_s,
                                      self.oom_retries, self.compiled.mode, self.optimizer_used,
                                      self.start_epoch - 1),

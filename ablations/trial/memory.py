@@ -18,6 +18,7 @@ from ablations.trial.loop import resolve_device
 from ablations.trial.step import (
     autocast_for,
     cap_gpu_memory,
+    injected_oom,
     is_out_of_memory,
     loss_fn,
     make_optimizer,
@@ -63,8 +64,7 @@ def one_step_fits(config: TrialConfig, data: Any, batch: int, device: torch.devi
     failed = False
     model = optimizer = None
     try:
-        if config.faults.inject_oom_above_batch and batch > config.faults.inject_oom_above_batch:
-            raise torch.OutOfMemoryError(f"CUDA out of memory (injected: batch {batch})")
+        injected_oom(config, batch, "in the auto-batch probe")
         model = build_trial_model(config, data.image_shape, len(data.scalar_names)).to(device)
         model.train()
         optimizer, _ = make_optimizer(model, config, device)

@@ -1,7 +1,6 @@
 """The trial's model: the built-in multimodal model from the runner's switches, or a plugin's
 (``model`` set: ablations/config/plugins.py) from its own. One builder for training, the memory
-probe
-(--auto-batch) and the cost estimate, so each sees the model the trial trains."""
+probe (--auto-batch) and the cost estimate, so each sees the model the trial trains."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from ablations.config import CUDA_GRAPH_MODES, TrialConfig
 from ablations.config.safety import NO_CUDA_GRAPH_MODE
+from ablations.trial.faults import faults_for
 
 
 class TrialOutOfMemory(RuntimeError):
@@ -51,12 +52,12 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def injected_oom(config: TrialConfig, batch: int, where: str) -> None:
-    """``inject_oom_above_batch`` (tests on CPU): raise the error CUDA would raise."""
-    if config.faults.inject_oom_above_batch and batch > config.faults.inject_oom_above_batch:
+    """A test's ``oom_above_batch`` (ablations/trial/faults.py; tests on CPU): raise the
+    error CUDA would raise."""
+    above = faults_for(config.ablation).oom_above_batch
+    if above and batch > above:
         raise torch.OutOfMemoryError(
-            f"CUDA out of memory (injected {where}: batch {batch} > "
-            f"inject_oom_above_batch={config.faults.inject_oom_above_batch})"
-        )
+            f"CUDA out of memory (injected {where}: batch {batch} > oom_above_batch={above})")
 
 
 def release_memory(device: torch.device, optimizer: Optional[torch.optim.Optimizer] = None,
@@ -203,7 +204,7 @@ class CompiledModel:
     """The model's training forward, compiled once (or not); evaluation uses the plain model."""
 
     def __init__(self, model: torch.nn.Module, config: TrialConfig, mode: Optional[str] = None):
-        self.model, self.backend = model, config.systems.compile_backend
+        self.model, self.backend = model, faults_for(config.ablation).compile_backend
         self.mode = mode if mode is not None else config.systems.compile
         self.forward = self._build()
 

@@ -24,6 +24,10 @@ TRIALS_FILE = "trials.parquet"
 EPOCHS_FILE = "epochs.parquet"
 PREDICTIONS_FILE = "predictions.parquet"
 METADATA_FILE = "experiment.json"
+# The layout of experiment.json (results/io/schema.py describes it): written into every record,
+# and a record of another version is refused (read_metadata). Raise it when a key's meaning
+# changes or a key the readers need is added.
+SCHEMA_VERSION = 1
 
 
 def first_line(exc: BaseException) -> str:
@@ -165,7 +169,9 @@ def read_metadata(directory: str | Path) -> dict[str, Any] | None:
     """``experiment.json`` of an experiment folder, or None if there is none.
 
     Raises:
-        MetadataError: the file is there but is not a JSON object (damaged by hand or a tool).
+        MetadataError: the file is there but is not a JSON object (damaged by hand or a tool),
+            or its ``schema_version`` is not :data:`SCHEMA_VERSION` (none: a record written
+            before the versions were kept).
     """
     path = join(directory, METADATA_FILE)
     if not is_file(path):
@@ -179,6 +185,11 @@ def read_metadata(directory: str | Path) -> dict[str, Any] | None:
     if not isinstance(meta, dict):
         raise MetadataError(f"{path}: not a JSON object; the experiment's record is damaged: "
                             "restore it or use another --name")
+    version = meta.get("schema_version")
+    if version != SCHEMA_VERSION:
+        found = "has no schema_version" if version is None else f"has schema_version {version!r}"
+        raise MetadataError(f"{path} {found}; this runner reads schema_version {SCHEMA_VERSION} "
+                            "only: run the experiment again with this runner (another --name)")
     return meta
 
 

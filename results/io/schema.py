@@ -10,7 +10,13 @@ import functools
 
 from ablations.config import TrialConfig
 from ablations.trial.divergence import EXPLOSION_FACTOR
-from results.stats.directions import metric_direction
+from results.io.table_columns import (  # noqa: F401 (VERDICT_COLUMNS: imported from here too)
+    COMPARE_COLUMNS,
+    SEQUENTIAL_COLUMNS,
+    SPENT_COLUMNS,
+    VERDICT_COLUMNS,
+)
+from results.io.directions import metric_direction
 
 # (name, dtype, description). Config columns of trials.parquet come from TrialConfig's fields.
 TRIAL_COLUMNS: list[tuple[str, str, str]] = [
@@ -64,7 +70,8 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
      "trial wall time inside the worker: data, model, training, evaluation; a resumed trial "
      "adds the time of its runs before the resume"),
     ("cpu_hours", "float64", "cost ledger: wall_s x CPUs the trial held, in hours"),
-    ("gpu_hours", "float64", "cost ledger: wall_s x GPUs the trial held (fractions count), in hours"),
+    ("gpu_hours", "float64",
+     "cost ledger: wall_s x GPUs the trial held (fractions count), in hours"),
     ("train_samples_per_s", "float64",
      "steady-state training samples/s: median over epochs, the first (compiling) step excluded"),
     ("mean_epoch_s", "float64", "mean seconds per epoch, training and validation"),
@@ -83,7 +90,8 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
      "CUDA max_memory_reserved of the trial (the previous trial's cache is released first; "
      "null on CPU)"),
     ("eval_batch_used", "int64",
-     "evaluation batch that ran: eval_batch_size, halved for each out-of-memory error in evaluation"),
+     "evaluation batch that ran: eval_batch_size, halved for each out-of-memory error in "
+     "evaluation"),
     ("device_used", "string", "cpu / cuda"),
     ("device_name", "string",
      "the device the trial ran on, as its worker saw it: CUDA device name, or the CPU model"),
@@ -97,7 +105,8 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
      "GPU (bf16/tf32 need compute capability 8.0)"),
     ("optimizer_used", "string", "AdamW kernel that ran: fused / foreach / single"),
     ("oom_retries", "int64", "times the trial ran out of memory and halved its micro-batch"),
-    ("final_micro_batch", "int64", "micro-batch at the end (batch_size / grad_accum_steps at first)"),
+    ("final_micro_batch", "int64",
+     "micro-batch at the end (batch_size / grad_accum_steps at first)"),
     ("final_accum_steps", "int64", "gradient accumulation steps at the end"),
     ("data_source", "string",
      "the data directory, or synthetic:<cache key> (the synthetic set's spec and generator)"),
@@ -132,7 +141,8 @@ EPOCH_COLUMNS: list[tuple[str, str, str]] = [
     ("epoch_s", "float64",
      "seconds for the epoch, training and validation (on GPU with the OOM snapshot's host copy)"),
     ("train_s", "float64", "seconds of training in the epoch"),
-    ("train_samples_per_s", "float64", "training throughput of the epoch (epoch 1: first step excluded)"),
+    ("train_samples_per_s", "float64",
+     "training throughput of the epoch (epoch 1: first step excluded)"),
     ("micro_batch", "int64", "micro-batch size in this epoch"),
     ("accum_steps", "int64", "gradient accumulation steps in this epoch"),
     ("reported_at", "float64", "Unix time the epoch's result was reported"),
@@ -172,7 +182,7 @@ def numeric_trial_columns() -> list[str]:
 
 
 def _directions() -> str:
-    """Which way is better for each measured numeric column, from results/stats/directions.py."""
+    """Which way is better for each measured numeric column, from results/io/directions.py."""
     measured = [name for name in numeric_trial_columns() if name not in config_columns()]
     words = {-1: "lower is better", +1: "higher is better", 0: "no direction"}
     groups = {d: [f"`{n}`" for n in measured if metric_direction(n) == d] for d in words}
@@ -197,7 +207,7 @@ Every run writes `<storage>/<experiment>/` (default storage: `./ablation_results
 | `trials.parquet` | trial (variant × seed), whatever its status |
 | `epochs.parquet` | trial × epoch: the learning curves |
 | `predictions.parquet` | test sample × ok trial |
-| `experiment.json` | (JSON) what was run: space, every trial's resolved config, skipped cells, command, and `provenance` (below); `planned`: the reference, metric, margin and α the verdicts are decided on, recorded before the first trial, and for a fixed-seed ablation table the sequential design it is the pilot look of (`design`, and `seeds`: the seed order up to `--max-seeds`; results/stats/planned.py); for `--seeds auto`, `sequential`: the design (looks, α shares), the seed order, the metric, margin and α the rounds decided on, every cell up to `--max-seeds` (`plan`) and each round's trials and Tune folder (`rounds`); for `--tune-each`, `tuned`: the keys, their ranges, the budget per arm, the tuning seed, each arm's best values and best tuning trial, and the stages that ended with their trials (docs/tuned.md); timings of the last run: `driver_wall_s` (planning to the end of Tune), `fit_s` (Tune's `fit` alone), `collect_s` (the three tables read and written), and `cluster_cpus` |
+| `experiment.json` | (JSON) `schema_version` (1: the layout described here; another, or none, is refused when read), what was run: space, every trial's resolved config, skipped cells, command, and `provenance` (below); `planned`: the reference, metric, margin and α the verdicts are decided on, recorded before the first trial, and for a fixed-seed ablation table the sequential design it is the pilot look of (`design`, and `seeds`: the seed order up to `--max-seeds`; results/stats/planned.py); for `--seeds auto`, `sequential`: the design (looks, α shares), the seed order, the metric, margin and α the rounds decided on, every cell up to `--max-seeds` (`plan`) and each round's trials and Tune folder (`rounds`); for `--tune-each`, `tuned`: the keys, their ranges, the budget per arm, the tuning seed, each arm's best values and best tuning trial, and the stages that ended with their trials (docs/tuned.md); timings of the last run: `driver_wall_s` (planning to the end of Tune), `fit_s` (Tune's `fit` alone), `collect_s` (the three tables read and written), and `cluster_cpus` |
 | `tune/` | Ray Tune's own state, each trial's final checkpoint, TensorBoard/CSV/JSON logs (`--seeds auto`: the pilot's; round k's in `tune-round<k>/`; `--tune-each`: the table at the configuration given; each arm's search in `tune-tuning-<arm>/`, the arms at their own best in `tune-tuned/`) |
 | `optuna.db` | the Optuna studies (SQLite) of a search space, or one per arm (`<experiment>-<arm>`) of `--tune-each` |
 | `baseline_check.json` | (JSON) the reference checked before the verdicts (`results/stats/baseline_check.py`, docs/verdicts.md "The baseline check"), written at the end of a run with verdicts: `reference`, `seeds`, its mean `test_mae`, `test_mae_mean_predictor`, `skill` (1 − their ratio), `epochs`, `last_epoch_fall` (median share by which the validation MAE fell in the last epoch), `learned` (skill ≥ `skill_floor`), `converged` (fall ≤ `still_falling_share`), `passed`, and the `line` printed above the verdicts |
@@ -264,7 +274,7 @@ trains on a standardised target). NLL is the Gaussian negative log-likelihood pe
 `point` head (no variance is made up).
 
 Verdicts on a column (`report --metric`) say `worse`/`better` where it has a direction
-(`results/stats/directions.py`), `higher`/`lower` where it has none:
+(`results/io/directions.py`), `higher`/`lower` where it has none:
 
 {_directions()}
 
@@ -303,6 +313,36 @@ the same data; a commit that changes only docs or tests changes no code that run
 `resume_history` has one entry per resume that found a difference: when (`at`), `changed` (code
 or data: the resume had `--allow-changed`), `notes` (git commit or diff, package versions,
 device) and the `previous` provenance (without `environment`).
+
+## Verdict tables (returned, not written)
+
+The verdicts are computed from the files, not stored. `experiment_verdicts(directory)`
+(`results/stats/decisions.py`) gives an experiment's verdict table as its design decided it:
+the sequential table for a `--seeds auto` run and for a fixed run that is the pilot look of its
+planned design, else the fixed-design table, on the settings experiment.json recorded.
+`verdict_table(trials)` (`results/stats/verdicts.py`, also in `results.stats.analysis`) gives
+the fixed-design verdicts of a trials table: on a `--seeds auto` experiment's trials these are
+not the verdicts its rounds decided. `<metric>` is the metric's name (`test_mae_mean` for the
+default metric); Δ is variant − reference, paired by seed. The table's `.attrs` hold the metric, reference, margin
+(as given and as tested), `relative`, α and direction.
+
+{_table(VERDICT_COLUMNS)}
+
+The sequential table (`sequential_verdict_table`, `results/stats/sequential_table.py`) reports
+each arm's columns from the look that decided it, else the last look it reached, and adds these
+columns (and `design`, `seeds`, `sequential` and `diff_ci` = `"repeated"` to `.attrs`):
+
+{_table(SEQUENTIAL_COLUMNS)}
+
+`compute_spent(trials, max_seeds)`, what the rounds of `--seeds auto` held against a fixed design:
+
+{_table(SPENT_COLUMNS)}
+
+`compare_experiments(a, b)` (`results/stats/compare.py`, the `compare` subcommand) has, per
+variant in both, these columns and `test` ... `margin`, `verdict`, `reason` as in the verdict
+table, with Δ = B − A and a percentage margin taken of the variant's own mean in A:
+
+{_table(COMPARE_COLUMNS)}
 """
 
 

@@ -17,18 +17,18 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ablations.config.comparison import DEFAULT_METRIC
+from ablations.config.statuses import TrialStatus
 from results.report import plots
 from results.report.formatting import plain, unit_of
 from results.stats.analysis import (
-    DEFAULT_ALPHA,
-    DEFAULT_MARGIN,
     calibration_curve,
     dropped_note,
     load_experiments,
@@ -37,9 +37,10 @@ from results.stats.analysis import (
     stratified_errors,
     uncertainty_table,
     verdict_note,
-    verdict_table,
 )
 from results.stats.baseline_check import baseline_check
+from results.stats.compare import compare_experiments, compare_note
+from results.stats.factorial_design import FactorialDesign
 from results.stats.uncertainty import one_draw
 from results.stats.verdicts import margin_text
 from results.io.files import (
@@ -68,14 +69,13 @@ from results.report.tables import (
 )
 from results.stats.seed_variance import seed_variance_note, seed_variance_table
 from results.stats.planned import (
-    departures,
     exploratory_note,
     pilot_design,
     pilot_note,
-    recorded_settings,
 )
 from results.stats.sequential import SeedDesign, design_note
-from results.stats.sequential_table import compute_note, compute_spent, sequential_verdict_table
+from results.stats.decisions import decision_settings, verdicts_of
+from results.stats.sequential_table import compute_note, compute_spent
 
 FIGURES_DIR = "report_files"
 
@@ -88,7 +88,9 @@ class NotAnExperimentError(ValueError):
 class Report:
     markdown: Path | str  # a Path for a local experiment, the URI for one in object storage
     html: Path | str
-    ablation: pd.DataFrame  # results.stats.analysis.verdict_table's table: the ablation table + verdicts
+    # the verdict table as the design decided it (results.stats.decisions.verdicts_of): the
+    # ablation table and the verdicts
+    ablation: pd.DataFrame
     note: str  # results.stats.analysis.verdict_note: what the verdicts mean, margin and alpha
 
 
@@ -152,15 +154,13 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     except MetadataError:  # a damaged record: the tables still make a report, as fixed seeds
         meta = {}
     sequential = meta.get("sequential")
-    recorded = recorded_settings(meta) or {}  # fixed before the data (results/stats/planned.py)
-    reference = reference or recorded.get("reference") or meta.get("reference") or "baseline"
-    metric = metric or recorded.get("metric") or "test_mae"
-    margin = margin if margin is not None else recorded.get("margin") or DEFAULT_MARGIN
-    alpha = alpha if alpha is not None else float(recorded.get("alpha") or DEFAULT_ALPHA)
+    # each setting not given: the one fixed before the data (results/stats/planned.py)
+    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+                                 alpha=alpha)
+    reference, metric, margin, alpha = (settings[key] for key in
+                                        ("reference", "metric", "margin", "alpha"))
     if not sequential and pilot_design(meta.get("planned")):
         sequential = meta["planned"]  # a fixed run, the pilot look of a planned design
-    exploratory = departures(recorded, reference=reference, metric=metric, margin=margin,
-                             alpha=alpha)
     try:
         tables = load_experiments(directory)
     except (OSError, pa.ArrowException) as exc:
@@ -175,8 +175,8 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     if metric not in trials.columns or not pd.api.types.is_numeric_dtype(trials[metric]):
         numeric = [c for c in ("test_mae", "test_rmse", "val_mae", "test_nll") if c in trials]
         raise ValueError(f"metric {metric!r} is not a numeric column of {TRIALS_FILE} "
-                         f"(e.g. {', '.join(numeric) or 'test_mae'})")
-    ok = trials["status"] == "ok"
+                         f"(e.g. {', '.join(numeric) or DEFAULT_METRIC})")
+    ok = trials["status"] == TrialStatus.OK
     if not ok.any():
         counts = trials["status"].value_counts().to_dict()
         raise ValueError(f"{directory}: no trial finished ok "
@@ -187,8 +187,6 @@ def write_report(directory: str | Path, *, reference: str | None = None,
                          f"(variants: {', '.join(variants)})")
     comparison = None
     if compare_with is not None:
-        from results.stats.compare import compare_experiments, compare_note
-
         table = compare_experiments(compare_with, trials, metric=metric, margin=margin,
                                     alpha=alpha, reference=reference)
         other = Path(str(compare_with).rstrip("/")).name
@@ -198,31 +196,29 @@ def write_report(directory: str | Path, *, reference: str | None = None,
                 "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
     factorial = None
     if meta.get("factorial"):
-        from results.stats.factorial_design import FactorialDesign
-
         factorial = FactorialDesign.from_dict(meta["factorial"])
     tuned = tuned_section(trials, (meta.get("tuned") or {}).get("keys", []),
                           reference=reference, metric=metric, margin=margin, alpha=alpha)
     with tempfile.TemporaryDirectory(prefix="report-") as scratch:
         return _write_report(directory, trials, epochs, predictions, Path(scratch),
                              reference=reference, metric=metric, margin=margin, alpha=alpha,
-                             sequential=sequential, comparison=comparison,
-                             factorial=factorial, tuned=tuned, exploratory=exploratory)
+                             meta=meta, sequential=sequential, comparison=comparison,
+                             factorial=factorial, tuned=tuned)
 
 
 def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
                   predictions: pd.DataFrame, scratch: Path, *, reference: str,
                   metric: str, margin: str | float, alpha: float,
-                  sequential: dict | None = None,
+                  meta: dict, sequential: dict | None = None,
                   comparison: tuple[str, str, pd.DataFrame] | None = None,
-                  factorial: Any = None, tuned: Optional[Section] = None,
-                  exploratory: Sequence[str] = ()) -> Report:
+                  factorial: Any = None, tuned: Optional[Section] = None) -> Report:
     """Figures are drawn in ``scratch`` and moved into place with the other files.
     ``sequential``: experiment.json's record of a ``--seeds auto`` run (its verdicts are the
     sequential design's; the report adds the compute spent), or its ``planned`` record of a
     fixed run that is the pilot look of a design (no ``rounds``: that look's verdicts).
-    ``exploratory``: the settings that differ from those recorded before the data
-    (:func:`results.stats.planned.departures`): the table is labelled exploratory. ``factorial``: the
+    ``meta``: the experiment.json the verdicts are decided by
+    (:func:`results.stats.decisions.verdicts_of`); settings that differ from those it recorded
+    before the data label the table exploratory. ``factorial``: the
     :class:`results.stats.factorial_design.FactorialDesign` of a ``--design factorial`` run (the
     report adds its effects and an interaction plot). ``tuned``: a tuned ablation's side-by-side
     section; every other table of such an experiment reads its evaluation at the configuration
@@ -234,24 +230,22 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     predictions = evaluation_rows(predictions, all_trials)
     compute = pd.DataFrame()
     pilot = bool(sequential) and "rounds" not in sequential
+    ablation = verdicts_of(all_trials, meta, reference=reference, metric=metric, margin=margin,
+                           alpha=alpha)
+    exploratory = ablation.attrs["exploratory"]
     if sequential:
         design = SeedDesign.from_dict(sequential["design"])
-        ablation = sequential_verdict_table(trials, design, sequential["seeds"], metric=metric,
-                                            reference=reference, margin=margin, alpha=alpha)
         note = (f"{verdict_note(ablation)} "
                 f"{pilot_note(design, alpha) if pilot else design_note(design, alpha)}")
         if not pilot:
             compute = compute_spent(trials, design.max_seeds)
     else:
-        ablation = verdict_table(trials, metric=metric, reference=reference, margin=margin,
-                                 alpha=alpha)
         note = verdict_note(ablation)
     dropped = dropped_note(ablation.attrs.get("dropped_nan", []), metric)
     if dropped:
         note += f"\n{dropped}"
     if exploratory:
         note = f"{exploratory_note(exploratory)}\n{note}"
-    ablation.attrs["exploratory"] = list(exploratory)
     uncertainty = uncertainty_table(predictions)
     pooled, mixed = one_draw(predictions, trials)
     ensemble = uncertainty_table(seed_ensemble(pooled)) if len(pooled) else pd.DataFrame()
@@ -365,7 +359,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                     "" if len(hurts) else " No cell differs."), plain(hurts), appendix=True),
     ]
     counts = trials["status"].value_counts()
-    summary = (f"{int(counts.get('ok', 0))} of {len(trials)} trials ok; "
+    summary = (f"{int(counts.get(TrialStatus.OK, 0))} of {len(trials)} trials ok; "
                f"{len(variants)} variants against `{reference}` on {metric}"
                f"{f' ({unit})' if unit else ''}, margin {margin_text(ablation.attrs, unit)}, "
                f"α = {alpha:g}.")

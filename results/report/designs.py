@@ -12,14 +12,20 @@ import pandas as pd
 
 from results.report import plots
 from results.report.page import Section
+from results.stats.factorial import (
+    effects_view,
+    factorial_effects,
+    factorial_note,
+    interaction_means,
+)
+from results.stats.phases import has_tuning
+from results.stats.tuned import side_by_side
 
 
 def tuned_section(trials: pd.DataFrame, keys: list[str], *, reference: str, metric: str,
                   margin: str | float, alpha: float) -> Optional[Section]:
     """A tuned ablation's verdicts at the configuration given and at each arm's own best, side
     by side (None for an experiment without ``--tune-each``)."""
-    from results.stats.phases import has_tuning, side_by_side
-
     if not has_tuning(trials):
         return None
     try:
@@ -52,9 +58,6 @@ def tuned_section(trials: pd.DataFrame, keys: list[str], *, reference: str, metr
 def factorial_sections(trials: pd.DataFrame, design: Any, figures_dir: Path, *, metric: str,
                        margin: str | float, alpha: float) -> list[Section]:
     """The effects of a factorial design with their verdicts, and the interaction plot."""
-    from results.stats.factorial import effects_view, factorial_effects, factorial_note, \
-        interaction_means
-
     try:
         effects = factorial_effects(trials, design, metric=metric, margin=margin, alpha=alpha)
     except ValueError as exc:

@@ -11,6 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC  # noqa: E402
+
 
 def _save(fig, path: str | Path) -> Path:
     path = Path(path)
@@ -26,14 +28,17 @@ VERDICT_COLORS = {"worse": "tab:red", "higher": "tab:red", "better": "tab:green"
                   "significant": "tab:orange", "inconclusive": "0.55"}
 
 
-def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = "test_mae") -> Path:
+def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = DEFAULT_METRIC) -> Path:
     """Difference to the reference per ablation with its confidence interval.
 
-    Given :func:`results.stats.analysis.verdict_table`'s table: the 1 − α interval thin, the 1 − 2α
-    interval (the one TOST reads) thick, the margin band shaded, ticks at ± the equivalence
-    bound reached after Holm where the difference is not significant (an ablation is
-    `equivalent` when they lie inside the band), each point coloured by its verdict. Given
-    :func:`results.stats.analysis.ablation_table`'s: the interval, red where Holm p < 0.05.
+    Given a verdict table (:func:`results.stats.verdicts.verdict_table`, or the sequential one):
+    the margin band shaded, ticks at ± the equivalence bound reached after Holm on the rows
+    `equivalent`, `negligible` or `inconclusive` (`equivalent` when they lie inside the band),
+    each point coloured by its verdict. With a margin in units, Δ with its 1 − α interval thin
+    (``diff_ci_*``) and its 1 − 2α interval (the one TOST reads) thick; with a percentage
+    margin (``attrs["relative"]``), the ratio − 1 in % with its 1 − 2α Fieller interval only.
+    Given :func:`results.stats.comparisons.ablation_table`'s: the interval, red where Holm
+    p < 0.05.
     """
     rows = table[table["diff_mean"].notna()].iloc[::-1]
     fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.4))
@@ -51,7 +56,7 @@ def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = "test_ma
         ax.set_xlabel(f"{metric}: difference to the reference (km), 95% CI")
         ax.set_title("red: Holm-adjusted p < 0.05", fontsize=9)
         return _save(fig, path)
-    alpha = table.attrs.get("alpha", 0.05)
+    alpha = table.attrs.get("alpha", DEFAULT_ALPHA)
     margin = float(table["margin"].iloc[0])
     relative = bool(table.attrs.get("relative")) and "ratio" in rows
     if relative:  # a percentage margin is tested as a ratio: draw the ratio − 1, in %
@@ -133,12 +138,13 @@ def learning_curves(epochs: pd.DataFrame, path: str | Path, *, metric: str = "va
 
 
 def interaction_plot(means: pd.DataFrame, effects: pd.DataFrame, path: str | Path, *,
-                     metric: str = "test_mae", limit: int = 8) -> Path:
+                     metric: str = DEFAULT_METRIC, limit: int = 8) -> Path:
     """One panel per two-factor interaction (at most ``limit``, the largest |estimate|
     first): the mean of ``metric`` at the reference cell's value and the other value of the
     first factor, one line per value of the second. Parallel lines: no interaction. Given
-    :func:`results.stats.factorial.interaction_means` and :func:`results.stats.factorial.factorial_effects`'
-    tables; each panel's title has the effect's verdict."""
+    the tables of :func:`results.stats.factorial.interaction_means` and
+    :func:`results.stats.factorial.factorial_effects`; each panel's title has the effect's
+    verdict."""
     rows = effects[effects["kind"] == "interaction"].copy()
     rows = rows.reindex(rows["estimate"].abs().sort_values(ascending=False).index)[:limit]
     count = max(len(rows), 1)

@@ -1,6 +1,7 @@
 """The report's tables as a reader sees them: the analysis tables (results.stats.verdicts,
-results.stats.comparisons, results.stats.strata, results.stats.compare) with readable column names, units and
-numbers (:mod:`results.report.formatting`). The numbers themselves are the analysis's, unchanged.
+results.stats.comparisons, results.stats.strata, results.stats.compare) with readable column
+names, units and numbers (:mod:`results.report.formatting`). The numbers themselves are the
+analysis's, unchanged.
 """
 
 from __future__ import annotations

@@ -9,11 +9,13 @@ from the modules they live in, so ``from results.stats.analysis import ...`` giv
   ablations, and an effect size; failed trials are excluded and counted), :func:`holm`,
   :func:`t_interval`, :func:`usable_trials` (ok trials with a finite metric, and the names of
   the ok ones left out), :func:`dropped_note`.
-- :mod:`results.stats.verdicts`: :func:`verdict_table` (per ablation a verdict against the reference:
-  `worse`/`better`, `equivalent` by TOST against a margin, `negligible`, `inconclusive`; Holm
-  over the family; and the equivalence bound the data reach), :func:`verdict_note` (what they
+- :mod:`results.stats.verdicts`: :func:`verdict_table` (per ablation a verdict against the
+  reference, the trials tested as one fixed design: `worse`/`better`, `equivalent` by TOST
+  against a margin, `negligible`, `inconclusive`; Holm over the family; and the equivalence
+  bound the data reach; a ``--seeds auto`` experiment's verdicts as its rounds decided them are
+  :func:`results.stats.decisions.experiment_verdicts`'), :func:`verdict_note` (what they
   mean), :func:`equivalence_tests`, :func:`holm_bound`, :func:`parse_margin`,
-  :func:`metric_direction`, ``METRIC_DIRECTION`` (both from :mod:`results.stats.directions`),
+  :func:`metric_direction`, ``METRIC_DIRECTION`` (both from :mod:`results.io.directions`),
   ``DEFAULT_MARGIN``, ``DEFAULT_ALPHA``, ``VERDICTS``.
 - :mod:`results.stats.strata`: :func:`stratified_errors` (MAE, RMSE and bias per stratum and per
   ablation, with counts, and the difference to the reference per stratum),
@@ -34,7 +36,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from results.stats.comparisons import (  # noqa: F401 (re-exported: it was defined here)
+from results.stats.comparisons import (  # noqa: F401 (re-exported)
     ablation_table,
     dropped_note,
     holm,
@@ -42,14 +44,14 @@ from results.stats.comparisons import (  # noqa: F401 (re-exported: it was defin
     usable_trials,
 )
 from results.io.files import read_experiment
-from results.stats.strata import (  # noqa: F401 (re-exported: it was defined here)
+from results.stats.strata import (  # noqa: F401 (re-exported)
     STRATUM_PREFIX,
     stratified_effects,
     stratified_errors,
     stratum_columns,
     with_stratum_bins,
 )
-from results.stats.uncertainty import (  # noqa: F401 (re-exported: it was defined here)
+from results.stats.uncertainty import (  # noqa: F401 (re-exported)
     COVERAGE_LEVELS,
     calibration_curve,
     coverage,
@@ -58,7 +60,7 @@ from results.stats.uncertainty import (  # noqa: F401 (re-exported: it was defin
     uncertainty_metrics,
     uncertainty_table,
 )
-from results.stats.verdicts import (  # noqa: F401 (re-exported: it was defined here)
+from results.stats.verdicts import (  # noqa: F401 (re-exported)
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
     METRIC_DIRECTION,

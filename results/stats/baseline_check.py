@@ -33,7 +33,10 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from ablations.config.comparison import DEFAULT_REFERENCE
+from ablations.config.statuses import TrialStatus
 from results.io.files import join, write_json_atomic
+from results.stats.phases import evaluation_rows
 
 SKILL_FLOOR = 0.1  # skill against the training mean below this: the reference learned little
 STILL_FALLING_SHARE = 0.05  # last epoch's fall of the val MAE (median) above this: not converged
@@ -105,7 +108,7 @@ class BaselineCheck:
 
 
 def baseline_check(trials: pd.DataFrame, epochs: Optional[pd.DataFrame] = None, *,
-                   reference: str = "baseline") -> Optional[BaselineCheck]:
+                   reference: str = DEFAULT_REFERENCE) -> Optional[BaselineCheck]:
     """Check ``reference``'s ok trials (see the module docstring).
 
     Args:
@@ -118,7 +121,7 @@ def baseline_check(trials: pd.DataFrame, epochs: Optional[pd.DataFrame] = None, 
     Returns:
         The check, or None when the reference has no ok trial with a test MAE.
     """
-    ok = trials[(trials["ablation"] == reference) & (trials["status"] == "ok")]
+    ok = trials[(trials["ablation"] == reference) & (trials["status"] == TrialStatus.OK)]
     ok = ok[ok["test_mae"].notna()] if "test_mae" in ok else ok.iloc[:0]
     if ok.empty:
         return None
@@ -152,8 +155,6 @@ def record_baseline_check(directory: Optional[str | Path], trials: pd.DataFrame,
                           ) -> Optional[BaselineCheck]:
     """The check of an experiment with verdicts (more than one variant, an ok reference, the
     rows of its evaluation phase), written to ``directory`` when given; else None."""
-    from results.stats.phases import evaluation_rows
-
     trials = evaluation_rows(trials)
     if trials.empty or trials["ablation"].nunique() < 2:
         return None

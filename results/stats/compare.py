@@ -7,9 +7,8 @@ of all the variants both have, and gives each the verdicts of :mod:`results.stat
 `worse`/`better` (B differs from A, Holm over the family), `equivalent` (TOST: the 1 − 2α
 interval of B − A inside ±margin), `negligible` (both), `inconclusive` (neither). A
 percentage margin is tested as a ratio: the 1 − 2α Fieller interval of the variant's mean in B
-over its mean in A inside 1 ± margin (:mod:`results.stats.contrasts`). :func:`compare_note` says it in
-words.
-``run_ablations.py compare EXP_A EXP_B`` prints both.
+over its mean in A inside 1 ± margin (:mod:`results.stats.contrasts`). :func:`compare_note`
+says it in words; ``run_ablations.py compare EXP_A EXP_B`` prints both.
 """
 
 from __future__ import annotations
@@ -19,6 +18,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ablations.config.comparison import (
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
+    DEFAULT_METRIC,
+    DEFAULT_REFERENCE,
+)
 from results.stats.comparisons import compare_arms, dropped_note, usable_trials
 from results.stats.contrasts import Contrasts, robust_outliers
 from results.stats.crossed import CROSSED_NOTE, add_crossed_columns, crossed_family
@@ -32,8 +37,6 @@ from results.stats.failures import (
 from results.io.files import read_experiment
 from results.stats.phases import evaluation_rows
 from results.stats.verdicts import (
-    DEFAULT_ALPHA,
-    DEFAULT_MARGIN,
     equivalence_tests,
     metric_direction,
     parse_margin,
@@ -49,8 +52,8 @@ def _trials(experiment: str | Path | pd.DataFrame) -> pd.DataFrame:
 
 
 def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFrame, *,
-                        metric: str = "test_mae", margin: str | float = DEFAULT_MARGIN,
-                        alpha: float = DEFAULT_ALPHA, reference: str = "baseline",
+                        metric: str = DEFAULT_METRIC, margin: str | float = DEFAULT_MARGIN,
+                        alpha: float = DEFAULT_ALPHA, reference: str = DEFAULT_REFERENCE,
                         ) -> pd.DataFrame:
     """Experiment B against experiment A, per variant both ran.
 
@@ -66,17 +69,17 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
 
     Returns:
         One row per variant in both (A's order): ``ablation``, ``n_a``/``n_b`` (ok trials
-        with a finite metric),
-        ``a_mean``/``b_mean``, ``test`` (paired t over the shared seeds, or Welch t), ``n_pairs``,
-        ``diff_mean`` (B − A) with ``diff_ci_low``/``diff_ci_high`` (1 − α), ``se``, ``df``,
-        ``p_value``/``p_holm``, ``tost_ci_low``/``tost_ci_high`` (1 − 2α), ``p_tost_holm``,
-        ``equivalence_bound_holm``, ``margin``, ``verdict`` and ``identical`` (every shared
-        seed gave the same value bit for bit: the same machine and software stack). ``.attrs``:
-        metric, margin (in
-        the metric's units, and as given), α, direction, and ``only_in_a`` / ``only_in_b``
-        (variants left out), ``no_ok`` (variants in both without an ok trial in both),
-        ``dropped_nan_a`` / ``dropped_nan_b`` (ok trials left out for a NaN or infinite
-        metric, :func:`results.stats.comparisons.usable_trials`).
+        with a finite metric), ``a_mean``/``b_mean``, ``test`` (paired t over the shared seeds,
+        or Welch t), ``n_pairs``, ``diff_mean`` (B − A) with ``diff_ci_low``/``diff_ci_high``
+        (1 − α), ``se``, ``df``, ``p_value``/``p_holm``, ``tost_ci_low``/``tost_ci_high``
+        (1 − 2α), ``ratio_ci_low``/``ratio_ci_high`` (Fieller's 1 − 2α interval of B/A − 1),
+        ``p_tost_holm``, ``equivalence_bound_holm``, ``outlier``, ``unstable``, ``margin``,
+        ``verdict``, ``reason`` and ``identical`` (every shared seed gave the same value bit
+        for bit: the same machine and software stack); results/README.md lists them.
+        ``.attrs``: metric, margin (in the metric's units, and as given), α, direction, and
+        ``only_in_a`` / ``only_in_b`` (variants left out), ``no_ok`` (variants in both without
+        an ok trial in both), ``dropped_nan_a`` / ``dropped_nan_b`` (ok trials left out for a
+        NaN or infinite metric, :func:`results.stats.comparisons.usable_trials`).
 
     Raises:
         ValueError: no variant in common, a metric missing from a table, a bad margin or α.

@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ablations.config.comparison import DEFAULT_METRIC, DEFAULT_REFERENCE
+from ablations.config.statuses import TrialStatus
 from results.stats.phases import evaluation_rows
 
 
@@ -102,7 +104,7 @@ def usable_trials(trials: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, list
     compared without saying so, so the dropped trials are named (``.attrs["dropped_nan"]``,
     :func:`dropped_note`).
     """
-    ok = trials[trials["status"] == "ok"]
+    ok = trials[trials["status"] == TrialStatus.OK]
     finite = np.isfinite(ok[metric].to_numpy(dtype=float))
     dropped = ok[~finite]
     if "trial_name" in dropped:
@@ -121,8 +123,8 @@ def dropped_note(names: Sequence[str], metric: str, where: str = "") -> str:
             f"infinite): {', '.join(names)}.")
 
 
-def ablation_table(trials: pd.DataFrame, *, metric: str = "test_mae",
-                   reference: str = "baseline", confidence: float = 0.95) -> pd.DataFrame:
+def ablation_table(trials: pd.DataFrame, *, metric: str = DEFAULT_METRIC,
+                   reference: str = DEFAULT_REFERENCE, confidence: float = 0.95) -> pd.DataFrame:
     """One row per ablation: mean and CI of ``metric`` over its ok seeds; the difference to
     ``reference`` (mean, CI, p-value, Holm-adjusted p across the ablations, effect size,
     relative change); and the counts of ok and excluded (failed, diverged, stopped, skipped,

@@ -8,9 +8,10 @@ paired difference then follows the two-way crossed model without replication
 
 the α_i shared by the cells of the first source's i-th seed, the β_j by those of the second's
 j-th seed: the a·b cells are not a·b independent replicates, and treating them as such makes
-the intervals too narrow (false `worse`/`better` 0.42-0.87 in :func:`simulate`'s grids). The
-variance of the mean d̄ is σ²_α/a + σ²_β/b + σ²_ε/(ab), estimated without bias by the mean
-squares of the two-way ANOVA (E MS_a = σ²_ε + b·σ²_α, E MS_b = σ²_ε + a·σ²_β, E MS_e = σ²_ε):
+the intervals too narrow (false `worse`/`better` 0.42-0.87 on the simulated grids of
+tools/crossed_simulation.py). The variance of the mean d̄ is σ²_α/a + σ²_β/b + σ²_ε/(ab),
+estimated without bias by the mean squares of the two-way ANOVA (E MS_a = σ²_ε + b·σ²_α,
+E MS_b = σ²_ε + a·σ²_β, E MS_e = σ²_ε):
 
     var(d̄) = (MS_a + MS_b − MS_e) / (ab).
 
@@ -27,7 +28,7 @@ and r (:func:`mean_squares`): :class:`results.stats.contrasts.Contrasts`' moment
   (MS_a + MS_b − MS_e)² / (MS_a²/(a−1) + MS_b²/(b−1) + MS_e²/((a−1)(b−1))) with both
   sources, MS_a's a − 1 (or MS_b's b − 1) with one, MS_e's (a−1)(b−1) with none; one df per
   arm, used for its relative contrasts at ρ = 1 ± margin too (an approximation
-  :func:`simulate` checks). Measured per arm on :func:`simulate`'s grids (40,000 each, six
+  tools/crossed_simulation.py checks). Measured per arm on its grids (40,000 each, six
   mixes of the parts, 2026-11-25), the t test of Δ = 0 rejected at 0.02-1.13 times its level
   at α/8 (Holm's first step for eight arms) at 3 × 3 and 4 × 4; the cells' naive variance as
   the floor, with their a·b − 1 degrees of freedom there, rejected at up to 2.3 (3 × 3) and
@@ -37,8 +38,8 @@ and r (:func:`mean_squares`): :class:`results.stats.contrasts.Contrasts`' moment
   A failed cell: the arm is compared on its largest complete sub-grid left by dropping the
   rows, or the columns, that hold a failed cell.
 
-Validated by :func:`simulate` (``python -m results.stats.crossed``; docs/seed-sources.md has the
-rates) and against statsmodels' ANOVA in tests/test_seed_sources.py.
+Validated by tools/crossed_simulation.py (``python -m tools.crossed_simulation``;
+docs/seed-sources.md has the rates) and against statsmodels' ANOVA in tests/test_seed_sources.py.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from results.stats.contrasts import Contrasts, robust_outliers
+from results.stats.contrasts import Contrasts
 from results.stats.seed_variance import SOURCE_COLUMNS, crossed_sources
 
 MIN_LEVELS = 3  # seeds per source for a test: at 2 the variance has 1 degree of freedom
@@ -192,96 +193,3 @@ def add_crossed_columns(table: pd.DataFrame, index: pd.Index, contrasts: Contras
         named = np.where(tested, "crossed t", f"none (grid below {MIN_LEVELS} x {MIN_LEVELS})")
         table.loc[index[paired], "test"] = named[paired]
     table.attrs["crossed"] = True
-
-
-# --------------------------------------------------------------------- validation
-
-def simulate(rng: np.random.Generator, *, experiments: int, seeds: int, ratios: np.ndarray,
-             parts: tuple[float, float, float], reference_mean: float = 0.552,
-             shared: tuple[float, float] = (0.05, 0.05)) -> tuple[np.ndarray, np.ndarray]:
-    """Crossed grids: the reference's (experiments, 1, n, n) and the arms' (experiments, arms,
-    n, n). Every cell of an arm is ratio · (the reference's cell) plus its own paired
-    difference of an init part, an order part and a residual (s.d.s ``parts``, km); the
-    reference's cells carry init and order parts of their own (``shared``, as shares of its
-    mean) that every arm shares through the ratio."""
-    n = seeds
-    init = shared[0] * rng.standard_normal((experiments, 1, n, 1))
-    order = shared[1] * rng.standard_normal((experiments, 1, 1, n))
-    reference = reference_mean * (1 + init + order) + parts[2] * rng.standard_normal(
-        (experiments, 1, n, n)) / 2
-    arms = len(ratios)
-    own = (parts[0] * rng.standard_normal((experiments, arms, n, 1))
-           + parts[1] * rng.standard_normal((experiments, arms, 1, n))
-           + parts[2] * rng.standard_normal((experiments, arms, n, n)))
-    return reference, np.asarray(ratios, float)[None, :, None, None] * reference + own
-
-
-def crossed_verdicts(reference: np.ndarray, arms: np.ndarray, *, margin: float = 0.05,
-                     relative: bool = True, alpha: float = 0.05, crossed: bool = True
-                     ) -> dict[str, np.ndarray]:
-    """verdict_table's procedure on simulated grids: :func:`crossed_contrasts` (or, with
-    ``crossed`` False, the cells as independent seeds: the treatment this module replaces),
-    the robustness rule on the cells' paired differences, Holm over the arms."""
-    from results.stats.verdicts import equivalence_tests
-
-    reference = np.broadcast_to(reference, arms.shape)
-    flat = arms.shape[:-2] + (arms.shape[-2] * arms.shape[-1],)
-    if crossed:
-        contrasts = crossed_contrasts(arms, reference)
-    else:
-        contrasts = Contrasts.paired(arms.reshape(flat), reference.reshape(flat))
-    outlier = robust_outliers((arms - reference).reshape(flat))
-    return equivalence_tests(contrasts, margin=margin, relative=relative, alpha=alpha,
-                             outlier=outlier)
-
-
-# the paired difference's parts (init, order, residual s.d., km): the reviewer's settings
-PARTS = {"init+order+residual": (0.012, 0.012, 0.012), "init only": (0.017, 0.0, 0.004),
-         "residual only": (0.0, 0.0, 0.017),
-         # a ninth of the margin: the seven equal arms clear Holm's way, the eighth is tested
-         # at the full alpha (the hardest case for false `equivalent`)
-         "tight, init+order+residual": (0.003, 0.003, 0.003)}
-
-
-def error_rates(seeds: int, parts: tuple[float, float, float], *, experiments: int,
-                seed: int, crossed: bool = True) -> dict[str, float]:
-    """False `worse`/`better` (eight arms equal to the reference: the share of experiments
-    with any) and false `equivalent` at ±5% (seven equal arms and one at 1 ± 5%: the share
-    calling it `equivalent` or `negligible`, the larger of the two signs)."""
-    rng = np.random.default_rng(seed)
-    reference, arms = simulate(rng, experiments=experiments, seeds=seeds, ratios=np.ones(8),
-                               parts=parts)
-    tests = crossed_verdicts(reference, arms, crossed=crossed)
-    out = {"false worse/better": float(tests["significant"].any(axis=-1).mean())}
-    worst = 0.0
-    for sign in (1, -1):
-        ratios = np.r_[np.ones(7), 1 + sign * 0.05]
-        reference, arms = simulate(rng, experiments=experiments, seeds=seeds, ratios=ratios,
-                                   parts=parts)
-        tests = crossed_verdicts(reference, arms, crossed=crossed)
-        worst = max(worst, float(tests["equivalent"][:, 7].mean()))
-    out["false equivalent"] = worst
-    return out
-
-
-def main() -> None:
-    """``python -m results.stats.crossed [EXPERIMENTS]``: the table of docs/seed-sources.md."""
-    import sys
-
-    experiments = int(sys.argv[1]) if len(sys.argv) > 1 else 4000
-    bound = 0.05 + 3 * np.sqrt(0.05 * 0.95 / experiments)
-    print(f"{experiments} experiments per cell; alpha + 3 MC s.e. = {bound:.3f}\n")
-    print("| grid | paired difference's parts (init, order, residual s.d., km) | variance "
-          "| false worse/better | false equivalent at ±5% |\n|---|---|---|---|---|")
-    for g, seeds in enumerate((3, 4)):
-        for p, (name, parts) in enumerate(PARTS.items()):
-            for crossed in (True, False):
-                rates = error_rates(seeds, parts, experiments=experiments,
-                                    seed=100 * g + 10 * p, crossed=crossed)
-                print(f"| {seeds} x {seeds} | {name} {parts} | "
-                      f"{'crossed' if crossed else 'cells as independent seeds'} | "
-                      f"{rates['false worse/better']:.3f} | {rates['false equivalent']:.3f} |")
-
-
-if __name__ == "__main__":
-    main()

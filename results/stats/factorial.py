@@ -16,13 +16,12 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_METRIC
 from results.stats.comparisons import usable_trials
 from results.stats.contrasts import OUTLIER_MIN_SEEDS, Contrasts, robust_outliers
-from results.stats.directions import metric_direction
+from results.io.directions import metric_direction
 from results.stats.factorial_design import FactorialDesign  # exported here too (docs/factorial.md)
 from results.stats.verdicts import (
-    DEFAULT_ALPHA,
-    DEFAULT_MARGIN,
     equivalence_tests,
     margin_text,
     parse_margin,
@@ -44,7 +43,7 @@ EFFECT_SCALE = {"main": 2.0, "interaction": 4.0}
 
 
 def factorial_effects(trials: pd.DataFrame, design: FactorialDesign, *,
-                      metric: str = "test_mae", margin: str | float = DEFAULT_MARGIN,
+                      metric: str = DEFAULT_METRIC, margin: str | float = DEFAULT_MARGIN,
                       alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
     """The main effects and two-factor interactions of a factorial run on ``metric``.
 
@@ -165,7 +164,7 @@ def per_seed_effects(design: FactorialDesign, cells: np.ndarray, seeds: np.ndarr
 
 
 def interaction_means(trials: pd.DataFrame, design: FactorialDesign, *,
-                      metric: str = "test_mae") -> pd.DataFrame:
+                      metric: str = DEFAULT_METRIC) -> pd.DataFrame:
     """For each reported two-factor interaction A:B, the mean of ``metric`` over the ok
     trials at each of the four level combinations (averaged over the other factors and the
     seeds): columns effect, a, b (the two factors), a_level, b_level (-1: the reference's

@@ -24,6 +24,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ablations.config.comparison import DEFAULT_REFERENCE
+
 MIN_FACTORS = 2
 FULL_MAX_FACTORS = 4  # up to this many factors: every cell (2^k)
 MAX_FACTORS = 8
@@ -119,7 +121,7 @@ class FactorialDesign:
 
     @classmethod
     def plan(cls, factors: Sequence[str], reference: Sequence[bool],
-             reference_name: str = "baseline") -> FactorialDesign:
+             reference_name: str = DEFAULT_REFERENCE) -> FactorialDesign:
         """The design for these factors (at the reference cell's values)."""
         runs, generators = design_runs(len(factors))
         names = tuple(cell_name(row, factors, reference, reference_name) for row in runs)

@@ -38,8 +38,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-TRAINING_FAILURES = ("diverged",)
-MACHINERY_FAILURES = ("failed", "stopped", "skipped", "interrupted", "not_started")
+from ablations.config.statuses import TrialStatus
+
+TRAINING_FAILURES = (TrialStatus.DIVERGED,)
+MACHINERY_FAILURES = (TrialStatus.FAILED, TrialStatus.STOPPED, TrialStatus.SKIPPED,
+                      TrialStatus.INTERRUPTED, TrialStatus.NOT_STARTED)
 
 
 def outcome_tables(trials: pd.DataFrame, metric: str, seeds: set | None = None
@@ -48,7 +51,7 @@ def outcome_tables(trials: pd.DataFrame, metric: str, seeds: set | None = None
     (NaN elsewhere), and whether training failed it (a ``diverged`` trial). A cell with
     neither has no outcome (a machinery failure, a NaN metric, or not run)."""
     rows = trials if seeds is None else trials[trials["seed"].isin(seeds)]
-    values = rows[rows["status"] == "ok"]
+    values = rows[rows["status"] == TrialStatus.OK]
     values = values[np.isfinite(values[metric].to_numpy(dtype=float))]
     finished = values.pivot_table(index="seed", columns="ablation", values=metric,
                                   aggfunc="mean")

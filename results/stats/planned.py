@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from ablations.config.comparison import DEFAULT_REFERENCE
 from results.stats.sequential import DEFAULT_MAX_SEEDS, SeedDesign
 
 PLANNED_KEY = "planned"  # experiment.json's key
@@ -69,7 +70,7 @@ def recorded_settings(meta: dict[str, Any]) -> Optional[dict[str, Any]]:
     record = meta.get(PLANNED_KEY) or meta.get("sequential")
     if not record:
         return None
-    return {"reference": record.get("reference") or meta.get("reference") or "baseline",
+    return {"reference": record.get("reference") or meta.get("reference") or DEFAULT_REFERENCE,
             **{key: record.get(key) for key in SETTINGS[1:]}}
 
 

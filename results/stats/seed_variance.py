@@ -37,6 +37,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ablations.config.comparison import DEFAULT_METRIC
+from ablations.config.statuses import TrialStatus
+
 # trials.parquet's column of each source's seed (results/io/schema.py).
 SOURCE_COLUMNS: dict[str, str] = {"init": "init_seed", "order": "order_seed", "data": "data_seed"}
 RESIDUAL = "residual"
@@ -104,13 +107,13 @@ def mls_interval(ms_1: float, df_1: int, ms_2: float, df_2: int, scale: float,
     return max(low, 0.0), max(high, 0.0)
 
 
-def seed_variance_table(trials: pd.DataFrame, *, metric: str = "test_mae",
+def seed_variance_table(trials: pd.DataFrame, *, metric: str = DEFAULT_METRIC,
                         alpha: float = 0.05) -> pd.DataFrame:
     """Per arm whose ok trials cross two seed sources (:func:`crossed_sources`): one row per
     source and one for the residual, with the variance component of ``metric`` (its unit
     squared), its standard deviation, its share of the arm's seed variance (the components
     cut at 0, summed) and its ``1 − alpha`` interval. Empty when no arm crosses sources."""
-    ok = trials[trials["status"] == "ok"].dropna(subset=[metric])
+    ok = trials[trials["status"] == TrialStatus.OK].dropna(subset=[metric])
     rows = []
     for arm, group in ok.groupby("ablation", sort=False):
         sources = crossed_sources(group)

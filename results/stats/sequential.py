@@ -40,9 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from ablations.config.comparison import DEFAULT_ALPHA
 from results.stats.boundaries import nominal_levels
 from results.stats.contrasts import Contrasts
-from results.stats.verdicts import DEFAULT_ALPHA, verdict_labels
+from results.stats.verdicts import verdict_labels
 
 DEFAULT_MAX_SEEDS = 10
 # Share of α for `worse`/`better` spent at the pilot; the rest goes to the later looks in
@@ -55,16 +56,13 @@ EQ_SPENDING_POWER = 2.0
 
 @dataclass(frozen=True)
 class SeedDesign:
-    """Planned looks (seeds per arm at each) and the share of α spent at each.
-
-    ``boundaries``: ``group-sequential`` (the looks' correlation accounted for,
-    :mod:`results.stats.boundaries`) or ``bonferroni`` (each look at α·share: what experiments run
-    before group-sequential boundaries recorded; still valid, more conservative)."""
+    """Planned looks (seeds per arm at each) and the share of α spent at each; the levels
+    account for the looks' correlation (group-sequential boundaries,
+    :mod:`results.stats.boundaries`)."""
 
     looks: tuple[int, ...]  # e.g. (3, 6, 10)
     diff_spend: tuple[float, ...]  # `worse`/`better`: shares of α per look, summing to 1
     eq_spend: tuple[float, ...]  # `equivalent`: the same for TOST
-    boundaries: str = "group-sequential"
 
     @classmethod
     def plan(cls, pilot: int, max_seeds: int = DEFAULT_MAX_SEEDS) -> SeedDesign:
@@ -110,14 +108,13 @@ class SeedDesign:
 
     def to_dict(self) -> dict[str, Any]:
         return {"looks": list(self.looks), "diff_spend": list(self.diff_spend),
-                "eq_spend": list(self.eq_spend), "boundaries": self.boundaries}
+                "eq_spend": list(self.eq_spend)}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SeedDesign:
         return cls(tuple(int(n) for n in values["looks"]),
                    tuple(float(x) for x in values["diff_spend"]),
-                   tuple(float(x) for x in values["eq_spend"]),
-                   values.get("boundaries", "bonferroni"))  # recorded before boundaries were
+                   tuple(float(x) for x in values["eq_spend"]))
 
     @property
     def max_seeds(self) -> int:
@@ -126,8 +123,6 @@ class SeedDesign:
     def levels(self, level: float, *, equivalence: bool) -> tuple[float, ...]:
         """Nominal p-value thresholds per look for a test of overall size ``level``."""
         shares = self.eq_spend if equivalence else self.diff_spend
-        if self.boundaries == "bonferroni":
-            return tuple(level * s for s in shares)
         return nominal_levels(self.looks, tuple(shares), float(level), not equivalence)
 
 

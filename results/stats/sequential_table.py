@@ -2,8 +2,8 @@
 at each look (:func:`look_contrasts`, :func:`look_failures`), the decisions of
 :func:`results.stats.sequential.sequential_tests` on them, and the table whose every row tells the
 look that decided it (:func:`sequential_verdict_table`, with the repeated confidence interval of
-:func:`repeated_interval`); what the rounds spent (:func:`compute_spent`); and the verdict table
-of an experiment folder as its design decided (:func:`experiment_verdicts`).
+:func:`repeated_interval`); and what the rounds spent (:func:`compute_spent`). Which table
+decides an experiment is :mod:`results.stats.decisions`'.
 
 :mod:`results.stats.sequential` holds the design and the procedure on arrays; this module reads
 trials tables.
@@ -17,12 +17,17 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from ablations.config.comparison import (
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
+    DEFAULT_METRIC,
+    DEFAULT_REFERENCE,
+)
+from ablations.config.statuses import TrialStatus
 from results.stats.contrasts import Contrasts
 from results.stats.failures import failure_tests, verdict_reasons
 from results.stats.sequential import SeedDesign, sequential_tests
 from results.stats.verdicts import (
-    DEFAULT_ALPHA,
-    DEFAULT_MARGIN,
     comparison_columns,
     family_contrasts,
     metric_direction,
@@ -42,9 +47,8 @@ def look_contrasts(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int
                    ) -> tuple[list[str], Contrasts, np.ndarray, np.ndarray]:
     """Per arm (every variant but ``reference``) and look: its contrasts against the reference
     over the look's seeds (``seeds[:n_k]``, the experiment's seed order), the robustness
-    rule's flag and the seeds paired (0: Welch's comparison). An arm reached look k when it has a
-    trial (of any status) among the seeds
-    that look added; NaN where it did not."""
+    rule's flag and the seeds paired (0: Welch's comparison). An arm reached look k when it has
+    a trial (of any status) among the seeds that look added; NaN where it did not."""
     arms = [a for a in dict.fromkeys(trials["ablation"]) if a != reference]
     per_look, flags, paired = [], [], []
     previous = 0
@@ -107,7 +111,7 @@ def repeated_interval(contrasts: Contrasts, look: np.ndarray, *, design: SeedDes
 
 
 def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int], *,
-                             reference: str = "baseline", metric: str = "test_mae",
+                             reference: str = DEFAULT_REFERENCE, metric: str = DEFAULT_METRIC,
                              margin: str | float = DEFAULT_MARGIN,
                              alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
     """:func:`results.stats.analysis.verdict_table` for an experiment run with ``--seeds auto``.
@@ -123,8 +127,8 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     interval (and ``n_ok``) are descriptive, over every ok seed the arm ran.
     ``p_holm``/``p_tost_holm`` have no sequential counterpart and are left empty;
     ``level_diff``/``level_eq`` give the nominal levels the arm's tests had at its reported
-    look, ``looks`` how many looks it reached. ``seeds``: the experiment's seed
-    order (experiment.json's ``sequential.seeds``).
+    look, ``looks`` how many looks it reached. ``seeds``: the experiment's seed order
+    (experiment.json's ``sequential.seeds``).
 
     ``diff_ci_low``/``diff_ci_high`` are the repeated confidence interval at the reported look
     (``attrs["diff_ci"] == "repeated"``): 1 − α coverage of Δ whichever look stopped the arm
@@ -211,7 +215,7 @@ def compute_spent(trials: pd.DataFrame, max_seeds: int) -> pd.DataFrame:
     for the seeds it did not run)."""
     rows = []
     for arm, group in trials.groupby("ablation", sort=False):
-        ran = group[group["status"] != "skipped"]
+        ran = group[group["status"] != TrialStatus.SKIPPED]
         n = len(ran)
         mean = ran[["cpu_hours", "gpu_hours"]].mean() if n else pd.Series(
             {"cpu_hours": 0.0, "gpu_hours": 0.0})
@@ -239,47 +243,3 @@ def compute_note(spent: pd.DataFrame) -> str:
             f"{int(spent['fixed_trials'].max())} seeds for every variant: {fixed} trials "
             f"({share}).")
 
-
-def experiment_verdicts(directory: str, trials: pd.DataFrame | None = None, *,
-                        reference: str | None = None, metric: str | None = None,
-                        margin: str | float | None = None,
-                        alpha: float | None = None) -> pd.DataFrame:
-    """The verdict table of the experiment in ``directory`` as its design decided them:
-    :func:`sequential_verdict_table` for a ``--seeds auto`` run (experiment.json's
-    ``sequential``) and for a fixed run that is the pilot look of a planned design
-    (``planned``'s ``design``: only its first look reached), else
-    :func:`results.stats.analysis.verdict_table`. Arguments left None are the settings the
-    experiment recorded before its data (:mod:`results.stats.planned`), else baseline, test_mae,
-    5%, 0.05. ``trials``: its trials.parquet if loaded.
-
-    A table decided on other settings than the recorded ones is exploratory: its
-    ``attrs["exploratory"]`` lists what differs (:func:`results.stats.planned.departures`)."""
-    from results.stats.analysis import verdict_table
-    from results.io.files import read_experiment, read_metadata
-    from results.stats.planned import departures, pilot_design, recorded_settings
-
-    if trials is None:
-        trials = read_experiment(directory)["trials"]
-    meta = read_metadata(directory) or {}
-    record = meta.get("sequential")
-    planned = recorded_settings(meta) or {}
-    reference = reference or planned.get("reference") or meta.get("reference") or "baseline"
-    metric = metric or planned.get("metric") or "test_mae"
-    margin = margin if margin is not None else planned.get("margin") or DEFAULT_MARGIN
-    alpha = alpha if alpha is not None else float(planned.get("alpha") or DEFAULT_ALPHA)
-    pilot = None if record else pilot_design(meta.get("planned"))
-    if record:
-        table = sequential_verdict_table(trials, SeedDesign.from_dict(record["design"]),
-                                         record["seeds"], reference=reference, metric=metric,
-                                         margin=margin, alpha=alpha)
-    elif pilot is not None:
-        table = sequential_verdict_table(trials, pilot, meta["planned"]["seeds"],
-                                         reference=reference, metric=metric, margin=margin,
-                                         alpha=alpha)
-        table.attrs["pilot"] = True
-    else:
-        table = verdict_table(trials, reference=reference, metric=metric, margin=margin,
-                              alpha=alpha)
-    table.attrs["exploratory"] = departures(planned, reference=reference, metric=metric,
-                                            margin=margin, alpha=alpha)
-    return table

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_REFERENCE
 from results.stats.comparisons import holm
-from results.stats.verdicts import DEFAULT_ALPHA
 
 STRATUM_PREFIX = "stratum_"
 
@@ -67,7 +67,7 @@ def quantile_bins(values: pd.Series, bins: int) -> pd.Series:
 
 
 def stratified_errors(predictions: pd.DataFrame, *, bins: int = 4,
-                      reference: str = "baseline") -> pd.DataFrame:
+                      reference: str = DEFAULT_REFERENCE) -> pd.DataFrame:
     """Per ablation x stratum column x stratum value: n, MAE, RMSE, bias (mean of
     prediction - target), over every ok trial's test predictions; and ``mae_diff``, the MAE
     minus the reference's in the same stratum."""
@@ -138,7 +138,7 @@ def cell_tests(cell_diff: np.ndarray, overall_diff: np.ndarray, alpha: float
             "ci_high": diff_mean + half, "interaction_p": p, "interaction_p_holm": holm(p)}
 
 
-def stratified_effects(predictions: pd.DataFrame, *, reference: str = "baseline",
+def stratified_effects(predictions: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
                        metric: str = "abs_error", bins: int = 4,
                        alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
     """Where an ablation hurts: its seed-paired effect per stratum level, and the levels where

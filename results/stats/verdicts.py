@@ -17,15 +17,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ablations.config.comparison import (
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
+    DEFAULT_METRIC,
+    DEFAULT_REFERENCE,
+)
 from results.stats.comparisons import ablation_table, holm, usable_trials
 from results.stats.contrasts import Contrasts, robust_outliers
 from results.stats.crossed import CROSSED_NOTE, add_crossed_columns, crossed_cells, crossed_family
 from results.stats.failures import FailureTests, add_failure_columns, failure_tests
 from results.stats.phases import evaluation_rows
-from results.stats.directions import METRIC_DIRECTION, metric_direction  # noqa: F401 (re-exported)
+from results.io.directions import METRIC_DIRECTION, metric_direction  # noqa: F401 (re-exported)
 
-DEFAULT_MARGIN = "5%"
-DEFAULT_ALPHA = 0.05
 VERDICTS = ("worse", "better", "higher", "lower", "significant", "equivalent", "negligible",
             "inconclusive")
 
@@ -252,12 +256,14 @@ def resolve_margin(margin: str | float, reference_mean: float) -> tuple[float, b
     return value, relative
 
 
-def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
-                  metric: str = "test_mae", margin: str | float = DEFAULT_MARGIN,
+def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
+                  metric: str = DEFAULT_METRIC, margin: str | float = DEFAULT_MARGIN,
                   alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
     """A verdict for every variant against ``reference`` on ``metric``: the question an
-    ablation answers (does this component matter, and if not, how sure are we?). Works on any
-    trials table, fixed seeds or not.
+    ablation answers (does this component matter, and if not, how sure are we?), with the
+    trials tested as one fixed design at full α. For a ``--seeds auto`` experiment these are
+    not the verdicts its rounds decided: :func:`results.stats.decisions.experiment_verdicts`
+    gives an experiment's verdicts as its design decided them.
 
     The comparisons are :func:`ablation_table`'s (seed-paired t over the shared ok seeds, Welch
     with fewer than two shared), one family of all variants but the reference:
@@ -305,10 +311,12 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = "baseline",
         ``equivalent`` (the two Holm decisions); ``verdict`` (``reference`` on the reference's
         row); ``n_diverged`` (seeds whose training diverged, :mod:`results.stats.failures`) and
         ``reason`` (why a row reads as it does where its numbers do not say: diverged seeds,
-        an outlying seed; else ""). ``test`` reads ``worst-rank`` where a seed on which one
-        arm diverged and the other finished made the test of Δ = 0 the worst-rank test
-        (``p_value`` is then its p). The metric, reference, margin (also as given),
-        ``relative``, α and direction are in ``.attrs``; :func:`verdict_note` words them.
+        an outlying seed; else ""). ``test`` reads ``t + worst-rank`` where a seed on which one
+        arm diverged and the other finished made the test of Δ = 0 combine the t test with
+        the worst-rank test (``p_value`` is then the combined p, ``p_worst_rank`` the
+        worst-rank test's). The metric, reference, margin (also as given), ``relative``, α
+        and direction are in ``.attrs``; :func:`verdict_note` words them. results/README.md
+        lists every column.
 
     Raises:
         ValueError: a reference that is not a variant or has no ok trial, a bad margin or α.

@@ -22,6 +22,7 @@ from ray.air.integrations.mlflow import MLflowLoggerCallback
 from ray.air.integrations.wandb import WandbLoggerCallback, _WandbLoggingActor
 from ray.tune.result import AUTO_RESULT_KEYS
 
+from ablations.config.statuses import TrialStatus
 from ablations.experiment.reported import unpacked
 from results.io.files import is_uri, read_metadata
 
@@ -166,8 +167,9 @@ class MLflowTracker(MLflowLoggerCallback):
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         run_id = self._trial_runs[trial]
-        status = "failed" if failed else str(unpacked(trial.last_result).get("status", "ok"))
-        self.client.set_tag(run_id, "status", status)
+        status = TrialStatus.FAILED if failed else unpacked(trial.last_result).get(
+            "status", TrialStatus.OK)
+        self.client.set_tag(run_id, "status", str(status))
         self.client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
         self._ended.add(trial)
 
@@ -176,7 +178,7 @@ class MLflowTracker(MLflowLoggerCallback):
         ``--resume`` continues them."""
         for trial, run_id in self._trial_runs.items():
             if trial not in self._ended:
-                self.client.set_tag(run_id, "status", "interrupted")
+                self.client.set_tag(run_id, "status", str(TrialStatus.INTERRUPTED))
                 self.client.set_terminated(run_id, status="KILLED")
 
     def publish(self, files: dict[str, str], verdicts: Optional[pd.DataFrame]) -> None:

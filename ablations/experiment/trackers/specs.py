@@ -153,16 +153,17 @@ def _check_wandb_credentials() -> None:
 
 
 def publish_summary(trackers: Sequence[Any], directory: str, trials: pd.DataFrame,
-                    summary: str, *, reference: str, metric: str, margin: str | float,
-                    alpha: float) -> None:
-    """Give each tracker the experiment's verdicts (as ``results.stats.sequential.
-    experiment_verdicts`` computes them, with the command's reference, metric, margin and α)
-    and ``summary``, the table the command printed. A tracker that fails here gets a warning
-    line: the results are written already."""
+                    summary: str, *, reference: Optional[str] = None,
+                    metric: Optional[str] = None, margin: str | float | None = None,
+                    alpha: Optional[float] = None) -> None:
+    """Give each tracker the experiment's verdicts (as
+    :func:`results.stats.decisions.experiment_verdicts` decides them: the settings given, else
+    those recorded before the data) and ``summary``, the table the command printed. A tracker
+    that fails here gets a warning line: the results are written already."""
     from results.stats.analysis import dropped_note, verdict_note
     from results.report.page import markdown_cells
     from results.report.tables import verdict_view
-    from results.stats.sequential_table import experiment_verdicts
+    from results.stats.decisions import experiment_verdicts
 
     files = {"summary.txt": summary + "\n"}
     verdicts: Optional[pd.DataFrame] = None
@@ -172,6 +173,8 @@ def publish_summary(trackers: Sequence[Any], directory: str, trials: pd.DataFram
     except (ValueError, KeyError):  # e.g. no ok reference trial: the printed table only
         pass
     if verdicts is not None and len(verdicts):
+        reference, metric = (verdicts.attrs["settings"][key] for key in ("reference", "metric"))
+        alpha = verdicts.attrs["settings"]["alpha"]
         files["verdicts.csv"] = verdicts.to_csv(index=False)
         shown = markdown_cells(verdict_view(verdicts, metric=metric, alpha=alpha))
         note = verdict_note(verdicts)

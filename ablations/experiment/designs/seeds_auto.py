@@ -13,31 +13,26 @@ only.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pandas as pd
 
-from ablations.experiment.options import TUNE_SUBDIR, ExperimentResult, RunOptions
-from ablations.experiment.runner import run_experiment, trial_plan
-from ablations.experiment.strategies.base import Strategy
-from ablations.experiment.strategies.grid import Grid
-from results.io.files import (
-    METADATA_FILE,
-    TRIALS_FILE,
-    is_file,
-    join,
-    read_experiment,
-    read_metadata,
-    write_json_atomic,
+from ablations.experiment.designs.base import Design
+from ablations.experiment.designs.parts import Parts, stopped
+from ablations.experiment.designs.tune_setup import GridTune, Part
+from ablations.experiment.options import (
+    TUNE_SUBDIR,
+    ExperimentResult,
+    RunOptions,
+    experiment_dir,
 )
+from ablations.experiment.plans import plan_from_metadata, trial_plan
+from ablations.experiment.request import UsageError, arg
 from results.stats.sequential import SeedDesign
 from results.stats.sequential_table import active_arms, sequential_verdict_table
 from search_spaces import TrialSpec
-
-UNFINISHED = ("interrupted", "not_started")
 
 
 @dataclass
@@ -68,16 +63,11 @@ class SequentialRun:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> SequentialRun:
-        from ablations.config import TrialConfig
-
-        plan = {}
-        for name, values in record["plan"].items():
-            config = TrialConfig.from_dict(values)
-            plan[name] = TrialSpec(name, config.ablation, config.seed, config)
+        trials, _ = plan_from_metadata({"trials": record["plan"]})
         return cls(SeedDesign.from_dict(record["design"]), list(record["seeds"]),
                    record["reference"], record["metric"], record["margin"],
-                   float(record["alpha"]), plan, list(record["rounds"]),
-                   record.get("continued"))
+                   float(record["alpha"]), {spec.name: spec for spec in trials},
+                   list(record["rounds"]), record.get("continued"))
 
     def cells(self, arms: Sequence[str], seeds: Sequence[int]) -> list[TrialSpec]:
         """The plan's trials of ``arms`` at ``seeds``, in the plan's order."""
@@ -114,15 +104,6 @@ def next_arms(table: pd.DataFrame, ran: Sequence[str]) -> list[str]:
     return [arm for arm in active_arms(table) if arm in set(ran) and outcomes[arm] >= 2]
 
 
-def _earlier_rows(root: str, names: set[str]) -> tuple[pd.DataFrame, ...] | None:
-    """The rows of the earlier rounds' trials (``names``) from the experiment's files."""
-    if not is_file(join(root, TRIALS_FILE)):
-        return None
-    frames = read_experiment(root)
-    return tuple(frames[key][frames[key]["trial_name"].isin(names)]
-                 for key in ("trials", "epochs", "predictions"))
-
-
 def run_rounds(run: SequentialRun, options: RunOptions,
                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
                root: str, say: Any = print, finished: Optional[ExperimentResult] = None
@@ -135,11 +116,16 @@ def run_rounds(run: SequentialRun, options: RunOptions,
     ``finished``: the rows of the last recorded round, complete (a fixed-seed experiment
     continued with --seeds auto: its trials are round 1); they are decided on as they are,
     not run through Tune again, and ``run``'s record is written to experiment.json first."""
+    # experiment.json's sequential record is the plan fixed before the data: no planned record
+    parts = Parts(Rounds(run, root), options, root)
     arms = list(dict.fromkeys(s.variant for s in run.plan.values() if s.variant != run.reference))
     if finished is not None:
         number = len(run.rounds)
         current = [run.plan[name] for name in run.rounds[-1]["trials"]]
-        _write_record(root, run)
+        # made sequential before any round runs: a stop from here on is continued by plain
+        # --resume, and a run whose first look decides every variant still reads as the
+        # sequential experiment it became
+        parts.write_record({"sequential": run.record()}, stamp="resumed_at", append=True)
     elif resume and run.rounds:
         number = len(run.rounds)
         current = [run.plan[name] for name in run.rounds[-1]["trials"]]
@@ -147,12 +133,8 @@ def run_rounds(run: SequentialRun, options: RunOptions,
         number, resume = 1, False
         current = run.cells([run.reference, *arms], run.look_seeds(1))
         run.rounds = [{"round": 1, "tune": TUNE_SUBDIR, "trials": [s.name for s in current]}]
-    wall_s = 0.0  # the driver's time in Tune over this call's rounds
     while True:
-        earlier = [run.plan[name] for r in run.rounds[:-1] for name in r["trials"]]
-        this_round = Round(number, run.rounds[-1]["tune"], earlier,
-                           _earlier_rows(root, {s.name for s in earlier}) if earlier else None,
-                           run.record())
+        earlier = [name for r in run.rounds[:-1] for name in r["trials"]]
         looks = run.design.looks
         kept = " (the fixed run's trials, kept, not run again)" if finished is not None else ""
         say(f"Round {number} of at most {len(looks)}{kept}: {len(current)} trials "
@@ -161,12 +143,11 @@ def run_rounds(run: SequentialRun, options: RunOptions,
         if finished is not None:
             result, finished = finished, None
             result.wall_s = 0.0
+            result = parts.add(result)
         else:
-            result = run_experiment(current, options, skipped, strategy=this_round,
-                                    resume=resume)
-        wall_s += result.wall_s
-        result.wall_s = wall_s
-        if result.trials["status"].isin(UNFINISHED).any():
+            part = Part(run.rounds[-1]["tune"], number, earlier_rows=parts.earlier_rows(earlier))
+            result = parts.run(current, GridTune(part), skipped, resume=resume)
+        if stopped(result.trials):
             return result, None  # stopped: --resume continues this round
         try:
             table = run.verdicts(result.trials)
@@ -193,29 +174,15 @@ def run_rounds(run: SequentialRun, options: RunOptions,
             f"{', '.join(following)}")
 
 
-class Round(Grid):
-    """One round of a ``--seeds auto`` experiment: its trials as a grid, in its own Tune folder
+class Rounds(Design):
+    """``--seeds auto``: the rounds of :func:`run_rounds`, each a grid in its own Tune folder
     (``tune`` for the pilot, ``tune-round<k>`` after), its number in the ``round`` column, the
-    earlier rounds' rows kept before its own and their trials in experiment.json's plan."""
+    earlier rounds' rows kept before its own; the verdicts are the sequential design's (its
+    metric, margin and alpha). ``finished``: a fixed run continued into rounds (its rows are
+    round 1)."""
 
-    kind = "round"
-
-    def __init__(self, number: int, tune_subdir: str, earlier: list[TrialSpec],
-                 earlier_rows: Optional[tuple], record: dict[str, Any]) -> None:
-        self.round_number, self.tune_subdir = number, tune_subdir
-        self.earlier, self.earlier_rows, self.sequential_record = earlier, earlier_rows, record
-
-    def record(self, metadata: dict[str, Any], trials: Sequence[TrialSpec]) -> None:
-        metadata["trials"] = {**trial_plan(self.earlier), **metadata["trials"]}
-        metadata["seeds"] = sorted({spec.seed for spec in [*self.earlier, *trials]})
-        metadata["sequential"] = self.sequential_record
-
-
-class SeedsAuto(Strategy):
-    """``--seeds auto``: the rounds of :func:`run_rounds`, each a :class:`Round`; the
-    verdicts are the sequential design's (its metric, margin and alpha)."""
-
-    kind = "seeds-auto"
+    record_key = "sequential"
+    asked_by = f"{arg('seeds')} auto"
     tensorboard_dir = ""  # the experiment's folder: every round's Tune folder
 
     def __init__(self, run: SequentialRun, root: str = "",
@@ -224,44 +191,36 @@ class SeedsAuto(Strategy):
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
                 skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
-                say: Any = print) -> ExperimentResult:
-        from ablations.experiment.options import experiment_dir
-
+                say: Callable[[str], None] = print) -> ExperimentResult:
         result, _ = run_rounds(self.run, options, skipped, resume=resume,
                                root=self.root or experiment_dir(options), say=say,
                                finished=self.finished)
         return result
 
-    def count(self, trials: Sequence[TrialSpec], seeds: Sequence[int],
-              crossed: bool = False) -> str:
-        looks = self.run.design.looks
-        return (f"{len({s.variant for s in self.run.plan.values()})} variants, seeds in "
-                f"rounds ({looks[0]} seeds, then up to {looks[-1]} where no verdict yet)")
+    def record(self, metadata: dict[str, Any]) -> None:
+        ran = [self.run.plan[name] for r in self.run.rounds for name in r["trials"]]
+        metadata["trials"] = trial_plan(ran)  # every round's so far
+        metadata["seeds"] = sorted({spec.seed for spec in ran})
+        metadata[self.record_key] = self.run.record()
 
-    def design_lines(self, alpha: float) -> list[str]:
-        from results.stats.sequential import design_note
+    @classmethod
+    def from_record(cls, meta: dict[str, Any], root: str) -> Rounds:
+        design = cls(SequentialRun.from_record(meta[cls.record_key]), root)
+        design.planned = meta.get("planned")
+        return design
 
-        return [f"{design_note(self.run.design, alpha)} The pilot's trials:"]
-
-    def describe(self, trials: Sequence[TrialSpec], base: Any,
-                 skipped: Sequence[tuple[TrialSpec, str]]) -> list[str]:
-        return Grid().describe(trials, base, skipped)
-
-    def verdict_settings(self, metric: str, margin: Optional[str], alpha: float,
-                         reference: str) -> tuple[str, str, Any, float, Optional[dict]]:
-        run = self.run  # the decisions' own reference, metric, margin and alpha
-        return run.reference, run.metric, run.margin, run.alpha, run.record()
-
-
-def _write_record(root: str, run: SequentialRun) -> None:
-    """experiment.json made sequential before any round runs: a stop from here on is
-    continued by plain --resume, and a run whose first look decides every variant still
-    reads as the sequential experiment it became."""
-    meta = read_metadata(root) or {}
-    meta["sequential"] = run.record()
-    meta["resumed_at"] = [*meta.get("resumed_at", []),
-                          dt.datetime.now(dt.timezone.utc).isoformat()]
-    write_json_atomic(meta, join(root, METADATA_FILE))
+    def same_plan_as(self, recorded: Design, trials: Sequence[TrialSpec],
+                     recorded_trials: Sequence[TrialSpec], where: str) -> bool:
+        """The whole table up to the last look's seeds, the design, and the metric, margin
+        and alpha its rounds decide on."""
+        was, now = recorded.run, self.run
+        if (was.metric, str(was.margin), was.alpha) != (now.metric, str(now.margin), now.alpha):
+            raise UsageError(f"{where} decides its rounds on metric {was.metric}, margin "
+                             f"{was.margin}, alpha {was.alpha:g}; give those (or "
+                             f"{arg('resume')}, which keeps them) or choose another "
+                             f"{arg('name')}")
+        return (trial_plan(now.plan.values()) == trial_plan(was.plan.values())
+                and now.design.to_dict() == was.design.to_dict())
 
 
 def seed_span(seeds: Sequence[int]) -> str:

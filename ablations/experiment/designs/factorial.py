@@ -1,7 +1,7 @@
 """A two-level factorial design of boolean switches (``--design factorial --factors A,B,...``;
 docs/factorial.md): every cell of the design at every seed, run as a grid (:class:`Grid`),
-the design recorded in experiment.json, and the run's summary ending with its main effects
-and two-factor interactions (results/stats/factorial.py).
+the design recorded in experiment.json; the run's summary ends with its main effects and
+two-factor interactions (results/stats/factorial.py, printed by ablations/cli/design_text.py).
 
 :func:`factorial_trials` checks the request and expands the design into trials; planning
 (ablations/experiment/planning.py) calls it when the request says ``design="factorial"``.
@@ -13,29 +13,29 @@ import difflib
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ablations.config import ALIASES, TrialConfig, apply_overrides
-from ablations.experiment.request import Request, UsageError
-from ablations.experiment.strategies.grid import Grid
+from ablations.experiment.designs.grid import Grid
+from ablations.experiment.request import Request, UsageError, arg
 from results.stats.factorial_design import MAX_FACTORS, MIN_FACTORS, FactorialDesign
+from search_spaces import TrialSpec
 
 if TYPE_CHECKING:
-    from search_spaces import Space, TrialSpec
+    from search_spaces import Space
 
 DESIGNS = ("table", "factorial")
 
 
-def parse_factors(text: Optional[str]) -> list[str]:
-    """``--factors``: comma-separated config keys (aliases resolved), distinct, 2 to 8."""
-    names = [part.strip() for part in (text or "").split(",")]
-    if not text or any(not name for name in names):
-        raise UsageError(f"--factors {text!r}: give {MIN_FACTORS} to {MAX_FACTORS} boolean "
-                         "config keys separated by commas, e.g. "
-                         "temporal_attention,spatial_attention")
+def parse_factors(given: Optional[Sequence[str]]) -> list[str]:
+    """The factors: boolean config keys (aliases resolved), distinct, 2 to 8."""
+    names = [str(part).strip() for part in (given or [])]
+    if not names or any(not name for name in names):
+        raise UsageError(f"{arg('factors')} {given!r}: give {MIN_FACTORS} to {MAX_FACTORS} "
+                         "boolean config keys, e.g. temporal_attention,spatial_attention")
     names = [ALIASES.get(name, name) for name in names]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise UsageError(f"--factors: {repeated[0]} is given twice; each factor once")
+        raise UsageError(f"{arg('factors')}: {repeated[0]} is given twice; each factor once")
     if not MIN_FACTORS <= len(names) <= MAX_FACTORS:
-        raise UsageError(f"--factors: {len(names)} factor(s); a factorial design takes "
+        raise UsageError(f"{arg('factors')}: {len(names)} factor(s); a factorial design takes "
                          f"{MIN_FACTORS} to {MAX_FACTORS} (every cell up to 4, a resolution "
                          "IV or V fraction of 16 cells for 5 to 8)")
     return names
@@ -44,28 +44,28 @@ def parse_factors(text: Optional[str]) -> list[str]:
 def check_request(args: Request, space: Space) -> None:
     """The flags a factorial design refuses or needs (one line each, before any trial)."""
     if args.design not in DESIGNS:
-        raise UsageError(f"--design {args.design!r}: choose one of {', '.join(DESIGNS)}")
+        raise UsageError(f"{arg('design')} {args.design!r}: choose one of {', '.join(DESIGNS)}")
     if args.design != "factorial":
         if args.factors:
-            raise UsageError("--factors applies with --design factorial only")
+            raise UsageError(f"{arg('factors')} applies with {arg('design')} factorial only")
         return
     if not args.factors:
-        raise UsageError("--design factorial needs --factors KEY,KEY,... (boolean config keys, "
-                         f"{MIN_FACTORS} to {MAX_FACTORS})")
+        raise UsageError(f"{arg('design')} factorial needs {arg('factors')} KEY,KEY,... (boolean "
+                         f"config keys, {MIN_FACTORS} to {MAX_FACTORS})")
     if space.is_search:
-        raise UsageError(f"--design factorial: space {space.name} is a search, not an "
+        raise UsageError(f"{arg('design')} factorial: space {space.name} is a search, not an "
                          "ablation table; the reference cell is a table's reference variant "
-                         "(e.g. --space components)")
+                         f"(e.g. {arg('space')} components)")
     if args.seeds == "auto":
-        raise UsageError("--design factorial runs every cell at the same fixed seeds; give a "
-                         "number of seeds (at least 2), not auto")
+        raise UsageError(f"{arg('design')} factorial runs every cell at the same fixed seeds; "
+                         "give a number of seeds (at least 2), not auto")
     if len(args.seeds) < 2:
-        raise UsageError("--design factorial needs at least 2 seeds: the effects' error is "
+        raise UsageError(f"{arg('design')} factorial needs at least 2 seeds: the effects' error is "
                          "estimated from how the cells differ from seed to seed")
-    for flag, given in (("--only", args.only), ("--null-control", args.null_control),
-                        ("--cross-seeds", args.cross_seeds)):
+    for flag, given in ((arg("only"), args.only), (arg("null_control"), args.null_control),
+                        (arg("cross_seeds"), args.cross_seeds)):
         if given:
-            raise UsageError(f"{flag} does not combine with --design factorial (the design "
+            raise UsageError(f"{flag} does not combine with {arg('design')} factorial (the design "
                              "names its own cells, each at every seed)")
 
 
@@ -74,8 +74,6 @@ def factorial_trials(args: Request, space: Space, base: TrialConfig, seeds: Sequ
                      ) -> tuple[list[TrialSpec], FactorialDesign]:
     """The design's cells at every seed: the reference cell is ``space``'s reference variant
     (``base`` + its diff); each factor's other level is the negation of its value there."""
-    from search_spaces import TrialSpec
-
     factors = parse_factors(args.factors)
     table = space.table(scalar_names, base.data.dropped_scalars)
     where = space.source_file or f"space {space.name}"
@@ -88,10 +86,10 @@ def factorial_trials(args: Request, space: Space, base: TrialConfig, seeds: Sequ
         if name not in values:
             close = difflib.get_close_matches(name, booleans, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise UsageError(f"--factors: unknown key {name!r}{hint} (the boolean switches: "
+            raise UsageError(f"{arg('factors')}: unknown key {name!r}{hint} (the boolean switches: "
                              f"{', '.join(booleans)})")
         if not isinstance(values[name], bool):
-            raise UsageError(f"--factors: {name} is not a boolean switch (its value is "
+            raise UsageError(f"{arg('factors')}: {name} is not a boolean switch (its value is "
                              f"{values[name]!r}); factors are config keys that are true or "
                              f"false: {', '.join(booleans)}")
         levels.append(values[name])
@@ -107,33 +105,21 @@ def factorial_trials(args: Request, space: Space, base: TrialConfig, seeds: Sequ
 
 
 class Factorial(Grid):
-    """Every cell of a two-level factorial design at every seed (a grid), and its effects."""
+    """Every cell of a two-level factorial design at every seed (a grid); the summary adds its
+    effects (ablations/cli/design_text.py)."""
 
-    kind = "factorial"
+    record_key = "factorial"
+    asked_by = f"{arg('design')} factorial"
     continues_into_rounds = False  # a design's cells share seeds: no per-cell rounds
 
-    def __init__(self, design: FactorialDesign) -> None:
-        self.design = design
+    def __init__(self, factorial: FactorialDesign) -> None:
+        self.factorial = factorial
 
-    def record(self, metadata: dict[str, Any], trials: Sequence[TrialSpec]) -> None:
-        metadata["factorial"] = self.design.to_dict()
+    def record(self, metadata: dict[str, Any]) -> None:
+        metadata[self.record_key] = self.factorial.to_dict()
 
-    def count(self, trials: Sequence[TrialSpec], seeds: Sequence[int],
-              crossed: bool = False) -> str:
-        return (f"{len(trials)} trials ({len(self.design.cells)} cells of a "
-                f"{self.design.label} x {len(seeds)} seeds)")
-
-    def design_lines(self, alpha: float) -> list[str]:
-        return self.design.lines()
-
-    def summary_lines(self, trials_df: Any, *, metric: str, margin: Any,
-                      alpha: float) -> list[str]:
-        from results.stats.factorial import effects_view, factorial_effects, factorial_note
-
-        try:
-            table = factorial_effects(trials_df, self.design, metric=metric, margin=margin,
-                                      alpha=alpha)
-        except (ValueError, KeyError) as exc:
-            return ["", f"No factorial effects: {exc}"]
-        return ["", f"Factorial effects ({self.design.legend()}):",
-                effects_view(table).to_string(index=False), "", factorial_note(table)]
+    @classmethod
+    def from_record(cls, meta: dict[str, Any], root: str) -> Factorial:
+        design = cls(FactorialDesign.from_dict(meta[cls.record_key]))
+        design.planned = meta.get("planned")
+        return design

@@ -1,4 +1,7 @@
-"""Ray Tune's OptunaSearch, made to survive a driver killed at the wrong moment.
+"""Ray Tune's side of the Optuna search: the searcher, made to survive a driver killed at the
+wrong moment, and the callback that uploads a URI root's study. Both subclass Ray Tune's
+classes, so this module loads Ray Tune and Optuna; ``designs/hpo.py`` imports it only when a
+search is set up.
 
 Optuna writes a trial's end to its SQLite study at once; Tune saves its own state (the trials,
 the searcher) every few seconds. A driver killed between the two leaves a trial that Tune
@@ -11,10 +14,14 @@ trial itself runs to its end as Tune resumes it, and its row in trials.parquet i
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+import sys
+from typing import Any, Callable, Optional
 
 from optuna.exceptions import UpdateFinishedTrialError
+from ray.tune import Callback
 from ray.tune.search.optuna import OptunaSearch
+
+from results.io.files import first_line
 
 logger = logging.getLogger(__name__)
 
@@ -37,3 +44,28 @@ class ResumableOptunaSearch(OptunaSearch):
         if trial_id in self._completed_trials:
             return  # finished in the study before a resume (above): nothing to tell
         super().on_trial_complete(trial_id, result, error)
+
+
+class OptunaUpload(Callback):
+    """Calls ``upload`` (the study's copy to the bucket) as each trial starts (Optuna has just
+    recorded the trial it asked for) and ends (Tune tells the searcher first). A failed upload
+    is a warning: the next event uploads again."""
+
+    def __init__(self, upload: Callable[[], None]) -> None:
+        self.upload = upload
+
+    def _upload(self) -> None:
+        try:
+            self.upload()
+        except OSError as exc:
+            print(f"warning: the Optuna study was not uploaded ({first_line(exc)}); retried at "
+                  "the next trial", file=sys.stderr)
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._upload()
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._upload()
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._upload()

@@ -19,31 +19,35 @@ continues the stage a stop cut short and then goes on:
    the lowest validation metric) at the evaluation seeds, as trials ``<arm>-tuned-seed<k>``.
 
 trials.parquet's ``phase`` says which is which. The verdicts of each evaluation are computed
-apart (results/stats/phases.py), and the summary and the report put them side by side.
+apart (results/stats/tuned.py), and the summary and the report put them side by side.
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import pandas as pd
 
-from ablations.config import TrialConfig
-from ablations.experiment.options import TUNE_SUBDIR, ExperimentResult, RunOptions
-from ablations.experiment.request import UsageError
-from ablations.experiment.runner import plan_from_metadata, run_experiment, trial_plan
-from ablations.experiment.strategies.base import Strategy
-from ablations.experiment.strategies.grid import Grid
-from ablations.experiment.strategies.hpo import Hpo, HpoSearch, publish_optuna, tune_setup
-from results.io.files import METADATA_FILE, TRIALS_FILE, is_file, join, read_experiment, read_metadata
-from results.io.files import write_json_atomic
+from ablations.config import TrialConfig, apply_overrides
+from ablations.experiment.designs.base import Design
+from ablations.experiment.designs.hpo import HpoSearch, SearchTune, publish_optuna
+from ablations.experiment.designs.parts import Parts, stopped
+from ablations.experiment.designs.tune_setup import GridTune, Part
+from ablations.experiment.options import (
+    TUNE_SUBDIR,
+    ExperimentResult,
+    RunOptions,
+    experiment_dir,
+)
+from ablations.experiment.plans import plan_from_metadata, trial_plan
+from ablations.experiment.request import UsageError, arg
+from ablations.experiment.tables import plain_value, result_name
 from search_spaces import TrialSpec
 from search_spaces.hpo import HPO_METRIC, HPO_MODE, HPO_SEARCH
 
-UNFINISHED = ("interrupted", "not_started")
 FIRST_TUNING_SEED = 1000  # the tuning seed: the first from here that no evaluation seed is
 
 
@@ -101,8 +105,6 @@ class TunedRun:
 
     def tuned_trials(self) -> list[TrialSpec]:
         """The evaluation trials at each arm's own best configuration."""
-        from ablations.config import apply_overrides
-
         out = []
         for spec in self.plan.values():
             if self.best.get(spec.variant) is None:
@@ -148,8 +150,6 @@ class TunedRun:
 
     def pick_best(self, arm: str, rows: pd.DataFrame) -> None:
         """``arm``'s best configuration: its ok tuning trial with the lowest metric."""
-        from ablations.experiment.tables import plain_value
-
         ok = rows[(rows["status"] == "ok") & rows[self.metric].notna()]
         if ok.empty:  # no best: the arm has no trials at its own best
             self.best[arm], self.best_trials[arm] = None, None
@@ -163,88 +163,25 @@ def stage_names(arm: Optional[str] = None) -> str:
     return f"tuning-{arm}" if arm else "tuned"
 
 
-class EvaluationStage(Grid):
-    """Stage 1 or 3: a grid of evaluation trials in its own Tune folder, the earlier stages'
-    rows kept before its own."""
-
-    kind = "tuned-evaluation"
-
-    def __init__(self, run: TunedRun, phase: str, tune_subdir: str,
-                 earlier_rows: Optional[tuple]) -> None:
-        self.run, self.phase, self.tune_subdir = run, phase, tune_subdir
-        self.earlier_rows = earlier_rows
-
-    def record(self, metadata: dict[str, Any], trials: Sequence[TrialSpec]) -> None:
-        _record(metadata, self.run)
+def arm_sample(result: Any, *, base: TrialConfig, arm: str) -> TrialSpec:
+    """A tuning trial of ``arm`` as a TrialSpec: named by Tune, its ablation the arm's."""
+    params = dict((result.config or {}).get("params", {}))  # None: never started
+    config = apply_overrides(base, params, source="a tuning sample")
+    return TrialSpec(result_name(result), arm, config.seed, config)
 
 
-class ArmSearch(Hpo):
-    """Stage 2 for one arm: the search, its trials named ``tuning-<arm>-<trial id>``, their
-    ablation the arm's."""
-
-    kind = "tuned-search"
-    phase = "tuning"
-
-    def __init__(self, run: TunedRun, arm: str, fresh: bool,
-                 earlier_rows: Optional[tuple]) -> None:
-        super().__init__(HpoSearch(base=run.arm_base(arm), space=run.space,
-                                   num_samples=run.budget, metric=run.metric, mode=HPO_MODE,
-                                   scheduler="fifo"))
-        self.run, self.arm, self.fresh = run, arm, fresh
-        self.tune_subdir = run.tune_subdir(stage_names(arm))
-        self.plan_key = stage_names(arm)
-        self.earlier_rows = earlier_rows
-
-    def record(self, metadata: dict[str, Any], trials: Sequence[TrialSpec]) -> None:
-        _record(metadata, self.run)
-
-    def trainable_plan(self, trials: Sequence[TrialSpec]) -> dict[str, dict[str, Any]]:
-        return {self.plan_key: self.search.base.to_dict()}
-
-    def tune_setup(self, trials: Sequence[TrialSpec], options: RunOptions, root: str,
-                   planned: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-        return tune_setup(self.search, options, root, plan_key=self.plan_key,
-                          study=f"{options.name}-{self.arm}", fresh=self.fresh,
-                          startup_trials=startup_trials(self.run.budget))
-
-    def specs(self, grid: Any, trials: Sequence[TrialSpec]) -> list[TrialSpec]:
-        from ablations.config import apply_overrides
-        from ablations.experiment.tables import result_name
-
-        out = []
-        for result in grid:
-            params = dict((result.config or {}).get("params", {}))  # None: never started
-            config = apply_overrides(self.search.base, params, source="a tuning sample")
-            out.append(TrialSpec(result_name(result), self.arm, config.seed, config))
-        return out
-
-    def finish(self, result: Any, root: str, options: RunOptions) -> None:
-        publish_optuna(root, options.name)  # no best_config.yaml: the best is per arm
-
-
-def _record(metadata: dict[str, Any], run: TunedRun) -> None:
-    metadata["tuned"] = run.record()
-    evaluated = [*run.plan.values(), *(run.tuned_trials() if run.best.keys() >= set(
-        run.arms()) else [])]
-    metadata["trials"] = trial_plan(evaluated)
-    metadata["seeds"] = sorted({spec.seed for spec in run.plan.values()})
-
-
-def _earlier_rows(root: str, run: TunedRun) -> Optional[tuple]:
-    """The rows of the stages that ended, from the experiment's files."""
-    names = {name for trials in run.stages.values() for name in trials}
-    if not names or not is_file(join(root, TRIALS_FILE)):
-        return None
-    frames = read_experiment(root)
-    return tuple(frames[key][frames[key]["trial_name"].isin(names)]
-                 for key in ("trials", "epochs", "predictions"))
-
-
-def _write_record(root: str, run: TunedRun) -> None:
-    meta = read_metadata(root) or {}
-    _record(meta, run)
-    meta["ended_stage_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
-    write_json_atomic(meta, join(root, METADATA_FILE))
+def arm_search(run: TunedRun, arm: str, *, fresh: bool, earlier_rows: Optional[tuple],
+               study: str) -> SearchTune:
+    """Stage 2 for one arm: the search, FIFO, its trials named ``tuning-<arm>-<trial id>``,
+    their ablation the arm's, in Optuna's study ``study``."""
+    search = HpoSearch(base=run.arm_base(arm), space=run.space, num_samples=run.budget,
+                       metric=run.metric, mode=HPO_MODE, scheduler="fifo")
+    stage = stage_names(arm)
+    return SearchTune(search, part=Part(run.tune_subdir(stage), phase="tuning",
+                                        earlier_rows=earlier_rows),
+                      plan_key=stage, study=study, fresh=fresh,
+                      startup_trials=startup_trials(run.budget),
+                      sampled=functools.partial(arm_sample, base=search.base, arm=arm))
 
 
 def run_stages(run: TunedRun, options: RunOptions, skipped: Sequence[tuple[TrialSpec, str]],
@@ -252,40 +189,41 @@ def run_stages(run: TunedRun, options: RunOptions, skipped: Sequence[tuple[Trial
     """Run the stages not yet recorded as ended (a resume continues the one a stop cut
     short). Returns the experiment's result with every stage's rows; a stop returns at once,
     its unfinished trials in the table."""
+    design = Stages(run, root)  # its record: the tuned one, no planned record beside it
+    parts = Parts(design, options, root)
     result: Optional[ExperimentResult] = None
-    wall_s = 0.0
     steps = run.steps()
     for number, (stage, arm) in enumerate(steps, 1):
         if stage in run.stages:
             continue
-        earlier = _earlier_rows(root, run)
+        earlier = parts.earlier_rows([name for names in run.stages.values() for name in names])
         started = bool(run.stages) or resume  # a later stage, or the first one resumed
         if stage == "evaluation":
-            strategy: Strategy = EvaluationStage(run, "evaluation", TUNE_SUBDIR, earlier)
+            setup = GridTune(Part(TUNE_SUBDIR, phase="evaluation", earlier_rows=earlier))
             trials = list(run.plan.values())
             say(f"Stage {number} of {len(steps)}: the table at the configuration given, "
                 f"{len(trials)} trials")
         elif arm is not None:
-            strategy = ArmSearch(run, arm, fresh=not any(s.startswith("tuning-")
-                                                         for s in run.stages) and not resume,
-                                 earlier_rows=earlier)
+            setup = arm_search(run, arm, fresh=not any(s.startswith("tuning-")
+                                                       for s in run.stages) and not resume,
+                               earlier_rows=earlier, study=f"{options.name}-{arm}")
             trials = []
             say(f"Stage {number} of {len(steps)}: tuning {arm}, {run.budget} trials over "
                 f"{', '.join(run.keys)} at seed {run.seed}")
         else:
-            strategy = EvaluationStage(run, "tuned", run.tune_subdir(stage), earlier)
+            setup = GridTune(Part(run.tune_subdir(stage), phase="tuned", earlier_rows=earlier))
             trials = run.tuned_trials()
             say(f"Stage {number} of {len(steps)}: each arm at its own best, {len(trials)} "
                 "trials")
-        result = run_experiment(trials, options, skipped if stage == "evaluation" else (),
-                                strategy=strategy, resume=started and resume)
-        wall_s += result.wall_s
-        result.wall_s = wall_s
+        result = parts.run(trials, setup, skipped if stage == "evaluation" else (),
+                           resume=started and resume)
+        if arm is not None:
+            publish_optuna(root, options.name)  # no best_config.yaml: the best is per arm
         frame = result.trials
-        mine = frame[frame["phase"] == strategy.phase]
+        mine = frame[frame["phase"] == setup.part.phase]
         if arm is not None:
             mine = mine[mine["ablation"] == arm]
-        if mine["status"].isin(UNFINISHED).any():
+        if stopped(mine):
             return result  # stopped: --resume continues this stage
         if arm is not None:
             run.pick_best(arm, mine)
@@ -296,22 +234,20 @@ def run_stages(run: TunedRun, options: RunOptions, skipped: Sequence[tuple[Trial
                                  for k, v in run.best[arm].items())
                 say(f"  {arm}: best {run.metric} {mine[run.metric].min():.4f} at {best}")
         run.stages[stage] = [str(name) for name in mine["trial_name"]]
-        _write_record(root, run)
+        fields: dict[str, Any] = {}
+        design.record(fields)
+        parts.write_record(fields, stamp="ended_stage_at")
         resume = False
-    if result is None:  # every stage had ended: the tables as they are
-        from results.io.files import read_experiment as read
-
-        frames = read(root)
-        result = ExperimentResult(root, frames["trials"], frames["epochs"],
-                                  frames["predictions"], wall_s=0.0)
-    return result
+    return result if result is not None else parts.tables()  # every stage had ended
 
 
-class Tuned(Strategy):
-    """Tuned ablations: the stages of :func:`run_stages`; the verdicts of the evaluation at
-    the configuration given, with those at each arm's own best beside them."""
+class Stages(Design):
+    """Tuned ablations: the stages of :func:`run_stages` (the evaluation, one search per arm,
+    each arm at its own best), each its own Tune run; the summary sets the verdicts at each
+    arm's own best beside those at the configuration given (ablations/cli/design_text.py)."""
 
-    kind = "tuned"
+    record_key = "tuned"
+    asked_by = arg("tune_each")
     tensorboard_dir = ""  # the experiment's folder: every stage's Tune folder
 
     def __init__(self, run: TunedRun, root: str = "") -> None:
@@ -320,42 +256,32 @@ class Tuned(Strategy):
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
                 skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
                 say: Callable[[str], None] = print) -> ExperimentResult:
-        from ablations.experiment.options import experiment_dir
-
         return run_stages(self.run, options, skipped, resume=resume,
                           root=self.root or experiment_dir(options), say=say)
 
-    def count(self, trials: Sequence[TrialSpec], seeds: Sequence[int],
-              crossed: bool = False) -> str:
-        arms = len(self.run.arms())
-        evaluation = len(self.run.plan)
-        return (f"{arms} variants x {len(seeds)} seeds, each tuned with {self.run.budget} "
-                f"trials: {evaluation} + {arms * self.run.budget} + {evaluation} trials")
-
-    def design_lines(self, alpha: float) -> list[str]:
+    def record(self, metadata: dict[str, Any]) -> None:
         run = self.run
-        ranges = "; ".join(f"{key} {kind} {list(args)}" for key, (kind, args)
-                           in run.space.items())
-        return [f"Tuned ablations: every arm searched with Optuna TPE, {run.budget} trials "
-                f"each ({startup_trials(run.budget)} random first), FIFO, on {run.metric}, "
-                f"at seed {run.seed} (no evaluation seed); over {ranges}. Then every arm at "
-                "its own best at the evaluation seeds. The evaluation at the configuration "
-                "given:"]
+        metadata[self.record_key] = run.record()
+        evaluated = [*run.plan.values(), *(run.tuned_trials() if run.best.keys() >= set(
+            run.arms()) else [])]
+        metadata["trials"] = trial_plan(evaluated)
+        metadata["seeds"] = sorted({spec.seed for spec in run.plan.values()})
 
-    def describe(self, trials: Sequence[TrialSpec], base: Any,
-                 skipped: Sequence[tuple[TrialSpec, str]]) -> list[str]:
-        return Grid().describe(trials, base, skipped)
+    @classmethod
+    def from_record(cls, meta: dict[str, Any], root: str) -> Stages:
+        design = cls(TunedRun.from_record(meta[cls.record_key]), root)
+        design.planned = meta.get("planned")
+        return design
 
-    def summary_lines(self, trials_df: Any, *, metric: str, margin: Any,
-                      alpha: float) -> list[str]:
-        from results.stats.phases import side_by_side, side_by_side_text
-
-        try:
-            table = side_by_side(trials_df, keys=self.run.keys, reference=self.run.reference,
-                                 metric=metric, margin=margin, alpha=alpha)
-        except (ValueError, KeyError) as exc:
-            return [f"\nNo tuned comparison: {exc}"]
-        return ["", *side_by_side_text(table).splitlines()]
+    def same_plan_as(self, recorded: Design, trials: Sequence[TrialSpec],
+                     recorded_trials: Sequence[TrialSpec], where: str) -> bool:
+        """The table at the configuration given, and the same search."""
+        was, now = recorded.run, self.run
+        if (was.keys, was.budget) != (now.keys, now.budget):
+            raise UsageError(f"{where} tunes {','.join(was.keys)} with {arg('tune_budget')} "
+                             f"{was.budget}; give those (or {arg('resume')}, which keeps them) "
+                             f"or choose another {arg('name')}")
+        return trial_plan(now.plan.values()) == trial_plan(was.plan.values())
 
 
 def check_request(args: Any, space: Any, trials: Sequence[Any], *, auto: bool) -> None:
@@ -367,17 +293,17 @@ def check_request(args: Any, space: Any, trials: Sequence[Any], *, auto: bool) -
     Raises:
         UsageError: the first of those, in one line.
     """
-    refused = {"a search space": space.is_search, "--seeds auto": auto,
-               "--design factorial": args.design != "table",
-               "--cross-seeds": args.cross_seeds, "--null-control": args.null_control,
-               "--auto-batch": args.auto_batch}
+    refused = {"a search space": space.is_search, f"{arg('seeds')} auto": auto,
+               f"{arg('design')} factorial": args.design != "table",
+               arg("cross_seeds"): args.cross_seeds, arg("null_control"): args.null_control,
+               arg("auto_batch"): args.auto_batch}
     for what, given in refused.items():
         if given:
-            raise UsageError(f"--tune-each tunes the arms of an ablation table at fixed "
+            raise UsageError(f"{arg('tune_each')} tunes the arms of an ablation table at fixed "
                              f"seeds; it does not combine with {what} (yet)")
     if len({s.variant for s in trials}) < 2:
-        raise UsageError("--tune-each: fewer than two variants would run; there is "
-                         "nothing to compare (see --only)")
+        raise UsageError(f"{arg('tune_each')}: fewer than two variants would run; there is "
+                         f"nothing to compare (see {arg('only')})")
     if space.reference not in {s.variant for s in trials}:
-        raise UsageError(f"--tune-each: the reference {space.reference!r} cannot run "
+        raise UsageError(f"{arg('tune_each')}: the reference {space.reference!r} cannot run "
                          "here; every arm is compared with it")

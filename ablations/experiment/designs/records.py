@@ -1,0 +1,25 @@
+"""A design rebuilt from experiment.json: the first design whose record it holds, else a grid.
+It imports every design module (the sequential statistics and scipy among them): a resume's
+need, not planning's (planning.design_for imports only the design it builds)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ablations.experiment.designs.base import Design
+from ablations.experiment.designs.factorial import Factorial
+from ablations.experiment.designs.grid import Grid
+from ablations.experiment.designs.hpo import Search
+from ablations.experiment.designs.seeds_auto import Rounds
+from ablations.experiment.designs.tuned import Stages
+
+# Each design's record is under its ``record_key``; a grid has none.
+RECORDED: tuple[type[Design], ...] = (Stages, Rounds, Factorial, Search)
+
+
+def design_from_record(meta: dict[str, Any], root: str) -> Design:
+    """The design of the experiment whose experiment.json is ``meta``, in folder ``root``."""
+    for design in RECORDED:
+        if meta.get(design.record_key):
+            return design.from_record(meta, root)
+    return Grid.from_record(meta, root)

@@ -1,0 +1,130 @@
+"""Resuming an experiment from its folder: which experiment, its design rebuilt from
+experiment.json (:func:`ablations.experiment.designs.records.design_from_record`), the check
+that the code and data have not changed since it started, and, with ``seeds="auto"``, a
+fixed-seed experiment continued into rounds (ablations/experiment/continuing.py).
+
+The command line's ``--resume`` (ablations/cli/resume.py) and :meth:`ablations.experiment.api.
+Experiment.resume` share it; it prints nothing: what changed comes back as lines to show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from ablations.config import TrialConfig
+from ablations.experiment.continuing import continue_plan
+from ablations.experiment.designs.records import design_from_record
+from ablations.experiment.designs.seeds_auto import Rounds
+from ablations.experiment.options import ExperimentResult
+from ablations.experiment.plans import plan_from_metadata
+from ablations.experiment.provenance import changes, collect
+from ablations.experiment.request import Request, UsageError, arg
+from results.io.files import MetadataError, first_line, join, list_dir, read_experiment, \
+    read_metadata
+from search_spaces import SPACES
+
+
+@dataclass
+class ResumePlan:
+    """What :func:`resume_plan` read: what the resumed run needs."""
+
+    name: str  # the experiment's folder under the storage
+    space_name: str  # as experiment.json has it
+    trials: list  # the TrialSpecs experiment.json recorded (a design with parts: so far)
+    skipped: list  # (TrialSpec, reason) of the cells the plan skipped
+    design: Any  # its design (a fixed run continued with seeds="auto": rounds, its rows round 1)
+    seeds: list  # the seeds experiment.json recorded
+    reference: str  # the variant the others are compared with
+    reuse_workers: bool  # False when the space isolates its trials
+    cpus_per_trial: float  # as recorded
+    gpus_per_trial: float
+    continued: bool = False  # a fixed run continued into rounds
+    warnings: list[str] = field(default_factory=list)  # what changed, resumed anyway
+    notes: list[str] = field(default_factory=list)  # what else differs (packages, device)
+
+
+def latest_experiment(storage: str) -> str:
+    """The name of the experiment in ``storage`` started or resumed last."""
+    started = {}
+    for entry in list_dir(storage):
+        try:
+            meta = read_metadata(join(storage, entry))
+        except MetadataError:  # a damaged record: not the experiment to continue
+            continue
+        if meta is not None:
+            started[entry] = max([meta.get("started_at", ""), *meta.get("resumed_at", [])])
+    if not started:
+        raise UsageError(f"{arg('resume')}: no experiment in {storage}; pass {arg('name')} or "
+                         f"{arg('storage')}")
+    return max(started, key=started.get)
+
+
+def resume_plan(storage: str, name: Optional[str], request: Request, *,
+                retry_failed: bool = False, allow_changed: bool = False) -> ResumePlan:
+    """The experiment ``name`` (None: the one started or resumed last) in ``storage``,
+    rebuilt from its experiment.json and checked unchanged. ``request``: its ``seeds``
+    ``"auto"`` continues a fixed-seed experiment into rounds (with ``max_seeds``, ``metric``,
+    ``margin``, ``alpha`` where given); any other field it gives that would change the
+    recorded plan is refused.
+
+    Raises:
+        UsageError: one line, for every experiment that cannot be resumed so.
+    """
+    continuing = request.seeds == "auto"
+    if not continuing and (request.pilot is not None or request.max_seeds is not None):
+        raise UsageError(f"{arg('resume')} keeps the experiment's seeds: {arg('pilot')} and "
+                         f"{arg('max_seeds')} apply only when continuing a fixed-seed "
+                         f"experiment with {arg('seeds')} auto")
+    name = name or latest_experiment(storage)
+    target = join(storage, name)
+    meta = read_metadata(target)
+    if meta is None:
+        raise UsageError(f"{arg('resume')}: {target} is not an experiment folder (no "
+                         "experiment.json)")
+    trials, skipped = plan_from_metadata(meta)
+    sequential = None
+    if continuing:  # refuses a search and rounds, each in its own words
+        sequential = continue_plan(request, storage, name, meta, retry_failed=retry_failed)
+    design = design_from_record(meta, target)
+    if sequential is not None and not design.continues_into_rounds:
+        raise UsageError(f"{arg('seeds')} auto: {target} holds an experiment run with "
+                         f"{design.asked_by}, which runs at fixed seeds; resume it without "
+                         f"{arg('seeds')} auto")
+    warnings, notes = check_unchanged(meta, design.configs([*trials, *(t for t, _ in skipped)]),
+                                      allow_changed)
+    if sequential is not None:  # the fixed run's trials: round 1 as they are (continuing.py)
+        frames = read_experiment(target)
+        finished = ExperimentResult(target, frames["trials"], frames["epochs"],
+                                    frames["predictions"])
+        design = Rounds(sequential, target, finished)
+        design.planned = meta.get("planned")  # the settings recorded before its first trial
+    space = SPACES.get(meta["space"])
+    return ResumePlan(
+        name=name, space_name=meta["space"], trials=trials, skipped=skipped, design=design,
+        seeds=meta.get("seeds", []),
+        reference=meta.get("reference") or (space.reference if space else "baseline"),
+        reuse_workers=not (space and space.isolate_trials),
+        cpus_per_trial=meta.get("cpus_per_trial", request.cpus_per_trial),
+        gpus_per_trial=meta.get("gpus_per_trial", request.gpus_per_trial),
+        continued=sequential is not None, warnings=warnings, notes=notes)
+
+
+def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],
+                    allow_changed: bool) -> tuple[list[str], list[str]]:
+    """Before resuming: refuse (one line) when the code or the data changed since the
+    experiment started, unless ``allow_changed``. Returns (what changed, resumed anyway;
+    what else differs: packages, device, commit); experiment.json keeps both
+    (``resume_history``)."""
+    try:
+        current = collect(configs)
+    except (OSError, ValueError) as exc:
+        first = first_line(exc)
+        raise UsageError(f"cannot fingerprint the data to compare it with the experiment's: "
+                         f"{first}") from None
+    blocking, notes = changes(meta.get("provenance"), current)
+    if blocking and not allow_changed:
+        raise UsageError(f"experiment {meta.get('experiment')} cannot be resumed: changed since "
+                         f"it started: {'; '.join(blocking)}; restore them, run under a new "
+                         f"{arg('name')}, or pass {arg('allow_changed')} to continue anyway")
+    return list(blocking), list(notes)

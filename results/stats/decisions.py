@@ -1,0 +1,94 @@
+"""An experiment's verdicts as its design decided them: the one function the command line's
+summary, ``report``, the library (``Experiment``), the notebook and the trackers call.
+
+Which table decides depends on what experiment.json recorded before the data:
+
+- a ``--seeds auto`` run (``sequential``): the sequential design's verdicts at each arm's
+  last look (:func:`results.stats.sequential_table.sequential_verdict_table`);
+- a fixed run planned as the pilot look of a design (``planned``'s ``design``): that look's
+  verdicts, ``attrs["pilot"]`` True;
+- any other fixed run (a table, crossed seeds, a factorial design's cells, a tuned
+  ablation's evaluation at the configuration given): :func:`results.stats.verdicts.
+  verdict_table` at full α.
+
+A tuned ablation's search and tuned rows are left out (:func:`results.stats.phases.
+evaluation_rows`); its side-by-side table is :mod:`results.stats.tuned`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pandas as pd
+
+from ablations.config.comparison import (
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
+    DEFAULT_METRIC,
+    DEFAULT_REFERENCE,
+)
+from results.io.files import read_experiment, read_metadata
+from results.stats.phases import evaluation_rows
+from results.stats.planned import departures, pilot_design, recorded_settings
+from results.stats.sequential import SeedDesign
+from results.stats.sequential_table import sequential_verdict_table
+from results.stats.verdicts import verdict_table
+
+
+def decision_settings(meta: dict[str, Any], *, reference: Optional[str] = None,
+                      metric: Optional[str] = None, margin: str | float | None = None,
+                      alpha: Optional[float] = None) -> dict[str, Any]:
+    """(reference, metric, margin, alpha) to decide with: each one given, else the one the
+    experiment recorded before its data (:mod:`results.stats.planned`), else the defaults
+    (the space's reference, test_mae, 5%, 0.05)."""
+    planned = recorded_settings(meta) or {}
+    return {
+        "reference": reference or planned.get("reference") or meta.get("reference")
+        or DEFAULT_REFERENCE,
+        "metric": metric or planned.get("metric") or DEFAULT_METRIC,
+        "margin": margin if margin is not None else planned.get("margin") or DEFAULT_MARGIN,
+        "alpha": alpha if alpha is not None else float(planned.get("alpha") or DEFAULT_ALPHA),
+    }
+
+
+def verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
+                reference: Optional[str] = None, metric: Optional[str] = None,
+                margin: str | float | None = None,
+                alpha: Optional[float] = None) -> pd.DataFrame:
+    """The verdict table of an experiment (``trials``: its trials.parquet, ``meta``: its
+    experiment.json) as its design decided it (the module's docstring says which). Settings
+    left None are those recorded before the data; a table decided on others is exploratory:
+    ``attrs["exploratory"]`` lists what differs (:func:`results.stats.planned.departures`).
+
+    Raises:
+        ValueError: no verdicts are possible (e.g. no ok trial of the reference, a relative
+            margin of a mean of 0); the message says why.
+    """
+    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+                                 alpha=alpha)
+    trials = evaluation_rows(trials)
+    record = meta.get("sequential")
+    pilot = None if record else pilot_design(meta.get("planned"))
+    if record:
+        table = sequential_verdict_table(trials, SeedDesign.from_dict(record["design"]),
+                                         record["seeds"], **settings)
+    elif pilot is not None:
+        table = sequential_verdict_table(trials, pilot, meta["planned"]["seeds"], **settings)
+        table.attrs["pilot"] = True
+    else:
+        table = verdict_table(trials, **settings)
+    table.attrs["exploratory"] = departures(recorded_settings(meta) or {}, **settings)
+    table.attrs["settings"] = settings
+    return table
+
+
+def experiment_verdicts(directory: str, trials: Optional[pd.DataFrame] = None, *,
+                        reference: Optional[str] = None, metric: Optional[str] = None,
+                        margin: str | float | None = None,
+                        alpha: Optional[float] = None) -> pd.DataFrame:
+    """:func:`verdicts_of` the experiment in ``directory`` (``trials``: its trials.parquet if
+    already loaded)."""
+    if trials is None:
+        trials = read_experiment(directory)["trials"]
+    return verdicts_of(trials, read_metadata(directory) or {}, reference=reference,
+                       metric=metric, margin=margin, alpha=alpha)

@@ -1,0 +1,170 @@
+"""The design interface (ablations/experiment/designs/) is the one docs/architecture.md shows:
+every design has its methods, is rebuilt from the experiment.json it records, and has its text
+in ablations/cli/design_text.py; nothing outside the designs compares a design's kind."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ablations.cli import design_text
+from ablations.config import TrialConfig
+from ablations.experiment.designs.base import Design
+from ablations.experiment.designs.factorial import Factorial
+from ablations.experiment.designs.grid import Grid
+from ablations.experiment.designs.hpo import HpoSearch, Search, SearchTune
+from ablations.experiment.designs.parts import Parts, stopped
+from ablations.experiment.designs.records import RECORDED, design_from_record
+from ablations.experiment.designs.seeds_auto import Rounds, SequentialRun
+from ablations.experiment.designs.tune_setup import GridTune, TuneSetup
+from ablations.experiment.designs.tuned import Stages, TunedRun
+from ablations.experiment.options import ExperimentResult, RunOptions
+from results.stats.factorial_design import FactorialDesign
+from results.stats.sequential import SeedDesign
+from search_spaces import TrialSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+DESIGNS = [Grid, Factorial, Search, Rounds, Stages]
+
+
+def documented(interface: str) -> dict[str, list[str]]:
+    """The methods docs/architecture.md shows for ``class <interface>``: name -> parameters."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## Adding a design", 1)[1]
+    block = re.search(rf"```python\nclass {interface}:\n(.*?)```", section, re.S).group(1)
+    tree = ast.parse(f"class {interface}:\n{block}")
+    return {node.name: [a.arg for a in [*node.args.args, *node.args.kwonlyargs]]
+            for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+
+
+def spec(variant: str, seed: int, **overrides) -> TrialSpec:
+    config = TrialConfig.of(ablation=variant, seed=seed, epochs=1, **overrides)
+    return TrialSpec(f"{variant}-seed{seed}", variant, seed, config)
+
+
+def examples() -> list[Design]:
+    plan = {s.name: s for s in (spec(v, seed) for v in ("baseline", "no_images")
+                                for seed in range(4))}
+    rounds = SequentialRun(SeedDesign.plan(2, 4), [0, 1, 2, 3], "baseline", "test_mae", "5%",
+                           0.05, plan)
+    rounds.rounds = [{"round": 1, "tune": "tune",
+                      "trials": [n for n, s in plan.items() if s.seed < 2]}]
+    return [Grid(), Factorial(FactorialDesign.plan(["temporal_attention", "spatial_attention"],
+                                                   [True, True], "baseline")),
+            Search(HpoSearch(base=TrialConfig.of(epochs=2), space={"lr": ("loguniform",
+                                                                          (1e-4, 1e-2))},
+                             num_samples=3)),
+            Rounds(rounds, "/tmp/x"),
+            Stages(TunedRun(["lr"], 3, 1000, "baseline", plan), "/tmp/x")]
+
+
+@pytest.mark.parametrize("interface, classes", [("Design", DESIGNS),
+                                                ("TuneSetup", [GridTune, SearchTune])])
+def test_every_design_and_tune_setup_has_the_documented_methods(interface, classes):
+    methods = documented(interface)
+    assert len(methods) >= 5, methods
+    base = {"Design": Design, "TuneSetup": TuneSetup}[interface]
+    for name, params in methods.items():
+        assert params == list(inspect.signature(getattr(base, name)).parameters)[
+            :len(params)] or name == "from_record", (interface, name, params)
+        for cls in classes:
+            assert callable(getattr(cls, name)), (cls, name)
+    public = {n for n, v in vars(base).items() if callable(v) and not n.startswith("_")}
+    assert public <= set(methods) | {"planned"}, public - set(methods)
+
+
+@pytest.mark.parametrize("design", examples(), ids=lambda d: type(d).__name__)
+def test_a_design_is_rebuilt_from_the_record_it_writes(design):
+    design.planned = {"reference": "baseline", "metric": "test_mae", "margin": "5%",
+                      "alpha": 0.05}
+    meta: dict = {"trials": {}, "hpo": None, "planned": design.planned}  # the runner's fields
+    design.record(meta)
+    again = design_from_record(meta, "/tmp/x")
+    assert type(again) is type(design) and again.planned == design.planned
+    rebuilt: dict = {"trials": {}, "hpo": None, "planned": design.planned}
+    again.record(rebuilt)
+    assert rebuilt == meta
+    assert again.same_plan_as(design, [], [], "/tmp/x")
+
+
+def test_every_recorded_design_has_its_own_key():
+    keys = [design.record_key for design in RECORDED]
+    assert all(keys) and len(set(keys)) == len(keys) and Grid.record_key is None
+
+
+@pytest.mark.parametrize("design", examples(), ids=lambda d: type(d).__name__)
+def test_every_design_has_its_console_text(design):
+    trials = [spec("baseline", 0), spec("no_images", 0)]
+    assert design_text.count(design, trials, [0, 1]).split()[0].isdigit()
+    assert isinstance(design_text.design_lines(design, 0.05), list)
+    lines = design_text.describe(design, trials, TrialConfig(), [])
+    assert lines and "Base configuration:" in lines[-1]
+
+
+def test_a_designs_count_is_its_own():
+    grid, factorial, search, rounds, stages = examples()
+    trials = [spec("baseline", 0), spec("no_images", 0)]
+    assert design_text.count(grid, trials, [0]) == "2 trials (2 variants x 1 seeds)"
+    assert design_text.count(factorial, trials, [0]).endswith("2^2 full factorial x 1 seeds)")
+    assert design_text.count(search, [], [0]) == "3 sampled trials"
+    assert design_text.count(rounds, trials, [0]).startswith("2 variants, seeds in rounds")
+    assert design_text.count(stages, trials, [0]).endswith("8 + 6 + 8 trials")
+
+
+def test_parts_sum_the_drivers_time_and_know_a_stop(tmp_path):
+    parts = Parts(Grid(), RunOptions(storage=tmp_path, name="x", space="components"), str(tmp_path))
+    frame = pd.DataFrame({"status": ["ok", "ok"]})
+    first = parts.add(ExperimentResult(tmp_path, frame, frame, frame, wall_s=2.0))
+    second = parts.add(ExperimentResult(tmp_path, frame, frame, frame, wall_s=3.0))
+    assert (first.wall_s, second.wall_s) == (2.0, 5.0)
+    assert not stopped(frame) and stopped(pd.DataFrame({"status": ["ok", "interrupted"]}))
+    assert parts.earlier_rows(["a"]) is None  # no trials.parquet yet
+
+
+KIND_WORDS = {"grid", "hpo", "factorial", "tuned", "sequential", "seeds-auto", "round"}
+
+
+def kind_checks(path: Path, records: bool = True) -> list[str]:
+    """A design's kind asked outside the designs: ``x.kind``, or (``records``) experiment.json's
+    design records looked up by key (``meta.get("tuned")``, ``meta["sequential"]``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr == "kind" \
+                and "spec" not in ast.unparse(node.value):  # a tracker's spec.kind is its own
+            found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+        elif not records:
+            continue
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "get" and node.args \
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value in KIND_WORDS:
+            found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and node.slice.value in KIND_WORDS:
+            found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_no_kind_checks_in_the_command_line_the_runner_or_planning():
+    """No ``.kind`` in the command line, the runner, planning or the API; and the command
+    line's run and resume rebuild and compare designs, not experiment.json's records by key
+    (the summary's verdicts read the record they decide with: results/stats/decisions.py)."""
+    experiment = ROOT / "ablations" / "experiment"
+    files = [*sorted((ROOT / "ablations" / "cli").glob("*.py")), experiment / "runner.py",
+             experiment / "planning.py", experiment / "api.py"]
+    assert [found for path in files for found in kind_checks(path, records=False)] == []
+    cli = ROOT / "ablations" / "cli"
+    runs = [cli / "main.py", cli / "resume.py", cli / "design_text.py", experiment / "runner.py"]
+    assert [found for path in runs for found in kind_checks(path)] == []
+
+
+@pytest.mark.parametrize("text", ['if strategy.kind == "tuned": pass\n',
+                                  'x = meta.get("factorial")\n', 'x = previous["sequential"]\n'])
+def test_the_kind_check_sees_each_form(tmp_path, text):
+    probe = tmp_path / "probe.py"
+    probe.write_text(text)
+    assert kind_checks(probe), text

@@ -1,0 +1,103 @@
+"""The parts of a Tune run that need no Ray: the reports a trial sends and reads back, the
+memory a reused worker returns after a trial, the results' schema and the components' table
+(tests/test_tune.py runs them on a real Ray)."""
+
+from __future__ import annotations
+
+import gc
+import re
+import weakref
+
+import pandas as pd
+
+from results.io.schema import EPOCH_COLUMNS, PREDICTION_COLUMNS, TRIAL_COLUMNS, column_names
+from search_spaces import COMPONENT_ABLATIONS
+from tests.conftest import REPO
+
+
+def test_packed_results_round_trip():
+    import numpy as np
+
+    from ablations.experiment.reported import PACKED, packed, unpacked
+
+    metrics = {"epoch": 3, "val_mae": 0.5, "train_loss": 0.1, "status": "ok", "device": "cpu",
+               "test_mae": np.float32(0.25), "test_nll": float("nan"), "oom_retries": 0,
+               "peak_mem_mb": float("inf"), "flag": True}
+    sent = packed(metrics)
+    assert set(sent) == {"epoch", "val_mae", "train_loss", "status", "device", PACKED}
+    back = unpacked(sent)
+    assert set(back) == set(metrics) and back["test_mae"] == 0.25 and back["flag"] is True
+    assert np.isnan(back["test_nll"]) and back["peak_mem_mb"] == float("inf")
+    assert unpacked({"epoch": 1, "test_mae": 0.3}) == {"epoch": 1, "test_mae": 0.3}  # old results
+    assert unpacked(None) == {}
+
+
+def test_tunes_table_of_reports_reads_back_unpacked():
+    """The epochs' fallback (a trial that saved no history file) reads Tune's table of
+    reports: each row's packed per-epoch figures come back as columns."""
+    from ablations.experiment.reported import packed, unpacked_frame
+
+    reports = [packed({"epoch": e, "val_mae": 1.0 / e, "train_samples_per_s": 100.0 * e,
+                       "micro_batch": 16}) for e in (1, 2)]
+    frame = unpacked_frame(pd.DataFrame(reports))
+    assert frame["train_samples_per_s"].tolist() == [100.0, 200.0]
+    assert frame["micro_batch"].tolist() == [16, 16] and "packed_json" not in frame
+    old = pd.DataFrame([{"epoch": 1, "train_samples_per_s": 5.0}])
+    assert unpacked_frame(old) is old and unpacked_frame(None) is None
+
+
+def test_a_trial_resumed_with_verbose_reads_back_both_kinds_of_report():
+    """A run started without --verbose (reports packed) and resumed with it (reports as they
+    are), or the reverse: one trial's table of reports holds both, and reads back whole."""
+    from ablations.experiment.reported import packed, unpacked_frame
+
+    first = packed({"epoch": 1, "val_mae": 1.0, "train_samples_per_s": 100.0})
+    later = {"epoch": 2, "val_mae": 0.5, "train_samples_per_s": 200.0}
+    for reports in ([first, later], [later, first]):
+        frame = unpacked_frame(pd.DataFrame(reports)).sort_values("epoch")
+        assert frame["train_samples_per_s"].tolist() == [100.0, 200.0], frame
+        assert frame["val_mae"].tolist() == [1.0, 0.5] and "packed_json" not in frame
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_after_a_trial_its_survivors_are_frozen_and_the_next_trials_cycles_still_collected():
+    """return_memory_after_trial freezes what survived (the next collection skips the worker's
+    imports), still collects a later trial's cycles, and freezes nothing after a failure."""
+    from ablations.experiment.trainable import return_memory_after_trial
+
+    gc.unfreeze()
+    try:
+        survivor = [object()]
+        return_memory_after_trial()
+        assert gc.get_freeze_count() > 0
+        assert not any(obj is survivor for obj in gc.get_objects())  # not scanned again
+        left = weakref.ref(_Cycle())  # garbage only the collector can free
+        return_memory_after_trial()
+        assert left() is None
+        gc.unfreeze()
+        return_memory_after_trial(freeze=False)
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+
+
+def test_results_readme_is_the_rendered_schema():
+    from results.io.schema import render_markdown
+
+    readme = (REPO / "results" / "README.md").read_text()
+    assert readme == render_markdown(), "run: python -m results.io.schema"
+    documented = set(re.findall(r"^\| `([a-z0-9_]+)`", readme, flags=re.MULTILINE))
+    for columns in (TRIAL_COLUMNS, EPOCH_COLUMNS, PREDICTION_COLUMNS):
+        assert set(column_names(columns)) <= documented
+
+
+def test_components_table_has_the_baseline_and_eight_ablations():
+    assert list(COMPONENT_ABLATIONS) == [
+        "baseline", "no_temporal_attention", "no_spatial_attention", "no_attention",
+        "no_scalars", "no_images", "single_frame", "reduced_width", "point_estimate",
+    ]
+    assert COMPONENT_ABLATIONS["baseline"] == {}

@@ -8,6 +8,7 @@ import argparse
 import math
 from typing import Any, NoReturn, Optional
 
+from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
 from ablations.config import ConfigError, parse_bool, parse_seed_sources
 from ablations.experiment.request import (
     DEFAULT_STORAGE,
@@ -230,13 +231,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                        "(--seeds 3: 3 x 3 trials, every init seed with every order seed, each "
                        "cell its own pairing seed), so the report splits the seed variance by "
                        "source (docs/seed-sources.md)")
-    seeds.add_argument("--metric", type=_metric, default="test_mae",
+    seeds.add_argument("--metric", type=_metric, default=DEFAULT_METRIC,
                        help="the metric of the verdicts (and of --seeds auto's decisions), a "
                        "numeric column of trials.parquet such as test_rmse, test_nll, val_mae")
     seeds.add_argument("--margin", type=margin_flag, default=None, metavar="M|P%",
                        help="equivalence margin of the end-of-run verdicts: metric units (0.02) "
                        "or a percentage of the reference's mean (default: 5%%)")
-    seeds.add_argument("--alpha", type=alpha_flag, default=0.05,
+    seeds.add_argument("--alpha", type=alpha_flag, default=DEFAULT_ALPHA,
                        help="family-wise error rate of the verdicts")
 
     config = parser.add_argument_group("configuration")

@@ -23,6 +23,8 @@ import signal
 import sys
 from typing import Any, Optional, Sequence
 
+from ablations.config.comparison import DEFAULT_REFERENCE
+from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.cli import design_text
 from ablations.cli.diagnose import diagnose_main
 from ablations.cli.commands import DEFAULT_COMMAND, parse_command, parser_of
@@ -210,7 +212,8 @@ def fit_guard(options: Any, *, quiet_tune: bool) -> contextlib.ExitStack:
 
 def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: list[Any],
          storage: str, name: str, command: list[str], design: Any, *, seeds: Sequence[int],
-         resume: bool = False, reuse_workers: bool = True, reference: str = "baseline") -> int:
+         resume: bool = False, reuse_workers: bool = True,
+         reference: str = DEFAULT_REFERENCE) -> int:
     import ray
 
     from ablations.experiment.cluster import ClusterUnreachable, job_runtime_env
@@ -316,7 +319,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
 
         publish_summary(options.trackers, result.directory, df, summary, **settings)
     counts = df["status"].value_counts().to_dict()
-    unfinished = counts.get("interrupted", 0) + counts.get("not_started", 0)
+    unfinished = sum(counts.get(status, 0) for status in UNFINISHED)
     stopped = (f"{counts.get('interrupted', 0)} interrupted, "
                f"{counts.get('not_started', 0)} not started, ") if unfinished else ""
     print(f"\n{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed, "
@@ -324,7 +327,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
           f"{stopped}{counts.get('skipped', 0)} skipped of {len(df)} trials; "
           f"{result.wall_s:.0f} s wall, {df['cpu_hours'].sum():.3f} CPU-hours, "
           f"{df['gpu_hours'].sum():.3f} GPU-hours.")
-    for _, row in df[df["status"].isin(["failed", "diverged"])].iterrows():
+    for _, row in df[df["status"].isin([TrialStatus.FAILED, TrialStatus.DIVERGED])].iterrows():
         print(f"  {row['trial_name']}: {row['status']}: {row['error']}")
     for line in design_text.closing_lines(design, result.directory):
         print(line)

@@ -12,6 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
+from ablations.config.comparison import (
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
+    DEFAULT_METRIC,
+    DEFAULT_REFERENCE,
+)
+from ablations.config.statuses import TrialStatus
 from ablations.trial.batches import scalar_columns
 from ablations.config import TrialConfig
 from ablations.cli.flags import EXIT_BAD_INPUT, PROG
@@ -61,7 +68,7 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
         meta["planned"] if pilot_design(meta.get("planned")) else None)
     trials_df = evaluation_rows(trials_df)  # a tuned ablation's: beside it, summary_lines
     verdicts, no_verdicts = None, ""
-    ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == "ok")
+    ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == TrialStatus.OK)
     if ok_reference.any() and trials_df["ablation"].nunique() > 1:
         try:
             verdicts = verdicts_of(trials_df, meta, **settings).set_index("ablation")
@@ -74,7 +81,7 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
                        f"({counted}); nothing to compare the variants with.")
     rows = []
     for ablation, group in trials_df.groupby("ablation", sort=False):
-        ok = group[group["status"] == "ok"]
+        ok = group[group["status"] == TrialStatus.OK]
         mae = ok["test_mae"]
         rows.append({
             "ablation": ablation,
@@ -162,7 +169,7 @@ def report_main(args: argparse.Namespace) -> int:
 
         print(exploratory_note(ablation.attrs["exploratory"]))
     print(markdown_cells(verdict_view(ablation, metric=ablation.attrs["metric"],
-                                      alpha=ablation.attrs.get("alpha", 0.05),
+                                      alpha=ablation.attrs.get("alpha", DEFAULT_ALPHA),
                                       sequential="looks" in ablation)))
     print(f"\n{report.note}")
     print(f"\nReport: {report.markdown} and {report.html}")
@@ -182,7 +189,8 @@ def compare_main(args: argparse.Namespace) -> int:
     recorded = [_recorded(folder) for folder in folders]
     given = {key: getattr(args, key) for key in ("reference", "metric", "margin", "alpha")
              if getattr(args, key) is not None}
-    defaults = {"reference": "baseline", "metric": "test_mae", "margin": "5%", "alpha": 0.05}
+    defaults = {"reference": DEFAULT_REFERENCE, "metric": DEFAULT_METRIC,
+                "margin": DEFAULT_MARGIN, "alpha": DEFAULT_ALPHA}
     for key, value in defaults.items():  # A's settings, fixed before its data, else these
         if getattr(args, key) is None:
             setattr(args, key, (recorded[0] or {}).get(key) or value)
@@ -229,8 +237,8 @@ def _compare_departures(recorded: Sequence[Optional[dict[str, Any]]],
                     ("reference", "metric", "margin", "alpha")}
         settings = {key: value for key, value in settings.items() if value is not None}
         differ += [f"{item} in {label}" for item in departures(
-            planned, **{"reference": "baseline", "metric": "test_mae", "margin": "5%",
-                        "alpha": 0.05, **settings})]
+            planned, **{"reference": DEFAULT_REFERENCE, "metric": DEFAULT_METRIC,
+                        "margin": DEFAULT_MARGIN, "alpha": DEFAULT_ALPHA, **settings})]
     return differ
 
 

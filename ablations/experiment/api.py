@@ -21,6 +21,7 @@ from typing import Any, Iterator, Literal, Mapping, Optional, Sequence
 
 import pandas as pd
 
+from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
 from ablations.experiment.request import (
     DEFAULT_STORAGE,
     Request,
@@ -70,8 +71,9 @@ class Experiment:
                  tune_each: Optional[Sequence[str]] = None, tune_budget: int = 8,
                  num_samples: int = 16, scheduler: Optional[Literal["asha", "fifo"]] = None,
                  auto_batch: bool = False, resolve_conflicts: bool = False,
-                 metric: str = "test_mae", margin: str | float | None = None,
-                 alpha: float = 0.05, cpus_per_trial: float = 1.0, gpus_per_trial: float = 0.0,
+                 metric: str = DEFAULT_METRIC, margin: str | float | None = None,
+                 alpha: float = DEFAULT_ALPHA, cpus_per_trial: float = 1.0,
+                 gpus_per_trial: float = 0.0,
                  address: Optional[str] = None, name: Optional[str] = None,
                  storage: str | Path = DEFAULT_STORAGE, num_cpus: Optional[int] = None,
                  max_concurrent: int = 0, max_failures: int = 0,

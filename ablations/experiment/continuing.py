@@ -27,6 +27,13 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
+from ablations.config.comparison import (
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
+    DEFAULT_METRIC,
+    DEFAULT_REFERENCE,
+)
+from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.experiment.request import Request, UsageError, arg
 from results.io.files import (
     EPOCHS_FILE,
@@ -37,7 +44,6 @@ from results.io.files import (
     read_experiment,
 )
 
-UNFINISHED = ("interrupted", "not_started")
 # The request's fields that say what to run: a continuation runs what experiment.json
 # recorded, so any of these given with it would silently not apply; they are refused instead.
 PLAN_FIELDS = ("model", "only", "null_control", "epochs", "config", "overrides", "num_samples",
@@ -81,8 +87,8 @@ def default_max_seeds(fixed_seeds: int) -> int:
 
 
 def continue_command(storage: str, name: str, *, max_seeds: int, fixed_seeds: int,
-                     address: Optional[str] = None, metric: str = "test_mae",
-                     margin: Optional[str] = None, alpha: float = 0.05,
+                     address: Optional[str] = None, metric: str = DEFAULT_METRIC,
+                     margin: Optional[str] = None, alpha: float = DEFAULT_ALPHA,
                      max_concurrent: int = 0) -> str:
     """The one command that continues experiment ``name`` into ``--seeds auto``; decision
     flags only where they differ from the defaults (the continuation decides on them)."""
@@ -90,11 +96,11 @@ def continue_command(storage: str, name: str, *, max_seeds: int, fixed_seeds: in
              "--seeds", "auto"]
     if max_seeds != default_max_seeds(fixed_seeds):
         parts += ["--max-seeds", str(max_seeds)]
-    if metric != "test_mae":
+    if metric != DEFAULT_METRIC:
         parts += ["--metric", metric]
-    if margin is not None and margin != "5%":
+    if margin is not None and margin != DEFAULT_MARGIN:
         parts += ["--margin", margin]
-    if alpha != 0.05:
+    if alpha != DEFAULT_ALPHA:
         parts += ["--alpha", f"{alpha:g}"]
     if max_concurrent:
         parts += ["--max-concurrent", str(max_concurrent)]
@@ -140,7 +146,7 @@ def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, referenc
     measured 0.0044 CPU-hours estimated, 0.0049 spent)."""
     from results.stats.sequential import SeedDesign
 
-    ok = trials[trials["status"] == "ok"]
+    ok = trials[trials["status"] == TrialStatus.OK]
     medians = ok.groupby("ablation")[["wall_s", "cpu_hours", "gpu_hours"]].median()
     running = [reference, *arms] if arms else []
     added = max_seeds - fixed_seeds
@@ -149,7 +155,7 @@ def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, referenc
     if slots and running:
         looks = SeedDesign.plan(fixed_seeds, max_seeds).looks
         per_wave = float(per_arm["wall_s"].max())
-        ran = int((trials["status"] != "skipped").sum())
+        ran = int((trials["status"] != TrialStatus.SKIPPED).sum())
         if fixed_wall_s is not None and math.isfinite(fixed_wall_s) and ran:
             per_wave = fixed_wall_s / math.ceil(ran / slots)
         wall_s = sum(math.ceil(len(running) * (after - before) / slots) * per_wave
@@ -173,14 +179,15 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
     had fewer than 2 seeds: no pilot). ``max_seeds``: the last look of the design the run
     recorded (``verdicts`` are then its pilot look's), else :func:`default_max_seeds`."""
     undecided = verdicts.loc[verdicts["verdict"] == "inconclusive", "ablation"].tolist()
-    seeds = sorted(int(s) for s in trials.loc[trials["status"] != "skipped", "seed"].unique())
+    ran = trials["status"] != TrialStatus.SKIPPED
+    seeds = sorted(int(s) for s in trials.loc[ran, "seed"].unique())
     if not undecided or len(seeds) < 2:
         return None
     from ablations.experiment.designs.seeds_auto import next_arms
 
     max_seeds = max_seeds or default_max_seeds(len(seeds))
     look = first_look(trials, seeds, max_seeds, reference=reference, metric=metric,
-                      margin=margin or "5%", alpha=alpha)
+                      margin=margin or DEFAULT_MARGIN, alpha=alpha)
     arms = [a for a in next_arms(look, set(look["ablation"])) if a != reference]
     estimate = estimate_continuation(trials, arms, reference=reference,
                                      fixed_seeds=len(seeds), max_seeds=max_seeds, slots=slots,
@@ -290,9 +297,9 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
             raise UsageError(f"{arg('max_seeds')} {max_seeds}: {name} already ran {len(fixed)} "
                              f"seeds; raise {arg('max_seeds')}")
         design = SeedDesign.plan(len(fixed), max_seeds)
-        metric, margin, alpha = args.metric, args.margin or "5%", args.alpha
+        metric, margin, alpha = args.metric, args.margin or DEFAULT_MARGIN, args.alpha
         seeds = sequential_seeds(fixed, max_seeds)
-    reference = meta.get("reference") or "baseline"
+    reference = meta.get("reference") or DEFAULT_REFERENCE
     variants = list(dict.fromkeys(values["ablation"] for values in meta["trials"].values()))
     if reference not in variants:
         raise UsageError(f"{name} did not run its reference {reference!r}; every round "
@@ -302,7 +309,7 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     plan = extended_plan(meta["trials"], seeds)
     run = SequentialRun(design, seeds, reference, metric, margin, alpha, plan)
     run.rounds = [{"round": 1, "tune": "tune", "trials": list(meta["trials"])}]
-    ran = trials[trials["status"] != "skipped"]
+    ran = trials[trials["status"] != TrialStatus.SKIPPED]
     run.continued = {"seeds": fixed, "trials": len(ran),
                      "cpu_hours": float(ran["cpu_hours"].sum()),
                      "gpu_hours": float(ran["gpu_hours"].sum()),
@@ -367,7 +374,7 @@ def extended_plan(recorded: dict[str, dict[str, Any]], seeds: Sequence[int]) -> 
 def continuation_note(trials: pd.DataFrame, continued: dict[str, Any]) -> str:
     """Under the summary of a continued experiment: where its verdicts come from and the
     compute the continuation added to the fixed run's."""
-    ran = trials[trials["status"] != "skipped"]
+    ran = trials[trials["status"] != TrialStatus.SKIPPED]
     total_cpu, total_gpu = float(ran["cpu_hours"].sum()), float(ran["gpu_hours"].sum())
     added_trials = len(ran) - int(continued["trials"])
     gpu = total_gpu > 0

@@ -10,6 +10,7 @@ from typing import Any, Callable, ContextManager, Optional
 
 import pandas as pd
 
+from ablations.config.comparison import DEFAULT_REFERENCE
 from results.io.files import is_uri, join
 
 TUNE_SUBDIR = "tune"
@@ -22,7 +23,7 @@ class RunOptions:
     storage: Path | str  # results root (a path or a URI); the experiment goes in storage/name
     name: str
     space: str
-    reference: str = "baseline"  # the variant the others are compared with
+    reference: str = DEFAULT_REFERENCE  # the variant the others are compared with
     address: Optional[str] = None  # None: start a local Ray; else an existing cluster
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ablations.config.comparison import DEFAULT_MARGIN
 from ablations.trial.batches import scalar_columns
 from ablations.config import (
     SEED_SOURCES,
@@ -316,7 +317,8 @@ def prepare(args: Request) -> Prepared:
 
         seed_design = SeedDesign.plan(*auto)
         sequential = SequentialRun(seed_design, list(seeds), space.reference, args.metric,
-                                   args.margin or "5%", args.alpha, {s.name: s for s in trials})
+                                   args.margin or DEFAULT_MARGIN, args.alpha,
+                                   {s.name: s for s in trials})
         pilot = set(seeds[:seed_design.looks[0]])
         trials = [s for s in trials if s.seed in pilot]  # the first round's; dry run shows them
         skipped = [(s, why) for s, why in skipped if s.seed in pilot]
@@ -353,7 +355,7 @@ def planned_settings(args: Request, space: Any, seeds: Sequence[int],
         UsageError: ``--max-seeds`` where no rounds can follow, or below the seeds run.
     """
     settings = {"reference": space.reference, "metric": args.metric,
-                "margin": args.margin or "5%", "alpha": args.alpha}
+                "margin": args.margin or DEFAULT_MARGIN, "alpha": args.alpha}
     if args.seeds == "auto":  # the design is the sequential record's
         return settings
     pilot = design.continues_into_rounds and not args.cross_seeds

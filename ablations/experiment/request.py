@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Sequence
 
+from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
 from results.io.files import check_bucket, first_line, is_uri, join, list_dir
 
 DEFAULT_STORAGE = "ablation_results"
@@ -86,9 +87,9 @@ class Request:
     factors: Optional[list[str]] = None  # boolean config keys (design="factorial")
     tune_each: Optional[list[str]] = None  # keys every arm is tuned over
     tune_budget: int = 8  # search trials per arm (tune_each)
-    metric: str = "test_mae"
-    margin: Optional[str | float] = None  # None: 5% of the reference's mean
-    alpha: float = 0.05
+    metric: str = DEFAULT_METRIC
+    margin: Optional[str | float] = None  # None: DEFAULT_MARGIN (5% of the reference's mean)
+    alpha: float = DEFAULT_ALPHA
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0
     address: Optional[str] = None  # None: a local Ray

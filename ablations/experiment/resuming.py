@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.config import TrialConfig
 from ablations.experiment.continuing import continue_plan
 from ablations.experiment.designs.records import design_from_record
@@ -103,7 +104,7 @@ def resume_plan(storage: str, name: Optional[str], request: Request, *,
     return ResumePlan(
         name=name, space_name=meta["space"], trials=trials, skipped=skipped, design=design,
         seeds=meta.get("seeds", []),
-        reference=meta.get("reference") or (space.reference if space else "baseline"),
+        reference=meta.get("reference") or (space.reference if space else DEFAULT_REFERENCE),
         reuse_workers=not (space and space.isolate_trials),
         cpus_per_trial=meta.get("cpus_per_trial", request.cpus_per_trial),
         gpus_per_trial=meta.get("gpus_per_trial", request.gpus_per_trial),

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
+from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.config import TrialConfig
 from ablations.experiment.cluster import (
     PROJECT_ROOT,
@@ -265,7 +266,7 @@ def results_despite(error: Exception, tune_dir: str, state_before: Optional[tupl
         with quiet_tune_logs():
             grid = saved_results(tune_dir, state)
         ended = any(trial_status(unpacked(result.metrics), result.error, None)[0]
-                    not in ("interrupted", "not_started") for result in grid)
+                    not in UNFINISHED for result in grid)
     except Exception as unreadable:  # noqa: BLE001 - the caller re-raises ``error``
         logging.getLogger(__name__).warning(
             "Ray Tune raised %s: %s; the state it saved in %s could not be read either: %s",
@@ -303,11 +304,12 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
     for result in results:
         status, _, _ = trial_status(unpacked(result.metrics), result.error, None,
                                     hpo=num_samples is not None)
-        if status == "failed":
+        if status == TrialStatus.FAILED:
             counts["continue" if retry_failed else "failed"] += 1
-        elif status == "interrupted" or (status == "not_started" and saved(result_name(result))):
+        elif status == TrialStatus.INTERRUPTED or (status == TrialStatus.NOT_STARTED
+                                                   and saved(result_name(result))):
             counts["continue"] += 1
-        elif status == "not_started":
+        elif status == TrialStatus.NOT_STARTED:
             counts["start"] += 1
         else:
             counts["finished"] += 1

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import pandas as pd
 
+from ablations.config.statuses import TrialStatus
 from ablations.config import TrialConfig, apply_overrides
 from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.tune_setup import Part, TuneSetup
@@ -105,7 +106,7 @@ def write_best_config(trials_df: pd.DataFrame, hpo: HpoSearch, root: str) -> Opt
     """The best trial's configuration as a YAML file that ``--config`` accepts."""
     import yaml
 
-    done = trials_df[trials_df["status"] == "ok"]
+    done = trials_df[trials_df["status"] == TrialStatus.OK]
     if done.empty:
         return None
     best = done.sort_values(hpo.metric, ascending=hpo.mode == "min").iloc[0]

@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional
 
 import pandas as pd
 
+from ablations.config.statuses import TrialStatus
 from ablations.config import TrialConfig, apply_overrides
 from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.hpo import HpoSearch, SearchTune, publish_optuna
@@ -150,7 +151,7 @@ class TunedRun:
 
     def pick_best(self, arm: str, rows: pd.DataFrame) -> None:
         """``arm``'s best configuration: its ok tuning trial with the lowest metric."""
-        ok = rows[(rows["status"] == "ok") & rows[self.metric].notna()]
+        ok = rows[(rows["status"] == TrialStatus.OK) & rows[self.metric].notna()]
         if ok.empty:  # no best: the arm has no trials at its own best
             self.best[arm], self.best_trials[arm] = None, None
             return

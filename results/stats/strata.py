@@ -93,10 +93,9 @@ def stratified_errors(predictions: pd.DataFrame, *, bins: int = 4,
 
 
 def interval_order(level: str) -> tuple[float, str]:
-    """Sort key: a quantile bin such as ``0.50–1.20`` (or pandas' ``(0.5, 1.2]``, in older
-    code's tables) by its left edge, other levels after, by name."""
-    left = level[1:level.index(",")] if level.startswith("(") and "," in level \
-        else level.split("–", 1)[0] if "–" in level else None
+    """Sort key: a quantile bin such as ``0.50–1.20`` (:func:`quantile_bins`) by its left
+    edge, other levels after, by name."""
+    left = level.split("–", 1)[0] if "–" in level else None
     try:
         return (float(left), level) if left is not None else (float("inf"), level)
     except ValueError:

@@ -86,8 +86,8 @@ def one_draw(predictions: pd.DataFrame, trials: pd.DataFrame) -> tuple[pd.DataFr
     ``data_seed`` in ``trials``), and the names of the others. A seed ensemble pools each test
     sample's predictions by ``sample_index``, which names the same sample only within one draw;
     with ``seed_sources`` varying the data, every seed drew its own samples (docs/seed-sources.md).
-    Trials without a ``data_seed`` column (experiments older than seed sources) drew one."""
-    if "data_seed" not in trials or predictions.empty:
+    """
+    if predictions.empty:
         return predictions, []
     draws = trials.drop_duplicates(["ablation", "seed"]).groupby("ablation")["data_seed"].nunique()
     mixed = sorted(str(a) for a in draws[draws > 1].index)

@@ -168,3 +168,20 @@ def test_the_kind_check_sees_each_form(tmp_path, text):
     probe = tmp_path / "probe.py"
     probe.write_text(text)
     assert kind_checks(probe), text
+
+
+def test_the_dry_run_lists_only_what_differs_and_a_mapped_setting_with_what_was_asked():
+    from search_spaces import TrialSpec
+
+    base = TrialConfig()
+    # planning records what was asked for beside every trial's systems settings
+    asked = base.replace(compile_requested="off", precision_requested="fp32")
+    mapped = base.replace(ablation="no_images", use_images=False, compile="default",
+                          compile_requested="max-autotune", precision_requested="fp32")
+    trials = [TrialSpec("baseline-seed0", "baseline", 0, asked),
+              TrialSpec("no_images-seed0", "no_images", 0, mapped)]
+    lines = design_text.describe_trials(trials, base).splitlines()
+    assert lines[-2].split() == ["1.", "baseline-seed0", "(base)"]
+    assert lines[-1].split(None, 2)[2] == ("use_images=False, compile=default, "
+                                           "compile_requested=max-autotune")
+    assert not any("requested:" in line for line in lines)  # not in the base's listing

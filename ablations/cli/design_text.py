@@ -120,6 +120,11 @@ def _(design: Search, trials: Sequence[Any], base: TrialConfig,
     return [*lines, describe_trials([], base)]
 
 
+# what planning records of a systems setting it mapped (ablations/config/safety.py): the
+# setting asked for, beside the one it runs with
+REQUESTED = {"compile_requested": "compile", "precision_requested": "precision"}
+
+
 def describe_trials(trials: Sequence[Any], base: TrialConfig,
                     skipped: Sequence[tuple[Any, str]] = ()) -> str:
     """The dry-run listing: the base config once, then each trial and what differs from it,
@@ -127,13 +132,17 @@ def describe_trials(trials: Sequence[Any], base: TrialConfig,
     lines = [f"{len(trials)} trials" + (f" ({len(skipped)} more skipped)" if skipped else "")
              + ". Base configuration:"]
     for key, value in base.flat().items():
-        if key not in ("ablation", "seed"):
+        if key not in ("ablation", "seed", *REQUESTED):
             lines.append(f"  {key}: {value}")
     lines.append("Trials (name: differences from the base):")
     for index, spec in enumerate(trials, 1):
         diff = spec.config.diff(base)
-        diff.pop("ablation", None)
-        diff.pop("seed", None)
+        flat = spec.config.flat()
+        for key in ("ablation", "seed", *REQUESTED):
+            diff.pop(key, None)
+        # a setting --resolve-conflicts mapped: the value it runs with, and what was asked
+        diff.update({key: flat[key] for key, setting in REQUESTED.items()
+                     if flat[key] and flat[key] != flat[setting]})
         shown = ", ".join(f"{k}={v}" for k, v in diff.items()) or "(base)"
         lines.append(f"  {index:>3}. {spec.name:<32} {shown}")
     if skipped:

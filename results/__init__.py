@@ -1,4 +1,6 @@
-"""Results: Parquet writers and readers (schema in results/README.md). No Ray imports."""
+"""Results, in three layers: storage and the Parquet schema (``results.io``, schema in
+results/README.md; this package re-exports its files' names), the statistics
+(``results.stats``) and the report (``results.report``). No Ray imports."""
 
 from results.io.files import (
     EPOCHS_FILE,

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from ablations.config import ConfigError
+from ablations.config.values import arg
 from ablations.config.comparison import DEFAULT_REFERENCE
 
 TOP_LEVEL = ("name", "description", "reference", "model", "variants")
@@ -44,7 +45,7 @@ def load_space_file(path: str | Path) -> dict[str, Any]:
     """
     file = Path(path).expanduser()
     if not file.is_file():
-        raise ConfigError(f"--space {path}: no such file (a space file is YAML with a "
+        raise ConfigError(f"{arg('space')} {path}: no such file (a space file is YAML with a "
                           "'variants' mapping; run_ablations.py list shows the built-in "
                           "spaces)")
     try:

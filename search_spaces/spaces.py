@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ablations.config import ConfigError, TrialConfig, apply_overrides
+from ablations.config.values import arg
+from search_spaces.files import is_space_file, load_space_file
 from search_spaces.components import BASELINE, COMPONENT_ABLATIONS
 from search_spaces.features import feature_variants
 from search_spaces.hpo import HPO_SEARCH
@@ -111,8 +113,6 @@ SPACES: dict[str, Space] = {
 def get_space(name: str) -> Space:
     """The space called ``name``, or the table in the YAML file ``name`` names
     (search_spaces/files.py); a ``ConfigError`` lists the valid names otherwise."""
-    from search_spaces.files import is_space_file, load_space_file
-
     if is_space_file(name):
         table = load_space_file(name)
         if table["name"] in SPACES:
@@ -144,7 +144,7 @@ def expand(
     ``scalar_names`` (``ablations.trial.batches.scalar_columns(base)``).
     """
     if not seeds:
-        raise ConfigError("no seeds given; pass --seeds N (>= 1) or a list like 0,1,2")
+        raise ConfigError(f"no seeds given; pass {arg('seeds')} N (>= 1) or a list like 0,1,2")
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds must be distinct, got {list(seeds)}")
     table = space.table(scalar_names, base.data.dropped_scalars)

@@ -119,13 +119,16 @@ def test_round_trip_through_dict():
 def test_only_without_the_reference_adds_it_and_says_so():
     """``--only no_images``: the reference joins the plan (every verdict compares with it) and
     one planning note says so; with the reference named, no note."""
+    from ablations.config.values import flag_of, named
     from ablations.experiment.api import Experiment
     from ablations.experiment.planning import prepare
 
     prepared = prepare(Experiment("components", seeds=2, only=["no_images"]).request)
     assert {t.variant for t in prepared.trials} == {"baseline", "no_images"}
-    assert [n for n in prepared.notes if n.startswith("--only")] == [
-        "--only: added the reference 'baseline', which every variant's verdict is compared with"]
+    # the library names the argument, the command line its flag
+    assert [named(n) for n in prepared.notes] == [
+        "only: added the reference 'baseline', which every variant's verdict is compared with"]
+    assert named(prepared.notes[0], flag_of).startswith("--only: added the reference")
     named = prepare(Experiment("components", seeds=2, only=["baseline", "no_images"]).request)
     assert not [n for n in named.notes if n.startswith("--only")]
     control = prepare(Experiment("components", seeds=2, only=["no_images"],

@@ -111,10 +111,10 @@ def test_report_on_a_file_uri_writes_every_file_in_place(experiment, tmp_path, c
 
 
 @pytest.mark.parametrize(("flags", "error"), [
-    (["--margin", "abc"], r"argument --margin: margin 'abc': give a positive number in the "
+    (["--margin", "abc"], r"argument --margin: 'abc': give a positive number in the "
      r"metric's units \(0\.02\) or a percentage of the reference's mean \(5%\)"),
-    (["--margin", "-1"], r"argument --margin: margin '-1': give a positive number"),
-    (["--margin", "0%"], r"argument --margin: margin '0%': give a positive number"),
+    (["--margin", "-1"], r"argument --margin: '-1': give a positive number"),
+    (["--margin", "0%"], r"argument --margin: '0%': give a positive number"),
     (["--alpha", "0.5"], r"argument --alpha: '0\.5': must be a number in \(0, 0\.5\)"),
     (["--alpha", "x"], r"argument --alpha: 'x': must be a number in \(0, 0\.5\)"),
 ])

@@ -234,7 +234,7 @@ def test_side_by_side_names_an_arm_that_is_worse_only_at_the_baseline_configurat
 
 
 @pytest.mark.parametrize(("extra", "error"), [
-    (["--tune-each", "lr,momentum"], r"--tune-each: momentum: give distinct keys that have a "
+    (["--tune-each", "lr,momentum"], r"--tune-each: momentum: give keys that have a "
                                      r"search range .*: lr, weight_decay"),
     (["--tune-each", "lr", "--tune-budget", "1"], r"--tune-budget: 1 must be an integer >= 2"),
     (["--tune-each", "lr", "--seeds", "auto"], r"does not combine with --seeds auto"),

@@ -31,15 +31,16 @@ def _report_flags(parser: argparse.ArgumentParser) -> None:
                         help="variant the others are compared with (default: the "
                         "experiment's, e.g. baseline)")
     parser.add_argument("--metric", default=None,
-                        help="trials column to compare (default: test_mae, or what a --seeds "
-                        "auto run decided on; e.g. test_rmse, test_nll, val_mae, test_r2: "
-                        "worse/better follow its direction)")
+                        help="trials column to compare (default: the one the run recorded "
+                        "before its data, else test_mae; e.g. test_rmse, test_nll, val_mae, "
+                        "test_r2: worse/better follow its direction)")
     parser.add_argument("--margin", type=margin_flag, default=None, metavar="X|P%",
                         help="equivalence margin: in the metric's units (0.02) or a percentage "
-                        "of the reference's mean (default: 5%%, or the run's with --seeds auto)")
+                        "of the reference's mean (default: the one the run recorded before its "
+                        "data, else 5%%)")
     parser.add_argument("--alpha", type=alpha_flag, default=None,
-                        help="family-wise error rate of each kind of verdict (default: 0.05, "
-                        "or the run's with --seeds auto)")
+                        help="family-wise error rate of each kind of verdict (default: the one "
+                        "the run recorded before its data, else 0.05)")
     parser.add_argument("--compare-with", default=None, metavar="EXPERIMENT_DIR|URI",
                         help="add a section comparing this experiment with another, variant by "
                         "variant, as `compare OTHER THIS` (default: none)")

@@ -131,8 +131,11 @@ def describe_trials(trials: Sequence[Any], base: TrialConfig,
     then the skipped cells with their reasons."""
     lines = [f"{len(trials)} trials" + (f" ({len(skipped)} more skipped)" if skipped else "")
              + ". Base configuration:"]
-    for key, value in base.flat().items():
-        if key not in ("ablation", "seed", *REQUESTED):
+    shown = base.flat()
+    for key, value in shown.items():
+        # a requested setting only where it was mapped: the base runs with another
+        mapped = key in REQUESTED and value and value != shown[REQUESTED[key]]
+        if key not in ("ablation", "seed", *REQUESTED) or mapped:
             lines.append(f"  {key}: {value}")
     lines.append("Trials (name: differences from the base):")
     for index, spec in enumerate(trials, 1):
@@ -201,6 +204,15 @@ def _(design: Search, directory: Any) -> list[str]:
 
 
 # ------------------------------------------------------------------ --resume
+
+
+def continued_line(design: Rounds, name: str, space: str, seeds: Sequence[int]) -> str:
+    """What continuing the fixed run ``name`` into rounds (``design``) will do, in one line."""
+    run = design.run
+    looks = ", ".join(str(n) for n in run.design.looks)
+    return (f"Continuing experiment {name} ({space}) with --seeds auto: its "
+            f"{len(run.current_trials())} trials at seeds {', '.join(map(str, seeds))} are the "
+            f"pilot (round 1, kept, not run again); looks at {looks} seeds per variant")
 
 
 @singledispatch

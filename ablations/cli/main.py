@@ -40,11 +40,12 @@ from ablations.cli.requests import request_from
 from ablations.cli.resume import resume_plan, same_name_again
 from ablations.cli.signals import sigterm_as_sigint, sigterm_is_ctrl_c
 from ablations.config import ConfigError
+from ablations.config.values import NamesArguments, flag_of, named
 from ablations.experiment.continuing import continuation_hint, trial_slots
 from ablations.experiment.interrupt import resume_command
 from ablations.experiment.planning import prepare
 from ablations.experiment.preflight import auto_batch, check_data_on_workers
-from ablations.experiment.request import UsageError, check_name, flag_of, storage_root
+from ablations.experiment.request import UsageError, check_name, storage_root
 from model.data import DataError
 from results.stats.baseline_check import record_baseline_check
 from results.io.files import MetadataError, first_line, join, list_dir, read_metadata
@@ -127,14 +128,14 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def error_text(error: Exception) -> str:
-    """A bad input's one line as the command line says it: a UsageError names the flags."""
-    return error.render(flag_of) if isinstance(error, UsageError) else str(error)
+    """A bad input's one line as the command line says it: the arguments it names are flags."""
+    return error.render(flag_of) if isinstance(error, NamesArguments) else str(error)
 
 
 def say_notes(notes: Sequence[str]) -> None:
     """Planning's warnings (e.g. ``--only`` adding the reference), on stderr."""
     for note in notes:
-        print(f"warning: {note}", file=sys.stderr)
+        print(f"warning: {named(note, flag_of)}", file=sys.stderr)
 
 
 def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
@@ -318,13 +319,13 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         from ablations.experiment.trackers.specs import publish_summary
 
         publish_summary(options.trackers, result.directory, df, summary, **settings)
-    counts = df["status"].value_counts().to_dict()
-    unfinished = sum(counts.get(status, 0) for status in UNFINISHED)
-    stopped = (f"{counts.get('interrupted', 0)} interrupted, "
-               f"{counts.get('not_started', 0)} not started, ") if unfinished else ""
-    print(f"\n{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed, "
-          f"{counts.get('diverged', 0)} diverged, {counts.get('stopped', 0)} stopped early, "
-          f"{stopped}{counts.get('skipped', 0)} skipped of {len(df)} trials; "
+    counts = {status: int((df["status"] == status).sum()) for status in TrialStatus}
+    unfinished = sum(counts[status] for status in UNFINISHED)
+    stopped = (f"{counts[TrialStatus.INTERRUPTED]} interrupted, "
+               f"{counts[TrialStatus.NOT_STARTED]} not started, ") if unfinished else ""
+    print(f"\n{counts[TrialStatus.OK]} ok, {counts[TrialStatus.FAILED]} failed, "
+          f"{counts[TrialStatus.DIVERGED]} diverged, {counts[TrialStatus.STOPPED]} stopped "
+          f"early, {stopped}{counts[TrialStatus.SKIPPED]} skipped of {len(df)} trials; "
           f"{result.wall_s:.0f} s wall, {df['cpu_hours'].sum():.3f} CPU-hours, "
           f"{df['gpu_hours'].sum():.3f} GPU-hours.")
     for _, row in df[df["status"].isin([TrialStatus.FAILED, TrialStatus.DIVERGED])].iterrows():
@@ -347,7 +348,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         print(f"Interrupted: {unfinished} trials did not finish; continue with: "
               f"{resume_command(storage, name, args.address)}")
         return EXIT_INTERRUPTED
-    return 0 if counts.get("ok", 0) else 1
+    return 0 if counts[TrialStatus.OK] else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,7 +12,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from ablations.cli.design_text import resume_line
+from ablations.cli.design_text import continued_line, resume_line
 from ablations.experiment.designs.records import design_from_record
 from ablations.experiment.plans import plan_from_metadata, skipped_plan
 from ablations.experiment.request import UsageError, arg
@@ -38,12 +38,7 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
     args.cpus_per_trial, args.gpus_per_trial = plan.cpus_per_trial, plan.gpus_per_trial
     target = join(storage, plan.name)
     if plan.continued:
-        run = plan.design.run
-        looks = ", ".join(str(n) for n in run.design.looks)
-        print(f"Continuing experiment {plan.name} ({plan.space_name}) with --seeds auto: its "
-              f"{len(run.current_trials())} trials at seeds "
-              f"{', '.join(map(str, plan.seeds))} are the pilot (round 1, kept, not run "
-              f"again); looks at {looks} seeds per variant")
+        print(continued_line(plan.design, plan.name, plan.space_name, plan.seeds))
     else:
         print(resume_line(plan.design, plan.name, plan.space_name, target, plan.trials,
                           args.retry_failed))

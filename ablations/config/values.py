@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -20,7 +20,40 @@ _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
 
 
-class ConfigError(ValueError):
+_ARG = "\x1f"  # brackets an argument's name in an error's message (see :func:`arg`)
+# the command line's flag of an argument, where it is not the argument's name with dashes
+FLAGS = {"overrides": "--set"}
+
+
+def arg(name: str) -> str:
+    """An argument's name inside an error message or a note: the library shows ``name``
+    (``max_seeds``), the command line its flag (``--max-seeds``, :func:`flag_of`)."""
+    return f"{_ARG}{name}{_ARG}"
+
+
+def flag_of(name: str) -> str:
+    """The command line's flag for the argument ``name`` (``max_seeds``: ``--max-seeds``)."""
+    return FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+def named(text: str, name_of: Callable[[str], str] = str) -> str:
+    """``text`` with each :func:`arg` marker replaced by ``name_of(name)``."""
+    parts = text.split(_ARG)
+    return "".join(name_of(part) if i % 2 else part for i, part in enumerate(parts))
+
+
+class NamesArguments:
+    """An error whose message names arguments with :func:`arg`: ``str()`` shows the library's
+    names, :meth:`render` with :func:`flag_of` the command line's flags."""
+
+    def render(self, name_of: Callable[[str], str]) -> str:
+        return named(super().__str__(), name_of)  # type: ignore[misc]
+
+    def __str__(self) -> str:
+        return self.render(str)
+
+
+class ConfigError(NamesArguments, ValueError):
     """A bad configuration value or key; the message names it and the fix."""
 
 

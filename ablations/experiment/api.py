@@ -14,20 +14,24 @@ argument (``max_seeds``) where the command line names its flag (``--max-seeds``)
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence
 
 import pandas as pd
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
+from ablations.config.values import named
 from ablations.experiment.request import (
     DEFAULT_STORAGE,
     Request,
     new_experiment_root,
     storage_root,
 )
+from results.io.files import read_metadata
 from results.stats.baseline_check import BaselineCheck, record_baseline_check
 
 
@@ -47,6 +51,23 @@ class Results:
     baseline_check: Optional[BaselineCheck] = None
 
 
+def records_given(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` with the names of the arguments its caller passed in ``self._given``: what a
+    continuation or a resume counts as given, whatever the value."""
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        self._given = frozenset(kwargs) | ({"space"} if args else set())
+        init(self, *args, **kwargs)
+
+    return wrapper
+
+
+def names(given: Optional[Sequence[str]]) -> Optional[list[str]]:
+    """A list of names as given (a string stays a string: the request's check refuses it
+    rather than splitting it into letters)."""
+    return given if given is None or isinstance(given, str) else list(given)
+
+
 class Experiment:
     """An ablation experiment: a space (a built-in name or a YAML file), seeds (a count, a
     list, or ``"auto"``), the base configuration, how to decide and where to run it. The
@@ -58,6 +79,7 @@ class Experiment:
     Ray's CPUs when this call starts one; ``max_concurrent`` and ``max_failures`` as on the
     command line."""
 
+    @records_given
     def __init__(self, space: str = "components", *, seeds: int | Sequence[int] | str = 3,
                  overrides: Optional[Mapping[str, Any]] = None, config: Optional[str] = None,
                  model: Optional[str] = None, only: Optional[Sequence[str]] = None,
@@ -80,23 +102,20 @@ class Experiment:
                  progress: bool = False) -> None:
         values = dict(
             space=str(space), seeds=Request.seeds_from(seeds), config=config, model=model,
-            only=list(only) if only is not None else None, epochs=epochs, data=data,
+            only=names(only), epochs=epochs, data=data,
             max_train_examples=max_train_examples, max_eval_examples=max_eval_examples,
             seed_sources=seed_sources, pilot=pilot, max_seeds=max_seeds,
             null_control=null_control, cross_seeds=cross_seeds, design=design,
-            factors=list(factors) if factors is not None else None,
-            tune_each=list(tune_each) if tune_each is not None else None,
+            factors=names(factors),
+            tune_each=names(tune_each),
             tune_budget=tune_budget, num_samples=num_samples, scheduler=scheduler,
             auto_batch=auto_batch, resolve_conflicts=resolve_conflicts, metric=metric,
             margin=None if margin is None else str(margin), alpha=alpha,
             cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, address=address,
             name=name, storage=str(storage),
             overrides=[(str(k), v) for k, v in (overrides or {}).items()])
-        defaults = Request()
-        # a library call names its arguments; those that differ from the defaults are given
-        given = frozenset(key for key, value in values.items()
-                          if value != getattr(defaults, key))
-        self.request = Request(**values, given=given)
+        # the arguments this call named (records_given), whatever their values
+        self.request = Request(**values, given=self._given & set(values))
         self.num_cpus, self.progress = num_cpus, progress
         self.max_concurrent, self.max_failures = max_concurrent, max_failures
 
@@ -104,9 +123,17 @@ class Experiment:
         """The validated trials (``search_spaces.TrialSpec``: name, variant, seed, resolved
         config) that :meth:`run` starts with (with ``seeds="auto"``: the pilot's); nothing
         starts. Raises the command line's one-line errors."""
+        return list(self._prepare().trials)
+
+    def _prepare(self) -> Any:
+        """Planning's ``Prepared``; its notes (e.g. the reference added to ``only``) as
+        warnings."""
         from ablations.experiment.planning import prepare
 
-        return list(prepare(self.request).trials)
+        prepared = prepare(self.request)
+        for note in prepared.notes:
+            warnings.warn(named(note), stacklevel=3)
+        return prepared
 
     def run(self) -> Results:
         """Run the experiment into ``storage/name`` (a new folder) and return its tables.
@@ -115,11 +142,10 @@ class Experiment:
         import datetime as dt
 
         from ablations.experiment.options import RunOptions
-        from ablations.experiment.planning import prepare
         from ablations.experiment.preflight import auto_batch, check_data_on_workers
 
         request = self.request
-        prepared = prepare(request)
+        prepared = self._prepare()
         storage = storage_root(request.storage)
         name = request.name or f"{prepared.space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
         new_experiment_root(storage, name)
@@ -213,7 +239,6 @@ def results_of(result: Any, design: Any, *, reference: str) -> Results:
     """An ended run's :class:`Results`: its tables, the baseline check and the verdicts at the
     settings recorded before its data (:func:`results.stats.decisions.verdicts_of`), and a
     factorial design's effects."""
-    from results.io.files import read_metadata
     from results.stats.decisions import decision_settings, verdicts_of
 
     verdicts, check, effects = None, None, None

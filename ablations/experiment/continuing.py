@@ -27,6 +27,7 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
+from ablations.config import TrialConfig
 from ablations.config.comparison import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
@@ -35,6 +36,7 @@ from ablations.config.comparison import (
 )
 from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.experiment.request import Request, UsageError, arg
+from search_spaces import TrialSpec
 from results.io.files import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,
@@ -353,9 +355,6 @@ def extended_plan(recorded: dict[str, dict[str, Any]], seeds: Sequence[int]) -> 
     each variant's cells at the seeds it did not run: its first recorded config at the new
     seed (``seed_offset`` and every switch kept), named as ``search_spaces.expand`` names
     cells (``<variant>-seed<seed>``)."""
-    from ablations.config import TrialConfig
-    from search_spaces import TrialSpec
-
     plan: dict[str, Any] = {}
     first: dict[str, TrialConfig] = {}
     for name, values in recorded.items():

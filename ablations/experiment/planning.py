@@ -13,14 +13,13 @@ from typing import Any, Optional, Sequence
 from ablations.config.comparison import DEFAULT_MARGIN
 from ablations.trial.batches import scalar_columns
 from ablations.config import (
-    SEED_SOURCES,
     ConfigError,
     TrialConfig,
     apply_overrides,
     config_from_sources,
-    parse_seed_sources,
 )
 from ablations.config.safety import local_cuda_capability, resolve_systems, skip_reason
+from ablations.experiment.cells import crossed_seeds, spec_for, with_null_control
 from ablations.experiment.request import Request, UsageError, arg
 from model.data import MAX_SYNTHETIC_FRAMES, load_directory
 from search_spaces.presets import PRESETS
@@ -47,18 +46,18 @@ def base_config(args: Request, model: Optional[str] = None) -> TrialConfig:
         yaml_path, preset = None, PRESETS[args.config]
     config = TrialConfig()
     if model:
-        config = apply_overrides(config, {"model": model}, source="--model")
+        config = apply_overrides(config, {"model": model}, source=arg("model"))
     if preset is not None:
         config = apply_overrides(config, preset, source=f"preset {args.config}")
     config = config_from_sources(yaml_path=yaml_path, overrides=flags, base=config)
     if args.overrides:
-        config = apply_overrides(config, dict(args.overrides), source="--set")
+        config = apply_overrides(config, dict(args.overrides), source=arg("overrides"))
     threads = max(1, int(args.cpus_per_trial))
     device = config.systems.device
     if device == "auto":
         device = "cuda" if args.gpus_per_trial > 0 else "cpu"
     if device == "cuda" and args.gpus_per_trial <= 0:
-        raise ConfigError("device=cuda needs --gpus-per-trial > 0 (e.g. 1 or 0.5)")
+        raise ConfigError(f"device=cuda needs {arg('gpus_per_trial')} > 0 (e.g. 1 or 0.5)")
     return config.replace(num_threads=threads, device=device,
                           resolve_conflicts=args.resolve_conflicts)
 
@@ -161,61 +160,6 @@ def auto_seeds(args: Request, space: Any) -> Optional[tuple[int, int]]:
     return pilot, max_seeds
 
 
-def crossed_seeds(trials: list[Any], seeds: Sequence[int]) -> list[Any]:
-    """``--cross-seeds``: per variant, a grid of two varying seed sources instead of its
-    seeds (with all three varying, the default, init x order with the data draw held at seed 0):
-    cell (i, j) holds the first source at ``seeds[i]`` and the second at ``seeds[j]``
-    (``seed_sources=init=a,order=b``) and has the pairing seed ``i * len(seeds) + j``, the
-    same cell for every variant. ``trials``: :func:`search_spaces.expand`'s, variant-major."""
-    if len(seeds) < 3:  # results/stats/crossed.py: at 2 x 2 each source's mean square has 1 df
-        raise UsageError(f"{arg('cross_seeds')} needs at least 3 seeds per source for verdicts "
-                         f"(e.g. {arg('seeds')} 3: 3 x 3 trials per variant)")
-    count, out, seen = len(seeds), [], set()
-    for spec in trials:
-        if spec.variant in seen:
-            continue
-        seen.add(spec.variant)
-        tokens = spec.config.seed_sources.split(",")
-        varying = [token for token in tokens if token in SEED_SOURCES]
-        if len(varying) == 3:  # the default: cross init x order, the data draw held at seed 0
-            varying, tokens = varying[:2], [*varying[:2], "data=0"]
-        if len(varying) != 2:
-            raise UsageError(f"{arg('cross_seeds')} crosses two seed sources; variant "
-                             f"{spec.variant} varies {len(varying)} ({spec.config.seed_sources}): "
-                             f"pick two with {arg('seed_sources')}, e.g. init,order")
-        held = [token for token in tokens if token not in SEED_SOURCES]
-        for i, first in enumerate(seeds):
-            for j, second in enumerate(seeds):
-                cell = parse_seed_sources(",".join(
-                    [f"{varying[0]}={first}", f"{varying[1]}={second}", *held]))
-                key = i * count + j
-                config = spec.config.replace(seed=key, seed_sources=cell)
-                out.append(dataclasses.replace(spec, name=f"{spec.variant}-seed{key}", seed=key,
-                                               config=config))
-    return out
-
-
-def with_null_control(trials: list[Any], reference: str) -> list[Any]:
-    """``trials`` plus ``<reference>_repeat``: the reference's trials with the training seed
-    offset by 1000 (``seed_offset``), paired by ``seed``: a variant whose true effect is 0."""
-    repeat = f"{reference}_repeat"
-    if any(spec.variant == repeat for spec in trials):
-        raise UsageError(f"{arg('null_control')}: the space already has a variant {repeat!r}")
-    extra = [dataclasses.replace(spec, name=f"{repeat}-seed{spec.seed}", variant=repeat,
-                                 config=spec.config.replace(ablation=repeat, seed_offset=1000))
-             for spec in trials if spec.variant == reference]
-    if not extra:
-        raise UsageError(f"{arg('null_control')}: the reference {reference!r} is not among the "
-                         f"variants to run (see {arg('only')})")
-    return [*trials, *extra]
-
-
-def spec_for(config: TrialConfig) -> Any:
-    from search_spaces import TrialSpec
-
-    return TrialSpec(f"{config.ablation}-seed{config.seed}", config.ablation, config.seed, config)
-
-
 @dataclass
 class Prepared:
     """A planned experiment: what :func:`prepare` found, nothing started."""
@@ -300,7 +244,7 @@ def prepare(args: Request) -> Prepared:
         trials, skipped, notes, data_summary = plan_trials(space, trials, capability=capability,
                                                            resolve=args.resolve_conflicts)
         if added_reference:
-            notes.append(f"--only: added the reference {space.reference!r}, which every "
+            notes.append(f"{arg('only')}: added the reference {space.reference!r}, which every "
                          "variant's verdict is compared with")
         if factorial is not None and skipped:
             spec, reason = skipped[0]

@@ -14,9 +14,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
+from ablations.config.values import NamesArguments, arg
+from search_spaces.hpo import HPO_SEARCH
 from results.io.files import check_bucket, first_line, is_uri, join, list_dir
 
 DEFAULT_STORAGE = "ablation_results"
@@ -24,33 +26,12 @@ DEFAULT_SEEDS = (0, 1, 2)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 DESIGNS = ("table", "factorial")  # Request.design
 SCHEDULERS = ("asha", "fifo")  # Request.scheduler, search spaces only
-_ARG = "\x1f"  # brackets an argument's name in a UsageError's message (see :func:`arg`)
-# the command line's flag of a field, where it is not the field's name with dashes
-FLAGS = {"overrides": "--set"}
 
 
-def arg(name: str) -> str:
-    """An argument's name inside a :class:`UsageError` message: the library shows ``name``,
-    the command line its flag (:func:`flag_of`)."""
-    return f"{_ARG}{name}{_ARG}"
-
-
-def flag_of(name: str) -> str:
-    """The command line's flag for the argument ``name`` (``max_seeds``: ``--max-seeds``)."""
-    return FLAGS.get(name, "--" + name.replace("_", "-"))
-
-
-class UsageError(Exception):
+class UsageError(NamesArguments, Exception):
     """Bad input found before any trial starts; printed as one line, exit code 2. The
     arguments its message names (:func:`arg`) read as the library's argument names;
     :meth:`render` with :func:`flag_of` gives the command line's text."""
-
-    def render(self, name_of: Callable[[str], str]) -> str:
-        parts = super().__str__().split(_ARG)
-        return "".join(name_of(part) if i % 2 else part for i, part in enumerate(parts))
-
-    def __str__(self) -> str:
-        return self.render(lambda name: name)
 
 
 @dataclass
@@ -144,8 +125,10 @@ def names_problem(names: Optional[Sequence[str]]) -> Optional[str]:
     """Why ``names`` (None: not given) is not a list of names, each once."""
     if names is None:
         return None
-    if isinstance(names, str) or not all(isinstance(n, str) and n.strip() for n in names):
-        return f"{names!r}: give a list of names, e.g. ['a', 'b']"
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        return f"{names!r} is not a list of names; give one, e.g. ['baseline', 'no_images']"
+    if not names or not all(n.strip() for n in names):
+        return f"an empty name in {','.join(names)!r}; give names separated by commas"
     repeated = sorted({n for n in names if list(names).count(n) > 1})
     return f"{repeated[0]} is given twice; give each once" if repeated else None
 
@@ -168,14 +151,15 @@ def metric_problem(name: str) -> Optional[str]:
 
 def tune_keys_problem(keys: Sequence[str]) -> Optional[str]:
     """Why ``keys`` are not distinct keys with a search range; None if they are."""
-    from search_spaces.hpo import HPO_SEARCH
-
+    problem = names_problem(keys)
+    if problem:
+        return problem
     unknown = [key for key in keys if key not in HPO_SEARCH]
-    if keys and not unknown and len(set(keys)) == len(keys):
+    if keys and not unknown:
         return None
-    named = ",".join(unknown) or repr(keys)
-    return (f"{named}: give distinct keys that have a search range "
-            f"(search_spaces/hpo.py): {', '.join(HPO_SEARCH)}")
+    named = ",".join(unknown) or "no key"
+    return (f"{named}: give keys that have a search range (search_spaces/hpo.py): "
+            f"{', '.join(HPO_SEARCH)}")
 
 
 def alpha_problem(value: Any) -> Optional[str]:
@@ -193,8 +177,8 @@ def margin_problem(text: str) -> Optional[str]:
 
     try:
         parse_margin(text)
-    except ValueError as exc:
-        return str(exc)
+    except ValueError as exc:  # its message starts with "margin ": the caller names the argument
+        return str(exc).removeprefix("margin ")
     return None
 
 

@@ -202,8 +202,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                 # Trials report one Ray checkpoint, at their end (trainable.py), so all are
                 # kept: with num_to_keep, Tune forces an experiment-state snapshot (every
                 # trial's state, as JSON) at each trial's end, O(trials) each time: at 108
-                # tiny trials, 110 snapshots took 3 s of the driver's CPU. Snapshots now come
-                # every TUNE_GLOBAL_CHECKPOINT_S (Tune's adaptive default), and when Tune ends.
+                # tiny trials, 110 snapshots took 3 s of the driver's CPU. Without it, snapshots
+                # come every TUNE_GLOBAL_CHECKPOINT_S (Tune's adaptive default) and at the end.
                 checkpoint_config=tune.CheckpointConfig(),
                 failure_config=tune.FailureConfig(max_failures=options.max_failures,
                                                   fail_fast=False),

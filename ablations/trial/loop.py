@@ -253,9 +253,11 @@ class TrialRun:
         # a copy: on the CPU the optimizer would keep (and update) the caller's tensors
         self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
         self.scheduler.load_state_dict(state["scheduler"])
-        if state["scaler"] and self.scaler.is_enabled():  # empty when saved without fp16
-            self.scaler.load_state_dict(state["scaler"])  # (a GPU without native bf16 maps
-        set_rng_state(state, self.device)  # bf16 to fp16 on a retry: a fresh scale then)
+        # The scaler's state is empty when saved without fp16; a GPU without native bf16 maps
+        # bf16 to fp16 on a retry, which then starts from a fresh scale.
+        if state["scaler"] and self.scaler.is_enabled():
+            self.scaler.load_state_dict(state["scaler"])
+        set_rng_state(state, self.device)
         self.history = list(state["history"])
         self.start_epoch = int(state["epoch"]) + 1
         self.epoch = self.start_epoch - 1

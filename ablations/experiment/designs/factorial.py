@@ -97,7 +97,7 @@ def factorial_trials(args: Request, space: Space, base: TrialConfig, seeds: Sequ
     trials = []
     for cell, name in enumerate(design.cells):
         configured = apply_overrides(reference, {**design.cell_overrides(cell), "ablation": name},
-                                     source=f"--design factorial, cell {name}")
+                                     source=f"{arg('design')} factorial, cell {name}")
         for seed in seeds:
             config = apply_overrides(configured, {"seed": seed}, source=f"cell {name}")
             trials.append(TrialSpec(f"{name}-seed{seed}", name, int(seed), config))

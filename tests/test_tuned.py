@@ -231,6 +231,15 @@ def test_side_by_side_names_an_arm_that_is_worse_only_at_the_baseline_configurat
     assert set(evaluation_rows(trials)["phase"]) == {"evaluation"}
     plain_run = trials[trials["phase"] == "evaluation"].drop(columns="phase")
     assert evaluation_rows(plain_run) is plain_run
+    # the experiment's one decision function: at the settings recorded before the data
+    from results.stats.decisions import tuned_comparison_of
+
+    assert tuned_comparison_of(trials, {}) is None  # no tune_each recorded
+    recorded = {"tuned": {"keys": ["lr"]}, "planned": {
+        "reference": "baseline", "metric": "test_mae", "margin": "50%", "alpha": 0.05}}
+    wide = tuned_comparison_of(trials, recorded).set_index("ablation")
+    assert wide.loc["slow", "verdict_given"] == "negligible"  # 30% worse, inside 50%
+    assert tuned_comparison_of(trials, recorded, margin="5%").equals(table.reset_index())
 
 
 @pytest.mark.parametrize(("extra", "error"), [

@@ -21,10 +21,11 @@ from ablations.experiment.designs.tuned import Stages, startup_trials
 from ablations.experiment.options import TUNE_SUBDIR
 from ablations.experiment.runner import resume_counts
 from results.io.files import is_file, join
-from results.stats.factorial import effects_view, factorial_effects, factorial_note
+from results.stats.decisions import factorial_effects_of, tuned_comparison_of
+from results.stats.factorial import effects_view, factorial_note
 from results.stats.planned import pilot_design, pilot_note
 from results.stats.sequential import design_note
-from results.stats.tuned import side_by_side, side_by_side_text
+from results.stats.tuned import side_by_side_text
 
 # ------------------------------------------------------------------ the run's first line
 
@@ -159,31 +160,29 @@ def describe_trials(trials: Sequence[Any], base: TrialConfig,
 
 
 @singledispatch
-def summary_lines(design: Design, trials_df: Any, *, metric: str, margin: Any,
-                  alpha: float) -> list[str]:
-    """Lines printed after the summary's table."""
+def summary_lines(design: Design, trials_df: Any, meta: dict[str, Any],
+                  settings: dict[str, Any]) -> list[str]:
+    """Lines printed after the summary's table (``meta``: experiment.json; ``settings``: the
+    summary's reference, metric, margin and alpha)."""
     return []
 
 
 @summary_lines.register
-def _(design: Factorial, trials_df: Any, *, metric: str, margin: Any,
-      alpha: float) -> list[str]:
-    factorial = design.factorial
+def _(design: Factorial, trials_df: Any, meta: dict[str, Any],
+      settings: dict[str, Any]) -> list[str]:
     try:
-        table = factorial_effects(trials_df, factorial, metric=metric, margin=margin,
-                                  alpha=alpha)
+        table = factorial_effects_of(trials_df, meta, **settings)
     except (ValueError, KeyError) as exc:
         return ["", f"No factorial effects: {exc}"]
-    return ["", f"Factorial effects ({factorial.legend()}):",
+    return ["", f"Factorial effects ({design.factorial.legend()}):",
             effects_view(table).to_string(index=False), "", factorial_note(table)]
 
 
 @summary_lines.register
-def _(design: Stages, trials_df: Any, *, metric: str, margin: Any,
-      alpha: float) -> list[str]:
+def _(design: Stages, trials_df: Any, meta: dict[str, Any],
+      settings: dict[str, Any]) -> list[str]:
     try:
-        table = side_by_side(trials_df, keys=design.run.keys, reference=design.run.reference,
-                             metric=metric, margin=margin, alpha=alpha)
+        table = tuned_comparison_of(trials_df, meta, **settings)
     except (ValueError, KeyError) as exc:
         return [f"\nNo tuned comparison: {exc}"]
     return ["", *side_by_side_text(table).splitlines()]

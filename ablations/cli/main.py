@@ -312,8 +312,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     if check is not None:  # one line above the verdicts; baseline_check.json in the folder
         print(check.line())
     print(summary)
-    for line in design_text.summary_lines(design, df, metric=metric, margin=margin,
-                                          alpha=alpha):
+    for line in design_text.summary_lines(design, df, meta, settings):
         print(line)
     if options.trackers:  # the verdicts as each tracker's <name>-verdicts run
         from ablations.experiment.trackers.specs import publish_summary

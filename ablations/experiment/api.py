@@ -49,6 +49,9 @@ class Results:
     # the reference against the training mean and its last epoch (results.stats.baseline_check);
     # None without verdicts
     baseline_check: Optional[BaselineCheck] = None
+    # tune_each: each arm's verdict at the configuration given and at its own best, side by
+    # side (results.stats.decisions.tuned_comparison_of)
+    tuned: Optional[pd.DataFrame] = None
 
 
 def records_given(init: Callable[..., None]) -> Callable[..., None]:
@@ -237,11 +240,12 @@ def ray_for(trials: Sequence[Any], options: Any, num_cpus: Optional[int]) -> Ite
 
 def results_of(result: Any, design: Any, *, reference: str) -> Results:
     """An ended run's :class:`Results`: its tables, the baseline check and the verdicts at the
-    settings recorded before its data (:func:`results.stats.decisions.verdicts_of`), and a
-    factorial design's effects."""
-    from results.stats.decisions import decision_settings, verdicts_of
+    settings recorded before its data (:func:`results.stats.decisions.verdicts_of`), a
+    factorial design's effects and a tuned ablation's side-by-side table, at the same
+    settings."""
+    from results.stats.decisions import factorial_effects_of, tuned_comparison_of, verdicts_of
 
-    verdicts, check, effects = None, None, None
+    verdicts, check = None, None
     meta = read_metadata(str(result.directory)) or {}
     if design.has_verdicts:
         check = record_baseline_check(result.directory, result.trials, result.epochs,
@@ -250,16 +254,13 @@ def results_of(result: Any, design: Any, *, reference: str) -> Results:
             verdicts = verdicts_of(result.trials, meta, reference=reference)
         except ValueError:  # no verdicts possible, e.g. no ok trial of the reference
             verdicts = None
-    if meta.get("factorial"):
-        from results.stats.factorial import factorial_effects
-        from results.stats.factorial_design import FactorialDesign
-
-        settings = decision_settings(meta, reference=reference)
-        try:
-            effects = factorial_effects(result.trials, FactorialDesign.from_dict(
-                meta["factorial"]), metric=settings["metric"], margin=settings["margin"],
-                alpha=settings["alpha"])
-        except ValueError:
-            effects = None
+    try:
+        effects = factorial_effects_of(result.trials, meta, reference=reference)
+    except ValueError:  # no effects possible
+        effects = None
+    try:
+        tuned = tuned_comparison_of(result.trials, meta, reference=reference)
+    except ValueError:  # no comparison possible
+        tuned = None
     return Results(str(result.directory), result.trials, result.epochs, result.predictions,
-                   verdicts, result.wall_s, effects, check)
+                   verdicts, result.wall_s, effects, check, tuned)

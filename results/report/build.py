@@ -17,7 +17,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import pandas as pd
 import pyarrow as pa
@@ -40,7 +40,6 @@ from results.stats.analysis import (
 )
 from results.stats.baseline_check import baseline_check
 from results.stats.compare import compare_experiments, compare_note
-from results.stats.factorial_design import FactorialDesign
 from results.stats.uncertainty import one_draw
 from results.stats.verdicts import margin_text
 from results.io.files import (
@@ -194,16 +193,13 @@ def write_report(directory: str | Path, *, reference: str | None = None,
             table, a=other, b=str(trials["experiment"].iloc[0])), table[[
                 "ablation", "n_pairs", "a_mean", "b_mean", "diff_mean", "tost_ci_low",
                 "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
-    factorial = None
-    if meta.get("factorial"):
-        factorial = FactorialDesign.from_dict(meta["factorial"])
-    tuned = tuned_section(trials, (meta.get("tuned") or {}).get("keys", []),
-                          reference=reference, metric=metric, margin=margin, alpha=alpha)
+    tuned = tuned_section(trials, meta, reference=reference, metric=metric, margin=margin,
+                          alpha=alpha)
     with tempfile.TemporaryDirectory(prefix="report-") as scratch:
         return _write_report(directory, trials, epochs, predictions, Path(scratch),
                              reference=reference, metric=metric, margin=margin, alpha=alpha,
                              meta=meta, sequential=sequential, comparison=comparison,
-                             factorial=factorial, tuned=tuned)
+                             tuned=tuned)
 
 
 def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
@@ -211,18 +207,16 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                   metric: str, margin: str | float, alpha: float,
                   meta: dict, sequential: dict | None = None,
                   comparison: tuple[str, str, pd.DataFrame] | None = None,
-                  factorial: Any = None, tuned: Optional[Section] = None) -> Report:
+                  tuned: Optional[Section] = None) -> Report:
     """Figures are drawn in ``scratch`` and moved into place with the other files.
     ``sequential``: experiment.json's record of a ``--seeds auto`` run (its verdicts are the
     sequential design's; the report adds the compute spent), or its ``planned`` record of a
     fixed run that is the pilot look of a design (no ``rounds``: that look's verdicts).
     ``meta``: the experiment.json the verdicts are decided by
     (:func:`results.stats.decisions.verdicts_of`); settings that differ from those it recorded
-    before the data label the table exploratory. ``factorial``: the
-    :class:`results.stats.factorial_design.FactorialDesign` of a ``--design factorial`` run (the
-    report adds its effects and an interaction plot). ``tuned``: a tuned ablation's side-by-side
-    section; every other table of such an experiment reads its evaluation at the configuration
-    given (results/stats/phases.py)."""
+    before the data label the table exploratory; a factorial design's sections come from it.
+    ``tuned``: a tuned ablation's side-by-side section; every other table of such an
+    experiment reads its evaluation at the configuration given (results/stats/phases.py)."""
     name = str(trials["experiment"].iloc[0])
     all_trials = trials
     trials = evaluation_rows(all_trials)
@@ -305,8 +299,8 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
             + f") and {1 - 2 * alpha:.0%} interval (thick); the shaded band is the margin."),
             figure=forest),
         *([tuned] if tuned is not None else []),
-        *(factorial_sections(trials, factorial, figures_dir, metric=metric, margin=margin,
-                             alpha=alpha) if factorial is not None else []),
+        *factorial_sections(trials, meta, figures_dir, metric=metric, margin=margin,
+                            alpha=alpha),
         *([Section(comparison[0], comparison[1], comparison_view(
             comparison[2], metric=metric, alpha=alpha))] if comparison else []),
         *([Section("Compute spent", f"{compute_note(compute)} Per variant: the trials it "

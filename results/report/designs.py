@@ -12,25 +12,24 @@ import pandas as pd
 
 from results.report import plots
 from results.report.page import Section
-from results.stats.factorial import (
-    effects_view,
-    factorial_effects,
-    factorial_note,
-    interaction_means,
-)
+from results.stats.decisions import factorial_effects_of, tuned_comparison_of
+from results.stats.factorial import effects_view, factorial_note, interaction_means
+from results.stats.factorial_design import FactorialDesign
 from results.stats.phases import has_tuning
-from results.stats.tuned import side_by_side
 
 
-def tuned_section(trials: pd.DataFrame, keys: list[str], *, reference: str, metric: str,
+def tuned_section(trials: pd.DataFrame, meta: dict[str, Any], *, reference: str, metric: str,
                   margin: str | float, alpha: float) -> Optional[Section]:
     """A tuned ablation's verdicts at the configuration given and at each arm's own best, side
-    by side (None for an experiment without ``--tune-each``)."""
+    by side (:func:`results.stats.decisions.tuned_comparison_of`; None for an experiment
+    without ``--tune-each``)."""
     if not has_tuning(trials):
         return None
+    keys = (meta.get("tuned") or {}).get("keys", [])
     try:
-        table = side_by_side(trials, keys=keys, reference=reference, metric=metric,
-                             margin=margin, alpha=alpha)
+        table = tuned_comparison_of(trials, {**meta, "tuned": {"keys": keys}},
+                                    reference=reference, metric=metric, margin=margin,
+                                    alpha=alpha)
     except ValueError as exc:
         return Section("Tuned ablations", f"No tuned comparison: {exc}")
     changed = table.loc[table["changed"], "ablation"].tolist()
@@ -55,11 +54,16 @@ def tuned_section(trials: pd.DataFrame, keys: list[str], *, reference: str, metr
     return Section("Tuned ablations", text, view)
 
 
-def factorial_sections(trials: pd.DataFrame, design: Any, figures_dir: Path, *, metric: str,
-                       margin: str | float, alpha: float) -> list[Section]:
-    """The effects of a factorial design with their verdicts, and the interaction plot."""
+def factorial_sections(trials: pd.DataFrame, meta: dict[str, Any], figures_dir: Path, *,
+                       metric: str, margin: str | float, alpha: float) -> list[Section]:
+    """The effects of a factorial design (:func:`results.stats.decisions.
+    factorial_effects_of`) with their verdicts, and the interaction plot; none for an
+    experiment without a factorial design."""
+    if not meta.get("factorial"):
+        return []
+    design = FactorialDesign.from_dict(meta["factorial"])
     try:
-        effects = factorial_effects(trials, design, metric=metric, margin=margin, alpha=alpha)
+        effects = factorial_effects_of(trials, meta, metric=metric, margin=margin, alpha=alpha)
     except ValueError as exc:
         return [Section("Factorial effects", f"No factorial effects: {exc}")]
     figure = plots.interaction_plot(interaction_means(trials, design, metric=metric), effects,

@@ -28,10 +28,12 @@ from ablations.config.comparison import (
     DEFAULT_REFERENCE,
 )
 from results.io.files import read_experiment, read_metadata
+from results.stats.factorial_design import FactorialDesign
 from results.stats.phases import evaluation_rows
 from results.stats.planned import departures, pilot_design, recorded_settings
 from results.stats.sequential import SeedDesign
 from results.stats.sequential_table import sequential_verdict_table
+from results.stats.tuned import side_by_side
 from results.stats.verdicts import verdict_table
 
 
@@ -92,3 +94,43 @@ def experiment_verdicts(directory: str, trials: Optional[pd.DataFrame] = None, *
         trials = read_experiment(directory)["trials"]
     return verdicts_of(trials, read_metadata(directory) or {}, reference=reference,
                        metric=metric, margin=margin, alpha=alpha)
+
+
+def factorial_effects_of(trials: pd.DataFrame, meta: dict[str, Any], *,
+                         reference: Optional[str] = None, metric: Optional[str] = None,
+                         margin: str | float | None = None,
+                         alpha: Optional[float] = None) -> Optional[pd.DataFrame]:
+    """A factorial design's main effects and interactions
+    (:func:`results.stats.factorial.factorial_effects`) at the settings :func:`verdicts_of`
+    decides with; None for an experiment whose experiment.json records no factorial design.
+
+    Raises:
+        ValueError: no effects are possible (the message says why).
+    """
+    if not meta.get("factorial"):
+        return None
+    from results.stats.factorial import factorial_effects  # statsmodels
+
+    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+                                 alpha=alpha)
+    return factorial_effects(trials, FactorialDesign.from_dict(meta["factorial"]),
+                             metric=settings["metric"], margin=settings["margin"],
+                             alpha=settings["alpha"])
+
+
+def tuned_comparison_of(trials: pd.DataFrame, meta: dict[str, Any], *,
+                        reference: Optional[str] = None, metric: Optional[str] = None,
+                        margin: str | float | None = None,
+                        alpha: Optional[float] = None) -> Optional[pd.DataFrame]:
+    """A tuned ablation's verdicts at the configuration given and at each arm's own best, side
+    by side (:func:`results.stats.tuned.side_by_side`) at the settings :func:`verdicts_of`
+    decides with; None for an experiment run without ``tune_each``.
+
+    Raises:
+        ValueError: no comparison is possible (the message says why).
+    """
+    if not meta.get("tuned"):
+        return None
+    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+                                 alpha=alpha)
+    return side_by_side(trials, keys=meta["tuned"].get("keys", []), **settings)

@@ -186,18 +186,19 @@ def enter_again(path: Optional[str]) -> bool:
 
 
 def _continuation_hint(df: Any, meta: dict[str, Any], settings: dict[str, Any],
-                       args: argparse.Namespace, storage: str, name: str,
+                       verdicts: Any, args: argparse.Namespace, storage: str, name: str,
                        slots: Optional[int], wall_s: float) -> Optional[str]:
-    """A fixed run's inconclusive variants (the summary's verdicts: ``settings`` and
-    ``meta``, its experiment.json) and the one command that decides them."""
+    """A fixed run's inconclusive variants (``verdicts``: the summary's, decided with
+    ``settings`` on ``meta``, its experiment.json) and the one command that decides them."""
+    if verdicts is None:  # no verdicts (the summary said why): nothing to decide
+        return None
     design = pilot_design(meta.get("planned"))
     try:
-        verdicts = verdicts_of(df, meta, **settings)
         return continuation_hint(df, verdicts, storage=storage, name=name,
                                  address=args.address, max_concurrent=args.max_concurrent,
                                  slots=slots, fixed_wall_s=wall_s,
                                  max_seeds=design.max_seeds if design else None, **settings)
-    except (ValueError, KeyError):  # no verdicts (the summary said why): nothing to decide
+    except (ValueError, KeyError):  # the pilot look's table cannot be made: nothing to decide
         return None
 
 
@@ -307,7 +308,11 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     settings = decision_settings(meta, reference=reference, **given)
     reference, metric, margin, alpha = (settings[key] for key in
                                         ("reference", "metric", "margin", "alpha"))
-    summary = summary_table(df, meta, **settings)
+    try:  # once, for the summary, the trackers and the continuation hint
+        verdicts = verdicts_of(df, meta, **settings)
+    except (ValueError, KeyError):  # no verdicts: the summary says why
+        verdicts = None
+    summary = summary_table(df, meta, verdicts=verdicts, **settings)
     check = record_baseline_check(result.directory, df, result.epochs, reference=reference)
     if check is not None:  # one line above the verdicts; baseline_check.json in the folder
         print(check.line())
@@ -317,7 +322,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     if options.trackers:  # the verdicts as each tracker's <name>-verdicts run
         from ablations.experiment.trackers.specs import publish_summary
 
-        publish_summary(options.trackers, result.directory, df, summary, **settings)
+        publish_summary(options.trackers, summary, verdicts)
     counts = {status: int((df["status"] == status).sum()) for status in TrialStatus}
     unfinished = sum(counts[status] for status in UNFINISHED)
     stopped = (f"{counts[TrialStatus.INTERRUPTED]} interrupted, "
@@ -339,7 +344,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     continues = design.continues_into_rounds and (
         planned is None or pilot_design(planned) is not None)
     if not unfinished and continues:
-        hint = _continuation_hint(df, meta, settings, args, storage, name, slots,
+        hint = _continuation_hint(df, meta, settings, verdicts, args, storage, name, slots,
                                   result.wall_s)
         if hint:
             print(f"\n{hint}")

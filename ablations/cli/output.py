@@ -46,13 +46,15 @@ def list_spaces() -> str:
 
 def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
                   reference: Optional[str] = None, metric: Optional[str] = None,
-                  margin: str | float | None = None, alpha: Optional[float] = None) -> str:
+                  margin: str | float | None = None, alpha: Optional[float] = None,
+                  verdicts: Any = None) -> str:
     """Per variant: ok/total trials (the seeds spent), mean ± std of the test MAE over ok
     trials, ...; where the reference is a variant with an ok trial, also each variant's verdict
     against it and the equivalence bound it reached, and a note under the table with the
     margin and alpha. The verdicts are :func:`results.stats.decisions.verdicts_of`'s: as the
     experiment's design (``meta``: its experiment.json) decides them, at the settings recorded
-    before the data unless others are given (then labelled exploratory)."""
+    before the data unless others are given (then labelled exploratory); ``verdicts``: that
+    table if the caller has it already."""
     import pandas as pd
 
     from results.stats.analysis import dropped_note, verdict_note
@@ -67,11 +69,12 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     sequential = meta.get("sequential") or (
         meta["planned"] if pilot_design(meta.get("planned")) else None)
     trials_df = evaluation_rows(trials_df)  # a tuned ablation's: beside it, summary_lines
-    verdicts, no_verdicts = None, ""
+    known, verdicts, no_verdicts = verdicts, None, ""
     ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == TrialStatus.OK)
     if ok_reference.any() and trials_df["ablation"].nunique() > 1:
         try:
-            verdicts = verdicts_of(trials_df, meta, **settings).set_index("ablation")
+            verdicts = (known if known is not None else
+                        verdicts_of(trials_df, meta, **settings)).set_index("ablation")
         except (ValueError, KeyError) as exc:  # e.g. a relative margin of a mean of 0
             no_verdicts = f"\n\nNo verdicts: {exc}"
     elif (trials_df["ablation"] == reference).any() and trials_df["ablation"].nunique() > 1:

@@ -152,26 +152,17 @@ def _check_wandb_credentials() -> None:
                          "WANDB_API_KEY); WANDB_MODE=offline logs to local files instead")
 
 
-def publish_summary(trackers: Sequence[Any], directory: str, trials: pd.DataFrame,
-                    summary: str, *, reference: Optional[str] = None,
-                    metric: Optional[str] = None, margin: str | float | None = None,
-                    alpha: Optional[float] = None) -> None:
-    """Give each tracker the experiment's verdicts (as
-    :func:`results.stats.decisions.experiment_verdicts` decides them: the settings given, else
-    those recorded before the data) and ``summary``, the table the command printed. A tracker
-    that fails here gets a warning line: the results are written already."""
+def publish_summary(trackers: Sequence[Any], summary: str,
+                    verdicts: Optional[pd.DataFrame]) -> None:
+    """Give each tracker ``summary``, the table the command printed, and ``verdicts``, the
+    experiment's verdict table (:func:`results.stats.decisions.verdicts_of`'s; None: no
+    verdicts). A tracker that fails here gets a warning line: the results are written
+    already."""
     from results.stats.analysis import dropped_note, verdict_note
     from results.report.page import markdown_cells
     from results.report.tables import verdict_view
-    from results.stats.decisions import experiment_verdicts
 
     files = {"summary.txt": summary + "\n"}
-    verdicts: Optional[pd.DataFrame] = None
-    try:
-        verdicts = experiment_verdicts(directory, trials, reference=reference, metric=metric,
-                                       margin=margin, alpha=alpha)
-    except (ValueError, KeyError):  # e.g. no ok reference trial: the printed table only
-        pass
     if verdicts is not None and len(verdicts):
         reference, metric = (verdicts.attrs["settings"][key] for key in ("reference", "metric"))
         alpha = verdicts.attrs["settings"]["alpha"]

@@ -8,6 +8,13 @@
       baseline: {}
       shallow: {depth: 1}
 
+A table about a program (the command contract, docs/own-code.md) names it instead of
+``model``, with its keys' defaults and its metrics:
+
+    command: python train.py --hidden {hidden} --seed {seed} --metrics-file {metrics_file}
+    config: {hidden: 64, dropout: 0.2}        # the keys and their defaults (types from them)
+    metrics: {test_acc: higher, test_loss: lower nats}   # direction, then the unit
+
 A variant's keys are any of the runner's config keys (docs/command-line.md, Configuration keys)
 or the model plugin's; an unknown key is refused, naming the file, the variant and the closest
 key, when the trials are expanded, before any trial starts. Values are parsed as the runner's
@@ -23,10 +30,12 @@ from typing import Any
 import yaml
 
 from ablations.config import ConfigError
+from ablations.config.code import command_from, command_spec
 from ablations.config.values import arg
 from ablations.config.comparison import DEFAULT_REFERENCE
 
-TOP_LEVEL = ("name", "description", "reference", "model", "variants")
+TOP_LEVEL = ("name", "description", "reference", "model", "variants", "command", "config",
+             "metrics")
 
 
 def is_space_file(name: str) -> bool:
@@ -82,9 +91,39 @@ def load_space_file(path: str | Path) -> dict[str, Any]:
     for key in ("name", "description", "model"):
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f"{file}: {key!r} must be a string")
+    model = data.get("model", "")
+    if "command" in data:
+        model = _command_model(file, data)
+    elif any(key in data for key in ("config", "metrics")):
+        key = next(key for key in ("config", "metrics") if key in data)
+        raise ConfigError(f"{file}: {key!r} belongs to a table about a program: give its "
+                          "'command' too (a training function declares them in Python)")
     name = data.get("name") or file.stem
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", name):
         raise ConfigError(f"{file}: name {name!r}: use letters, digits, '.', '_' and '-'")
     return {"name": name, "description": data.get("description", ""),
-            "reference": reference, "model": data.get("model", ""), "variants": table,
+            "reference": reference, "model": model, "variants": table,
             "path": str(file.resolve())}
+
+
+def _command_model(file: Path, data: dict[str, Any]) -> str:
+    """The ``model`` spec of a table about a program: its command, its keys' defaults (typed
+    as YAML reads them: 64 an int, 0.2 a float, true a boolean) and its metrics."""
+    if data.get("model"):
+        raise ConfigError(f"{file}: give 'model' (Python code) or 'command' (a program), "
+                          "not both")
+    config = data.get("config") or {}
+    if not isinstance(config, dict) or not isinstance(data["command"], str):
+        raise ConfigError(f"{file}: 'command' must be a string and 'config' a mapping of "
+                          "keys to default values")
+    defaults = {str(key): typed(value) for key, value in config.items()}
+    return command_spec(command_from(data["command"], defaults, data.get("metrics") or {},
+                                     source=str(file)))
+
+
+def typed(value: Any) -> Any:
+    """A YAML scalar read as text, typed as YAML would type it (64, 0.2, true, text)."""
+    if not isinstance(value, str):
+        return value
+    parsed = yaml.safe_load(value) if value.strip() else value
+    return parsed if isinstance(parsed, (bool, int, float, str)) else value

@@ -17,6 +17,7 @@ LAYERS = [
     ("model",),
     ("ablations.config",),
     ("ablations.trial",),
+    ("ablations.contract",),  # own code's public API: config.code and trial.own_code
     ("results", "results.io", "search_spaces"),  # results' package imports only results.io
     ("results.stats",),
     ("results.report",),

@@ -14,7 +14,14 @@ import difflib
 from dataclasses import fields
 from typing import Any, Mapping, Optional, Sequence, TypeVar
 
-from ablations.config.plugins import BUILTIN_NAME, PluginError, plugin_config, plugin_keys
+from ablations.config.code import is_own_code
+from ablations.config.plugins import (
+    BUILTIN_NAME,
+    PluginError,
+    load_plugin,
+    plugin_config,
+    plugin_keys,
+)
 from ablations.config.sections import SECTIONS
 from ablations.config.values import (
     ConfigError,
@@ -114,6 +121,7 @@ def apply_overrides(base: Config, overrides: Mapping[str, Any], *, source: str) 
         if section is None and key in (MODEL_KEY, "plugin"):
             plugin = _plugin_name(value)
     own_keys = model_keys(plugin, source)
+    own_code = is_own_code(load_plugin(plugin))  # its keys come first: the runner's do not apply
     changes: dict[str, dict[str, Any]] = {name: {} for name in ("", *SECTIONS)}
     model_values: dict[str, Any] = {}
     presets: dict[str, Any] = {}
@@ -128,7 +136,9 @@ def apply_overrides(base: Config, overrides: Mapping[str, Any], *, source: str) 
                                    else base.systems.compile)
             continue
         name = ALIASES.get(key, key) if section is None else key
-        if name in KEY_SECTION and section in (None, KEY_SECTION[name]):
+        if own_code and key in own_keys and section in (None, "model"):
+            model_values[key] = value
+        elif name in KEY_SECTION and section in (None, KEY_SECTION[name]):
             changes[KEY_SECTION[name]][name] = coerce(name, value)
         elif name in own_keys and section in (None, "model"):
             model_values[name] = value
@@ -175,6 +185,8 @@ def model_keys(plugin: str, source: str) -> list[str]:
     except PluginError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     runner = {*KEY_SECTION, *ALIASES, *BOOLEAN_PRESETS, MODEL_KEY, "plugin"}
+    if is_own_code(load_plugin(plugin)):  # own code's keys are its own; a seed is the runner's
+        runner = {"ablation", "seed", "seed_offset", "seed_sources", MODEL_KEY, "plugin"}
     clash = [key for key in keys if key in runner]
     if clash:
         raise PluginError(f"{source}: model {plugin!r}: its config key {clash[0]!r} is also "

@@ -34,6 +34,7 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
+from ablations.config.code import COMMAND_PREFIX, TrainingFunction, command_of
 from ablations.config.values import ConfigError, parse_bool
 from model.config import MultimodalSwitches
 
@@ -82,17 +83,25 @@ BUILTIN_NAME = "multimodal"  # the built-in model's name as a ``model`` value
 # serves callers outside the runner.
 BUILTIN = ModelPlugin(name=BUILTIN_NAME, config=MultimodalSwitches, build=_build_builtin)
 
-_CACHE: dict[str, ModelPlugin] = {"": BUILTIN}
+_CACHE: dict[str, Any] = {"": BUILTIN}  # a ModelPlugin, TrainingFunction or Command
 
 
-def load_plugin(spec: str) -> ModelPlugin:
-    """The plugin ``package.module:NAME`` names (imported once per process).
+def load_plugin(spec: str) -> Any:
+    """The model ``package.module:NAME`` names (imported once per process): a
+    :class:`ModelPlugin`, or own code (ablations/config/code.py: a ``TrainingFunction``, or a
+    ``Command`` carried as ``command:<JSON>``).
 
     Raises:
         PluginError: a spec that is not ``module:NAME``, a module that does not import, a
-            name it lacks, or an object that is not a :class:`ModelPlugin`.
+            name it lacks, or an object that is none of the three.
     """
     if spec in _CACHE:
+        return _CACHE[spec]
+    if spec.startswith(COMMAND_PREFIX):
+        try:
+            _CACHE[spec] = command_of(spec)
+        except (ValueError, KeyError) as exc:
+            raise PluginError(f"model {spec[:60]!r}: not a command spec ({exc})") from None
         return _CACHE[spec]
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
@@ -106,9 +115,11 @@ def load_plugin(spec: str) -> ModelPlugin:
     plugin = getattr(module, attribute, None)
     if plugin is None:
         raise PluginError(f"model {spec!r}: {module_name} has no {attribute!r}")
-    if not isinstance(plugin, ModelPlugin) or not dataclasses.is_dataclass(plugin.config):
+    if not isinstance(plugin, (ModelPlugin, TrainingFunction)) or \
+            not dataclasses.is_dataclass(plugin.config):
         raise PluginError(f"model {spec!r}: {attribute} is not an ablations.config.plugins."
-                          "ModelPlugin with a dataclass config")
+                          "ModelPlugin or an ablations.contract.TrainingFunction with a "
+                          "dataclass config")
     _CACHE[spec] = plugin
     return plugin
 

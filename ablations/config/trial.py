@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from ablations.config.code import is_own_code
 from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.config.keys import apply_overrides
 from ablations.config.plugins import BUILTIN_NAME, load_plugin, plugin_config
@@ -38,6 +39,10 @@ from model.config import MultimodalSwitches
 # a seed pair still see the same draw. ``init,order`` holds the data draw at ``data_seed``, as
 # seed ensembles need and as the runs measured before commit 2eca4bb did (docs/seed-sources.md).
 DEFAULT_SEED_SOURCES = "init,order,data"
+# The runner's systems keys own code can take (``trial.switches``, ablations/trial/switches.py),
+# with what planning records of a setting it mapped: trials.parquet's columns of own code
+OWN_CODE_SWITCHES = ("precision", "compile", "gradient_checkpointing", "channels_last",
+                     "precision_requested", "compile_requested")
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,13 @@ class TrialConfig:
                           order=levels["order"] + self.seed_offset,
                           data=self.data.data_seed + levels["data"])
 
+    @property
+    def own_code(self) -> Any:
+        """The training function or command this trial runs (ablations/config/code.py); None
+        for the built-in model and model plugins."""
+        code = load_plugin(self.plugin)
+        return code if is_own_code(code) else None
+
     def to_dict(self) -> dict[str, Any]:
         """Nested plain values: what Ray and experiment.json carry."""
         return dataclasses.asdict(self)
@@ -116,6 +128,9 @@ class TrialConfig:
         row: dict[str, Any] = {"ablation": self.ablation, "seed": self.seed,
                                "seed_offset": self.seed_offset,
                                "seed_sources": self.seed_sources, "model": self.plugin}
+        if self.own_code is not None:  # the runner's data and optim keys do not apply
+            return {**row, **dataclasses.asdict(self.model),
+                    **{key: getattr(self.systems, key) for key in OWN_CODE_SWITCHES}}
         for section in (self.data, self.model, self.optim, self.systems):
             row.update(dataclasses.asdict(section))
         return row

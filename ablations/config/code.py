@@ -1,0 +1,161 @@
+"""Own training code as a model the runner ablates: a training function or a command.
+
+``--model package.module:NAME`` names a :class:`ModelPlugin` (ablations/config/plugins.py), or
+one of these:
+
+- :class:`TrainingFunction`: ``fit(config, trial) -> metrics``, with ``config`` an instance of
+  the user's frozen dataclass of keys and defaults (the ablation table's keys), ``trial`` an
+  :class:`ablations.trial.own_code.Trial` (seeds, ``report``, ``save`` / ``restore``,
+  device, predictions) and the metrics it returns a mapping of name -> number.
+- :class:`Command`: any program, run once per trial with its config filled into a command
+  line (``python train.py --lr {lr} --seed {seed}``) and the environment, its metrics read
+  from a JSON-lines file it writes (ablations/trial/command.py).
+
+Both declare their metrics (:func:`ablations.config.metrics.parse_metrics`): a direction, and
+a unit the report prints. The user's keys are the trial's config keys; the runner's own keys
+(``lr``, ``epochs``, ``batch_size``, ...) do not apply to own code, so a user key may have the
+same name. A command is carried to the workers as its spec, ``command:<JSON>``
+(:func:`command_spec`), so that nothing has to be importable there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ablations.config.metrics import Metric, parse_metrics
+from ablations.config.values import ConfigError
+
+COMMAND_PREFIX = "command:"
+# What the runner fills into a command line beside the user's keys (ablations/trial/command.py)
+COMMAND_FIELDS = ("seed", "init_seed", "order_seed", "data_seed", "trial", "ablation",
+                  "trial_dir", "metrics_file", "resume_dir", "device")
+FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class TrainingFunction:
+    """A training function the runner ablates; see the module docstring.
+
+    Args:
+        name: what the console and trials.parquet's ``model`` column call it.
+        config: a frozen dataclass of the function's keys with their defaults; a space's
+            variants are diffs of these keys. Booleans, integers, floats and strings.
+        fit: ``fit(config, trial)``; returns the final metrics (name -> number).
+        metrics: name -> direction (``"higher"`` / ``"lower"``, ``"lower nats"``, a
+            :class:`Metric` or ``{direction:, unit:}``). The first is the verdicts' default
+            metric.
+    """
+
+    name: str
+    config: type
+    fit: Callable[[Any, Any], Mapping[str, Any]]
+    metrics: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metrics", parse_metrics(self.metrics,
+                                                          source=f"model {self.name}: metrics"))
+        if not dataclasses.is_dataclass(self.config):
+            raise ConfigError(f"model {self.name}: config must be a dataclass of its keys")
+
+    @property
+    def primary_metric(self) -> str:
+        return next(iter(self.metrics))
+
+
+@dataclass(frozen=True)
+class Command:
+    """A program the runner ablates: ``run`` is its command line with ``{key}`` fields (the
+    user's keys in ``defaults``, and the runner's: :data:`COMMAND_FIELDS`)."""
+
+    run: str
+    defaults: Mapping[str, Any]
+    metrics: Mapping[str, Metric]
+    name: str = "command"
+
+    @property
+    def primary_metric(self) -> str:
+        return next(iter(self.metrics))
+
+    @property
+    def config(self) -> type:
+        """A frozen dataclass of the command's keys with their defaults (its type from the
+        default's: ``{hidden: 64}`` makes an int key)."""
+        return _command_config(command_spec(self))
+
+    def fields(self) -> list[str]:
+        return FIELD.findall(self.run)
+
+
+def command_from(run: str, defaults: Mapping[str, Any] | None, metrics: Mapping[str, Any],
+                 *, source: str = "command") -> Command:
+    """A checked :class:`Command`: every ``{field}`` of ``run`` is a key of ``defaults`` or
+    the runner's; the defaults are single values.
+
+    Raises:
+        ConfigError: one line naming the problem and the fix.
+    """
+    run = str(run or "").strip()
+    if not run:
+        raise ConfigError(f"{source}: an empty command line; give e.g. "
+                          "'python train.py --lr {lr} --seed {seed}'")
+    defaults = dict(defaults or {})
+    for key, value in defaults.items():
+        if not FIELD.fullmatch("{" + str(key) + "}"):
+            raise ConfigError(f"{source}: config key {key!r} is not an identifier")
+        if key in COMMAND_FIELDS:
+            raise ConfigError(f"{source}: config key {key!r} is filled in by the runner; "
+                              "rename it")
+        if not isinstance(value, (bool, int, float, str)):
+            raise ConfigError(f"{source}: config key {key}: {value!r} is not a single value "
+                              "(a boolean, number or string)")
+    try:
+        shlex.split(run)
+    except ValueError as exc:  # an unclosed quote
+        raise ConfigError(f"{source}: {run!r} is not a command line ({exc})") from None
+    unknown = [f for f in FIELD.findall(run) if f not in defaults and f not in COMMAND_FIELDS]
+    if unknown:
+        raise ConfigError(f"{source}: {{{unknown[0]}}} in the command line is not a config key; "
+                          f"give it a default in the space file's config: ({unknown[0]}: ...), "
+                          f"or use one of the runner's: {', '.join(COMMAND_FIELDS)}")
+    return Command(run=run, defaults=defaults,
+                   metrics=parse_metrics(metrics, source=f"{source}: metrics"))
+
+
+def command_spec(command: Command) -> str:
+    """The ``model`` spec that carries ``command`` to the workers: ``command:<JSON>``."""
+    return COMMAND_PREFIX + json.dumps(
+        {"run": command.run, "config": dict(command.defaults),
+         "metrics": {name: metric.record() for name, metric in command.metrics.items()}},
+        sort_keys=True, separators=(",", ":"))
+
+
+def command_of(spec: str) -> Command:
+    """The :class:`Command` a ``command:<JSON>`` spec carries."""
+    values = json.loads(spec[len(COMMAND_PREFIX):])
+    return command_from(values["run"], values["config"], values["metrics"])
+
+
+_CONFIGS: dict[str, type] = {}
+
+
+def _command_config(spec: str) -> type:
+    if spec not in _CONFIGS:
+        defaults = json.loads(spec[len(COMMAND_PREFIX):])["config"]
+        _CONFIGS[spec] = dataclasses.make_dataclass(
+            "CommandConfig", [(key, type(value), dataclasses.field(default=value))
+                              for key, value in defaults.items()], frozen=True)
+    return _CONFIGS[spec]
+
+
+def is_own_code(model: Any) -> bool:
+    """True for a training function or a command (not a model plugin)."""
+    return isinstance(model, (TrainingFunction, Command))
+
+
+__all__ = ["COMMAND_FIELDS", "FIELD", "Command", "Metric", "TrainingFunction", "command_from",
+           "command_of", "command_spec", "is_own_code"]

@@ -1,0 +1,21 @@
+"""Own training code, ablated by the runner (docs/own-code.md): the public names.
+
+- :class:`TrainingFunction`: ``fit(config, trial) -> metrics`` with a dataclass of keys and
+  the metrics it declares; ``--model package.module:NAME`` (or a space file's ``model:``)
+  names it.
+- :class:`Command`: a program run per trial (``--command``, or a space file's ``command:``).
+- :class:`Metric`: a declared metric's direction and unit.
+- :class:`Trial`: what ``fit`` gets: seeds, ``report``, ``save`` / ``restore``, the device,
+  predictions. :class:`Diverged` is what ``report`` raises for a declared metric that is not
+  finite.
+- ``ablations.contract.lightning.fit_lightning``: a LightningModule and DataModule trained
+  as one trial (the ``lightning`` extra).
+"""
+
+from __future__ import annotations
+
+from ablations.config.code import Command, TrainingFunction
+from ablations.config.metrics import Metric
+from ablations.trial.own_code import Diverged, Trial
+
+__all__ = ["Command", "Diverged", "Metric", "Trial", "TrainingFunction"]

@@ -35,6 +35,13 @@ from search_spaces.spaces import TrialSpec
 from ablations.experiment.options import ExperimentResult, RunOptions, experiment_dir
 
 HPO_TRIAL = "hpo"  # the ablation (and trainable plan key) of a search's sampled trials
+# In a trial's rows of Tune's result log beside what own code reported: Tune's own keys
+# (ray.tune.result.AUTO_RESULT_KEYS and ``done``) and the final result's record
+# (ablations/trial/own_code.py).
+NOT_REPORTED = frozenset({"training_iteration", "time_total_s", "time_this_iter_s", "pid",
+                          "timestamp", "time_since_restore", "iterations_since_restore",
+                          "timesteps_total", "timesteps_since_restore", "episodes_total",
+                          "done", "final", "epochs_run", "resumed_from_epoch", "wall_s"})
 
 
 def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
@@ -175,7 +182,8 @@ def trial_status(metrics: dict[str, Any], error: Optional[BaseException],
     if metrics.get("status") == TrialStatus.DIVERGED:
         return (TrialStatus.DIVERGED, str(metrics.get("error", "non-finite loss")),
                 str(metrics.get("failure_reason", "non-finite-loss")))  # or exploded
-    if metrics.get("status") == TrialStatus.OK and "test_mae" in metrics:
+    if metrics.get("status") == TrialStatus.OK and ("test_mae" in metrics
+                                                    or metrics.get("final")):
         return TrialStatus.OK, None, None
     if not metrics.get("done"):
         started = (history is not None and len(history) > 0) or "training_iteration" in metrics
@@ -226,6 +234,10 @@ def trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExce
     row["device_name"] = metrics.get("device_name")
     for key in ("torch_version", "ray_version", "python_version", "git_commit"):
         row[key] = metadata[key]
+    code = spec.config.own_code
+    if code is not None:  # own code's metrics: the declared ones, then what it returned
+        for name in [*code.metrics, *filter(None, str(metrics.get("own_metrics", "")).split(","))]:
+            row[name] = _nan_if_missing(metrics, name)
     row.update(spec.config.flat())
     # the seeds the trial drew from; data_seed: the draw's, not the configured base
     row.update(spec.config.seeds.columns())
@@ -252,11 +264,17 @@ def _epoch_rows(spec: TrialSpec, history: pd.DataFrame, options: RunOptions) -> 
     for name, dtype, _ in EPOCH_COLUMNS:
         if name not in keys:
             frame[name] = history[name] if name in history else math.nan
+    own = [] if spec.config.own_code is None else [
+        name for name in history.columns if name not in frame and name not in keys
+        and name not in NOT_REPORTED and pd.api.types.is_numeric_dtype(history[name])]
+    for name in own:  # own code's curves: every number it reported
+        frame[name] = history[name]
     frame = _with_keys(frame.reset_index(drop=True), spec, options)
     for name, dtype, _ in EPOCH_COLUMNS:
         if dtype == "int64" and name not in keys:
             frame[name] = frame[name].astype("Int64")
-    return frame[column_names(EPOCH_COLUMNS)].drop_duplicates(["trial_name", "epoch"], keep="last")
+    return frame[column_names(EPOCH_COLUMNS) + own].drop_duplicates(["trial_name", "epoch"],
+                                                                    keep="last")
 
 
 def _with_keys(frame: pd.DataFrame, spec: TrialSpec, options: RunOptions) -> pd.DataFrame:

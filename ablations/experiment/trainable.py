@@ -1,4 +1,6 @@
-"""The Ray Tune function trainable: a thin wrapper around :func:`ablations.trial.loop.train`.
+"""The Ray Tune function trainable: a thin wrapper around :func:`ablations.trial.run.run_trial`,
+the one path of every kind of code (the built-in model, a plugin, a training function, a
+command).
 
 Every epoch becomes one ``tune.report``. Resumable state is written after every epoch (every
 ``checkpoint_every`` epochs, and after the last) to the experiment folder,
@@ -28,6 +30,7 @@ import json
 import logging
 import os
 import tempfile
+from pathlib import Path
 from typing import Any, Optional
 
 import pandas as pd
@@ -37,8 +40,9 @@ from ray import tune
 
 from ablations.config import TrialConfig
 from ablations.experiment.reported import json_value, packed
-from ablations.trial.loop import train
 from ablations.trial.memory import gpu_share
+from ablations.trial.own_code import resolved_device, trial_folder
+from ablations.trial.run import run_trial
 from ablations.trial.step import cap_gpu_memory
 from results.io.files import atomic_write, is_file, join, read_bytes
 
@@ -119,22 +123,23 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
     result tables show them (ablations/experiment/reported.py)."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # no line per checkpoint
     trial = trial_config(config, plan)
-    state_dir = join(state_root, tune.get_context().get_trial_name())
+    name = tune.get_context().get_trial_name()
+    state_dir = join(state_root, name)
     resume_state = newest_state(join(state_dir, STATE_FILE), tune.get_checkpoint())
 
-    def report(metrics: dict[str, Any], state: dict[str, Any],
-               predictions: Optional[pd.DataFrame]) -> None:
-        if predictions is not None or state["epoch"] % trial.systems.checkpoint_every == 0:
-            save_state_atomic(state, state_dir)
+    def send(metrics: dict[str, Any], final: bool, predictions: Optional[pd.DataFrame]) -> None:
         sent = packed(metrics) if pack else metrics
-        if predictions is None:
+        if not final:
             tune.report(sent)
             return
-        with tempfile.TemporaryDirectory() as directory:
-            torch.save(state, os.path.join(directory, STATE_FILE))
+        with tempfile.TemporaryDirectory() as directory:  # the final checkpoint
+            if is_file(join(state_dir, STATE_FILE)):
+                with open(os.path.join(directory, STATE_FILE), "wb") as handle:
+                    handle.write(read_bytes(join(state_dir, STATE_FILE)))
             with open(os.path.join(directory, HISTORY_FILE), "w") as handle:
-                json.dump(state["history"], handle, default=json_value)
-            predictions.to_parquet(os.path.join(directory, PREDICTIONS_FILE), index=False)
+                json.dump(read_history(state_dir, None) or [], handle, default=json_value)
+            if predictions is not None:
+                predictions.to_parquet(os.path.join(directory, PREDICTIONS_FILE), index=False)
             tune.report(sent, checkpoint=tune.Checkpoint.from_directory(directory))
 
     share = trial_gpu_share(trial, _assigned_gpus())
@@ -143,7 +148,12 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
         cap_gpu_memory(cuda, share)
     failed = True
     try:
-        train(trial, report=report, resume_state=resume_state)
+        run_trial(trial, name=name, send=send,
+                  store=lambda state: save_state_atomic(state, state_dir),
+                  saved=resume_state, folder=trial_folder(state_dir),
+                  device=resolved_device(trial),
+                  resources=ray.get_runtime_context().get_assigned_resources(),
+                  cwd=Path(os.environ.get("TUNE_ORIG_WORKING_DIR", os.getcwd())))
         failed = False
     finally:
         if share is not None:

@@ -77,6 +77,8 @@ def _data_shape(config: TrialConfig) -> tuple[tuple[int, int, int], int, int]:
 def estimated_cost(config: TrialConfig) -> float:
     """Relative cost of a trial (FLOPs); NaN when it cannot be estimated here (e.g. the data
     directory exists only on the cluster's workers)."""
+    if config.own_code is not None:  # its cost is its own business: unknown here
+        return math.nan
     try:
         image_shape, scalars, samples = _data_shape(config)
         if config.plugin:
@@ -96,3 +98,12 @@ def longest_first(configs: Sequence[TrialConfig],
     costs = list(costs) if costs is not None else [estimated_cost(c) for c in configs]
     return sorted(range(len(configs)),
                   key=lambda i: (math.isnan(costs[i]), -costs[i] if costs[i] == costs[i] else 0))
+
+
+def planned_epochs(config: TrialConfig) -> int:
+    """The epochs a trial is planned to train: the runner's ``epochs``; own code's ``epochs``
+    key if it has one, else 0 (unknown)."""
+    if config.own_code is not None:
+        epochs = getattr(config.model, "epochs", 0)
+        return int(epochs) if isinstance(epochs, int) and not isinstance(epochs, bool) else 0
+    return config.optim.epochs

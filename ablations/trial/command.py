@@ -1,0 +1,299 @@
+"""A command's side of a trial: run the user's program once with its config filled in, and turn
+the JSON lines it writes into the trial's reports (ablations/trial/own_code.py).
+
+The contract (docs/own-code.md):
+
+- The command line (``python train.py --lr {lr} --seed {seed}``) is split like a shell does
+  (``shlex``), then every ``{field}`` of each argument is filled: the user's keys (booleans as
+  ``true`` / ``false``) and the runner's (:data:`~ablations.config.code.COMMAND_FIELDS`).
+  A value with a space stays one argument; no shell runs.
+- The environment carries the same: ``ABLATIONS_CONFIG`` (the user's keys as JSON) and
+  ``ABLATIONS_<FIELD>`` for each of the runner's fields (``ABLATIONS_SEED``,
+  ``ABLATIONS_METRICS_FILE``, ...).
+- The program appends one JSON object a line to ``{metrics_file}``: a line with ``"epoch"``
+  is that epoch's report; a line without is final metrics. A program that writes no such
+  file may print its final metrics as its last JSON line on stdout. ``NaN`` and ``Infinity``
+  read as numbers, ``null`` as NaN; values that are not numbers are left out.
+- It runs in the experiment's folder, with stdout and stderr in ``stdout.log`` and
+  ``stderr.log`` of the trial's folder; a non-zero exit fails the trial with stderr's last
+  lines.
+- ``{resume_dir}`` is kept across restarts of the trial (a resume, a lost node): a program
+  that saves its state there can continue from it. A new trial gets it empty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from ablations.config.code import COMMAND_FIELDS, FIELD, Command
+from ablations.trial.own_code import OwnCodeError, Trial
+
+METRICS_FILE = "metrics.jsonl"
+RESUME_DIR = "resume"
+STDOUT_LOG = "stdout.log"
+STDERR_LOG = "stderr.log"
+POLL_S = 0.05  # how often the metrics file is read while the program runs
+STOP_GRACE_S = 2.0  # a stopped program's time to exit on SIGTERM before SIGKILL
+TAIL_BYTES = 65536  # how much of the end of a log is read for stderr's last lines
+ERROR_LINES = 5  # stderr's last non-empty lines in a failed trial's error
+ERROR_CHARS = 400
+
+
+def command_values(config: Any, trial: Trial) -> dict[str, str]:
+    """What fills the command line's fields: the user's keys, then the runner's."""
+    folder = Path(trial.folder).resolve()
+    values = {key: _text(value) for key, value in dataclasses.asdict(config).items()}
+    values.update(seed=str(trial.seed), init_seed=str(trial.seeds.init),
+                  order_seed=str(trial.seeds.order), data_seed=str(trial.seeds.data),
+                  trial=trial.name, ablation=trial.ablation, trial_dir=str(folder),
+                  metrics_file=str(folder / METRICS_FILE), resume_dir=str(folder / RESUME_DIR),
+                  device=trial.device.type)
+    return values
+
+
+def command_line(run: str, values: Mapping[str, str]) -> list[str]:
+    """The program's arguments: ``run`` split like a shell does, then each argument's
+    ``{field}``s filled from ``values`` (so a value with a space stays one argument)."""
+    try:
+        arguments = shlex.split(run)
+    except ValueError as exc:  # an unclosed quote
+        raise OwnCodeError(f"command {run!r}: {exc}") from None
+
+    def fill(match: Any) -> str:
+        if match.group(1) not in values:
+            raise OwnCodeError(f"command {run!r}: no value for {{{match.group(1)}}}")
+        return values[match.group(1)]
+
+    return [FIELD.sub(fill, argument) for argument in arguments]
+
+
+def command_environment(config: Any, values: Mapping[str, str],
+                        base: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """``base`` (the worker's environment) with ``ABLATIONS_CONFIG`` (the user's keys as
+    JSON) and ``ABLATIONS_<FIELD>`` for each of the runner's fields."""
+    environment = dict(os.environ if base is None else base)
+    environment["ABLATIONS_CONFIG"] = json.dumps(dataclasses.asdict(config), sort_keys=True)
+    environment.update({f"ABLATIONS_{field.upper()}": values[field] for field in COMMAND_FIELDS})
+    return environment
+
+
+def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
+    """Run ``command`` as the trial: report each epoch line of its metrics file (and save the
+    history after it), and return its final metrics.
+
+    Raises:
+        Diverged: a declared metric that is not finite in an epoch line (the program is
+            stopped first).
+        OwnCodeError: the program is not found, exits with a non-zero code (the message holds
+            stderr's last lines), writes a metrics line that is not a JSON object, or writes
+            no metrics at all.
+    """
+    folder = Path(trial.folder).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    values = command_values(config, trial)
+    resume_dir = Path(values["resume_dir"])
+    if trial.restore() is None:  # a new trial: no state of an earlier run to continue from
+        shutil.rmtree(resume_dir, ignore_errors=True)
+    resume_dir.mkdir(parents=True, exist_ok=True)
+    metrics_file = Path(values["metrics_file"])
+    metrics_file.write_bytes(b"")  # this run's lines only
+    arguments = command_line(command.run, values)
+    lines = NewLines(metrics_file)
+    final: dict[str, Any] = {}
+    epochs = 0
+    with open(folder / STDOUT_LOG, "wb") as stdout, open(folder / STDERR_LOG, "wb") as stderr:
+        try:
+            process = subprocess.Popen(
+                arguments, cwd=trial.cwd, env=command_environment(config, values),
+                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                start_new_session=True, preexec_fn=_die_with_parent)
+        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+            raise OwnCodeError(f"command not found or not runnable: {arguments[0]!r} "
+                               f"({exc.strerror}); check the program's name and PATH, "
+                               f"and the folder it runs in: {trial.cwd}") from None
+        try:
+            while True:
+                try:
+                    process.wait(timeout=POLL_S)
+                    exited = True
+                except subprocess.TimeoutExpired:
+                    exited = False
+                for record in lines.read(complete_only=not exited):
+                    if "epoch" in record:
+                        epoch = epoch_number(record.pop("epoch"), metrics_file)
+                        trial.report(epoch=epoch, **_numbers(record))  # may raise Diverged
+                        trial.save({})
+                        epochs += 1
+                    else:
+                        final.update(_numbers(record))
+                if exited:
+                    break
+        finally:
+            _stop(process)
+    if process.returncode != 0:
+        raise OwnCodeError(exit_message(process.returncode, folder))
+    if not final and not epochs:
+        printed = last_json_line(folder / STDOUT_LOG)
+        if printed is None:
+            raise OwnCodeError(
+                f"command wrote no metrics: no line in {{metrics_file}} ({metrics_file}) and "
+                "no JSON object on stdout; append json.dumps({\"epoch\": 1, ...}) lines to "
+                "the file it names, or print the final metrics as one JSON line")
+        final = _numbers(printed)
+    return final
+
+
+class NewLines:
+    """The JSON objects of the lines appended to a file since the last read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.line_number = 0
+
+    def read(self, *, complete_only: bool) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return []
+        if complete_only:  # a line still being written waits for its newline
+            data = data[:data.rfind(b"\n") + 1]
+        self.offset += len(data)
+        pieces = data.split(b"\n")
+        if pieces[-1] == b"":  # what follows the last newline
+            pieces.pop()
+        records = []
+        for raw in pieces:
+            self.line_number += 1
+            text = raw.decode("utf-8", errors="replace").strip()
+            if not text:
+                continue
+            try:
+                record = json.loads(text)
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
+                raise OwnCodeError(
+                    f"{self.path.name} line {self.line_number} is not a JSON object: "
+                    f"{text[:80]!r}; write one json.dumps({{...}}) a line")
+            records.append(record)
+        return records
+
+
+def epoch_number(value: Any, path: Path) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise OwnCodeError(f"{path.name}: epoch {value!r} is not a whole number; write "
+                       '{"epoch": 1, ...} with epochs counted from 1')
+
+
+def _numbers(record: Mapping[str, Any]) -> dict[str, float]:
+    """The numbers of a JSON line (``null`` as NaN: what e.g. JavaScript writes for NaN)."""
+    return {key: math.nan if value is None else float(value) for key, value in record.items()
+            if value is None or isinstance(value, (int, float))}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _die_with_parent() -> None:
+    """In the child, before the program starts: on Linux, ask the kernel for SIGKILL when the
+    worker dies, so that a trial whose worker Ray kills (a stop, a lost node) leaves no
+    program running; the ``finally`` that stops it does not run then."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _prctl() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not after the fork
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """End the program's process group: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`;
+    and any process it left behind once it exited."""
+    if process.poll() is None:
+        _signal_group(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal_group(process.pid, signal.SIGKILL)
+            process.wait()
+    # the group's id stays taken while a member lives, so this reaches only the program's own
+    _signal_group(process.pid, signal.SIGKILL)
+
+
+def _signal_group(group: int, signal_number: int) -> None:
+    try:
+        os.killpg(group, signal_number)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def exit_message(code: int, folder: Path) -> str:
+    """One line: the exit code (or the signal) and stderr's last non-empty lines."""
+    if code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+    else:
+        how = f"exited with code {code}"
+    tail = [line.strip() for line in _tail(folder / STDERR_LOG).splitlines() if line.strip()]
+    said = " | ".join(tail[-ERROR_LINES:])
+    if len(said) > ERROR_CHARS:
+        said = "..." + said[-ERROR_CHARS:]
+    return (f"command {how}: {said}" if said else
+            f"command {how} and wrote nothing on stderr (its output: {folder / STDOUT_LOG})")
+
+
+def last_json_line(path: Path) -> Optional[dict[str, Any]]:
+    """The last line of ``path`` that is a JSON object, else None."""
+    for line in reversed(_tail(path).splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                return record
+    return None
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - TAIL_BYTES))
+            return handle.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+__all__ = ["command_environment", "command_line", "command_values", "run_command"]

@@ -1,0 +1,210 @@
+"""The :class:`Trial` a training function gets: the contract between any training code and the
+runner (:func:`ablations.trial.run.run_trial` runs the code with it). Plain PyTorch, no Ray:
+the trainable (ablations/experiment/trainable.py) passes ``send``, which reports to Tune, and
+``store``, which writes the resumable state.
+
+The contract (docs/own-code.md):
+
+- ``trial.seeds``: the seed of each source (``init``, ``order``, ``data``) the runner chose
+  for this trial; ``trial.seed_everything()`` seeds Python's, NumPy's and torch's generators
+  from the ``init`` seed; ``trial.generator("order")`` is a torch generator for one source.
+- ``trial.report(epoch=..., **metrics)`` once an epoch: the curves (epochs.parquet), the
+  progress lines and Tune's schedulers. A declared metric that is not finite ends the trial
+  as ``diverged`` (the call raises :class:`Diverged`, which the runner catches).
+- ``trial.save(state)`` after a report saves ``state`` (tensors, numbers, strings, lists and
+  dicts: it is read back with ``torch.load(weights_only=True)``) with the epoch last reported;
+  ``trial.restore()`` gives it back in a restarted trial (a resume, a retry, a lost node), and
+  ``trial.start_epoch`` is that epoch (0 in a new trial).
+- ``trial.device``, ``trial.resources``: what Ray assigned.
+- ``trial.predictions(frame)``: per-sample predictions, with a column per stratum, kept in
+  predictions.parquet.
+- The function returns its final metrics (name -> number); every declared metric must be
+  among them or among the last report's.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ablations.config import TrialConfig
+from ablations.config.statuses import TrialStatus
+from ablations.trial.switches import Switches
+
+# send(metrics, final, predictions): one report to Tune; final=True for the last one
+Send = Callable[[dict[str, Any], bool, Optional[pd.DataFrame]], None]
+# store(state): write the resumable state (its "history" included) atomically
+Store = Callable[[dict[str, Any]], None]
+SOURCES = ("init", "order", "data")
+
+
+class Diverged(Exception):
+    """A declared metric that is not finite: the trial ends as ``diverged``."""
+
+
+class OwnCodeError(RuntimeError):
+    """Own code broke the contract (a metric missing from its results, a value that is not a
+    number); the message says which and how to fix it."""
+
+
+class Trial:
+    """What a training function gets beside its config; see the module docstring."""
+
+    def __init__(self, config: TrialConfig, *, name: str, send: Send, store: Store,
+                 saved: Optional[dict[str, Any]], folder: Path, device: torch.device,
+                 resources: Mapping[str, float], cwd: Optional[Path] = None) -> None:
+        self._config = config
+        self._send = send
+        self._store = store
+        code = config.own_code  # None: the built-in model or a plugin (builtin_fit.py)
+        self._metrics = dict(code.metrics) if code is not None else {}
+        self._saved = saved
+        self.history: list[dict[str, Any]] = list(saved["history"]) if saved else []
+        self.start_epoch: int = int(saved["epoch"]) if saved else 0
+        self.last_epoch: int = self.start_epoch
+        self.folder = folder  # the trial's own folder: kept across restarts on local storage
+        # where the experiment was started: relative paths (a command's script) resolve here
+        self.cwd = cwd or Path.cwd()
+        self.device = device
+        self.resources = dict(resources)
+        self.name = name  # the trial's name, e.g. baseline-seed0
+        self.ablation = config.ablation
+        self.seed = config.seed  # the pairing key: every arm runs each seed
+        self.seeds = config.seeds  # .init, .order, .data
+        # precision, compile, checkpointing, channels-last where the code calls them
+        self.switches = Switches(config, device)
+        self._predictions: Optional[pd.DataFrame] = None
+        self._user_state: Optional[dict[str, Any]] = None
+        self._saved_at: tuple[int, int] = (-1, -1)  # (epoch, history rows) of the last save
+        self._wall_before_s = float(saved.get("wall_s", 0.0)) if saved else 0.0
+        self._started = time.perf_counter()
+
+    # ----------------------------------------------------------------------- seeds
+    def seed_everything(self) -> None:
+        """Seed Python's ``random``, NumPy's global generator and torch's (CPU and CUDA) with
+        the trial's ``init`` seed. Call it first in ``fit``, before building the model."""
+        seed = self.seeds.init
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+
+    def generator(self, source: str = "order") -> torch.Generator:
+        """A CPU torch generator seeded with one source's seed (e.g. a DataLoader's
+        ``generator=`` with ``"order"``, a split with ``"data"``)."""
+        return torch.Generator().manual_seed(self.seed_of(source))
+
+    def seed_of(self, source: str) -> int:
+        if source not in SOURCES:
+            raise ValueError(f"seed source {source!r}: choose one of {', '.join(SOURCES)}")
+        return int(getattr(self.seeds, source))
+
+    # --------------------------------------------------------------------- reports
+    def report(self, epoch: Optional[int] = None, **metrics: Any) -> None:
+        """One epoch's metrics (numbers; text is kept as text); ``epoch`` counts from 1
+        (default: the last + 1)."""
+        row = self._row(epoch, metrics)
+        self._send(row, False, None)
+        if row["status"] == TrialStatus.DIVERGED.value:
+            raise Diverged(row["error"])
+
+    def last_report(self, epoch: Optional[int] = None, **metrics: Any) -> None:
+        """The last epoch's metrics, sent with the final result as one report (Tune's
+        schedulers then count one report per epoch) rather than on their own."""
+        self._row(epoch, metrics)
+
+    def _row(self, epoch: Optional[int], metrics: Mapping[str, Any]) -> dict[str, Any]:
+        epoch = self.last_epoch + 1 if epoch is None else int(epoch)
+        row = {"epoch": epoch, "status": TrialStatus.OK.value, "reported_at": time.time(),
+               **{k: final_value(k, v) for k, v in metrics.items() if k != "epoch"}}
+        bad = [k for k in metrics if k in self._metrics and not _finite(row[k])]
+        if bad:
+            row.update(status=TrialStatus.DIVERGED.value, failure_reason="non-finite-metric",
+                       error=f"{bad[0]}={row[bad[0]]} at epoch {epoch}")
+        self.history = [h for h in self.history if h["epoch"] < epoch] + [row]
+        self.last_epoch = epoch
+        return row
+
+    def save(self, state: Mapping[str, Any]) -> None:
+        """Keep ``state`` as the trial's resumable state after the epoch last reported."""
+        self._user_state = dict(state)
+        self._saved_at = (self.last_epoch, len(self.history))
+        self._store({"epoch": self.last_epoch, "user": self._user_state,
+                     "history": list(self.history), "wall_s": self.wall_s()})
+
+    def save_history(self) -> None:
+        """Store the history with the state last saved (the end of the trial): a trial that
+        never saved keeps no state, so that a restart trains it from the start."""
+        if self._user_state is not None and \
+                self._saved_at != (self.last_epoch, len(self.history)):
+            self.save(self._user_state)
+
+    def restore(self) -> Optional[dict[str, Any]]:
+        """The state last saved (a restarted trial), else None."""
+        return self._saved["user"] if self._saved else None
+
+    def predictions(self, frame: pd.DataFrame) -> None:
+        """Per-sample predictions of the final model (e.g. ``target``, ``pred_mean``, a column
+        per stratum); kept in predictions.parquet."""
+        frame = pd.DataFrame(frame).reset_index(drop=True)
+        if "sample_index" not in frame:
+            frame.insert(0, "sample_index", np.arange(len(frame)))
+        self._predictions = frame
+
+    @property
+    def kept_predictions(self) -> Optional[pd.DataFrame]:
+        """What :meth:`predictions` was last given (None: nothing)."""
+        return self._predictions
+
+    def wall_s(self) -> float:
+        return self._wall_before_s + time.perf_counter() - self._started
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise OwnCodeError(f"metric {name}={value!r} is not a number; report numbers "
+                           "(e.g. loss.item())") from None
+
+
+def final_value(name: str, value: Any) -> Any:
+    """A reported value as the tables keep it: text, None and Python numbers as they are,
+    a one-element tensor or a NumPy scalar as its number."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    return _number(name, value)
+
+
+def trial_folder(state_dir: str) -> Path:
+    """The trial's own folder: its state folder on local storage (kept across restarts),
+    else a folder in the worker's temporary directory."""
+    if "://" not in state_dir:
+        return Path(state_dir) / "work"
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / "ablations-own-code" / Path(state_dir).name
+
+
+def resolved_device(config: TrialConfig) -> torch.device:
+    """``cuda`` when the trial was given a GPU and CUDA is there, else the CPU."""
+    if config.systems.device == "cuda" and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+__all__ = ["Diverged", "OwnCodeError", "Trial"]

@@ -1,0 +1,124 @@
+"""One trial of any code through one path: :func:`run_trial` gives the trial's ``fit`` a
+:class:`~ablations.trial.own_code.Trial` and turns what it reports and returns into the
+runner's results. The ``fit`` is the built-in model's or a plugin's
+(:func:`ablations.trial.builtin_fit.builtin_fit`), a training function's, or a command's
+(:func:`ablations.trial.command.run_command`). Plain PyTorch, no Ray: the trainable
+(ablations/experiment/trainable.py) passes ``send`` (to Tune) and ``store`` (the state file).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+import torch
+
+from ablations.config import TrialConfig
+from ablations.config.statuses import TrialStatus
+from ablations.trial.builtin_fit import builtin_fit
+from ablations.trial.command import run_command
+from ablations.trial.own_code import (
+    Diverged,
+    OwnCodeError,
+    Send,
+    Store,
+    Trial,
+    final_value,
+)
+
+# What a final result's last-epoch row holds beside metrics: not carried into the result
+BOOKKEEPING = ("epoch", "status", "reported_at", "failure_reason", "error")
+
+
+def fit_of(config: TrialConfig) -> Callable[[Trial], Mapping[str, Any]]:
+    """The function that trains ``config``'s trial, given its Trial."""
+    code = config.own_code
+    if code is None:
+        return lambda trial: builtin_fit(config, trial)
+    fit = getattr(code, "fit", None)
+    if fit is not None:
+        return lambda trial: fit(config.model, trial)
+    return lambda trial: run_command(code, config.model, trial)
+
+
+def run_trial(config: TrialConfig, *, name: str, send: Send, store: Store,
+              saved: Optional[dict[str, Any]], folder: Path, device: torch.device,
+              resources: Mapping[str, float], cwd: Optional[Path] = None) -> dict[str, Any]:
+    """Train the trial ``config`` describes and send its final result; returns it.
+
+    The final result holds the last epoch's metrics (reported, or held by
+    ``trial.last_report``), what ``fit`` returned over them, the trial's record
+    (``epochs_run``, ``resumed_from_epoch``, ``wall_s``, ``device``: where ``fit`` returned
+    none of its own) and ``status``: what ``fit`` returned, else ``ok``; ``diverged`` for a
+    declared metric that is not finite. A declared metric found nowhere raises
+    :class:`OwnCodeError`, a failed trial."""
+    code = config.own_code
+    if code is not None:  # the built-in loop sets its threads itself
+        torch.set_num_threads(max(1, config.systems.num_threads))
+    folder.mkdir(parents=True, exist_ok=True)
+    trial = Trial(config, name=name, send=send, store=store, saved=saved, folder=folder,
+                  device=device, resources=resources, cwd=cwd)
+    diverged: Optional[str] = None
+    returned: Any = {}
+    try:
+        returned = fit_of(config)(trial) or {}
+    except Diverged as exc:
+        diverged = str(exc)
+    if not isinstance(returned, Mapping):
+        raise OwnCodeError(f"model {code.name}: fit returned {type(returned).__name__}; return "
+                           "a dict of final metrics, e.g. {'test_acc': 0.97}")
+    last = trial.history[-1] if trial.history else {}
+    result: dict[str, Any] = {
+        "status": last.get("status", TrialStatus.OK.value),
+        **{k: v for k, v in last.items() if k not in BOOKKEEPING},
+        **{k: final_value(k, v) for k, v in returned.items()},
+        "final": True}
+    if code is not None:  # what own code's switches ran (the built-in loop records its own)
+        for key, value in trial.switches.record().items():
+            result.setdefault(key, value)
+    for key, value in (("epochs_run", len(trial.history)),
+                       ("resumed_from_epoch", trial.start_epoch), ("wall_s", trial.wall_s()),
+                       ("device", device.type), ("device_name", device.type)):
+        result.setdefault(key, value)
+    if trial.history:
+        result["epoch"] = last["epoch"]
+    if diverged is not None:
+        result.update(status=TrialStatus.DIVERGED.value, failure_reason="non-finite-metric",
+                      error=diverged)
+    elif code is not None:
+        check_declared(code, result, returned, last)
+    if code is not None:  # the columns of own code's metrics in trials.parquet
+        result["own_metrics"] = ",".join(
+            k for k in sorted(result) if k not in BOOKKEEPING and k not in RECORD
+            and isinstance(result[k], (int, float)) and not isinstance(result[k], bool))
+    trial.save_history()
+    ok = result["status"] == TrialStatus.OK.value
+    send(result, True, trial.kept_predictions if ok or code is None else None)
+    return result
+
+
+# The final result's record of how the trial ran, beside own code's metrics
+RECORD = ("final", "epochs_run", "resumed_from_epoch", "wall_s", "device", "device_name",
+          "precision_used", "compile_used", "channels_last", "gradient_checkpointing")
+
+
+def check_declared(code: Any, result: dict[str, Any], returned: Mapping[str, Any],
+                   last: Mapping[str, Any]) -> None:
+    """Every metric ``code`` declares is in ``result`` (else :class:`OwnCodeError`); one that
+    is not finite makes the trial ``diverged``."""
+    missing = [name for name in code.metrics if name not in result]
+    if missing:
+        reported = sorted(k for k in last if k not in BOOKKEEPING)
+        raise OwnCodeError(
+            f"model {code.name}: declared metric {missing[0]!r} is neither returned nor "
+            f"reported; it returned {', '.join(sorted(returned)) or 'nothing'}"
+            + (f" and reported {', '.join(reported)}" if reported else ""))
+    bad = [name for name in code.metrics
+           if not (isinstance(result[name], (int, float)) and math.isfinite(result[name]))]
+    if bad and result["status"] == TrialStatus.OK.value:
+        result.update(status=TrialStatus.DIVERGED.value, failure_reason="non-finite-metric",
+                      error=f"{bad[0]}={result[bad[0]]} in the final metrics")
+
+
+__all__ = ["fit_of", "run_trial"]

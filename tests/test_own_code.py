@@ -1,0 +1,185 @@
+"""Own code's contract without Ray: declared metrics, keys, a command in a space file, the
+metric the verdicts use, directions and units, and what run_trial turns a function's
+reports into (docs/own-code.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+import torch
+
+from ablations.config import ConfigError, TrialConfig
+from ablations.config.code import TrainingFunction, command_from, command_spec
+from ablations.config.metrics import Metric, parse_metrics
+from ablations.experiment.planning import prepare
+from ablations.experiment.request import Request, UsageError
+from ablations.trial.own_code import OwnCodeError, Trial
+from ablations.trial.run import run_trial
+from results.io.directions import declared_metrics, declared_unit, metric_direction
+from results.report.formatting import unit_of
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    lr: float = 0.1  # the runner has an lr too: own code's keys are its own
+    epochs: int = 3
+    width: int = 4
+    explode: bool = False
+    forget: bool = False  # return no test_score
+
+
+def toy_fit(config, trial):
+    trial.seed_everything()
+    state = trial.restore() or {"w": torch.zeros(())}
+    w = state["w"]
+    for epoch in range(trial.start_epoch + 1, config.epochs + 1):
+        w = w + config.lr * torch.rand((), generator=trial.generator("order"))
+        trial.report(epoch=epoch, val_score=math.inf if config.explode else float(w))
+        trial.save({"w": w})
+    trial.predictions(pd.DataFrame({"target": [1.0, 2.0], "pred": [1.1, 1.9]}))
+    return {} if config.forget else {"test_score": float(w) * config.width}
+
+
+TOY = TrainingFunction(name="toy", config=ToyConfig, fit=toy_fit,
+                       metrics={"test_score": "higher points", "val_score": "higher"})
+SPEC = f"{__name__}:TOY"
+
+
+def run(config: TrialConfig, saved=None, tmp_path=None):
+    sent, stored = [], []
+    result = run_trial(config, name="baseline-seed0",
+                          send=lambda m, final, p: sent.append((m, final, p)),
+                          store=stored.append, saved=saved, folder=tmp_path,
+                          device=torch.device("cpu"), resources={"CPU": 1})
+    return result, sent, stored
+
+
+def test_metrics_are_declared_with_a_direction_and_an_optional_unit():
+    metrics = parse_metrics({"acc": "higher", "loss": "lower nats",
+                             "err": {"direction": "lower", "unit": "km"}, "m": Metric("higher")})
+    assert [(m.direction, m.unit) for m in metrics.values()] == [
+        ("higher", ""), ("lower", "nats"), ("lower", "km"), ("higher", "")]
+    with pytest.raises(ConfigError, match="'up'"):
+        parse_metrics({"acc": "up"})
+    with pytest.raises(ConfigError, match="at least one metric"):
+        parse_metrics({})
+
+
+def test_own_codes_keys_are_its_own_even_where_the_runner_has_one_of_the_same_name():
+    config = TrialConfig.of(model=SPEC, lr=0.5, epochs=7)
+    assert (config.model.lr, config.model.epochs) == (0.5, 7)
+    assert config.optim.lr == TrialConfig().optim.lr  # the runner's own lr is untouched
+    row = config.flat()
+    assert row["lr"] == 0.5 and "batch_size" not in row and "cnn_widths" not in row
+    with pytest.raises(ConfigError, match="widht"):
+        TrialConfig.of(model=SPEC, widht=3)
+
+
+def test_a_command_carries_its_line_defaults_and_metrics_to_the_workers():
+    command = command_from("python train.py --lr {lr} --seed {seed}", {"lr": 0.1},
+                           {"test_acc": "higher"})
+    config = TrialConfig.of(model=command_spec(command), lr=0.2)
+    assert config.own_code == command and config.model.lr == 0.2
+    assert TrialConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ConfigError, match=r"\{hidden\}"):
+        command_from("python train.py --hidden {hidden}", {}, {"a": "higher"})
+    with pytest.raises(ConfigError, match="filled in by the runner"):
+        command_from("python train.py", {"seed": 1}, {"a": "higher"})
+
+
+def test_a_space_file_names_a_program_with_its_keys_and_metrics(tmp_path):
+    space = tmp_path / "table.yaml"
+    space.write_text("command: python train.py --hidden {hidden} --seed {seed}\n"
+                     "config: {hidden: 64, rate: 0.5, augment: true}\n"
+                     "metrics: {test_acc: higher, test_loss: lower nats}\n"
+                     "variants:\n  baseline: {}\n  small: {hidden: 8}\n")
+    prepared = prepare(Request(space=str(space), seeds=[0, 1]))
+    code = prepared.base.own_code
+    assert code.defaults == {"hidden": 64, "rate": 0.5, "augment": True}
+    assert [spec.config.model.hidden for spec in prepared.trials] == [64, 64, 8, 8]
+    assert prepared.design.plan_spec["metric"] == "test_acc"  # the first declared
+    space.write_text("metrics: {a: higher}\nvariants:\n  baseline: {}\n")
+    with pytest.raises(ConfigError, match="give its 'command' too"):
+        prepare(Request(space=str(space)))
+
+
+def test_the_verdicts_metric_must_be_one_the_code_declares(tmp_path):
+    space = tmp_path / "table.yaml"
+    space.write_text(f"model: {SPEC}\nvariants:\n  baseline: {{}}\n  wide: {{width: 8}}\n")
+    assert prepare(Request(space=str(space))).design.plan_spec["metric"] == "test_score"
+    given = Request(space=str(space), metric="val_score", given=frozenset({"metric"}))
+    assert prepare(given).design.plan_spec["metric"] == "val_score"
+    with pytest.raises(UsageError, match="'test_mae' is not a metric the code declares"):
+        prepare(Request(space=str(space), metric="test_mae", given=frozenset({"metric"})))
+    with pytest.raises(UsageError, match="own code loads"):
+        prepare(Request(space=str(space), data=str(tmp_path), given=frozenset({"data"})))
+
+
+def test_a_command_line_flag_takes_its_defaults_from_set_and_needs_metrics(tmp_path):
+    space = tmp_path / "table.yaml"
+    space.write_text("variants:\n  baseline: {}\n  small: {hidden: 8}\n")
+    request = Request(space=str(space), command="python t.py --hidden {hidden}",
+                      metrics="acc:higher,loss:lower:nats", overrides=[("hidden", "32")])
+    code = prepare(request).base.own_code
+    assert code.defaults == {"hidden": 32}
+    assert (code.metrics["loss"].direction, code.metrics["loss"].unit) == ("lower", "nats")
+    with pytest.raises(UsageError, match="declare the program's metrics"):
+        prepare(dataclasses.replace(request, metrics=None))
+
+
+def test_declared_metrics_give_directions_and_units_and_nothing_else_a_unit():
+    assert metric_direction("test_acc") == 0 and unit_of("test_mae") == "km"
+    with declared_metrics({"test_acc": {"direction": "higher", "unit": ""},
+                           "test_mae": {"direction": "lower", "unit": "nats"}}):
+        assert metric_direction("test_acc") == 1 and metric_direction("test_mae") == -1
+        assert unit_of("test_mae") == "nats" and unit_of("test_rmse") == ""
+        assert declared_unit("test_acc") == ""
+    assert declared_unit("test_acc") is None and unit_of("test_mae") == "km"
+
+
+def test_a_function_reports_each_epoch_and_ends_with_its_metrics(tmp_path):
+    result, sent, stored = run(TrialConfig.of(model=SPEC), tmp_path=tmp_path)
+    epochs = [m["epoch"] for m, final, _ in sent if not final]
+    assert epochs == [1, 2, 3]
+    final, is_final, predictions = sent[-1]
+    assert is_final and final["status"] == "ok" and final["epochs_run"] == 3
+    assert final["test_score"] == pytest.approx(4 * final["val_score"])
+    assert list(predictions["sample_index"]) == [0, 1]
+    assert [s["epoch"] for s in stored][-1] == 3 and len(stored[-1]["history"]) == 3
+
+
+def test_a_restarted_function_continues_from_its_last_save(tmp_path):
+    whole, _, stored = run(TrialConfig.of(model=SPEC), tmp_path=tmp_path)
+    after_two = next(s for s in stored if s["epoch"] == 2)
+    resumed, sent, _ = run(TrialConfig.of(model=SPEC), saved=after_two, tmp_path=tmp_path)
+    assert [m["epoch"] for m, final, _ in sent if not final] == [3]
+    assert resumed["resumed_from_epoch"] == 2 and resumed["epochs_run"] == 3
+
+
+def test_a_non_finite_declared_metric_ends_the_trial_diverged(tmp_path):
+    result, sent, _ = run(TrialConfig.of(model=SPEC, explode=True), tmp_path=tmp_path)
+    assert result["status"] == "diverged" and "val_score=inf at epoch 1" in result["error"]
+    assert len([m for m, final, _ in sent if not final]) == 1  # training stopped there
+
+
+def test_a_declared_metric_found_nowhere_fails_the_trial_with_what_it_returned(tmp_path):
+    with pytest.raises(OwnCodeError, match="'test_score' is neither returned nor reported"):
+        run(TrialConfig.of(model=SPEC, forget=True), tmp_path=tmp_path)
+
+
+def test_the_trials_seeds_are_the_runners_per_source(tmp_path):
+    config = TrialConfig.of(model=SPEC, seed=3, seed_sources="init,order")
+    trial = Trial(config, name="baseline-seed3", send=lambda *a: None, store=lambda s: None,
+                  saved=None, folder=tmp_path, device=torch.device("cpu"), resources={})
+    assert (trial.seeds.init, trial.seeds.order, trial.seeds.data) == (3, 3, 0)
+    trial.seed_everything()
+    first = torch.rand(())
+    trial.seed_everything()
+    assert torch.rand(()) == first
+    order = torch.rand((), generator=trial.generator("order"))
+    assert order == torch.rand((), generator=torch.Generator().manual_seed(3))
+    assert order != torch.rand((), generator=trial.generator("data"))

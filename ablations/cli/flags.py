@@ -5,6 +5,7 @@ subcommand shares (the subcommands themselves: commands.py)."""
 from __future__ import annotations
 
 import argparse
+import re
 import math
 from typing import Any, NoReturn, Optional
 
@@ -14,7 +15,6 @@ from ablations.experiment.request import (
     DEFAULT_STORAGE,
     alpha_problem,
     margin_problem,
-    metric_problem,
 )
 
 EXIT_BAD_INPUT = 2
@@ -130,8 +130,10 @@ def margin_flag(text: str) -> str:
 
 
 def _metric(text: str) -> str:
-    """A numeric trials.parquet column the verdicts can be computed on."""
-    return _checked(text, metric_problem(text))
+    """A metric's name; planning checks it against the model's metrics (the built-in
+    model's columns, or the metrics own code declares)."""
+    return _checked(text, None if re.fullmatch(r"[A-Za-z_]\w*", text) else
+                    f"{text!r} is not a metric name")
 
 
 def alpha_flag(text: str) -> float:
@@ -174,6 +176,15 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                       help="a model plugin to ablate instead of the built-in model "
                       "(docs/plugins.md), e.g. examples.conv3d:PLUGIN; a space file's model: "
                       "key does the same (default: the built-in multimodal model)")
+    what.add_argument("--command", default=None, metavar="'PROGRAM ARGS {key}'",
+                      help="a program to ablate (docs/own-code.md): its command line, {key} "
+                      "filled with each trial's config keys ({seed}, {metrics_file}, "
+                      "{resume_dir}, ... by the runner); a space file's command: key does "
+                      "the same (default: none)")
+    what.add_argument("--metrics", default=None, metavar="NAME:DIRECTION[:UNIT],...",
+                      help="with --command: the program's metrics, e.g. "
+                      "test_acc:higher,test_loss:lower:nats; the first is the verdicts' "
+                      "default --metric (default: the space file's metrics:)")
     what.add_argument("--only", default=None, metavar="VARIANT[,VARIANT]",
                       help="run only these variants of the space; the reference is added "
                       "(default: every variant)")

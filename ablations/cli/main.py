@@ -251,7 +251,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     working_dir = _working_dir()
     try:
         with estimating_costs(trials):  # in a thread, while Ray starts
-            started_ray, dashboard_url = init_ray(options)
+            started_ray, dashboard_url = init_ray(options, trials)
     except ClusterUnreachable as exc:
         raise UsageError(str(exc)) from None
     except (ConnectionError, RuntimeError, ValueError) as exc:

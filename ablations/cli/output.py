@@ -44,6 +44,41 @@ def list_spaces() -> str:
     return "\n".join(lines)
 
 
+def declared_columns(ok: Any, declared: dict[str, Any], metric: str) -> dict[str, str]:
+    """Own code's metrics as the summary shows them: ``name (unit)``, mean ± std over the ok
+    seeds for the verdicts' metric, the mean for the others."""
+    columns = {}
+    for name in dict.fromkeys([metric, *declared]):
+        if name not in ok:
+            continue
+        values = ok[name].astype(float)
+        unit = (declared.get(name) or {}).get("unit")
+        label = f"{name} ({unit})" if unit else name
+        if name == metric and len(values) > 1:
+            columns[label] = f"{values.mean():.4g} ± {values.std(ddof=1):.2g}"
+        else:
+            columns[label] = f"{values.mean():.4g}" if len(values) else "-"
+    return columns
+
+
+def builtin_columns(ablation: str, ok: Any, group: Any) -> dict[str, str]:
+    """The built-in model's (and plugins') figures as the summary shows them."""
+    mae = ok["test_mae"]
+    return {
+        "ablation": ablation,
+        "ok": f"{len(ok)}/{len(group)}",
+        "test_mae_km": f"{mae.mean():.3f} ± {mae.std(ddof=1):.3f}" if len(mae) > 1
+        else (f"{mae.mean():.3f}" if len(mae) else "-"),
+        "test_rmse_km": f"{ok['test_rmse'].mean():.3f}" if len(ok) else "-",
+        "test_coverage_90": f"{ok['test_coverage_90'].mean():.2f}"
+        if len(ok) and ok["test_coverage_90"].notna().any() else "-",
+        "samples_per_s": f"{ok['train_samples_per_s'].mean():.0f}" if len(ok) else "-",
+        "peak_mem_mb": f"{ok['peak_mem_mb'].mean():.0f}" if len(ok) else "-",
+        "wall_s": f"{group['wall_s'].mean():.1f}",
+        "cpu_h": f"{group['cpu_hours'].sum():.3f}",
+    }
+
+
 def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
                   reference: Optional[str] = None, metric: Optional[str] = None,
                   margin: str | float | None = None, alpha: Optional[float] = None,
@@ -85,20 +120,13 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     rows = []
     for ablation, group in trials_df.groupby("ablation", sort=False):
         ok = group[group["status"] == TrialStatus.OK]
-        mae = ok["test_mae"]
-        rows.append({
-            "ablation": ablation,
-            "ok": f"{len(ok)}/{len(group)}",
-            "test_mae_km": f"{mae.mean():.3f} ± {mae.std(ddof=1):.3f}" if len(mae) > 1
-            else (f"{mae.mean():.3f}" if len(mae) else "-"),
-            "test_rmse_km": f"{ok['test_rmse'].mean():.3f}" if len(ok) else "-",
-            "test_coverage_90": f"{ok['test_coverage_90'].mean():.2f}"
-            if len(ok) and ok["test_coverage_90"].notna().any() else "-",
-            "samples_per_s": f"{ok['train_samples_per_s'].mean():.0f}" if len(ok) else "-",
-            "peak_mem_mb": f"{ok['peak_mem_mb'].mean():.0f}" if len(ok) else "-",
-            "wall_s": f"{group['wall_s'].mean():.1f}",
-            "cpu_h": f"{group['cpu_hours'].sum():.3f}",
-        })
+        if meta.get("metrics"):  # own code: its declared metrics, the verdicts' first
+            rows.append({"ablation": ablation, "ok": f"{len(ok)}/{len(group)}",
+                         **declared_columns(ok, meta["metrics"], metric),
+                         "wall_s": f"{group['wall_s'].mean():.1f}",
+                         "cpu_h": f"{group['cpu_hours'].sum():.3f}"})
+        else:
+            rows.append(builtin_columns(ablation, ok, group))
         if verdicts is not None:
             bound = verdicts.loc[ablation, "equivalence_bound_holm"]
             rows[-1]["verdict"] = verdicts.loc[ablation, "verdict"]

@@ -226,7 +226,7 @@ def ray_for(trials: Sequence[Any], options: Any, num_cpus: Optional[int]) -> Ite
     if not ray.is_initialized():
         with estimating_costs(trials):  # in a thread, while Ray starts
             if options.address:
-                started, _ = init_ray(options)
+                started, _ = init_ray(options, trials)
             else:
                 ray.init(num_cpus=num_cpus, include_dashboard=False,
                          logging_level=logging.WARNING)

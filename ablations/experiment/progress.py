@@ -150,7 +150,12 @@ class TrialProgress(tune.Callback):
         parts = [f"[{self.done}/{self.total}]", f"{trial}", status]
         if result.get("status") == TrialStatus.DIVERGED:
             parts[-1] = TrialStatus.DIVERGED
-        if "test_mae" in result:
+        own = [name for name in str(result.get("own_metrics") or "").split(",") if name]
+        if own:  # own code: its test metrics (else all it returned), without units
+            shown = [name for name in own if name.startswith("test_")] or own
+            parts.extend(f"{name}={result[name]:.4g}" for name in shown[:3]
+                         if isinstance(result.get(name), (int, float)))
+        elif "test_mae" in result:
             parts.append(f"test_mae={result['test_mae']:.3f} km")
         elif "val_mae" in result:
             parts.append(f"val_mae={result['val_mae']:.3f} km (epoch {result.get('epoch', '?')})")

@@ -164,9 +164,15 @@ def synthetic_key(spec: Any) -> str:
     return synthetic.synthetic_cache_key(spec)
 
 
+OWN_CODE_SOURCE = "own code"  # the data_source of own code's trials
+
+
 def data_source(config: Any) -> str:
     """What trials.parquet's ``data_source`` holds: the data directory, or
-    ``synthetic:<cache key>``."""
+    ``synthetic:<cache key>``; ``own code`` for a training function or a command, which loads
+    its data itself."""
+    if config.own_code is not None:
+        return OWN_CODE_SOURCE
     return config.data.data_dir or f"synthetic:{synthetic_key(synthetic_spec(config))}"
 
 
@@ -241,7 +247,9 @@ def data_fingerprints(configs: Iterable[Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for config in configs:
         source = data_source(config)
-        if source not in out:
+        if source == OWN_CODE_SOURCE:
+            out[source] = {"kind": OWN_CODE_SOURCE, "fingerprint": None}
+        elif source not in out:
             out[source] = (file_data_fingerprint(config.data.data_dir) if config.data.data_dir
                            else synthetic_fingerprint(config))
     return out

@@ -48,7 +48,11 @@ class Request:
     space: str = "components"
     seeds: list[int] | Literal["auto"] = field(default_factory=lambda: list(DEFAULT_SEEDS))
     only: Optional[list[str]] = None  # the variants to run (the reference is added)
-    model: Optional[str] = None  # a plugin, package.module:NAME
+    model: Optional[str] = None  # a plugin or a training function, package.module:NAME
+    # a program to ablate: its command line with {key} fields (docs/own-code.md)
+    command: Optional[str] = None
+    # the command's metrics, "name:higher,name:lower:unit" (a space file's metrics: too)
+    metrics: Optional[str] = None
     config: Optional[str] = None  # a YAML file or a preset's name
     overrides: list[tuple[str, Any]] = field(default_factory=list)
     epochs: Optional[int] = None
@@ -96,7 +100,8 @@ class Request:
         """Every value the flags' parsers check, checked here too (the library gets no
         argparse): one UsageError naming the field, before anything is planned."""
         problems = {
-            "metric": metric_problem(self.metric),
+            "metric": None if re.fullmatch(r"[A-Za-z_]\w*", self.metric or "") else
+            f"{self.metric!r} is not a metric name",
             "alpha": alpha_problem(self.alpha),
             "margin": None if self.margin is None else margin_problem(str(self.margin)),
             "pilot": at_least_problem(self.pilot, 2),
@@ -138,15 +143,19 @@ def choice_problem(value: Any, choices: Sequence[str]) -> Optional[str]:
     return None if value in choices else f"{value!r}: choose one of {', '.join(choices)}"
 
 
-def metric_problem(name: str) -> Optional[str]:
-    """Why ``name`` is not a numeric trials.parquet column the verdicts can use; None if it is."""
+def metric_problem(name: str, declared: Optional[Sequence[str]] = None) -> Optional[str]:
+    """Why ``name`` is not a metric the verdicts can use; None if it is: a numeric
+    trials.parquet column of the built-in model and plugins, or one of the metrics own code
+    ``declared``."""
     from results.io.schema import TRIAL_COLUMNS
 
-    numeric = [column for column, dtype, _ in TRIAL_COLUMNS
-               if dtype == "float64" and column.startswith(("test_", "val_", "train_"))]
+    numeric = list(declared) if declared is not None else [
+        column for column, dtype, _ in TRIAL_COLUMNS
+        if dtype == "float64" and column.startswith(("test_", "val_", "train_"))]
     if name in numeric:
         return None
-    return f"{name!r} is not a metric column; choose one of: {', '.join(numeric)}"
+    kind = "a metric the code declares" if declared is not None else "a metric column"
+    return f"{name!r} is not {kind}; choose one of: {', '.join(numeric)}"
 
 
 def tune_keys_problem(keys: Sequence[str]) -> Optional[str]:

@@ -93,7 +93,8 @@ def estimating_costs(trials: Sequence[TrialSpec]) -> Iterator[None]:
         thread.join()
 
 
-def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
+def init_ray(options: RunOptions, trials: Sequence[TrialSpec] = ()
+             ) -> tuple[bool, Optional[str]]:
     """Connect to or start Ray. Returns (whether this call started it and should stop it,
     the dashboard URL of a Ray it started, if any).
 
@@ -101,7 +102,8 @@ def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
     the cluster ``ray start`` last left on this machine, nor one RAY_ADDRESS names.
     With one, the address is checked first (``check_cluster_address``: one line and no
     minute of retries when it is wrong); in a Ray job, every node then sets up the job's
-    runtime environment before this returns (``settle_job_working_dir``).
+    runtime environment before this returns (``settle_job_working_dir``). Own code among
+    ``trials`` travels to the cluster's workers with the project (``runtime_env_for_cluster``).
     """
     import ray
 
@@ -109,7 +111,9 @@ def init_ray(options: RunOptions) -> tuple[bool, Optional[str]]:
         return False, None
     if options.address:
         check_cluster_address(options.address)
-        ray.init(address=options.address, runtime_env=runtime_env_for_cluster(),
+        code = next((spec.config.own_code for spec in trials
+                     if spec.config.own_code is not None), None)
+        ray.init(address=options.address, runtime_env=runtime_env_for_cluster(code),
                  logging_level=logging.WARNING, log_to_driver=options.verbose > 0)
         settle_job_working_dir()  # in a Ray job: no node unpacks its working_dir again later
         return True, None
@@ -369,4 +373,15 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
         "provenance": provenance,  # code, git, packages, device, data: provenance.py
         "resume_history": history,
         "log_to": [tracker.spec.to_dict() for tracker in options.trackers],  # trackers/
+        # own code's metrics, name -> {direction, unit}: the verdicts' directions and the
+        # report's units (results/io/directions.py); null for the built-in model and plugins
+        "metrics": declared_metrics_of(configs),
     }
+
+
+def declared_metrics_of(configs: Sequence[TrialConfig]) -> Optional[dict[str, Any]]:
+    """What own code declares about its metrics, as experiment.json's ``metrics``."""
+    codes = [config.own_code for config in configs if config.own_code is not None]
+    if not codes:
+        return None
+    return {name: metric.record() for name, metric in codes[0].metrics.items()}

@@ -5,6 +5,9 @@
 - :data:`NO_DIRECTION`: the numeric columns that have none, each with the reason (a coverage
   is best at its nominal level; a setting or a record of how the trial ran is not a result).
 - :func:`metric_direction`: a column's direction, 0 for none.
+- :func:`declared_metrics`: within it, the metrics an experiment's own code declared
+  (experiment.json's ``metrics``) give their direction, and their unit to
+  :func:`declared_unit`; the report, the verdicts and the summary read an experiment inside it.
 
 Every numeric column documented in :mod:`results.io.schema` is in one of the two tables (a test
 walks the schema), so a new column gets a direction, or a reason for none, when it is added.
@@ -13,6 +16,9 @@ walks the schema), so a new column gets a direction, or a reason for none, when 
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterator, Mapping, Optional
 
 # Keyed by the name without its split prefix (test_mae -> mae, train_samples_per_s ->
 # samples_per_s) and with every peak_mem_<what>_mb read as peak_mem_mb.
@@ -64,7 +70,36 @@ def direction_key(metric: str) -> str:
 
 
 def metric_direction(metric: str) -> int:
-    """+1 if higher is better for ``metric``, -1 if lower is, 0 if neither
-    (:data:`METRIC_DIRECTION`, looked up by :func:`direction_key`; a name in neither table,
-    e.g. a plugin's own column, has none)."""
+    """+1 if higher is better for ``metric``, -1 if lower is, 0 if neither: a declared
+    metric's direction (:func:`declared_metrics`), else :data:`METRIC_DIRECTION`'s, looked up
+    by :func:`direction_key`; a name in neither, e.g. a plugin's own column, has none."""
+    declared = _DECLARED.get()
+    if declared is not None and metric in declared:
+        return 1 if declared[metric].get("direction") == "higher" else -1
     return METRIC_DIRECTION.get(direction_key(metric), 0)
+
+
+# name -> {"direction": "higher" | "lower", "unit": str}, while an experiment of own code is read
+_DECLARED: ContextVar[Optional[Mapping[str, Mapping[str, Any]]]] = ContextVar(
+    "declared_metrics", default=None)
+
+
+@contextmanager
+def declared_metrics(declared: Optional[Mapping[str, Mapping[str, Any]]]) -> Iterator[None]:
+    """Read an experiment whose code declared ``declared`` (experiment.json's ``metrics``;
+    None: the built-in model's or a plugin's, whose columns the tables above describe)."""
+    token = _DECLARED.set(dict(declared) if declared else None)
+    try:
+        yield
+    finally:
+        _DECLARED.reset(token)
+
+
+def declared_unit(metric: str) -> Optional[str]:
+    """The unit own code declared for ``metric`` ("" for none, or for a metric it did not
+    declare); None outside :func:`declared_metrics` of own code (the built-in model's units
+    apply)."""
+    declared = _DECLARED.get()
+    if declared is None:
+        return None
+    return str((declared.get(metric) or {}).get("unit") or "")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import pandas as pd
 import pyarrow as pa
@@ -73,6 +73,7 @@ from results.stats.planned import (
     pilot_note,
 )
 from results.stats.sequential import SeedDesign, design_note
+from results.io.directions import declared_metrics
 from results.stats.decisions import decision_settings, verdicts_of
 from results.stats.sequential_table import compute_note, compute_spent
 
@@ -128,6 +129,10 @@ def check_experiment(directory: str | Path) -> None:
                                        f"({first_line(exc)})") from None
 
 
+# What the per-sample analyses (uncertainty, seed ensembles, strata, calibration) read
+REGRESSION_COLUMNS = frozenset({"target", "pred_mean"})
+
+
 def write_report(directory: str | Path, *, reference: str | None = None,
                  metric: str | None = None, margin: str | float | None = None,
                  alpha: float | None = None,
@@ -152,6 +157,15 @@ def write_report(directory: str | Path, *, reference: str | None = None,
         meta = read_metadata(directory) or {}
     except MetadataError:  # a damaged record: the tables still make a report, as fixed seeds
         meta = {}
+    with declared_metrics(meta.get("metrics")):  # own code's directions and units
+        return _report_of(directory, meta, reference=reference, metric=metric, margin=margin,
+                          alpha=alpha, compare_with=compare_with)
+
+
+def _report_of(directory: str | Path, meta: dict[str, Any], *, reference: str | None,
+               metric: str | None, margin: str | float | None, alpha: float | None,
+               compare_with: str | Path | None) -> Report:
+    """:func:`write_report` of an experiment whose experiment.json is ``meta``."""
     sequential = meta.get("sequential")
     # each setting not given: the one fixed before the data (results/stats/planned.py)
     settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
@@ -222,6 +236,11 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     trials = evaluation_rows(all_trials)
     epochs = evaluation_rows(epochs, all_trials)
     predictions = evaluation_rows(predictions, all_trials)
+    if not REGRESSION_COLUMNS <= set(predictions.columns):
+        # own code's predictions without a regression's target and mean (a classifier's):
+        # kept in predictions.parquet; the per-sample analyses here need the two
+        predictions = pd.DataFrame(columns=["ablation", "seed", "sample_index",
+                                            *sorted(REGRESSION_COLUMNS)])
     compute = pd.DataFrame()
     pilot = bool(sequential) and "rounds" not in sequential
     ablation = verdicts_of(all_trials, meta, reference=reference, metric=metric, margin=margin,

@@ -20,11 +20,18 @@ from typing import Iterable, Optional
 import numpy as np
 import pandas as pd
 
+from results.io.directions import declared_unit
+
 KM_METRICS = ("mae", "rmse", "crps", "bias", "sharpness")  # metrics in the target's unit
 
 
 def unit_of(metric: str) -> str:
-    """``km`` for errors in the target's unit (MAE, RMSE, CRPS, bias), else ``""``."""
+    """The unit own code declared for ``metric`` (results/io/directions.py); for the
+    built-in model, ``km`` for errors in the target's unit (MAE, RMSE, CRPS, bias), else
+    ``""``."""
+    declared = declared_unit(metric)
+    if declared is not None:
+        return declared
     return "km" if metric.lower().split("_")[-1] in KM_METRICS else ""
 
 

@@ -27,6 +27,7 @@ from ablations.config.comparison import (
     DEFAULT_METRIC,
     DEFAULT_REFERENCE,
 )
+from results.io.directions import declared_metrics
 from results.io.files import read_experiment, read_metadata
 from results.stats.factorial_design import FactorialDesign
 from results.stats.phases import evaluation_rows
@@ -66,22 +67,23 @@ def verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
         ValueError: no verdicts are possible (e.g. no ok trial of the reference, a relative
             margin of a mean of 0); the message says why.
     """
-    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
-                                 alpha=alpha)
-    trials = evaluation_rows(trials)
-    record = meta.get("sequential")
-    pilot = None if record else pilot_design(meta.get("planned"))
-    if record:
-        table = sequential_verdict_table(trials, SeedDesign.from_dict(record["design"]),
-                                         record["seeds"], **settings)
-    elif pilot is not None:
-        table = sequential_verdict_table(trials, pilot, meta["planned"]["seeds"], **settings)
-        table.attrs["pilot"] = True
-    else:
-        table = verdict_table(trials, **settings)
-    table.attrs["exploratory"] = departures(recorded_settings(meta) or {}, **settings)
-    table.attrs["settings"] = settings
-    return table
+    with declared_metrics(meta.get("metrics")):  # own code's directions and units
+        settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+                                     alpha=alpha)
+        trials = evaluation_rows(trials)
+        record = meta.get("sequential")
+        pilot = None if record else pilot_design(meta.get("planned"))
+        if record:
+            table = sequential_verdict_table(trials, SeedDesign.from_dict(record["design"]),
+                                             record["seeds"], **settings)
+        elif pilot is not None:
+            table = sequential_verdict_table(trials, pilot, meta["planned"]["seeds"], **settings)
+            table.attrs["pilot"] = True
+        else:
+            table = verdict_table(trials, **settings)
+        table.attrs["exploratory"] = departures(recorded_settings(meta) or {}, **settings)
+        table.attrs["settings"] = settings
+        return table
 
 
 def experiment_verdicts(directory: str, trials: Optional[pd.DataFrame] = None, *,
@@ -107,15 +109,16 @@ def factorial_effects_of(trials: pd.DataFrame, meta: dict[str, Any], *,
     Raises:
         ValueError: no effects are possible (the message says why).
     """
-    if not meta.get("factorial"):
-        return None
-    from results.stats.factorial import factorial_effects  # statsmodels
+    with declared_metrics(meta.get("metrics")):  # own code's directions and units
+        if not meta.get("factorial"):
+            return None
+        from results.stats.factorial import factorial_effects  # statsmodels
 
-    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
-                                 alpha=alpha)
-    return factorial_effects(trials, FactorialDesign.from_dict(meta["factorial"]),
-                             metric=settings["metric"], margin=settings["margin"],
-                             alpha=settings["alpha"])
+        settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+                                     alpha=alpha)
+        return factorial_effects(trials, FactorialDesign.from_dict(meta["factorial"]),
+                                 metric=settings["metric"], margin=settings["margin"],
+                                 alpha=settings["alpha"])
 
 
 def tuned_comparison_of(trials: pd.DataFrame, meta: dict[str, Any], *,
@@ -129,8 +132,9 @@ def tuned_comparison_of(trials: pd.DataFrame, meta: dict[str, Any], *,
     Raises:
         ValueError: no comparison is possible (the message says why).
     """
-    if not meta.get("tuned"):
-        return None
-    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
-                                 alpha=alpha)
-    return side_by_side(trials, keys=meta["tuned"].get("keys", []), **settings)
+    with declared_metrics(meta.get("metrics")):  # own code's directions and units
+        if not meta.get("tuned"):
+            return None
+        settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+                                     alpha=alpha)
+        return side_by_side(trials, keys=meta["tuned"].get("keys", []), **settings)

@@ -46,9 +46,9 @@ class TuneSetup:
                       ) -> tuple[int, dict[str, Planned], Optional[Planned]]:
         """(trials expected, name -> Planned, the Planned of a trial not named in advance)."""
         from ablations.experiment.progress import Planned  # loads Ray Tune
-        from ablations.trial.cost import estimated_cost  # loads torch
+        from ablations.trial.cost import estimated_cost, planned_epochs  # loads torch
 
-        planned = {spec.name: Planned(spec.config.optim.epochs, estimated_cost(spec.config))
+        planned = {spec.name: Planned(planned_epochs(spec.config), estimated_cost(spec.config))
                    for spec in trials}
         return len(trials), planned, None
 

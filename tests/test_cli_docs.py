@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -51,13 +52,14 @@ def snippets(path: Path) -> list[str]:
 
 def command_lines(path: Path) -> list[list[str]]:
     """The tokens after ``run_ablations.py`` (or ``run-ablations``) in each of the file's
-    snippets, up to a comment or the next shell command."""
+    snippets, up to a comment or the next shell command, split as a shell splits them (a
+    quoted ``--command`` line is one token)."""
     lines = []
     for snippet in snippets(path):
         for match in PROGRAM.finditer(snippet):
             rest = snippet[match.end():]
             end = COMMAND_END.search(rest)
-            lines.append((rest[:end.start()] if end else rest).split())
+            lines.append(shlex.split(rest[:end.start()] if end else rest))
     return lines
 
 

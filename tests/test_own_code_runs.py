@@ -1,0 +1,101 @@
+"""The three own-code examples end to end on a local Ray, as a user runs them: the digits
+classifier as a training function, as a script through the command contract, and as a
+LightningModule (docs/own-code.md). Each run is killed with SIGKILL (the driver and the Ray
+it started) after its first trial, continued with --resume, then reported: every trial ends
+once in trials.parquet, every epoch once in epochs.parquet, the verdicts are on the declared
+metric, and the console and the report print the declared units and no other."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from ablations.experiment.trainable import load_state
+from tests.conftest import REPO, start_until
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = {
+    "function": "examples/digits/ablations.yaml",
+    "command": "examples/digits/command.yaml",
+    "lightning": "examples/digits/lightning.yaml",
+}
+EPOCHS = 6
+# The reference and one ablation at two seeds: four trials, two at a time
+SMALL = ["--only", "no_second_layer", "--seeds", "2", "--set", f"epochs={EPOCHS}",
+         "--no-dashboard"]
+
+
+def cli(*args: str) -> tuple[list[str], dict]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    return [sys.executable, "-u", str(REPO / "run_ablations.py"), *args], dict(cwd=REPO, env=env)
+
+
+@pytest.fixture(scope="module", params=list(EXAMPLES))
+def example(request, tmp_path_factory):
+    kind = request.param
+    storage = tmp_path_factory.mktemp(kind) / "results"
+    root = storage / kind
+    command, kw = cli("--space", EXAMPLES[kind], *SMALL, "--name", kind,
+                      "--storage", str(storage))
+    proc, seen, _ = start_until(command, kw, "[1/4]", timeout=300)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray it started
+    seen += proc.stdout.read().splitlines(keepends=True)
+    proc.wait(timeout=60)
+    killed = {"finished": {line.split()[1] for line in seen if line.startswith("[")},
+              "trials_written": (root / "trials.parquet").exists(),
+              "saved": {path.parent.name: load_state(str(path))["epoch"]
+                        for path in (root / "trial_state").glob("*/state.pt")},
+              "output": "".join(seen)}
+    command, kw = cli("--resume", "--name", kind, "--storage", str(storage), "--no-dashboard")
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=600, **kw)
+    command, kw = cli("report", str(root))
+    report = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
+    return {"kind": kind, "root": root, "killed": killed, "resumed": resumed, "report": report}
+
+
+def test_a_killed_run_resumes_and_ends_every_trial_once(example):
+    killed, resumed = example["killed"], example["resumed"]
+    assert killed["finished"] and not killed["trials_written"], killed["output"][-3000:]
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "Resuming experiment" in resumed.stdout
+    trials = pd.read_parquet(example["root"] / "trials.parquet")
+    assert sorted(trials["trial_name"]) == sorted(
+        f"{variant}-seed{seed}" for variant in ("baseline", "no_second_layer") for seed in (0, 1))
+    assert (trials["status"] == "ok").all(), trials[["trial_name", "status", "error"]]
+    epochs = pd.read_parquet(example["root"] / "epochs.parquet")
+    per_trial = epochs.groupby("trial_name")["epoch"].apply(lambda e: tuple(sorted(e)))
+    assert per_trial.map(lambda e: e == tuple(range(1, EPOCHS + 1))).all(), per_trial
+    assert epochs[["val_acc", "val_loss"]].notna().all().all()
+
+
+def test_a_trial_cut_off_mid_way_continues_from_its_saved_epoch(example):
+    if example["kind"] == "command":  # the program resumes itself: see the command test
+        pytest.skip("a command's own checkpoint: tests/test_command.py")
+    cut = {name: epoch for name, epoch in example["killed"]["saved"].items()
+           if name not in example["killed"]["finished"] and 0 < epoch < EPOCHS}
+    if not cut:
+        pytest.skip("the kill found no trial between two epochs on this machine")
+    trials = pd.read_parquet(example["root"] / "trials.parquet").set_index("trial_name")
+    for name, epoch in cut.items():  # a worker may save one more epoch before it dies
+        assert epoch <= trials.loc[name, "resumed_from_epoch"] <= EPOCHS, (name, epoch)
+
+
+def test_metrics_are_columns_and_verdicts_use_the_declared_metric_and_units(example):
+    trials = pd.read_parquet(example["root"] / "trials.parquet")
+    assert trials["test_acc"].between(0.8, 1).all() and (trials["test_loss"] > 0).all()
+    assert {"second_layer" if example["kind"] != "command" else "layers", "dropout",
+            "augment"} <= set(trials.columns)
+    assert (trials["data_source"] == "own code").all()
+    out = example["resumed"].stdout
+    assert "Verdicts on test_acc (higher is better)" in out
+    assert "test_loss (nats)" in out and " km" not in out
+    report = example["report"]
+    assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
+    text = (example["root"] / "report.md").read_text()
+    assert "test_acc" in text and "km" not in text

@@ -17,8 +17,16 @@ import torch
 
 from ablations.config import TrialConfig
 from ablations.config.code import command_from, command_spec
-from ablations.trial.command import (epoch_number, exit_message, last_json_line, NewLines,
-                                     command_environment, command_line, command_values)
+from ablations.trial.command import (
+    NewLines,
+    command_environment,
+    command_line,
+    command_values,
+    epoch_number,
+    exit_message,
+    last_json_line,
+    recover_epochs,
+)
 from ablations.trial.run import run_trial
 from ablations.trial.own_code import OwnCodeError, Trial
 
@@ -48,9 +56,9 @@ def run(command, tmp_path: Path, saved=None, **keys):
     sent, stored = [], []
     config = TrialConfig.of(model=command_spec(command), **keys)
     result = run_trial(config, name="baseline-seed0",
-                          send=lambda metrics, final, predictions: sent.append(metrics),
-                          store=stored.append, saved=saved, folder=tmp_path / "trial",
-                          device=torch.device("cpu"), resources={"CPU": 1}, cwd=tmp_path)
+                       send=lambda metrics, final, predictions: sent.append(metrics),
+                       store=stored.append, saved=saved, folder=tmp_path / "trial",
+                       device=torch.device("cpu"), resources={"CPU": 1}, cwd=tmp_path)
     return result, sent[:-1], stored
 
 
@@ -241,3 +249,22 @@ def _running(pid: int) -> bool:
             return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_restart_keeps_the_epochs_the_program_wrote_after_the_last_save(tmp_path):
+    """A worker that died while its program went on: the program's epoch lines after the
+    runner's last save (which its own checkpoint may hold) become the trial's history."""
+    command = command_from("prog {metrics_file}", {}, {"score": "higher"})
+    config = TrialConfig.of(model=command_spec(command))
+    saved = {"epoch": 2, "user": {}, "wall_s": 1.0,
+             "history": [{"epoch": e, "score": float(e), "status": "ok"} for e in (1, 2)]}
+    sent = []
+    trial = Trial(config, name="baseline-seed0", send=lambda m, final, p: sent.append(m),
+                  store=lambda s: None, saved=saved, folder=tmp_path, device=torch.device("cpu"),
+                  resources={})
+    lines = [{"epoch": e, "score": float(e)} for e in (1, 2, 3, 4)] + [{"score": 9.0}]
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"epoch": 5')
+    recover_epochs(metrics, trial)
+    assert [row["epoch"] for row in trial.history] == [1, 2, 3, 4]
+    assert [m["epoch"] for m in sent] == [3, 4]  # the half-written line waits

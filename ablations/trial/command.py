@@ -106,6 +106,8 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
         shutil.rmtree(resume_dir, ignore_errors=True)
     resume_dir.mkdir(parents=True, exist_ok=True)
     metrics_file = Path(values["metrics_file"])
+    if trial.restore() is not None and metrics_file.exists():
+        recover_epochs(metrics_file, trial)
     metrics_file.write_bytes(b"")  # this run's lines only
     arguments = command_line(command.run, values)
     lines = NewLines(metrics_file)
@@ -151,6 +153,18 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
                 "the file it names, or print the final metrics as one JSON line")
         final = _numbers(printed)
     return final
+
+
+def recover_epochs(metrics_file: Path, trial: Trial) -> None:
+    """The epochs an earlier run of a restarted trial wrote after the runner last saved its
+    state (its worker died while the program went on, and may have checkpointed them in
+    {resume_dir}): recorded as the trial's, so that the curves keep them."""
+    for record in NewLines(metrics_file).read(complete_only=True):
+        if "epoch" in record:
+            epoch = epoch_number(record.pop("epoch"), metrics_file)
+            if epoch > trial.last_epoch:
+                trial.report(epoch=epoch, **_numbers(record))
+                trial.save({})
 
 
 class NewLines:

@@ -133,6 +133,15 @@ def check_experiment(directory: str | Path) -> None:
 REGRESSION_COLUMNS = frozenset({"target", "pred_mean"})
 
 
+def curve_metric(epochs: pd.DataFrame, metric: str) -> str:
+    """The per-epoch metric of the learning curves: the verdicts' metric's validation
+    counterpart (test_acc: val_acc), else the metric itself, else val_mae."""
+    for name in (metric.replace("test_", "val_", 1), metric):
+        if name in epochs and epochs[name].notna().any():
+            return name
+    return "val_mae"
+
+
 def write_report(directory: str | Path, *, reference: str | None = None,
                  metric: str | None = None, margin: str | float | None = None,
                  alpha: float | None = None,
@@ -236,11 +245,12 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     trials = evaluation_rows(all_trials)
     epochs = evaluation_rows(epochs, all_trials)
     predictions = evaluation_rows(predictions, all_trials)
-    if not REGRESSION_COLUMNS <= set(predictions.columns):
-        # own code's predictions without a regression's target and mean (a classifier's):
-        # kept in predictions.parquet; the per-sample analyses here need the two
-        predictions = pd.DataFrame(columns=["ablation", "seed", "sample_index",
-                                            *sorted(REGRESSION_COLUMNS)])
+    # own code's predictions without a regression's target and mean (a classifier's) stay in
+    # predictions.parquet; the per-sample sections here (uncertainty, strata) need the two
+    regression = REGRESSION_COLUMNS <= set(predictions.columns) and len(predictions) > 0
+    if not regression:
+        predictions = pd.DataFrame(columns=["experiment", "trial_name", "ablation", "seed",
+                                            "sample_index", "target", "pred_mean", "pred_std"])
     compute = pd.DataFrame()
     pilot = bool(sequential) and "rounds" not in sequential
     ablation = verdicts_of(all_trials, meta, reference=reference, metric=metric, margin=margin,
@@ -279,7 +289,8 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     figures_dir = scratch / FIGURES_DIR
     unit = unit_of(metric)
     forest = plots.forest_plot(ablation, figures_dir / "forest.png", metric=metric)
-    curves = plots.learning_curves(epochs, figures_dir / "learning_curves.png")
+    curves = plots.learning_curves(epochs, figures_dir / "learning_curves.png",
+                                   metric=curve_metric(epochs, metric))
     heatmap = calibration = None
     if len(strata):
         first = next(s for s in strata["stratum"].unique())
@@ -343,17 +354,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
         for stratum, grid in grids.items():
             title = "target (km), in quartile bins" if stratum == "target_bin" else stratum
             sections.append(Section(title, table=grid, level=3))
-    sections += [
-        Section("Learning curves", figure=curves),
-        *([Section(f"MAE by {heatmap[0]}", figure=heatmap[1])] if heatmap else []),
-        *([Section("Calibration", "Observed coverage of central predictive intervals "
-                   "against their nominal level.", figure=calibration)] if calibration else []),
-        Section("Ablation table", f"{metric}: mean and {1 - alpha:.0%} t interval over seeds; "
-                f"the paired difference to `{reference}` over the seeds both ran (t interval, "
-                "paired t-test, Holm over the ablations, Cohen's d_z; a variant run under other "
-                "seeds than the reference: Welch's t-test and Cohen's d). Trials that are not "
-                "ok are excluded and counted.", ablation_view(ablation, metric=metric,
-                                                              alpha=alpha), collapsed=True),
+    regression_sections = [
         Section("Uncertainty (single models)", "Gaussian NLL and CRPS (km), coverage of "
                 "central intervals, sharpness (mean predicted std), spread-skill (Spearman of "
                 "std with |error|). Models without a variance head have no row.",
@@ -370,6 +371,19 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                 "one-sample t-test over seeds of (cell − overall difference), Holm over every "
                 f"cell of that ablation, below {alpha:g}." + (
                     "" if len(hurts) else " No cell differs."), plain(hurts), appendix=True),
+    ]
+    sections += [
+        Section("Learning curves", figure=curves),
+        *([Section(f"MAE by {heatmap[0]}", figure=heatmap[1])] if heatmap else []),
+        *([Section("Calibration", "Observed coverage of central predictive intervals "
+                   "against their nominal level.", figure=calibration)] if calibration else []),
+        Section("Ablation table", f"{metric}: mean and {1 - alpha:.0%} t interval over seeds; "
+                f"the paired difference to `{reference}` over the seeds both ran (t interval, "
+                "paired t-test, Holm over the ablations, Cohen's d_z; a variant run under other "
+                "seeds than the reference: Welch's t-test and Cohen's d). Trials that are not "
+                "ok are excluded and counted.", ablation_view(ablation, metric=metric,
+                                                              alpha=alpha), collapsed=True),
+        *(regression_sections if regression else []),
     ]
     counts = trials["status"].value_counts()
     summary = (f"{int(counts.get(TrialStatus.OK, 0))} of {len(trials)} trials ok; "

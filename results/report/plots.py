@@ -12,6 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC  # noqa: E402
+from results.report.formatting import unit_of, with_unit  # noqa: E402
 
 
 def _save(fig, path: str | Path) -> Path:
@@ -53,7 +54,8 @@ def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = DEFAULT_
         ax.scatter(mean, y, c=np.where(significant, "tab:red", "tab:blue"), zorder=3)
         ax.set_yticks(y, [f"{a}  (Holm p={p:.3g})"
                           for a, p in zip(rows["ablation"], rows["p_holm"])])
-        ax.set_xlabel(f"{metric}: difference to the reference (km), 95% CI")
+        ax.set_xlabel(f"{with_unit(f'{metric}: difference to the reference', unit_of(metric))}"
+                      ", 95% CI")
         ax.set_title("red: Holm-adjusted p < 0.05", fontsize=9)
         return _save(fig, path)
     alpha = table.attrs.get("alpha", DEFAULT_ALPHA)
@@ -132,7 +134,7 @@ def learning_curves(epochs: pd.DataFrame, path: str | Path, *, metric: str = "va
     for ablation, group in means.groupby("ablation", sort=False):
         ax.plot(group["epoch"], group[metric], marker=".", label=ablation)
     ax.set_xlabel("epoch")
-    ax.set_ylabel(f"{metric} (mean over seeds)")
+    ax.set_ylabel(with_unit(f"{metric}, mean over seeds", unit_of(metric)))
     ax.legend(fontsize=7)
     return _save(fig, path)
 

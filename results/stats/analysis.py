@@ -96,8 +96,10 @@ def load_experiments(directories: str | Path | Iterable[str | Path]) -> dict[str
     out = {key: pd.concat(frames, ignore_index=True) for key, frames in parts.items()}
     needed = {
         "trials": ["experiment", "ablation", "seed", "status"],
-        "predictions": ["experiment", "trial_name", "ablation", "seed", "sample_index", "target",
-                        "pred_mean", "pred_std"],
+        # a regression's (the built-in model's, a plugin's) with its target and mean; own
+        # code's predictions are what it handed over, with the keys
+        "predictions": ["experiment", "trial_name", "ablation", "seed", "sample_index"]
+        + (["target", "pred_mean", "pred_std"] if "pred_mean" in out["predictions"] else []),
     }
     for key, columns in needed.items():
         missing = [c for c in columns if c not in out[key].columns]

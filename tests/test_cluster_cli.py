@@ -122,6 +122,36 @@ def test_ray_job_submit_round_trip_writes_parquet(cluster, tmp_path):
     assert_experiment_written(storage / "as-a-job", trials=2)
 
 
+# Own code (docs/own-code.md): the digits examples, the reference and one ablation, one seed
+OWN_CODE_RUN = ["--only", "no_second_layer", "--seeds", "1", "--set", "epochs=3", "--quiet"]
+
+
+def test_a_training_function_runs_on_both_nodes(cluster, tmp_path):
+    proc = run_cli("--space", "examples/digits/ablations.yaml", *OWN_CODE_RUN,
+                   "--address", cluster.address, "--storage", str(tmp_path / "results"),
+                   "--name", "own-fit", env=cluster.env, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr + cluster.log_tail()
+    folder = tmp_path / "results" / "own-fit"
+    trials = assert_experiment_written(folder, trials=2)
+    assert trials["test_acc"].between(0.5, 1).all()
+    # both trials start at once, one CPU on each node
+    assert sorted(trial_nodes(folder, cluster)) == sorted(cluster.temp_dirs[:2])
+
+
+def test_a_command_runs_as_a_ray_job(cluster, tmp_path):
+    storage = tmp_path / "results"
+    entrypoint = [sys.executable, "run_ablations.py", "--space", "examples/digits/command.yaml",
+                  *OWN_CODE_RUN, "--address", "auto", "--storage", str(storage),
+                  "--name", "own-command"]
+    proc = subprocess.run(
+        [str(RAY_CLI), "job", "submit", "--address", f"http://127.0.0.1:{cluster.dashboard_port}",
+         "--working-dir", str(REPO), "--", *entrypoint],
+        env=cluster.env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    trials = assert_experiment_written(storage / "own-command", trials=2)
+    assert trials["test_acc"].between(0.5, 1).all()
+
+
 def test_address_with_no_cluster_fails_fast_in_one_line(tmp_path):
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}

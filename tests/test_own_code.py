@@ -183,3 +183,15 @@ def test_the_trials_seeds_are_the_runners_per_source(tmp_path):
     order = torch.rand((), generator=trial.generator("order"))
     assert order == torch.rand((), generator=torch.Generator().manual_seed(3))
     assert order != torch.rand((), generator=trial.generator("data"))
+
+
+def test_the_library_takes_a_command_with_its_metrics_as_a_mapping(tmp_path):
+    from ablations import Experiment
+
+    space = tmp_path / "table.yaml"
+    space.write_text("variants:\n  baseline: {}\n  small: {hidden: 8}\n")
+    experiment = Experiment(str(space), seeds=2, command="python t.py --hidden {hidden}",
+                            metrics={"acc": "higher"}, overrides={"hidden": 32})
+    trials = experiment.plan()
+    assert [spec.config.model.hidden for spec in trials] == [32, 32, 8, 8]
+    assert trials[0].config.own_code.metrics["acc"].direction == "higher"

@@ -220,7 +220,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
 
     from ablations.experiment.cluster import ClusterUnreachable, job_runtime_env
     from ablations.experiment.options import RunOptions
-    from ablations.experiment.runner import estimating_costs, init_ray
+    from ablations.experiment.runner import estimating_costs, init_ray, reading_own_code
 
     options = RunOptions(
         storage=storage, name=name, space=space_name, reference=reference,
@@ -288,7 +288,8 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
             print(tracker.describe())
         if args.auto_batch and trials and not resume:  # a resume keeps the size it recorded
             trials, options.auto_batch = auto_batch(args.request, trials)
-        result = design.execute(trials, options, skipped, resume=resume)
+        with reading_own_code(trials):
+            result = design.execute(trials, options, skipped, resume=resume)
     except KeyboardInterrupt:  # a second Ctrl-C / SIGTERM, or one outside Tuner.fit
         print(f"\nInterrupted before the results were written; continue with: "
               f"{resume_command(storage, name, args.address)}", file=sys.stderr)

@@ -33,7 +33,8 @@ from ablations.config.values import ConfigError
 COMMAND_PREFIX = "command:"
 # What the runner fills into a command line beside the user's keys (ablations/trial/command.py)
 COMMAND_FIELDS = ("seed", "init_seed", "order_seed", "data_seed", "trial", "ablation",
-                  "trial_dir", "metrics_file", "resume_dir", "device")
+                  "trial_dir", "metrics_file", "resume_dir", "device",
+                  "python")  # the Python that runs the trial: the runner's, on every node
 FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 

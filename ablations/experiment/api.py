@@ -78,14 +78,18 @@ class Experiment:
     ``run`` flags: ``max_seeds`` is ``--max-seeds``, ``overrides`` the ``--set`` pairs), typed:
     lists of names, numbers, ``design="factorial"`` with ``factors`` (docs/factorial.md;
     :attr:`Results.effects` holds its effects), ``tune_each`` keys (docs/tuned.md), a search
-    space's ``num_samples`` and ``scheduler``, a cluster's ``address``. ``num_cpus``: the local
+    space's ``num_samples`` and ``scheduler``, a cluster's ``address``; own code
+    (docs/own-code.md) as ``model`` (a training function's ``package.module:NAME``) or
+    ``command`` with its ``metrics`` (``{"test_acc": "higher"}``). ``num_cpus``: the local
     Ray's CPUs when this call starts one; ``max_concurrent`` and ``max_failures`` as on the
     command line."""
 
     @records_given
     def __init__(self, space: str = "components", *, seeds: int | Sequence[int] | str = 3,
                  overrides: Optional[Mapping[str, Any]] = None, config: Optional[str] = None,
-                 model: Optional[str] = None, only: Optional[Sequence[str]] = None,
+                 model: Optional[str] = None, command: Optional[str] = None,
+                 metrics: Optional[str | Mapping[str, Any]] = None,
+                 only: Optional[Sequence[str]] = None,
                  epochs: Optional[int] = None, data: Optional[str] = None,
                  max_train_examples: Optional[int] = None,
                  max_eval_examples: Optional[int] = None, seed_sources: Optional[str] = None,
@@ -105,6 +109,7 @@ class Experiment:
                  progress: bool = False) -> None:
         values = dict(
             space=str(space), seeds=Request.seeds_from(seeds), config=config, model=model,
+            command=command, metrics=metrics,
             only=names(only), epochs=epochs, data=data,
             max_train_examples=max_train_examples, max_eval_examples=max_eval_examples,
             seed_sources=seed_sources, pilot=pilot, max_seeds=max_seeds,
@@ -167,9 +172,12 @@ class Experiment:
                 check_data_on_workers(prepared.design.configs(trials), request)
             if request.auto_batch and trials:
                 trials, options.auto_batch = auto_batch(request, trials)
-            result = prepared.design.execute(
-                trials, options, prepared.skipped,
-                say=print if self.progress else (lambda _: None))
+            from ablations.experiment.runner import reading_own_code  # loads Ray
+
+            with reading_own_code(trials):
+                result = prepared.design.execute(
+                    trials, options, prepared.skipped,
+                    say=print if self.progress else (lambda _: None))
         return results_of(result, prepared.design, reference=prepared.space.reference)
 
     @staticmethod
@@ -208,7 +216,9 @@ class Experiment:
                              retry_failed=retry_failed, reuse_workers=plan.reuse_workers,
                              dashboard=False, progress=progress,
                              command=["ablations.experiment.api.Experiment.resume"])
-        with ray_for(plan.trials, options, num_cpus):
+        from ablations.experiment.runner import reading_own_code  # loads Ray
+
+        with ray_for(plan.trials, options, num_cpus), reading_own_code(plan.trials):
             result = plan.design.execute(plan.trials, options, plan.skipped, resume=True,
                                          say=print if progress else (lambda _: None))
         return results_of(result, plan.design, reference=plan.reference)

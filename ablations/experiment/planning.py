@@ -9,7 +9,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_MARGIN
 from ablations.trial.batches import scalar_columns
@@ -86,7 +86,8 @@ def command_model(args: Request, space: Any, model: str) -> str:
         if field_name not in defaults and field_name in set_values:
             defaults[field_name] = set_values[field_name]
     if args.metrics is not None:
-        metrics = parse_metrics(_metric_pairs(args.metrics), source=arg("metrics"))
+        pairs = args.metrics if isinstance(args.metrics, Mapping) else _metric_pairs(args.metrics)
+        metrics = parse_metrics(pairs, source=arg("metrics"))
     elif table is not None:
         metrics = table.metrics
     else:

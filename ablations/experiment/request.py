@@ -51,8 +51,9 @@ class Request:
     model: Optional[str] = None  # a plugin or a training function, package.module:NAME
     # a program to ablate: its command line with {key} fields (docs/own-code.md)
     command: Optional[str] = None
-    # the command's metrics, "name:higher,name:lower:unit" (a space file's metrics: too)
-    metrics: Optional[str] = None
+    # the command's metrics: "name:higher,name:lower:unit", or name -> direction (a space
+    # file's metrics: too)
+    metrics: Optional[str | dict[str, Any]] = None
     config: Optional[str] = None  # a YAML file or a preset's name
     overrides: list[tuple[str, Any]] = field(default_factory=list)
     epochs: Optional[int] = None

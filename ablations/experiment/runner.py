@@ -379,6 +379,14 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
     }
 
 
+def reading_own_code(trials: Sequence[TrialSpec]) -> contextlib.AbstractContextManager:
+    """Within it, the verdicts a design decides while it runs (rounds, stages) take own
+    code's declared directions (results.io.directions.declared_metrics)."""
+    from results.io.directions import declared_metrics
+
+    return declared_metrics(declared_metrics_of([spec.config for spec in trials]))
+
+
 def declared_metrics_of(configs: Sequence[TrialConfig]) -> Optional[dict[str, Any]]:
     """What own code declares about its metrics, as experiment.json's ``metrics``."""
     codes = [config.own_code for config in configs if config.own_code is not None]

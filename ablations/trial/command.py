@@ -57,7 +57,7 @@ def command_values(config: Any, trial: Trial) -> dict[str, str]:
                   order_seed=str(trial.seeds.order), data_seed=str(trial.seeds.data),
                   trial=trial.name, ablation=trial.ablation, trial_dir=str(folder),
                   metrics_file=str(folder / METRICS_FILE), resume_dir=str(folder / RESUME_DIR),
-                  device=trial.device.type)
+                  device=trial.device.type, python=sys.executable)
     return values
 
 

@@ -9,7 +9,9 @@ file; with ``--digits`` also examples/digits/train.py (8 epochs). The two paths 
 drift hits both; medians over the repeats, and the difference. With ``--ray``, the same trivial
 program as a one-trial experiment through the CLI (``run_ablations.py run --space FILE
 --seeds 1``): the whole run, Ray's start included, and the trial's own ``wall_s`` (from the
-start of the trial to its final result); skipped with a message where that fails.
+start of the trial to its final result); and the wall time one more trial adds to a CLI run
+(``--trials`` trials against one, one at a time: Tune's scheduling, the worker and the
+results' collection included); skipped with a message where that fails.
 """
 
 from __future__ import annotations
@@ -66,21 +68,43 @@ def as_trial(config: TrialConfig, folder: Path) -> float:
     sent: list = []
     started = time.perf_counter()
     result = run_trial(config, name="baseline-seed0",
-                          send=lambda metrics, final, predictions: sent.append(metrics),
-                          store=lambda state: None, saved=None, folder=folder / "trial",
-                          device=torch.device("cpu"), resources={"CPU": 1}, cwd=REPO)
+                       send=lambda metrics, final, predictions: sent.append(metrics),
+                       store=lambda state: None, saved=None, folder=folder / "trial",
+                       device=torch.device("cpu"), resources={"CPU": 1}, cwd=REPO)
     wall = time.perf_counter() - started
     if result["status"] != "ok" or len(sent) < 2:
         raise RuntimeError(f"the trial did not report: {result}")
     return wall
 
 
-def through_ray(repeats: int, folder: Path) -> tuple[list[float], list[float]]:
-    """The CLI's whole run (Ray's start included) and its trial's ``wall_s``, per repeat."""
+def trivial_space(folder: Path) -> Path:
     space = folder / "trivial.yaml"
     space.write_text(yaml.safe_dump({
         "command": f"{shlex.quote(sys.executable)} -c {shlex.quote(TRIVIAL)} {{metrics_file}}",
         "config": {}, "metrics": {"score": "higher"}, "variants": {"baseline": {}}}))
+    return space
+
+
+def marginal_trial_s(repeats: int, folder: Path, trials: int) -> list[float]:
+    """The wall time one more trial adds to a CLI run, one trial at a time: (a run of
+    ``trials`` trials − a run of one) / (``trials`` − 1), per repeat; Tune's scheduling,
+    the worker's reuse and the results' collection included, Ray's start cancelled out."""
+    space, marginals = trivial_space(folder), []
+    for _ in range(repeats):
+        walls = []
+        for seeds in (1, trials):
+            out = run_cli(["run", "--space", str(space), "--seeds", str(seeds),
+                           "--max-seeds", str(max(seeds, 2)), "--max-concurrent", "1"])
+            if set(out["trials"]["status"]) != {"ok"}:
+                raise RuntimeError(f"the CLI's trials ended {set(out['trials']['status'])}")
+            walls.append(out["ended_at"] - out["launched_at"])
+        marginals.append((walls[1] - walls[0]) / (trials - 1))
+    return marginals
+
+
+def through_ray(repeats: int, folder: Path) -> tuple[list[float], list[float]]:
+    """The CLI's whole run (Ray's start included) and its trial's ``wall_s``, per repeat."""
+    space = trivial_space(folder)
     walls, trial_walls = [], []
     for _ in range(repeats):
         out = run_cli(["run", "--space", str(space), "--seeds", "1", "--cpus-per-trial", "1"])
@@ -97,6 +121,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--digits", action="store_true", help="also examples/digits/train.py")
     parser.add_argument("--ray", action="store_true", help="also a one-trial run of the CLI")
+    parser.add_argument("--trials", type=int, default=21,
+                        help="with --ray: the trials of the run whose marginal trial is timed")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="command-overhead-") as directory:
@@ -115,8 +141,11 @@ def main() -> None:
         if args.ray:
             try:
                 walls, trial_walls = through_ray(args.repeats, folder)
+                marginal = marginal_trial_s(max(1, args.repeats // 3), folder, args.trials)
                 for what, wall in (("the CLI's whole run, Ray's start included", walls),
-                                   ("its trial's wall_s (trials.parquet)", trial_walls)):
+                                   ("its trial's wall_s (trials.parquet)", trial_walls),
+                                   (f"one more trial of a CLI run ({args.trials} trials "
+                                    "against 1, one at a time)", marginal)):
                     wall_s = statistics.median(wall)
                     rows.append([f"trivial through {what}", rows[0][1], wall_s,
                                  wall_s - rows[0][1]])

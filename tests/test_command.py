@@ -205,11 +205,11 @@ def test_a_nan_metric_ends_the_trial_as_diverged_and_stops_the_program_and_its_c
         """)
     started = time.monotonic()
     result, reports, stored = run(command_from(run_line, {}, {"score": "higher"}), tmp_path)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 45  # stopped, not waited for (it sleeps 60 s)
     assert result["status"] == "diverged" and "score=nan at epoch 2" in result["error"]
     assert [report["status"] for report in reports] == ["ok", "diverged"]
     for pid in map(int, (tmp_path / "trial" / "pids").read_text().split()):
-        assert not _running(pid)
+        assert _gone_soon(pid)
 
 
 @pytest.mark.slow
@@ -240,6 +240,17 @@ def test_a_new_trial_gets_an_empty_resume_folder_and_a_restarted_one_keeps_it(tm
     saved = {"epoch": 1, "user": {}, "history": [{"epoch": 1, "score": 0.0}], "wall_s": 1.0}
     assert run(command, tmp_path, saved=saved)[0]["score"] == 1
     assert run(command, tmp_path)[0]["score"] == 0
+
+
+def _gone_soon(pid: int, within_s: float = 10.0) -> bool:
+    """True once ``pid`` is gone: a SIGKILL is delivered, and the process torn down, a moment
+    after ``killpg`` returns (longer on a busy machine)."""
+    deadline = time.monotonic() + within_s
+    while _running(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _running(pid: int) -> bool:

@@ -195,3 +195,118 @@ def test_the_library_takes_a_command_with_its_metrics_as_a_mapping(tmp_path):
     trials = experiment.plan()
     assert [spec.config.model.hidden for spec in trials] == [32, 32, 8, 8]
     assert trials[0].config.own_code.metrics["acc"].direction == "higher"
+
+
+def test_a_runner_key_own_code_does_not_take_is_refused_with_its_own_keys():
+    with pytest.raises(ConfigError, match="unknown key 'batch_size'.*width"):
+        TrialConfig.of(model=SPEC, batch_size=3)
+    config = TrialConfig.of(model=SPEC, precision="bf16", seed=2)  # a switch, the identity
+    assert config.systems.precision == "bf16" and config.flat()["precision"] == "bf16"
+
+
+def test_names_that_are_the_runners_columns_are_refused():
+    with pytest.raises(ConfigError, match="'error'"):
+        TrainingFunction(name="t", config=ToyConfig, fit=toy_fit, metrics={"error": "lower"})
+    with pytest.raises(ConfigError, match="'width'"):
+        TrainingFunction(name="t", config=ToyConfig, fit=toy_fit, metrics={"width": "lower"})
+
+    @dataclass(frozen=True)
+    class Clash:
+        precision: str = "fp32"
+
+    with pytest.raises(ConfigError, match="'precision'"):
+        TrainingFunction(name="t", config=Clash, fit=toy_fit, metrics={"score": "higher"})
+
+
+def test_a_config_field_without_a_default_or_of_another_type_is_refused():
+    @dataclass(frozen=True)
+    class NoDefault:
+        width: int
+
+    @dataclass(frozen=True)
+    class Widths:
+        widths: tuple = (3, 4)
+
+    for config in (NoDefault, Widths):
+        with pytest.raises(ConfigError, match="widths|width"):
+            TrainingFunction(name="t", config=config, fit=toy_fit, metrics={"s": "higher"})
+
+
+def test_a_search_space_is_refused_with_own_code(tmp_path):
+    with pytest.raises(UsageError, match="hpo.*own code"):
+        prepare(Request(space="hpo", model=SPEC))
+
+
+def test_a_restarted_function_ends_on_the_uninterrupted_numbers(tmp_path):
+    whole, _, stored = run(TrialConfig.of(model=SPEC), tmp_path=tmp_path)
+    after_two = next(s for s in stored if s["epoch"] == 2)
+    resumed, _, _ = run(TrialConfig.of(model=SPEC), saved=after_two, tmp_path=tmp_path)
+    assert resumed["test_score"] == whole["test_score"] > 0
+
+
+def test_the_end_keeps_the_history_but_not_a_state_newer_than_the_last_save(tmp_path):
+    def sparse_fit(config, trial):  # reports every epoch, saves at epoch 2 only
+        for epoch in range(trial.start_epoch + 1, 5):
+            trial.report(epoch=epoch, val_score=float(epoch))
+            if epoch == 2:
+                trial.save({"w": torch.tensor(float(epoch))})
+        return {"test_score": 1.0}
+
+    code = TrainingFunction(name="sparse", config=ToyConfig, fit=sparse_fit,
+                            metrics={"test_score": "higher"})
+    import sys
+
+    sys.modules[__name__].SPARSE = code
+    _, _, stored = run(TrialConfig.of(model=f"{__name__}:SPARSE"), tmp_path=tmp_path)
+    states = [s for s in stored if "user" in s]
+    assert [(s["epoch"], float(s["user"]["w"])) for s in states] == [(2, 2.0)]
+    assert [row["epoch"] for row in stored[-1]["history"]] == [1, 2, 3, 4]
+
+
+def test_a_state_torch_cannot_read_back_safely_fails_at_its_first_save(tmp_path):
+    import numpy as np
+
+    def numpy_fit(config, trial):
+        trial.report(epoch=1, val_score=1.0)
+        trial.save({"rng": np.random.get_state()})
+        return {"test_score": 1.0}
+
+    import sys
+
+    sys.modules[__name__].NUMPY = TrainingFunction(name="np", config=ToyConfig, fit=numpy_fit,
+                                                   metrics={"test_score": "higher"})
+    with pytest.raises(OwnCodeError, match="weights_only"):
+        run(TrialConfig.of(model=f"{__name__}:NUMPY"), tmp_path=tmp_path)
+
+
+def test_a_declared_metric_that_is_not_a_number_fails_the_trial(tmp_path):
+    def text_fit(config, trial):
+        return {"test_score": "high"}
+
+    import sys
+
+    sys.modules[__name__].TEXT = TrainingFunction(name="text", config=ToyConfig, fit=text_fit,
+                                                  metrics={"test_score": "higher"})
+    with pytest.raises(OwnCodeError, match="'high' is not a number"):
+        run(TrialConfig.of(model=f"{__name__}:TEXT"), tmp_path=tmp_path)
+
+
+def test_a_state_saved_by_the_built_in_loop_alone_resumes(tmp_path):
+    loop_state = {"epoch": 2, "history": [{"epoch": 1}, {"epoch": 2}], "model": {}}
+    trial = Trial(TrialConfig(), name="baseline-seed0", send=lambda *a: None,
+                  store=lambda s: None, saved=loop_state, folder=tmp_path,
+                  device=torch.device("cpu"), resources={})
+    assert trial.restore() is loop_state and trial.start_epoch == 2
+
+
+def test_the_built_in_model_through_run_trial_is_the_loop_to_the_last_digit(tmp_path):
+    from ablations.trial.loop import train
+    from tests.conftest import tiny_config
+
+    config = tiny_config(epochs=2)
+    alone = train(config)
+    result, sent, stored = run(config, tmp_path=tmp_path)
+    assert result["status"] == "ok" and result["test_mae"] == alone.metrics["test_mae"]
+    assert [m["epoch"] for m, final, _ in sent] == [1, 2]  # one report an epoch
+    assert sent[-1][1] and sent[-1][2] is not None  # the last with the predictions
+    assert [s["epoch"] for s in stored if "user" in s] == [1, 2]

@@ -2,7 +2,7 @@
 classifier as a training function, as a script through the command contract, and as a
 LightningModule (docs/own-code.md). Each run is killed with SIGKILL (the driver and the Ray
 it started) once a trial has saved an epoch before its last, continued with --resume, then
-reported: every trial ends
+(the function's) reported: every trial ends
 once in trials.parquet, every epoch once in epochs.parquet, the verdicts are on the declared
 metric, and the console and the report print the declared units and no other."""
 
@@ -27,7 +27,7 @@ EXAMPLES = {
     "command": "examples/digits/command.yaml",
     "lightning": "examples/digits/lightning.yaml",
 }
-EPOCHS = 30
+EPOCHS = 20
 # The reference and one ablation at two seeds: four trials, two at a time
 SMALL = ["--only", "no_second_layer", "--seeds", "2", "--set", f"epochs={EPOCHS}",
          "--no-dashboard"]
@@ -72,8 +72,10 @@ def example(request, tmp_path_factory):
               "saved": saved_epochs(root), "output": output}
     command, kw = cli("--resume", "--name", kind, "--storage", str(storage), "--no-dashboard")
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=600, **kw)
-    command, kw = cli("report", str(root))
-    report = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
+    report = None
+    if kind == "function":  # the report reads every kind's tables alike
+        command, kw = cli("report", str(root))
+        report = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
     return {"kind": kind, "root": root, "killed": killed, "resumed": resumed, "report": report}
 
 
@@ -111,6 +113,7 @@ def test_metrics_are_columns_and_verdicts_use_the_declared_metric_and_units(exam
     assert "Verdicts on test_acc (higher is better)" in out
     assert "test_loss (nats)" in out and " km" not in out
     report = example["report"]
-    assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
-    text = (example["root"] / "report.md").read_text()
-    assert "test_acc" in text and "km" not in text
+    if report is not None:
+        assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
+        text = (example["root"] / "report.md").read_text()
+        assert "test_acc" in text and "test_loss (nats)" in text and "km" not in text

@@ -38,6 +38,47 @@ COMMAND_FIELDS = ("seed", "init_seed", "order_seed", "data_seed", "trial", "abla
 FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
+# The runner's systems keys own code can take (``trial.switches``), with what planning records
+# of a setting it mapped: own code's columns in trials.parquet beside its keys
+OWN_CODE_SWITCHES = ("precision", "compile", "gradient_checkpointing", "channels_last",
+                     "precision_requested", "compile_requested")
+# The runner's keys own code's trials also take: the identity, the switches, and what the runner
+# sets itself (threads, device, --resolve-conflicts)
+OWN_CODE_RUNNER_KEYS = frozenset({"ablation", "seed", "seed_offset", "seed_sources",
+                                  *OWN_CODE_SWITCHES, "num_threads", "device",
+                                  "resolve_conflicts"})
+# Names that are trials.parquet's own columns or a result's record: no key or metric of own
+# code may take one (its column would overwrite, or be overwritten by, the runner's)
+RESERVED = frozenset({
+    *OWN_CODE_RUNNER_KEYS, "model", "plugin", "experiment", "space", "trial_name", "trial_id",
+    "status", "failure_reason", "error", "epoch", "epochs_run", "resumed_from_epoch", "round",
+    "phase", "wall_s", "cpu_hours", "gpu_hours", "device_used", "device_name", "final",
+    "own_metrics", "reported_at", "started_at", "data_source", "data_fingerprint",
+    "code_fingerprint", "init_seed", "order_seed", "data_seed", "torch_version",
+    "ray_version", "python_version", "git_commit", "precision_used", "compile_used"})
+KEY_TYPES = (bool, int, float, str)  # a key's default: one of these (a YAML scalar)
+
+
+def check_names(name: str, keys: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
+    """Own code's keys (name -> default) and metrics: no runner's column among them, no
+    metric named like a key, every default a single value.
+
+    Raises:
+        ConfigError: the first name or default that is not allowed, and why.
+    """
+    for key, value in keys.items():
+        if key in RESERVED:
+            raise ConfigError(f"{name}: config key {key!r} is one of the runner's columns; "
+                              "rename it")
+        if not isinstance(value, KEY_TYPES):
+            raise ConfigError(f"{name}: config key {key}: its default {value!r} is not a "
+                              "boolean, integer, float or string")
+    for metric in metrics:
+        if metric in RESERVED or metric in keys:
+            what = "a config key" if metric in keys else "one of the runner's columns"
+            raise ConfigError(f"{name}: metric {metric!r} is {what}; rename it")
+
+
 @dataclass(frozen=True)
 class TrainingFunction:
     """A training function the runner ablates; see the module docstring.
@@ -62,6 +103,13 @@ class TrainingFunction:
                                                           source=f"model {self.name}: metrics"))
         if not dataclasses.is_dataclass(self.config):
             raise ConfigError(f"model {self.name}: config must be a dataclass of its keys")
+        defaults = {}
+        for field in dataclasses.fields(self.config):
+            if field.default is dataclasses.MISSING:
+                raise ConfigError(f"model {self.name}: config key {field.name!r} has no "
+                                  "default; give every key one")
+            defaults[field.name] = field.default
+        check_names(f"model {self.name}", defaults, self.metrics)
 
     @property
     def primary_metric(self) -> str:
@@ -111,9 +159,6 @@ def command_from(run: str, defaults: Mapping[str, Any] | None, metrics: Mapping[
         if key in COMMAND_FIELDS:
             raise ConfigError(f"{source}: config key {key!r} is filled in by the runner; "
                               "rename it")
-        if not isinstance(value, (bool, int, float, str)):
-            raise ConfigError(f"{source}: config key {key}: {value!r} is not a single value "
-                              "(a boolean, number or string)")
     try:
         shlex.split(run)
     except ValueError as exc:  # an unclosed quote
@@ -123,8 +168,9 @@ def command_from(run: str, defaults: Mapping[str, Any] | None, metrics: Mapping[
         raise ConfigError(f"{source}: {{{unknown[0]}}} in the command line is not a config key; "
                           f"give it a default in the space file's config: ({unknown[0]}: ...), "
                           f"or use one of the runner's: {', '.join(COMMAND_FIELDS)}")
-    return Command(run=run, defaults=defaults,
-                   metrics=parse_metrics(metrics, source=f"{source}: metrics"))
+    parsed = parse_metrics(metrics, source=f"{source}: metrics")
+    check_names(source, defaults, parsed)
+    return Command(run=run, defaults=defaults, metrics=parsed)
 
 
 def command_spec(command: Command) -> str:
@@ -158,5 +204,6 @@ def is_own_code(model: Any) -> bool:
     return isinstance(model, (TrainingFunction, Command))
 
 
-__all__ = ["COMMAND_FIELDS", "FIELD", "Command", "Metric", "TrainingFunction", "command_from",
+__all__ = ["COMMAND_FIELDS", "FIELD", "OWN_CODE_RUNNER_KEYS", "OWN_CODE_SWITCHES", "RESERVED",
+           "Command", "Metric", "TrainingFunction", "command_from",
            "command_of", "command_spec", "is_own_code"]

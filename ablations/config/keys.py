@@ -14,7 +14,7 @@ import difflib
 from dataclasses import fields
 from typing import Any, Mapping, Optional, Sequence, TypeVar
 
-from ablations.config.code import is_own_code
+from ablations.config.code import OWN_CODE_RUNNER_KEYS, is_own_code
 from ablations.config.plugins import (
     BUILTIN_NAME,
     PluginError,
@@ -82,8 +82,12 @@ def coerce(name: str, value: Any) -> Any:
     return str(value).strip()
 
 
-def unknown_key_error(key: str, source: str, plugin_keys: Sequence[str] = ()) -> ConfigError:
-    valid = sorted({*FIELD_TYPES, *ALIASES, *BOOLEAN_PRESETS, MODEL_KEY, *plugin_keys})
+def unknown_key_error(key: str, source: str, plugin_keys: Sequence[str] = (), *,
+                      own_code: bool = False) -> ConfigError:
+    """An unknown key's error with the closest valid key: the runner's and the model's, or,
+    for own code, its keys and the runner's it takes (:data:`OWN_CODE_RUNNER_KEYS`)."""
+    valid = sorted({*OWN_CODE_RUNNER_KEYS, *plugin_keys} if own_code else
+                   {*FIELD_TYPES, *ALIASES, *BOOLEAN_PRESETS, MODEL_KEY, *plugin_keys})
     close = difflib.get_close_matches(key.rpartition(".")[2], valid, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(valid)}"
     return ConfigError(f"{source}: unknown key {key!r}{hint}")
@@ -138,6 +142,9 @@ def apply_overrides(base: Config, overrides: Mapping[str, Any], *, source: str) 
         name = ALIASES.get(key, key) if section is None else key
         if own_code and key in own_keys and section in (None, "model"):
             model_values[key] = value
+        elif own_code and name not in OWN_CODE_RUNNER_KEYS:  # the runner's data, optim, model
+            raise unknown_key_error(f"{section}.{key}" if section else key, source, own_keys,
+                                    own_code=True)
         elif name in KEY_SECTION and section in (None, KEY_SECTION[name]):
             changes[KEY_SECTION[name]][name] = coerce(name, value)
         elif name in own_keys and section in (None, "model"):
@@ -185,8 +192,8 @@ def model_keys(plugin: str, source: str) -> list[str]:
     except PluginError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     runner = {*KEY_SECTION, *ALIASES, *BOOLEAN_PRESETS, MODEL_KEY, "plugin"}
-    if is_own_code(load_plugin(plugin)):  # own code's keys are its own; a seed is the runner's
-        runner = {"ablation", "seed", "seed_offset", "seed_sources", MODEL_KEY, "plugin"}
+    if is_own_code(load_plugin(plugin)):  # own code's keys are its own (code.py checks them)
+        runner = {MODEL_KEY, "plugin"}
     clash = [key for key in keys if key in runner]
     if clash:
         raise PluginError(f"{source}: model {plugin!r}: its config key {clash[0]!r} is also "

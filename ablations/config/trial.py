@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ablations.config.code import is_own_code
+from ablations.config.code import OWN_CODE_SWITCHES, is_own_code
 from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.config.keys import apply_overrides
 from ablations.config.plugins import BUILTIN_NAME, load_plugin, plugin_config
@@ -39,10 +39,6 @@ from model.config import MultimodalSwitches
 # a seed pair still see the same draw. ``init,order`` holds the data draw at ``data_seed``, as
 # seed ensembles need and as the runs measured before commit 2eca4bb did (docs/seed-sources.md).
 DEFAULT_SEED_SOURCES = "init,order,data"
-# The runner's systems keys own code can take (``trial.switches``, ablations/trial/switches.py),
-# with what planning records of a setting it mapped: trials.parquet's columns of own code
-OWN_CODE_SWITCHES = ("precision", "compile", "gradient_checkpointing", "channels_last",
-                     "precision_requested", "compile_requested")
 
 
 @dataclass(frozen=True)

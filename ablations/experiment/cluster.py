@@ -13,11 +13,11 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PROJECT_PACKAGES = ("model", "ablations", "search_spaces", "results")
 
 
-def runtime_env_for_cluster(code: Any = None) -> dict[str, Any]:
+def runtime_env_for_cluster(code: Any = None, spec: str = "") -> dict[str, Any]:
     """The runtime environment that ships this project's packages to a cluster's workers
     (they need torch, ray, pandas, pyarrow installed; the code itself travels with the job),
     and the user's own ``code`` (ablations/config/code.py) where it is given:
-    :func:`own_code_env`.
+    :func:`own_code_env` (``spec``: the ``model`` that names it).
 
     Inside a Ray job (``ray job submit --working-dir .``) the code is already in the job's
     working directory, which Ray ships to every worker: nothing is added (a second copy would
@@ -33,7 +33,7 @@ def runtime_env_for_cluster(code: Any = None) -> dict[str, Any]:
     env: dict[str, Any] = {"py_modules": [str(PROJECT_ROOT / package)
                                           for package in PROJECT_PACKAGES]}
     if code is not None and job is None:
-        extra = own_code_env(code)
+        extra = own_code_env(code, spec)
         env["py_modules"] += [path for path in extra.pop("py_modules", [])
                               if path not in env["py_modules"]]
         env.update(extra)
@@ -45,24 +45,29 @@ WORKING_DIR_EXCLUDES = [".git", ".venv", "venv", "__pycache__", "ablation_result
                         "*.pt", "*.ckpt"]
 
 
-def own_code_env(code: Any) -> dict[str, Any]:
-    """What a cluster's workers need to run ``code``: a training function's top-level package
-    (a folder) or module (a file) as a ``py_modules`` entry, found where this process imports
-    it from; for a command, this process's working directory as the job's ``working_dir`` (its
-    script and files, the results and environments left out: :data:`WORKING_DIR_EXCLUDES`),
-    where each trial runs it."""
+def own_code_env(code: Any, spec: str = "") -> dict[str, Any]:
+    """What a cluster's workers need to run ``code``: the top-level packages (folders) or
+    modules (files) of the module ``spec`` names and of the function's own module, as
+    ``py_modules`` entries, found where this process imports them from; for a command, this
+    process's working directory as the job's ``working_dir`` (its script and files, the
+    results and environments left out: :data:`WORKING_DIR_EXCLUDES`), where each trial runs
+    it."""
     import importlib.util
 
     fit = getattr(code, "fit", None)
     if fit is None:  # a command
         return {"working_dir": str(Path.cwd()), "excludes": WORKING_DIR_EXCLUDES}
-    top = fit.__module__.split(".")[0]
-    spec = importlib.util.find_spec(top)
-    if spec is None or top in PROJECT_PACKAGES:
-        return {}
-    if spec.submodule_search_locations:
-        return {"py_modules": [str(Path(list(spec.submodule_search_locations)[0]))]}
-    return {"py_modules": [str(spec.origin)]} if spec.origin else {}
+    modules = []
+    for name in dict.fromkeys([spec.partition(":")[0], fit.__module__]):
+        top = name.split(".")[0]
+        found = importlib.util.find_spec(top) if top else None
+        if found is None or top in PROJECT_PACKAGES:
+            continue
+        if found.submodule_search_locations:
+            modules.append(str(Path(list(found.submodule_search_locations)[0])))
+        elif found.origin:
+            modules.append(str(found.origin))
+    return {"py_modules": list(dict.fromkeys(modules))} if modules else {}
 
 
 def job_runtime_env() -> Optional[dict[str, Any]]:

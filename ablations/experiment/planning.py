@@ -114,6 +114,21 @@ def _metric_pairs(text: str) -> dict[str, str]:
     return pairs
 
 
+def refuse_runner_flags(args: Request, model: Optional[str]) -> None:
+    """Refuse the flags that set the runner's data and training keys when ``model`` is own
+    code, which loads and trains on its data itself."""
+    from ablations.config.code import is_own_code
+    from ablations.config.plugins import load_plugin
+
+    if not model or not is_own_code(load_plugin(model)):
+        return
+    for name in ("data", "auto_batch", "max_train_examples", "max_eval_examples",
+                 "tune_each"):
+        if getattr(args, name) not in (None, False):
+            raise UsageError(f"{arg(name)} applies to the built-in model and plugins; own code "
+                             "loads and trains on its data itself: drop it")
+
+
 def with_metric(args: Request, base: TrialConfig) -> Request:
     """``args`` with the verdicts' metric checked against the model's: own code's first
     declared metric where none was given, else the one given, which must be declared; the
@@ -124,11 +139,6 @@ def with_metric(args: Request, base: TrialConfig) -> Request:
         if problem:
             raise UsageError(f"{arg('metric')}: {problem}")
         return args
-    for name in ("data", "auto_batch", "max_train_examples", "max_eval_examples",
-                 "tune_each"):
-        if name in args.given and getattr(args, name) not in (None, False):
-            raise UsageError(f"{arg(name)} applies to the built-in model and plugins; own code "
-                             "loads and trains on its data itself: drop it")
     if "metric" not in args.given:
         return dataclasses.replace(args, metric=code.primary_metric)
     problem = metric_problem(args.metric, list(code.metrics))
@@ -286,8 +296,13 @@ def prepare(args: Request) -> Prepared:
         check_request(args, space)
     if args.command is not None or args.metrics is not None:
         model = command_model(args, space, model)
+    refuse_runner_flags(args, model)
     base = base_config(args, model)
     args = with_metric(args, base)
+    if base.own_code is not None and space.is_search:
+        raise UsageError(f"{arg('space')} {space.name} searches the runner's own keys; own "
+                         "code is ablated with a table of its keys (a space file, "
+                         "docs/own-code.md)")
     # A local run knows the GPUs its trials get; a cluster's are checked in each trial.
     capability = local_cuda_capability() if args.address is None else None
     only = list(args.only) if args.only else None

@@ -111,9 +111,10 @@ def init_ray(options: RunOptions, trials: Sequence[TrialSpec] = ()
         return False, None
     if options.address:
         check_cluster_address(options.address)
-        code = next((spec.config.own_code for spec in trials
-                     if spec.config.own_code is not None), None)
-        ray.init(address=options.address, runtime_env=runtime_env_for_cluster(code),
+        own = next((spec.config for spec in trials if spec.config.own_code is not None), None)
+        ray.init(address=options.address,
+                 runtime_env=runtime_env_for_cluster(own.own_code if own else None,
+                                                     own.plugin if own else ""),
                  logging_level=logging.WARNING, log_to_driver=options.verbose > 0)
         settle_job_working_dir()  # in a Ray job: no node unpacks its working_dir again later
         return True, None

@@ -61,8 +61,11 @@ def trial_name(trial: Any) -> str:
 
 
 def save_state_atomic(state: dict[str, Any], state_dir: str) -> None:
-    """The state, then its history beside it (each atomic; the history is never newer)."""
-    atomic_write(join(state_dir, STATE_FILE), lambda handle: torch.save(state, handle))
+    """The state, then its history beside it (each atomic). A state of the history alone
+    (``trial.save_history``: epochs reported after the last save) replaces the history only,
+    so the state file keeps the epoch it was saved with."""
+    if set(state) != {"history"}:
+        atomic_write(join(state_dir, STATE_FILE), lambda handle: torch.save(state, handle))
     history = json.dumps(state["history"], default=json_value).encode()
     atomic_write(join(state_dir, HISTORY_FILE), lambda handle: handle.write(history))
 

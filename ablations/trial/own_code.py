@@ -24,8 +24,12 @@ The contract (docs/own-code.md):
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 import random
+import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
@@ -81,7 +85,6 @@ class Trial:
         # precision, compile, checkpointing, channels-last where the code calls them
         self.switches = Switches(config, device)
         self._predictions: Optional[pd.DataFrame] = None
-        self._user_state: Optional[dict[str, Any]] = None
         self._saved_at: tuple[int, int] = (-1, -1)  # (epoch, history rows) of the last save
         self._wall_before_s = float(saved.get("wall_s", 0.0)) if saved else 0.0
         self._started = time.perf_counter()
@@ -123,7 +126,12 @@ class Trial:
         epoch = self.last_epoch + 1 if epoch is None else int(epoch)
         row = {"epoch": epoch, "status": TrialStatus.OK.value, "reported_at": time.time(),
                **{k: final_value(k, v) for k, v in metrics.items() if k != "epoch"}}
-        bad = [k for k in metrics if k in self._metrics and not _finite(row[k])]
+        declared = [k for k in metrics if k in self._metrics]
+        for key in declared:
+            if not isinstance(row[key], (int, float)) or isinstance(row[key], bool):
+                raise OwnCodeError(f"metric {key}={row[key]!r} is not a number; report "
+                                   "numbers (e.g. loss.item())")
+        bad = [k for k in declared if not _finite(row[k])]
         if bad:
             row.update(status=TrialStatus.DIVERGED.value, failure_reason="non-finite-metric",
                        error=f"{bad[0]}={row[bad[0]]} at epoch {epoch}")
@@ -132,22 +140,33 @@ class Trial:
         return row
 
     def save(self, state: Mapping[str, Any]) -> None:
-        """Keep ``state`` as the trial's resumable state after the epoch last reported."""
-        self._user_state = dict(state)
+        """Keep ``state`` as the trial's resumable state after the epoch last reported.
+
+        Raises:
+            OwnCodeError: (the first save) a state that ``torch.load(weights_only=True)``
+                cannot read back, such as a NumPy array: found now, not when a restart
+                needs it.
+        """
+        if self._saved_at == (-1, -1):
+            readable(state)
         self._saved_at = (self.last_epoch, len(self.history))
-        self._store({"epoch": self.last_epoch, "user": self._user_state,
+        self._store({"epoch": self.last_epoch, "user": dict(state),
                      "history": list(self.history), "wall_s": self.wall_s()})
 
     def save_history(self) -> None:
-        """Store the history with the state last saved (the end of the trial): a trial that
-        never saved keeps no state, so that a restart trains it from the start."""
-        if self._user_state is not None and \
-                self._saved_at != (self.last_epoch, len(self.history)):
-            self.save(self._user_state)
+        """Store the epochs reported since the last save (the end of the trial), without a
+        state: the state stays the one saved with its epoch, so that a restart continues from
+        it and reports those epochs again."""
+        if self._saved_at != (self.last_epoch, len(self.history)):
+            self._store({"history": list(self.history)})
 
     def restore(self) -> Optional[dict[str, Any]]:
-        """The state last saved (a restarted trial), else None."""
-        return self._saved["user"] if self._saved else None
+        """The state last saved (a restarted trial), else None. A saved state without
+        ``user`` is the built-in loop's own (a state file of the runner's loop alone), which
+        is what :func:`ablations.trial.builtin_fit.builtin_fit` resumes from."""
+        if not self._saved:
+            return None
+        return self._saved["user"] if "user" in self._saved else self._saved
 
     def predictions(self, frame: pd.DataFrame) -> None:
         """Per-sample predictions of the final model (e.g. ``target``, ``pred_mean``, a column
@@ -164,6 +183,23 @@ class Trial:
 
     def wall_s(self) -> float:
         return self._wall_before_s + time.perf_counter() - self._started
+
+
+def readable(state: Mapping[str, Any]) -> None:
+    """Raise :class:`OwnCodeError` unless ``torch.load(weights_only=True)`` reads ``state``
+    back (tensors, numbers, strings, lists, dicts, ...)."""
+    buffer = io.BytesIO()
+    torch.save(dict(state), buffer)
+    buffer.seek(0)
+    try:
+        torch.load(buffer, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch's UnpicklingError names the type
+        found = re.search(r"GLOBAL ([\w.]+)", str(exc))
+        what = found.group(1) if found else type(exc).__name__
+        raise OwnCodeError(f"trial.save: the state holds {what}, which torch.load("
+                           "weights_only=True) does not read back; save tensors, numbers, "
+                           "strings, lists and dicts (e.g. torch.get_rng_state(), not "
+                           "np.random.get_state())") from None
 
 
 def _finite(value: Any) -> bool:
@@ -195,9 +231,8 @@ def trial_folder(state_dir: str) -> Path:
     else a folder in the worker's temporary directory."""
     if "://" not in state_dir:
         return Path(state_dir) / "work"
-    import tempfile
-
-    return Path(tempfile.gettempdir()) / "ablations-own-code" / Path(state_dir).name
+    digest = hashlib.sha256(state_dir.encode()).hexdigest()[:16]  # one per experiment's trial
+    return Path(tempfile.gettempdir()) / "ablations-own-code" / digest
 
 
 def resolved_device(config: TrialConfig) -> torch.device:

@@ -105,8 +105,8 @@ RECORD = ("final", "epochs_run", "resumed_from_epoch", "wall_s", "device", "devi
 
 def check_declared(code: Any, result: dict[str, Any], returned: Mapping[str, Any],
                    last: Mapping[str, Any]) -> None:
-    """Every metric ``code`` declares is in ``result`` (else :class:`OwnCodeError`); one that
-    is not finite makes the trial ``diverged``."""
+    """Every metric ``code`` declares is a number in ``result`` (else :class:`OwnCodeError`);
+    one that is not finite makes the trial ``diverged``."""
     missing = [name for name in code.metrics if name not in result]
     if missing:
         reported = sorted(k for k in last if k not in BOOKKEEPING)
@@ -114,8 +114,11 @@ def check_declared(code: Any, result: dict[str, Any], returned: Mapping[str, Any
             f"model {code.name}: declared metric {missing[0]!r} is neither returned nor "
             f"reported; it returned {', '.join(sorted(returned)) or 'nothing'}"
             + (f" and reported {', '.join(reported)}" if reported else ""))
-    bad = [name for name in code.metrics
-           if not (isinstance(result[name], (int, float)) and math.isfinite(result[name]))]
+    for name in code.metrics:
+        if not isinstance(result[name], (int, float)) or isinstance(result[name], bool):
+            raise OwnCodeError(f"model {code.name}: metric {name}={result[name]!r} is not a "
+                               "number; return numbers (e.g. loss.item())")
+    bad = [name for name in code.metrics if not math.isfinite(result[name])]
     if bad and result["status"] == TrialStatus.OK.value:
         result.update(status=TrialStatus.DIVERGED.value, failure_reason="non-finite-metric",
                       error=f"{bad[0]}={result[bad[0]]} in the final metrics")

@@ -116,4 +116,4 @@ def test_metrics_are_columns_and_verdicts_use_the_declared_metric_and_units(exam
     if report is not None:
         assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
         text = (example["root"] / "report.md").read_text()
-        assert "test_acc" in text and "test_loss (nats)" in text and "km" not in text
+        assert "test_acc" in text and "test_loss mean (nats)" in text and "km" not in text

@@ -61,6 +61,7 @@ from results.report.page import Section, html_page, markdown_page
 from results.report.tables import (
     FLAG,
     ablation_view,
+    declared_metrics_view,
     comparison_view,
     seed_variance_view,
     strata_grids,
@@ -373,6 +374,10 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                     "" if len(hurts) else " No cell differs."), plain(hurts), appendix=True),
     ]
     sections += [
+        *([Section("Metrics", "Each metric the code declares (its unit as declared): mean "
+                   "and standard deviation over the ok seeds of each variant.",
+                   declared_metrics_view(trials, meta["metrics"]))]
+          if meta.get("metrics") else []),
         Section("Learning curves", figure=curves),
         *([Section(f"MAE by {heatmap[0]}", figure=heatmap[1])] if heatmap else []),
         *([Section("Calibration", "Observed coverage of central predictive intervals "

@@ -65,6 +65,23 @@ def verdict_view(ablation: pd.DataFrame, *, metric: str, alpha: float,
     return readable(ablation, columns)
 
 
+def declared_metrics_view(trials: pd.DataFrame, declared: dict) -> pd.DataFrame:
+    """Own code's declared metrics per variant: the ok seeds, and each metric's mean ± standard
+    deviation over them, in its declared unit."""
+    ok = trials[trials["status"] == "ok"]
+    names = [name for name in declared if name in trials]
+    table = ok.groupby("ablation", sort=False)[names].agg(["mean", "std"])
+    table.columns = [f"{name}_{stat}" for name, stat in table.columns]
+    table = table.reindex(list(dict.fromkeys(trials["ablation"]))).reset_index()
+    table["n_ok"] = table["ablation"].map(ok.groupby("ablation").size()).fillna(0)
+    columns = [Column("Variant", "ablation", "text"), Column("Seeds", "n_ok", "count")]
+    for name in names:
+        unit = (declared.get(name) or {}).get("unit") or ""
+        columns += [Column(with_unit(f"{name} mean", unit), f"{name}_mean"),
+                    Column(with_unit(f"{name} sd", unit), f"{name}_std")]
+    return readable(table, columns)
+
+
 def ablation_view(ablation: pd.DataFrame, *, metric: str, alpha: float) -> pd.DataFrame:
     """The ablation table: means with t intervals, paired differences, tests, effect sizes."""
     unit = unit_of(metric)

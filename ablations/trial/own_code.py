@@ -24,6 +24,7 @@ The contract (docs/own-code.md):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import math
@@ -82,8 +83,6 @@ class Trial:
         self.ablation = config.ablation
         self.seed = config.seed  # the pairing key: every arm runs each seed
         self.seeds = config.seeds  # .init, .order, .data
-        # precision, compile, checkpointing, channels-last where the code calls them
-        self.switches = Switches(config, device)
         self._predictions: Optional[pd.DataFrame] = None
         self._saved_at: tuple[int, int] = (-1, -1)  # (epoch, history rows) of the last save
         self._wall_before_s = float(saved.get("wall_s", 0.0)) if saved else 0.0
@@ -147,8 +146,8 @@ class Trial:
                 cannot read back, such as a NumPy array: found now, not when a restart
                 needs it.
         """
-        if self._saved_at == (-1, -1):
-            readable(state)
+        if self._saved_at == (-1, -1) and self._config.own_code is not None:
+            readable(state)  # the built-in loop's state is tensors and numbers
         self._saved_at = (self.last_epoch, len(self.history))
         self._store({"epoch": self.last_epoch, "user": dict(state),
                      "history": list(self.history), "wall_s": self.wall_s()})
@@ -175,6 +174,12 @@ class Trial:
         if "sample_index" not in frame:
             frame.insert(0, "sample_index", np.arange(len(frame)))
         self._predictions = frame
+
+    @functools.cached_property
+    def switches(self) -> Switches:
+        """Precision, compile, checkpointing and channels-last where the code calls them
+        (made on first use: the built-in loop applies its own)."""
+        return Switches(self._config, self.device)
 
     @property
     def kept_predictions(self) -> Optional[pd.DataFrame]:

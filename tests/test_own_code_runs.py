@@ -54,8 +54,9 @@ def example(request, tmp_path_factory):
     kind = request.param
     storage = tmp_path_factory.mktemp(kind) / "results"
     root = storage / kind
+    tracked = ["--log-to", "mlflow"] if kind == "function" else []  # and its resume, after
     command, kw = cli("--space", EXAMPLES[kind], *SMALL, "--name", kind,
-                      "--storage", str(storage))
+                      "--storage", str(storage), *tracked)
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True, **kw)
     deadline = time.monotonic() + 300
@@ -117,3 +118,25 @@ def test_metrics_are_columns_and_verdicts_use_the_declared_metric_and_units(exam
         assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
         text = (example["root"] / "report.md").read_text()
         assert "test_acc" in text and "test_loss mean (nats)" in text and "km" not in text
+
+
+def test_the_trackers_get_each_trial_in_its_units_and_the_verdicts(example):
+    """MLflow (the default SQLite store in the experiment folder), started by the killed run
+    and continued by its resume: a run per trial with the declared metrics, its curves by
+    epoch and its keys, and the verdicts' run."""
+    if example["kind"] != "function":
+        pytest.skip("the function's run is the one logged")
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{example['root'] / 'mlruns' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("function")
+    runs = {run.info.run_name: run for run in client.search_runs([experiment.experiment_id])}
+    trials = [f"{v}-seed{s}" for v in ("baseline", "no_second_layer") for s in (0, 1)]
+    assert sorted(runs) == sorted([*trials, "function-verdicts"])
+    for name in trials:
+        run = runs[name]
+        assert run.info.status == "FINISHED" and 0.5 < run.data.metrics["test_acc"] <= 1
+        assert run.data.params["dropout"] == "0.2" and "cnn_widths" not in run.data.params
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_acc")]
+        assert sorted(set(steps)) == list(range(1, EPOCHS + 1))  # a cut trial logs again
+    assert runs["function-verdicts"].data.tags["verdict.baseline"] == "reference"

@@ -113,3 +113,13 @@ def test_in_a_browser_the_figures_load_and_nothing_overflows_1366_px(report, tmp
     assert [c.ok for c in checks(measure(wide, chromium), 1366)] == [True, False]
     assert [c.ok for c in checks(measure(broken, chromium), 1366)] == [False, True]
     assert main([str(broken)]) == 1
+
+
+def test_every_figure_comes_as_a_pdf_with_truetype_fonts_and_an_svg_of_paths(report):
+    figures = sorted((report.markdown.parent / "report_files").glob("*.png"))
+    assert len(figures) >= 3, figures
+    for png in figures:
+        pdf, svg = png.with_suffix(".pdf").read_bytes(), png.with_suffix(".svg").read_text()
+        assert pdf.startswith(b"%PDF") and b"/FontFile2" in pdf  # TrueType, embedded
+        assert b"/Type3" not in pdf
+        assert "<svg" in svg and "<text" not in svg  # the glyphs are paths

@@ -400,8 +400,9 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
         summary += f" {check.line()}"
     title = f"Ablation report: {name}"
     figures = [s.figure for s in sections if s.figure is not None]
-    for path in figures:
-        _write_file(join(directory, FIGURES_DIR, path.name), path.read_bytes())
+    for path in figures:  # each PNG, and its PDF and SVG for a paper
+        for written in (path, *plots.vector_files(path)):
+            _write_file(join(directory, FIGURES_DIR, written.name), written.read_bytes())
     markdown_path = _write_file(join(directory, "report.md"), markdown_page(
         title, summary, sections, FIGURES_DIR).encode())
     html_path = _write_file(join(directory, "report.html"),

@@ -1,4 +1,9 @@
-"""Figures for the report (matplotlib, Agg backend, PNG). Each takes analysis DataFrames."""
+"""Figures for the report (matplotlib, Agg backend). Each takes analysis DataFrames and writes
+the figure three times beside its path: PNG for the report's pages, and PDF and SVG for a
+paper (:func:`_save`): TrueType fonts embedded in the PDF (Type 42, never Type 3, which
+journals refuse) and glyphs as paths in the SVG, so both look the same without the fonts
+installed. Colours are Okabe and Ito's palette, told apart with the common colour-vision
+deficiencies (:data:`PALETTE`)."""
 
 from __future__ import annotations
 
@@ -15,18 +20,42 @@ from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC  # noqa: E
 from results.report.formatting import unit_of, with_unit  # noqa: E402
 
 
+# Okabe & Ito (2008), "Color Universal Design": distinguishable with protanopia, deuteranopia
+# and tritanopia; the lines of the learning curves cycle through it
+PALETTE = {"orange": "#E69F00", "sky_blue": "#56B4E9", "green": "#009E73",
+           "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00",
+           "purple": "#CC79A7", "black": "#000000"}
+plt.rcParams["axes.prop_cycle"] = plt.cycler(color=[
+    PALETTE[name] for name in ("blue", "orange", "green", "vermillion", "purple", "sky_blue",
+                               "yellow", "black")])
+VECTOR_FORMATS = ("pdf", "svg")  # written beside each PNG
+# the PDF's fonts as TrueType (Type 42); the SVG's text as glyph outlines
+VECTOR_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "path"}
+
+
 def _save(fig, path: str | Path) -> Path:
+    """Write ``fig`` as ``path`` (PNG, 110 dpi) and as PDF and SVG beside it; the PNG's
+    path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    with plt.rc_context(VECTOR_RC):
+        for suffix in VECTOR_FORMATS:
+            fig.savefig(path.with_suffix(f".{suffix}"))
     plt.close(fig)
     return path
 
 
-VERDICT_COLORS = {"worse": "tab:red", "higher": "tab:red", "better": "tab:green",
-                  "lower": "tab:green", "equivalent": "tab:blue", "negligible": "tab:purple",
-                  "significant": "tab:orange", "inconclusive": "0.55"}
+def vector_files(png: Path) -> list[Path]:
+    """The PDF and SVG :func:`_save` wrote beside ``png``."""
+    return [png.with_suffix(f".{suffix}") for suffix in VECTOR_FORMATS]
+
+
+VERDICT_COLORS = {"worse": PALETTE["vermillion"], "higher": PALETTE["vermillion"],
+                  "better": PALETTE["green"], "lower": PALETTE["green"],
+                  "equivalent": PALETTE["blue"], "negligible": PALETTE["purple"],
+                  "significant": PALETTE["orange"], "inconclusive": "0.55"}
 
 
 def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = DEFAULT_METRIC) -> Path:
@@ -51,7 +80,8 @@ def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = DEFAULT_
     ax.axvline(0, color="0.2", lw=0.8)
     if "verdict" not in rows:
         significant = rows["p_holm"].to_numpy(dtype=float) < 0.05
-        ax.scatter(mean, y, c=np.where(significant, "tab:red", "tab:blue"), zorder=3)
+        ax.scatter(mean, y, c=np.where(significant, PALETTE["vermillion"], PALETTE["blue"]),
+                   zorder=3)
         ax.set_yticks(y, [f"{a}  (Holm p={p:.3g})"
                           for a, p in zip(rows["ablation"], rows["p_holm"])])
         ax.set_xlabel(f"{with_unit(f'{metric}: difference to the reference', unit_of(metric))}"
@@ -70,9 +100,9 @@ def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = DEFAULT_
         ax.axvline(0, color="0.2", lw=0.8)
     else:
         low, high = (rows[c].to_numpy(dtype=float) for c in ("tost_ci_low", "tost_ci_high"))
-    ax.axvspan(-margin, margin, color="tab:blue", alpha=0.12, lw=0)
+    ax.axvspan(-margin, margin, color=PALETTE["blue"], alpha=0.12, lw=0)
     for edge in (-margin, margin):
-        ax.axvline(edge, color="tab:blue", lw=0.8, ls="--")
+        ax.axvline(edge, color=PALETTE["blue"], lw=0.8, ls="--")
     ax.hlines(y, low, high, color="0.25", lw=4)
     for verdict in dict.fromkeys(rows["verdict"]):
         mine = (rows["verdict"] == verdict).to_numpy()
@@ -162,7 +192,7 @@ def interaction_plot(means: pd.DataFrame, effects: pd.DataFrame, path: str | Pat
         for level, style in ((-1, "-"), (1, "--")):
             mine = cells[cells["b_level"] == level].sort_values("a_level")
             ax.plot([0, 1], mine["mean"].to_numpy(dtype=float), style, marker="o",
-                    color="tab:blue" if level < 0 else "tab:red",
+                    color=PALETTE["blue"] if level < 0 else PALETTE["vermillion"],
                     label=f"{b}={str(mine['b_value'].iloc[0]).lower()}"
                     + (" (reference)" if level < 0 else ""))
         values = cells.sort_values("a_level").drop_duplicates("a_level")["a_value"]

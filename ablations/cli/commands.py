@@ -41,6 +41,11 @@ def _report_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alpha", type=alpha_flag, default=None,
                         help="family-wise error rate of each kind of verdict (default: the one "
                         "the run recorded before its data, else 0.05)")
+    parser.add_argument("--format", action="append", choices=("latex", "markdown", "csv"),
+                        default=None, dest="formats",
+                        help="also write the ablation table for a paper: latex (table.tex, "
+                        "booktabs), markdown (table.md) or csv (table.csv); give it again for "
+                        "another (default: none)")
     parser.add_argument("--compare-with", default=None, metavar="EXPERIMENT_DIR|URI",
                         help="add a section comparing this experiment with another, variant by "
                         "variant, as `compare OTHER THIS` (default: none)")

@@ -186,7 +186,7 @@ def report_main(args: argparse.Namespace) -> int:
     try:
         report = write_report(experiment, reference=args.reference, metric=args.metric,
                               margin=args.margin, alpha=args.alpha,
-                              compare_with=args.compare_with)
+                              compare_with=args.compare_with, formats=args.formats or ())
     except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
         # ValueError includes results.report.build.NotAnExperimentError; OSError: cannot write
         message = first_line(exc)
@@ -204,6 +204,8 @@ def report_main(args: argparse.Namespace) -> int:
                                       sequential="looks" in ablation)))
     print(f"\n{report.note}")
     print(f"\nReport: {report.markdown} and {report.html}")
+    for fmt, path in report.tables.items():
+        print(f"Table ({fmt}): {path}")
     return 0
 
 

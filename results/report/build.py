@@ -15,9 +15,9 @@ The HTML embeds the figures as base64 PNGs, so it is one file to send around.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -75,6 +75,7 @@ from results.stats.planned import (
 )
 from results.stats.sequential import SeedDesign, design_note
 from results.io.directions import declared_metrics
+from results.report.paper import paper_table
 from results.stats.decisions import decision_settings, verdicts_of
 from results.stats.sequential_table import compute_note, compute_spent
 
@@ -93,6 +94,8 @@ class Report:
     # ablation table and the verdicts
     ablation: pd.DataFrame
     note: str  # results.stats.analysis.verdict_note: what the verdicts mean, margin and alpha
+    # the ablation table for a paper (results/report/paper.py): format -> the file written
+    tables: dict = field(default_factory=dict)
 
 
 def check_experiment(directory: str | Path) -> None:
@@ -130,6 +133,7 @@ def check_experiment(directory: str | Path) -> None:
                                        f"({first_line(exc)})") from None
 
 
+PAPER_FILES = {"latex": "table.tex", "markdown": "table.md", "csv": "table.csv"}
 # What the per-sample analyses (uncertainty, seed ensembles, strata, calibration) read
 REGRESSION_COLUMNS = frozenset({"target", "pred_mean"})
 
@@ -146,11 +150,14 @@ def curve_metric(epochs: pd.DataFrame, metric: str) -> str:
 def write_report(directory: str | Path, *, reference: str | None = None,
                  metric: str | None = None, margin: str | float | None = None,
                  alpha: float | None = None,
-                 compare_with: str | Path | None = None) -> Report:
+                 compare_with: str | Path | None = None,
+                 formats: Sequence[str] = ()) -> Report:
     """Analyse the experiment in ``directory`` (a path or a URI such as ``s3://bucket/exp``)
     and write report.md, report.html and the PNGs into it, each atomically. With
     ``compare_with`` (another experiment folder), a section compares this experiment with it
     variant by variant (:func:`results.stats.compare.compare_experiments`, the other one as A).
+    ``formats`` (``latex``, ``markdown``, ``csv``): the ablation table for a paper as
+    table.tex, table.md or table.csv too (:mod:`results.report.paper`).
 
     ``margin`` and ``alpha`` are :func:`results.stats.analysis.verdict_table`'s. Each of
     ``reference``, ``metric``, ``margin`` and ``alpha`` left None is what the experiment
@@ -168,8 +175,13 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     except MetadataError:  # a damaged record: the tables still make a report, as fixed seeds
         meta = {}
     with declared_metrics(meta.get("metrics")):  # own code's directions and units
-        return _report_of(directory, meta, reference=reference, metric=metric, margin=margin,
-                          alpha=alpha, compare_with=compare_with)
+        report = _report_of(directory, meta, reference=reference, metric=metric,
+                            margin=margin, alpha=alpha, compare_with=compare_with)
+        trials = load_experiments(directory)["trials"]
+        for fmt in formats:
+            text = paper_table(report.ablation, evaluation_rows(trials), fmt)
+            report.tables[fmt] = _write_file(join(directory, PAPER_FILES[fmt]), text.encode())
+    return report
 
 
 def _report_of(directory: str | Path, meta: dict[str, Any], *, reference: str | None,

@@ -1,0 +1,126 @@
+"""The ablation table for a paper: LaTeX (booktabs), Markdown or CSV, from the verdict table
+the report shows (:func:`results.stats.decisions.verdicts_of`), built with pandas' Styler.
+
+One row per variant, the reference first: the metric's mean over the ok seeds with the
+half-width of its t interval, the difference to the reference with the interval the
+equivalence test reads, and the verdict as a marker (:data:`MARKERS`). Bold: the best
+variant and every variant not distinguishable from it (:func:`not_distinguishable`). The
+caption says which intervals, how many seeds, which tests, α and the margin.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from results.report.formatting import decimals_for, unit_of
+from results.report.page import markdown_cells
+from results.stats.comparisons import holm
+from results.stats.verdicts import margin_text
+
+Format = Literal["latex", "markdown", "csv"]
+FORMATS = ("latex", "markdown", "csv")
+# verdict -> (marker in LaTeX, in text); explained in the caption
+MARKERS = {"worse": (r"\dag", "†"), "better": (r"\ddag", "‡"),
+           "equivalent": (r"$\approx$", "≈"), "negligible": (r"$\sim$", "~"),
+           "significant": (r"*", "*"), "inconclusive": ("", ""), "reference": ("", "")}
+MEANINGS = {"worse": "worse", "better": "better", "equivalent": "equivalent",
+            "negligible": "negligible (equivalent, and a difference)",
+            "significant": "differs"}
+
+
+def not_distinguishable(trials: pd.DataFrame, *, metric: str, direction: int,
+                        alpha: float) -> set[str]:
+    """The best variant by mean ``metric`` (``direction`` +1: highest, else lowest) and every
+    variant whose paired difference to it over the seeds both ran is not significant (paired
+    t-test, Holm over the variants, ``alpha``)."""
+    ok = trials[trials["status"] == "ok"]
+    values = ok.pivot_table(index="seed", columns="ablation", values=metric, aggfunc="mean")
+    means = values.mean()
+    best = means.idxmax() if direction > 0 else means.idxmin()
+    others = [arm for arm in values.columns if arm != best]
+    p_values = []
+    for arm in others:
+        pair = values[[best, arm]].dropna()
+        p_values.append(stats.ttest_rel(pair[best], pair[arm]).pvalue if len(pair) > 1
+                        else np.nan)
+    adjusted = holm(p_values) if others else np.array([])
+    return {best, *(arm for arm, p in zip(others, adjusted) if not p < alpha)}
+
+
+def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format) -> str:
+    """The table in ``fmt`` (LaTeX with its caption and booktabs rules, Markdown, or CSV of
+    the numbers)."""
+    a = verdicts.attrs
+    metric, alpha, reference = a["metric"], a["alpha"], a["reference"]
+    direction = int(a.get("direction", 0))
+    unit = unit_of(metric)
+    rows = verdicts.set_index("ablation")
+    order = [reference, *(arm for arm in rows.index if arm != reference)]
+    rows = rows.loc[order]
+    mean = rows[f"{metric}_mean"].astype(float)
+    half = (rows[f"{metric}_ci_high"].astype(float) - rows[f"{metric}_ci_low"].astype(float)) / 2
+    if fmt == "csv":
+        return pd.DataFrame({
+            "variant": order, "seeds": rows["n_ok"].to_numpy(), "mean": mean.to_numpy(),
+            "ci_low": rows[f"{metric}_ci_low"].to_numpy(),
+            "ci_high": rows[f"{metric}_ci_high"].to_numpy(),
+            "diff": rows["diff_mean"].to_numpy(), "diff_ci_low": rows["tost_ci_low"].to_numpy(),
+            "diff_ci_high": rows["tost_ci_high"].to_numpy(),
+            "verdict": rows["verdict"].to_numpy()}).to_csv(index=False)
+    decimals = decimals_for([*mean, *half])
+    latex = fmt == "latex"
+    pm = r"$\pm$" if latex else "±"
+    arrow = {1: r"$\uparrow$" if latex else "↑", -1: r"$\downarrow$" if latex else "↓"}
+    name = _escape(metric) if latex else metric
+    header = f"{name}{f' ({unit})' if unit else ''} {arrow.get(direction, '')}".strip()
+    cells = pd.DataFrame(index=pd.Index(order, name="Variant"))
+    cells[header] = [f"{m:.{decimals}f} {pm} {h:.{decimals}f}" if np.isfinite(h) else
+                     f"{m:.{decimals}f}" for m, h in zip(mean, half)]
+    low, high = rows["tost_ci_low"].astype(float), rows["tost_ci_high"].astype(float)
+    cells[r"$\Delta$ vs " + _escape(reference) if latex else "Δ vs " + reference] = [
+        "" if arm == reference or not np.isfinite(d) else
+        f"{d:+.{decimals}f} [{lo:+.{decimals}f}, {hi:+.{decimals}f}]"
+        for arm, d, lo, hi in zip(order, rows["diff_mean"].astype(float), low, high)]
+    cells["Verdict"] = [MARKERS.get(v, ("", ""))[0 if latex else 1] for v in rows["verdict"]]
+    bold = not_distinguishable(trials, metric=metric, direction=direction or -1, alpha=alpha)
+    seeds = sorted(set(rows["n_ok"].dropna().astype(int)))
+    used = [v for v in MEANINGS if (rows["verdict"] == v).any()]
+    markers = "; ".join(f"{MARKERS[v][0 if latex else 1]} {MEANINGS[v]}" for v in used)
+    span = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"{seeds[0]}"
+    delta = r"$\Delta$"
+    caption = (
+        f"{metric}: mean {pm} half-width of its {1 - alpha:.0%} t interval over {span} seeds "
+        f"per variant; {delta}: paired difference to {reference} with its "
+        f"{1 - 2 * alpha:.0%} interval. Verdicts against {reference}: two-sided paired t-test "
+        f"and TOST equivalence test, margin {margin_text(a, unit)}, alpha = {alpha:g}, Holm "
+        f"over {a.get('comparisons', len(order) - 1)} comparisons"
+        f"{'; ' + markers if markers else ''}. Bold: the best variant and every variant not "
+        "distinguishable from it (paired t-test, Holm).")
+    if a.get("sequential") or a.get("pilot"):
+        caption = caption.replace("Verdicts against", "Verdicts (each at its look of the "
+                                  "sequential design, at that look's level) against", 1)
+    if not latex:
+        marked = cells.copy()
+        marked[header] = [f"**{v}**" if arm in bold else v
+                          for arm, v in zip(cells.index, cells[header])]
+        return markdown_cells(marked.reset_index())
+    table = cells.reset_index()
+    styler = table.style.hide(axis="index").format(escape="latex", subset=["Variant"])
+    styler = styler.apply(lambda column: ["font-weight: bold" if table.loc[i, "Variant"] in bold
+                                          else "" for i in column.index], subset=[header])
+    return styler.to_latex(hrules=True, convert_css=True, position_float="centering",
+                           column_format="l" + "r" * (len(table.columns) - 2) + "c",
+                           caption=_escape(caption), label=f"tab:{_label(metric)}")
+
+
+def _escape(text: str) -> str:
+    """A caption's text for LaTeX: underscores and percent signs escaped, math kept."""
+    return text.replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$")
+
+
+def _label(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text)

@@ -1,0 +1,94 @@
+"""The ablation table for a paper (`report --format latex|markdown|csv`, results/report/paper.py):
+its numbers are the trials', the reference comes first, the best arm and those not
+distinguishable from it are bold, the verdicts are marked and explained in the caption, and
+the LaTeX compiles with a real engine (pdflatex, booktabs)."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import subprocess
+
+import pandas as pd
+import pytest
+
+from results.io.files import write_parquet_atomic
+from results.report.build import write_report
+from results.report.paper import not_distinguishable
+from tests.test_analysis import _experiment
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """The analysis tests' experiment with one arm more, clearly worse than the others."""
+    root = _experiment(tmp_path_factory.mktemp("paper") / "exp")
+    trials = pd.read_parquet(root / "trials.parquet")
+    worse = trials[trials["ablation"] == "baseline"].assign(
+        ablation="no_big", trial_name=lambda f: "no_big-" + f["seed"].astype(str),
+        test_mae=lambda f: f["test_mae"] + 2.0)
+    write_parquet_atomic(pd.concat([trials, worse], ignore_index=True),
+                         root / "trials.parquet")
+    report = write_report(root, formats=("latex", "markdown", "csv"))
+    return root, report
+
+
+def test_the_csv_holds_the_trials_means_with_the_reference_first(written):
+    root, report = written
+    table = pd.read_csv(io.StringIO(report.tables["csv"].read_text()))
+    trials = pd.read_parquet(root / "trials.parquet")
+    ok = trials[trials["status"] == "ok"]
+    metric = report.ablation.attrs["metric"]
+    assert table["variant"].iloc[0] == report.ablation.attrs["reference"]
+    for _, row in table.iterrows():
+        expected = ok.loc[ok["ablation"] == row["variant"], metric].mean()
+        assert row["mean"] == pytest.approx(expected)
+    assert set(table["verdict"]) <= {"reference", "worse", "better", "equivalent",
+                                     "negligible", "inconclusive", "significant"}
+
+
+def test_the_latex_table_has_booktabs_rules_escaped_names_bold_and_a_caption(written):
+    root, report = written
+    latex = report.tables["latex"].read_text()
+    assert all(rule in latex for rule in (r"\toprule", r"\midrule", r"\bottomrule"))
+    assert r"\caption{" in latex and r"t interval over" in latex and "Holm" in latex
+    assert "no\\_x" in latex and " no_x " not in latex  # an underscore is escaped
+    csv = pd.read_csv(io.StringIO(report.tables["csv"].read_text())).set_index("variant")
+    metric = report.ablation.attrs["metric"]
+    trials = pd.read_parquet(root / "trials.parquet")
+    bold = not_distinguishable(trials, metric=metric, direction=-1,
+                               alpha=report.ablation.attrs["alpha"])
+    for variant in csv.index:
+        line = next(line for line in latex.splitlines()
+                    if line.startswith(variant.replace("_", r"\_") + " &"))
+        assert (r"\bfseries" in line) == (variant in bold), line
+    assert "baseline" in bold and "no_big" not in bold
+    for verdict, marker in (("worse", r"\dag"), ("better", r"\ddag")):
+        if (csv["verdict"] == verdict).any():
+            assert f"{marker} {verdict}" in latex
+
+
+def test_the_best_arm_and_those_not_distinguishable_from_it_are_bold():
+    rows = [{"ablation": arm, "seed": seed, "status": "ok", "m": value + 0.01 * seed}
+            for arm, value in (("a", 1.0), ("b", 1.001), ("c", 3.0)) for seed in range(4)]
+    trials = pd.DataFrame(rows)
+    trials.loc[(trials["ablation"] == "b") & (trials["seed"] == 2), "m"] += 0.02
+    assert not_distinguishable(trials, metric="m", direction=-1, alpha=0.05) == {"a", "b"}
+    assert not_distinguishable(trials, metric="m", direction=1, alpha=0.05) == {"c"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pdflatex") is None,
+                    reason="needs pdflatex (apt-get install texlive-latex-recommended)")
+def test_the_latex_table_compiles_with_pdflatex(written, tmp_path):
+    _, report = written
+    (tmp_path / "table.tex").write_text(report.tables["latex"].read_text())
+    (tmp_path / "paper.tex").write_text(
+        "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+        "\\input{table.tex}\n\\end{document}\n")
+    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                           "paper.tex"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert (tmp_path / "paper.pdf").read_bytes().startswith(b"%PDF")
+    assert not re.search(r"^! ", done.stdout, flags=re.M)

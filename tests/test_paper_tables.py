@@ -92,3 +92,37 @@ def test_the_latex_table_compiles_with_pdflatex(written, tmp_path):
     assert done.returncode == 0, done.stdout[-2000:]
     assert (tmp_path / "paper.pdf").read_bytes().startswith(b"%PDF")
     assert not re.search(r"^! ", done.stdout, flags=re.M)
+
+
+def test_the_methods_paragraph_states_the_design_the_run_recorded(written):
+    root, report = written
+    text = (root / "methods.md").read_text()
+    attrs = report.ablation.attrs
+    seeds = sorted(pd.read_parquet(root / "trials.parquet")["seed"].unique())
+    assert f"over {len(seeds)} seeds" in text or f"to {len(seeds)} seeds" in text
+    assert f"on {attrs['metric']}" in text and f"α = {attrs['alpha']:g}" in text
+    assert "Holm" in text and "Schuirmann 1987" in text and "paired by seed" in text
+    latex = (root / "methods.tex").read_text()
+    assert r"\cite{holm1979}" in latex and "α" not in latex
+    bib = (root / "references.bib").read_text()
+    for key in ("schuirmann1987", "holm1979", "lan1983", "kim1987", "bouthillier2021"):
+        assert f"{{{key}," in bib
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pdflatex") is None or shutil.which("bibtex") is None,
+                    reason="needs pdflatex and bibtex (apt-get install texlive-latex-base)")
+def test_the_methods_paragraph_compiles_with_its_references(written, tmp_path):
+    root, _ = written
+    for name in ("methods.tex", "references.bib"):
+        (tmp_path / name).write_text((root / name).read_text())
+    (tmp_path / "paper.tex").write_text(
+        "\\documentclass{article}\n\\begin{document}\n\\input{methods.tex}\n"
+        "\\bibliographystyle{plain}\n\\bibliography{references}\n\\end{document}\n")
+    for program in (["pdflatex"], ["bibtex"], ["pdflatex"], ["pdflatex"]):
+        done = subprocess.run([*program, *(["-interaction=nonstopmode", "-halt-on-error"]
+                                           if program == ["pdflatex"] else []), "paper"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout[-2000:]
+    assert "Citation" not in (tmp_path / "paper.log").read_text()  # every key resolved
+    assert "Holm" in (tmp_path / "paper.bbl").read_text()

@@ -18,6 +18,7 @@ from ablations.config import TrialConfig
 from ablations.config.statuses import TrialStatus
 from ablations.trial.builtin_fit import builtin_fit
 from ablations.trial.command import run_command
+from ablations.trial.host import cpu_model
 from ablations.trial.own_code import (
     Diverged,
     OwnCodeError,
@@ -79,7 +80,7 @@ def run_trial(config: TrialConfig, *, name: str, send: Send, store: Store,
             result.setdefault(key, value)
     for key, value in (("epochs_run", len(trial.history)),
                        ("resumed_from_epoch", trial.start_epoch), ("wall_s", trial.wall_s()),
-                       ("device", device.type), ("device_name", device.type)):
+                       ("device", device.type), ("device_name", device_name(device))):
         result.setdefault(key, value)
     if trial.history:
         result["epoch"] = last["epoch"]
@@ -96,6 +97,11 @@ def run_trial(config: TrialConfig, *, name: str, send: Send, store: Store,
     ok = result["status"] == TrialStatus.OK.value
     send(result, True, trial.kept_predictions if ok or code is None else None)
     return result
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model (as the built-in loop records it)."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
 
 
 # The final result's record of how the trial ran, beside own code's metrics

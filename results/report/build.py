@@ -75,6 +75,7 @@ from results.stats.planned import (
 )
 from results.stats.sequential import SeedDesign, design_note
 from results.io.directions import declared_metrics
+from results.report.methods import REFERENCES_BIB, methods_text
 from results.report.paper import paper_table
 from results.stats.decisions import decision_settings, verdicts_of
 from results.stats.sequential_table import compute_note, compute_spent
@@ -134,6 +135,8 @@ def check_experiment(directory: str | Path) -> None:
 
 
 PAPER_FILES = {"latex": "table.tex", "markdown": "table.md", "csv": "table.csv"}
+# the methods paragraph (results/report/methods.py), written with every report
+METHODS_MD, METHODS_TEX, REFERENCES_BIB_FILE = "methods.md", "methods.tex", "references.bib"
 # What the per-sample analyses (uncertainty, seed ensembles, strata, calibration) read
 REGRESSION_COLUMNS = frozenset({"target", "pred_mean"})
 
@@ -411,6 +414,11 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     if check is not None:  # above the verdicts, as the run's summary prints it
         summary += f" {check.line()}"
     title = f"Ablation report: {name}"
+    baseline_line = check.line() if check is not None else None
+    for style, file in (("markdown", METHODS_MD), ("latex", METHODS_TEX)):
+        _write_file(join(directory, file), methods_text(
+            meta, trials, ablation, style, baseline_line=baseline_line).encode())
+    _write_file(join(directory, REFERENCES_BIB_FILE), REFERENCES_BIB.encode())
     figures = [s.figure for s in sections if s.figure is not None]
     for path in figures:  # each PNG, and its PDF and SVG for a paper
         for written in (path, *plots.vector_files(path)):

@@ -1,0 +1,167 @@
+"""A methods paragraph for a paper, from what the experiment recorded: what was run (the
+model or code, the data, epochs, seeds and their sources, hardware, versions) and how the
+verdicts were reached (pairing, tests, the margin and when it was fixed, α, Holm, the
+sequential design and its looks, the robustness and baseline checks), in Markdown and in
+LaTeX with ``\\cite`` keys of :data:`REFERENCES_BIB`."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+import pandas as pd
+
+from results.io.directions import metric_direction
+from results.report.formatting import unit_of
+from results.stats.verdicts import margin_text
+
+Style = Literal["markdown", "latex"]
+
+REFERENCES_BIB = r"""@article{schuirmann1987,
+  author = {Schuirmann, Donald J.},
+  title = {A comparison of the two one-sided tests procedure and the power approach for
+           assessing the equivalence of average bioavailability},
+  journal = {Journal of Pharmacokinetics and Biopharmaceutics},
+  volume = {15}, number = {6}, pages = {657--680}, year = {1987}}
+
+@article{holm1979,
+  author = {Holm, Sture},
+  title = {A simple sequentially rejective multiple test procedure},
+  journal = {Scandinavian Journal of Statistics},
+  volume = {6}, number = {2}, pages = {65--70}, year = {1979}}
+
+@article{lan1983,
+  author = {Lan, K. K. Gordon and DeMets, David L.},
+  title = {Discrete sequential boundaries for clinical trials},
+  journal = {Biometrika},
+  volume = {70}, number = {3}, pages = {659--663}, year = {1983}}
+
+@article{kim1987,
+  author = {Kim, Kyungmann and DeMets, David L.},
+  title = {Design and analysis of group sequential tests based on the type {I} error
+           spending rate function},
+  journal = {Biometrika},
+  volume = {74}, number = {1}, pages = {149--154}, year = {1987}}
+
+@inproceedings{bouthillier2021,
+  author = {Bouthillier, Xavier and Delaunay, Pierre and Bronzi, Mirko and Trofimov, Assya
+            and Nichyporuk, Brennan and Szeto, Justin and Mohammadi Sepahvand, Nazanin and
+            Raff, Edward and Madan, Kanika and Voleti, Vikram and Ebrahimi Kahou, Samira and
+            Michalski, Vincent and Arbel, Tal and Pal, Chris and Varoquaux, Ga{\"e}l and
+            Vincent, Pascal},
+  title = {Accounting for variance in machine learning benchmarks},
+  booktitle = {Proceedings of Machine Learning and Systems},
+  volume = {3}, pages = {747--769}, year = {2021}}
+"""
+# key -> how the Markdown cites it
+CITED = {"schuirmann1987": "Schuirmann 1987", "holm1979": "Holm 1979",
+         "lan1983": "Lan and DeMets 1983", "kim1987": "Kim and DeMets 1987",
+         "bouthillier2021": "Bouthillier et al. 2021"}
+SOURCES = {"init": "the weights' initialisation and dropout", "order": "the order of the "
+           "training samples", "data": "the draw of the data and its split"}
+
+
+def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFrame,
+                 style: Style = "markdown", baseline_line: Optional[str] = None) -> str:
+    """The paragraph for the experiment ``meta`` (its experiment.json), ``trials`` (its
+    evaluation rows) and ``verdicts`` (:func:`results.stats.decisions.verdicts_of`)."""
+    latex = style == "latex"
+
+    def cite(*keys: str) -> str:
+        return (r"~\cite{" + ",".join(keys) + "}") if latex else \
+            " (" + "; ".join(CITED[key] for key in keys) + ")"
+
+    a = verdicts.attrs
+    metric, reference, alpha = a["metric"], a["reference"], a["alpha"]
+    variants = list(dict.fromkeys(trials["ablation"].astype(str)))
+    seeds = sorted(set(trials["seed"].astype(int)))
+    per_variant = trials[trials["status"] == "ok"].groupby("ablation").size()
+    counts = sorted(set(per_variant.astype(int)))
+    spread = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    first = trials.iloc[0]
+    model = str(first.get("model") or "") if "model" in trials else ""
+    code = ("the built-in multimodal model" if not model else
+            "a program" if model.startswith("command:") else f"`{model}`")
+    sources = str(first.get("seed_sources", "init,order,data"))
+    varied = [SOURCES[s] for s in sources.split(",") if s in SOURCES]
+    epochs = first.get("epochs")
+    device = first.get("device_name") or first.get("device_used") or "CPU"
+    statuses = trials["status"].value_counts()
+    diverged, failed = int(statuses.get("diverged", 0)), int(statuses.get("failed", 0))
+    direction = {1: "higher is better", -1: "lower is better"}.get(metric_direction(metric),
+                                                                   "no better direction")
+    unit = unit_of(metric)
+    planned = meta.get("planned") or {}
+    sequential = meta.get("sequential") or (planned if planned.get("design") else None)
+    parts = [
+        f"We ran {len(variants)} variants of {code} (the reference, {reference}, and "
+        f"{len(variants) - 1} ablations), each over {spread} seeds "
+        f"({_seed_list(seeds)}), every variant's from the same list, so each comparison is "
+        "paired by seed. A trial's seed set "
+        + (", ".join(varied[:-1]) + " and " + varied[-1] if len(varied) > 1 else
+           varied[0] if varied else "nothing") + f"{cite('bouthillier2021')}."
+        + (f" Each trial trained {int(epochs)} epochs." if pd.notna(epochs) and epochs
+           else "")
+        + f" Trials ran on {device} ({meta.get('cpus_per_trial', 1):g} CPU"
+        + (f" and {meta['gpus_per_trial']:g} GPU" if meta.get("gpus_per_trial") else "")
+        + f" per trial) with PyTorch {meta.get('torch_version', '?')} and Ray "
+        f"{meta.get('ray_version', '?')}."
+        + (f" {diverged} trial{'s' if diverged != 1 else ''} diverged (a non-finite loss or "
+           "metric); they count as outcomes, ranked below every finished seed."
+           if diverged else "")
+        + (f" {failed} trial{'s' if failed != 1 else ''} failed "
+           f"({'they are' if failed > 1 else 'it is'} left out)." if failed else ""),
+        f"We compared each variant with {reference} on {metric}"
+        f"{f' ({unit})' if unit else ''} ({direction}): a two-sided paired t-test for a "
+        f"difference (worse or better) and two one-sided tests for equivalence"
+        f"{cite('schuirmann1987')} within a margin of {margin_text(a, unit)}"
+        + (", fixed before the first trial" if planned or meta.get("sequential") else "")
+        + f". Each kind of verdict holds its family-wise error rate at α = {alpha:g} over the "
+        f"{a.get('comparisons', len(variants) - 1)} comparisons with Holm's step-down "
+        f"correction{cite('holm1979')}.",
+    ]
+    if sequential and sequential.get("design"):
+        looks = sequential["design"]["looks"]
+        shares = ", ".join(f"{s:.0%}" for s in sequential["design"]["diff_spend"])
+        pilot_only = not meta.get("sequential")
+        parts.append(
+            ("The fixed seeds were the pilot look of a group-sequential design"
+             if pilot_only else "Seeds were added in rounds where no verdict was reached yet")
+            + f", with looks at {', '.join(map(str, looks))} seeds per variant; α was spent "
+            f"across the looks{cite('lan1983')}: for worse or better {shares} of α at the "
+            "successive looks, for equivalence the power family α·(n/N)² "
+            f"{cite('kim1987').strip()}. A variant stopped at its first verdict"
+            + ("; the verdicts here are the pilot look's, tested at its levels."
+               if pilot_only else "."))
+    parts.append("Equivalence was withheld from a variant with an outlying seed or with more "
+                 "diverged seeds than the reference (a worst-rank test).")
+    if baseline_line:
+        parts.append(f"Before the verdicts, the reference was checked to have learned: "
+                     f"{baseline_line.removeprefix('Baseline check: ')}")
+    text = " ".join(parts)
+    return _tex(text) if latex else text
+
+
+def _seed_list(seeds: list[int]) -> str:
+    if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
+def _tex(text: str) -> str:
+    """Text for LaTeX: its special characters escaped, the citations and math kept."""
+    out = []
+    for piece in text.split(r"\cite{"):
+        if out:
+            key, _, rest = piece.partition("}")
+            out.append(r"\cite{" + key + "}" + _escape(rest))
+        else:
+            out.append(_escape(piece))
+    return "".join(out)
+
+
+def _escape(text: str) -> str:
+    for plain, tex in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"),
+                       ("#", r"\#"), ("α", r"$\alpha$"), ("±", r"$\pm$"), ("²", r"$^2$"),
+                       ("·", r"$\cdot$"), ("`", "")):
+        text = text.replace(plain, tex)
+    return text

@@ -81,11 +81,14 @@ def test_the_best_arm_and_those_not_distinguishable_from_it_are_bold():
 @pytest.mark.skipif(shutil.which("pdflatex") is None,
                     reason="needs pdflatex (apt-get install texlive-latex-recommended)")
 def test_the_latex_table_compiles_with_pdflatex(written, tmp_path):
+    from results.report.paper import effects_paper_table
+
     _, report = written
     (tmp_path / "table.tex").write_text(report.tables["latex"].read_text())
+    (tmp_path / "effects.tex").write_text(effects_paper_table(_effects(), "latex"))
     (tmp_path / "paper.tex").write_text(
         "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
-        "\\input{table.tex}\n\\end{document}\n")
+        "\\input{table.tex}\n\\input{effects.tex}\n\\end{document}\n")
     done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
                            "paper.tex"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120)
@@ -126,3 +129,42 @@ def test_the_methods_paragraph_compiles_with_its_references(written, tmp_path):
         assert done.returncode == 0, done.stdout[-2000:]
     assert "Citation" not in (tmp_path / "paper.log").read_text()  # every key resolved
     assert "Holm" in (tmp_path / "paper.bbl").read_text()
+
+
+def _effects():
+    """A 2x2 design whose cells interact: each switch alone changes nothing, both add 1."""
+    from results.stats.factorial import factorial_effects
+    from results.stats.factorial_design import FactorialDesign
+
+    design = FactorialDesign.plan(["use_a", "use_b"], [True, True])
+    rows = []
+    for cell, name in enumerate(design.cells):
+        both = not any(design.cell_overrides(cell).get(k, True) for k in ("use_a", "use_b"))
+        for seed in range(4):
+            rows.append({"ablation": name, "seed": seed, "status": "ok",
+                         "test_mae": 1.0 + (1.0 if both else 0.0) + 0.01 * seed
+                         + 0.002 * (cell % 2)})
+    return factorial_effects(pd.DataFrame(rows), design, metric="test_mae", margin="5%")
+
+
+def test_the_factorial_and_tuned_tables_for_a_paper():
+    from results.report.paper import effects_paper_table, tuned_paper_table
+    from results.stats.tuned import side_by_side
+    from tests.test_tuned import _phase_rows
+
+    effects = _effects()
+    latex = effects_paper_table(effects, "latex")
+    interaction = next(line for line in latex.splitlines() if line.startswith("A:B"))
+    assert r"\dag" in interaction and r"\toprule" in latex  # worse: MAE up by 1
+    assert "use\\_a x use\\_b" in interaction
+    assert pd.read_csv(io.StringIO(effects_paper_table(effects, "csv")))["estimate"].iloc[-1] \
+        == pytest.approx(1.0, abs=0.01)
+    base = [1.0 + 0.01 * s for s in range(6)]
+    trials = pd.concat([_phase_rows("evaluation", "baseline", base),
+                        _phase_rows("evaluation", "slow", [b * 1.3 for b in base]),
+                        _phase_rows("tuned", "baseline", base),
+                        _phase_rows("tuned", "slow", [b * 1.001 for b in base])])
+    tuned = tuned_paper_table(side_by_side(trials, keys=["lr"], margin="5%"), "latex")
+    slow = next(line for line in tuned.splitlines() if line.startswith("slow"))
+    # worse at the given configuration, within the margin at its own best
+    assert r"\dag" in slow and (r"$\approx$" in slow or r"$\sim$" in slow) and "0.0005" in slow

@@ -76,8 +76,13 @@ from results.stats.planned import (
 from results.stats.sequential import SeedDesign, design_note
 from results.io.directions import declared_metrics
 from results.report.methods import REFERENCES_BIB, methods_text
-from results.report.paper import paper_table
-from results.stats.decisions import decision_settings, verdicts_of
+from results.report.paper import effects_paper_table, paper_table, tuned_paper_table
+from results.stats.decisions import (
+    decision_settings,
+    factorial_effects_of,
+    tuned_comparison_of,
+    verdicts_of,
+)
 from results.stats.sequential_table import compute_note, compute_spent
 
 FIGURES_DIR = "report_files"
@@ -181,9 +186,19 @@ def write_report(directory: str | Path, *, reference: str | None = None,
         report = _report_of(directory, meta, reference=reference, metric=metric,
                             margin=margin, alpha=alpha, compare_with=compare_with)
         trials = load_experiments(directory)["trials"]
+        effects = factorial_effects_of(trials, meta, reference=reference, metric=metric,
+                                       margin=margin, alpha=alpha) if formats else None
+        tuned = tuned_comparison_of(trials, meta, reference=reference, metric=metric,
+                                    margin=margin, alpha=alpha) if formats else None
         for fmt in formats:
             text = paper_table(report.ablation, evaluation_rows(trials), fmt)
             report.tables[fmt] = _write_file(join(directory, PAPER_FILES[fmt]), text.encode())
+            for kind, table, render in (("factorial", effects, effects_paper_table),
+                                        ("tuned", tuned, tuned_paper_table)):
+                if table is not None:  # a factorial design's effects, a tuned ablation's
+                    path = join(directory, f"{kind}_{PAPER_FILES[fmt]}")
+                    report.tables[f"{kind} {fmt}"] = _write_file(path,
+                                                                 render(table, fmt).encode())
     return report
 
 

@@ -117,6 +117,78 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format) -> st
                            caption=_escape(caption), label=f"tab:{_label(metric)}")
 
 
+def effects_paper_table(effects: pd.DataFrame, fmt: Format) -> str:
+    """A factorial design's main effects and two-factor interactions
+    (:func:`results.stats.factorial.factorial_effects`) for a paper: each with its estimate,
+    its 1 − α interval and its verdict's marker."""
+    a = effects.attrs
+    metric, alpha = a["metric"], a["alpha"]
+    if fmt == "csv":
+        return effects[["effect", "kind", "factors", "estimate", "ci_low", "ci_high",
+                        "p_holm", "verdict"]].to_csv(index=False)
+    latex = fmt == "latex"
+    decimals = decimals_for(effects["estimate"].abs())
+    cells = pd.DataFrame({
+        "Effect": effects["effect"], "Factors": effects["factors"],
+        "Estimate": [f"{e:+.{decimals}f} [{lo:+.{decimals}f}, {hi:+.{decimals}f}]"
+                     for e, lo, hi in zip(effects["estimate"], effects["ci_low"],
+                                          effects["ci_high"])],
+        "Verdict": [MARKERS.get(v, ("", ""))[0 if latex else 1] for v in effects["verdict"]]})
+    if not latex:
+        return markdown_cells(cells)
+    used = [v for v in MEANINGS if (effects["verdict"] == v).any()]
+    markers = "; ".join(f"{MARKERS[v][0]} {MEANINGS[v]}" for v in used)
+    caption = (
+        f"Factorial effects on {metric}{f' ({unit_of(metric)})' if unit_of(metric) else ''}: "
+        "a main effect is the mean change when a switch is flipped from the reference cell's "
+        "value, averaged over the other factors' levels; an interaction A:B is y(both flipped) "
+        "- y(A) - y(B) + y(reference). Estimates by OLS on the cells with the seeds as blocks "
+        f"({a.get('df', '?')} residual degrees of freedom) with their {1 - alpha:.0%} "
+        f"intervals; verdicts by t-test and TOST, margin {margin_text(a, unit_of(metric))}, "
+        f"alpha = {alpha:g}, Holm over {a.get('comparisons', len(effects))} effects"
+        f"{'; ' + markers if markers else ''}.")
+    styler = cells.style.hide(axis="index").format(escape="latex",
+                                                   subset=["Effect", "Factors"])
+    return styler.to_latex(hrules=True, position_float="centering", column_format="llrc",
+                           caption=_escape(caption), label=f"tab:{_label(metric)}-effects")
+
+
+def tuned_paper_table(table: pd.DataFrame, fmt: Format) -> str:
+    """A tuned ablation's verdicts at the configuration given and at each arm's own best
+    (:func:`results.stats.tuned.side_by_side`) for a paper."""
+    a = table.attrs
+    metric, keys = a["metric"], a.get("keys", [])
+    if fmt == "csv":
+        return table.to_csv(index=False)
+    latex = fmt == "latex"
+    decimals = decimals_for([*table["mean_given"], *table["mean_tuned"]])
+
+    def marker(verdict: object) -> str:
+        return MARKERS.get(str(verdict), ("", ""))[0 if latex else 1]
+
+    cells = pd.DataFrame({"Variant": table["ablation"]})
+    for label, name in (("given", "at the given configuration"), ("tuned", "at its own best")):
+        cells[f"{metric} {name}"] = [
+            f"{m:.{decimals}f} {marker(v)}".strip() if pd.notna(m) else ""
+            for m, v in zip(table[f"mean_{label}"], table[f"verdict_{label}"])]
+    for key in keys:
+        cells[f"best {key}"] = [f"{v:.3g}" if isinstance(v, float) else str(v)
+                                for v in table.get(f"best_{key}", [""] * len(table))]
+    if not latex:
+        return markdown_cells(cells)
+    used = sorted({str(v) for v in (*table["verdict_given"], *table["verdict_tuned"])}
+                  & set(MEANINGS))
+    markers = "; ".join(f"{MARKERS[v][0]} {MEANINGS[v]}" for v in used)
+    caption = (f"Tuned ablations on {metric}: each arm's mean over its seeds at the baseline's "
+               f"hyperparameters and at its own best ({', '.join(keys)} tuned with the same "
+               "budget for every arm), each evaluation tested against the reference evaluated "
+               f"the same way{'; ' + markers if markers else ''}.")
+    cells.columns = [_escape(str(column)) for column in cells.columns]
+    styler = cells.style.hide(axis="index").format(escape="latex", subset=["Variant"])
+    return styler.to_latex(hrules=True, position_float="centering",
+                           caption=_escape(caption), label=f"tab:{_label(metric)}-tuned")
+
+
 def _escape(text: str) -> str:
     """A caption's text for LaTeX: underscores and percent signs escaped, math kept."""
     return text.replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$")

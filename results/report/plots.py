@@ -7,12 +7,14 @@ deficiencies (:data:`PALETTE`)."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.text  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -33,23 +35,41 @@ VECTOR_FORMATS = ("pdf", "svg")  # written beside each PNG
 VECTOR_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "path"}
 
 
+# A paper's layouts: name -> (the figure's width in inches, the largest font in points): a
+# two-column journal's full text width (6.75 in, as ICML's and IEEE's). A one-column width
+# (3.25 in) needs figures drawn for it (shorter labels, the legend outside): not made yet.
+LAYOUTS = {"page": (6.75, 8.0)}
+
+
 def _save(fig, path: str | Path) -> Path:
-    """Write ``fig`` as ``path`` (PNG, 110 dpi) and as PDF and SVG beside it; the PNG's
-    path."""
+    """Write ``fig`` as ``path`` (PNG, 110 dpi, the report's size) and as PDF and SVG beside
+    it, at the report's size and at each of :data:`LAYOUTS` (``forest-page.pdf``: 6.75 in
+    wide, the height scaled alike, no font above 8 pt); the PNG's path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    with plt.rc_context(VECTOR_RC):
+    width, height = fig.get_size_inches()
+    with plt.rc_context(VECTOR_RC), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # tight_layout on a crowded small figure
         for suffix in VECTOR_FORMATS:
             fig.savefig(path.with_suffix(f".{suffix}"))
+        for name, (target, points) in LAYOUTS.items():
+            fig.set_size_inches(target, height * target / width)
+            for text in fig.findobj(matplotlib.text.Text):
+                text.set_fontsize(min(text.get_fontsize(), points))
+            fig.tight_layout()
+            for suffix in VECTOR_FORMATS:
+                fig.savefig(path.with_name(f"{path.stem}-{name}.{suffix}"))
     plt.close(fig)
     return path
 
 
 def vector_files(png: Path) -> list[Path]:
-    """The PDF and SVG :func:`_save` wrote beside ``png``."""
-    return [png.with_suffix(f".{suffix}") for suffix in VECTOR_FORMATS]
+    """The PDFs and SVGs :func:`_save` wrote beside ``png``: the report's size, then each
+    layout's."""
+    return [png.with_name(f"{png.stem}{size}.{suffix}") for size in
+            ("", *(f"-{name}" for name in LAYOUTS)) for suffix in VECTOR_FORMATS]
 
 
 VERDICT_COLORS = {"worse": PALETTE["vermillion"], "higher": PALETTE["vermillion"],

@@ -27,8 +27,8 @@ def written(tmp_path_factory):
     worse = trials[trials["ablation"] == "baseline"].assign(
         ablation="no_big", trial_name=lambda f: "no_big-" + f["seed"].astype(str),
         test_mae=lambda f: f["test_mae"] + 2.0)
-    write_parquet_atomic(pd.concat([trials, worse], ignore_index=True),
-                         root / "trials.parquet")
+    write_parquet_atomic(pd.concat([trials, worse], ignore_index=True)
+                         .assign(data_source="synthetic:0123"), root / "trials.parquet")
     report = write_report(root, formats=("latex", "markdown", "csv"))
     return root, report
 
@@ -105,6 +105,7 @@ def test_the_methods_paragraph_states_the_design_the_run_recorded(written):
     assert f"over {len(seeds)} seeds" in text or f"to {len(seeds)} seeds" in text
     assert f"on {attrs['metric']}" in text and f"α = {attrs['alpha']:g}" in text
     assert "Holm" in text and "Schuirmann 1987" in text and "paired by seed" in text
+    assert "The data: the runner's synthetic set." in text
     latex = (root / "methods.tex").read_text()
     assert r"\cite{holm1979}" in latex and "α" not in latex
     bib = (root / "references.bib").read_text()

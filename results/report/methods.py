@@ -99,6 +99,7 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
         "paired by seed. A trial's seed set "
         + (", ".join(varied[:-1]) + " and " + varied[-1] if len(varied) > 1 else
            varied[0] if varied else "nothing") + f"{cite('bouthillier2021')}."
+        + f" The data: {_data(trials)}."
         + (f" Each trial trained {int(epochs)} epochs." if pd.notna(epochs) and epochs
            else "")
         + f" Trials ran on {device} ({meta.get('cpus_per_trial', 1):g} CPU"
@@ -139,6 +140,18 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
                      f"{baseline_line.removeprefix('Baseline check: ')}")
     text = " ".join(parts)
     return _tex(text) if latex else text
+
+
+def _data(trials: pd.DataFrame) -> str:
+    """What the trials trained on, from trials.parquet's ``data_source``."""
+    sources = sorted(set(trials["data_source"].dropna().astype(str))) \
+        if "data_source" in trials else []
+    if not sources:
+        return "as the code loads it"
+    named = ["the runner's synthetic set" if s.startswith("synthetic:") else
+             "loaded by the code itself" if s == "own code" else f"the files in {s}"
+             for s in sources]
+    return ", ".join(dict.fromkeys(named))
 
 
 def _seed_list(seeds: list[int]) -> str:

@@ -120,12 +120,11 @@ def test_metrics_are_columns_and_verdicts_use_the_declared_metric_and_units(exam
         assert "test_acc" in text and "test_loss mean (nats)" in text and "km" not in text
 
 
+@pytest.mark.parametrize("example", ["function"], indirect=True)  # the run that is logged
 def test_the_trackers_get_each_trial_in_its_units_and_the_verdicts(example):
     """MLflow (the default SQLite store in the experiment folder), started by the killed run
     and continued by its resume: a run per trial with the declared metrics, its curves by
     epoch and its keys, and the verdicts' run."""
-    if example["kind"] != "function":
-        pytest.skip("the function's run is the one logged")
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{example['root'] / 'mlruns' / 'mlflow.db'}")

@@ -119,12 +119,16 @@ def test_every_figure_comes_as_a_pdf_with_truetype_fonts_and_an_svg_of_paths(rep
     figures = sorted((report.markdown.parent / "report_files").glob("*.png"))
     assert len(figures) >= 3, figures
     for png in figures:
-        for size in ("", "-page"):  # the report's size, a two-column page's width
+        for size in ("", "-page", "-column"):  # the report's, a page's and a column's
             pdf = png.with_name(f"{png.stem}{size}.pdf").read_bytes()
             svg = png.with_name(f"{png.stem}{size}.svg").read_text()
             assert pdf.startswith(b"%PDF") and b"/FontFile2" in pdf  # TrueType, embedded
             assert b"/Type3" not in pdf
             assert "<svg" in svg and "<text" not in svg  # the glyphs are paths
-        page = png.with_name(f"{png.stem}-page.pdf").read_bytes()
-        box = re.search(rb"/MediaBox \[ *0 0 ([0-9.]+)", page)
-        assert float(box.group(1)) == pytest.approx(6.75 * 72, abs=1)  # points
+        widths = {}
+        for size in ("page", "column"):
+            box = re.search(rb"/MediaBox \[ *0 0 ([0-9.]+)",
+                            png.with_name(f"{png.stem}-{size}.pdf").read_bytes())
+            widths[size] = float(box.group(1)) / 72  # inches
+        assert widths["page"] == pytest.approx(6.75, abs=0.02)
+        assert 2.5 < widths["column"] <= 3.4  # a column, its legend and labels taken in

@@ -7,6 +7,7 @@ deficiencies (:data:`PALETTE`)."""
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -36,15 +37,16 @@ VECTOR_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "path"}
 
 
 # A paper's layouts: name -> (the figure's width in inches, the largest font in points): a
-# two-column journal's full text width (6.75 in, as ICML's and IEEE's). A one-column width
-# (3.25 in) needs figures drawn for it (shorter labels, the legend outside): not made yet.
-LAYOUTS = {"page": (6.75, 8.0)}
+# two-column journal's full text width (6.75 in, as ICML's and IEEE's) and its column
+# (3.25 in; :func:`_narrow`).
+LAYOUTS = {"page": (6.75, 8.0), "column": (3.25, 7.0)}  # widest first: fonts only shrink
 
 
 def _save(fig, path: str | Path) -> Path:
     """Write ``fig`` as ``path`` (PNG, 110 dpi, the report's size) and as PDF and SVG beside
     it, at the report's size and at each of :data:`LAYOUTS` (``forest-page.pdf``: 6.75 in
-    wide, the height scaled alike, no font above 8 pt); the PNG's path."""
+    wide, the height scaled alike, no font above 8 pt; ``forest-column.pdf``: 3.25 in, no
+    font above 7 pt, :func:`_narrow`); the PNG's path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -58,11 +60,37 @@ def _save(fig, path: str | Path) -> Path:
             fig.set_size_inches(target, height * target / width)
             for text in fig.findobj(matplotlib.text.Text):
                 text.set_fontsize(min(text.get_fontsize(), points))
+            narrow = name == "column"
+            if narrow:
+                _narrow(fig, target, height * target / width, points)
             fig.tight_layout()
-            for suffix in VECTOR_FORMATS:
-                fig.savefig(path.with_name(f"{path.stem}-{name}.{suffix}"))
+            for suffix in VECTOR_FORMATS:  # a column's legend below the axes: in the box
+                fig.savefig(path.with_name(f"{path.stem}-{name}.{suffix}"),
+                            **({"bbox_inches": "tight", "pad_inches": 0.02} if narrow else {}))
     plt.close(fig)
     return path
+
+
+def _narrow(fig, width: float, height: float, points: float) -> None:
+    """``fig`` for a journal's column: no titles (the caption says it), tick labels cut at
+    their first double space (the forest plot's bounds), axis labels wrapped, the legend
+    below the figure in two columns (the saved box takes it in), at least 2.4 in tall."""
+    if fig.get_suptitle():
+        fig.suptitle("")
+    for ax in fig.axes:
+        ax.set_title("")
+        labels = [label.get_text() for label in ax.get_yticklabels()]
+        if any("  " in label for label in labels):
+            ax.set_yticks(ax.get_yticks(), [label.split("  ")[0] for label in labels])
+        ax.set_xlabel(textwrap.fill(ax.get_xlabel(), 44))
+        ax.set_ylabel(textwrap.fill(ax.get_ylabel(), 26))
+        if ax.get_legend() is not None:  # below the figure: under every axis label
+            handles, names = ax.get_legend_handles_labels()
+            ax.get_legend().remove()
+            fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2,
+                       frameon=False, fontsize=points - 1.5, columnspacing=0.8,
+                       handlelength=1.5)
+    fig.set_size_inches(width, max(height, 2.4))
 
 
 def vector_files(png: Path) -> list[Path]:

@@ -6,10 +6,10 @@ design of ``--seeds auto``. The command line (ablations/cli/main.py) and the lib
 from __future__ import annotations
 
 import dataclasses
-import re
+
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_MARGIN
 from ablations.trial.batches import scalar_columns
@@ -21,7 +21,8 @@ from ablations.config import (
 )
 from ablations.config.safety import local_cuda_capability, resolve_systems, skip_reason
 from ablations.experiment.cells import crossed_seeds, spec_for, with_null_control
-from ablations.experiment.request import Request, UsageError, arg, metric_problem
+from ablations.experiment.own_code_plan import command_model, refuse_runner_flags, with_metric
+from ablations.experiment.request import Request, UsageError, arg
 from model.data import MAX_SYNTHETIC_FRAMES, load_directory
 from search_spaces.presets import PRESETS
 
@@ -61,90 +62,6 @@ def base_config(args: Request, model: Optional[str] = None) -> TrialConfig:
         raise ConfigError(f"device=cuda needs {arg('gpus_per_trial')} > 0 (e.g. 1 or 0.5)")
     return config.replace(num_threads=threads, device=device,
                           resolve_conflicts=args.resolve_conflicts)
-
-
-def command_model(args: Request, space: Any, model: str) -> str:
-    """The model spec of ``--command`` (its keys' defaults from the space file's
-    ``config:`` and ``--set``, its metrics from ``--metrics`` or the space file's)."""
-    from search_spaces.files import typed
-
-    from ablations.config.code import COMMAND_PREFIX, command_from, command_of, command_spec
-    from ablations.config.metrics import parse_metrics
-
-    model = model or ""
-    table = command_of(model) if model.startswith(COMMAND_PREFIX) else None
-    if model and table is None:
-        raise UsageError(f"{arg('command')} ablates a program; {model} is Python code: drop "
-                         "one of the two")
-    run = args.command if args.command is not None else table.run if table else None
-    if run is None:
-        raise UsageError(f"{arg('metrics')} declares a program's metrics: give "
-                         f"{arg('command')} too")
-    defaults = dict(table.defaults) if table else {}
-    set_values = {str(key): typed(str(value)) for key, value in args.overrides}
-    for field_name in dict.fromkeys(_fields(run)):
-        if field_name not in defaults and field_name in set_values:
-            defaults[field_name] = set_values[field_name]
-    if args.metrics is not None:
-        pairs = args.metrics if isinstance(args.metrics, Mapping) else _metric_pairs(args.metrics)
-        metrics = parse_metrics(pairs, source=arg("metrics"))
-    elif table is not None:
-        metrics = table.metrics
-    else:
-        raise UsageError(f"{arg('command')}: declare the program's metrics, e.g. "
-                         f"{arg('metrics')} test_acc:higher,test_loss:lower:nats")
-    try:
-        return command_spec(command_from(run, defaults, metrics, source=arg("command")))
-    except ConfigError as exc:
-        raise UsageError(f"{exc}; or {arg('overrides')} KEY=VALUE gives a key's default") \
-            from None
-
-
-def _fields(run: str) -> list[str]:
-    return re.findall(r"\{([A-Za-z_]\w*)\}", run)
-
-
-def _metric_pairs(text: str) -> dict[str, str]:
-    """``"test_acc:higher,test_loss:lower:nats"`` -> ``{test_acc: "higher", test_loss:
-    "lower nats"}``."""
-    pairs = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, _, rest = item.partition(":")
-        pairs[name.strip()] = rest.replace(":", " ").strip()
-    return pairs
-
-
-def refuse_runner_flags(args: Request, model: Optional[str]) -> None:
-    """Refuse the flags that set the runner's data and training keys when ``model`` is own
-    code, which loads and trains on its data itself."""
-    from ablations.config.code import is_own_code
-    from ablations.config.plugins import load_plugin
-
-    if not model or not is_own_code(load_plugin(model)):
-        return
-    for name in ("data", "auto_batch", "max_train_examples", "max_eval_examples",
-                 "tune_each"):
-        if getattr(args, name) not in (None, False):
-            raise UsageError(f"{arg(name)} applies to the built-in model and plugins; own code "
-                             "loads and trains on its data itself: drop it")
-
-
-def with_metric(args: Request, base: TrialConfig) -> Request:
-    """``args`` with the verdicts' metric checked against the model's: own code's first
-    declared metric where none was given, else the one given, which must be declared; the
-    built-in model's and plugins' metrics are trials.parquet's columns."""
-    code = base.own_code
-    if code is None:
-        problem = metric_problem(args.metric)
-        if problem:
-            raise UsageError(f"{arg('metric')}: {problem}")
-        return args
-    if "metric" not in args.given:
-        return dataclasses.replace(args, metric=code.primary_metric)
-    problem = metric_problem(args.metric, list(code.metrics))
-    if problem:
-        raise UsageError(f"{arg('metric')}: {problem}")
-    return args
 
 
 def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool,

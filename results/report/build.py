@@ -21,8 +21,6 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from ablations.config.comparison import DEFAULT_METRIC
 from ablations.config.statuses import TrialStatus
@@ -43,19 +41,16 @@ from results.stats.compare import compare_experiments, compare_note
 from results.stats.uncertainty import one_draw
 from results.stats.verdicts import margin_text
 from results.io.files import (
-    EPOCHS_FILE,
-    METADATA_FILE,
-    PREDICTIONS_FILE,
     TRIALS_FILE,
     MetadataError,
     atomic_write,
     first_line,
-    filesystem,
     is_uri,
     join,
     read_metadata,
 )
 from results.stats.phases import evaluation_rows
+from results.report.folder import NotAnExperimentError, check_experiment
 from results.report.designs import factorial_sections, tuned_section
 from results.report.page import Section, html_page, markdown_page
 from results.report.tables import (
@@ -75,21 +70,14 @@ from results.stats.planned import (
 )
 from results.stats.sequential import SeedDesign, design_note
 from results.io.directions import declared_metrics
-from results.report.methods import REFERENCES_BIB, methods_text
-from results.report.paper import effects_paper_table, paper_table, tuned_paper_table
+from results.report.paper_files import write_paper_files
 from results.stats.decisions import (
     decision_settings,
-    factorial_effects_of,
-    tuned_comparison_of,
     verdicts_of,
 )
 from results.stats.sequential_table import compute_note, compute_spent
 
 FIGURES_DIR = "report_files"
-
-
-class NotAnExperimentError(ValueError):
-    """The folder given to the report is not a finished experiment; the message says why."""
 
 
 @dataclass
@@ -104,55 +92,8 @@ class Report:
     tables: dict = field(default_factory=dict)
 
 
-def check_experiment(directory: str | Path) -> None:
-    """Refuse, with one line naming the problem, a folder that is not a finished experiment.
-
-    Raises:
-        NotAnExperimentError: the folder is missing, a file, not an experiment, unfinished, or
-            one of its Parquet files is unreadable.
-    """
-    try:
-        fs, root = filesystem(directory)
-        kind = fs.get_file_info(root).type
-        if kind == pafs.FileType.NotFound:
-            raise NotAnExperimentError(f"{join(directory, TRIALS_FILE)}: missing; {directory} "
-                                       "does not exist: pass an experiment folder "
-                                       "(<storage>/<experiment>)")
-        if kind != pafs.FileType.Directory:
-            raise NotAnExperimentError(f"{directory}: a file, not an experiment folder")
-        infos = {info.base_name: info for info in fs.get_file_info(pafs.FileSelector(root))}
-    except (OSError, pa.ArrowException) as exc:
-        raise NotAnExperimentError(f"{directory}: cannot be read ({first_line(exc)})") from None
-    for name in (TRIALS_FILE, EPOCHS_FILE, PREDICTIONS_FILE):
-        path = join(directory, name)
-        if name not in infos:
-            if METADATA_FILE in infos:
-                raise NotAnExperimentError(
-                    f"{path}: missing; the experiment has not finished: continue it with "
-                    "run_ablations.py --resume --name <experiment> --storage <storage>")
-            raise NotAnExperimentError(f"{path}: missing; is {directory} an experiment folder?")
-        try:
-            with fs.open_input_file(f"{root}/{name}") as handle:
-                pq.ParquetFile(handle).close()  # reads the footer: a Parquet file?
-        except (OSError, pa.ArrowException, ValueError) as exc:
-            raise NotAnExperimentError(f"{path}: not a readable Parquet file "
-                                       f"({first_line(exc)})") from None
-
-
-PAPER_FILES = {"latex": "table.tex", "markdown": "table.md", "csv": "table.csv"}
-# the methods paragraph (results/report/methods.py), written with every report
-METHODS_MD, METHODS_TEX, REFERENCES_BIB_FILE = "methods.md", "methods.tex", "references.bib"
 # What the per-sample analyses (uncertainty, seed ensembles, strata, calibration) read
 REGRESSION_COLUMNS = frozenset({"target", "pred_mean"})
-
-
-def curve_metric(epochs: pd.DataFrame, metric: str) -> str:
-    """The per-epoch metric of the learning curves: the verdicts' metric's validation
-    counterpart (test_acc: val_acc), else the metric itself, else val_mae."""
-    for name in (metric.replace("test_", "val_", 1), metric):
-        if name in epochs and epochs[name].notna().any():
-            return name
-    return "val_mae"
 
 
 def write_report(directory: str | Path, *, reference: str | None = None,
@@ -183,28 +124,14 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     except MetadataError:  # a damaged record: the tables still make a report, as fixed seeds
         meta = {}
     with declared_metrics(meta.get("metrics")):  # own code's directions and units
-        report = _report_of(directory, meta, reference=reference, metric=metric,
-                            margin=margin, alpha=alpha, compare_with=compare_with)
-        trials = load_experiments(directory)["trials"]
-        effects = factorial_effects_of(trials, meta, reference=reference, metric=metric,
-                                       margin=margin, alpha=alpha) if formats else None
-        tuned = tuned_comparison_of(trials, meta, reference=reference, metric=metric,
-                                    margin=margin, alpha=alpha) if formats else None
-        for fmt in formats:
-            text = paper_table(report.ablation, evaluation_rows(trials), fmt)
-            report.tables[fmt] = _write_file(join(directory, PAPER_FILES[fmt]), text.encode())
-            for kind, table, render in (("factorial", effects, effects_paper_table),
-                                        ("tuned", tuned, tuned_paper_table)):
-                if table is not None:  # a factorial design's effects, a tuned ablation's
-                    path = join(directory, f"{kind}_{PAPER_FILES[fmt]}")
-                    report.tables[f"{kind} {fmt}"] = _write_file(path,
-                                                                 render(table, fmt).encode())
-    return report
+        return _report_of(directory, meta, reference=reference, metric=metric,
+                          margin=margin, alpha=alpha, compare_with=compare_with,
+                          formats=formats)
 
 
 def _report_of(directory: str | Path, meta: dict[str, Any], *, reference: str | None,
                metric: str | None, margin: str | float | None, alpha: float | None,
-               compare_with: str | Path | None) -> Report:
+               compare_with: str | Path | None, formats: Sequence[str]) -> Report:
     """:func:`write_report` of an experiment whose experiment.json is ``meta``."""
     sequential = meta.get("sequential")
     # each setting not given: the one fixed before the data (results/stats/planned.py)
@@ -253,7 +180,7 @@ def _report_of(directory: str | Path, meta: dict[str, Any], *, reference: str | 
         return _write_report(directory, trials, epochs, predictions, Path(scratch),
                              reference=reference, metric=metric, margin=margin, alpha=alpha,
                              meta=meta, sequential=sequential, comparison=comparison,
-                             tuned=tuned)
+                             tuned=tuned, formats=formats)
 
 
 def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
@@ -261,7 +188,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                   metric: str, margin: str | float, alpha: float,
                   meta: dict, sequential: dict | None = None,
                   comparison: tuple[str, str, pd.DataFrame] | None = None,
-                  tuned: Optional[Section] = None) -> Report:
+                  tuned: Optional[Section] = None, formats: Sequence[str] = ()) -> Report:
     """Figures are drawn in ``scratch`` and moved into place with the other files.
     ``sequential``: experiment.json's record of a ``--seeds auto`` run (its verdicts are the
     sequential design's; the report adds the compute spent), or its ``planned`` record of a
@@ -321,7 +248,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     unit = unit_of(metric)
     forest = plots.forest_plot(ablation, figures_dir / "forest.png", metric=metric)
     curves = plots.learning_curves(epochs, figures_dir / "learning_curves.png",
-                                   metric=curve_metric(epochs, metric))
+                                   metric=plots.curve_metric(epochs, metric))
     heatmap = calibration = None
     if len(strata):
         first = next(s for s in strata["stratum"].unique())
@@ -429,11 +356,9 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     if check is not None:  # above the verdicts, as the run's summary prints it
         summary += f" {check.line()}"
     title = f"Ablation report: {name}"
-    baseline_line = check.line() if check is not None else None
-    for style, file in (("markdown", METHODS_MD), ("latex", METHODS_TEX)):
-        _write_file(join(directory, file), methods_text(
-            meta, trials, ablation, style, baseline_line=baseline_line).encode())
-    _write_file(join(directory, REFERENCES_BIB_FILE), REFERENCES_BIB.encode())
+    tables = write_paper_files(directory, _write_file, meta=meta, trials=all_trials,
+                               ablation=ablation, formats=formats,
+                               baseline_line=check.line() if check is not None else None)
     figures = [s.figure for s in sections if s.figure is not None]
     for path in figures:  # each PNG, and its PDF and SVG for a paper
         for written in (path, *plots.vector_files(path)):
@@ -442,7 +367,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
         title, summary, sections, FIGURES_DIR).encode())
     html_path = _write_file(join(directory, "report.html"),
                             html_page(title, summary, sections).encode())
-    return Report(markdown_path, html_path, ablation, note)
+    return Report(markdown_path, html_path, ablation, note, tables)
 
 
 def _write_file(path: str, content: bytes) -> Path | str:

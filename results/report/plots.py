@@ -205,6 +205,15 @@ def calibration_plot(curve: pd.DataFrame, path: str | Path) -> Path:
     return _save(fig, path)
 
 
+def curve_metric(epochs: pd.DataFrame, metric: str) -> str:
+    """The per-epoch metric of the learning curves: the verdicts' metric's validation
+    counterpart (test_acc: val_acc), else the metric itself, else val_mae."""
+    for name in (metric.replace("test_", "val_", 1), metric):
+        if name in epochs and epochs[name].notna().any():
+            return name
+    return "val_mae"
+
+
 def learning_curves(epochs: pd.DataFrame, path: str | Path, *, metric: str = "val_mae") -> Path:
     """Mean over seeds of ``metric`` per epoch, one line per ablation."""
     fig, ax = plt.subplots(figsize=(6, 4))

@@ -35,7 +35,7 @@ from ablations.config.values import arg
 from ablations.config.comparison import DEFAULT_REFERENCE
 
 TOP_LEVEL = ("name", "description", "reference", "model", "variants", "command", "config",
-             "metrics")
+             "metrics", "datasets")
 
 
 def is_space_file(name: str) -> bool:
@@ -103,7 +103,30 @@ def load_space_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{file}: name {name!r}: use letters, digits, '.', '_' and '-'")
     return {"name": name, "description": data.get("description", ""),
             "reference": reference, "model": model, "variants": table,
-            "path": str(file.resolve())}
+            "path": str(file.resolve()), "datasets": _datasets(file, data.get("datasets"))}
+
+
+def _datasets(file: Path, given: Any) -> dict[str, Any] | None:
+    """A space file's ``datasets:`` (docs/datasets.md): name -> a directory (relative to the
+    file's folder), ``synthetic``, or a mapping of the keys that select it; None if absent."""
+    if given is None:
+        return None
+    if not isinstance(given, dict) or not given:
+        raise ConfigError(f"{file}: 'datasets' must be a mapping of name -> a directory, "
+                          "'synthetic' or a mapping of config keys")
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        if isinstance(value, dict):
+            value = dict(value)
+            if value.get("data_dir"):
+                value["data_dir"] = str((file.parent / value["data_dir"]).resolve())
+        elif isinstance(value, str) and value and value != "synthetic":
+            value = str((file.parent / Path(value).expanduser()).resolve())
+        elif value != "synthetic":
+            raise ConfigError(f"{file}: dataset {name!r}: give a directory, 'synthetic' or a "
+                              "mapping of config keys")
+        out[str(name)] = value
+    return out
 
 
 def _command_model(file: Path, data: dict[str, Any]) -> str:

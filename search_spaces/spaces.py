@@ -38,6 +38,9 @@ class Space:
     # it names (``model:``), if any.
     source_file: str = ""
     model: str = ""
+    # A space file's datasets (docs/datasets.md): name -> a directory, "synthetic" or the keys
+    # that select it; None: the experiment's one dataset
+    datasets: Mapping[str, Any] | None = None
 
     @property
     def is_search(self) -> bool:
@@ -120,7 +123,8 @@ def get_space(name: str) -> Space:
                               "another name: in the file")
         return Space(name=table["name"], description=table["description"],
                      variants=table["variants"], reference=table["reference"],
-                     source_file=table["path"], model=table["model"])
+                     source_file=table["path"], model=table["model"],
+                     datasets=table["datasets"])
     try:
         return SPACES[name]
     except KeyError:

@@ -35,8 +35,10 @@ def count(design: Design, trials: Sequence[Any], seeds: Sequence[int],
           crossed: bool = False) -> str:
     """How many trials, for the console's first line."""
     cells = f", crossed: {len(seeds)}x{len(seeds)} cells" if crossed else ""
+    datasets = {s.config.dataset for s in trials}
+    on = f" x {len(datasets)} datasets" if len(datasets) > 1 else ""
     return (f"{len(trials)} trials ({len({s.variant for s in trials})} variants x "
-            f"{len(seeds)} seeds{cells})")
+            f"{len(seeds)} seeds{on}{cells})")
 
 
 @count.register

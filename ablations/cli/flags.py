@@ -262,9 +262,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                         "(repeatable; default: none)")
     config.add_argument("--epochs", type=_positive_int, default=None, metavar="N",
                         help="epochs per trial (default: the configuration's, 4 built in)")
-    config.add_argument("--data", default=None, metavar="DIR",
-                        help="directory with images.npy and table.parquet (default: the "
-                        "embedded synthetic data)")
+    config.add_argument("--data", default=None, action="append", metavar="[NAME=]DIR",
+                        help="directory with images.npy and table.parquet, or 'synthetic' "
+                        "(default: the embedded synthetic data); repeat it to ablate on "
+                        "several datasets, each named NAME or by its directory "
+                        "(docs/datasets.md)")
     config.add_argument("--max-train-examples", type=_non_negative_int, default=None,
                         metavar="N", help="use at most N training samples (0: all; default: "
                         "the configuration's, all)")

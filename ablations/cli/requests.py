@@ -55,6 +55,13 @@ def request_from(args: argparse.Namespace, parser: argparse.ArgumentParser,
     values = {f.name: getattr(args, f.name) for f in fields(Request) if hasattr(args, f.name)}
     for name in LISTS:
         values[name] = comma_list(values.get(name))
+    data = values.get("data")
+    if data is not None:  # --data repeated, or one named: datasets (docs/datasets.md)
+        several = len(data) > 1 or "=" in data[0] or data[0] == "synthetic"
+        values["data"], values["datasets"] = (None, data) if several else (data[0], None)
     names = {f.name for f in fields(Request)}
-    values["given"] = frozenset(given_dests(parser, argv) & names)
+    given = given_dests(parser, argv)
+    if values.get("datasets") is not None:
+        given = (given - {"data"}) | {"datasets"}
+    values["given"] = frozenset(given & names)
     return Request(**values)

@@ -32,7 +32,7 @@ from ablations.config.values import ConfigError
 
 COMMAND_PREFIX = "command:"
 # What the runner fills into a command line beside the user's keys (ablations/trial/command.py)
-COMMAND_FIELDS = ("seed", "init_seed", "order_seed", "data_seed", "trial", "ablation",
+COMMAND_FIELDS = ("seed", "init_seed", "order_seed", "data_seed", "trial", "ablation", "dataset",
                   "trial_dir", "metrics_file", "resume_dir", "device",
                   "python")  # the Python that runs the trial: the runner's, on every node
 FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -44,7 +44,7 @@ OWN_CODE_SWITCHES = ("precision", "compile", "gradient_checkpointing", "channels
                      "precision_requested", "compile_requested")
 # The runner's keys own code's trials also take: the identity, the switches, and what the runner
 # sets itself (threads, device, --resolve-conflicts)
-OWN_CODE_RUNNER_KEYS = frozenset({"ablation", "seed", "seed_offset", "seed_sources",
+OWN_CODE_RUNNER_KEYS = frozenset({"ablation", "dataset", "seed", "seed_offset", "seed_sources",
                                   *OWN_CODE_SWITCHES, "num_threads", "device",
                                   "resolve_conflicts"})
 # Names that are trials.parquet's own columns or a result's record: no key or metric of own

@@ -37,11 +37,11 @@ Config = TypeVar("Config")  # a TrialConfig (ablations/config/trial.py, which im
 
 # Every runner key users write -> its section ("" = the identity at the top level).
 KEY_SECTION: dict[str, str] = {
-    **{name: "" for name in ("ablation", "seed", "seed_offset", "seed_sources")},
+    **{name: "" for name in ("ablation", "dataset", "seed", "seed_offset", "seed_sources")},
     **{f.name: section for section, kind in SECTIONS.items() for f in fields(kind)},
 }
 FIELD_TYPES: dict[str, str] = {
-    **{name: "int" for name in ("seed", "seed_offset")}, "ablation": "str",
+    **{name: "int" for name in ("seed", "seed_offset")}, "ablation": "str", "dataset": "str",
     "seed_sources": "str",
     **{f.name: str(f.type) for kind in SECTIONS.values() for f in fields(kind)},
 }

@@ -68,6 +68,9 @@ class TrialConfig:
     """
 
     ablation: str = DEFAULT_REFERENCE  # name of the variant in its space's table
+    # the dataset the trial trains on, by its name in an experiment over several datasets
+    # (docs/datasets.md); seeds pair within a dataset
+    dataset: str = ""
     seed: int = 0  # the pairing key: the same seeds for every variant; the sources' seeds below
     # Added to ``seed`` for the training randomness only (init, order; ``seed`` stays the
     # pairing key): a variant equal to the reference with an offset is the reference under
@@ -121,7 +124,8 @@ class TrialConfig:
     def flat(self) -> dict[str, Any]:
         """One value per user key, as trials.parquet's columns: the identity, ``model`` (the
         plugin, "" = built-in), then the data, model, optim and systems fields."""
-        row: dict[str, Any] = {"ablation": self.ablation, "seed": self.seed,
+        row: dict[str, Any] = {"ablation": self.ablation, "dataset": self.dataset,
+                               "seed": self.seed,
                                "seed_offset": self.seed_offset,
                                "seed_sources": self.seed_sources, "model": self.plugin}
         if self.own_code is not None:  # the runner's data and optim keys do not apply
@@ -136,7 +140,8 @@ class TrialConfig:
         """Rebuild from :meth:`to_dict` output (nested: one mapping per section)."""
         plugin = str(values["plugin"])
         return cls(
-            ablation=values["ablation"], seed=values["seed"], seed_offset=values["seed_offset"],
+            ablation=values["ablation"], dataset=values.get("dataset", ""), seed=values["seed"],
+            seed_offset=values["seed_offset"],
             seed_sources=values["seed_sources"], plugin=plugin,
             data=DataConfig(**values["data"]), model=plugin_config(plugin, values["model"]),
             optim=OptimConfig(**values["optim"]), systems=SystemsConfig(**values["systems"]),

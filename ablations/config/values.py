@@ -22,7 +22,7 @@ _FALSE = frozenset({"false", "0", "no"})
 
 _ARG = "\x1f"  # brackets an argument's name in an error's message (see :func:`arg`)
 # the command line's flag of an argument, where it is not the argument's name with dashes
-FLAGS = {"overrides": "--set"}
+FLAGS = {"overrides": "--set", "datasets": "--data"}
 
 
 def arg(name: str) -> str:

@@ -21,6 +21,13 @@ from ablations.config import (
 )
 from ablations.config.safety import local_cuda_capability, resolve_systems, skip_reason
 from ablations.experiment.cells import crossed_seeds, spec_for, with_null_control
+from ablations.experiment.datasets_plan import (
+    named_trials,
+    on_dataset,
+    refuse_across,
+    requested_datasets,
+    single_dataset_name,
+)
 from ablations.experiment.own_code_plan import command_model, refuse_runner_flags, with_metric
 from ablations.experiment.request import Request, UsageError, arg
 from model.data import MAX_SYNTHETIC_FRAMES, load_directory
@@ -182,6 +189,7 @@ class Prepared:
     # ablations.experiment.designs.seeds_auto.SequentialRun for --seeds auto
     sequential: Any = None
     seeds: list[int] = field(default_factory=list)  # every seed (--seeds auto: all it may run)
+    datasets: list[str] = field(default_factory=list)  # the datasets, by name, in order
     design: Any = None  # how it runs: a designs.base.Design (design_for)
     factorial: Any = None  # results.stats.factorial.FactorialDesign for --design factorial
 
@@ -216,6 +224,12 @@ def prepare(args: Request) -> Prepared:
     refuse_runner_flags(args, model)
     base = base_config(args, model)
     args = with_metric(args, base)
+    datasets = requested_datasets(args, space) or {single_dataset_name(base): {}}
+    across = len(datasets) > 1
+    if across:
+        refuse_across(args, space)
+    else:  # one dataset: its name on every trial, the trials' names as they are
+        base = on_dataset(base, *next(iter(datasets.items())))
     if base.own_code is not None and space.is_search:
         raise UsageError(f"{arg('space')} {space.name} searches the runner's own keys; own "
                          "code is ablated with a table of its keys (a space file, "
@@ -246,17 +260,21 @@ def prepare(args: Request) -> Prepared:
                         scheduler=args.scheduler or "asha")
         trials, skipped, data_summary = [], [], None
     else:
-        scalar_names = scalar_columns(base) if space.variants_from_data else None
-        if args.design == "factorial":
-            from ablations.experiment.designs.factorial import factorial_trials
+        trials = []
+        for name, keys in datasets.items():  # the table on each dataset, seeds paired in it
+            on_it = on_dataset(base, name, keys) if across else base
+            scalar_names = scalar_columns(on_it) if space.variants_from_data else None
+            if args.design == "factorial":
+                from ablations.experiment.designs.factorial import factorial_trials
 
-            trials, factorial = factorial_trials(args, space, base, seeds, scalar_names)
-        else:
-            trials = expand(space, base, seeds, only=only, scalar_names=scalar_names)
-        if args.cross_seeds:
-            trials = crossed_seeds(trials, seeds)
-        if args.null_control:
-            trials = with_null_control(trials, space.reference)
+                table, factorial = factorial_trials(args, space, on_it, seeds, scalar_names)
+            else:
+                table = expand(space, on_it, seeds, only=only, scalar_names=scalar_names)
+            if args.cross_seeds:
+                table = crossed_seeds(table, seeds)
+            if args.null_control:
+                table = with_null_control(table, space.reference)
+            trials += named_trials(name, table, across)
         trials, skipped, notes, data_summary = plan_trials(space, trials, capability=capability,
                                                            resolve=args.resolve_conflicts)
         if added_reference:
@@ -297,9 +315,12 @@ def prepare(args: Request) -> Prepared:
                          args.tune_budget, tuning_seed(seeds), space.reference,
                          {s.name: s for s in trials})
     design = design_for(hpo, sequential, factorial=factorial, tuned=tuned)
+    if across:  # fixed seeds at full α on each dataset: no rounds follow
+        design.continues_into_rounds = False
     design.plan_spec = planned_settings(args, space, seeds, design)
     return Prepared(space, base, trials, skipped, notes, data_summary, hpo=hpo,
-                    sequential=sequential, seeds=seeds, design=design, factorial=factorial)
+                    sequential=sequential, seeds=seeds, design=design, factorial=factorial,
+                    datasets=list(datasets))
 
 
 def planned_settings(args: Request, space: Any, seeds: Sequence[int],

@@ -58,6 +58,9 @@ class Request:
     overrides: list[tuple[str, Any]] = field(default_factory=list)
     epochs: Optional[int] = None
     data: Optional[str] = None  # a data directory; None: the synthetic set
+    # several datasets, each ablated (docs/datasets.md): "NAME=DIR", "DIR" or "synthetic", or
+    # name -> a directory, "synthetic" or the keys that select it
+    datasets: Optional[list[str] | dict[str, Any]] = None
     max_train_examples: Optional[int] = None
     max_eval_examples: Optional[int] = None
     seed_sources: Optional[str] = None

@@ -92,8 +92,8 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
     )
     predictions_df = (
         pd.concat(prediction_frames, ignore_index=True) if prediction_frames
-        else pd.DataFrame(columns=["experiment", "trial_name", "ablation", "seed", "sample_index",
-                                   "target", "pred_mean", "pred_std"])
+        else pd.DataFrame(columns=["experiment", "trial_name", "ablation", "dataset", "seed",
+                                   "sample_index", "target", "pred_mean", "pred_std"])
     )
     if earlier_rows is not None:
         trials_df, epochs_df, predictions_df = (
@@ -259,7 +259,7 @@ def _history(result: Any, state_root: Optional[str]) -> Optional[pd.DataFrame]:
 
 def _epoch_rows(spec: TrialSpec, history: pd.DataFrame, options: RunOptions) -> pd.DataFrame:
     history = history[history["epoch"].notna()]
-    keys = ("experiment", "trial_name", "ablation", "seed")
+    keys = ("experiment", "trial_name", "ablation", "dataset", "seed")
     frame = pd.DataFrame(index=history.index)
     for name, dtype, _ in EPOCH_COLUMNS:
         if name not in keys:
@@ -280,6 +280,7 @@ def _epoch_rows(spec: TrialSpec, history: pd.DataFrame, options: RunOptions) -> 
 def _with_keys(frame: pd.DataFrame, spec: TrialSpec, options: RunOptions) -> pd.DataFrame:
     frame = frame.copy()
     frame.insert(0, "seed", spec.seed)
+    frame.insert(0, "dataset", spec.config.dataset)
     frame.insert(0, "ablation", spec.variant)
     frame.insert(0, "trial_name", spec.name)
     frame.insert(0, "experiment", options.name)
@@ -312,7 +313,7 @@ def _order(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     keys of ``TrialConfig.flat()``: a plugin's own switches are columns too)."""
     frame = frame.set_index("trial_name").loc[names].reset_index()
     first = column_names(TRIAL_COLUMNS)
-    head = ["experiment", "space", "trial_name", "trial_id", "ablation", "seed"]
+    head = ["experiment", "space", "trial_name", "trial_id", "ablation", "dataset", "seed"]
     rest = [c for c in first if c not in head]
     config = [c for c in frame.columns if c not in {*head, *first}]
     frame = frame[head + rest + config]

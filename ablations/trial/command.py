@@ -55,7 +55,8 @@ def command_values(config: Any, trial: Trial) -> dict[str, str]:
     values = {key: _text(value) for key, value in dataclasses.asdict(config).items()}
     values.update(seed=str(trial.seed), init_seed=str(trial.seeds.init),
                   order_seed=str(trial.seeds.order), data_seed=str(trial.seeds.data),
-                  trial=trial.name, ablation=trial.ablation, trial_dir=str(folder),
+                  trial=trial.name, ablation=trial.ablation, dataset=trial.dataset,
+                  trial_dir=str(folder),
                   metrics_file=str(folder / METRICS_FILE), resume_dir=str(folder / RESUME_DIR),
                   device=trial.device.type, python=sys.executable)
     return values

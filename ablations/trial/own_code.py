@@ -81,6 +81,7 @@ class Trial:
         self.resources = dict(resources)
         self.name = name  # the trial's name, e.g. baseline-seed0
         self.ablation = config.ablation
+        self.dataset = config.dataset  # its name in an experiment over several datasets
         self.seed = config.seed  # the pairing key: every arm runs each seed
         self.seeds = config.seeds  # .init, .order, .data
         self._predictions: Optional[pd.DataFrame] = None

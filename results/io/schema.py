@@ -11,6 +11,7 @@ import functools
 from ablations.config import TrialConfig
 from ablations.trial.divergence import EXPLOSION_FACTOR
 from results.io.table_columns import (  # noqa: F401 (VERDICT_COLUMNS: imported from here too)
+    ACROSS_COLUMNS,
     COMPARE_COLUMNS,
     SEQUENTIAL_COLUMNS,
     SPENT_COLUMNS,
@@ -22,7 +23,9 @@ from results.io.directions import metric_direction
 TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("experiment", "string", "experiment name (the folder name)"),
     ("space", "string", "search space the trial belongs to, e.g. components"),
-    ("trial_name", "string", "unique within the experiment: <ablation>-seed<seed>"),
+    ("trial_name", "string",
+     "unique within the experiment: <ablation>-seed<seed>; over several datasets "
+     "<dataset>.<ablation>-seed<seed>"),
     ("trial_id", "string", "Ray Tune's trial id"),
     ("status", "string",
      "ok / failed / diverged / stopped (early, hpo) / skipped / interrupted / not_started"),
@@ -128,6 +131,7 @@ EPOCH_COLUMNS: list[tuple[str, str, str]] = [
     ("experiment", "string", "experiment name"),
     ("trial_name", "string", "as in trials.parquet"),
     ("ablation", "string", "variant name"),
+    ("dataset", "string", "the dataset the trial trained on (its name; docs/datasets.md)"),
     ("seed", "int64", "trial seed"),
     ("epoch", "int64", "1-based epoch"),
     ("train_loss", "float64", "mean training loss of the epoch"),
@@ -152,6 +156,7 @@ PREDICTION_COLUMNS: list[tuple[str, str, str]] = [
     ("experiment", "string", "experiment name"),
     ("trial_name", "string", "as in trials.parquet"),
     ("ablation", "string", "variant name"),
+    ("dataset", "string", "the dataset the trial trained on (its name; docs/datasets.md)"),
     ("seed", "int64", "trial seed"),
     ("sample_index", "int64", "row of the sample in the dataset (table.parquet order)"),
     ("target", "float64", "true target, km"),
@@ -343,6 +348,13 @@ variant in both, these columns and `test` ... `margin`, `verdict`, `reason` as i
 table, with Δ = B − A and a percentage margin taken of the variant's own mean in A:
 
 {_table(COMPARE_COLUMNS)}
+
+An experiment over several datasets (docs/datasets.md): its verdict table is each dataset's,
+one below the other, with a `dataset` column first; `across_datasets.parquet` (written by the
+run and by `report`; `results.stats.decisions.across_datasets_of(trials, meta)` computes it)
+has one row per variant, its verdict across the datasets:
+
+{_table(ACROSS_COLUMNS)}
 """
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from results.io.schema import (
+    ACROSS_COLUMNS,
     COMPARE_COLUMNS,
     SEQUENTIAL_COLUMNS,
     SPENT_COLUMNS,
@@ -57,7 +58,8 @@ def _sequential() -> pd.DataFrame:
 
 
 def test_every_listed_column_is_in_the_readme():
-    for columns in (VERDICT_COLUMNS, SEQUENTIAL_COLUMNS, SPENT_COLUMNS, COMPARE_COLUMNS):
+    for columns in (VERDICT_COLUMNS, SEQUENTIAL_COLUMNS, SPENT_COLUMNS, COMPARE_COLUMNS,
+                    ACROSS_COLUMNS):
         assert set(column_names(columns)) <= _documented()
 
 
@@ -91,3 +93,13 @@ def test_compare_columns_are_documented():
     table = compare_experiments(a, b)
     assert _undocumented(table) == []
     assert set(column_names(COMPARE_COLUMNS)) <= set(table.columns)
+
+
+def test_across_datasets_columns_are_documented():
+    from results.stats.decisions import across_datasets_of
+
+    trials = pd.concat([_trials().assign(dataset=name, test_mae=lambda t, k=k: t["test_mae"] * k)
+                        for k, name in enumerate(["a", "b", "c"], start=1)], ignore_index=True)
+    table = across_datasets_of(trials, {})
+    assert list(table.columns) == column_names(ACROSS_COLUMNS)
+    assert _undocumented(table) == []

@@ -315,3 +315,41 @@ def test_wandb_offline_runs_one_per_trial_and_the_verdicts(logged):
     verdicts = runs["tracked-verdicts"]
     assert verdicts.run.job_type == "verdicts"
     assert any("verdicts" in row for row in verdicts.history)  # the wandb.Table
+
+
+def test_mlflow_tags_each_datasets_verdict_and_the_one_across_them(tmp_path):
+    """Over several datasets (docs/datasets.md): the verdicts run has the verdict across the
+    datasets as ``verdict.<variant>`` and each dataset's as ``verdict.<dataset>.<variant>``;
+    each trial's run gets its own dataset's verdict."""
+    import pandas as pd
+    from mlflow.tracking import MlflowClient
+
+    root = tmp_path / "exp"
+    root.mkdir()
+    configs = {f"{d}.no_images-seed0": tiny_config(ablation="no_images", dataset=d,
+                                                    use_images=False) for d in ("a", "b")}
+    (root / "experiment.json").write_text(json.dumps({
+        "schema_version": SCHEMA_VERSION,
+        "trials": {name: config.to_dict() for name, config in configs.items()}}))
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    tracker = runs.MLflowTracker(tracking_uri=uri, root=str(root), experiment="exp",
+                                 space="components")
+    tracker.setup()
+    for index, name in enumerate(configs):
+        trial = FakeTrial(name, f"x_{index:05d}")
+        tracker.log_trial_start(trial)
+        tracker.log_trial_end(trial)
+    verdicts = pd.DataFrame({"dataset": ["a", "b"], "ablation": ["no_images"] * 2,
+                             "verdict": ["worse", "inconclusive"]})
+    across = pd.DataFrame({"ablation": ["no_images"], "verdict": ["worse"]})
+    tracker.publish({"summary.txt": "x\n"}, verdicts, across)
+    client = MlflowClient(uri)
+    found = client.search_runs([client.get_experiment_by_name("exp").experiment_id])
+    by_name = {run.data.tags["trial_name"]: run.data.tags for run in found}
+    summary = by_name["exp-verdicts"]
+    assert summary["verdict.no_images"] == "worse"
+    assert summary["verdict.a.no_images"] == "worse"
+    assert summary["verdict.b.no_images"] == "inconclusive"
+    assert by_name["a.no_images-seed0"]["verdict"] == "worse"
+    assert by_name["b.no_images-seed0"]["verdict"] == "inconclusive"
+    assert by_name["b.no_images-seed0"]["dataset"] == "b"

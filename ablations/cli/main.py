@@ -36,6 +36,7 @@ from ablations.cli.output import (
     summary_table,
     tune_lines,
 )
+from ablations.cli.datasets_text import datasets_summary
 from ablations.cli.requests import request_from
 from ablations.cli.resume import resume_plan, same_name_again
 from ablations.cli.signals import sigterm_as_sigint, sigterm_is_ctrl_c
@@ -48,6 +49,7 @@ from ablations.experiment.preflight import auto_batch, check_data_on_workers
 from ablations.experiment.request import UsageError, check_name, storage_root
 from model.data import DataError
 from results.stats.baseline_check import record_baseline_check
+from results.stats.datasets import is_across_datasets
 from results.io.files import MetadataError, first_line, join, list_dir, read_metadata
 from results.stats.decisions import decision_settings, verdicts_of
 from results.stats.planned import pilot_design
@@ -313,7 +315,15 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         verdicts = verdicts_of(df, meta, **settings)
     except (ValueError, KeyError):  # no verdicts: the summary says why
         verdicts = None
-    summary = summary_table(df, meta, verdicts=verdicts, **settings)
+    across = None
+    if is_across_datasets(df):  # each dataset's verdicts, then across them (docs/datasets.md)
+        summary, across = datasets_summary(df, meta, settings)
+        if across is not None:  # beside trials.parquet, as the report writes it too
+            from results.report.datasets_report import write_across
+
+            write_across(str(result.directory), across)
+    else:
+        summary = summary_table(df, meta, verdicts=verdicts, **settings)
     check = record_baseline_check(result.directory, df, result.epochs, reference=reference)
     if check is not None:  # one line above the verdicts; baseline_check.json in the folder
         print(check.line())
@@ -323,7 +333,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     if options.trackers:  # the verdicts as each tracker's <name>-verdicts run
         from ablations.experiment.trackers.specs import publish_summary
 
-        publish_summary(options.trackers, summary, verdicts)
+        publish_summary(options.trackers, summary, verdicts, across)
     counts = {status: int((df["status"] == status).sum()) for status in TrialStatus}
     unfinished = sum(counts[status] for status in UNFINISHED)
     stopped = (f"{counts[TrialStatus.INTERRUPTED]} interrupted, "

@@ -202,6 +202,10 @@ def report_main(args: argparse.Namespace) -> int:
     print(markdown_cells(verdict_view(ablation, metric=ablation.attrs["metric"],
                                       alpha=ablation.attrs.get("alpha", DEFAULT_ALPHA),
                                       sequential="looks" in ablation)))
+    if report.across is not None:  # several datasets: the verdicts across them
+        from results.report.dataset_tables import across_view
+
+        print(f"\nAcross the datasets:\n{markdown_cells(across_view(report.across))}")
     print(f"\n{report.note}")
     print(f"\nReport: {report.markdown} and {report.html}")
     for fmt, path in report.tables.items():

@@ -32,7 +32,7 @@ from ablations.experiment.request import (
     storage_root,
 )
 from results.io.files import read_metadata
-from results.stats.baseline_check import BaselineCheck, record_baseline_check
+from results.stats.baseline_check import BaselineCheck, DatasetChecks, record_baseline_check
 
 
 @dataclass
@@ -43,15 +43,20 @@ class Results:
     trials: pd.DataFrame
     epochs: pd.DataFrame
     predictions: pd.DataFrame
-    verdicts: Optional[pd.DataFrame]  # None when no verdict is possible (e.g. no ok reference)
+    # None when no verdict is possible (e.g. no ok reference); over several datasets each
+    # dataset's verdicts, one below the other, with a ``dataset`` column
+    verdicts: Optional[pd.DataFrame]
     wall_s: float
     effects: Optional[pd.DataFrame] = None  # design="factorial": results.stats.factorial's effects
     # the reference against the training mean and its last epoch (results.stats.baseline_check);
     # None without verdicts
-    baseline_check: Optional[BaselineCheck] = None
+    baseline_check: Optional[BaselineCheck | DatasetChecks] = None
     # tune_each: each arm's verdict at the configuration given and at its own best, side by
     # side (results.stats.decisions.tuned_comparison_of)
     tuned: Optional[pd.DataFrame] = None
+    # several datasets: each variant's verdict across them (results.stats.datasets;
+    # across_datasets.parquet)
+    across: Optional[pd.DataFrame] = None
 
 
 def records_given(init: Callable[..., None]) -> Callable[..., None]:
@@ -80,7 +85,9 @@ class Experiment:
     :attr:`Results.effects` holds its effects), ``tune_each`` keys (docs/tuned.md), a search
     space's ``num_samples`` and ``scheduler``, a cluster's ``address``; own code
     (docs/own-code.md) as ``model`` (a training function's ``package.module:NAME``) or
-    ``command`` with its ``metrics`` (``{"test_acc": "higher"}``). ``num_cpus``: the local
+    ``command`` with its ``metrics`` (``{"test_acc": "higher"}``); ``datasets``: the same
+    table on several datasets (docs/datasets.md), as ``["NAME=DIR", "DIR", "synthetic"]`` or
+    ``{name: a directory, "synthetic" or the keys that select it}``. ``num_cpus``: the local
     Ray's CPUs when this call starts one; ``max_concurrent`` and ``max_failures`` as on the
     command line."""
 
@@ -91,6 +98,7 @@ class Experiment:
                  metrics: Optional[str | Mapping[str, Any]] = None,
                  only: Optional[Sequence[str]] = None,
                  epochs: Optional[int] = None, data: Optional[str] = None,
+                 datasets: Optional[Sequence[str] | Mapping[str, Any]] = None,
                  max_train_examples: Optional[int] = None,
                  max_eval_examples: Optional[int] = None, seed_sources: Optional[str] = None,
                  pilot: Optional[int] = None, max_seeds: Optional[int] = None,
@@ -111,6 +119,8 @@ class Experiment:
             space=str(space), seeds=Request.seeds_from(seeds), config=config, model=model,
             command=command, metrics=metrics,
             only=names(only), epochs=epochs, data=data,
+            datasets=None if datasets is None else datasets if isinstance(datasets, Mapping)
+            else names(datasets),
             max_train_examples=max_train_examples, max_eval_examples=max_eval_examples,
             seed_sources=seed_sources, pilot=pilot, max_seeds=max_seeds,
             null_control=null_control, cross_seeds=cross_seeds, design=design,
@@ -253,7 +263,13 @@ def results_of(result: Any, design: Any, *, reference: str) -> Results:
     settings recorded before its data (:func:`results.stats.decisions.verdicts_of`), a
     factorial design's effects and a tuned ablation's side-by-side table, at the same
     settings."""
-    from results.stats.decisions import factorial_effects_of, tuned_comparison_of, verdicts_of
+    from results.report.datasets_report import write_across
+    from results.stats.decisions import (
+        across_datasets_of,
+        factorial_effects_of,
+        tuned_comparison_of,
+        verdicts_of,
+    )
 
     verdicts, check = None, None
     meta = read_metadata(str(result.directory)) or {}
@@ -272,5 +288,10 @@ def results_of(result: Any, design: Any, *, reference: str) -> Results:
         tuned = tuned_comparison_of(result.trials, meta, reference=reference)
     except ValueError:  # no comparison possible
         tuned = None
+    across = None
+    if design.has_verdicts and verdicts is not None:
+        across = across_datasets_of(result.trials, meta, reference=reference)
+        if across is not None:
+            write_across(str(result.directory), across)
     return Results(str(result.directory), result.trials, result.epochs, result.predictions,
-                   verdicts, result.wall_s, effects, check, tuned)
+                   verdicts, result.wall_s, effects, check, tuned, across)

@@ -108,3 +108,44 @@ COMPARE_COLUMNS: list[tuple[str, str, str]] = [
     ("identical", "bool",
      "every shared seed gave the same value bit for bit (the same machine and software stack)"),
 ]
+
+# results.stats.datasets.across_datasets (across_datasets.parquet): one row per variant, its
+# verdict across the datasets of an experiment over several (docs/datasets.md). Ratios are the
+# variant's mean over the reference's, minus 1, pooled over the datasets.
+ACROSS_COLUMNS: list[tuple[str, str, str]] = [
+    ("ablation", "string", "the variant"),
+    ("n_datasets", "int64", "datasets pooled: those with two seed pairs and means above 0"),
+    ("ratio", "float64", "the pooled ratio minus 1 (random effects, Paule-Mandel τ²)"),
+    ("ratio_ci_low", "float64",
+     "lower end of its 1 − α interval (modified Knapp-Hartung: t on k − 1 df)"),
+    ("ratio_ci_high", "float64", "upper end of the same interval"),
+    ("tost_ci_low", "float64", "lower end of the 1 − 2α interval the equivalence test reads"),
+    ("tost_ci_high", "float64", "upper end of the same interval"),
+    ("pi_low", "float64",
+     "lower end of the 1 − α prediction interval: a new dataset's ratio minus 1 (null with "
+     "two datasets)"),
+    ("pi_high", "float64", "upper end of the same interval"),
+    ("tau", "float64", "between-dataset standard deviation of the log ratio"),
+    ("i2", "float64", "share of the log ratios' spread that is between datasets (I²)"),
+    ("df", "float64", "degrees of freedom of the pooled t test (k − 1)"),
+    ("p_value", "float64", "two-sided p of a pooled ratio of 1"),
+    ("p_holm", "float64", "p_value after Holm over the variants"),
+    ("p_tost", "float64", "the larger one-sided p against the margin"),
+    ("p_tost_holm", "float64", "p_tost after Holm over the variants"),
+    ("significant", "bool", "the pooled test rejects after Holm"),
+    ("equivalent", "bool",
+     "the pooled equivalence test rejects after Holm and no dataset's row is unstable"),
+    ("unstable", "bool", "more diverged seeds than the reference on some dataset"),
+    ("verdict", "string",
+     "worse / better (higher / lower) / equivalent / negligible / inconclusive across the "
+     "datasets"),
+    ("n_same_direction", "int64", "datasets whose ratio points the pooled way"),
+    ("dataset_verdicts", "string", "the datasets' own verdicts, counted ('worse 2, "
+     "inconclusive 1')"),
+    ("on_every_dataset", "string",
+     "the verdict every dataset reached on its own (worse, better, equivalent, ...), else empty"),
+    ("reason", "string",
+     "why the row reads as it does: too few datasets pooled, unstable, or equivalent on "
+     "average only (the prediction interval reaches past the margin)"),
+    ("margin", "float64", "the margin tested, a share of the reference's mean"),
+]

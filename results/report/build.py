@@ -49,6 +49,7 @@ from results.io.files import (
     join,
     read_metadata,
 )
+from results.stats.datasets import is_across_datasets
 from results.stats.phases import evaluation_rows
 from results.report.folder import NotAnExperimentError, check_experiment
 from results.report.designs import factorial_sections, tuned_section
@@ -90,6 +91,8 @@ class Report:
     note: str  # results.stats.analysis.verdict_note: what the verdicts mean, margin and alpha
     # the ablation table for a paper (results/report/paper.py): format -> the file written
     tables: dict = field(default_factory=dict)
+    # over several datasets: the verdicts across them (results.stats.datasets.across_datasets)
+    across: Optional[pd.DataFrame] = None
 
 
 # What the per-sample analyses (uncertainty, seed ensembles, strata, calibration) read
@@ -165,6 +168,9 @@ def _report_of(directory: str | Path, meta: dict[str, Any], *, reference: str | 
     if not (ok & (trials["ablation"] == reference)).any():
         raise ValueError(f"reference {reference!r} has no ok trial; pass another --reference "
                          f"(variants: {', '.join(variants)})")
+    if is_across_datasets(trials) and compare_with is not None:
+        raise ValueError(f"{directory} ran on several datasets; compare_with compares two "
+                         "experiments on one: compare each dataset's own experiments")
     comparison = None
     if compare_with is not None:
         table = compare_experiments(compare_with, trials, metric=metric, margin=margin,
@@ -174,6 +180,15 @@ def _report_of(directory: str | Path, meta: dict[str, Any], *, reference: str | 
             table, a=other, b=str(trials["experiment"].iloc[0])), table[[
                 "ablation", "n_pairs", "a_mean", "b_mean", "diff_mean", "tost_ci_low",
                 "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
+    if is_across_datasets(trials):  # each dataset's report, then the one across them
+        from results.report.datasets_report import write_datasets_report
+
+        with tempfile.TemporaryDirectory(prefix="report-") as scratch:
+            return write_datasets_report(
+                directory, evaluation_rows(trials), evaluation_rows(epochs, trials),
+                evaluation_rows(predictions, trials), Path(scratch), reference=reference,
+                metric=metric, margin=margin, alpha=alpha, meta=meta, formats=formats,
+                write_one=_write_report, write_file=_write_file, report_type=Report)
     tuned = tuned_section(trials, meta, reference=reference, metric=metric, margin=margin,
                           alpha=alpha)
     with tempfile.TemporaryDirectory(prefix="report-") as scratch:
@@ -188,7 +203,8 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                   metric: str, margin: str | float, alpha: float,
                   meta: dict, sequential: dict | None = None,
                   comparison: tuple[str, str, pd.DataFrame] | None = None,
-                  tuned: Optional[Section] = None, formats: Sequence[str] = ()) -> Report:
+                  tuned: Optional[Section] = None, formats: Sequence[str] = (),
+                  title_suffix: str = "") -> Report:
     """Figures are drawn in ``scratch`` and moved into place with the other files.
     ``sequential``: experiment.json's record of a ``--seeds auto`` run (its verdicts are the
     sequential design's; the report adds the compute spent), or its ``planned`` record of a
@@ -355,7 +371,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     check = baseline_check(trials, epochs, reference=reference)
     if check is not None:  # above the verdicts, as the run's summary prints it
         summary += f" {check.line()}"
-    title = f"Ablation report: {name}"
+    title = f"Ablation report: {name}{title_suffix}"
     tables = write_paper_files(directory, _write_file, meta=meta, trials=all_trials,
                                ablation=ablation, formats=formats,
                                baseline_line=check.line() if check is not None else None)

@@ -1,6 +1,6 @@
 """Figures for the report (matplotlib, Agg backend). Each takes analysis DataFrames and writes
 the figure three times beside its path: PNG for the report's pages, and PDF and SVG for a
-paper (:func:`_save`): TrueType fonts embedded in the PDF (Type 42, never Type 3, which
+paper (:func:`save_figure`): TrueType fonts embedded in the PDF (Type 42, never Type 3, which
 journals refuse) and glyphs as paths in the SVG, so both look the same without the fonts
 installed. Colours are Okabe and Ito's palette, told apart with the common colour-vision
 deficiencies (:data:`PALETTE`)."""
@@ -42,7 +42,7 @@ VECTOR_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "path"}
 LAYOUTS = {"page": (6.75, 8.0), "column": (3.25, 7.0)}  # widest first: fonts only shrink
 
 
-def _save(fig, path: str | Path) -> Path:
+def save_figure(fig, path: str | Path) -> Path:
     """Write ``fig`` as ``path`` (PNG, 110 dpi, the report's size) and as PDF and SVG beside
     it, at the report's size and at each of :data:`LAYOUTS` (``forest-page.pdf``: 6.75 in
     wide, the height scaled alike, no font above 8 pt; ``forest-column.pdf``: 3.25 in, no
@@ -94,7 +94,7 @@ def _narrow(fig, width: float, height: float, points: float) -> None:
 
 
 def vector_files(png: Path) -> list[Path]:
-    """The PDFs and SVGs :func:`_save` wrote beside ``png``: the report's size, then each
+    """The PDFs and SVGs :func:`save_figure` wrote beside ``png``: the report's size, then each
     layout's."""
     return [png.with_name(f"{png.stem}{size}.{suffix}") for size in
             ("", *(f"-{name}" for name in LAYOUTS)) for suffix in VECTOR_FORMATS]
@@ -135,7 +135,7 @@ def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = DEFAULT_
         ax.set_xlabel(f"{with_unit(f'{metric}: difference to the reference', unit_of(metric))}"
                       ", 95% CI")
         ax.set_title("red: Holm-adjusted p < 0.05", fontsize=9)
-        return _save(fig, path)
+        return save_figure(fig, path)
     alpha = table.attrs.get("alpha", DEFAULT_ALPHA)
     margin = float(table["margin"].iloc[0])
     relative = bool(table.attrs.get("relative")) and "ratio" in rows
@@ -173,7 +173,7 @@ def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = DEFAULT_
     ax.set_title(f"shaded: the margin ±{margin:.3g}{unit}; colour: verdict (Holm over the "
                  "family)", fontsize=9)
     ax.legend(fontsize=7, loc="best")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def stratum_heatmap(strata: pd.DataFrame, path: str | Path, *, stratum: str = "regime",
@@ -190,7 +190,7 @@ def stratum_heatmap(strata: pd.DataFrame, path: str | Path, *, stratum: str = "r
             ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="white", fontsize=8)
     fig.colorbar(image, ax=ax, label=f"{value} (km)")
     ax.set_title(f"{value} by {stratum}")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def calibration_plot(curve: pd.DataFrame, path: str | Path) -> Path:
@@ -202,7 +202,7 @@ def calibration_plot(curve: pd.DataFrame, path: str | Path) -> Path:
     ax.set_xlabel("nominal coverage")
     ax.set_ylabel("observed coverage")
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def curve_metric(epochs: pd.DataFrame, metric: str) -> str:
@@ -223,7 +223,7 @@ def learning_curves(epochs: pd.DataFrame, path: str | Path, *, metric: str = "va
     ax.set_xlabel("epoch")
     ax.set_ylabel(with_unit(f"{metric}, mean over seeds", unit_of(metric)))
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def interaction_plot(means: pd.DataFrame, effects: pd.DataFrame, path: str | Path, *,
@@ -267,4 +267,4 @@ def interaction_plot(means: pd.DataFrame, effects: pd.DataFrame, path: str | Pat
         ax.tick_params(labelsize=7)
     fig.suptitle("Interactions: the mean at each pair of levels (parallel lines: additive)",
                  fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -54,6 +54,8 @@ def verdict_view(ablation: pd.DataFrame, *, metric: str, alpha: float,
                decimals_from="ratio") if relative and "ratio" in ablation else
         Column(with_unit("Equivalent within ±", unit), "equivalence_bound_holm"),
     ]
+    if "dataset" in ablation:  # an experiment over several datasets: each one's rows
+        columns.insert(0, Column("Dataset", "dataset", "text"))
     if sequential and "decided_at" in ablation:
         columns.append(Column("Decided at (seeds)", "decided_at", "count"))
     if sequential and "looks" in ablation:

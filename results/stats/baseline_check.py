@@ -36,6 +36,7 @@ import pandas as pd
 from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.config.statuses import TrialStatus
 from results.io.files import join, write_json_atomic
+from results.stats.datasets import by_dataset, is_across_datasets
 from results.stats.phases import evaluation_rows
 
 SKILL_FLOOR = 0.1  # skill against the training mean below this: the reference learned little
@@ -145,20 +146,55 @@ def baseline_check(trials: pd.DataFrame, epochs: Optional[pd.DataFrame] = None, 
                          last_epoch_fall=fall)
 
 
-def write_baseline_check(directory: str | Path, check: BaselineCheck) -> str:
+def write_baseline_check(directory: str | Path, check: BaselineCheck | DatasetChecks) -> str:
     """Write ``check`` to ``<directory>/baseline_check.json``, atomically; return its path."""
     return write_json_atomic(check.to_dict(), join(directory, BASELINE_CHECK_FILE))
 
 
+@dataclass(frozen=True)
+class DatasetChecks:
+    """The reference checked on each dataset of an experiment over several
+    (docs/datasets.md): one :class:`BaselineCheck` per dataset with an ok reference."""
+
+    checks: dict[str, BaselineCheck]
+
+    @property
+    def passed(self) -> bool:
+        return all(check.passed for check in self.checks.values())
+
+    def line(self) -> str:
+        """One line per dataset, named."""
+        return "\n".join(f"[{name}] {check.line()}" for name, check in self.checks.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"datasets": {name: check.to_dict() for name, check in self.checks.items()},
+                "passed": self.passed, "line": self.line()}
+
+
+def dataset_baseline_checks(trials: pd.DataFrame, epochs: Optional[pd.DataFrame], *,
+                            reference: str) -> Optional[DatasetChecks]:
+    """:func:`baseline_check` on each dataset's trials (None where no dataset has one)."""
+    checks = {}
+    for name, rows in by_dataset(trials).items():
+        check = baseline_check(rows, epochs, reference=reference)
+        if check is not None:
+            checks[name] = check
+    return DatasetChecks(checks) if checks else None
+
+
 def record_baseline_check(directory: Optional[str | Path], trials: pd.DataFrame,
                           epochs: Optional[pd.DataFrame], *, reference: str
-                          ) -> Optional[BaselineCheck]:
+                          ) -> Optional[BaselineCheck | DatasetChecks]:
     """The check of an experiment with verdicts (more than one variant, an ok reference, the
-    rows of its evaluation phase), written to ``directory`` when given; else None."""
+    rows of its evaluation phase), written to ``directory`` when given; else None. Over
+    several datasets, a check per dataset (:class:`DatasetChecks`)."""
     trials = evaluation_rows(trials)
     if trials.empty or trials["ablation"].nunique() < 2:
         return None
-    check = baseline_check(trials, epochs, reference=reference)
+    if is_across_datasets(trials):
+        check = dataset_baseline_checks(trials, epochs, reference=reference)
+    else:
+        check = baseline_check(trials, epochs, reference=reference)
     if check is not None and directory is not None:
         write_baseline_check(directory, check)
     return check

@@ -29,6 +29,7 @@ from ablations.config.comparison import (
 )
 from results.io.directions import declared_metrics
 from results.io.files import read_experiment, read_metadata
+from results.stats.datasets import DATASET, across_datasets, by_dataset, is_across_datasets
 from results.stats.factorial_design import FactorialDesign
 from results.stats.phases import evaluation_rows
 from results.stats.planned import departures, pilot_design, recorded_settings
@@ -63,10 +64,17 @@ def verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
     left None are those recorded before the data; a table decided on others is exploratory:
     ``attrs["exploratory"]`` lists what differs (:func:`results.stats.planned.departures`).
 
+    An experiment over several datasets gets each dataset's table, one below the other, with
+    a ``dataset`` column first (:func:`dataset_verdicts_of`; a dataset with no verdicts
+    possible is left out and named in ``attrs["dataset_errors"]``).
+
     Raises:
         ValueError: no verdicts are possible (e.g. no ok trial of the reference, a relative
             margin of a mean of 0); the message says why.
     """
+    if is_across_datasets(trials):
+        return _one_below_the_other(dataset_verdicts_of(
+            trials, meta, reference=reference, metric=metric, margin=margin, alpha=alpha))
     with declared_metrics(meta.get("metrics")):  # own code's directions and units
         settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
                                      alpha=alpha)
@@ -84,6 +92,26 @@ def verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
         table.attrs["exploratory"] = departures(recorded_settings(meta) or {}, **settings)
         table.attrs["settings"] = settings
         return table
+
+
+def _one_below_the_other(per_dataset: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per-dataset verdict tables as one, with a ``dataset`` column first."""
+    tables = {name: table for name, table in per_dataset.items() if len(table)}
+    errors = {name: table.attrs["error"] for name, table in per_dataset.items()
+              if not len(table)}
+    if not tables:
+        raise ValueError("no dataset has verdicts: " + "; ".join(
+            f"{name}: {error}" for name, error in errors.items()))
+    attrs = dict(next(iter(tables.values())).attrs)
+    out = pd.concat([table.assign(**{DATASET: name}) for name, table in tables.items()],
+                    ignore_index=True)
+    out = out[[DATASET, *(c for c in out.columns if c != DATASET)]]
+    for name, table in tables.items():  # attrs that differ by dataset: per dataset
+        for key in ("reference_mean", "margin", "dropped_nan", "comparisons"):
+            if key in table.attrs:
+                attrs.setdefault(f"{key}_by_dataset", {})[name] = table.attrs[key]
+    out.attrs.update(attrs, datasets=list(tables), dataset_errors=errors)
+    return out
 
 
 def experiment_verdicts(directory: str, trials: Optional[pd.DataFrame] = None, *,
@@ -138,3 +166,46 @@ def tuned_comparison_of(trials: pd.DataFrame, meta: dict[str, Any], *,
         settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
                                      alpha=alpha)
         return side_by_side(trials, keys=meta["tuned"].get("keys", []), **settings)
+
+
+def dataset_verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
+                        reference: Optional[str] = None, metric: Optional[str] = None,
+                        margin: str | float | None = None,
+                        alpha: Optional[float] = None) -> dict[str, pd.DataFrame]:
+    """:func:`verdicts_of` on each dataset's trials, by dataset (trials.parquet's ``dataset``;
+    one entry for an experiment on one dataset). A dataset whose verdicts are not possible
+    (no ok trial of its reference) maps to an empty table whose ``attrs["error"]`` says why.
+    """
+    out = {}
+    for name, rows in by_dataset(trials).items():
+        try:
+            out[name] = verdicts_of(rows, meta, reference=reference, metric=metric,
+                                    margin=margin, alpha=alpha)
+        except ValueError as exc:
+            empty = pd.DataFrame(columns=["ablation", "verdict", "unstable"])
+            empty.attrs["error"] = str(exc)
+            out[name] = empty
+    return out
+
+
+def across_datasets_of(trials: pd.DataFrame, meta: dict[str, Any],
+                       per_dataset: Optional[dict[str, pd.DataFrame]] = None, *,
+                       reference: Optional[str] = None, metric: Optional[str] = None,
+                       margin: str | float | None = None,
+                       alpha: Optional[float] = None) -> Optional[pd.DataFrame]:
+    """Each variant's verdict across the datasets (:func:`results.stats.datasets.
+    across_datasets`) at the settings :func:`verdicts_of` decides with; None for an
+    experiment on one dataset. ``per_dataset``: :func:`dataset_verdicts_of`'s, if computed.
+
+    Raises:
+        ValueError: a margin in the metric's units (the message says to give a percentage).
+    """
+    if not is_across_datasets(trials):
+        return None
+    with declared_metrics(meta.get("metrics")):
+        settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+                                     alpha=alpha)
+        if per_dataset is None:
+            per_dataset = dataset_verdicts_of(trials, meta, **settings)
+        usable = {name: table for name, table in per_dataset.items() if len(table)}
+        return across_datasets(trials, usable, **settings)

@@ -146,7 +146,7 @@ class MLflowTracker(MLflowLoggerCallback):
             return
         params = trial_params(trial, self.plan)
         tags = {**self.tags, "trial_name": name, "variant": params["ablation"],
-                "seed": str(params["seed"])}
+                "dataset": str(params.get("dataset", "")), "seed": str(params["seed"])}
         run_id = self.client.create_run(self.mlflow_util.experiment_id, run_name=name,
                                         tags=tags).info.run_id
         self._trial_runs[trial] = run_id
@@ -181,9 +181,13 @@ class MLflowTracker(MLflowLoggerCallback):
                 self.client.set_tag(run_id, "status", str(TrialStatus.INTERRUPTED))
                 self.client.set_terminated(run_id, status="KILLED")
 
-    def publish(self, files: dict[str, str], verdicts: Optional[pd.DataFrame]) -> None:
+    def publish(self, files: dict[str, str], verdicts: Optional[pd.DataFrame],
+                across: Optional[pd.DataFrame] = None) -> None:
         """The run ``<experiment>-verdicts`` with ``files`` as artifacts; each trial's run
-        gets its variant's verdict as the tag ``verdict`` (filter the runs table by it)."""
+        gets its variant's verdict as the tag ``verdict`` (filter the runs table by it). Over
+        several datasets (``across``: the verdicts across them), the verdicts run's tags are
+        ``verdict.<variant>`` across the datasets and ``verdict.<dataset>.<variant>`` on each,
+        and a trial's ``verdict`` is its dataset's."""
         if getattr(self, "client", None) is None:  # a resumed Tuner used its pickled copy
             self.setup()
         experiment_id = self.mlflow_util.experiment_id
@@ -194,11 +198,20 @@ class MLflowTracker(MLflowLoggerCallback):
         for file_name, text in files.items():
             self.client.log_text(run_id, text, file_name)
         if verdicts is not None:
-            for variant, verdict in zip(verdicts["ablation"], verdicts["verdict"]):
-                self.client.set_tag(run_id, f"verdict.{variant}", str(verdict))
-                for run in self.client.search_runs([experiment_id],
-                                                   filter_string=f"tags.variant = '{variant}'"):
+            datasets = verdicts["dataset"] if "dataset" in verdicts else [None] * len(verdicts)
+            for dataset, variant, verdict in zip(datasets, verdicts["ablation"],
+                                                 verdicts["verdict"]):
+                where = f"tags.variant = '{variant}'"
+                if dataset is None:
+                    self.client.set_tag(run_id, f"verdict.{variant}", str(verdict))
+                else:
+                    self.client.set_tag(run_id, f"verdict.{dataset}.{variant}", str(verdict))
+                    where += f" and tags.dataset = '{dataset}'"
+                for run in self.client.search_runs([experiment_id], filter_string=where):
                     self.client.set_tag(run.info.run_id, "verdict", str(verdict))
+        if across is not None:
+            for variant, verdict in zip(across["ablation"], across["verdict"]):
+                self.client.set_tag(run_id, f"verdict.{variant}", str(verdict))
         self.client.set_terminated(run_id, status="FINISHED")
 
 
@@ -267,7 +280,8 @@ class WandbTracker(WandbLoggerCallback):
             id=trial.trial_id, name=name, resume="allow", allow_val_change=True,
             project=self.project, group=self.experiment, job_type="trial",
             tags=[f"variant={params['ablation']}", f"seed={params['seed']}",
-                  f"space={self.space}"],
+                  f"space={self.space}",
+                  *([f"dataset={params['dataset']}"] if params.get("dataset") else [])],
             config={**params, "trial_name": name, "experiment": self.experiment,
                     "space": self.space},
             dir=self.dir,
@@ -280,10 +294,14 @@ class WandbTracker(WandbLoggerCallback):
                    TRAINING_ITERATION: int(result.get("epoch", iteration))}
         super().log_trial_result(iteration, trial, metrics)
 
-    def publish(self, files: dict[str, str], verdicts: Optional[pd.DataFrame]) -> None:
+    def publish(self, files: dict[str, str], verdicts: Optional[pd.DataFrame],
+                across: Optional[pd.DataFrame] = None) -> None:
         """The run ``<experiment>-verdicts`` (job type verdicts) in the experiment's group:
         the verdict table as a ``wandb.Table``, each variant's verdict in its summary
-        (``verdict/<variant>``), and ``files`` as an artifact of type verdicts."""
+        (``verdict/<variant>``), and ``files`` as an artifact of type verdicts. Over several
+        datasets, the table has a ``dataset`` column, ``verdict/<dataset>/<variant>`` each
+        dataset's verdict, ``verdict/<variant>`` the verdict across them and ``across`` that
+        table."""
         import wandb
 
         name = f"{self.experiment}{SUMMARY_SUFFIX}"
@@ -297,7 +315,17 @@ class WandbTracker(WandbLoggerCallback):
                 # the reference's row has pd.NA in the boolean columns: None for W&B's types
                 cells = verdicts.astype(object).where(verdicts.notna(), None)
                 run.log({"verdicts": wandb.Table(dataframe=cells)})
-                for variant, verdict in zip(verdicts["ablation"], verdicts["verdict"]):
+                datasets = verdicts["dataset"] if "dataset" in verdicts else [None] * len(
+                    verdicts)
+                for dataset, variant, verdict in zip(datasets, verdicts["ablation"],
+                                                     verdicts["verdict"]):
+                    key = f"verdict/{variant}" if dataset is None else \
+                        f"verdict/{dataset}/{variant}"
+                    run.summary[key] = str(verdict)
+            if across is not None:
+                cells = across.astype(object).where(across.notna(), None)
+                run.log({"across": wandb.Table(dataframe=cells)})
+                for variant, verdict in zip(across["ablation"], across["verdict"]):
                     run.summary[f"verdict/{variant}"] = str(verdict)
             artifact = wandb.Artifact(name, type="verdicts")
             for file_name, text in files.items():

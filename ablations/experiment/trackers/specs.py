@@ -153,11 +153,13 @@ def _check_wandb_credentials() -> None:
 
 
 def publish_summary(trackers: Sequence[Any], summary: str,
-                    verdicts: Optional[pd.DataFrame]) -> None:
+                    verdicts: Optional[pd.DataFrame],
+                    across: Optional[pd.DataFrame] = None) -> None:
     """Give each tracker ``summary``, the table the command printed, and ``verdicts``, the
     experiment's verdict table (:func:`results.stats.decisions.verdicts_of`'s; None: no
-    verdicts). A tracker that fails here gets a warning line: the results are written
-    already."""
+    verdicts); over several datasets ``across``, the verdicts across them
+    (across_datasets.csv). A tracker that fails here gets a warning line: the results are
+    written already."""
     from results.stats.analysis import dropped_note, verdict_note
     from results.report.page import markdown_cells
     from results.report.tables import verdict_view
@@ -176,9 +178,11 @@ def publish_summary(trackers: Sequence[Any], summary: str,
                                 f"{note}\n\n{shown}\n")
     else:
         verdicts = None
+    if across is not None:
+        files["across_datasets.csv"] = across.to_csv(index=False)
     for tracker in trackers:
         try:
-            tracker.publish(files, verdicts)
+            tracker.publish(files, verdicts, across)
         except tracker.errors as exc:
             first = first_line(exc)
             print(f"warning: {type(tracker).__name__}: the verdicts were not logged: {first}",

@@ -1,0 +1,53 @@
+"""What the command line prints after an experiment over several datasets (docs/datasets.md):
+each dataset's summary and verdicts, then the verdicts across the datasets, and with five or
+more datasets the arms' ranks."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pandas as pd
+
+
+def datasets_summary(trials_df: pd.DataFrame, meta: dict[str, Any],
+                     settings: dict[str, Any]) -> tuple[str, Optional[pd.DataFrame]]:
+    """The summary of each dataset (:func:`ablations.cli.output.summary_table` on its trials),
+    then the across-dataset table, its note and the ranks; and that table (None where no
+    verdicts across are possible)."""
+    from ablations.cli.output import summary_table
+    from results.report.dataset_tables import across_view
+    from results.stats.datasets import across_note, by_dataset, rank_comparison
+    from results.stats.decisions import across_datasets_of
+    from results.stats.phases import evaluation_rows
+
+    blocks = []
+    for name, rows in by_dataset(trials_df).items():
+        blocks.append(f"Dataset {name} ({len(rows)} trials):\n"
+                      f"{summary_table(rows, meta, **settings)}")
+    try:
+        across = across_datasets_of(trials_df, meta, **settings)
+    except (ValueError, KeyError) as exc:
+        blocks.append(f"No verdicts across the datasets: {exc}")
+        return "\n\n".join(blocks), None
+    if across is None or across.empty:
+        blocks.append("No verdicts across the datasets: no variant beside the reference.")
+        return "\n\n".join(blocks), None
+    text = (f"Across {len(across.attrs['datasets'])} datasets "
+            f"({', '.join(across.attrs['datasets'])}):\n"
+            f"{across_view(across).to_string(index=False)}\n\n{across_note(across)}")
+    blocks.append(text)
+    ranks = rank_comparison(evaluation_rows(trials_df), metric=settings["metric"],
+                            alpha=settings["alpha"])
+    if ranks is not None:
+        blocks.append(ranks_text(ranks))
+    return "\n\n".join(blocks), across
+
+
+def ranks_text(ranks: Any) -> str:
+    """The average ranks, Friedman's p and the critical difference, in a few lines."""
+    average = ", ".join(f"{arm} {rank:.2f}" for arm, rank in ranks.average.items())
+    return (f"Average ranks over {len(ranks.scores)} datasets (1 = best; each arm's median "
+            f"over seeds, a diverged seed the worst): {average}.\nFriedman's test p = "
+            f"{ranks.friedman_p:.3g}; Nemenyi's critical difference at α = {ranks.alpha:g}: "
+            f"{ranks.critical_difference:.2f} (arms whose average ranks differ by less are not "
+            "told apart; the report draws the critical-difference diagram).")

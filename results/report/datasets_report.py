@@ -1,0 +1,131 @@
+"""The report of an experiment over several datasets (docs/datasets.md).
+
+The top report.md / report.html lead with the verdicts across the datasets
+(:mod:`results.stats.datasets`), then a forest plot per ablation (a row per dataset and the
+pooled ratio), the critical-difference diagram where there are five or more datasets, and each
+dataset's verdict table. Each dataset also gets the full single-dataset report (learning
+curves, strata, calibration, the paper's tables) in ``datasets/<name>/``. The across-dataset
+table is written as ``across_datasets.parquet`` beside trials.parquet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from ablations.config.statuses import TrialStatus
+from results.io.files import join, write_parquet_atomic
+from results.report import plots
+from results.report.dataset_plots import critical_difference_diagram, dataset_forest_plots
+from results.report.dataset_tables import across_view
+from results.report.page import Section, html_page, markdown_page
+from results.report.tables import verdict_view
+from results.stats.baseline_check import dataset_baseline_checks
+from results.stats.datasets import (
+    across_note,
+    by_dataset,
+    dataset_effects,
+    rank_comparison,
+)
+from results.stats.decisions import across_datasets_of
+from results.stats.phases import evaluation_rows
+from results.stats.verdicts import margin_text
+
+ACROSS_FILE = "across_datasets.parquet"
+DATASETS_DIR = "datasets"  # each dataset's own report: datasets/<name>/report.md
+FIGURES_DIR = "report_files"
+
+
+def write_across(directory: str | Path, across: pd.DataFrame) -> str:
+    """``across_datasets.parquet`` in the experiment's folder, atomically."""
+    path = join(directory, ACROSS_FILE)
+    write_parquet_atomic(across.reset_index(drop=True), path)
+    return path
+
+
+def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
+                          predictions: pd.DataFrame, scratch: Path, *, reference: str,
+                          metric: str, margin: str | float, alpha: float, meta: dict,
+                          formats: Sequence[str], write_one: Callable[..., Any],
+                          write_file: Callable[[str, bytes], Any], report_type: type) -> Any:
+    """Each dataset's report (``write_one``: results.report.build's single-dataset writer) in
+    ``datasets/<name>/``, then the top report across them. Returns ``report_type`` (build's
+    Report) with the verdicts of every dataset, one below the other."""
+    settings = {"reference": reference, "metric": metric, "margin": margin, "alpha": alpha}
+    per_dataset: dict[str, pd.DataFrame] = {}
+    problems: dict[str, str] = {}
+    for name, rows in by_dataset(trials).items():
+        names = set(rows["trial_name"])
+        try:
+            report = write_one(join(directory, DATASETS_DIR, name), rows,
+                               epochs[epochs["trial_name"].isin(names)],
+                               predictions[predictions["trial_name"].isin(names)],
+                               scratch / name, meta=meta, formats=formats,
+                               title_suffix=f", dataset {name}", **settings)
+            per_dataset[name] = report.ablation
+        except ValueError as exc:  # e.g. no ok trial of the reference on this dataset
+            problems[name] = str(exc)
+    if not per_dataset:
+        raise ValueError("no dataset has verdicts: " + "; ".join(
+            f"{name}: {problem}" for name, problem in problems.items()))
+    across = across_datasets_of(trials, meta, per_dataset, **settings)
+    write_across(directory, across)
+    figures_dir = scratch / FIGURES_DIR
+    effects = dataset_effects(trials, reference=reference, metric=metric)
+    forests = dataset_forest_plots(effects, across, figures_dir, alpha=alpha, metric=metric)
+    ranks = rank_comparison(evaluation_rows(trials), metric=metric, alpha=alpha)
+    names = list(by_dataset(trials))
+    sections = [
+        Section("Verdicts across the datasets", across_note(across), across_view(across)),
+        Section("Differences per dataset", (
+            f"Per ablation: each dataset's ratio to `{reference}` − 1 (%) with its "
+            f"{1 - alpha:.0%} t interval over the seed pairs, the pooled ratio (diamond) with "
+            "its interval, and the prediction interval (thin line; three or more datasets); "
+            "the shaded band is the margin.")),
+        *(Section(str(ablation), figure=path, level=3)
+          for ablation, path in zip(across["ablation"], forests)),
+    ]
+    if ranks is not None:
+        sections.append(Section(
+            "Ranks across the datasets",
+            f"Every arm ranked on each of the {len(ranks.scores)} datasets by its median "
+            f"{metric} over seeds (a diverged seed the worst; 1 = best). Friedman's test p = "
+            f"{ranks.friedman_p:.3g}; arms joined by a bar are not told apart by Nemenyi's "
+            f"test (critical difference {ranks.critical_difference:.2f} at α = {alpha:g}; "
+            "Demšar 2006).",
+            figure=critical_difference_diagram(ranks, figures_dir / "critical_difference.png")))
+    for name in names:
+        if name in per_dataset:
+            table = per_dataset[name]
+            sections.append(Section(
+                f"Dataset {name}",
+                f"Its verdicts on its own (margin {margin_text(table.attrs)}); its full report: "
+                f"{DATASETS_DIR}/{name}/report.html.",
+                verdict_view(table, metric=metric, alpha=alpha), level=3))
+        else:
+            sections.append(Section(f"Dataset {name}", f"No verdicts: {problems[name]}",
+                                    level=3))
+    counts = trials["status"].value_counts()
+    summary = (f"{int(counts.get(TrialStatus.OK, 0))} of {len(trials)} trials ok on "
+               f"{len(names)} datasets ({', '.join(names)}); {len(across)} variants against "
+               f"`{reference}` on {metric}, margin ±{across.attrs['margin']:.0%} of the "
+               f"reference's mean, α = {alpha:g}.")
+    checks = dataset_baseline_checks(evaluation_rows(trials), epochs, reference=reference)
+    if checks is not None:
+        summary += " " + " ".join(checks.line().splitlines())
+    title = f"Ablation report: {trials['experiment'].iloc[0]}, across datasets"
+    for path in [s.figure for s in sections if s.figure is not None]:
+        for written in (path, *plots.vector_files(path)):
+            if written.exists():
+                write_file(join(directory, FIGURES_DIR, written.name), written.read_bytes())
+    markdown_path = write_file(join(directory, "report.md"), markdown_page(
+        title, summary, sections, FIGURES_DIR).encode())
+    html_path = write_file(join(directory, "report.html"),
+                           html_page(title, summary, sections).encode())
+    long = pd.concat([table.assign(dataset=name) for name, table in per_dataset.items()],
+                     ignore_index=True)
+    long = long[["dataset", *(c for c in long.columns if c != "dataset")]]
+    long.attrs.update(next(iter(per_dataset.values())).attrs, datasets=list(per_dataset))
+    return report_type(markdown_path, html_path, long, across_note(across), {}, across)

@@ -1,0 +1,306 @@
+"""Verdicts across datasets: does a component matter on datasets like these, not on one?
+
+An experiment over several datasets (trials.parquet's ``dataset`` column) gets the usual
+verdicts on each dataset (:func:`results.stats.decisions.dataset_verdicts_of`), and here one
+row per ablation across them:
+
+- **the pooled ratio**: each dataset's effect is the log of the variant's mean over the
+  reference's on the seeds both finished (a ratio has no unit, so datasets measured in km and in
+  kelvin pool), with its variance from the seed-paired differences (the delta method:
+  var(v_s/m_v − r_s/m_r)/n). A random-effects meta-analysis (statsmodels'
+  ``combine_effects``, Paule-Mandel τ²) treats the datasets as a sample of datasets; its
+  interval is the modified Knapp-Hartung one (the Knapp-Hartung scale, never below 1, with
+  t on k − 1 degrees of freedom; Röver, Knapp and Friede 2015), which keeps its level with few
+  datasets where the plain z interval does not. The prediction interval (k ≥ 3) is where a new
+  dataset's ratio is expected (Higgins, Thompson and Spiegelhalter 2009).
+- **the verdict across datasets**: the per-dataset rules on the pooled log ratio: `worse` /
+  `better` when the t test of a ratio of 1 rejects after Holm over the ablations, `equivalent`
+  when both one-sided tests against the (percentage) margin reject after Holm, `negligible`
+  both, else `inconclusive`. An arm that diverged on more seeds than the reference on any
+  dataset is never `equivalent` (its per-dataset row is ``unstable``).
+- **the datasets' own verdicts**: how many datasets point the pooled way (the
+  consistent-direction count) and each per-dataset verdict, counted; ``on_every_dataset`` is a
+  verdict reached on every dataset, a claim about these datasets whose level is each
+  per-dataset test's (an intersection-union test needs no correction).
+- **ranks** (:func:`rank_comparison`, ≥ 5 datasets): every arm ranked on each dataset by its
+  median over seeds (a diverged seed counts as the worst value), Friedman's test, and the
+  Nemenyi critical difference for the critical-difference diagram (Demšar 2006).
+
+docs/datasets.md has the error rates of these claims at 2, 3 and 5 datasets, simulated with
+these functions (tools/datasets_simulation.py).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ablations.config.statuses import TrialStatus
+from results.io.directions import metric_direction
+from results.io.table_columns import ACROSS_COLUMNS
+from results.stats.comparisons import holm
+from results.stats.phases import evaluation_rows
+from results.stats.verdicts import parse_margin, verdict_labels
+
+DATASET = "dataset"  # trials.parquet's column naming the dataset of a trial
+MIN_RANK_DATASETS = 5  # ranks and the critical-difference diagram from this many datasets
+# per-dataset verdicts that claim something (``on_every_dataset`` names one of these)
+CLAIMS = ("worse", "better", "higher", "lower", "equivalent", "negligible")
+
+
+def dataset_names(trials: pd.DataFrame) -> list[str]:
+    """The datasets of an experiment, in the order its trials list them ([] for a table
+    without a ``dataset`` column)."""
+    if DATASET not in trials.columns:
+        return []
+    return list(dict.fromkeys(trials[DATASET].dropna().astype(str)))
+
+
+def is_across_datasets(trials: pd.DataFrame) -> bool:
+    """Whether the trials cover more than one dataset."""
+    return len(dataset_names(trials)) > 1
+
+
+def by_dataset(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """``frame``'s rows per dataset (a table of one dataset, or without the column: itself
+    under its one name, or ``""``)."""
+    names = dataset_names(frame)
+    if len(names) <= 1:
+        return {names[0] if names else "": frame}
+    column = frame[DATASET].astype(str)
+    return {name: frame[column == name] for name in names}
+
+
+def dataset_effects(trials: pd.DataFrame, *, reference: str, metric: str) -> pd.DataFrame:
+    """Each (dataset, variant)'s log ratio of means to the reference on the seeds both ran ok
+    with a finite metric, and its delta-method variance from the seed-paired differences.
+
+    Returns:
+        One row per dataset and variant (the reference left out): ``dataset``, ``ablation``,
+        ``n_pairs``, ``variant_mean``, ``reference_mean``, ``log_ratio``, ``variance`` (NaN
+        with fewer than 2 pairs or a mean that is not above 0: the ratio has no log).
+    """
+    trials = evaluation_rows(trials)
+    ok = trials[(trials["status"] == TrialStatus.OK)
+                & np.isfinite(pd.to_numeric(trials[metric], errors="coerce"))]
+    rows = []
+    for name, frame in by_dataset(ok).items():
+        values = frame.pivot_table(index="seed", columns="ablation", values=metric,
+                                   aggfunc="mean")
+        for variant in dict.fromkeys(trials.loc[trials["ablation"] != reference, "ablation"]):
+            row = {DATASET: name, "ablation": variant, "n_pairs": 0,
+                   "variant_mean": np.nan, "reference_mean": np.nan, "log_ratio": np.nan,
+                   "variance": np.nan}
+            if variant in values and reference in values:
+                pairs = values[[variant, reference]].dropna().to_numpy(float)
+                row.update(n_pairs=len(pairs))
+                if len(pairs) >= 2:
+                    m_v, m_r = pairs.mean(axis=0)
+                    row.update(variant_mean=m_v, reference_mean=m_r)
+                    if m_v > 0 and m_r > 0:
+                        linear = pairs[:, 0] / m_v - pairs[:, 1] / m_r
+                        row.update(log_ratio=np.log(m_v / m_r),
+                                   variance=linear.var(ddof=1) / len(pairs))
+            rows.append(row)
+    return pd.DataFrame(rows, columns=[DATASET, "ablation", "n_pairs", "variant_mean",
+                                       "reference_mean", "log_ratio", "variance"])
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """One variant's random-effects pool of per-dataset log ratios."""
+
+    k: int  # datasets pooled
+    mean: float  # pooled log ratio
+    se: float  # its modified Knapp-Hartung standard error
+    df: int  # k - 1
+    tau2: float  # between-dataset variance of the log ratio
+    i2: float  # share of the spread that is between datasets
+
+    def interval(self, level: float) -> tuple[float, float]:
+        half = stats.t.ppf(0.5 + level / 2, self.df) * self.se
+        return self.mean - half, self.mean + half
+
+    def prediction(self, level: float) -> tuple[float, float]:
+        """Where a new dataset's log ratio lies with probability ``level`` (k ≥ 3)."""
+        if self.k < 3:
+            return np.nan, np.nan
+        half = stats.t.ppf(0.5 + level / 2, self.k - 2) * np.sqrt(self.tau2 + self.se ** 2)
+        return self.mean - half, self.mean + half
+
+    def p_value(self) -> float:
+        return float(2 * stats.t.sf(abs(self.mean) / self.se, self.df))
+
+    def p_tost(self, log_low: float, log_high: float) -> float:
+        """The larger one-sided p of the log ratio above ``log_low`` and below ``log_high``."""
+        above = stats.t.sf((self.mean - log_low) / self.se, self.df)
+        below = stats.t.cdf((self.mean - log_high) / self.se, self.df)
+        return float(max(above, below))
+
+
+def pool(log_ratios: np.ndarray, variances: np.ndarray) -> Pooled:
+    """The random-effects pool (Paule-Mandel τ², modified Knapp-Hartung standard error) of
+    per-dataset log ratios; two or more, each with a variance above 0."""
+    from statsmodels.stats.meta_analysis import combine_effects
+
+    effects = np.asarray(log_ratios, float)
+    variances = np.maximum(np.asarray(variances, float), 1e-12)  # a seed-identical dataset
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # combine_effects warns about per-sample intervals
+        result = combine_effects(effects, variances, method_re="iterated", use_t=True)
+    scale = max(1.0, float(result.scale_hksj_re))  # the modified Knapp-Hartung rule
+    return Pooled(k=len(effects), mean=float(result.mean_effect_re),
+                  se=float(np.sqrt(result.var_eff_w_re * scale)), df=len(effects) - 1,
+                  tau2=float(max(result.tau2, 0.0)), i2=float(max(result.i2, 0.0)))
+
+
+def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame], *,
+                    reference: str, metric: str, margin: str | float,
+                    alpha: float) -> pd.DataFrame:
+    """One row per variant: its verdict across the datasets (the module's docstring says how).
+
+    Args:
+        trials: trials.parquet's rows of every dataset (``dataset``, ``status``, ``ablation``,
+            ``seed``, ``metric``).
+        per_dataset: each dataset's verdict table (``verdict``, ``unstable``).
+        margin: a percentage (``"5%"``): the across-dataset effect is a ratio; a margin in the
+            metric's units has no common meaning across datasets.
+
+    Raises:
+        ValueError: a margin in the metric's units, or α outside (0, 0.5).
+    """
+    value, relative = parse_margin(margin)
+    if not relative:
+        raise ValueError(f"margin {margin!r}: across datasets the effect is a ratio; give a "
+                         "percentage (e.g. 5%)")
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
+    direction = metric_direction(metric)
+    effects = dataset_effects(trials, reference=reference, metric=metric)
+    log_low, log_high = np.log1p(-value), np.log1p(value)
+    rows = []
+    for variant, frame in effects.groupby("ablation", sort=False):
+        usable = frame[np.isfinite(frame["log_ratio"]) & np.isfinite(frame["variance"])]
+        verdicts = {name: table.set_index("ablation").loc[variant]
+                    for name, table in per_dataset.items()
+                    if variant in set(table["ablation"])}
+        labels = [str(row["verdict"]) for row in verdicts.values()]
+        unstable = [name for name, row in verdicts.items()  # numpy's True is not `True`
+                    if pd.notna(row.get("unstable")) and bool(row.get("unstable"))]
+        row = {"ablation": variant, "n_datasets": len(usable), "ratio": np.nan,
+               "ratio_ci_low": np.nan, "ratio_ci_high": np.nan, "tost_ci_low": np.nan,
+               "tost_ci_high": np.nan, "pi_low": np.nan, "pi_high": np.nan, "tau": np.nan,
+               "i2": np.nan, "df": np.nan, "p_value": np.nan, "p_tost": np.nan,
+               "n_same_direction": 0,
+               "dataset_verdicts": ", ".join(f"{label} {labels.count(label)}"
+                                             for label in dict.fromkeys(labels)),
+               "on_every_dataset": labels[0] if labels and len(set(labels)) == 1
+               and len(labels) == len(per_dataset) and labels[0] in CLAIMS else "",
+               "unstable": bool(unstable),
+               "reason": "" if len(usable) >= 2 else
+               f"pooled over {len(usable)} dataset(s): a ratio needs two seeds with means "
+               "above 0 on at least two datasets"}
+        if unstable:
+            row["reason"] = ("unstable: more diverged seeds than the reference on "
+                             + ", ".join(unstable))
+        if len(usable) >= 2:
+            pooled = pool(usable["log_ratio"].to_numpy(), usable["variance"].to_numpy())
+            ci = pooled.interval(1 - alpha)
+            tost = pooled.interval(1 - 2 * alpha)
+            pi = pooled.prediction(1 - alpha)
+            row.update(ratio=np.expm1(pooled.mean), ratio_ci_low=np.expm1(ci[0]),
+                       ratio_ci_high=np.expm1(ci[1]), tost_ci_low=np.expm1(tost[0]),
+                       tost_ci_high=np.expm1(tost[1]), pi_low=np.expm1(pi[0]),
+                       pi_high=np.expm1(pi[1]), tau=np.sqrt(pooled.tau2), i2=pooled.i2,
+                       df=pooled.df, p_value=pooled.p_value(),
+                       p_tost=pooled.p_tost(log_low, log_high),
+                       n_same_direction=int(np.count_nonzero(
+                           np.sign(usable["log_ratio"]) == np.sign(pooled.mean))))
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    table["p_holm"] = holm(table["p_value"].to_numpy(float))
+    table["p_tost_holm"] = holm(table["p_tost"].to_numpy(float))
+    significant = (table["p_holm"] < alpha).to_numpy()
+    equivalent = (table["p_tost_holm"] < alpha).to_numpy() & ~table["unstable"].to_numpy(bool)
+    table["significant"], table["equivalent"] = significant, equivalent
+    table["verdict"] = verdict_labels(significant, equivalent, table["ratio"].to_numpy(float),
+                                      direction)
+    # equivalence is a claim about the mean over datasets; say where a new dataset's ratio may
+    # still lie beyond the margin (heterogeneity, or too few datasets to tell)
+    beyond = (table["pi_low"] <= -value) | (table["pi_high"] >= value) | table["pi_low"].isna()
+    on_average = table["verdict"].isin(["equivalent", "negligible"]) & beyond
+    table.loc[on_average & (table["reason"] == ""), "reason"] = [
+        "on average: " + (f"a new dataset's ratio may lie beyond ±{value:.0%} (prediction "
+                          f"interval {low:+.1%} to {high:+.1%})" if np.isfinite(low) else
+                          "with two datasets there is no prediction interval")
+        for low, high in zip(table.loc[on_average & (table["reason"] == ""), "pi_low"],
+                             table.loc[on_average & (table["reason"] == ""), "pi_high"])]
+    table["margin"] = value
+    table.attrs.update(metric=metric, reference=reference, margin=value, relative=True,
+                       margin_given=str(margin), alpha=alpha, direction=direction,
+                       datasets=list(per_dataset))
+    return table[[name for name, _, _ in ACROSS_COLUMNS]]
+
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Every arm's average rank over the datasets and what tells them apart."""
+
+    average: pd.Series  # arm -> mean rank (1 = best), best first
+    scores: pd.DataFrame  # dataset x arm: the median the ranks are of
+    friedman_p: float
+    critical_difference: float  # Nemenyi's at alpha
+    nemenyi: pd.DataFrame  # arm x arm p-values (scikit-posthocs)
+    alpha: float
+
+
+def rank_comparison(trials: pd.DataFrame, *, metric: str, alpha: float) -> Ranks | None:
+    """Friedman's test of the arms' ranks over the datasets and the Nemenyi critical
+    difference (None below :data:`MIN_RANK_DATASETS` datasets, or fewer than 3 arms on every
+    one). An arm's score on a dataset is its median over seeds, a diverged seed counting as the
+    worst value; a failed or missing trial is left out."""
+    import scikit_posthocs
+
+    trials = evaluation_rows(trials)
+    direction = metric_direction(metric) or -1  # no direction: rank as lower is better
+    worst = -np.inf if direction > 0 else np.inf
+    values = pd.to_numeric(trials[metric], errors="coerce").where(
+        trials["status"] == TrialStatus.OK)
+    values = values.where(trials["status"] != TrialStatus.DIVERGED, worst)
+    scored = trials.assign(_score=values).dropna(subset=["_score"])
+    scores = scored.pivot_table(index=DATASET, columns="ablation", values="_score",
+                                aggfunc="median").dropna(axis=1)
+    if len(scores) < MIN_RANK_DATASETS or scores.shape[1] < 3:
+        return None
+    ranks = (scores * -direction).rank(axis=1, method="average")  # 1 = best
+    average = ranks.mean().sort_values()
+    k, n = scores.shape[1], len(scores)
+    friedman = stats.friedmanchisquare(*(ranks[c].to_numpy() for c in ranks.columns))
+    q = stats.studentized_range.ppf(1 - alpha, k, np.inf) / np.sqrt(2)
+    nemenyi = scikit_posthocs.posthoc_nemenyi_friedman(ranks.to_numpy())
+    nemenyi.index = nemenyi.columns = ranks.columns
+    return Ranks(average=average, scores=scores, friedman_p=float(friedman.pvalue),
+                 critical_difference=float(q * np.sqrt(k * (k + 1) / (6 * n))),
+                 nemenyi=nemenyi, alpha=alpha)
+
+
+def across_note(table: pd.DataFrame) -> str:
+    """What the across-dataset verdicts mean, in one paragraph."""
+    attrs = table.attrs
+    alpha, margin = attrs.get("alpha", 0.05), attrs.get("margin", 0.05)
+    return (f"Across {len(attrs.get('datasets', []))} datasets: each variant's ratio to "
+            f"`{attrs.get('reference')}` pooled over the datasets by a random-effects "
+            f"meta-analysis (Paule-Mandel, modified Knapp-Hartung {1 - alpha:.0%} interval; "
+            f"the prediction interval is where a new dataset's ratio is expected). The verdict "
+            f"is the pooled ratio's: worse/better where its t test rejects, equivalent where "
+            f"its {1 - 2 * alpha:.0%} interval lies within ±{margin:.0%} (Holm over the "
+            f"variants, α = {alpha:g}). 'Same direction': datasets whose ratio points the "
+            f"pooled way; 'on every dataset': a verdict every dataset reached on its own.")

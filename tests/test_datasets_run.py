@@ -1,0 +1,121 @@
+"""An experiment over several datasets end to end (docs/datasets.md): the command line runs one
+table on the synthetic data and a file dataset, prints each dataset's verdicts and the verdicts
+across them, writes a ``dataset`` column in every table and across_datasets.parquet, and
+``report`` draws the across-dataset report with each dataset's own; over five datasets the
+library's run adds the ranks and the critical-difference diagram."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from results.io.files import read_metadata
+from results.stats.decisions import across_datasets_of
+from tests.conftest import write_data_dir
+from tests.test_cli import run_cli
+
+pytestmark = pytest.mark.slow
+
+SPACE = """\
+variants:
+  baseline: {}
+  no_images: {use_images: false}
+  no_scalars: {use_scalars: false}
+"""
+SMALL = ["--epochs", "1", "--set", "max_train_examples=64", "--set", "max_eval_examples=32",
+         "--set", "batch_size=8"]
+
+
+@pytest.fixture(scope="module")
+def two_datasets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("datasets")
+    write_data_dir(root / "site_a", n=96, frames=4)
+    space = root / "space.yaml"
+    space.write_text(SPACE)
+    result = run_cli("--space", str(space), "--data", "synthetic", "--data", str(root / "site_a"),
+                     "--seeds", "2", *SMALL, "--storage", str(root / "results"), "--name", "two",
+                     timeout=600)
+    return root / "results" / "two", result
+
+
+def test_the_run_ends_with_each_datasets_verdicts_and_those_across(two_datasets):
+    folder, result = two_datasets
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "12 trials (3 variants x 2 seeds x 2 datasets)" in out
+    assert "Dataset synthetic (6 trials):" in out and "Dataset site_a (6 trials):" in out
+    assert "Across 2 datasets (synthetic, site_a):" in out
+    across = pd.read_parquet(folder / "across_datasets.parquet")
+    assert list(across["ablation"]) == ["no_images", "no_scalars"]
+    assert (across["n_datasets"] == 2).all()
+    block = out[out.index("Across 2 datasets"):]
+    for _, row in across.iterrows():  # the console's row says the Parquet's verdict
+        line = next(line for line in block.splitlines() if line.strip().startswith(
+            row["ablation"]))
+        assert row["verdict"] in line and f"{row['ratio'] * 100:+.1f}"[:4] in line
+
+
+def test_every_table_has_the_dataset_column(two_datasets):
+    folder, _ = two_datasets
+    trials = pd.read_parquet(folder / "trials.parquet")
+    assert list(trials["dataset"].unique()) == ["synthetic", "site_a"]
+    assert trials["trial_name"].str.startswith(("synthetic.", "site_a.")).all()
+    assert (trials["status"] == "ok").all()
+    for name in ("epochs", "predictions"):
+        table = pd.read_parquet(folder / f"{name}.parquet")
+        assert set(table["dataset"]) == {"synthetic", "site_a"}, name
+        named = table.drop_duplicates("trial_name").set_index("trial_name")["dataset"]
+        assert (named == trials.set_index("trial_name").loc[named.index, "dataset"]).all()
+    check = json.loads((folder / "baseline_check.json").read_text())
+    assert set(check["datasets"]) == {"synthetic", "site_a"}
+
+
+def test_the_across_table_is_what_the_trials_give(two_datasets):
+    folder, _ = two_datasets
+    trials = pd.read_parquet(folder / "trials.parquet")
+    again = across_datasets_of(trials, read_metadata(str(folder)))
+    written = pd.read_parquet(folder / "across_datasets.parquet")
+    pd.testing.assert_series_equal(again["verdict"], written["verdict"], check_dtype=False)
+    pd.testing.assert_series_equal(again["ratio"], written["ratio"], check_dtype=False)
+
+
+def test_the_report_leads_with_the_verdicts_across_and_keeps_each_datasets(two_datasets):
+    folder, _ = two_datasets
+    result = run_cli("report", str(folder))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Across the datasets:" in result.stdout
+    page = (folder / "report.md").read_text()
+    assert page.index("## Verdicts across the datasets") < page.index("## Differences per")
+    across = pd.read_parquet(folder / "across_datasets.parquet")
+    for ablation in across["ablation"]:
+        assert (folder / "report_files" / f"forest-{ablation}.png").is_file()
+        assert (folder / "report_files" / f"forest-{ablation}.pdf").is_file()
+    for name in ("synthetic", "site_a"):
+        own = (folder / "datasets" / name / "report.md").read_text()
+        assert f"dataset {name}" in own.splitlines()[0]
+        assert f"### Dataset {name}" in page
+    assert "Ranks across the datasets" not in page  # two datasets: no ranks
+
+
+def test_five_datasets_add_the_ranks_and_the_critical_difference_diagram(tmp_path, ray_local):
+    from ablations.experiment.api import Experiment
+
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    datasets = {f"draw{k}": {"data_seed": k} for k in range(5)}
+    results = Experiment(str(space), seeds=2, datasets=datasets, epochs=1,
+                         overrides={"max_train_examples": 64, "max_eval_examples": 32,
+                                    "batch_size": 8},
+                         storage=tmp_path / "results", name="five").run()
+    assert set(results.verdicts["dataset"]) == set(datasets)
+    assert list(results.across["ablation"]) == ["no_images", "no_scalars"]
+    assert (results.across["n_datasets"] == 5).all()
+    assert results.across["pi_low"].notna().all()  # k >= 3: a prediction interval
+    from results.report.build import write_report
+
+    report = write_report(results.directory)
+    page = report.markdown.read_text()
+    assert "## Ranks across the datasets" in page
+    assert (tmp_path / "results" / "five" / "report_files" / "critical_difference.png").is_file()

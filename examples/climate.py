@@ -13,6 +13,9 @@ This script writes them as the runner's file dataset (docs/data.md)::
     python examples/climate.py OUT_DIR
     python run_ablations.py --space components --data OUT_DIR
 
+``--scenario E1`` or ``--scenario A1B`` writes one scenario's samples only (the default,
+``both``, writes both): two datasets from one source, for an experiment across datasets.
+
 One sample per scenario and target year ``y`` (1864-2099): the fields of the ``T`` years before
 it (``y-T .. y-1``, oldest first; ``T = 4`` by default) as ``images.npy`` ``(N, T, 1, 37, 49)``
 float32, and in ``table.parquet``:
@@ -20,7 +23,8 @@ float32, and in ``table.parquet``:
 - ``target``: the area-weighted (cos latitude) mean temperature of year ``y`` over the grid, in
   kelvin (the runner labels errors "km": here they are kelvin, the same as degrees Celsius);
 - ``scalar_year`` (``y``) and ``scalar_a1b`` (1 for A1B, 0 for E1; the runner standardises
-  scalars on the training split);
+  scalars on the training split). One scenario's dataset has no ``scalar_a1b``: it would be
+  constant, nothing for a model to read, and the ``features`` space would ablate it;
 - ``split`` by target year, the same in both scenarios: train up to 2039, val 2040-2069, test
   2070-2099, so every training target precedes every val target, and every val target every
   test target (a val or test sample's input frames may be earlier years: the past is known);
@@ -31,6 +35,13 @@ fields (1860-2039, both scenarios), divided by those anomalies' standard deviati
 so nothing of the val or test years enters them. The two scenarios share the years up to 1999,
 so the samples with target years up to 1999 appear twice, identical but for ``scalar_a1b`` and
 the ``scenario`` stratum; all of them are training samples.
+
+One scenario's dataset takes its climatology and scale from its own training years only
+(1860-2039 of that scenario): a dataset is normalised from nothing but its own training
+samples, as the runner does, so it is the same whether or not the other scenario's file is at
+hand, and its samples of the shared years up to 1999 match the other scenario's dataset but for
+the normalisation (2000-2039 differ between the scenarios, so their climatologies and scales
+differ a little).
 
 The package's monthly Southern Oscillation Index (``SOI_Darwin.nc``) is not used: it is observed
 (1866-2013), while the temperatures are a free-running model whose internal variability is not
@@ -47,6 +58,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 SCENARIOS = ("E1", "A1B")  # scalar_a1b = index
+BOTH = "both"  # --scenario: every scenario in one dataset
 FRAMES = 4  # past years per sample
 FIRST_YEAR = 1860  # of the files' 240 annual fields
 LAST_TRAIN_YEAR = 2039  # target years: train <= 2039 < val <= 2069 < test
@@ -82,9 +94,13 @@ def read_scenario(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def convert(out_dir: str | Path, *, source: str | Path | None = None,
-            frames: int = FRAMES, target: str = "level") -> tuple[tuple[int, ...], int]:
+            frames: int = FRAMES, target: str = "level",
+            scenario: str = BOTH) -> tuple[tuple[int, ...], int]:
     """Write ``images.npy`` and ``table.parquet`` to ``out_dir`` from the netCDF files in
     ``source`` (default: the installed ``iris_sample_data``); return (images shape, rows).
+
+    ``scenario``: ``E1`` or ``A1B``, that scenario's samples only, normalised on its own
+    training years and without ``scalar_a1b``; ``both`` (default), both scenarios'.
 
     ``target``: ``level``, year ``y``'s regional mean (K); or ``change``, that mean minus year
     ``y-1``'s (K): the forecast relative to persistence, whose errors are the level forecast's
@@ -92,29 +108,34 @@ def convert(out_dir: str | Path, *, source: str | Path | None = None,
     persistence (the training years' mean change)."""
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
+    if scenario not in (*SCENARIOS, BOTH):
+        raise ValueError(f"scenario must be one of {', '.join((*SCENARIOS, BOTH))}, got "
+                         f"{scenario!r}")
+    chosen = SCENARIOS if scenario == BOTH else (scenario,)
     if source is None:
         import iris_sample_data  # the climate extra
 
         source = iris_sample_data.path
     source = Path(source)
-    runs = {name: read_scenario(source / f"{name}_north_america.nc") for name in SCENARIOS}
-    years, _, latitudes = runs[SCENARIOS[0]]
+    runs = {name: read_scenario(source / f"{name}_north_america.nc") for name in chosen}
+    years, _, latitudes = runs[chosen[0]]
     for name, (other_years, fields, other_lat) in runs.items():
         if not (np.array_equal(other_years, years) and np.array_equal(other_lat, latitudes)):
-            raise ValueError(f"{name}: years or latitudes differ from {SCENARIOS[0]}'s")
+            raise ValueError(f"{name}: years or latitudes differ from {chosen[0]}'s")
     if not 1 <= frames < len(years):
         raise ValueError(f"frames must be 1..{len(years) - 1}, got {frames}")
 
-    weights = np.cos(np.deg2rad(latitudes))[:, None] * np.ones(runs[SCENARIOS[0]][1].shape[2])
+    weights = np.cos(np.deg2rad(latitudes))[:, None] * np.ones(runs[chosen[0]][1].shape[2])
     weights /= weights.sum()
-    # Anomalies against the training years only (the fields of years <= LAST_TRAIN_YEAR).
+    # Anomalies against the training years only (the fields of years <= LAST_TRAIN_YEAR) of
+    # the scenarios written: a dataset is normalised from its own training samples.
     train_fields = np.concatenate([fields[years <= LAST_TRAIN_YEAR]
                                    for _, fields, _ in runs.values()])
     climatology = train_fields.mean(axis=0)
     scale = (train_fields - climatology).std()
 
     images, rows = [], []
-    for index, name in enumerate(SCENARIOS):
+    for name in chosen:
         _, fields, _ = runs[name]
         anomalies = ((fields - climatology) / scale).astype(np.float32)
         regional_mean = (fields * weights).sum(axis=(1, 2))
@@ -124,9 +145,12 @@ def convert(out_dir: str | Path, *, source: str | Path | None = None,
             split = ("train" if year <= LAST_TRAIN_YEAR else
                      "val" if year <= LAST_VAL_YEAR else "test")
             value = regional_mean[t] - (regional_mean[t - 1] if target == "change" else 0.0)
-            rows.append({"target": float(value), "scalar_year": float(year),
-                         "scalar_a1b": float(index), "split": split, "scenario": name,
-                         "year": year})
+            row = {"target": float(value), "scalar_year": float(year),
+                   "scalar_a1b": float(SCENARIOS.index(name)), "split": split,
+                   "scenario": name, "year": year}
+            if len(chosen) == 1:  # constant within one scenario: not a feature
+                del row["scalar_a1b"]
+            rows.append(row)
     stack = np.stack(images)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -146,9 +170,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target", choices=TARGETS, default="level",
                         help="level: next year's regional mean (K, default); change: its "
                         "change from the last year (K), a forecast relative to persistence")
+    parser.add_argument("--scenario", choices=(*SCENARIOS, BOTH), default=BOTH,
+                        help="write one scenario's samples only (normalised on its own "
+                        "training years, no scalar_a1b), or both (default): two datasets "
+                        "from one source for an experiment across datasets")
     args = parser.parse_args(argv)
     shape, rows = convert(args.out_dir, source=args.source, frames=args.frames,
-                          target=args.target)
+                          target=args.target, scenario=args.scenario)
     what = "regional mean temperature" if args.target == "level" else \
         "regional mean temperature minus this year's"
     print(f"{args.out_dir}: images.npy {shape} float32, table.parquet {rows} rows "

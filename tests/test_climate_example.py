@@ -134,3 +134,47 @@ def test_the_change_target_is_the_level_minus_the_last_years_with_the_same_frame
         np.testing.assert_allclose(change.loc[rows[1:], "target"], np.diff(level), atol=1e-9)
     with pytest.raises(ValueError, match="target must be one of level, change"):
         climate.convert(tmp_path, target="anomaly")
+
+
+@pytest.fixture(scope="module")
+def e1_dir(tmp_path_factory):
+    """``examples/climate.py OUT --scenario E1``: one scenario's dataset."""
+    out = tmp_path_factory.mktemp("climate-e1")
+    climate.main([str(out), "--scenario", "E1"])
+    return out
+
+
+def test_one_scenario_is_that_scenarios_samples_without_the_constant_scalar(e1_dir, table):
+    shape, columns = check_directory(e1_dir)
+    assert shape == (SHAPE[0] // 2, *SHAPE[1:])
+    assert set(columns) == {"target", "scalar_year", "split", "scenario", "year"}
+    assert load_directory(e1_dir).scalar_names == ["scalar_year"]
+    e1 = pd.read_parquet(e1_dir / "table.parquet")
+    both = table[table["scenario"] == "E1"].drop(columns="scalar_a1b").reset_index(drop=True)
+    pd.testing.assert_frame_equal(e1, both)  # the same targets, years and splits
+
+
+def test_one_scenario_is_normalised_on_its_own_training_years(e1_dir, data_dir, table):
+    years, fields, _ = climate.read_scenario(Path(iris_sample_data.path) / "E1_north_america.nc")
+    train = fields[years <= climate.LAST_TRAIN_YEAR]
+    climatology = train.mean(axis=0)
+    expected = (fields - climatology) / (train - climatology).std()
+    images = np.load(e1_dir / "images.npy", mmap_mode="r")
+    first = years.tolist().index(1860 + climate.FRAMES)
+    np.testing.assert_allclose(images[0, :, 0], expected[first - climate.FRAMES : first],
+                               atol=1e-5)
+    # the dataset of both scenarios is normalised on both scenarios' training years
+    rows = table.index[table["scenario"] == "E1"].to_numpy()
+    assert not np.allclose(np.load(data_dir / "images.npy", mmap_mode="r")[rows[0]], images[0])
+
+
+def test_one_scenarios_features_space_ablates_only_its_own_scalars(capsys, e1_dir):
+    code, out, err = in_process(capsys, "--space", "features", "--data", str(e1_dir),
+                                "--dry-run")
+    assert code == 0, err
+    assert "9 trials" in out
+    for variant in ("baseline", "no_scalar_year", "no_images"):
+        assert f"{variant}-seed0" in out
+    assert "no_scalar_a1b" not in out
+    with pytest.raises(ValueError, match="scenario must be one of E1, A1B, both"):
+        climate.convert(e1_dir, scenario="B2")

@@ -34,7 +34,7 @@ def evaluate(model: DigitsNet, data: TensorDataset,
 
 def fit(config: DigitsConfig, trial) -> dict[str, float]:
     trial.seed_everything()  # weights, dropout and the augmentation's shifts
-    split = load_split(trial.seeds.data)
+    split = load_split(trial.seeds.data, config.train_share, config.pixel_noise)
     order = trial.generator("order")  # the order of the training images in each epoch
     loader = DataLoader(split.train, batch_size=config.batch_size, shuffle=True, generator=order)
     model = DigitsNet(config).to(trial.device)

@@ -71,7 +71,7 @@ class DigitsData(pl.LightningDataModule):
     def __init__(self, config: DigitsConfig, trial: Any) -> None:
         super().__init__()
         self.batch_size = config.batch_size
-        self.split = load_split(trial.seeds.data)
+        self.split = load_split(trial.seeds.data, config.train_share, config.pixel_noise)
         self.order = trial.generator("order")
 
     def train_dataloader(self) -> DataLoader:

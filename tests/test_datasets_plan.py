@@ -84,6 +84,8 @@ def test_repeated_data_flags_are_the_datasets():
     ({"margin": "0.02"}, "give a percentage"),
     ({"max_seeds": 8}, "max_seeds"),
     ({"design": "factorial", "factors": ["use_images"]}, "factorial"),
+    ({"cross_seeds": True}, "cross_seeds"),
+    ({"auto_batch": True}, "auto_batch"),
 ])
 def test_what_does_not_combine_with_several_datasets_is_refused(fields, says):
     base = {"space": "components", "seeds": [0, 1], "overrides": list(SMALL),
@@ -107,3 +109,31 @@ def test_bad_dataset_names_are_refused(datasets, says):
 def test_data_beside_datasets_is_refused():
     with pytest.raises(UsageError, match="give the datasets once"):
         plan(data="/tmp", datasets=["synthetic", "b=synthetic"])
+
+
+def test_the_dataset_is_named_by_the_runner_not_by_a_key(tmp_path):
+    with pytest.raises(UsageError, match="not a key to set"):
+        prepare(Request(space="components", seeds=[0, 1],
+                        overrides=[*SMALL, ("dataset", "other")]))
+    space = tmp_path / "space.yaml"
+    space.write_text("variants:\n  baseline: {}\n  other: {dataset: other}\n")
+    with pytest.raises(UsageError, match="variant other sets dataset='other'"):
+        prepare(Request(space=str(space), seeds=[0, 1], overrides=list(SMALL)))
+    with pytest.raises(UsageError, match="not a key to set"):
+        plan(datasets={"a": {"dataset": "b"}, "b": {}})
+
+
+def test_a_string_of_datasets_is_refused_in_one_line():
+    with pytest.raises(UsageError, match="give a list"):
+        plan(datasets="synthetic")
+
+
+def test_own_code_datasets_are_its_keys_not_directories(tmp_path):
+    data = write_data_dir(tmp_path / "d", frames=4)
+    with pytest.raises(UsageError, match="own code reads its own data"):
+        prepare(Request(space="examples/digits/ablations.yaml", seeds=[0, 1],
+                        datasets=["synthetic", str(data)]))
+    prepared = prepare(Request(space="examples/digits/datasets.yaml", seeds=[0, 1]))
+    configs = {s.config.dataset: s.config.model for s in prepared.trials}
+    assert configs["digits_quarter"].train_share == 0.25
+    assert configs["digits_noisy"].pixel_noise == 0.3 and configs["digits"].pixel_noise == 0

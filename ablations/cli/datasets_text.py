@@ -18,6 +18,7 @@ def datasets_summary(trials_df: pd.DataFrame, meta: dict[str, Any],
     from results.report.dataset_tables import across_view
     from results.stats.datasets import across_note, by_dataset, rank_comparison
     from results.stats.decisions import across_datasets_of
+    from results.io.directions import declared_metrics
     from results.stats.phases import evaluation_rows
 
     blocks = []
@@ -36,8 +37,9 @@ def datasets_summary(trials_df: pd.DataFrame, meta: dict[str, Any],
             f"({', '.join(across.attrs['datasets'])}):\n"
             f"{across_view(across).to_string(index=False)}\n\n{across_note(across)}")
     blocks.append(text)
-    ranks = rank_comparison(evaluation_rows(trials_df), metric=settings["metric"],
-                            alpha=settings["alpha"])
+    with declared_metrics(meta.get("metrics")):  # own code's metric directions
+        ranks = rank_comparison(evaluation_rows(trials_df), metric=settings["metric"],
+                                alpha=settings["alpha"])
     if ranks is not None:
         blocks.append(ranks_text(ranks))
     return "\n\n".join(blocks), across

@@ -57,6 +57,9 @@ RESERVED = frozenset({
     "code_fingerprint", "init_seed", "order_seed", "data_seed", "torch_version",
     "ray_version", "python_version", "git_commit", "precision_used", "compile_used"})
 KEY_TYPES = (bool, int, float, str)  # a key's default: one of these (a YAML scalar)
+# the runner names each trial's dataset (docs/datasets.md); own code selects it by its own key
+DATASET_HINT = (" (e.g. data_name) and name the datasets in the space file: datasets: "
+                "{a: {data_name: a}, b: {data_name: b}}")
 
 
 def check_names(name: str, keys: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
@@ -69,7 +72,7 @@ def check_names(name: str, keys: Mapping[str, Any], metrics: Mapping[str, Any]) 
     for key, value in keys.items():
         if key in RESERVED:
             raise ConfigError(f"{name}: config key {key!r} is one of the runner's columns; "
-                              "rename it")
+                              f"rename it{DATASET_HINT if key == 'dataset' else ''}")
         if not isinstance(value, KEY_TYPES):
             raise ConfigError(f"{name}: config key {key}: its default {value!r} is not a "
                               "boolean, integer, float or string")
@@ -158,7 +161,7 @@ def command_from(run: str, defaults: Mapping[str, Any] | None, metrics: Mapping[
             raise ConfigError(f"{source}: config key {key!r} is not an identifier")
         if key in COMMAND_FIELDS:
             raise ConfigError(f"{source}: config key {key!r} is filled in by the runner; "
-                              "rename it")
+                              f"rename it{DATASET_HINT if key == 'dataset' else ''}")
     try:
         shlex.split(run)
     except ValueError as exc:  # an unclosed quote

@@ -290,7 +290,10 @@ def results_of(result: Any, design: Any, *, reference: str) -> Results:
         tuned = None
     across = None
     if design.has_verdicts and verdicts is not None:
-        across = across_datasets_of(result.trials, meta, reference=reference)
+        try:
+            across = across_datasets_of(result.trials, meta, reference=reference)
+        except ValueError:  # no verdicts across the datasets possible
+            across = None
         if across is not None:
             write_across(str(result.directory), across)
     return Results(str(result.directory), result.trials, result.epochs, result.predictions,

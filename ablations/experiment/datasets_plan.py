@@ -42,12 +42,18 @@ def requested_datasets(args: Request, space: Any) -> Optional[dict[str, dict[str
     if given is not None and from_file is not None:
         raise UsageError(f"{arg('datasets')} and {space.source_file}'s datasets: both name the "
                          "datasets; give one of the two")
+    if given is None and from_file is not None and args.data is not None:
+        raise UsageError(f"{arg('data')} and {space.source_file}'s datasets: both name the "
+                         "data; drop one of the two")
     given = from_file if given is None else given
     if given is None:
         return None
     if args.data is not None:
         raise UsageError(f"{arg('data')} and {arg('datasets')}: give the datasets once, as "
                          f"{arg('datasets')} (NAME=DIR, DIR or synthetic)")
+    if isinstance(given, (str, bytes)) or not isinstance(given, (Mapping, list, tuple)):
+        raise UsageError(f"{arg('datasets')} {given!r}: give a list (NAME=DIR, DIR or "
+                         f"synthetic) or a mapping of names; for one dataset give {arg('data')}")
     items = list(given.items()) if isinstance(given, Mapping) else [
         _named(str(value)) for value in given]
     if not items:
@@ -103,6 +109,9 @@ def refuse_across(args: Request, space: Any) -> None:
         (space.is_search, f"space {space.name} (a search)", "give an ablation table"),
         (args.max_seeds is not None, arg("max_seeds"),
          "across datasets the seeds are fixed; drop it"),
+        (args.cross_seeds, arg("cross_seeds"), "cross the seed sources on each dataset"),
+        (args.auto_batch, arg("auto_batch"),
+         "each dataset fits its own batch: run --auto-batch per dataset, or set batch_size"),
         (args.margin is not None and not str(args.margin).strip().endswith("%"),
          f"{arg('margin')} {args.margin}",
          "a margin in one dataset's units has no meaning on another; give a percentage "
@@ -114,8 +123,35 @@ def refuse_across(args: Request, space: Any) -> None:
 
 
 def on_dataset(base: TrialConfig, name: str, keys: Mapping[str, Any]) -> TrialConfig:
-    """``base`` with the dataset's keys and its name."""
+    """``base`` with the dataset's keys and its name.
+
+    Raises:
+        UsageError: the keys name the dataset themselves, or select a directory for own
+            code (which reads its own data).
+    """
+    if "dataset" in keys:
+        raise UsageError(f"dataset {name}: 'dataset' is the runner's name of it, not a key "
+                         "to set; give the keys that select it")
+    if base.own_code is not None and set(keys) & {"data_dir"} or (
+            base.own_code is not None and not keys and name == SYNTHETIC):
+        raise UsageError(f"dataset {name}: own code reads its own data; give the dataset as a "
+                         "mapping of its config keys in the space file (datasets: {"
+                         f"{name}: {{key: value}}}})")
     return apply_overrides(base, {**keys, "dataset": name}, source=f"dataset {name}")
+
+
+def check_named(name: str, trials: Sequence[Any]) -> None:
+    """Every trial planned on dataset ``name`` still carries its name: a variant, ``--set``
+    or ``--config`` that sets ``dataset`` is refused (it would relabel its trials).
+
+    Raises:
+        UsageError: the first trial whose configuration names another dataset.
+    """
+    for spec in trials:
+        if spec.config.dataset != name:
+            raise UsageError(f"variant {spec.variant} sets dataset={spec.config.dataset!r}; "
+                             f"the datasets are named by {arg('datasets')} or a space file's "
+                             "datasets:, not by a key")
 
 
 def single_dataset_name(base: TrialConfig) -> str:

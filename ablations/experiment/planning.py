@@ -22,6 +22,7 @@ from ablations.config import (
 from ablations.config.safety import local_cuda_capability, resolve_systems, skip_reason
 from ablations.experiment.cells import crossed_seeds, spec_for, with_null_control
 from ablations.experiment.datasets_plan import (
+    check_named,
     named_trials,
     on_dataset,
     refuse_across,
@@ -224,6 +225,9 @@ def prepare(args: Request) -> Prepared:
     refuse_runner_flags(args, model)
     base = base_config(args, model)
     args = with_metric(args, base)
+    if base.dataset:  # --set or --config naming it: the datasets are named otherwise
+        raise UsageError(f"dataset={base.dataset!r} is the runner's name of a dataset, not a "
+                         f"key to set; name datasets with {arg('datasets')} (docs/datasets.md)")
     datasets = requested_datasets(args, space) or {single_dataset_name(base): {}}
     across = len(datasets) > 1
     if across:
@@ -274,6 +278,7 @@ def prepare(args: Request) -> Prepared:
                 table = crossed_seeds(table, seeds)
             if args.null_control:
                 table = with_null_control(table, space.reference)
+            check_named(name, table)
             trials += named_trials(name, table, across)
         trials, skipped, notes, data_summary = plan_trials(space, trials, capability=capability,
                                                            resolve=args.resolve_conflicts)

@@ -171,6 +171,9 @@ def _report_of(directory: str | Path, meta: dict[str, Any], *, reference: str | 
     if is_across_datasets(trials) and compare_with is not None:
         raise ValueError(f"{directory} ran on several datasets; compare_with compares two "
                          "experiments on one: compare each dataset's own experiments")
+    if is_across_datasets(trials) and not str(margin).strip().endswith("%"):
+        raise ValueError(f"margin {margin!r}: {directory} ran on several datasets, where the "
+                         "effect is a ratio; give a percentage (e.g. 5%)")
     comparison = None
     if compare_with is not None:
         table = compare_experiments(compare_with, trials, metric=metric, margin=margin,

@@ -35,6 +35,7 @@ from results.stats.failures import (
     verdict_reasons,
 )
 from results.io.files import read_experiment
+from results.stats.datasets import is_across_datasets
 from results.stats.phases import evaluation_rows
 from results.stats.verdicts import (
     equivalence_tests,
@@ -91,6 +92,9 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     for name, table in (("A", first), ("B", second)):
         if metric not in table:
             raise ValueError(f"experiment {name} has no column {metric!r}")
+        if is_across_datasets(table):  # variant by variant would mix its datasets
+            raise ValueError(f"experiment {name} ran on several datasets; compare takes "
+                             "experiments on one (each dataset's verdicts are in its report)")
     ok_a, dropped_a = usable_trials(first, metric)
     ok_b, dropped_b = usable_trials(second, metric)
     order_a = list(dict.fromkeys(first["ablation"]))

@@ -137,7 +137,17 @@ def ablation_table(trials: pd.DataFrame, *, metric: str = DEFAULT_METRIC,
     compared unpaired (Welch's t-test; effect size Cohen's d with the mean of the two
     variances). The ``test`` column says which; ``se`` and ``df`` are the standard error of
     the difference and the t distribution's degrees of freedom (n - 1 paired,
-    Welch-Satterthwaite unpaired), from which :func:`verdict_table` tests equivalence."""
+    Welch-Satterthwaite unpaired), from which :func:`verdict_table` tests equivalence.
+
+    Raises:
+        ValueError: trials of several datasets (their seeds pair within a dataset only).
+    """
+    from results.stats.datasets import is_across_datasets  # which imports this module
+
+    if is_across_datasets(trials):
+        raise ValueError("these trials are of several datasets: analyse each "
+                         "(results.stats.datasets.by_dataset) or read the verdicts across "
+                         "them (results.stats.decisions.across_datasets_of)")
     trials = evaluation_rows(trials)  # a tuned ablation: the evaluation at the given config
     if reference not in set(trials["ablation"]):
         raise ValueError(f"reference {reference!r} is not among the ablations")

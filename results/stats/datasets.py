@@ -182,6 +182,7 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
     direction = metric_direction(metric)
     effects = dataset_effects(trials, reference=reference, metric=metric)
+    names = dataset_names(trials)  # every dataset, with verdicts or not
     log_low, log_high = np.log1p(-value), np.log1p(value)
     rows = []
     for variant, frame in effects.groupby("ablation", sort=False):
@@ -200,11 +201,14 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
                "dataset_verdicts": ", ".join(f"{label} {labels.count(label)}"
                                              for label in dict.fromkeys(labels)),
                "on_every_dataset": labels[0] if labels and len(set(labels)) == 1
-               and len(labels) == len(per_dataset) and labels[0] in CLAIMS else "",
+               and len(labels) == len(names) and labels[0] in CLAIMS else "",
                "unstable": bool(unstable),
                "reason": "" if len(usable) >= 2 else
-               f"pooled over {len(usable)} dataset(s): a ratio needs two seeds with means "
-               "above 0 on at least two datasets"}
+               f"a ratio on {len(usable)} of {len(names)} datasets (it needs two seed pairs "
+               "with means above 0 on each): nothing to pool"}
+        missing = [name for name in names if name not in verdicts]
+        if missing and len(usable) >= 2:
+            row["reason"] = "no verdicts on " + ", ".join(missing)
         if unstable:
             row["reason"] = ("unstable: more diverged seeds than the reference on "
                              + ", ".join(unstable))
@@ -226,18 +230,26 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
     if table.empty:
         return table
     table["p_holm"] = holm(table["p_value"].to_numpy(float))
-    table["p_tost_holm"] = holm(table["p_tost"].to_numpy(float))
+    unstable = table["unstable"].to_numpy(bool)
+    p_tost = table["p_tost"].to_numpy(float)
+    # an unstable arm is never equivalent: its p is 1 in the family, as on one dataset
+    table["p_tost_holm"] = holm(np.where(unstable & ~np.isnan(p_tost), 1.0, p_tost))
     significant = (table["p_holm"] < alpha).to_numpy()
-    equivalent = (table["p_tost_holm"] < alpha).to_numpy() & ~table["unstable"].to_numpy(bool)
+    equivalent = (table["p_tost_holm"] < alpha).to_numpy() & ~unstable
     table["significant"], table["equivalent"] = significant, equivalent
     table["verdict"] = verdict_labels(significant, equivalent, table["ratio"].to_numpy(float),
                                       direction)
+    # the pooled ratio is of finished seeds: an arm that diverged more often than the reference
+    # somewhere is not called better (its diverged seeds are its worst outcomes)
+    better = "better" if direction else None
+    favourable = unstable & (table["verdict"] == better).to_numpy()
+    table.loc[favourable, "verdict"] = "inconclusive"
     # equivalence is a claim about the mean over datasets; say where a new dataset's ratio may
     # still lie beyond the margin (heterogeneity, or too few datasets to tell)
     beyond = (table["pi_low"] <= -value) | (table["pi_high"] >= value) | table["pi_low"].isna()
     on_average = table["verdict"].isin(["equivalent", "negligible"]) & beyond
     table.loc[on_average & (table["reason"] == ""), "reason"] = [
-        "on average: " + (f"a new dataset's ratio may lie beyond ±{value:.0%} (prediction "
+        "on average: " + (f"a new dataset's ratio may lie beyond ±{100 * value:.3g}% (prediction "
                           f"interval {low:+.1%} to {high:+.1%})" if np.isfinite(low) else
                           "with two datasets there is no prediction interval")
         for low, high in zip(table.loc[on_average & (table["reason"] == ""), "pi_low"],
@@ -245,7 +257,7 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
     table["margin"] = value
     table.attrs.update(metric=metric, reference=reference, margin=value, relative=True,
                        margin_given=str(margin), alpha=alpha, direction=direction,
-                       datasets=list(per_dataset))
+                       datasets=names)
     return table[[name for name, _, _ in ACROSS_COLUMNS]]
 
 
@@ -301,6 +313,6 @@ def across_note(table: pd.DataFrame) -> str:
             f"meta-analysis (Paule-Mandel, modified Knapp-Hartung {1 - alpha:.0%} interval; "
             f"the prediction interval is where a new dataset's ratio is expected). The verdict "
             f"is the pooled ratio's: worse/better where its t test rejects, equivalent where "
-            f"its {1 - 2 * alpha:.0%} interval lies within ±{margin:.0%} (Holm over the "
+            f"its {1 - 2 * alpha:.0%} interval lies within ±{100 * margin:.3g}% (Holm over the "
             f"variants, α = {alpha:g}). 'Same direction': datasets whose ratio points the "
             f"pooled way; 'on every dataset': a verdict every dataset reached on its own.")

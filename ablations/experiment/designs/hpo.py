@@ -112,7 +112,8 @@ def write_best_config(trials_df: pd.DataFrame, hpo: HpoSearch, root: str) -> Opt
     best = done.sort_values(hpo.metric, ascending=hpo.mode == "min").iloc[0]
     default = TrialConfig.of(model=hpo.base.plugin).flat()  # that model's defaults
     keys = [k for k in default
-            if k not in ("ablation", "seed", "seed_offset", "model", "data_dir", "num_threads",
+            if k not in ("ablation", "dataset", "seed", "seed_offset", "model", "data_dir",
+                         "num_threads",
                          "device", "compile_requested", "precision_requested") and k in best]
     values = {k: plain_value(best[k]) for k in keys
               if k in hpo.space or plain_value(best[k]) != default[k]}

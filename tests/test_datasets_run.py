@@ -15,6 +15,7 @@ from results.io.files import read_metadata
 from results.stats.decisions import across_datasets_of
 from tests.conftest import write_data_dir
 from tests.test_cli import run_cli
+from tools.browser_check import find_chromium
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +55,8 @@ def test_the_run_ends_with_each_datasets_verdicts_and_those_across(two_datasets)
     for _, row in across.iterrows():  # the console's row says the Parquet's verdict
         line = next(line for line in block.splitlines() if line.strip().startswith(
             row["ablation"]))
-        assert row["verdict"] in line and f"{row['ratio'] * 100:+.1f}"[:4] in line
+        assert row["verdict"] in line
+        assert abs(float(line.split()[2]) - 100 * row["ratio"]) < 0.01  # the pooled ratio, %
 
 
 def test_every_table_has_the_dataset_column(two_datasets):
@@ -119,3 +121,16 @@ def test_five_datasets_add_the_ranks_and_the_critical_difference_diagram(tmp_pat
     page = report.markdown.read_text()
     assert "## Ranks across the datasets" in page
     assert (tmp_path / "results" / "five" / "report_files" / "critical_difference.png").is_file()
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="needs Chromium (apt-get install chromium)")
+def test_in_a_browser_the_report_across_datasets_fits_1366_px(two_datasets):
+    from tools.browser_check import checks, measure
+
+    folder, _ = two_datasets
+    if not (folder / "report.html").exists():
+        assert run_cli("report", str(folder)).returncode == 0
+    measured = measure(folder / "report.html", find_chromium(), width=1366)
+    results = {check.name: check for check in checks(measured, 1366)}
+    assert all(check.ok for check in results.values()), results
+    assert len(measured["images"]) == 2  # a forest plot per ablation

@@ -7,12 +7,15 @@ row per ablation across them:
 - **the pooled ratio**: each dataset's effect is the log of the variant's mean over the
   reference's on the seeds both finished (a ratio has no unit, so datasets measured in km and in
   kelvin pool), with its variance from the seed-paired differences (the delta method:
-  var(v_s/m_v − r_s/m_r)/n). A random-effects meta-analysis (statsmodels'
-  ``combine_effects``, Paule-Mandel τ²) treats the datasets as a sample of datasets; its
-  interval is the modified Knapp-Hartung one (the Knapp-Hartung scale, never below 1, with
-  t on k − 1 degrees of freedom; Röver, Knapp and Friede 2015), which keeps its level with few
-  datasets where the plain z interval does not. The prediction interval (k ≥ 3) is where a new
-  dataset's ratio is expected (Higgins, Thompson and Spiegelhalter 2009).
+  var(v_s/m_v − r_s/m_r)/n). The datasets are a sample of datasets and the unit of the test:
+  the pooled log ratio is the mean of theirs, tested with t on k − 1 degrees of freedom from
+  their spread (which holds both the seeds' noise and the datasets' differences), unweighted:
+  with a few seeds per dataset, inverse-variance weights (a random-effects meta-analysis, even
+  with the Knapp-Hartung interval) rest on variances estimated from 2 degrees of freedom and
+  called about twice α of null ablations `worse`/`better` at 5 datasets (docs/datasets.md).
+  The between-dataset τ and I² are statsmodels' ``combine_effects`` (Paule-Mandel), as a
+  description. The prediction interval is where a new dataset's ratio, measured the same way,
+  is expected: t on k − 1 degrees of freedom times s·√(1 + 1/k).
 - **the verdict across datasets**: the per-dataset rules on the pooled log ratio: `worse` /
   `better` when the t test of a ratio of 1 rejects after Holm over the ablations, `equivalent`
   when both one-sided tests against the (percentage) margin reject after Holm, `negligible`
@@ -113,24 +116,24 @@ def dataset_effects(trials: pd.DataFrame, *, reference: str, metric: str) -> pd.
 
 @dataclass(frozen=True)
 class Pooled:
-    """One variant's random-effects pool of per-dataset log ratios."""
+    """One variant's per-dataset log ratios pooled: their mean, with datasets as the unit."""
 
     k: int  # datasets pooled
-    mean: float  # pooled log ratio
-    se: float  # its modified Knapp-Hartung standard error
+    mean: float  # pooled log ratio: the mean of the datasets' log ratios
+    sd: float  # the datasets' log ratios' standard deviation
+    se: float  # sd / sqrt(k)
     df: int  # k - 1
-    tau2: float  # between-dataset variance of the log ratio
-    i2: float  # share of the spread that is between datasets
+    tau2: float  # between-dataset variance of the log ratio (Paule-Mandel; descriptive)
+    i2: float  # share of the spread that is between datasets (descriptive)
 
     def interval(self, level: float) -> tuple[float, float]:
         half = stats.t.ppf(0.5 + level / 2, self.df) * self.se
         return self.mean - half, self.mean + half
 
     def prediction(self, level: float) -> tuple[float, float]:
-        """Where a new dataset's log ratio lies with probability ``level`` (k ≥ 3)."""
-        if self.k < 3:
-            return np.nan, np.nan
-        half = stats.t.ppf(0.5 + level / 2, self.k - 2) * np.sqrt(self.tau2 + self.se ** 2)
+        """Where a new dataset's log ratio, measured as these were, lies with probability
+        ``level``: the normal sample's prediction interval, t on k − 1 df, s·√(1 + 1/k)."""
+        half = stats.t.ppf(0.5 + level / 2, self.df) * self.sd * np.sqrt(1 + 1 / self.k)
         return self.mean - half, self.mean + half
 
     def p_value(self) -> float:
@@ -144,18 +147,24 @@ class Pooled:
 
 
 def pool(log_ratios: np.ndarray, variances: np.ndarray) -> Pooled:
-    """The random-effects pool (Paule-Mandel τ², modified Knapp-Hartung standard error) of
-    per-dataset log ratios; two or more, each with a variance above 0."""
+    """Two or more per-dataset log ratios pooled with the dataset as the unit: their mean and
+    a t test on k − 1 degrees of freedom from their spread, which holds the within-dataset
+    noise and the between-dataset spread alike. The datasets are not weighted by their
+    estimated variances: with a few seeds per dataset those estimates are too noisy to weight
+    by (inverse-variance weights, even with the Knapp-Hartung interval, called about 2α of
+    null variants `worse`/`better` at 5 datasets of 3 seeds; docs/datasets.md). ``variances``
+    (each dataset's delta-method variance) give the descriptive heterogeneity: statsmodels'
+    ``combine_effects`` Paule-Mandel τ² and I²."""
     from statsmodels.stats.meta_analysis import combine_effects
 
     effects = np.asarray(log_ratios, float)
     variances = np.maximum(np.asarray(variances, float), 1e-12)  # a seed-identical dataset
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # combine_effects warns about per-sample intervals
-        result = combine_effects(effects, variances, method_re="iterated", use_t=True)
-    scale = max(1.0, float(result.scale_hksj_re))  # the modified Knapp-Hartung rule
-    return Pooled(k=len(effects), mean=float(result.mean_effect_re),
-                  se=float(np.sqrt(result.var_eff_w_re * scale)), df=len(effects) - 1,
+        result = combine_effects(effects, variances, method_re="iterated")
+    k = len(effects)
+    sd = max(float(effects.std(ddof=1)), 1e-12)  # identical ratios: a degenerate spread
+    return Pooled(k=k, mean=float(effects.mean()), sd=sd, se=sd / np.sqrt(k), df=k - 1,
                   tau2=float(max(result.tau2, 0.0)), i2=float(max(result.i2, 0.0)))
 
 
@@ -315,4 +324,4 @@ def across_note(table: pd.DataFrame) -> str:
             f"is the pooled ratio's: worse/better where its t test rejects, equivalent where "
             f"its {1 - 2 * alpha:.0%} interval lies within ±{100 * margin:.3g}% (Holm over the "
             f"variants, α = {alpha:g}). 'Same direction': datasets whose ratio points the "
-            f"pooled way; 'on every dataset': a verdict every dataset reached on its own.")
+            f"pooled way; '(every dataset)': the verdict each dataset reached on its own.")

@@ -82,7 +82,7 @@ def test_a_forest_plot_has_a_row_per_dataset_then_the_pooled_row(drawn, tables):
     assert labels[-1] == "pooled  (5/5 same direction)"
     assert ax.get_title() == "no_images: worse across 5 datasets"
     row = across.set_index("ablation").loc["no_images"]
-    diamond = next(p for p in ax.patches if p.get_label() == "pooled (Knapp-Hartung)")
+    diamond = next(p for p in ax.patches if p.get_label() == "pooled (t over the datasets)")
     xs, ys = diamond.get_xy()[:4].T
     np.testing.assert_allclose(sorted(xs), 100 * np.array(
         [row["ratio_ci_low"], row["ratio"], row["ratio"], row["ratio_ci_high"]]))
@@ -122,17 +122,34 @@ def test_a_dataset_without_a_ratio_keeps_its_row_with_a_note_instead_of_a_point(
     assert ax.get_title() == "small: worse across 4 datasets"
 
 
-def test_with_two_datasets_there_is_no_prediction_interval():
+def test_with_two_datasets_the_prediction_interval_is_drawn_on_one_degree_of_freedom():
     effects, across = analysed(planted_trials(DATASETS[:2]))
     row = across.set_index("ablation", drop=False).loc["no_scalars"]
-    assert np.isnan(row["pi_low"])
+    assert np.isfinite(row[["pi_low", "pi_high"]].to_numpy(float)).all()
     figure = draw_dataset_forest(effects[effects["ablation"] == "no_scalars"], row,
                                  alpha=ALPHA, metric=METRIC)
     ax = figure.axes[0]
     labels = ax.get_legend_handles_labels()[1]
     plt.close(figure)
-    assert "prediction interval" not in labels and "pooled (Knapp-Hartung)" in labels
+    assert "prediction interval" in labels and "pooled (t over the datasets)" in labels
     assert ax.get_title().endswith("across 2 datasets")
+
+
+def test_ratios_spanning_a_wide_range_are_drawn_on_a_log_axis_labelled_in_percent():
+    effects, across = analysed(planted_trials(DATASETS[:2]))
+    row = across.set_index("ablation", drop=False).loc["no_scalars"]
+    wide = row.copy()
+    wide["pi_low"], wide["pi_high"] = -0.8, 30.0  # a ratio of 0.2 to one of 31
+    figure = draw_dataset_forest(effects[effects["ablation"] == "no_scalars"], wide,
+                                 alpha=ALPHA, metric=METRIC)
+    ax = figure.axes[0]
+    figure.canvas.draw()
+    ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    plt.close(figure)
+    assert ax.get_xscale() == "log" and "log scale" in ax.get_xlabel()
+    assert "+0" in ticks  # a ratio of 1 labelled as no change
+    spread = next(c for c in ax.collections if c.get_label() == "prediction interval")
+    np.testing.assert_allclose(spread.get_segments()[0][:, 0], [0.2, 31.0])
 
 
 def test_forest_plots_write_a_png_per_ablation_named_by_it_with_its_vector_files(tables, tmp_path):

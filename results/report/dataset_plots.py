@@ -51,6 +51,27 @@ def _no_ratio_note(row: pd.Series) -> str:
     return "no ratio: a mean not above 0"
 
 
+# ratios spanning more than this factor are drawn on a log axis (ticks still in %)
+LOG_AXIS_SPAN = 3.0
+
+
+def _axis(ax, shares: np.ndarray):
+    """The forest plot's x coordinate of a ratio − 1 (``shares``: every value to draw): the
+    percentage on a linear axis, or, where the ratios span more than :data:`LOG_AXIS_SPAN`
+    times, the ratio on a log axis labelled in % (a ratio of 0.2 and one of 5 are as far from
+    1), so that one wide interval does not squeeze the rest."""
+    from matplotlib.ticker import FuncFormatter
+
+    ratios = 1 + shares[shares > -1]
+    if ratios.size and ratios.max() / ratios.min() > LOG_AXIS_SPAN:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{100 * (v - 1):+.0f}"))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+        return lambda share: np.where(np.asarray(share, float) > -1, 1 + np.asarray(
+            share, float), np.nan)
+    return lambda share: 100 * np.asarray(share, float)
+
+
 def draw_dataset_forest(effects: pd.DataFrame, across: pd.Series, *, alpha: float,
                         metric: str) -> Figure:
     """The figure of :func:`dataset_forest_plot`, unsaved: rows from the top in the order of
@@ -60,14 +81,18 @@ def draw_dataset_forest(effects: pd.DataFrame, across: pd.Series, *, alpha: floa
     y = np.arange(count, 0, -1, dtype=float)  # the first dataset on top
     intervals = dataset_intervals(effects, alpha=alpha)
     has_ratio = np.isfinite(intervals["ratio"].to_numpy(float))
-    point = 100 * intervals["ratio"].to_numpy(float)
-    low, high = (100 * intervals[c].to_numpy(float) for c in ("ratio_ci_low", "ratio_ci_high"))
-    margin = 100 * float(across["margin"])
-    ax.axvspan(-margin, margin, color=PALETTE["blue"], alpha=0.12, lw=0,
-               label=f"margin ±{margin:.3g}%")
-    for edge in (-margin, margin):
+    shares = np.r_[intervals.to_numpy(float).ravel(), [float(across[c]) for c in (
+        "ratio", "ratio_ci_low", "ratio_ci_high", "pi_low", "pi_high")]]
+    x = _axis(ax, shares[np.isfinite(shares)])  # ratio − 1 -> the axis' coordinate
+    point = x(intervals["ratio"].to_numpy(float))
+    low, high = (x(intervals[c].to_numpy(float)) for c in ("ratio_ci_low", "ratio_ci_high"))
+    share = float(across["margin"])
+    margin = x(-share), x(share)
+    ax.axvspan(*margin, color=PALETTE["blue"], alpha=0.12, lw=0,
+               label=f"margin ±{100 * share:.3g}%")
+    for edge in margin:
         ax.axvline(edge, color=PALETTE["blue"], lw=0.8, ls="--")
-    ax.axvline(0, color="0.2", lw=0.8)
+    ax.axvline(x(0.0), color="0.2", lw=0.8)
     # a dataset with a ratio has two pairs or more, so its t interval is finite
     ax.errorbar(point[has_ratio], y[has_ratio],
                 xerr=[point[has_ratio] - low[has_ratio], high[has_ratio] - point[has_ratio]],
@@ -78,16 +103,16 @@ def draw_dataset_forest(effects: pd.DataFrame, across: pd.Series, *, alpha: floa
                 ha="left", va="center", fontsize=8, style="italic", color="0.35")
     verdict = str(across.get("verdict", "")) if pd.notna(across.get("verdict")) else ""
     color = VERDICT_COLORS.get(verdict, "0.55")
-    ratio = 100 * float(across["ratio"])
-    ci = 100 * float(across["ratio_ci_low"]), 100 * float(across["ratio_ci_high"])
-    pi = 100 * float(across["pi_low"]), 100 * float(across["pi_high"])
-    if np.isfinite(pi).all():  # k >= 3: where a new dataset's ratio is expected
+    ratio = float(x(float(across["ratio"])))
+    ci = tuple(float(x(float(across[c]))) for c in ("ratio_ci_low", "ratio_ci_high"))
+    pi = tuple(float(x(float(across[c]))) for c in ("pi_low", "pi_high"))
+    if np.isfinite(pi).all():  # where a new dataset's ratio is expected
         ax.hlines(0, *pi, color=color, lw=1, label="prediction interval")
         ax.scatter(pi, [0, 0], marker="|", s=60, color=color, zorder=3)
     if np.isfinite([ratio, *ci]).all():
         ax.add_patch(Polygon([(ci[0], 0), (ratio, 0.3), (ci[1], 0), (ratio, -0.3)],
                              closed=True, facecolor=color, edgecolor="0.2", lw=0.8, zorder=4,
-                             label="pooled (Knapp-Hartung)"))
+                             label="pooled (t over the datasets)"))
     else:
         ax.text(0.01, 0, "no pooled ratio: fewer than 2 datasets with a ratio",
                 transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=8,
@@ -97,11 +122,15 @@ def draw_dataset_forest(effects: pd.DataFrame, across: pd.Series, *, alpha: floa
     same = int(across.get("n_same_direction", 0))
     ax.set_yticks([*y, 0], [*labels, f"pooled  ({same}/{k} same direction)"])
     ax.set_ylim(-0.7, count + 0.7)
-    span = np.r_[point, low, high, ratio, ci, pi, -margin, margin]
+    span = np.r_[point, low, high, ratio, ci, pi, margin]
     span = span[np.isfinite(span)]
-    pad = 0.08 * (span.max() - span.min()) if span.size else 1.0
-    ax.set_xlim(span.min() - pad, span.max() + pad)
-    ax.set_xlabel(f"{metric}: variant / reference − 1 (%), {1 - alpha:.0%} intervals")
+    if ax.get_xscale() == "log":  # pad by a factor
+        ax.set_xlim(span.min() / 1.15, span.max() * 1.15)
+    else:
+        pad = 0.08 * (span.max() - span.min()) if span.size else 1.0
+        ax.set_xlim(span.min() - pad, span.max() + pad)
+    ax.set_xlabel(f"{metric}: variant / reference − 1 (%), {1 - alpha:.0%} intervals"
+                  + (", log scale" if ax.get_xscale() == "log" else ""))
     ax.set_title(f"{across['ablation']}: {verdict or 'no verdict'} across {k} datasets")
     ax.legend(fontsize=7, loc="best")  # labelled artists: _narrow moves them below
     return fig

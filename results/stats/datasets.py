@@ -317,11 +317,12 @@ def across_note(table: pd.DataFrame) -> str:
     """What the across-dataset verdicts mean, in one paragraph."""
     attrs = table.attrs
     alpha, margin = attrs.get("alpha", 0.05), attrs.get("margin", 0.05)
-    return (f"Across {len(attrs.get('datasets', []))} datasets: each variant's ratio to "
-            f"`{attrs.get('reference')}` pooled over the datasets by a random-effects "
-            f"meta-analysis (Paule-Mandel, modified Knapp-Hartung {1 - alpha:.0%} interval; "
-            f"the prediction interval is where a new dataset's ratio is expected). The verdict "
-            f"is the pooled ratio's: worse/better where its t test rejects, equivalent where "
-            f"its {1 - 2 * alpha:.0%} interval lies within ±{100 * margin:.3g}% (Holm over the "
-            f"variants, α = {alpha:g}). 'Same direction': datasets whose ratio points the "
-            f"pooled way; '(every dataset)': the verdict each dataset reached on its own.")
+    return (f"Across {len(attrs.get('datasets', []))} datasets, the dataset the unit: each "
+            f"variant's ratio to `{attrs.get('reference')}` on each dataset (seed-paired), "
+            f"their mean on the log scale with a t test on k − 1 degrees of freedom from their "
+            f"spread ({1 - alpha:.0%} interval; the prediction interval is where a new "
+            f"dataset's ratio is expected). The verdict is the pooled ratio's: worse/better "
+            f"where the t test rejects, equivalent where its {1 - 2 * alpha:.0%} interval lies "
+            f"within ±{100 * margin:.3g}% (Holm over the variants, α = {alpha:g}). 'Same "
+            f"direction': datasets whose ratio points the pooled way; '(every dataset)': the "
+            f"verdict each dataset reached on its own.")

@@ -304,7 +304,7 @@ def test_wandb_offline_runs_one_per_trial_and_the_verdicts(logged):
         assert logged_run.run.project == "ablation-tests" and logged_run.run.run_group == \
             "tracked"
         assert set(logged_run.run.tags) == {f"variant={variant}", f"seed={seed}",
-                                            "space=components"}
+                                            "space=components", "dataset=synthetic"}
         config = logged_run.config
         assert (config["ablation"], config["seed"], config["lr"], config["cnn_widths"]) == \
             (variant, int(seed), 0.002, "8,16,16")

@@ -16,7 +16,8 @@ def datasets_summary(trials_df: pd.DataFrame, meta: dict[str, Any],
     verdicts across are possible)."""
     from ablations.cli.output import summary_table
     from results.report.dataset_tables import across_view
-    from results.stats.datasets import across_note, by_dataset, rank_comparison
+    from results.stats.dataset_rows import by_dataset
+    from results.stats.datasets import across_note, rank_comparison
     from results.stats.decisions import across_datasets_of
     from results.io.directions import declared_metrics
     from results.stats.phases import evaluation_rows

@@ -49,7 +49,7 @@ from ablations.experiment.preflight import auto_batch, check_data_on_workers
 from ablations.experiment.request import UsageError, check_name, storage_root
 from model.data import DataError
 from results.stats.baseline_check import record_baseline_check
-from results.stats.datasets import is_across_datasets
+from results.stats.dataset_rows import is_across_datasets
 from results.io.files import MetadataError, first_line, join, list_dir, read_metadata
 from results.stats.decisions import decision_settings, verdicts_of
 from results.stats.planned import pilot_design

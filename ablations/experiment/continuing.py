@@ -282,7 +282,7 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     if unfinished:
         raise UsageError(f"{name} has {unfinished} unfinished trial(s); finish them first "
                          f"({resume}), then continue it with {arg('seeds')} auto")
-    from results.stats.datasets import is_across_datasets
+    from results.stats.dataset_rows import is_across_datasets
 
     if is_across_datasets(trials):
         raise UsageError(f"{name} ran on several datasets; {arg('seeds')} auto continues an "

@@ -49,7 +49,7 @@ from results.io.files import (
     join,
     read_metadata,
 )
-from results.stats.datasets import is_across_datasets
+from results.stats.dataset_rows import is_across_datasets
 from results.stats.phases import evaluation_rows
 from results.report.folder import NotAnExperimentError, check_experiment
 from results.report.designs import factorial_sections, tuned_section

@@ -17,7 +17,8 @@ from matplotlib.patches import Polygon
 from scipy import stats
 
 from results.report.plots import PALETTE, VERDICT_COLORS, save_figure
-from results.stats.datasets import DATASET, Ranks
+from results.stats.dataset_rows import DATASET
+from results.stats.datasets import Ranks
 
 FIGURE_WIDTH = 7.5  # inches: the report's forest plot's
 ROW_HEIGHT = 0.45  # inches per row of a forest plot

@@ -23,12 +23,8 @@ from results.report.dataset_tables import across_view
 from results.report.page import Section, html_page, markdown_page
 from results.report.tables import verdict_view
 from results.stats.baseline_check import dataset_baseline_checks
-from results.stats.datasets import (
-    across_note,
-    by_dataset,
-    dataset_effects,
-    rank_comparison,
-)
+from results.stats.dataset_rows import by_dataset
+from results.stats.datasets import across_note, dataset_effects, rank_comparison
 from results.stats.decisions import across_datasets_of
 from results.stats.phases import evaluation_rows
 from results.stats.verdicts import margin_text

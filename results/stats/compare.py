@@ -35,7 +35,7 @@ from results.stats.failures import (
     verdict_reasons,
 )
 from results.io.files import read_experiment
-from results.stats.datasets import is_across_datasets
+from results.stats.dataset_rows import is_across_datasets
 from results.stats.phases import evaluation_rows
 from results.stats.verdicts import (
     equivalence_tests,

@@ -142,7 +142,7 @@ def ablation_table(trials: pd.DataFrame, *, metric: str = DEFAULT_METRIC,
     Raises:
         ValueError: trials of several datasets (their seeds pair within a dataset only).
     """
-    from results.stats.datasets import is_across_datasets  # which imports this module
+    from results.stats.dataset_rows import is_across_datasets
 
     if is_across_datasets(trials):
         raise ValueError("these trials are of several datasets: analyse each "

@@ -47,36 +47,13 @@ from ablations.config.statuses import TrialStatus
 from results.io.directions import metric_direction
 from results.io.table_columns import ACROSS_COLUMNS
 from results.stats.comparisons import holm
+from results.stats.dataset_rows import DATASET, by_dataset, dataset_names
 from results.stats.phases import evaluation_rows
 from results.stats.verdicts import parse_margin, verdict_labels
 
-DATASET = "dataset"  # trials.parquet's column naming the dataset of a trial
 MIN_RANK_DATASETS = 5  # ranks and the critical-difference diagram from this many datasets
 # per-dataset verdicts that claim something (``on_every_dataset`` names one of these)
 CLAIMS = ("worse", "better", "higher", "lower", "equivalent", "negligible")
-
-
-def dataset_names(trials: pd.DataFrame) -> list[str]:
-    """The datasets of an experiment, in the order its trials list them ([] for a table
-    without a ``dataset`` column)."""
-    if DATASET not in trials.columns:
-        return []
-    return list(dict.fromkeys(trials[DATASET].dropna().astype(str)))
-
-
-def is_across_datasets(trials: pd.DataFrame) -> bool:
-    """Whether the trials cover more than one dataset."""
-    return len(dataset_names(trials)) > 1
-
-
-def by_dataset(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """``frame``'s rows per dataset (a table of one dataset, or without the column: itself
-    under its one name, or ``""``)."""
-    names = dataset_names(frame)
-    if len(names) <= 1:
-        return {names[0] if names else "": frame}
-    column = frame[DATASET].astype(str)
-    return {name: frame[column == name] for name in names}
 
 
 def dataset_effects(trials: pd.DataFrame, *, reference: str, metric: str) -> pd.DataFrame:

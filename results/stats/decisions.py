@@ -29,7 +29,8 @@ from ablations.config.comparison import (
 )
 from results.io.directions import declared_metrics
 from results.io.files import read_experiment, read_metadata
-from results.stats.datasets import DATASET, across_datasets, by_dataset, is_across_datasets
+from results.stats.dataset_rows import DATASET, by_dataset, is_across_datasets
+from results.stats.datasets import across_datasets
 from results.stats.factorial_design import FactorialDesign
 from results.stats.phases import evaluation_rows
 from results.stats.planned import departures, pilot_design, recorded_settings

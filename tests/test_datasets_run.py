@@ -7,13 +7,16 @@ library's run adds the ranks and the critical-difference diagram."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sys
 
 import pandas as pd
 import pytest
 
 from results.io.files import read_metadata
 from results.stats.decisions import across_datasets_of
-from tests.conftest import write_data_dir
+from tests.conftest import REPO, start_until, write_data_dir
 from tests.test_cli import run_cli
 from tools.browser_check import find_chromium
 
@@ -31,13 +34,26 @@ SMALL = ["--epochs", "1", "--set", "max_train_examples=64", "--set", "max_eval_e
 
 @pytest.fixture(scope="module")
 def two_datasets(tmp_path_factory):
+    """The run, stopped with Ctrl-C once a trial has finished, then resumed to the end: the
+    tests read the resumed run's output and files (the first run's output under "first")."""
     root = tmp_path_factory.mktemp("datasets")
     write_data_dir(root / "site_a", n=96, frames=4)
     space = root / "space.yaml"
     space.write_text(SPACE)
-    result = run_cli("--space", str(space), "--data", "synthetic", "--data", str(root / "site_a"),
-                     "--seeds", "2", *SMALL, "--storage", str(root / "results"), "--name", "two",
-                     timeout=600)
+    command = [sys.executable, "-u", str(REPO / "run_ablations.py"), "--space", str(space),
+               "--data", "synthetic", "--data", str(root / "site_a"), "--seeds", "2", *SMALL,
+               "--storage", str(root / "results"), "--name", "two", "--no-dashboard"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    proc, seen, _ = start_until(command, {"env": env, "cwd": root}, "[1/", timeout=300)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C
+    try:
+        first = "".join(seen) + proc.communicate(timeout=120)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    result = run_cli("--resume", "--name", "two", "--storage", str(root / "results"),
+                     "--no-dashboard", "--allow-changed", cwd=root, timeout=600)
+    result.first = first
     return root / "results" / "two", result
 
 
@@ -45,7 +61,8 @@ def test_the_run_ends_with_each_datasets_verdicts_and_those_across(two_datasets)
     folder, result = two_datasets
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "12 trials (3 variants x 2 seeds x 2 datasets)" in out
+    assert "12 trials (3 variants x 2 seeds x 2 datasets)" in result.first
+    assert "Resuming experiment two" in out  # stopped by Ctrl-C, resumed to the end
     assert "Dataset synthetic (6 trials):" in out and "Dataset site_a (6 trials):" in out
     assert "Across 2 datasets (synthetic, site_a):" in out
     across = pd.read_parquet(folder / "across_datasets.parquet")
@@ -64,10 +81,13 @@ def test_every_table_has_the_dataset_column(two_datasets):
     trials = pd.read_parquet(folder / "trials.parquet")
     assert list(trials["dataset"].unique()) == ["synthetic", "site_a"]
     assert trials["trial_name"].str.startswith(("synthetic.", "site_a.")).all()
-    assert (trials["status"] == "ok").all()
+    assert (trials["status"] == "ok").all() and len(trials) == 12  # each trial once
+    assert not trials["trial_name"].duplicated().any()
     for name in ("epochs", "predictions"):
         table = pd.read_parquet(folder / f"{name}.parquet")
         assert set(table["dataset"]) == {"synthetic", "site_a"}, name
+        if name == "epochs":  # after the resume, every epoch once
+            assert not table.duplicated(["trial_name", "epoch"]).any()
         named = table.drop_duplicates("trial_name").set_index("trial_name")["dataset"]
         assert (named == trials.set_index("trial_name").loc[named.index, "dataset"]).all()
     check = json.loads((folder / "baseline_check.json").read_text())

@@ -26,6 +26,8 @@ def plan_from_metadata(meta: dict[str, Any]
         return TrialSpec(name, config.ablation, config.seed, config)
 
     trials = [spec(name, values) for name, values in meta.get("trials", {}).items()]
+    order = {name: index for index, name in enumerate(meta.get("trial_order", []))}
+    trials.sort(key=lambda item: order.get(item.name, len(order)))  # the plan's order
     skipped = [(spec(name, item["config"]), item["reason"])
                for name, item in meta.get("skipped", {}).items()]
     return trials, skipped

@@ -358,6 +358,8 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
         "started_at": started_at.isoformat(),
         "command": options.command,
         "trials": trial_plan(trials),
+        # the plan's order (JSON keeps "trials" sorted by name): the tables' order on a resume
+        "trial_order": [spec.name for spec in trials],
         "skipped": skipped_plan(skipped),
         "hpo": None,  # a search's: designs/hpo.py
         "max_concurrent": options.max_concurrent,

@@ -311,18 +311,18 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     settings = decision_settings(meta, reference=reference, **given)
     reference, metric, margin, alpha = (settings[key] for key in
                                         ("reference", "metric", "margin", "alpha"))
-    try:  # once, for the summary, the trackers and the continuation hint
-        verdicts = verdicts_of(df, meta, **settings)
-    except (ValueError, KeyError):  # no verdicts: the summary says why
-        verdicts = None
     across = None
     if is_across_datasets(df):  # each dataset's verdicts, then across them (docs/datasets.md)
-        summary, across = datasets_summary(df, meta, settings)
+        summary, verdicts, across = datasets_summary(df, meta, settings)
         if across is not None:  # beside trials.parquet, as the report writes it too
             from results.report.datasets_report import write_across
 
             write_across(str(result.directory), across)
     else:
+        try:  # once, for the summary, the trackers and the continuation hint
+            verdicts = verdicts_of(df, meta, **settings)
+        except (ValueError, KeyError):  # no verdicts: the summary says why
+            verdicts = None
         summary = summary_table(df, meta, verdicts=verdicts, **settings)
     check = record_baseline_check(result.directory, df, result.epochs, reference=reference)
     if check is not None:  # one line above the verdicts; baseline_check.json in the folder

@@ -100,6 +100,8 @@ def refuse_across(args: Request, space: Any) -> None:
     Raises:
         UsageError: the first such flag, and what to do instead.
     """
+    from results.stats.verdicts import parse_margin  # scipy: only for several datasets
+
     refused = [
         (args.seeds == "auto", f"{arg('seeds')} auto",
          f"give fixed seeds ({arg('seeds')} 5) or run --seeds auto on each dataset"),
@@ -112,7 +114,7 @@ def refuse_across(args: Request, space: Any) -> None:
         (args.cross_seeds, arg("cross_seeds"), "cross the seed sources on each dataset"),
         (args.auto_batch, arg("auto_batch"),
          "each dataset fits its own batch: run --auto-batch per dataset, or set batch_size"),
-        (args.margin is not None and not str(args.margin).strip().endswith("%"),
+        (args.margin is not None and not parse_margin(args.margin)[1],
          f"{arg('margin')} {args.margin}",
          "a margin in one dataset's units has no meaning on another; give a percentage "
          f"({arg('margin')} 5%)"),
@@ -132,8 +134,7 @@ def on_dataset(base: TrialConfig, name: str, keys: Mapping[str, Any]) -> TrialCo
     if "dataset" in keys:
         raise UsageError(f"dataset {name}: 'dataset' is the runner's name of it, not a key "
                          "to set; give the keys that select it")
-    if base.own_code is not None and set(keys) & {"data_dir"} or (
-            base.own_code is not None and not keys and name == SYNTHETIC):
+    if base.own_code is not None and ("data_dir" in keys or (not keys and name == SYNTHETIC)):
         raise UsageError(f"dataset {name}: own code reads its own data; give the dataset as a "
                          "mapping of its config keys in the space file (datasets: {"
                          f"{name}: {{key: value}}}})")

@@ -39,7 +39,7 @@ from results.stats.analysis import (
 from results.stats.baseline_check import baseline_check
 from results.stats.compare import compare_experiments, compare_note
 from results.stats.uncertainty import one_draw
-from results.stats.verdicts import margin_text
+from results.stats.verdicts import margin_text, parse_margin
 from results.io.files import (
     TRIALS_FILE,
     MetadataError,
@@ -171,7 +171,7 @@ def _report_of(directory: str | Path, meta: dict[str, Any], *, reference: str | 
     if is_across_datasets(trials) and compare_with is not None:
         raise ValueError(f"{directory} ran on several datasets; compare_with compares two "
                          "experiments on one: compare each dataset's own experiments")
-    if is_across_datasets(trials) and not str(margin).strip().endswith("%"):
+    if is_across_datasets(trials) and not parse_margin(margin)[1]:
         raise ValueError(f"margin {margin!r}: {directory} ran on several datasets, where the "
                          "effect is a ratio; give a percentage (e.g. 5%)")
     comparison = None

@@ -25,7 +25,7 @@ from results.report.tables import verdict_view
 from results.stats.baseline_check import dataset_baseline_checks
 from results.stats.dataset_rows import by_dataset
 from results.stats.datasets import across_note, dataset_effects, rank_comparison
-from results.stats.decisions import across_datasets_of
+from results.stats.decisions import across_datasets_of, one_below_the_other
 from results.stats.phases import evaluation_rows
 from results.stats.verdicts import margin_text
 
@@ -78,7 +78,7 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
         Section("Differences per dataset", (
             f"Per ablation: each dataset's ratio to `{reference}` − 1 (%) with its "
             f"{1 - alpha:.0%} t interval over the seed pairs, the pooled ratio (diamond) with "
-            "its interval, and the prediction interval (thin line; three or more datasets); "
+            "its interval, and the prediction interval (thin line); "
             "the shaded band is the margin.")),
         *(Section(str(ablation), figure=path, level=3)
           for ablation, path in zip(across["ablation"], forests)),
@@ -106,7 +106,7 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
     counts = trials["status"].value_counts()
     summary = (f"{int(counts.get(TrialStatus.OK, 0))} of {len(trials)} trials ok on "
                f"{len(names)} datasets ({', '.join(names)}); {len(across)} variants against "
-               f"`{reference}` on {metric}, margin ±{across.attrs['margin']:.0%} of the "
+               f"`{reference}` on {metric}, margin ±{100 * across.attrs['margin']:.3g}% of the "
                f"reference's mean, α = {alpha:g}.")
     checks = dataset_baseline_checks(evaluation_rows(trials), epochs, reference=reference)
     if checks is not None:
@@ -120,8 +120,5 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
         title, summary, sections, FIGURES_DIR).encode())
     html_path = write_file(join(directory, "report.html"),
                            html_page(title, summary, sections).encode())
-    long = pd.concat([table.assign(dataset=name) for name, table in per_dataset.items()],
-                     ignore_index=True)
-    long = long[["dataset", *(c for c in long.columns if c != "dataset")]]
-    long.attrs.update(next(iter(per_dataset.values())).attrs, datasets=list(per_dataset))
-    return report_type(markdown_path, html_path, long, across_note(across), {}, across)
+    return report_type(markdown_path, html_path, one_below_the_other(per_dataset),
+                       across_note(across), {}, across)

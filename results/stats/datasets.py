@@ -231,15 +231,14 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
     favourable = unstable & (table["verdict"] == better).to_numpy()
     table.loc[favourable, "verdict"] = "inconclusive"
     # equivalence is a claim about the mean over datasets; say where a new dataset's ratio may
-    # still lie beyond the margin (heterogeneity, or too few datasets to tell)
-    beyond = (table["pi_low"] <= -value) | (table["pi_high"] >= value) | table["pi_low"].isna()
-    on_average = table["verdict"].isin(["equivalent", "negligible"]) & beyond
-    table.loc[on_average & (table["reason"] == ""), "reason"] = [
-        "on average: " + (f"a new dataset's ratio may lie beyond ±{100 * value:.3g}% (prediction "
-                          f"interval {low:+.1%} to {high:+.1%})" if np.isfinite(low) else
-                          "with two datasets there is no prediction interval")
-        for low, high in zip(table.loc[on_average & (table["reason"] == ""), "pi_low"],
-                             table.loc[on_average & (table["reason"] == ""), "pi_high"])]
+    # still lie beyond the margin
+    beyond = (table["pi_low"] <= -value) | (table["pi_high"] >= value)
+    on_average = table["verdict"].isin(["equivalent", "negligible"]) & beyond & (
+        table["reason"] == "")
+    table.loc[on_average, "reason"] = [
+        f"on average: a new dataset's ratio may lie beyond ±{100 * value:.3g}% (prediction "
+        f"interval {low:+.1%} to {high:+.1%})"
+        for low, high in zip(table.loc[on_average, "pi_low"], table.loc[on_average, "pi_high"])]
     table["margin"] = value
     table.attrs.update(metric=metric, reference=reference, margin=value, relative=True,
                        margin_given=str(margin), alpha=alpha, direction=direction,

@@ -74,7 +74,7 @@ def verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
             margin of a mean of 0); the message says why.
     """
     if is_across_datasets(trials):
-        return _one_below_the_other(dataset_verdicts_of(
+        return one_below_the_other(dataset_verdicts_of(
             trials, meta, reference=reference, metric=metric, margin=margin, alpha=alpha))
     with declared_metrics(meta.get("metrics")):  # own code's directions and units
         settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
@@ -95,7 +95,7 @@ def verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
         return table
 
 
-def _one_below_the_other(per_dataset: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def one_below_the_other(per_dataset: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per-dataset verdict tables as one, with a ``dataset`` column first."""
     tables = {name: table for name, table in per_dataset.items() if len(table)}
     errors = {name: table.attrs["error"] for name, table in per_dataset.items()

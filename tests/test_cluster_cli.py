@@ -122,8 +122,10 @@ def test_ray_job_submit_round_trip_writes_parquet(cluster, tmp_path):
     assert_experiment_written(storage / "as-a-job", trials=2)
 
 
-# Own code (docs/own-code.md): the digits examples, the reference and one ablation, one seed
-OWN_CODE_RUN = ["--only", "no_second_layer", "--seeds", "1", "--set", "epochs=3", "--quiet"]
+# Own code (docs/own-code.md): the digits examples, the reference and one ablation, one seed;
+# 30 epochs (a second or two a trial), so that the two trials overlap and take a node each
+# however the scheduler staggers their starts (at 3 epochs one could end before the other began)
+OWN_CODE_RUN = ["--only", "no_second_layer", "--seeds", "1", "--set", "epochs=30", "--quiet"]
 
 
 def test_a_training_function_runs_on_both_nodes(cluster, tmp_path):

@@ -20,8 +20,8 @@ from scipy import special
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from results.stats import boundaries  # noqa: E402
-from results.stats.sequential import SeedDesign  # noqa: E402
+from ablations.results.stats import boundaries  # noqa: E402
+from ablations.results.stats.sequential import SeedDesign  # noqa: E402
 
 
 def first_crossings(looks: tuple[int, ...], nominal: dict[str, tuple[float, ...]],

@@ -76,7 +76,7 @@ STEP = MEMORY + """
 import json, time
 import torch
 torch.set_num_threads(1)
-from model import ModelConfig, build_model
+from ablations.model import ModelConfig, build_model
 from ablations.trial.loop import loss_fn
 torch.manual_seed(0)
 model = build_model(ModelConfig(in_channels=2, image_height=64, image_width=64, num_scalars=3))

@@ -33,9 +33,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine, markdown, run_cli  # noqa: E402
-from model.config import DEFAULT_FRAMES  # noqa: E402
-from model.synthetic import SyntheticSpec, make_synthetic  # noqa: E402
-from results.stats.factorial import FactorialDesign, factorial_effects  # noqa: E402
+from ablations.model.config import DEFAULT_FRAMES  # noqa: E402
+from ablations.model.synthetic import SyntheticSpec, make_synthetic  # noqa: E402
+from ablations.results.stats.factorial import FactorialDesign, factorial_effects  # noqa: E402
 
 MARKER_PX = 3
 FACTORS = "temporal_attention,spatial_attention"

@@ -40,7 +40,7 @@ SYNTHETIC = """
 import json, os, statistics, sys, tempfile, time
 with tempfile.TemporaryDirectory(prefix="bench-cache-") as cache:  # removed at the end
     os.environ["ABLATION_CACHE_DIR"] = cache
-    import model.synthetic as data
+    import ablations.model.synthetic as data
     def timed(fn):
         t0 = time.perf_counter(); fn(); return time.perf_counter() - t0
     out = {"generate": statistics.median(timed(data.make_synthetic) for _ in range(5))}

@@ -21,9 +21,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import results.stats.sequential as sequential  # noqa: E402
+import ablations.results.stats.sequential as sequential  # noqa: E402
 from benchmarks.common import markdown  # noqa: E402
-from results.stats.sequential import SeedDesign  # noqa: E402
+from ablations.results.stats.sequential import SeedDesign  # noqa: E402
 from tools.simulation import sequential_verdicts  # noqa: E402
 
 # The default run (commit 71a2bbe, 2 cores): ratio to the baseline's mean, CPU-hours per trial.

@@ -47,7 +47,7 @@ def run_cell(cell: dict) -> dict:
         reset_peak_memory,
         set_float32_precision,
     )
-    from model.model import ModelConfig, build_model
+    from ablations.model.model import ModelConfig, build_model
 
     torch.set_num_threads(cell["threads"])
     torch.manual_seed(0)

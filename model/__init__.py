@@ -1,7 +1,7 @@
 """The multimodal spatiotemporal regression model and its data.
 
-``model.config`` (the model's switches) imports no torch, so that a configuration can be read
-without it; the names below load their module when first used."""
+``ablations.model.config`` (the model's switches) imports no torch, so that a configuration can be
+read without it; the names below load their module when first used."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from typing import Any
 
 _WHERE = {
     **dict.fromkeys(("DataError", "RegressionData", "SyntheticSpec", "check_directory",
-                     "load_directory", "load_synthetic", "make_synthetic"), "model.data"),
-    **dict.fromkeys(("FULL_WIDTHS", "REDUCED_WIDTHS", "MultimodalSwitches"), "model.config"),
+                     "load_directory", "load_synthetic", "make_synthetic"),
+                    "ablations.model.data"),
+    **dict.fromkeys(("FULL_WIDTHS", "REDUCED_WIDTHS", "MultimodalSwitches"),
+                    "ablations.model.config"),
     **dict.fromkeys(("ModelConfig", "MultimodalRegressionModel", "build_model",
-                     "count_parameters"), "model.model"),
+                     "count_parameters"), "ablations.model.model"),
 }
 
 

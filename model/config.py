@@ -2,8 +2,8 @@
 
 :class:`MultimodalSwitches` is what a researcher ablates in the built-in model; the runner keeps
 it as the ``model`` section of a trial's configuration (``ablations/config/trial.py``), as it
-keeps a plugin's own config. :class:`model.model.ModelConfig` extends it with the data's shapes
-and the systems flags the model applies itself. No torch here: the command line reads this
+keeps a plugin's own config. :class:`ablations.model.model.ModelConfig` extends it with the data's
+shapes and the systems flags the model applies itself. No torch here: the command line reads this
 module before any trial starts.
 """
 

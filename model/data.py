@@ -5,14 +5,16 @@ a read-only memory map of the file, any numeric dtype; batches come out float32)
 features ``(N, S)``, the target ``(N,)`` in km, a split label per sample (train/val/test) and a
 table of strata kept for analysis.
 
-This module gathers the public names of three modules, so ``from model.data import X`` serves
-them all:
+This module gathers the public names of three modules, so ``from ablations.model.data import
+X`` serves them all:
 
 - :mod:`model.regression_data`: :class:`RegressionData`, :class:`DataError` and the split
   helpers both sources share (:func:`seeded_split`, :func:`cap_split`).
-- :mod:`model.synthetic`: the synthetic set, its planted effects (:func:`make_synthetic`, whose
+- :mod:`ablations.model.synthetic`: the synthetic set, its planted effects (:func:`make_synthetic`,
+  whose
   module docstring states them) and its in-process and on-disk cache (:func:`load_synthetic`).
-- :mod:`model.files`: the file dataset (``--data DIR``: ``images.npy`` and ``table.parquet``;
+- :mod:`ablations.model.files`: the file dataset (``--data DIR``: ``images.npy`` and
+  ``table.parquet``;
   :func:`check_directory`, :func:`load_directory`).
 
 Patch internals (the cache's ``_RECENT``, the generator's constants) in the module that defines
@@ -21,14 +23,20 @@ them, not here.
 
 from __future__ import annotations
 
-from model.files import (
+from ablations.model.files import (
     IMAGE_CHECK_BYTES,
     IMAGE_CHECK_SAMPLES,
     check_directory,
     load_directory,
 )
-from model.regression_data import SPLITS, DataError, RegressionData, cap_split, seeded_split
-from model.synthetic import (
+from ablations.model.regression_data import (
+    SPLITS,
+    DataError,
+    RegressionData,
+    cap_split,
+    seeded_split,
+)
+from ablations.model.synthetic import (
     CACHE_DIR_ENV,
     MAX_SYNTHETIC_FRAMES,
     REGIME_PIXEL_NOISE,

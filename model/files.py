@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from model.regression_data import SPLITS, DataError, RegressionData, seeded_split
+from ablations.model.regression_data import SPLITS, DataError, RegressionData, seeded_split
 
 
 # Samples, spread over images.npy, checked for NaN/inf before any trial (fewer if they would

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from model.config import DEFAULT_FRAMES, MultimodalSwitches
+from ablations.model.config import DEFAULT_FRAMES, MultimodalSwitches
 
 # Lower bound on the predicted variance (standardised target units): keeps the NLL finite.
 MIN_VARIANCE = 1e-4
@@ -29,8 +29,8 @@ MIN_VARIANCE = 1e-4
 
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig(MultimodalSwitches):
-    """The switches (:class:`model.config.MultimodalSwitches`: defaults and their validation
-    are there), the shapes of the data and the systems flags the model applies itself.
+    """The switches (:class:`ablations.model.config.MultimodalSwitches`: defaults and their
+    validation are there), the shapes of the data and the systems flags the model applies itself.
 
     The shape fields are filled from the data, never from constants here.
     """

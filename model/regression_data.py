@@ -3,8 +3,8 @@
 A :class:`RegressionData` holds images ``(N, T, C, H, W)`` (an in-memory float32 array or a
 read-only memory map of the file, any numeric dtype; batches come out float32), scalar features
 ``(N, S)``, the target ``(N,)`` in km, a split label per sample (train/val/test) and a table of
-strata kept for analysis. :mod:`model.synthetic` and :mod:`model.files` make one;
-:mod:`model.data` re-exports all three modules' public names.
+strata kept for analysis. :mod:`ablations.model.synthetic` and :mod:`ablations.model.files` make
+one; :mod:`ablations.model.data` re-exports all three modules' public names.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from model.regression_data import RegressionData
+from ablations.model.regression_data import RegressionData
 
 MAX_SYNTHETIC_FRAMES = 8
 SYNTHETIC_SCALARS = 3  # scalar_0, scalar_1 carry signal; scalar_2 is noise

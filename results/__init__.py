@@ -1,8 +1,8 @@
-"""Results, in three layers: storage and the Parquet schema (``results.io``, schema in
+"""Results, in three layers: storage and the Parquet schema (``ablations.results.io``, schema in
 results/README.md; this package re-exports its files' names), the statistics
-(``results.stats``) and the report (``results.report``). No Ray imports."""
+(``ablations.results.stats``) and the report (``ablations.results.report``). No Ray imports."""
 
-from results.io.files import (
+from ablations.results.io.files import (
     EPOCHS_FILE,
     METADATA_FILE,
     PREDICTIONS_FILE,

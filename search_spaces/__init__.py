@@ -1,10 +1,10 @@
 """Declarative search spaces: tables of named diffs against a base configuration."""
 
-from search_spaces.components import BASELINE, COMPONENT_ABLATIONS
-from search_spaces.features import feature_variants
-from search_spaces.presets import PRESETS
-from search_spaces.spaces import SPACES, Space, TrialSpec, expand, get_space
-from search_spaces.sweeps import BATCH_SWEEP, FRAMES_SWEEP, SYSTEMS_MATRIX
+from ablations.search_spaces.components import BASELINE, COMPONENT_ABLATIONS
+from ablations.search_spaces.features import feature_variants
+from ablations.search_spaces.presets import PRESETS
+from ablations.search_spaces.spaces import SPACES, Space, TrialSpec, expand, get_space
+from ablations.search_spaces.sweeps import BATCH_SWEEP, FRAMES_SWEEP, SYSTEMS_MATRIX
 
 __all__ = [
     "BASELINE",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from search_spaces.components import BASELINE
+from ablations.search_spaces.components import BASELINE
 
 
 def feature_variants(scalar_names: Sequence[str], dropped: Sequence[str] = ()

@@ -7,11 +7,16 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ablations.config import ConfigError, TrialConfig, apply_overrides
 from ablations.config.values import arg
-from search_spaces.files import is_space_file, load_space_file
-from search_spaces.components import BASELINE, COMPONENT_ABLATIONS
-from search_spaces.features import feature_variants
-from search_spaces.hpo import HPO_SEARCH
-from search_spaces.sweeps import BATCH_SWEEP, FRAMES_SWEEP, SYSTEMS_MATRIX, SYSTEMS_REFERENCE
+from ablations.search_spaces.files import is_space_file, load_space_file
+from ablations.search_spaces.components import BASELINE, COMPONENT_ABLATIONS
+from ablations.search_spaces.features import feature_variants
+from ablations.search_spaces.hpo import HPO_SEARCH
+from ablations.search_spaces.sweeps import (
+    BATCH_SWEEP,
+    FRAMES_SWEEP,
+    SYSTEMS_MATRIX,
+    SYSTEMS_REFERENCE,
+)
 
 
 @dataclass(frozen=True)

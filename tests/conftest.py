@@ -72,7 +72,7 @@ def pytest_runtest_teardown(item):
 def synthetic_cache(tmp_path_factory):
     """Synthetic sets cached in a folder of this test session, not in the user's cache (set
     before any local Ray starts, so its workers inherit it)."""
-    from model.data import CACHE_DIR_ENV
+    from ablations.model.data import CACHE_DIR_ENV
 
     folder = tmp_path_factory.mktemp("synthetic-cache")
     previous = os.environ.get(CACHE_DIR_ENV)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import integrate, stats
 
-from results.stats.analysis import (
+from ablations.results.stats.analysis import (
     ablation_table,
     calibration_curve,
     coverage,
@@ -22,7 +22,7 @@ from results.stats.analysis import (
     uncertainty_metrics,
     uncertainty_table,
 )
-from results.io.files import write_parquet_atomic
+from ablations.results.io.files import write_parquet_atomic
 
 
 def test_holm_against_hand_values():
@@ -137,7 +137,7 @@ def test_seed_ensemble_mixture_against_hand_values():
 
 
 def test_seed_ensembles_keep_only_the_arms_whose_seeds_drew_the_same_data():
-    from results.stats.uncertainty import one_draw
+    from ablations.results.stats.uncertainty import one_draw
 
     trials = pd.DataFrame({"ablation": ["baseline"] * 2 + ["point_estimate"] * 2,
                            "seed": [0, 1] * 2, "data_seed": [0, 0, 0, 1]})
@@ -192,7 +192,7 @@ def _experiment(root):
 
 
 def test_report_writes_markdown_html_and_figures(tmp_path):
-    from results.report.build import write_report
+    from ablations.results.report.build import write_report
 
     report = write_report(_experiment(tmp_path / "exp"))
     markdown = report.markdown.read_text()

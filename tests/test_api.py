@@ -54,7 +54,7 @@ def test_plan_raises_the_command_lines_errors(kwargs, error, pattern):
 def test_run_returns_the_tables_and_resume_continues_it_into_rounds(tmp_path):
     import ray
 
-    from results.io.files import read_metadata
+    from ablations.results.io.files import read_metadata
 
     assert not ray.is_initialized()
     result = Experiment("components", seeds=2, only=["baseline", "no_images"], overrides=TINY,

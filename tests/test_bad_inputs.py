@@ -363,8 +363,8 @@ def _trains_one_epoch(root: Path, extra: list[str]) -> None:
     """A real trial on the data; its predictions survive the trainable's and the runner's
     Parquet round trip (a second trial's rows concatenated) and the stratified analysis."""
     from ablations.trial.loop import train
-    from results.stats.analysis import stratified_errors
-    from results.io.files import write_parquet_atomic
+    from ablations.results.stats.analysis import stratified_errors
+    from ablations.results.io.files import write_parquet_atomic
 
     changes = dict(pair.split("=") for pair in extra[1::2])
     config = tiny_config(data_dir=str(root), epochs=1, batch_size=int(changes.get("batch_size", 8)),
@@ -397,7 +397,7 @@ def test_unreadable_data_is_one_line(good_dir):
         drop = "os.setgid(65534); os.setuid(65534)" if os.geteuid() == 0 else ""
         code = f"""
 import contextlib, io, json, os, sys
-import ablations.cli.main as cli, search_spaces.components
+import ablations.cli.main as cli, ablations.search_spaces.components
 {drop}
 out = []
 for index in range({len(names)}):
@@ -422,7 +422,7 @@ print(json.dumps(out))
 
 def test_nan_pixels_outside_the_checked_samples_fail_the_trial_naming_the_sample(tmp_path):
     from ablations.trial.loop import train
-    from model.data import IMAGE_CHECK_SAMPLES, DataError, load_directory
+    from ablations.model.data import IMAGE_CHECK_SAMPLES, DataError, load_directory
 
     n = 4 * IMAGE_CHECK_SAMPLES
     root = write_data_dir(tmp_path / "d", n=n, frames=FRAMES)
@@ -454,7 +454,7 @@ def test_bad_input_through_the_command_is_one_line_exit_2(good_dir, tmp_path, ca
 
 
 def test_strata_parquet_cannot_group_by_are_kept_as_text(good_dir, tmp_path):
-    from model.data import load_directory
+    from ablations.model.data import load_directory
 
     root = _prepared(good_dir, tmp_path, lambda root: [change(root) for change in (
         _arrow_column("tags", lambda n: pa.array([[i, i + 1] for i in range(n)])),
@@ -471,7 +471,7 @@ def test_strata_parquet_cannot_group_by_are_kept_as_text(good_dir, tmp_path):
 
 
 def test_a_dataframe_index_written_with_the_table_is_not_a_stratum(good_dir, tmp_path):
-    from model.data import load_directory
+    from ablations.model.data import load_directory
 
     data = load_directory(_prepared(good_dir, tmp_path, _indexed_table))
     assert list(data.strata.columns) == ["site", "season"] and len(data.strata) == N
@@ -501,7 +501,7 @@ def test_a_damaged_experiment_record_is_one_line_and_nothing_is_touched(capsys, 
     ({"schema_version": 2, "space": "components"}, "has schema_version 2"),
 ])
 def test_a_record_of_another_schema_version_is_refused_in_one_line(tmp_path, record, found):
-    from results.io.files import SCHEMA_VERSION, MetadataError, read_metadata
+    from ablations.results.io.files import SCHEMA_VERSION, MetadataError, read_metadata
 
     (tmp_path / "experiment.json").write_text(json.dumps(record))
     with pytest.raises(MetadataError) as refused:

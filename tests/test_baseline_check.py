@@ -13,9 +13,9 @@ import pytest
 
 from ablations.experiment.tables import trial_status
 from ablations.trial.metrics import mean_predictor_metrics
-from results.stats import baseline_check as bc
+from ablations.results.stats import baseline_check as bc
 from ablations.trial.divergence import EXPLOSION_FACTOR, explosion_error
-from results.stats.baseline_check import (
+from ablations.results.stats.baseline_check import (
     SKILL_FLOOR,
     STILL_FALLING_SHARE,
     baseline_check,
@@ -139,8 +139,8 @@ def test_an_exploded_trial_is_diverged_with_its_own_failure_reason():
 
 
 def test_the_report_states_the_check_above_the_verdicts(tmp_path):
-    from results.io.files import write_parquet_atomic
-    from results.report.build import write_report
+    from ablations.results.io.files import write_parquet_atomic
+    from ablations.results.report.build import write_report
     from tests.test_analysis import _experiment
 
     root = _experiment(tmp_path / "exp")

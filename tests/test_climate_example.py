@@ -20,7 +20,7 @@ pytest.importorskip("h5netcdf", reason="h5netcdf (the netCDF-4 reader) is not in
                     "pip install -e '.[climate]' (docs/real-data.md)")
 
 from examples import climate  # noqa: E402
-from model.files import check_directory, load_directory  # noqa: E402
+from ablations.model.files import check_directory, load_directory  # noqa: E402
 from tests.test_cli import in_process  # noqa: E402
 
 SHAPE = (2 * (240 - climate.FRAMES), climate.FRAMES, 1, 37, 49)  # 236 target years x 2

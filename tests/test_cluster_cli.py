@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO, write_data_dir
+from tests.flat_project import write_flat_project
 from tests.ray_cluster import RAY_CLI, WORKER_HOST, RayCluster, free_port
 
 pytestmark = pytest.mark.slow
@@ -152,6 +153,29 @@ def test_a_command_runs_as_a_ray_job(cluster, tmp_path):
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     trials = assert_experiment_written(storage / "own-command", trials=2)
     assert trials["test_acc"].between(0.5, 1).all()
+
+
+@pytest.mark.parametrize("contract", [["--space", "command.yaml"],
+                                      ["--model", "fn:FLAT", "--space", "fit.yaml"]],
+                         ids=["script", "function"])
+def test_a_flat_project_with_its_own_model_py_runs_on_both_nodes(cluster, tmp_path, contract):
+    """A researcher's folder (tests/flat_project.py: model.py, results.py, utils.py, ... beside
+    the script and the function), through the installed `run-ablations`, started in a folder the
+    worker node cannot see when the machine allows it: the folder travels to the workers, and
+    its own `model` and `results` are the ones imported there."""
+    project = write_flat_project(cluster.hidden / f"project-{contract[1].split('.')[0]}")
+    env = {key: value for key, value in cluster.env.items() if key != "PYTHONPATH"}
+    # three epochs of a second each: the two trials overlap and take a node each
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("run-ablations")), *contract, "--seeds", "1",
+         "--set", "pause=1", "--quiet", "--address", cluster.address,
+         "--storage", str(tmp_path / "results"), "--name", "flat"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr + cluster.log_tail()
+    folder = tmp_path / "results" / "flat"
+    trials = assert_experiment_written(folder, trials=2)
+    assert trials["test_loss"].between(0, 1).all()
+    assert sorted(trial_nodes(folder, cluster)) == sorted(cluster.temp_dirs[:2])
 
 
 def test_address_with_no_cluster_fails_fast_in_one_line(tmp_path):

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from results.stats.compare import compare_experiments, compare_note
+from ablations.results.stats.compare import compare_experiments, compare_note
 
 VARIANTS = ["baseline", "no_images", "single_frame", "no_scalars"]
 
@@ -127,8 +127,8 @@ def test_different_variant_sets_compare_the_common_ones_with_a_note():
 
 
 def test_an_ok_trial_whose_metric_is_nan_or_inf_is_left_out_and_named():
-    """The rule of the verdicts (results.stats.comparisons.usable_trials): such a trial is dropped,
-    as if it were not there, and named in the note with its experiment."""
+    """The rule of the verdicts (ablations.results.stats.comparisons.usable_trials): such a trial is
+    dropped, as if it were not there, and named in the note with its experiment."""
     rng = np.random.default_rng(6)
     a = _trials(dict(zip(VARIANTS, (0.55, 0.95, 0.82, 0.96))), range(6), rng, noise=0.004)
     b = _trials(dict(zip(VARIANTS, (0.55, 0.95, 0.90, 0.96))), range(6), rng, noise=0.004)
@@ -155,8 +155,8 @@ def test_an_ok_trial_whose_metric_is_nan_or_inf_is_left_out_and_named():
 def _array_verdicts(a: np.ndarray, b: np.ndarray, margin: float, relative: bool = False
                     ) -> np.ndarray:
     """The procedure on arrays (experiments, variants, seeds): each variant's B against its
-    own A, paired by seed, then results.stats.verdicts.equivalence_tests over the variants, as
-    compare_experiments does (tools.simulation.fixed_verdicts)."""
+    own A, paired by seed, then ablations.results.stats.verdicts.equivalence_tests over the
+    variants, as compare_experiments does (tools.simulation.fixed_verdicts)."""
     from tools.simulation import fixed_verdicts
 
     return fixed_verdicts(a, b, margin=margin, relative=relative)["verdict"]

@@ -25,9 +25,9 @@ from ablations.experiment.continuing import (
     trial_slots,
 )
 from ablations.experiment.designs.seeds_auto import SequentialRun, next_arms
-from results.stats.analysis import verdict_table
-from results.stats.sequential import SeedDesign
-from results.io.files import SCHEMA_VERSION
+from ablations.results.stats.analysis import verdict_table
+from ablations.results.stats.sequential import SeedDesign
+from ablations.results.io.files import SCHEMA_VERSION
 from tests.conftest import REPO, tiny_config
 from tests.test_cli import assert_one_line_error, in_process
 

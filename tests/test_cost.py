@@ -8,7 +8,7 @@ import pytest
 
 from ablations.config import TrialConfig
 from ablations.trial.cost import estimated_cost, longest_first
-from search_spaces import expand, get_space
+from ablations.search_spaces import expand, get_space
 
 
 def test_flops_follow_the_model():

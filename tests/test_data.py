@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from model.data import (
+from ablations.model.data import (
     REGIME_TARGET_NOISE_KM,
     DataError,
     SyntheticSpec,
@@ -92,7 +92,7 @@ def test_file_dataset_batches_are_file_reads_equal_to_the_memory_map(tmp_path, d
 
 
 def test_synthetic_set_is_cached_in_the_process_and_on_disk(tmp_path, monkeypatch):
-    import model.synthetic as data_module
+    import ablations.model.synthetic as data_module
 
     monkeypatch.setenv(data_module.CACHE_DIR_ENV, str(tmp_path))
     monkeypatch.setattr(data_module, "_RECENT", {})
@@ -199,7 +199,7 @@ def test_seeded_split_needs_three_samples():
     ("SYNTHETIC_SCALARS", 4),
 ])
 def test_synthetic_cache_key_covers_the_generators_constants(monkeypatch, name, value):
-    import model.synthetic as data_module
+    import ablations.model.synthetic as data_module
 
     spec = SyntheticSpec(n_train=40, n_val=8, n_test=8)
     before = data_module.synthetic_cache_key(spec)

@@ -12,15 +12,15 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from results.report.dataset_plots import (
+from ablations.results.report.dataset_plots import (
     critical_difference_diagram,
     dataset_forest_plots,
     draw_critical_difference,
     draw_dataset_forest,
     file_stem,
 )
-from results.report.plots import vector_files
-from results.stats.datasets import across_datasets, dataset_effects, rank_comparison
+from ablations.results.report.plots import vector_files
+from ablations.results.stats.datasets import across_datasets, dataset_effects, rank_comparison
 
 ALPHA = 0.05
 METRIC = "test_mae"

@@ -14,8 +14,8 @@ import sys
 import pandas as pd
 import pytest
 
-from results.io.files import read_metadata
-from results.stats.decisions import across_datasets_of
+from ablations.results.io.files import read_metadata
+from ablations.results.stats.decisions import across_datasets_of
 from tests.conftest import REPO, start_until, write_data_dir
 from tests.test_cli import run_cli
 from tools.browser_check import find_chromium
@@ -135,7 +135,7 @@ def test_five_datasets_add_the_ranks_and_the_critical_difference_diagram(tmp_pat
     assert list(results.across["ablation"]) == ["no_images", "no_scalars"]
     assert (results.across["n_datasets"] == 5).all()
     assert results.across["pi_low"].notna().all()  # k >= 3: a prediction interval
-    from results.report.build import write_report
+    from ablations.results.report.build import write_report
 
     report = write_report(results.directory)
     page = report.markdown.read_text()

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from scipy import optimize, stats
 
-from results.stats.datasets import pool, rank_comparison
-from results.stats.decisions import across_datasets_of, dataset_verdicts_of
+from ablations.results.stats.datasets import pool, rank_comparison
+from ablations.results.stats.decisions import across_datasets_of, dataset_verdicts_of
 from tools.datasets_simulation import ALPHA, scenario_rates
 
 META = {"reference": "baseline"}

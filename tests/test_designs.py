@@ -24,9 +24,9 @@ from ablations.experiment.designs.seeds_auto import Rounds, SequentialRun
 from ablations.experiment.designs.tune_setup import GridTune, TuneSetup
 from ablations.experiment.designs.tuned import Stages, TunedRun
 from ablations.experiment.options import ExperimentResult, RunOptions
-from results.stats.factorial_design import FactorialDesign
-from results.stats.sequential import SeedDesign
-from search_spaces import TrialSpec
+from ablations.results.stats.factorial_design import FactorialDesign
+from ablations.results.stats.sequential import SeedDesign
+from ablations.search_spaces import TrialSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 DESIGNS = [Grid, Factorial, Search, Rounds, Stages]
@@ -171,7 +171,7 @@ def test_the_kind_check_sees_each_form(tmp_path, text):
 
 
 def test_the_dry_run_lists_only_what_differs_and_a_mapped_setting_with_what_was_asked():
-    from search_spaces import TrialSpec
+    from ablations.search_spaces import TrialSpec
 
     base = TrialConfig()
     # planning records what was asked for beside every trial's systems settings

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from results.stats.sequential import SeedDesign
+from ablations.results.stats.sequential import SeedDesign
 from tools import simulation
 from tools.simulation import (
     DESIGNS,

@@ -16,8 +16,8 @@ import pyDOE3
 import pytest
 
 from ablations.cli.main import main
-from results.stats.factorial import factorial_effects, interaction_means
-from results.stats.factorial_design import GENERATORS, FactorialDesign, pydoe_generator
+from ablations.results.stats.factorial import factorial_effects, interaction_means
+from ablations.results.stats.factorial_design import GENERATORS, FactorialDesign, pydoe_generator
 from tests.conftest import REPO
 
 NAMES = ["f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7"]
@@ -79,7 +79,7 @@ def test_fractions_are_pydoe3s_with_the_standard_generators(k):
     # the same word-length pattern (so aberration) as the design pyDOE3's search picks
     from collections import Counter
 
-    from results.stats.factorial_design import alias_structure
+    from ablations.results.stats.factorial_design import alias_structure
 
     best = alias_structure(pyDOE3.fracfact(pyDOE3.fracfact_opt(k, k - 4)[0]))[1]
     assert Counter(len(w) for _, w in d.defining) == Counter(len(w) for _, w in best)

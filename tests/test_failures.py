@@ -10,12 +10,12 @@ import pytest
 from scipy import stats
 
 from ablations.experiment.designs.seeds_auto import next_arms
-from results.stats.compare import compare_experiments
+from ablations.results.stats.compare import compare_experiments
 from tools.failure_simulation import case_rate
-from results.stats.failures import signed_rank_p
-from results.stats.sequential import SeedDesign
-from results.stats.sequential_table import sequential_verdict_table
-from results.stats.verdicts import verdict_table
+from ablations.results.stats.failures import signed_rank_p
+from ablations.results.stats.sequential import SeedDesign
+from ablations.results.stats.sequential_table import sequential_verdict_table
+from ablations.results.stats.verdicts import verdict_table
 
 ALPHA = 0.05
 

@@ -10,8 +10,8 @@ from ablations.trial.batches import load_data
 from ablations.config import ConfigError, TrialConfig, apply_overrides, load_yaml_overrides
 from ablations.trial.cost import estimated_cost
 from ablations.trial.loop import train
-from model.data import DataError
-from search_spaces import feature_variants
+from ablations.model.data import DataError
+from ablations.search_spaces import feature_variants
 from tests.conftest import tiny_config, write_data_dir
 from tests.test_cli import assert_one_line_error, in_process
 

@@ -41,7 +41,7 @@ from ablations.experiment.trainable import (
 )
 from ablations.trial.faults import faults_for
 from ablations.trial.loop import InjectedFailure, train
-from model.model import build_model
+from ablations.model.model import build_model
 from tests.conftest import REPO, injected, tiny_config
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

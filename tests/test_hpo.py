@@ -9,7 +9,7 @@ import pytest
 from ablations.config import config_from_sources
 from ablations.experiment.designs.hpo import HpoSearch, Search
 from ablations.experiment.options import RunOptions
-from search_spaces.hpo import HPO_SEARCH
+from ablations.search_spaces.hpo import HPO_SEARCH
 from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.slow

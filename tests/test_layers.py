@@ -14,13 +14,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. Packages on one line are one layer (they may import each other's modules).
 LAYERS = [
-    ("model",),
+    ("ablations.model",),
     ("ablations.config",),
     ("ablations.trial",),
     ("ablations.contract",),  # own code's public API: config.code and trial.own_code
-    ("results", "results.io", "search_spaces"),  # results' package imports only results.io
-    ("results.stats",),
-    ("results.report",),
+    ("ablations.results", "ablations.results.io", "ablations.search_spaces"),  # results' package
+    ("ablations.results.stats",),                                            # imports only io
+    ("ablations.results.report",),
     ("ablations.experiment",),
     ("ablations.cli",),
 ]
@@ -42,6 +42,8 @@ def layer_of(module: str) -> int | None:
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] != "ablations":  # model/, results/, search_spaces/ install as ablations.<folder>
+        parts.insert(0, "ablations")
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -99,11 +101,12 @@ def test_the_walk_sees_the_packages_lazy_names_at_their_own_layer():
 
 
 def test_results_are_three_layers_storage_statistics_rendering():
-    assert layer_of("results") == layer_of("results.io.files") == layer_of("search_spaces")
-    assert layer_of("ablations.trial.loop") < layer_of("results.io.schema")
-    assert layer_of("results.io.schema") < layer_of("results.stats.verdicts")
-    assert layer_of("results.stats.verdicts") < layer_of("results.report.build")
-    assert layer_of("results.report.build") < layer_of("ablations.experiment.runner")
+    assert layer_of("ablations.results") == layer_of("ablations.results.io.files") \
+        == layer_of("ablations.search_spaces")
+    assert layer_of("ablations.trial.loop") < layer_of("ablations.results.io.schema")
+    assert layer_of("ablations.results.io.schema") < layer_of("ablations.results.stats.verdicts")
+    assert layer_of("ablations.results.stats.verdicts") < layer_of("ablations.results.report.build")
+    assert layer_of("ablations.results.report.build") < layer_of("ablations.experiment.runner")
 
 
 def test_the_walk_sees_an_upward_import_even_inside_a_function(tmp_path, monkeypatch):
@@ -252,7 +255,7 @@ def test_planning_a_grid_loads_no_ray_and_no_design_analysis():
     code = ("import sys\nfrom ablations.experiment.planning import prepare\n"
             "from ablations.experiment.request import Request\n"
             "prepare(Request(only=['baseline', 'no_images']))\n"
-            "print(sorted(m for m in ('ray', 'ray.tune', 'results.stats.factorial',\n"
+            "print(sorted(m for m in ('ray', 'ray.tune', 'ablations.results.stats.factorial',\n"
             "                         'scipy.stats') if m in sys.modules))\n")
     assert fresh_stdout(code) == "[]"
 
@@ -264,9 +267,10 @@ def test_planning_a_factorial_loads_its_design_not_its_analysis():
             "prepare(Request(design='factorial',"
             " factors=['temporal_attention', 'spatial_attention'],"
             " seeds=[0, 1]))\n"
-            "print(sorted(m for m in ('ray', 'results.stats.factorial',\n"
-            "                         'results.stats.factorial_design') if m in sys.modules))\n")
-    assert fresh_stdout(code) == "['results.stats.factorial_design']"
+            "print(sorted(m for m in ('ray', 'ablations.results.stats.factorial',\n"
+            "                         'ablations.results.stats.factorial_design')"
+            " if m in sys.modules))\n")
+    assert fresh_stdout(code) == "['ablations.results.stats.factorial_design']"
 
 
 # The import graph: one node per module (a package is its __init__), an edge for every import
@@ -391,11 +395,11 @@ def test_no_function_level_import_of_a_module_the_file_imports_at_its_top():
 def test_the_repeat_check_sees_a_function_level_import_of_a_top_level_module(monkeypatch):
     modules = project_modules()
     probe = modules["ablations.experiment.runner"]
-    text = ("from results.io.files import TRIALS_FILE\n"
-            "if TYPE_CHECKING:\n    import results.stats.verdicts\n"
-            "def f():\n    from results.io.files import read_experiment\n"
-            "    import results.stats.verdicts\n")
+    text = ("from ablations.results.io.files import TRIALS_FILE\n"
+            "if TYPE_CHECKING:\n    import ablations.results.stats.verdicts\n"
+            "def f():\n    from ablations.results.io.files import read_experiment\n"
+            "    import ablations.results.stats.verdicts\n")
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text if self == probe else "")
     assert function_level_repeats(modules) == [
-        "ablations/experiment/runner.py:5 imports results.io.files inside a function, and at "
-        "the top"]
+        "ablations/experiment/runner.py:5 imports ablations.results.io.files inside a function, "
+        "and at the top"]

@@ -7,9 +7,9 @@ import torch
 
 from ablations.config import apply_overrides
 from ablations.trial.loop import model_config_for, model_for_shapes
-from model import ModelConfig, MultimodalRegressionModel
-from model.data import SyntheticSpec, make_synthetic
-from search_spaces import COMPONENT_ABLATIONS
+from ablations.model import ModelConfig, MultimodalRegressionModel
+from ablations.model.data import SyntheticSpec, make_synthetic
+from ablations.search_spaces import COMPONENT_ABLATIONS
 from tests.conftest import tiny_config
 
 DATA = make_synthetic(SyntheticSpec(n_train=8, n_val=4, n_test=4))

@@ -19,8 +19,8 @@ from ablations.experiment.planning import prepare
 from ablations.experiment.request import Request, UsageError
 from ablations.trial.own_code import OwnCodeError, Trial
 from ablations.trial.run import run_trial
-from results.io.directions import declared_metrics, declared_unit, metric_direction
-from results.report.formatting import unit_of
+from ablations.results.io.directions import declared_metrics, declared_unit, metric_direction
+from ablations.results.report.formatting import unit_of
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import subprocess
 import pandas as pd
 import pytest
 
-from results.io.files import write_parquet_atomic
-from results.report.build import write_report
-from results.report.paper import not_distinguishable
+from ablations.results.io.files import write_parquet_atomic
+from ablations.results.report.build import write_report
+from ablations.results.report.paper import not_distinguishable
 from tests.test_analysis import _experiment
 
 
@@ -81,7 +81,7 @@ def test_the_best_arm_and_those_not_distinguishable_from_it_are_bold():
 @pytest.mark.skipif(shutil.which("pdflatex") is None,
                     reason="needs pdflatex (apt-get install texlive-latex-recommended)")
 def test_the_latex_table_compiles_with_pdflatex(written, tmp_path):
-    from results.report.paper import effects_paper_table
+    from ablations.results.report.paper import effects_paper_table
 
     _, report = written
     (tmp_path / "table.tex").write_text(report.tables["latex"].read_text())
@@ -134,8 +134,8 @@ def test_the_methods_paragraph_compiles_with_its_references(written, tmp_path):
 
 def _effects():
     """A 2x2 design whose cells interact: each switch alone changes nothing, both add 1."""
-    from results.stats.factorial import factorial_effects
-    from results.stats.factorial_design import FactorialDesign
+    from ablations.results.stats.factorial import factorial_effects
+    from ablations.results.stats.factorial_design import FactorialDesign
 
     design = FactorialDesign.plan(["use_a", "use_b"], [True, True])
     rows = []
@@ -149,8 +149,8 @@ def _effects():
 
 
 def test_the_factorial_and_tuned_tables_for_a_paper():
-    from results.report.paper import effects_paper_table, tuned_paper_table
-    from results.stats.tuned import side_by_side
+    from ablations.results.report.paper import effects_paper_table, tuned_paper_table
+    from ablations.results.stats.tuned import side_by_side
     from tests.test_tuned import _phase_rows
 
     effects = _effects()

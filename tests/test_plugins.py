@@ -224,7 +224,7 @@ def test_the_example_space_dry_run_resolves_the_plugins_switches(capsys):
 def test_the_example_model_runs_its_ablation_file_end_to_end(tmp_path, data):
     """`--model examples.conv3d:PLUGIN --space examples/conv3d_ablations.yaml`: every trial ok,
     the verdict table printed, the plugin and its switches in trials.parquet, the report."""
-    from results.report.build import write_report
+    from ablations.results.report.build import write_report
 
     extra = []
     if data == "file":

@@ -16,7 +16,7 @@ import pytest
 import ablations.cli.main as cli
 from ablations.experiment import provenance as prov
 from ablations.config import TrialConfig
-from tests.conftest import write_data_dir
+from tests.conftest import REPO, write_data_dir
 
 
 def flip_byte(path: Path, offset: int) -> None:
@@ -154,17 +154,44 @@ def test_git_state_is_none_outside_the_top_of_a_checkout(repo, tmp_path):
 
 @pytest.mark.slow
 def test_code_fingerprint_follows_the_source_not_the_docs(repo):
-    before = prov.code_fingerprint(repo)
+    (repo / "model").mkdir()
+    (repo / "model" / "net.py").write_text("y = 1\n")
+    folders = {"ablations": repo / "ablations", "ablations.model": repo / "model"}
+    before = prov.code_fingerprint(folders)
     (repo / "README.md").write_text("other docs\n")
     (repo / "ablations" / "__pycache__").mkdir()
     (repo / "ablations" / "__pycache__" / "x.py").write_text("cache")
-    assert prov.code_fingerprint(repo) == before
+    assert prov.code_fingerprint(folders) == before
     (repo / "ablations" / "new.py").write_text("")  # an untracked source file counts
-    added = prov.code_fingerprint(repo)
+    added = prov.code_fingerprint(folders)
     assert added != before
-    (repo / "run_ablations.py").write_text("main(1)\n")
-    assert prov.code_fingerprint(repo) not in (before, added)
-    assert prov.code_fingerprint(repo / "ablations") is None  # no project here
+    (repo / "model" / "net.py").write_text("y = 2\n")
+    assert prov.code_fingerprint(folders) not in (before, added)
+    assert prov.code_fingerprint({"ablations": repo / "nowhere"}) is None  # no source here
+
+
+def test_code_fingerprint_is_the_same_for_a_checkout_and_an_installed_layout(tmp_path):
+    """A package inside another (an installed wheel: ablations/model/) is hashed under its own
+    import name, once: the same fingerprint as the checkout's side-by-side folders."""
+    checkout, wheel = tmp_path / "checkout", tmp_path / "site"
+    for root, model in ((checkout, checkout / "model"), (wheel, wheel / "ablations" / "model")):
+        model.mkdir(parents=True)
+        (root / "ablations").mkdir(exist_ok=True)
+        (root / "ablations" / "__init__.py").write_text("x = 1\n")
+        (model / "__init__.py").write_text("y = 1\n")
+    side_by_side = prov.code_fingerprint({"ablations": checkout / "ablations",
+                                          "ablations.model": checkout / "model"})
+    nested = prov.code_fingerprint({"ablations": wheel / "ablations",
+                                    "ablations.model": wheel / "ablations" / "model"})
+    assert side_by_side == nested
+
+
+def test_the_runner_source_is_its_packages_under_one_import_root():
+    folders = prov.runner_source()
+    assert sorted(folders) == ["ablations", "ablations.model", "ablations.results",
+                               "ablations.search_spaces"]
+    assert (folders["ablations.model"] / "synthetic.py").is_file()
+    assert prov.checkout_root() == REPO  # the tests run from the checkout
 
 
 # --------------------------------------------------------------------------- comparison
@@ -227,7 +254,7 @@ def write_experiment(storage: Path, name: str, argv: list[str]) -> Path:
     from ablations.experiment.planning import prepare
     from ablations.cli.requests import request_from
     from ablations.experiment.runner import experiment_metadata
-    from results.io.files import METADATA_FILE, write_json_atomic
+    from ablations.results.io.files import METADATA_FILE, write_json_atomic
 
     run = parser_of("run")
     prepared = prepare(request_from(run.parse_args(argv), run, argv))  # as the command

@@ -13,8 +13,8 @@ import torch
 from ablations.experiment.planning import prepare
 from ablations.experiment.request import Request
 from ablations.trial.run import run_trial
-from results.io.directions import declared_metrics
-from results.stats.factorial import factorial_effects
+from ablations.results.io.directions import declared_metrics
+from ablations.results.stats.factorial import factorial_effects
 
 pytestmark = pytest.mark.slow  # 12 real (tiny) trainings, a few seconds
 

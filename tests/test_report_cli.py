@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from ablations.cli.main import main
-from results.io.files import SCHEMA_VERSION
+from ablations.results.io.files import SCHEMA_VERSION
 from tests.test_analysis import _experiment
 
 
@@ -151,7 +151,7 @@ def test_margin_and_alpha_flags_set_the_verdicts(experiment, tmp_path, capsys, f
 
 def test_a_failed_report_write_keeps_the_previous_report_whole(experiment, tmp_path, capsys,
                                                                monkeypatch):
-    import results.io.files
+    import ablations.results.io.files
 
     root = _copy(experiment, tmp_path)
     assert main(["report", str(root)]) == 0
@@ -160,7 +160,7 @@ def test_a_failed_report_write_keeps_the_previous_report_whole(experiment, tmp_p
     def disk_full(fd):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(results.io.files.os, "fsync", disk_full)
+    monkeypatch.setattr(ablations.results.io.files.os, "fsync", disk_full)
     capsys.readouterr()
     assert main(["report", str(root)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()

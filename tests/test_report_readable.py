@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from tools.browser_check import find_chromium
-from results.report.formatting import (Column, decimals_for, number, p_value, plain, readable,
-                                       unit_of)
-from results.stats.strata import interval_order, quantile_bins
+from ablations.results.report.formatting import (Column, decimals_for, number, p_value, plain,
+                                                 readable, unit_of)
+from ablations.results.stats.strata import interval_order, quantile_bins
 from tests.test_analysis import _experiment
 
 
@@ -64,7 +64,7 @@ def test_bins_are_labelled_by_their_range_without_float_noise():
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    from results.report.build import write_report
+    from ablations.results.report.build import write_report
 
     return write_report(_experiment(tmp_path_factory.mktemp("readable") / "exp"))
 

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ablations.experiment.trainable import load_state
-from results.io.files import read_bytes
+from ablations.results.io.files import read_bytes
 from tests.conftest import REPO, start_until
 
 pytestmark = pytest.mark.slow  # a moto S3 server in a subprocess for the module

@@ -18,7 +18,11 @@ from ablations.trial.batches import load_data
 from ablations.trial.host import cpu_model
 from ablations.experiment.tables import trial_row
 from ablations.trial.loop import TrialRun, train
-from results.stats.seed_variance import crossed_sources, seed_variance_table, two_way_components
+from ablations.results.stats.seed_variance import (
+    crossed_sources,
+    seed_variance_table,
+    two_way_components,
+)
 from tests.conftest import tiny_config
 from tests.test_analysis import _experiment
 from tests.test_cli import assert_one_line_error, in_process
@@ -287,7 +291,7 @@ def test_only_arms_whose_ok_trials_cross_two_sources_get_a_decomposition():
 
 
 def test_the_report_shows_the_decomposition_only_for_a_crossed_run(tmp_path):
-    from results.report.build import write_report
+    from ablations.results.report.build import write_report
 
     plain = write_report(_experiment(tmp_path / "plain")).markdown.read_text()
     assert "Seed variance by source" not in plain
@@ -321,7 +325,7 @@ def _anova_mean_squares(grid: np.ndarray) -> np.ndarray:
 def test_the_crossed_variance_of_every_contrast_is_the_two_way_anovas():
     """var(d̄) = (MS_a + MS_b − MS_e)/(ab) with statsmodels' mean squares of the cells' paired
     differences, its Satterthwaite df, and the same for the relative contrasts v − ρ·r."""
-    from results.stats.crossed import crossed_contrasts
+    from ablations.results.stats.crossed import crossed_contrasts
 
     rng = np.random.default_rng(11)
     reference = _grid(rng, (4, 3), np.array([0.04, 0.03, 0.0004]))
@@ -342,7 +346,7 @@ def test_a_crossed_runs_verdicts_use_the_crossed_variance_not_independent_cells(
     """verdict_table on a 3 x 3 grid whose paired differences carry an init part: the
     difference's standard error is the ANOVA's, larger than the cells' as independent seeds,
     and the note says so; a 2 x 2 grid gets no test."""
-    from results.stats.verdicts import verdict_note, verdict_table
+    from ablations.results.stats.verdicts import verdict_note, verdict_table
 
     trials = _crossed_trials(effect=0.3)
     arm = (trials.ablation == "no_x").to_numpy()

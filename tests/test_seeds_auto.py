@@ -23,8 +23,8 @@ import pandas as pd
 import pytest
 
 from ablations.experiment.designs.seeds_auto import SequentialRun, next_arms
-from results.report.build import write_report
-from results.io.files import SCHEMA_VERSION
+from ablations.results.report.build import write_report
+from ablations.results.io.files import SCHEMA_VERSION
 from tests.conftest import REPO
 from tests.test_cli import assert_one_line_error, in_process
 
@@ -259,9 +259,9 @@ def test_the_report_and_the_notebook_function_use_what_the_run_decided_on(tmp_pa
     and alpha experiment.json records for the rounds, not 5% / 0.05."""
     import numpy as np
 
-    from results.stats.sequential import SeedDesign
+    from ablations.results.stats.sequential import SeedDesign
 
-    from results.stats.decisions import experiment_verdicts
+    from ablations.results.stats.decisions import experiment_verdicts
 
     rng = np.random.default_rng(3)
     rows = [{"experiment": "e", "trial_name": f"{a}-seed{s}", "ablation": a, "seed": s,

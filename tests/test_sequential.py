@@ -1,5 +1,5 @@
-"""The sequential design of ``--seeds auto`` (results.stats.sequential): the planned looks and α
-shares, the group-sequential levels (against an independent simulation), one look as the fixed
+"""The sequential design of ``--seeds auto`` (ablations.results.stats.sequential): the planned looks
+and α shares, the group-sequential levels (against an independent simulation), one look as the fixed
 design, the runner's DataFrame path against the simulated array path, and the audit cases of
 "one verdict, one story": a verdict frozen at the look that decided it, never a `worse` beside
 a difference in the better direction, an arm undecided at the pilot decided only from a look
@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from scipy import special
 
-from results.stats.boundaries import nominal_levels
-from results.stats.contrasts import Contrasts
-from results.stats.sequential import SeedDesign, sequential_tests
-from results.stats.sequential_table import active_arms, sequential_verdict_table
+from ablations.results.stats.boundaries import nominal_levels
+from ablations.results.stats.contrasts import Contrasts
+from ablations.results.stats.sequential import SeedDesign, sequential_tests
+from ablations.results.stats.sequential_table import active_arms, sequential_verdict_table
 from tools.simulation import simulate_runs, sequential_verdicts
-from results.stats.verdicts import equivalence_tests, verdict_table
+from ablations.results.stats.verdicts import equivalence_tests, verdict_table
 
 ALPHA = 0.05
 MARGIN = 0.0276  # 5% of the synthetic default's reference test MAE (0.552 km)
@@ -61,8 +61,9 @@ def test_plan_looks_every_few_seeds_and_shares_alpha_across_the_looks():
 
 def _independent_crossings(looks: tuple[int, ...], nominal: tuple[float, ...], two_sided: bool,
                            paths: int = 400_000, seed: int = 99) -> np.ndarray:
-    """Written apart from results.stats.boundaries: the share of Gaussian experiments whose t
-    statistic (over each look's first n_k seeds) first crosses the nominal level at look k."""
+    """Written apart from ablations.results.stats.boundaries: the share of Gaussian experiments
+    whose t statistic (over each look's first n_k seeds) first crosses the nominal level at look
+    k."""
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((paths, looks[-1]))
     first = np.zeros(len(looks))
@@ -105,7 +106,7 @@ def test_each_later_look_spends_at_most_its_share_of_the_paths_it_was_set_on(two
     """The search takes the conservative side: on the simulated paths the levels come from, the
     paths that first cross at a later look number at most level·share_k of them (floored), and
     miss it by at most a couple of paths (Holm's first and last levels of eight arms)."""
-    from results.stats import boundaries
+    from ablations.results.stats import boundaries
 
     design = SeedDesign.plan(3, 10)
     t = boundaries.null_paths(design.looks)
@@ -446,7 +447,7 @@ def test_the_null_paths_of_a_large_last_look_are_drawn_in_bounded_memory():
     statistics have the t law at each look (their joint law: the spending test above)."""
     import tracemalloc
 
-    from results.stats import boundaries
+    from ablations.results.stats import boundaries
 
     boundaries.null_paths.cache_clear()
     tracemalloc.start()

@@ -12,7 +12,7 @@ import pytest
 
 from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.experiment.tables import trial_status
-from results.io.schema import TRIAL_COLUMNS
+from ablations.results.io.schema import TRIAL_COLUMNS
 
 
 def test_a_status_is_its_string_in_comparisons_sets_text_and_json():

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from results.stats.analysis import stratified_effects
-from results.stats.strata import cell_tests
+from ablations.results.stats.analysis import stratified_effects
+from ablations.results.stats.strata import cell_tests
 
 ALPHA = 0.05
 
@@ -140,7 +140,7 @@ def test_bad_arguments_are_refused():
 
 
 def test_report_has_a_where_it_hurts_section_after_the_strata(tmp_path):
-    from results.report.build import write_report
+    from ablations.results.report.build import write_report
     from tests.test_analysis import _experiment
 
     markdown = write_report(_experiment(tmp_path / "exp")).markdown.read_text()

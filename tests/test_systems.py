@@ -18,7 +18,7 @@ from ablations.config.safety import (
 )
 from ablations.trial.loop import train
 from ablations.trial.step import TrialOutOfMemory
-from search_spaces import PRESETS, SYSTEMS_MATRIX, expand, get_space
+from ablations.search_spaces import PRESETS, SYSTEMS_MATRIX, expand, get_space
 from tests.conftest import REPO, injected, tiny_config
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from results.io.schema import (
+from ablations.results.io.schema import (
     ACROSS_COLUMNS,
     COMPARE_COLUMNS,
     SEQUENTIAL_COLUMNS,
@@ -19,10 +19,10 @@ from results.io.schema import (
     VERDICT_COLUMNS,
     column_names,
 )
-from results.stats.analysis import verdict_table
-from results.stats.compare import compare_experiments
-from results.stats.sequential import SeedDesign
-from results.stats.sequential_table import compute_spent, sequential_verdict_table
+from ablations.results.stats.analysis import verdict_table
+from ablations.results.stats.compare import compare_experiments
+from ablations.results.stats.sequential import SeedDesign
+from ablations.results.stats.sequential_table import compute_spent, sequential_verdict_table
 
 README = Path(__file__).resolve().parents[1] / "results" / "README.md"
 METRIC = "test_mae"
@@ -96,7 +96,7 @@ def test_compare_columns_are_documented():
 
 
 def test_across_datasets_columns_are_documented():
-    from results.stats.decisions import across_datasets_of
+    from ablations.results.stats.decisions import across_datasets_of
 
     trials = pd.concat([_trials().assign(dataset=name, test_mae=lambda t, k=k: t["test_mae"] * k)
                         for k, name in enumerate(["a", "b", "c"], start=1)], ignore_index=True)

@@ -18,7 +18,7 @@ import pytest
 
 from ablations.experiment.trackers import runs
 from ablations.experiment.trackers import specs as trackers
-from results.io.files import SCHEMA_VERSION
+from ablations.results.io.files import SCHEMA_VERSION
 from tests.conftest import tiny_config
 from tests.test_cli import assert_one_line_error, in_process, run_cli
 

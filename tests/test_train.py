@@ -124,7 +124,7 @@ def test_regression_metrics_against_hand_computed_values():
 
 def test_image_normalisation_in_chunks_equals_the_whole_sample():
     from ablations.trial.batches import NORMALISATION_SAMPLES, Normaliser
-    from model.data import SyntheticSpec, make_synthetic
+    from ablations.model.data import SyntheticSpec, make_synthetic
 
     data = make_synthetic(SyntheticSpec(n_train=150, n_val=4, n_test=4))
     train_idx = data.indices("train")
@@ -138,7 +138,7 @@ def test_image_normalisation_samples_the_whole_training_split_not_its_head():
     # A time-ordered file: the first samples are dark, the later ones bright. Statistics from
     # the first NORMALISATION_SAMPLES would see only dark frames.
     from ablations.trial.batches import NORMALISATION_SAMPLES, Normaliser
-    from model.data import SyntheticSpec, make_synthetic
+    from ablations.model.data import SyntheticSpec, make_synthetic
 
     n = 4 * NORMALISATION_SAMPLES
     data = make_synthetic(SyntheticSpec(n_train=n, n_val=4, n_test=4, height=8, width=8))

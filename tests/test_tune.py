@@ -12,15 +12,15 @@ import ray
 from ablations.config import TrialConfig
 from ablations.experiment.options import RunOptions
 from ablations.experiment.runner import run_experiment
-from results import read_experiment
-from results.io.schema import (
+from ablations.results import read_experiment
+from ablations.results.io.schema import (
     config_columns,
     EPOCH_COLUMNS,
     PREDICTION_COLUMNS,
     TRIAL_COLUMNS,
     column_names,
 )
-from search_spaces import TrialSpec, expand, get_space
+from ablations.search_spaces import TrialSpec, expand, get_space
 from tests.conftest import REPO, injected, tiny_config
 
 pytestmark = pytest.mark.slow
@@ -328,7 +328,7 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ra
     seeds, and tests/test_continue_auto.py; at default settings they would cost a minute of the
     suite's time.)"""
     from ablations.experiment.designs.seeds_auto import SequentialRun, run_rounds
-    from results.stats.sequential import SeedDesign
+    from ablations.results.stats.sequential import SeedDesign
 
     base = TrialConfig()
     seeds = [0, 1, 2, 3]

@@ -10,8 +10,13 @@ import weakref
 
 import pandas as pd
 
-from results.io.schema import EPOCH_COLUMNS, PREDICTION_COLUMNS, TRIAL_COLUMNS, column_names
-from search_spaces import COMPONENT_ABLATIONS
+from ablations.results.io.schema import (
+    EPOCH_COLUMNS,
+    PREDICTION_COLUMNS,
+    TRIAL_COLUMNS,
+    column_names,
+)
+from ablations.search_spaces import COMPONENT_ABLATIONS
 from tests.conftest import REPO
 
 
@@ -86,10 +91,10 @@ def test_after_a_trial_its_survivors_are_frozen_and_the_next_trials_cycles_still
 
 
 def test_results_readme_is_the_rendered_schema():
-    from results.io.schema import render_markdown
+    from ablations.results.io.schema import render_markdown
 
     readme = (REPO / "results" / "README.md").read_text()
-    assert readme == render_markdown(), "run: python -m results.io.schema"
+    assert readme == render_markdown(), "run: python -m ablations.results.io.schema"
     documented = set(re.findall(r"^\| `([a-z0-9_]+)`", readme, flags=re.MULTILINE))
     for columns in (TRIAL_COLUMNS, EPOCH_COLUMNS, PREDICTION_COLUMNS):
         assert set(column_names(columns)) <= documented

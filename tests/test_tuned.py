@@ -154,8 +154,8 @@ def test_each_arm_is_evaluated_at_its_own_best_by_validation(tuned):
 
 @pytest.mark.slow
 def test_console_and_report_put_the_two_verdict_tables_side_by_side(tuned):
-    from results.stats.tuned import side_by_side
-    from results.report.build import write_report
+    from ablations.results.stats.tuned import side_by_side
+    from ablations.results.report.build import write_report
 
     out = tuned["resumed"].stdout
     trials = tuned["trials"]
@@ -178,7 +178,7 @@ def test_console_and_report_put_the_two_verdict_tables_side_by_side(tuned):
 def test_the_best_configuration_is_chosen_on_validation_not_test():
     from ablations.config import TrialConfig
     from ablations.experiment.designs.tuned import TunedRun
-    from search_spaces import TrialSpec
+    from ablations.search_spaces import TrialSpec
 
     config = TrialConfig()
     run = TunedRun(["lr"], 3, 1000, "baseline", {"baseline-seed0": TrialSpec(
@@ -202,9 +202,9 @@ def _phase_rows(phase: str, arm: str, means: list[float]) -> pd.DataFrame:
 def test_side_by_side_names_an_arm_that_is_worse_only_at_the_baseline_configuration():
     """A constructed experiment: the arm is 30% worse at the given configuration and within
     1% of the reference at its own best; verdict tables see one phase each."""
-    from results.stats.phases import evaluation_rows
-    from results.stats.tuned import side_by_side, side_by_side_text
-    from results.stats.verdicts import verdict_table
+    from ablations.results.stats.phases import evaluation_rows
+    from ablations.results.stats.tuned import side_by_side, side_by_side_text
+    from ablations.results.stats.verdicts import verdict_table
 
     rng = np.random.default_rng(0)
     base = 1.0 + rng.normal(0, 0.01, 8)
@@ -232,7 +232,7 @@ def test_side_by_side_names_an_arm_that_is_worse_only_at_the_baseline_configurat
     plain_run = trials[trials["phase"] == "evaluation"].drop(columns="phase")
     assert evaluation_rows(plain_run) is plain_run
     # the experiment's one decision function: at the settings recorded before the data
-    from results.stats.decisions import tuned_comparison_of
+    from ablations.results.stats.decisions import tuned_comparison_of
 
     assert tuned_comparison_of(trials, {}) is None  # no tune_each recorded
     recorded = {"tuned": {"keys": ["lr"]}, "planned": {

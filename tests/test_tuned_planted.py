@@ -56,7 +56,7 @@ def planted(tmp_path_factory):
 
 @pytest.mark.slow
 def test_the_search_gives_the_planted_arm_a_lower_learning_rate_than_the_baseline(planted):
-    from results.stats.tuned import side_by_side
+    from ablations.results.stats.tuned import side_by_side
 
     trials, record = planted["trials"], planted["meta"]["tuned"]
     tuning = trials[trials["phase"] == "tuning"]

@@ -1,5 +1,5 @@
-"""Verdicts (results.stats.analysis.verdict_table): TOST p-values and equivalence bounds against
-hand values and scipy's one-sided t tests, the verdict labels, and a simulation of the
+"""Verdicts (ablations.results.stats.analysis.verdict_table): TOST p-values and equivalence bounds
+against hand values and scipy's one-sided t tests, the verdict labels, and a simulation of the
 fixed-seed procedure that checks its error rates. No Ray."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from results.stats.contrasts import robust_outliers
+from ablations.results.stats.contrasts import robust_outliers
 from tools.simulation import fixed_verdicts
 
-from results.stats.analysis import (
+from ablations.results.stats.analysis import (
     ablation_table,
     holm,
     metric_direction,
@@ -186,7 +186,7 @@ def test_a_ratio_to_a_mean_at_or_below_zero_is_no_equivalence_test():
     """compare with a percentage: a variant whose mean in A is negative (here about −1, the
     reference's positive) gets no equivalence test (never `equivalent`, no interval, no
     bound), instead of TOST read the wrong way round."""
-    from results.stats.compare import compare_experiments
+    from ablations.results.stats.compare import compare_experiments
 
     a = _trials({"baseline": [0.5, 0.51, 0.49], "neg": [-1.0, -1.01, -0.99]})
     b = _trials({"baseline": [0.5, 0.51, 0.49], "neg": [-1.0001, -1.0101, -0.9901]})
@@ -198,7 +198,7 @@ def test_a_ratio_to_a_mean_at_or_below_zero_is_no_equivalence_test():
 def test_a_ratio_to_a_mean_not_clearly_above_zero_has_an_unbounded_interval():
     """Fieller's interval is unbounded when the reference's mean is within its noise of 0: no
     margin can be shown as a ratio (bound inf), and TOST keeps its H0."""
-    from results.stats.contrasts import Contrasts
+    from ablations.results.stats.contrasts import Contrasts
 
     contrasts = Contrasts.paired(np.array([0.012, 0.0, 0.018]), np.array([0.01, -0.005, 0.02]))
     low, high = contrasts.interval(0.05, True)
@@ -211,7 +211,7 @@ def test_welch_relative_contrasts_have_their_own_welch_satterthwaite_df():
     and 1.05 its df and one-sided p are scipy's Welch test of v against ρ·r (not the
     difference's df), and each end of the relative interval is where that test's p is the
     level."""
-    from results.stats.contrasts import Contrasts
+    from ablations.results.stats.contrasts import Contrasts
 
     rng = np.random.default_rng(2)
     variant, reference = rng.normal(1.0, 0.1, 5), rng.normal(1.0, 0.02, 4)
@@ -304,8 +304,8 @@ def test_verdict_labels_follow_the_metrics_direction():
 def test_every_numeric_trials_column_has_a_direction_or_a_reason_for_none():
     """A column added to results/io/schema.py needs an entry in results/io/directions.py: a
     direction, or a reason for none (its verdicts then say higher/lower)."""
-    from results.io.directions import METRIC_DIRECTION, NO_DIRECTION, direction_key
-    from results.io.schema import numeric_trial_columns
+    from ablations.results.io.directions import METRIC_DIRECTION, NO_DIRECTION, direction_key
+    from ablations.results.io.schema import numeric_trial_columns
 
     columns = numeric_trial_columns()
     assert {"test_mae", "peak_mem_eval_mb", "compile_s", "seed", "epochs"} <= set(columns)
@@ -369,8 +369,9 @@ def test_cli_summary_prints_verdicts_margin_and_seeds():
 
 
 def test_an_ok_trial_whose_metric_is_nan_or_inf_is_left_out_and_named():
-    """One rule everywhere (results.stats.comparisons.usable_trials): an ok trial without a finite
-    metric is dropped from the comparisons, not allowed to turn its whole arm NaN, and named."""
+    """One rule everywhere (ablations.results.stats.comparisons.usable_trials): an ok trial without
+    a finite metric is dropped from the comparisons, not allowed to turn its whole arm NaN, and
+    named."""
     from ablations.cli.output import summary_table
 
     trials, _ = _family()

@@ -1,5 +1,5 @@
 """The error rates of a ``--cross-seeds`` run's verdicts on simulated grids of seeds: the
-crossed design's variance (:mod:`results.stats.crossed`) against the cells taken as
+crossed design's variance (:mod:`ablations.results.stats.crossed`) against the cells taken as
 independent seeds. ``python -m tools.crossed_simulation 4000`` prints the table of
 docs/seed-sources.md; tests/test_seed_sources.py checks the same at 1000 experiments.
 """
@@ -10,9 +10,9 @@ import sys
 
 import numpy as np
 
-from results.stats.contrasts import Contrasts, robust_outliers
-from results.stats.crossed import crossed_contrasts
-from results.stats.verdicts import equivalence_tests
+from ablations.results.stats.contrasts import Contrasts, robust_outliers
+from ablations.results.stats.crossed import crossed_contrasts
+from ablations.results.stats.verdicts import equivalence_tests
 
 
 def simulate(rng: np.random.Generator, *, experiments: int, seeds: int, ratios: np.ndarray,

@@ -16,11 +16,11 @@ pool). A run's metric is ``mean_d · exp(θ_dv) · (1 + u_ds) · (1 + 0.05 e)``:
   datasets and clear Holm's way, so the arm at the margin is tested at the full α (Holm's
   hardest case for a false `equivalent`).
 
-The verdicts are what the runner computes: :func:`results.stats.decisions.dataset_verdicts_of`
-on each dataset (at full α, meta without ``planned``) and
-:func:`results.stats.decisions.across_datasets_of` on the first k datasets. The 3-seed
-experiment is the 5-seed one's first three seeds and k datasets are the first k of five, so
-the cells of one scenario share draws (each cell's Monte-Carlo error is its own).
+The verdicts are what the runner computes:
+:func:`ablations.results.stats.decisions.dataset_verdicts_of` on each dataset (at full α, meta
+without ``planned``) and :func:`ablations.results.stats.decisions.across_datasets_of` on the first k
+datasets. The 3-seed experiment is the 5-seed one's first three seeds and k datasets are the first k
+of five, so the cells of one scenario share draws (each cell's Monte-Carlo error is its own).
 
 ``python -m tools.datasets_simulation [REPS]`` prints the table (REPS experiments per null
 and margin scenario, a quarter of them at a ratio of 1.2; 6 s a rep on one core: the default,
@@ -35,7 +35,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from results.stats.decisions import across_datasets_of, dataset_verdicts_of
+from ablations.results.stats.decisions import across_datasets_of, dataset_verdicts_of
 from tools.simulation import draw_noise
 
 MEANS = (0.5, 1.2, 3.0, 10.0, 40.0)  # each dataset's reference mean, in its own units

@@ -5,12 +5,12 @@ A simulated run is :func:`tools.simulation.simulate_runs`'s, and diverges (its v
 lost, its status ``diverged``) with a probability per arm: the reference's ``q_reference``,
 every arm's ``q_arms`` (the same probability: failures that do not depend on the component,
 the null of the worst-rank test), and optionally one arm's own. Per experiment and arm, the
-comparison is what :func:`results.stats.verdicts.verdict_table` computes from trials.parquet: the
-paired contrasts over the seeds both finished, the worst-rank test
-(:func:`results.stats.failures.signed_rank_p`) where a seed is discordant, and equivalence barred
-for an arm with more diverged seeds than the reference; the decisions are
-:func:`results.stats.verdicts.equivalence_tests` (fixed seeds) and
-:func:`results.stats.sequential.sequential_tests` with stopping (``--seeds auto``).
+comparison is what :func:`ablations.results.stats.verdicts.verdict_table` computes from
+trials.parquet: the paired contrasts over the seeds both finished, the worst-rank test
+(:func:`ablations.results.stats.failures.signed_rank_p`) where a seed is discordant, and equivalence
+barred for an arm with more diverged seeds than the reference; the decisions are
+:func:`ablations.results.stats.verdicts.equivalence_tests` (fixed seeds) and
+:func:`ablations.results.stats.sequential.sequential_tests` with stopping (``--seeds auto``).
 
 ``python -m tools.failure_simulation 4000`` prints the table.
 """
@@ -22,11 +22,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from results.stats.contrasts import FIELDS, Contrasts
-from results.stats.failures import FailureTests, signed_rank_p
-from results.stats.sequential import SeedDesign, sequential_tests
+from ablations.results.stats.contrasts import FIELDS, Contrasts
+from ablations.results.stats.failures import FailureTests, signed_rank_p
+from ablations.results.stats.sequential import SeedDesign, sequential_tests
 from tools.simulation import REFERENCE_MEAN, SPREAD, simulate_runs
-from results.stats.verdicts import equivalence_tests
+from ablations.results.stats.verdicts import equivalence_tests
 
 
 def masked_contrasts(variant: np.ndarray, reference: np.ndarray, keep: np.ndarray
@@ -51,7 +51,7 @@ def failure_arrays(arms: np.ndarray, reference: np.ndarray, arm_failed: np.ndarr
                    ref_failed: np.ndarray, direction: int = -1) -> FailureTests:
     """:class:`FailureTests` of simulated comparisons ((experiments, arms, seeds) values and
     failure masks; the reference's (experiments, seeds)), as
-    :func:`results.stats.failures.failure_tests` computes them from trials."""
+    :func:`ablations.results.stats.failures.failure_tests` computes them from trials."""
     ref_failed = np.broadcast_to(ref_failed[:, None, :], arm_failed.shape)
     reference = np.broadcast_to(reference[:, None, :], arms.shape)
     discordant = (arm_failed != ref_failed).any(axis=-1)

@@ -18,9 +18,10 @@ Tables: false `equivalent` (:func:`error_rate_table`), false `worse`/`better`/`n
 (:func:`false_difference_table`), and the Δ and interval reported after a sequential stop
 (:func:`stopped_estimates`).
 
-The procedures are the runner's own functions: :func:`results.stats.verdicts.equivalence_tests`
-(fixed seeds, and ``compare``), :func:`results.stats.sequential.sequential_tests` with stopping
-(``--seeds auto``), on :class:`results.stats.contrasts.Contrasts` and the robustness rule.
+The procedures are the runner's own functions:
+:func:`ablations.results.stats.verdicts.equivalence_tests` (fixed seeds, and ``compare``),
+:func:`ablations.results.stats.sequential.sequential_tests` with stopping (``--seeds auto``), on
+:class:`ablations.results.stats.contrasts.Contrasts` and the robustness rule.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from results.stats.contrasts import FIELDS, Contrasts, robust_outliers
-from results.stats.sequential import SeedDesign, sequential_tests
-from results.stats.sequential_table import repeated_interval
-from results.stats.verdicts import equivalence_tests
+from ablations.results.stats.contrasts import FIELDS, Contrasts, robust_outliers
+from ablations.results.stats.sequential import SeedDesign, sequential_tests
+from ablations.results.stats.sequential_table import repeated_interval
+from ablations.results.stats.verdicts import equivalence_tests
 
 NOISES = ("gaussian", "t3", "lognormal", "diverging")
 REFERENCE_MEAN = 0.552  # km: the synthetic default's baseline test MAE
@@ -84,9 +85,9 @@ def simulate_runs(rng: np.random.Generator, *, experiments: int, seeds: int,
 
 def fixed_verdicts(reference: np.ndarray, arms: np.ndarray, *, margin: float, relative: bool,
                    alpha: float = 0.05, robust: bool = True) -> dict[str, np.ndarray]:
-    """:func:`results.stats.verdicts.verdict_table`'s procedure on every simulated experiment.
-    ``reference``: (experiments, seeds), or (experiments, arms, seeds) for ``compare`` (each
-    variant against its own runs in experiment A)."""
+    """:func:`ablations.results.stats.verdicts.verdict_table`'s procedure on every simulated
+    experiment. ``reference``: (experiments, seeds), or (experiments, arms, seeds) for ``compare``
+    (each variant against its own runs in experiment A)."""
     if reference.ndim == arms.ndim - 1:
         reference = reference[:, None, :]
     contrasts = Contrasts.paired(arms, np.broadcast_to(reference, arms.shape))
@@ -259,10 +260,11 @@ def stopped_estimates(ratio: float, *, experiments: int, seed: int, spread: floa
                       alpha: float = 0.05) -> dict[str, float]:
     """Δ and its interval as ``--seeds auto`` reports them for an arm that stopped: eight arms
     at ``ratio`` x the reference's mean, Gaussian noise, looks at 3, 5, 7, 10 seeds. Per arm:
-    whether the repeated interval (:func:`results.stats.sequential_table.repeated_interval`,
-    what the table reports) and the unadjusted 1 − α t interval at the reported look cover the
-    true Δ; the mean reported Δ (as a share of the reference's mean) of the arms stopped as
-    `worse`; the share of arms `inconclusive` beside an interval that excludes 0."""
+    whether the repeated interval
+    (:func:`ablations.results.stats.sequential_table.repeated_interval`, what the table reports) and
+    the unadjusted 1 − α t interval at the reported look cover the true Δ; the mean reported Δ (as a
+    share of the reference's mean) of the arms stopped as `worse`; the share of arms `inconclusive`
+    beside an interval that excludes 0."""
     rng = np.random.default_rng(seed)
     design = SeedDesign.plan(3, 10)
     reference, arms = simulate_runs(rng, experiments=experiments, seeds=design.max_seeds,

@@ -11,9 +11,9 @@ wrongly. Two workflows:
   (``SeedDesign.plan(3, 10)``), which decides the pilot seeds again at its first look and
   spends α a second time.
 - ``pilot``: the fixed run is the pilot look of that design, planned before its first trial
-  (experiment.json's ``planned``, :mod:`results.stats.planned`): its table is
-  :func:`results.stats.sequential.sequential_tests` with only the first look reached, and the
-  continuation runs the same design, which never re-decides an arm (the runner's
+  (experiment.json's ``planned``, :mod:`ablations.results.stats.planned`): its table is
+  :func:`ablations.results.stats.sequential.sequential_tests` with only the first look reached, and
+  the continuation runs the same design, which never re-decides an arm (the runner's
   ``sequential_verdict_table``; :func:`tools.simulation.sequential_verdicts` here).
 
 Each experiment has eight arms against the reference: :data:`SCENARIOS` says their true
@@ -30,8 +30,8 @@ import sys
 import numpy as np
 import pandas as pd
 
-from results.stats.contrasts import FIELDS, Contrasts, robust_outliers
-from results.stats.sequential import DEFAULT_MAX_SEEDS, SeedDesign, sequential_tests
+from ablations.results.stats.contrasts import FIELDS, Contrasts, robust_outliers
+from ablations.results.stats.sequential import DEFAULT_MAX_SEEDS, SeedDesign, sequential_tests
 from tools.simulation import (
     MARGIN,
     SPREAD,

@@ -16,16 +16,16 @@ def datasets_summary(trials_df: pd.DataFrame, meta: dict[str, Any], settings: di
     one below the other, and the table across them (each None where none is possible). Each
     dataset's verdicts are decided once, for all three."""
     from ablations.cli.output import summary_table
-    from results.report.dataset_tables import across_view
-    from results.stats.dataset_rows import by_dataset
-    from results.stats.datasets import across_note, rank_comparison
-    from results.stats.decisions import (
+    from ablations.results.report.dataset_tables import across_view
+    from ablations.results.stats.dataset_rows import by_dataset
+    from ablations.results.stats.datasets import across_note, rank_comparison
+    from ablations.results.stats.decisions import (
         across_datasets_of,
         dataset_verdicts_of,
         one_below_the_other,
     )
-    from results.io.directions import declared_metrics
-    from results.stats.phases import evaluation_rows
+    from ablations.results.io.directions import declared_metrics
+    from ablations.results.stats.phases import evaluation_rows
 
     per_dataset = dataset_verdicts_of(trials_df, meta, **settings)
     blocks = []

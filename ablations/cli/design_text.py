@@ -20,12 +20,12 @@ from ablations.experiment.designs.seeds_auto import Rounds
 from ablations.experiment.designs.tuned import Stages, startup_trials
 from ablations.experiment.options import TUNE_SUBDIR
 from ablations.experiment.runner import resume_counts
-from results.io.files import is_file, join
-from results.stats.decisions import factorial_effects_of, tuned_comparison_of
-from results.stats.factorial import effects_view, factorial_note
-from results.stats.planned import pilot_design, pilot_note
-from results.stats.sequential import design_note
-from results.stats.tuned import side_by_side_text
+from ablations.results.io.files import is_file, join
+from ablations.results.stats.decisions import factorial_effects_of, tuned_comparison_of
+from ablations.results.stats.factorial import effects_view, factorial_note
+from ablations.results.stats.planned import pilot_design, pilot_note
+from ablations.results.stats.sequential import design_note
+from ablations.results.stats.tuned import side_by_side_text
 
 # ------------------------------------------------------------------ the run's first line
 

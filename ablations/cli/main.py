@@ -46,13 +46,18 @@ from ablations.experiment.continuing import continuation_hint, trial_slots
 from ablations.experiment.interrupt import resume_command
 from ablations.experiment.planning import prepare
 from ablations.experiment.preflight import auto_batch, check_data_on_workers
-from ablations.experiment.request import UsageError, check_name, storage_root
-from model.data import DataError
-from results.stats.baseline_check import record_baseline_check
-from results.stats.dataset_rows import is_across_datasets
-from results.io.files import MetadataError, first_line, join, list_dir, read_metadata
-from results.stats.decisions import decision_settings, verdicts_of
-from results.stats.planned import pilot_design
+from ablations.experiment.request import (
+    UsageError,
+    check_name,
+    check_project_folder,
+    storage_root,
+)
+from ablations.model.data import DataError
+from ablations.results.stats.baseline_check import record_baseline_check
+from ablations.results.stats.dataset_rows import is_across_datasets
+from ablations.results.io.files import MetadataError, first_line, join, list_dir, read_metadata
+from ablations.results.stats.decisions import decision_settings, verdicts_of
+from ablations.results.stats.planned import pilot_design
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 # Ray's warning, at every start of a local Ray, that token authentication is on
@@ -66,6 +71,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """``run_ablations.py [COMMAND] ...``: the subcommand's exit code (commands.py lists them;
     without one, ``run``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    project_on_path()
     command, args = parse_command(argv)
     if command == "report":
         return report_main(args)
@@ -86,8 +92,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def project_on_path() -> None:
+    """The folder the command starts in, first on the module path (as `uvicorn app:app` and
+    `celery -A proj` do): a ``--model module:NAME`` or a space file's ``model:`` is found there,
+    as Ray's workers find it (Ray puts the driver's folder on their path). The runner imports
+    under ``ablations`` only, so the folder's own ``model.py`` or ``utils.py`` shadow nothing of
+    it; an ``ablations`` of the folder's own is refused (``check_project_folder``)."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+
+
 def _main(args: argparse.Namespace, command: list[str]) -> int:
     """``run``: start, resume or plan (``--dry-run``) an experiment."""
+    check_project_folder(os.getcwd())
     if args.address is not None and args.address != "auto" \
             and not re.match(r"^(ray://)?[\w.-]+:\d+$", args.address):
         raise UsageError(f"--address {args.address!r}: use 'auto', host:port or ray://host:port")
@@ -315,7 +333,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     if is_across_datasets(df):  # each dataset's verdicts, then across them (docs/datasets.md)
         summary, verdicts, across = datasets_summary(df, meta, settings)
         if across is not None:  # beside trials.parquet, as the report writes it too
-            from results.report.datasets_report import write_across
+            from ablations.results.report.datasets_report import write_across
 
             write_across(str(result.directory), across)
     else:

@@ -22,11 +22,11 @@ from ablations.config.statuses import TrialStatus
 from ablations.trial.batches import scalar_columns
 from ablations.config import TrialConfig
 from ablations.cli.flags import EXIT_BAD_INPUT, PROG
-from results.io.files import MetadataError, first_line, is_uri, read_metadata
+from ablations.results.io.files import MetadataError, first_line, is_uri, read_metadata
 
 
 def list_spaces() -> str:
-    from search_spaces import SPACES
+    from ablations.search_spaces import SPACES
 
     lines = []
     for space in SPACES.values():
@@ -86,16 +86,16 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     """Per variant: ok/total trials (the seeds spent), mean ± std of the test MAE over ok
     trials, ...; where the reference is a variant with an ok trial, also each variant's verdict
     against it and the equivalence bound it reached, and a note under the table with the
-    margin and alpha. The verdicts are :func:`results.stats.decisions.verdicts_of`'s: as the
-    experiment's design (``meta``: its experiment.json) decides them, at the settings recorded
+    margin and alpha. The verdicts are :func:`ablations.results.stats.decisions.verdicts_of`'s: as
+    the experiment's design (``meta``: its experiment.json) decides them, at the settings recorded
     before the data unless others are given (then labelled exploratory); ``verdicts``: that
     table if the caller has it already."""
     import pandas as pd
 
-    from results.stats.analysis import dropped_note, verdict_note
-    from results.stats.decisions import decision_settings, verdicts_of
-    from results.stats.phases import evaluation_rows
-    from results.stats.planned import exploratory_note, pilot_design
+    from ablations.results.stats.analysis import dropped_note, verdict_note
+    from ablations.results.stats.decisions import decision_settings, verdicts_of
+    from ablations.results.stats.phases import evaluation_rows
+    from ablations.results.stats.planned import exploratory_note, pilot_design
 
     meta = meta or {}
     settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
@@ -154,13 +154,13 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     for ablation, reason in reasons[reasons.fillna("") != ""].items():
         text += f"\n{ablation}: {verdicts.loc[ablation, 'verdict']}: {reason}"
     if sequential and "rounds" not in sequential:  # a fixed run, the pilot look of a design
-        from results.stats.planned import pilot_note
-        from results.stats.sequential import SeedDesign
+        from ablations.results.stats.planned import pilot_note
+        from ablations.results.stats.sequential import SeedDesign
 
         text += f"\n{pilot_note(SeedDesign.from_dict(sequential['design']), alpha)}"
     elif sequential:
-        from results.stats.sequential import SeedDesign, design_note
-        from results.stats.sequential_table import compute_note, compute_spent
+        from ablations.results.stats.sequential import SeedDesign, design_note
+        from ablations.results.stats.sequential_table import compute_note, compute_spent
 
         design = SeedDesign.from_dict(sequential["design"])
         text += (f"\n{design_note(design, alpha)}\n"
@@ -177,9 +177,9 @@ def report_main(args: argparse.Namespace) -> int:
     (its flags: ablations/cli/commands.py)."""
     import pyarrow as pa
 
-    from results.report.build import write_report
-    from results.report.page import markdown_cells
-    from results.report.tables import verdict_view
+    from ablations.results.report.build import write_report
+    from ablations.results.report.page import markdown_cells
+    from ablations.results.report.tables import verdict_view
 
     experiment = args.experiment if is_uri(args.experiment) \
         else str(Path(args.experiment).expanduser())
@@ -188,7 +188,8 @@ def report_main(args: argparse.Namespace) -> int:
                               margin=args.margin, alpha=args.alpha,
                               compare_with=args.compare_with, formats=args.formats or ())
     except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
-        # ValueError includes results.report.build.NotAnExperimentError; OSError: cannot write
+        # ValueError includes ablations.results.report.build.NotAnExperimentError; OSError: cannot
+        # write
         message = first_line(exc)
         if isinstance(exc, OSError) and getattr(exc, "filename", None):
             message = f"{exc.filename}: {exc.strerror or message}"
@@ -196,14 +197,14 @@ def report_main(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     ablation = report.ablation
     if ablation.attrs.get("exploratory"):  # settings other than those fixed before the data
-        from results.stats.planned import exploratory_note
+        from ablations.results.stats.planned import exploratory_note
 
         print(exploratory_note(ablation.attrs["exploratory"]))
     print(markdown_cells(verdict_view(ablation, metric=ablation.attrs["metric"],
                                       alpha=ablation.attrs.get("alpha", DEFAULT_ALPHA),
                                       sequential="looks" in ablation)))
     if report.across is not None:  # several datasets: the verdicts across them
-        from results.report.dataset_tables import across_view
+        from ablations.results.report.dataset_tables import across_view
 
         print(f"\nAcross the datasets:\n{markdown_cells(across_view(report.across))}")
     print(f"\n{report.note}")
@@ -218,9 +219,9 @@ def compare_main(args: argparse.Namespace) -> int:
     ablations/cli/commands.py)."""
     import pyarrow as pa
 
-    from results.stats.compare import compare_experiments, compare_note
-    from results.report.page import markdown_cells
-    from results.report.tables import comparison_view
+    from ablations.results.stats.compare import compare_experiments, compare_note
+    from ablations.results.report.page import markdown_cells
+    from ablations.results.report.tables import comparison_view
 
     folders = [x if is_uri(x) else str(Path(x).expanduser()) for x in (args.a, args.b)]
     recorded = [_recorded(folder) for folder in folders]
@@ -241,7 +242,7 @@ def compare_main(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     differ = _compare_departures(recorded, given)
     if differ:
-        from results.stats.planned import exploratory_note
+        from ablations.results.stats.planned import exploratory_note
 
         print(exploratory_note(differ))
     print(markdown_cells(comparison_view(table, metric=args.metric, alpha=args.alpha)))
@@ -251,7 +252,7 @@ def compare_main(args: argparse.Namespace) -> int:
 
 def _recorded(folder: str) -> Optional[dict[str, Any]]:
     """The settings an experiment recorded before its data (results/stats/planned.py), if any."""
-    from results.stats.planned import recorded_settings
+    from ablations.results.stats.planned import recorded_settings
 
     try:
         return recorded_settings(read_metadata(folder) or {})
@@ -264,7 +265,7 @@ def _compare_departures(recorded: Sequence[Optional[dict[str, Any]]],
     """The settings ``compare`` was given on its command line that differ from those either
     experiment recorded before its data, each naming the experiment (a setting left out is
     A's, so no departure from A)."""
-    from results.stats.planned import departures
+    from ablations.results.stats.planned import departures
 
     differ = []
     for label, planned in zip(("A", "B"), recorded):

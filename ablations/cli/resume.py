@@ -18,9 +18,9 @@ from ablations.experiment.plans import plan_from_metadata, skipped_plan
 from ablations.experiment.request import UsageError, arg
 from ablations.experiment.resuming import ResumePlan, check_unchanged
 from ablations.experiment.resuming import resume_plan as library_resume_plan
-from results.io.files import join, read_metadata
-from results.stats.planned import departures
-from results.stats.sequential import SeedDesign
+from ablations.results.io.files import join, read_metadata
+from ablations.results.stats.planned import departures
+from ablations.results.stats.sequential import SeedDesign
 
 
 def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:

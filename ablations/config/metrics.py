@@ -4,7 +4,7 @@ Own code (a training function, a command) names its metrics with a direction and
 unit: ``{"test_acc": "higher", "test_loss": {"direction": "lower", "unit": "nats"}}``, or
 :class:`Metric` values. The verdicts turn ``higher`` / ``lower`` into ``better`` / ``worse``
 with the direction; the tables, plots and report print the unit, and no other
-(results/io/directions.py, :func:`~results.io.directions.declared_metrics`).
+(results/io/directions.py, :func:`~ablations.results.io.directions.declared_metrics`).
 """
 
 from __future__ import annotations

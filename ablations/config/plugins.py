@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from ablations.config.code import COMMAND_PREFIX, TrainingFunction, command_of
 from ablations.config.values import ConfigError, parse_bool
-from model.config import MultimodalSwitches
+from ablations.model.config import MultimodalSwitches
 
 if TYPE_CHECKING:  # a plugin's module imports torch; the registry does not need it
     from torch import nn
@@ -69,7 +69,7 @@ class ModelPlugin:
 
 
 def _build_builtin(switches: Any, shape: DataShape) -> nn.Module:
-    from model.model import ModelConfig, build_model
+    from ablations.model.model import ModelConfig, build_model
 
     return build_model(ModelConfig(
         **dataclasses.asdict(switches), in_channels=shape.channels, image_height=shape.height,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablations.config.values import ConfigError, at_least, one_of, parse_scalar_names
-from model.config import DEFAULT_FRAMES
+from ablations.model.config import DEFAULT_FRAMES
 
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")

@@ -1,8 +1,8 @@
 """A trial's configuration: one typed, nested dataclass; strict parsing.
 
 :class:`TrialConfig` has the trial's identity and four sections: ``data``, ``model`` (the
-model's own switches: the built-in model's ``model.config.MultimodalSwitches`` or a plugin's
-config), ``optim`` and ``systems`` (the data, optim and systems sections are in
+model's own switches: the built-in model's ``ablations.model.config.MultimodalSwitches`` or a
+plugin's config), ``optim`` and ``systems`` (the data, optim and systems sections are in
 ablations/config/sections.py). Users write flat keys (YAML, ``--set``, space files):
 :func:`apply_overrides` (ablations/config/keys.py) finds each key's section. The driver
 validates every trial before any starts and sends ``to_dict()`` to Ray; the worker rebuilds
@@ -32,7 +32,7 @@ from ablations.config.values import (
     parse_seed_sources,
     seed_levels,
 )
-from model.config import MultimodalSwitches
+from ablations.model.config import MultimodalSwitches
 
 # Which sources vary with the trial's seed by default: all three (Bouthillier et al. 2021:
 # randomise every source, so that a conclusion holds beyond one draw of the data). Both arms of
@@ -58,8 +58,8 @@ class TrialSeeds:
 @dataclass(frozen=True)
 class TrialConfig:
     """Everything one trial needs, in sections: ``data``, ``model`` (the model's own switches:
-    the built-in model's :class:`~model.config.MultimodalSwitches`, or the plugin's config),
-    ``optim`` and ``systems``.
+    the built-in model's :class:`~ablations.model.config.MultimodalSwitches`, or the plugin's
+    config), ``optim`` and ``systems``.
 
     Users write flat keys (``lr``, ``cnn_widths``, ``--set depth=2``): every key names one field
     of one section (:func:`apply_overrides` finds it), or ``section.key``. :meth:`to_dict`

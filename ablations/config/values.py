@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import yaml
 
-from model.config import parse_widths as _model_widths
+from ablations.model.config import parse_widths as _model_widths
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})

@@ -31,8 +31,12 @@ from ablations.experiment.request import (
     new_experiment_root,
     storage_root,
 )
-from results.io.files import read_metadata
-from results.stats.baseline_check import BaselineCheck, DatasetChecks, record_baseline_check
+from ablations.results.io.files import read_metadata
+from ablations.results.stats.baseline_check import (
+    BaselineCheck,
+    DatasetChecks,
+    record_baseline_check,
+)
 
 
 @dataclass
@@ -47,14 +51,15 @@ class Results:
     # dataset's verdicts, one below the other, with a ``dataset`` column
     verdicts: Optional[pd.DataFrame]
     wall_s: float
-    effects: Optional[pd.DataFrame] = None  # design="factorial": results.stats.factorial's effects
-    # the reference against the training mean and its last epoch (results.stats.baseline_check);
-    # None without verdicts
+    # design="factorial": ablations.results.stats.factorial's effects
+    effects: Optional[pd.DataFrame] = None
+    # the reference against the training mean and its last epoch
+    # (ablations.results.stats.baseline_check); None without verdicts
     baseline_check: Optional[BaselineCheck | DatasetChecks] = None
     # tune_each: each arm's verdict at the configuration given and at its own best, side by
-    # side (results.stats.decisions.tuned_comparison_of)
+    # side (ablations.results.stats.decisions.tuned_comparison_of)
     tuned: Optional[pd.DataFrame] = None
-    # several datasets: each variant's verdict across them (results.stats.datasets;
+    # several datasets: each variant's verdict across them (ablations.results.stats.datasets;
     # across_datasets.parquet)
     across: Optional[pd.DataFrame] = None
 
@@ -260,11 +265,11 @@ def ray_for(trials: Sequence[Any], options: Any, num_cpus: Optional[int]) -> Ite
 
 def results_of(result: Any, design: Any, *, reference: str) -> Results:
     """An ended run's :class:`Results`: its tables, the baseline check and the verdicts at the
-    settings recorded before its data (:func:`results.stats.decisions.verdicts_of`), a
+    settings recorded before its data (:func:`ablations.results.stats.decisions.verdicts_of`), a
     factorial design's effects and a tuned ablation's side-by-side table, at the same
     settings."""
-    from results.report.datasets_report import write_across
-    from results.stats.decisions import (
+    from ablations.results.report.datasets_report import write_across
+    from ablations.results.stats.decisions import (
         across_datasets_of,
         factorial_effects_of,
         tuned_comparison_of,

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from ablations.config import SEED_SOURCES, TrialConfig, parse_seed_sources
 from ablations.experiment.request import UsageError, arg
-from search_spaces import TrialSpec
+from ablations.search_spaces import TrialSpec
 
 
 def crossed_seeds(trials: list[Any], seeds: Sequence[int]) -> list[Any]:
@@ -18,7 +18,8 @@ def crossed_seeds(trials: list[Any], seeds: Sequence[int]) -> list[Any]:
     seeds (with all three varying, the default, init x order with the data draw held at seed 0):
     cell (i, j) holds the first source at ``seeds[i]`` and the second at ``seeds[j]``
     (``seed_sources=init=a,order=b``) and has the pairing seed ``i * len(seeds) + j``, the
-    same cell for every variant. ``trials``: :func:`search_spaces.expand`'s, variant-major."""
+    same cell for every variant. ``trials``: :func:`ablations.search_spaces.expand`'s,
+    variant-major."""
     if len(seeds) < 3:  # results/stats/crossed.py: at 2 x 2 each source's mean square has 1 df
         raise UsageError(f"{arg('cross_seeds')} needs at least 3 seeds per source for verdicts "
                          f"(e.g. {arg('seeds')} 3: 3 x 3 trials per variant)")

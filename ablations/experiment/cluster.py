@@ -5,33 +5,33 @@ retries), and whether this process runs as a Ray job. See ``docs/cluster.md``.""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-# the checkout: ablations/experiment/ is two down
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-PROJECT_PACKAGES = ("model", "ablations", "search_spaces", "results")
+from ablations.experiment.provenance import checkout_root, code_fingerprint, runner_source
 
 
 def runtime_env_for_cluster(code: Any = None, spec: str = "") -> dict[str, Any]:
-    """The runtime environment that ships this project's packages to a cluster's workers
-    (they need torch, ray, pandas, pyarrow installed; the code itself travels with the job),
-    and the user's own ``code`` (ablations/config/code.py) where it is given:
-    :func:`own_code_env` (``spec``: the ``model`` that names it).
+    """The runtime environment that ships the runner to a cluster's workers (they need torch,
+    ray, pandas, pyarrow installed; the code itself travels with the job) as one package,
+    ``ablations`` (:func:`runner_package`), and the user's own ``code``
+    (ablations/config/code.py) where it is given: :func:`own_code_env` (``spec``: the
+    ``model`` that names it).
 
-    Inside a Ray job (``ray job submit --working-dir .``) the code is already in the job's
-    working directory, which Ray ships to every worker: nothing is added (a second copy would
-    conflict with the job's own runtime environment). Otherwise the packages go as
-    ``py_modules`` directory paths (not module objects: Ray deep-copies the runtime
-    environment when it merges it with a job's, and a module cannot be pickled).
+    Inside a Ray job (``ray job submit --working-dir .``) whose working directory is the
+    runner's checkout, the runner is already there, in every worker's working directory: it is
+    not added again (a second copy would conflict with the job's own runtime environment). A
+    job's ``py_modules`` are the job's own choice, left alone. Otherwise the packages go as
+    ``py_modules`` directory paths (not module objects: Ray deep-copies the runtime environment
+    when it merges it with a job's, and a module cannot be pickled).
     """
     job = job_runtime_env()
-    if job is not None and (job.get("py_modules")
-                            or (job.get("working_dir")
-                                and Path.cwd().resolve() == PROJECT_ROOT)):
+    in_checkout = Path.cwd().resolve() == checkout_root()
+    if job is not None and (job.get("py_modules") or (job.get("working_dir") and in_checkout)):
         return {}
-    env: dict[str, Any] = {"py_modules": [str(PROJECT_ROOT / package)
-                                          for package in PROJECT_PACKAGES]}
+    env: dict[str, Any] = {"py_modules": [runner_package()]}
     if code is not None and job is None:
         extra = own_code_env(code, spec)
         env["py_modules"] += [path for path in extra.pop("py_modules", [])
@@ -40,33 +40,68 @@ def runtime_env_for_cluster(code: Any = None, spec: str = "") -> dict[str, Any]:
     return env
 
 
-# Never shipped with a command's working directory: results, environments, history
+def runner_package() -> str:
+    """The runner as one folder named ``ablations`` with its packages inside, as Ray's
+    ``py_modules`` ships it (a folder becomes a top-level package of that name on the workers).
+    An installed runner is that folder already. A checkout keeps model/, results/ and
+    search_spaces/ beside ablations/ (pyproject.toml's package-dir installs them inside): they
+    are copied together once per version of the source, into the temporary folder, keyed by the
+    code fingerprint, so that repeated runs reuse one copy and Ray uploads it once."""
+    folders = runner_source()
+    top = folders["ablations"]
+    if all(folder.parent == top for name, folder in folders.items() if name != "ablations"):
+        return str(top)
+    target = Path(tempfile.gettempdir()) / f"ablation-runner-{code_fingerprint(folders)[:16]}"
+    if not (target / "ablations" / "__init__.py").is_file():
+        skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+        staging = Path(tempfile.mkdtemp(prefix="ablation-runner-", dir=target.parent))
+        shutil.copytree(top, staging / "ablations", ignore=skip)
+        for name, folder in folders.items():
+            if name != "ablations":
+                shutil.copytree(folder, staging / "ablations" / name.split(".")[-1],
+                                ignore=skip)
+        try:
+            staging.rename(target)  # whole or not at all; another driver may have won
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    return str(target / "ablations")
+
+
+# Never shipped with a working directory: results, environments, history
 WORKING_DIR_EXCLUDES = [".git", ".venv", "venv", "__pycache__", "ablation_results", "*.parquet",
                         "*.pt", "*.ckpt"]
 
 
 def own_code_env(code: Any, spec: str = "") -> dict[str, Any]:
-    """What a cluster's workers need to run ``code``: the top-level packages (folders) or
-    modules (files) of the module ``spec`` names and of the function's own module, as
-    ``py_modules`` entries, found where this process imports them from; for a command, this
-    process's working directory as the job's ``working_dir`` (its script and files, the
-    results and environments left out: :data:`WORKING_DIR_EXCLUDES`), where each trial runs
-    it."""
+    """What a cluster's workers need to run ``code``: for a command, and for a training function
+    whose module lies in this process's working directory (a flat project folder, where the
+    module imports its neighbours: ``from model import Net``), that folder as the job's
+    ``working_dir`` (results and environments left out: :data:`WORKING_DIR_EXCLUDES`), which Ray
+    puts on every worker's path and makes its working directory; otherwise the top-level
+    packages (folders) or modules (files) of the module ``spec`` names and of the function's
+    own module, as ``py_modules`` entries, found where this process imports them from."""
     import importlib.util
 
     fit = getattr(code, "fit", None)
+    here = Path.cwd().resolve()
+    working_dir = {"working_dir": str(here), "excludes": WORKING_DIR_EXCLUDES}
     if fit is None:  # a command
-        return {"working_dir": str(Path.cwd()), "excludes": WORKING_DIR_EXCLUDES}
+        return working_dir
     modules = []
     for name in dict.fromkeys([spec.partition(":")[0], fit.__module__]):
         top = name.split(".")[0]
         found = importlib.util.find_spec(top) if top else None
-        if found is None or top in PROJECT_PACKAGES:
+        if found is None or top == "ablations":
             continue
         if found.submodule_search_locations:
-            modules.append(str(Path(list(found.submodule_search_locations)[0])))
+            path = Path(list(found.submodule_search_locations)[0]).resolve()
         elif found.origin:
-            modules.append(str(found.origin))
+            path = Path(found.origin).resolve()
+        else:
+            continue
+        if path.parent == here:
+            return working_dir
+        modules.append(str(path))
     return {"py_modules": list(dict.fromkeys(modules))} if modules else {}
 
 

@@ -36,8 +36,8 @@ from ablations.config.comparison import (
 )
 from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.experiment.request import Request, UsageError, arg
-from search_spaces import TrialSpec
-from results.io.files import (
+from ablations.search_spaces import TrialSpec
+from ablations.results.io.files import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,
     TRIALS_FILE,
@@ -83,7 +83,7 @@ def trial_slots(resources: dict[str, float], cpus_per_trial: float, gpus_per_tri
 def default_max_seeds(fixed_seeds: int) -> int:
     """The ``--max-seeds`` a continuation uses: the ``--seeds auto`` default (10), or twice
     the fixed run's seeds when it already ran that many."""
-    from results.stats.sequential import DEFAULT_MAX_SEEDS
+    from ablations.results.stats.sequential import DEFAULT_MAX_SEEDS
 
     return DEFAULT_MAX_SEEDS if fixed_seeds < DEFAULT_MAX_SEEDS else 2 * fixed_seeds
 
@@ -114,7 +114,7 @@ def continue_command(storage: str, name: str, *, max_seeds: int, fixed_seeds: in
 def sequential_seeds(fixed: Sequence[int], max_seeds: int) -> list[int]:
     """The seed order of the continuation: the fixed run's seeds (the pilot), then the
     smallest seeds it did not run, up to ``max_seeds`` in all."""
-    from results.stats.planned import seed_order
+    from ablations.results.stats.planned import seed_order
 
     return seed_order(fixed, max_seeds)
 
@@ -123,8 +123,8 @@ def first_look(trials: pd.DataFrame, seeds: Sequence[int], max_seeds: int, *, re
                metric: str, margin: str, alpha: float) -> pd.DataFrame:
     """The sequential design's verdicts on the fixed run's trials as its pilot: what round 1
     of the continuation decides (the arms it leaves are the ones that get seeds)."""
-    from results.stats.sequential import SeedDesign
-    from results.stats.sequential_table import sequential_verdict_table
+    from ablations.results.stats.sequential import SeedDesign
+    from ablations.results.stats.sequential_table import sequential_verdict_table
 
     design = SeedDesign.plan(len(seeds), max_seeds)
     return sequential_verdict_table(trials, design, sequential_seeds(seeds, max_seeds),
@@ -146,7 +146,7 @@ def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, referenc
     count
     is a bound; the times are estimates of that worst case (later rounds start new workers:
     measured 0.0044 CPU-hours estimated, 0.0049 spent)."""
-    from results.stats.sequential import SeedDesign
+    from ablations.results.stats.sequential import SeedDesign
 
     ok = trials[trials["status"] == TrialStatus.OK]
     medians = ok.groupby("ablation")[["wall_s", "cpu_hours", "gpu_hours"]].median()
@@ -251,7 +251,7 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
         UsageError: one line, for every use that cannot continue it.
     """
     from ablations.experiment.designs.seeds_auto import SequentialRun
-    from results.stats.sequential import SeedDesign
+    from ablations.results.stats.sequential import SeedDesign
 
     target = join(storage, name)
     resume = f"python run_ablations.py --resume --name {name} --storage {storage}"
@@ -282,7 +282,7 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     if unfinished:
         raise UsageError(f"{name} has {unfinished} unfinished trial(s); finish them first "
                          f"({resume}), then continue it with {arg('seeds')} auto")
-    from results.stats.dataset_rows import is_across_datasets
+    from ablations.results.stats.dataset_rows import is_across_datasets
 
     if is_across_datasets(trials):
         raise UsageError(f"{name} ran on several datasets; {arg('seeds')} auto continues an "
@@ -339,7 +339,7 @@ def check_planned(args: Request, name: str, planned: dict[str, Any], design: Any
                          f"planned as the fixed design at full alpha ({arg('max_seeds')} "
                          f"{design.max_seeds}); more seeds would test them again: start a new "
                          f"experiment on new seeds (another {arg('name')})")
-    from results.stats.planned import same_margin
+    from ablations.results.stats.planned import same_margin
 
     recorded_values = {"max_seeds": design.max_seeds, "metric": planned["metric"],
                        "margin": planned["margin"], "alpha": float(planned["alpha"])}
@@ -358,7 +358,7 @@ def check_planned(args: Request, name: str, planned: dict[str, Any], design: Any
 def extended_plan(recorded: dict[str, dict[str, Any]], seeds: Sequence[int]) -> dict[str, Any]:
     """The recorded trials (experiment.json's ``trials``: name -> config) as TrialSpecs, then
     each variant's cells at the seeds it did not run: its first recorded config at the new
-    seed (``seed_offset`` and every switch kept), named as ``search_spaces.expand`` names
+    seed (``seed_offset`` and every switch kept), named as ``ablations.search_spaces.expand`` names
     cells (``<variant>-seed<seed>``)."""
     plan: dict[str, Any] = {}
     first: dict[str, TrialConfig] = {}

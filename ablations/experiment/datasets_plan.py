@@ -100,7 +100,7 @@ def refuse_across(args: Request, space: Any) -> None:
     Raises:
         UsageError: the first such flag, and what to do instead.
     """
-    from results.stats.verdicts import parse_margin  # scipy: only for several datasets
+    from ablations.results.stats.verdicts import parse_margin  # scipy: only for several datasets
 
     refused = [
         (args.seeds == "auto", f"{arg('seeds')} auto",

@@ -11,7 +11,7 @@ from typing import Any, Callable, ContextManager, Optional
 import pandas as pd
 
 from ablations.config.comparison import DEFAULT_REFERENCE
-from results.io.files import is_uri, join
+from ablations.results.io.files import is_uri, join
 
 TUNE_SUBDIR = "tune"
 

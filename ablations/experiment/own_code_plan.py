@@ -20,7 +20,7 @@ from ablations.config.code import (
 from ablations.config.metrics import parse_metrics
 from ablations.config.plugins import load_plugin
 from ablations.experiment.request import Request, UsageError, arg, metric_problem
-from search_spaces.files import typed
+from ablations.search_spaces.files import typed
 
 
 def command_model(args: Request, space: object, model: str) -> str:

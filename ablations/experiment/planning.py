@@ -31,8 +31,8 @@ from ablations.experiment.datasets_plan import (
 )
 from ablations.experiment.own_code_plan import command_model, refuse_runner_flags, with_metric
 from ablations.experiment.request import Request, UsageError, arg
-from model.data import MAX_SYNTHETIC_FRAMES, load_directory
-from search_spaces.presets import PRESETS
+from ablations.model.data import MAX_SYNTHETIC_FRAMES, load_directory
+from ablations.search_spaces.presets import PRESETS
 
 
 def base_config(args: Request, model: Optional[str] = None) -> TrialConfig:
@@ -160,7 +160,7 @@ def auto_seeds(args: Request, space: Any) -> Optional[tuple[int, int]]:
             raise UsageError(f"{arg('pilot')} applies with {arg('seeds')} auto only (fixed seeds: "
                              f"the pilot is {arg('seeds')})")
         return None
-    from results.stats.sequential import DEFAULT_MAX_SEEDS
+    from ablations.results.stats.sequential import DEFAULT_MAX_SEEDS
 
     if space.is_search:
         raise UsageError(f"{arg('seeds')} auto: space {space.name} is a search, not an ablation "
@@ -192,13 +192,14 @@ class Prepared:
     seeds: list[int] = field(default_factory=list)  # every seed (--seeds auto: all it may run)
     datasets: list[str] = field(default_factory=list)  # the datasets, by name, in order
     design: Any = None  # how it runs: a designs.base.Design (design_for)
-    factorial: Any = None  # results.stats.factorial.FactorialDesign for --design factorial
+    # --design factorial: its ablations.results.stats.factorial.FactorialDesign
+    factorial: Any = None
 
 
 def prepare(args: Request) -> Prepared:
     """The experiment ``args`` describes, validated: every bad input raises a one-line
     UsageError/ConfigError/DataError here, before any trial starts. ``args`` is not changed."""
-    from search_spaces import expand, get_space
+    from ablations.search_spaces import expand, get_space
 
     args.check()
     space = get_space(args.space)
@@ -296,7 +297,7 @@ def prepare(args: Request) -> Prepared:
     sequential = None
     if auto:
         from ablations.experiment.designs.seeds_auto import SequentialRun
-        from results.stats.sequential import SeedDesign
+        from ablations.results.stats.sequential import SeedDesign
 
         seed_design = SeedDesign.plan(*auto)
         sequential = SequentialRun(seed_design, list(seeds), space.reference, args.metric,
@@ -330,7 +331,7 @@ def prepare(args: Request) -> Prepared:
 
 def planned_settings(args: Request, space: Any, seeds: Sequence[int],
                      design: Any) -> dict[str, Any]:
-    """The arguments of :func:`results.stats.planned.planned_record` (experiment.json's
+    """The arguments of :func:`ablations.results.stats.planned.planned_record` (experiment.json's
     ``planned``): the reference, metric, margin and α fixed before the data; for a fixed table
     that can be continued into rounds, its seeds and ``--max-seeds`` (default 10), the
     sequential design whose pilot look they are. Factorial, tuned, search and

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ablations.config import TrialConfig
-from search_spaces.spaces import TrialSpec
+from ablations.search_spaces.spaces import TrialSpec
 
 
 def trial_plan(trials: Sequence[TrialSpec]) -> dict[str, dict[str, Any]]:

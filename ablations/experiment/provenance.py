@@ -3,8 +3,8 @@ mix two different experiments. Pure functions over the file system and git; no R
 
 :func:`collect` builds the ``provenance`` block of ``experiment.json``:
 
-- ``code``: ``sha256`` of the source that runs (every ``.py`` file under :data:`CODE_PATHS`,
-  by relative path and content), the same in a git checkout or not;
+- ``code``: ``sha256`` of the runner's source (every ``.py`` file of its packages,
+  :func:`runner_source`, by import path and content), the same in a git checkout or not;
 - ``git``: ``commit``, ``dirty`` (tracked files differ from the commit, staged or not),
   ``diff_sha256`` (of the bytes of ``git diff HEAD --binary``; null when clean) and
   ``untracked`` (names of untracked files git does not ignore; their contents are not read,
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import platform
 import subprocess
@@ -43,38 +44,65 @@ import numpy as np
 from ablations.trial.batches import synthetic_spec
 from ablations.trial.host import cpu_model
 
-# the checkout: ablations/experiment/ is two down
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-CODE_PATHS = ("model", "ablations", "search_spaces", "results", "run_ablations.py")
 KEY_PACKAGES = ("torch", "ray", "numpy", "pandas", "pyarrow", "optuna", "scipy")
 IMAGE_SAMPLES = 64  # samples of images.npy whose bytes are hashed
 IMAGE_SAMPLE_MAX_BYTES = 1 << 18  # per sample: all of it, or 256 KiB at a seeded offset
 SAMPLE_SEED = 0
 _CHUNK = 1 << 20
 _GIT_TIMEOUT_S = 10
+# The runner's packages, by import name (pyproject.toml installs them under one root)
+RUNNER_PACKAGES = ("ablations", "ablations.model", "ablations.results", "ablations.search_spaces")
 
 
 # ------------------------------------------------------------------------------------- code
 
 
-def code_fingerprint(root: Path | str = PROJECT_ROOT,
-                     paths: Iterable[str] = CODE_PATHS) -> Optional[str]:
-    """sha256 over the ``.py`` files under ``paths`` of ``root`` (relative path and bytes, in
-    sorted order); None when none is found (e.g. the packages installed without the project)."""
-    root = Path(root)
-    files: list[Path] = []
-    for name in paths:
-        path = root / name
-        if path.is_file():
-            files.append(path)
-        elif path.is_dir():
-            files.extend(p for p in path.rglob("*.py") if "__pycache__" not in p.parts)
-    if not files:
+def runner_source() -> dict[str, Path]:
+    """Each of the runner's packages -> the folder it is imported from: in a checkout,
+    ablations/, model/, results/ and search_spaces/ side by side; in an installed wheel,
+    ablations/ with the others inside it."""
+    found = {}
+    for name in RUNNER_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.submodule_search_locations, name
+        found[name] = Path(list(spec.submodule_search_locations)[0]).resolve()
+    return found
+
+
+def checkout_root() -> Optional[Path]:
+    """The checkout the runner is imported from (the folder that holds its packages side by
+    side and its pyproject.toml); None for an installed copy."""
+    folders = runner_source()
+    root = folders["ablations"].parent
+    if (root / "pyproject.toml").is_file() and all(
+            folder.parent == root for folder in folders.values()):
+        return root
+    return None
+
+
+def code_fingerprint(folders: Optional[dict[str, Path]] = None) -> Optional[str]:
+    """sha256 over the ``.py`` files of ``folders`` (import name -> folder; default: the
+    runner's, :func:`runner_source`), each by its import path and bytes, in sorted order; a
+    folder inside another is counted once, under its own name. None when no file is found."""
+    folders = runner_source() if folders is None else folders
+    entries: dict[str, Path] = {}
+    for name, folder in folders.items():
+        folder = Path(folder)
+        if not folder.is_dir():
+            continue
+        others = [Path(other) for other in folders.values()
+                  if Path(other) != folder and Path(other).is_relative_to(folder)]
+        for path in folder.rglob("*.py"):
+            if "__pycache__" in path.parts or any(path.is_relative_to(o) for o in others):
+                continue
+            key = "/".join(name.split(".")) + "/" + path.relative_to(folder).as_posix()
+            entries[key] = path
+    if not entries:
         return None
     digest = hashlib.sha256()
-    for path in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
+    for key in sorted(entries):
+        digest.update(key.encode() + b"\0")
+        digest.update(entries[key].read_bytes() + b"\0")
     return digest.hexdigest()
 
 
@@ -83,10 +111,12 @@ def _git(root: Path, *args: str) -> bytes:
                           timeout=_GIT_TIMEOUT_S, check=True).stdout
 
 
-def git_state(root: Path | str = PROJECT_ROOT) -> Optional[dict[str, Any]]:
+def git_state(root: Optional[Path | str]) -> Optional[dict[str, Any]]:
     """Commit, dirty flag, hash of the diff and untracked files of the checkout at ``root``;
-    None when ``root`` is not the top of a git checkout (an installed copy inside some other
-    repository must not report that repository's commit)."""
+    None when ``root`` is None or not the top of a git checkout (an installed copy inside some
+    other repository must not report that repository's commit)."""
+    if root is None:
+        return None
     root = Path(root).resolve()
     try:
         top = _git(root, "rev-parse", "--show-toplevel").decode().strip()
@@ -159,7 +189,7 @@ def device_info() -> dict[str, Any]:
 
 def synthetic_key(spec: Any) -> str:
     """The synthetic set's cache key: its spec and the generator (``model/synthetic.py``)."""
-    from model import synthetic
+    from ablations.model import synthetic
 
     return synthetic.synthetic_cache_key(spec)
 
@@ -262,11 +292,11 @@ def _short_hash(value: Any) -> str:
 # -------------------------------------------------------------------------- all, compare
 
 
-def collect(configs: Iterable[Any], *, root: Path | str = PROJECT_ROOT) -> dict[str, Any]:
+def collect(configs: Iterable[Any]) -> dict[str, Any]:
     """The provenance block of ``experiment.json`` for trials with ``configs``."""
-    git = git_state(root)
+    git = git_state(checkout_root())
     return {
-        "code": {"sha256": code_fingerprint(root), "paths": list(CODE_PATHS)},
+        "code": {"sha256": code_fingerprint(), "paths": list(RUNNER_PACKAGES)},
         "git": git,
         "packages": package_versions(),
         "environment": package_freeze(),

@@ -18,8 +18,8 @@ from typing import Any, Literal, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
 from ablations.config.values import NamesArguments, arg
-from search_spaces.hpo import HPO_SEARCH
-from results.io.files import check_bucket, first_line, is_uri, join, list_dir
+from ablations.search_spaces.hpo import HPO_SEARCH
+from ablations.results.io.files import check_bucket, first_line, is_uri, join, list_dir
 
 DEFAULT_STORAGE = "ablation_results"
 DEFAULT_SEEDS = (0, 1, 2)
@@ -151,7 +151,7 @@ def metric_problem(name: str, declared: Optional[Sequence[str]] = None) -> Optio
     """Why ``name`` is not a metric the verdicts can use; None if it is: a numeric
     trials.parquet column of the built-in model and plugins, or one of the metrics own code
     ``declared``."""
-    from results.io.schema import TRIAL_COLUMNS
+    from ablations.results.io.schema import TRIAL_COLUMNS
 
     numeric = list(declared) if declared is not None else [
         column for column, dtype, _ in TRIAL_COLUMNS
@@ -186,7 +186,7 @@ def alpha_problem(value: Any) -> Optional[str]:
 
 def margin_problem(text: str) -> Optional[str]:
     """Why ``text`` is not an equivalence margin (``0.02`` or ``5%``); None if it is."""
-    from results.stats.verdicts import parse_margin
+    from ablations.results.stats.verdicts import parse_margin
 
     try:
         parse_margin(text)
@@ -219,6 +219,21 @@ def check_name(name: str) -> str:
         raise UsageError(f"{arg('name')} {name!r}: use letters, digits, '.', '_' and '-' only "
                          f"(the experiment's folder is {arg('storage')}/NAME)")
     return name
+
+
+def check_project_folder(folder: Path | str) -> None:
+    """The folder an experiment starts in, which Ray puts on its workers' module path: a module
+    or package of its own named ``ablations`` would be imported there instead of the runner."""
+    import ablations
+
+    ours = Path(ablations.__file__).resolve().parent
+    folder = Path(folder).resolve()
+    for found in (folder / "ablations.py", folder / "ablations" / "__init__.py"):
+        if found.is_file() and found.resolve().parent != ours:
+            shown = found if found.name == "ablations.py" else found.parent
+            raise UsageError(f"{shown} would be imported as the runner's package `ablations` "
+                             f"on Ray's workers (they import from the folder the experiment "
+                             f"starts in): rename it, or start from another folder")
 
 
 def storage_root(text: str) -> str:

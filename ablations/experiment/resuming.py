@@ -21,9 +21,9 @@ from ablations.experiment.options import ExperimentResult
 from ablations.experiment.plans import plan_from_metadata
 from ablations.experiment.provenance import changes, collect
 from ablations.experiment.request import Request, UsageError, arg
-from results.io.files import MetadataError, first_line, join, list_dir, read_experiment, \
+from ablations.results.io.files import MetadataError, first_line, join, list_dir, read_experiment, \
     read_metadata
-from search_spaces import SPACES
+from ablations.search_spaces import SPACES
 
 
 @dataclass

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.config import TrialConfig
 from ablations.experiment.cluster import (
-    PROJECT_ROOT,
     check_cluster_address,
     runtime_env_for_cluster,
     settle_job_working_dir,
@@ -58,7 +57,7 @@ from ablations.experiment.tables import (
     trial_status,
     tune_state_file,
 )
-from results.io.files import (
+from ablations.results.io.files import (
     METADATA_FILE,
     SCHEMA_VERSION,
     delete_dir,
@@ -70,7 +69,7 @@ from results.io.files import (
     remove_stale_temp_files,
     write_json_atomic,
 )
-from search_spaces.spaces import TrialSpec
+from ablations.search_spaces.spaces import TrialSpec
 
 if TYPE_CHECKING:
     from ablations.experiment.designs.base import Design
@@ -339,7 +338,7 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
     import torch
 
     configs = [spec.config for spec in trials] + [spec.config for spec, _ in skipped]
-    provenance = collect(configs + list(planned), root=PROJECT_ROOT)
+    provenance = collect(configs + list(planned))
     # A resume (the folder already holds an experiment) that found the code, data, packages or
     # device changed (the CLI refuses code/data changes without --allow-changed) keeps what
     # changed and the provenance it replaces.
@@ -384,8 +383,8 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
 
 def reading_own_code(trials: Sequence[TrialSpec]) -> contextlib.AbstractContextManager:
     """Within it, the verdicts a design decides while it runs (rounds, stages) take own
-    code's declared directions (results.io.directions.declared_metrics)."""
-    from results.io.directions import declared_metrics
+    code's declared directions (ablations.results.io.directions.declared_metrics)."""
+    from ablations.results.io.directions import declared_metrics
 
     return declared_metrics(declared_metrics_of([spec.config for spec in trials]))
 

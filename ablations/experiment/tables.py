@@ -20,7 +20,7 @@ import pandas as pd
 from ablations.config.statuses import TrialStatus
 from ablations.experiment.provenance import trial_columns
 from ablations.experiment.reported import unpacked, unpacked_frame
-from results.io.files import (
+from ablations.results.io.files import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,
     TRIALS_FILE,
@@ -29,8 +29,8 @@ from results.io.files import (
     join,
     write_parquet_atomic,
 )
-from results.io.schema import EPOCH_COLUMNS, TRIAL_COLUMNS, column_names
-from search_spaces.spaces import TrialSpec
+from ablations.results.io.schema import EPOCH_COLUMNS, TRIAL_COLUMNS, column_names
+from ablations.search_spaces.spaces import TrialSpec
 
 from ablations.experiment.options import ExperimentResult, RunOptions, experiment_dir
 

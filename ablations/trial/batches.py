@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ablations.config import TrialConfig
-from model.data import (
+from ablations.model.data import (
     SYNTHETIC_SCALARS,
     DataError,
     RegressionData,

@@ -22,8 +22,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from ablations.trial.batches import scalar_columns
 from ablations.config import TrialConfig
 from ablations.trial.model_builder import build_trial_model, builtin_model_config
-from model.data import SyntheticSpec, check_directory
-from model.model import ModelConfig, build_model
+from ablations.model.data import SyntheticSpec, check_directory
+from ablations.model.model import ModelConfig, build_model
 
 
 @functools.lru_cache(maxsize=256)

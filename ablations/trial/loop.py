@@ -62,9 +62,9 @@ from ablations.trial.metrics import (
     predict,
     regression_metrics,
 )
-from model.data import RegressionData
+from ablations.model.data import RegressionData
 from ablations.trial.model_builder import build_trial_model, builtin_model_config
-from model.model import ModelConfig
+from ablations.model.model import ModelConfig
 
 Reporter = Callable[[dict[str, Any], dict[str, Any], Optional[pd.DataFrame]], None]
 

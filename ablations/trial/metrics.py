@@ -30,7 +30,7 @@ from ablations.trial.step import (
     loss_fn,
     release_memory,
 )
-from model.data import RegressionData
+from ablations.model.data import RegressionData
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 Z90 = 1.6448536269514722  # central 90% interval of a Gaussian: mean ± Z90·std

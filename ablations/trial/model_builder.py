@@ -13,7 +13,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ablations.config import ConfigError, TrialConfig
 from ablations.config.plugins import DataShape, load_plugin
-from model.model import ModelConfig, build_model
+from ablations.model.model import ModelConfig, build_model
 
 
 def builtin_model_config(config: TrialConfig, image_shape: tuple[int, int, int],

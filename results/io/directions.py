@@ -9,8 +9,8 @@
   (experiment.json's ``metrics``) give their direction, and their unit to
   :func:`declared_unit`; the report, the verdicts and the summary read an experiment inside it.
 
-Every numeric column documented in :mod:`results.io.schema` is in one of the two tables (a test
-walks the schema), so a new column gets a direction, or a reason for none, when it is added.
+Every numeric column documented in :mod:`ablations.results.io.schema` is in one of the two tables (a
+test walks the schema), so a new column gets a direction, or a reason for none, when it is added.
 """
 
 from __future__ import annotations

@@ -10,14 +10,14 @@ import functools
 
 from ablations.config import TrialConfig
 from ablations.trial.divergence import EXPLOSION_FACTOR
-from results.io.table_columns import (  # noqa: F401 (VERDICT_COLUMNS: imported from here too)
+from ablations.results.io.table_columns import (  # noqa: F401 (VERDICT_COLUMNS: imported from here too)
     ACROSS_COLUMNS,
     COMPARE_COLUMNS,
     SEQUENTIAL_COLUMNS,
     SPENT_COLUMNS,
     VERDICT_COLUMNS,
 )
-from results.io.directions import metric_direction
+from ablations.results.io.directions import metric_direction
 
 # (name, dtype, description). Config columns of trials.parquet come from TrialConfig's fields.
 TRIAL_COLUMNS: list[tuple[str, str, str]] = [
@@ -201,7 +201,7 @@ def _table(columns: list[tuple[str, str, str]]) -> str:
 
 
 def render_markdown() -> str:
-    """The text of results/README.md (``python -m results.io.schema`` rewrites the file)."""
+    """The text of results/README.md (``python -m ablations.results.io.schema`` rewrites the file)."""
     config = ", ".join(f"`{c}`" for c in config_columns())
     return f"""# Results: the experiment folder and its Parquet schema
 
@@ -233,7 +233,7 @@ ok.groupby("ablation")["test_mae"].agg(["mean", "std", "count"])
 
 or `results.read_experiment(path)`, which returns the three tables and names a missing file.
 
-This file is `results/io/schema.py` rendered (`python -m results.io.schema`); a test checks that a
+This file is `results/io/schema.py` rendered (`python -m ablations.results.io.schema`); a test checks that a
 real run writes every column and that this file is up to date.
 
 ## trials.parquet
@@ -325,7 +325,7 @@ The verdicts are computed from the files, not stored. `experiment_verdicts(direc
 (`results/stats/decisions.py`) gives an experiment's verdict table as its design decided it:
 the sequential table for a `--seeds auto` run and for a fixed run that is the pilot look of its
 planned design, else the fixed-design table, on the settings experiment.json recorded.
-`verdict_table(trials)` (`results/stats/verdicts.py`, also in `results.stats.analysis`) gives
+`verdict_table(trials)` (`results/stats/verdicts.py`, also in `ablations.results.stats.analysis`) gives
 the fixed-design verdicts of a trials table: on a `--seeds auto` experiment's trials these are
 not the verdicts its rounds decided. `<metric>` is the metric's name (`test_mae_mean` for the
 default metric); Δ is variant − reference, paired by seed. The table's `.attrs` hold the metric, reference, margin
@@ -351,7 +351,7 @@ table, with Δ = B − A and a percentage margin taken of the variant's own mean
 
 An experiment over several datasets (docs/datasets.md): its verdict table is each dataset's,
 one below the other, with a `dataset` column first; `across_datasets.parquet` (written by the
-run and by `report`; `results.stats.decisions.across_datasets_of(trials, meta)` computes it)
+run and by `report`; `ablations.results.stats.decisions.across_datasets_of(trials, meta)` computes it)
 has one row per variant, its verdict across the datasets:
 
 {_table(ACROSS_COLUMNS)}

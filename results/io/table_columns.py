@@ -1,15 +1,15 @@
 """The columns of the tables the analysis returns (not files): the verdict table, the
 ``--seeds auto`` additions, the compute spent and the comparison of two experiments.
 
-:mod:`results.io.schema` renders them into ``results/README.md``; a test calls each function on
-a small trials table and checks that every column it returns is listed here. ``<metric>``
-stands for the metric's name (``test_mae_mean`` for the default metric).
+:mod:`ablations.results.io.schema` renders them into ``results/README.md``; a test calls each
+function on a small trials table and checks that every column it returns is listed here.
+``<metric>`` stands for the metric's name (``test_mae_mean`` for the default metric).
 """
 
 from __future__ import annotations
 
-# (name, dtype, meaning) of results.stats.analysis.verdict_table, in its order. Δ = variant −
-# reference per seed; "the family": every variant but the reference.
+# (name, dtype, meaning) of ablations.results.stats.analysis.verdict_table, in its order. Δ =
+# variant − reference per seed; "the family": every variant but the reference.
 VERDICT_COLUMNS: list[tuple[str, str, str]] = [
     ("ablation", "string", "the variant; the reference has a row too (verdict `reference`)"),
     ("n_ok", "int64", "ok trials with a finite metric (the seeds the comparison can use)"),
@@ -74,7 +74,7 @@ VERDICT_COLUMNS: list[tuple[str, str, str]] = [
      "the margin tested: in the metric's units, or the share for a percentage"),
 ]
 
-# Added by results.stats.sequential_table.sequential_verdict_table (`--seeds auto`, and a
+# Added by ablations.results.stats.sequential_table.sequential_verdict_table (`--seeds auto`, and a
 # fixed run that is the pilot look of its planned design); the other columns as above, from
 # the look that decided the arm, else the last look it reached.
 SEQUENTIAL_COLUMNS: list[tuple[str, str, str]] = [
@@ -84,7 +84,7 @@ SEQUENTIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("level_eq", "float64", "nominal level of the equivalence test at the reported look"),
 ]
 
-# results.stats.sequential_table.compute_spent: one row per variant.
+# ablations.results.stats.sequential_table.compute_spent: one row per variant.
 SPENT_COLUMNS: list[tuple[str, str, str]] = [
     ("ablation", "string", "the variant"),
     ("trials", "int64", "trials it ran (skipped cells not counted)"),
@@ -97,7 +97,7 @@ SPENT_COLUMNS: list[tuple[str, str, str]] = [
     ("fixed_gpu_hours", "float64", "GPU-hours of that fixed design, the same way"),
 ]
 
-# results.stats.compare.compare_experiments (B against A, per variant in both): these, and
+# ablations.results.stats.compare.compare_experiments (B against A, per variant in both): these, and
 # test, n_pairs, diff_mean ... margin, verdict, reason as in the verdict table with Δ = B − A
 # and a percentage margin of the variant's own mean in A.
 COMPARE_COLUMNS: list[tuple[str, str, str]] = [
@@ -109,8 +109,8 @@ COMPARE_COLUMNS: list[tuple[str, str, str]] = [
      "every shared seed gave the same value bit for bit (the same machine and software stack)"),
 ]
 
-# results.stats.datasets.across_datasets (across_datasets.parquet): one row per variant, its
-# verdict across the datasets of an experiment over several (docs/datasets.md). Ratios are the
+# ablations.results.stats.datasets.across_datasets (across_datasets.parquet): one row per variant,
+# its verdict across the datasets of an experiment over several (docs/datasets.md). Ratios are the
 # variant's mean over the reference's, minus 1, pooled over the datasets.
 ACROSS_COLUMNS: list[tuple[str, str, str]] = [
     ("ablation", "string", "the variant"),

@@ -7,9 +7,9 @@ compute spent (``--seeds auto``), per stratum a variant × level grid of the dif
 reference with their intervals, and the figures (learning curves, stratum heatmap,
 calibration). The ablation table and the uncertainty tables are folded (``<details>``); the
 long per-stratum tables are in the appendix. Numbers are formatted for reading
-(:mod:`results.report.formatting`, :mod:`results.report.tables`); the layout is
-:mod:`results.report.page`'s and fits a 1366 px screen (:mod:`tools.browser_check` checks it).
-The HTML embeds the figures as base64 PNGs, so it is one file to send around.
+(:mod:`ablations.results.report.formatting`, :mod:`ablations.results.report.tables`); the layout is
+:mod:`ablations.results.report.page`'s and fits a 1366 px screen (:mod:`tools.browser_check` checks
+it). The HTML embeds the figures as base64 PNGs, so it is one file to send around.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import pyarrow as pa
 
 from ablations.config.comparison import DEFAULT_METRIC
 from ablations.config.statuses import TrialStatus
-from results.report import plots
-from results.report.formatting import plain, unit_of
-from results.stats.analysis import (
+from ablations.results.report import plots
+from ablations.results.report.formatting import plain, unit_of
+from ablations.results.stats.analysis import (
     calibration_curve,
     dropped_note,
     load_experiments,
@@ -36,11 +36,11 @@ from results.stats.analysis import (
     uncertainty_table,
     verdict_note,
 )
-from results.stats.baseline_check import baseline_check
-from results.stats.compare import compare_experiments, compare_note
-from results.stats.uncertainty import one_draw
-from results.stats.verdicts import margin_text, parse_margin
-from results.io.files import (
+from ablations.results.stats.baseline_check import baseline_check
+from ablations.results.stats.compare import compare_experiments, compare_note
+from ablations.results.stats.uncertainty import one_draw
+from ablations.results.stats.verdicts import margin_text, parse_margin
+from ablations.results.io.files import (
     TRIALS_FILE,
     MetadataError,
     atomic_write,
@@ -49,12 +49,12 @@ from results.io.files import (
     join,
     read_metadata,
 )
-from results.stats.dataset_rows import is_across_datasets
-from results.stats.phases import evaluation_rows
-from results.report.folder import NotAnExperimentError, check_experiment
-from results.report.designs import factorial_sections, tuned_section
-from results.report.page import Section, html_page, markdown_page
-from results.report.tables import (
+from ablations.results.stats.dataset_rows import is_across_datasets
+from ablations.results.stats.phases import evaluation_rows
+from ablations.results.report.folder import NotAnExperimentError, check_experiment
+from ablations.results.report.designs import factorial_sections, tuned_section
+from ablations.results.report.page import Section, html_page, markdown_page
+from ablations.results.report.tables import (
     FLAG,
     ablation_view,
     declared_metrics_view,
@@ -63,20 +63,20 @@ from results.report.tables import (
     strata_grids,
     verdict_view,
 )
-from results.stats.seed_variance import seed_variance_note, seed_variance_table
-from results.stats.planned import (
+from ablations.results.stats.seed_variance import seed_variance_note, seed_variance_table
+from ablations.results.stats.planned import (
     exploratory_note,
     pilot_design,
     pilot_note,
 )
-from results.stats.sequential import SeedDesign, design_note
-from results.io.directions import declared_metrics
-from results.report.paper_files import write_paper_files
-from results.stats.decisions import (
+from ablations.results.stats.sequential import SeedDesign, design_note
+from ablations.results.io.directions import declared_metrics
+from ablations.results.report.paper_files import write_paper_files
+from ablations.results.stats.decisions import (
     decision_settings,
     verdicts_of,
 )
-from results.stats.sequential_table import compute_note, compute_spent
+from ablations.results.stats.sequential_table import compute_note, compute_spent
 
 FIGURES_DIR = "report_files"
 
@@ -85,13 +85,15 @@ FIGURES_DIR = "report_files"
 class Report:
     markdown: Path | str  # a Path for a local experiment, the URI for one in object storage
     html: Path | str
-    # the verdict table as the design decided it (results.stats.decisions.verdicts_of): the
-    # ablation table and the verdicts
+    # the verdict table as the design decided it (ablations.results.stats.decisions.verdicts_of):
+    # the ablation table and the verdicts
     ablation: pd.DataFrame
-    note: str  # results.stats.analysis.verdict_note: what the verdicts mean, margin and alpha
+    # ablations.results.stats.analysis.verdict_note: what the verdicts mean, margin and alpha
+    note: str
     # the ablation table for a paper (results/report/paper.py): format -> the file written
     tables: dict = field(default_factory=dict)
-    # over several datasets: the verdicts across them (results.stats.datasets.across_datasets)
+    # over several datasets: the verdicts across them
+    # (ablations.results.stats.datasets.across_datasets)
     across: Optional[pd.DataFrame] = None
 
 
@@ -107,11 +109,11 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     """Analyse the experiment in ``directory`` (a path or a URI such as ``s3://bucket/exp``)
     and write report.md, report.html and the PNGs into it, each atomically. With
     ``compare_with`` (another experiment folder), a section compares this experiment with it
-    variant by variant (:func:`results.stats.compare.compare_experiments`, the other one as A).
-    ``formats`` (``latex``, ``markdown``, ``csv``): the ablation table for a paper as
-    table.tex, table.md or table.csv too (:mod:`results.report.paper`).
+    variant by variant (:func:`ablations.results.stats.compare.compare_experiments`, the other one
+    as A). ``formats`` (``latex``, ``markdown``, ``csv``): the ablation table for a paper as
+    table.tex, table.md or table.csv too (:mod:`ablations.results.report.paper`).
 
-    ``margin`` and ``alpha`` are :func:`results.stats.analysis.verdict_table`'s. Each of
+    ``margin`` and ``alpha`` are :func:`ablations.results.stats.analysis.verdict_table`'s. Each of
     ``reference``, ``metric``, ``margin`` and ``alpha`` left None is what the experiment
     recorded (experiment.json: the reference; for ``--seeds auto`` the metric, margin and α
     its rounds decided on), else baseline, test_mae, 5% and 0.05.
@@ -184,7 +186,7 @@ def _report_of(directory: str | Path, meta: dict[str, Any], *, reference: str | 
                 "ablation", "n_pairs", "a_mean", "b_mean", "diff_mean", "tost_ci_low",
                 "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
     if is_across_datasets(trials):  # each dataset's report, then the one across them
-        from results.report.datasets_report import write_datasets_report
+        from ablations.results.report.datasets_report import write_datasets_report
 
         with tempfile.TemporaryDirectory(prefix="report-") as scratch:
             return write_datasets_report(
@@ -213,9 +215,9 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     sequential design's; the report adds the compute spent), or its ``planned`` record of a
     fixed run that is the pilot look of a design (no ``rounds``: that look's verdicts).
     ``meta``: the experiment.json the verdicts are decided by
-    (:func:`results.stats.decisions.verdicts_of`); settings that differ from those it recorded
-    before the data label the table exploratory; a factorial design's sections come from it.
-    ``tuned``: a tuned ablation's side-by-side section; every other table of such an
+    (:func:`ablations.results.stats.decisions.verdicts_of`); settings that differ from those it
+    recorded before the data label the table exploratory; a factorial design's sections come from
+    it. ``tuned``: a tuned ablation's side-by-side section; every other table of such an
     experiment reads its evaluation at the configuration given (results/stats/phases.py)."""
     name = str(trials["experiment"].iloc[0])
     all_trials = trials

@@ -1,8 +1,8 @@
-"""Figures of an experiment across datasets (:mod:`results.stats.datasets`): a forest plot per
-ablation, one row per dataset and the pooled estimate at the bottom, and the critical-difference
-diagram of the arms' average ranks. Drawn and saved as :mod:`results.report.plots` draws its
-figures (the report's width, Okabe and Ito's colours, PNG with PDF and SVG beside it at the
-report's, a page's and a column's size: :func:`results.report.plots.vector_files`)."""
+"""Figures of an experiment across datasets (:mod:`ablations.results.stats.datasets`): a forest plot
+per ablation, one row per dataset and the pooled estimate at the bottom, and the critical-difference
+diagram of the arms' average ranks. Drawn and saved as :mod:`ablations.results.report.plots` draws
+its figures (the report's width, Okabe and Ito's colours, PNG with PDF and SVG beside it at the
+report's, a page's and a column's size: :func:`ablations.results.report.plots.vector_files`)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Polygon
 from scipy import stats
 
-from results.report.plots import PALETTE, VERDICT_COLORS, save_figure
-from results.stats.dataset_rows import DATASET
-from results.stats.datasets import Ranks
+from ablations.results.report.plots import PALETTE, VERDICT_COLORS, save_figure
+from ablations.results.stats.dataset_rows import DATASET
+from ablations.results.stats.datasets import Ranks
 
 FIGURE_WIDTH = 7.5  # inches: the report's forest plot's
 ROW_HEIGHT = 0.45  # inches per row of a forest plot
@@ -29,7 +29,7 @@ CD_COLORS = ("blue", "orange", "green", "vermillion", "purple", "sky_blue", "bla
 
 def dataset_intervals(effects: pd.DataFrame, *, alpha: float) -> pd.DataFrame:
     """Each dataset's ratio − 1 and its 1 − α t interval (t on n_pairs − 1 degrees of
-    freedom), from :func:`results.stats.datasets.dataset_effects`'s log ratios: ``ratio``,
+    freedom), from :func:`ablations.results.stats.datasets.dataset_effects`'s log ratios: ``ratio``,
     ``ratio_ci_low``, ``ratio_ci_high`` (NaN where the dataset has no ratio)."""
     log_ratio = effects["log_ratio"].to_numpy(float)
     df = effects["n_pairs"].to_numpy(float) - 1
@@ -46,7 +46,7 @@ def _pairs(count: float) -> str:
 
 
 def _no_ratio_note(row: pd.Series) -> str:
-    """Why a dataset has no ratio (:func:`results.stats.datasets.dataset_effects`)."""
+    """Why a dataset has no ratio (:func:`ablations.results.stats.datasets.dataset_effects`)."""
     if int(row["n_pairs"]) < 2:
         return f"no ratio: {_pairs(row['n_pairs'])} (needs 2)"
     return "no ratio: a mean not above 0"
@@ -142,13 +142,13 @@ def dataset_forest_plot(effects: pd.DataFrame, across: pd.Series, path: Path, *,
     """One ablation's forest plot across datasets, as the ratio − 1 in %.
 
     Args:
-        effects: that ablation's rows of :func:`results.stats.datasets.dataset_effects`
+        effects: that ablation's rows of :func:`ablations.results.stats.datasets.dataset_effects`
             (``dataset``, ``n_pairs``, ``log_ratio``, ``variance``); a row without a ratio
             is labelled with why instead of drawn.
-        across: that ablation's row of :func:`results.stats.datasets.across_datasets`.
-        path: the PNG to write (PDF and SVG beside it, :func:`results.report.plots.save_figure`).
-        alpha: each dataset's interval is its 1 − α t interval, as the pooled one is.
-        metric: named in the axis label.
+        across: that ablation's row of :func:`ablations.results.stats.datasets.across_datasets`.
+        path: the PNG to write (PDF and SVG beside it,
+        :func:`ablations.results.report.plots.save_figure`). alpha: each dataset's interval is its 1
+        − α t interval, as the pooled one is. metric: named in the axis label.
 
     Each dataset: its ratio with exp(log ratio ± t·√variance) − 1; at the bottom the pooled
     ratio as a diamond spanning its interval, coloured by the verdict, with the prediction
@@ -208,7 +208,7 @@ def draw_critical_difference(ranks: Ranks) -> Figure:
 
 
 def critical_difference_diagram(ranks: Ranks, path: Path) -> Path:
-    """The arms' average ranks over the datasets (:func:`results.stats.datasets.
+    """The arms' average ranks over the datasets (:func:`ablations.results.stats.datasets.
     rank_comparison`), those the Nemenyi test does not tell apart joined by a bar, the
     critical difference drawn above the axis (scikit-posthocs; Demšar 2006)."""
     return save_figure(draw_critical_difference(ranks), path)

@@ -1,4 +1,4 @@
-"""The across-dataset verdicts as a reader sees them (:func:`results.stats.datasets.
+"""The across-dataset verdicts as a reader sees them (:func:`ablations.results.stats.datasets.
 across_datasets`'s table with readable columns; ratios as percentages), for the console, the
 report and the trackers."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from results.report.formatting import Column, readable
+from ablations.results.report.formatting import Column, readable
 
 PERCENT = ("ratio", "ratio_ci_low", "ratio_ci_high", "tost_ci_low", "tost_ci_high", "pi_low",
            "pi_high")

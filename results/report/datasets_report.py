@@ -1,8 +1,8 @@
 """The report of an experiment over several datasets (docs/datasets.md).
 
 The top report.md / report.html lead with the verdicts across the datasets
-(:mod:`results.stats.datasets`), then a forest plot per ablation (a row per dataset and the
-pooled ratio), the critical-difference diagram where there are five or more datasets, and each
+(:mod:`ablations.results.stats.datasets`), then a forest plot per ablation (a row per dataset and
+the pooled ratio), the critical-difference diagram where there are five or more datasets, and each
 dataset's verdict table. Each dataset also gets the full single-dataset report (learning
 curves, strata, calibration, the paper's tables) in ``datasets/<name>/``. The across-dataset
 table is written as ``across_datasets.parquet`` beside trials.parquet.
@@ -16,18 +16,18 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from ablations.config.statuses import TrialStatus
-from results.io.files import join, write_parquet_atomic
-from results.report import plots
-from results.report.dataset_plots import critical_difference_diagram, dataset_forest_plots
-from results.report.dataset_tables import across_view
-from results.report.page import Section, html_page, markdown_page
-from results.report.tables import verdict_view
-from results.stats.baseline_check import dataset_baseline_checks
-from results.stats.dataset_rows import by_dataset
-from results.stats.datasets import across_note, dataset_effects, rank_comparison
-from results.stats.decisions import across_datasets_of, one_below_the_other
-from results.stats.phases import evaluation_rows
-from results.stats.verdicts import margin_text
+from ablations.results.io.files import join, write_parquet_atomic
+from ablations.results.report import plots
+from ablations.results.report.dataset_plots import critical_difference_diagram, dataset_forest_plots
+from ablations.results.report.dataset_tables import across_view
+from ablations.results.report.page import Section, html_page, markdown_page
+from ablations.results.report.tables import verdict_view
+from ablations.results.stats.baseline_check import dataset_baseline_checks
+from ablations.results.stats.dataset_rows import by_dataset
+from ablations.results.stats.datasets import across_note, dataset_effects, rank_comparison
+from ablations.results.stats.decisions import across_datasets_of, one_below_the_other
+from ablations.results.stats.phases import evaluation_rows
+from ablations.results.stats.verdicts import margin_text
 
 ACROSS_FILE = "across_datasets.parquet"
 DATASETS_DIR = "datasets"  # each dataset's own report: datasets/<name>/report.md
@@ -46,8 +46,8 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
                           metric: str, margin: str | float, alpha: float, meta: dict,
                           formats: Sequence[str], write_one: Callable[..., Any],
                           write_file: Callable[[str, bytes], Any], report_type: type) -> Any:
-    """Each dataset's report (``write_one``: results.report.build's single-dataset writer) in
-    ``datasets/<name>/``, then the top report across them. Returns ``report_type`` (build's
+    """Each dataset's report (``write_one``: ablations.results.report.build's single-dataset writer)
+    in ``datasets/<name>/``, then the top report across them. Returns ``report_type`` (build's
     Report) with the verdicts of every dataset, one below the other."""
     settings = {"reference": reference, "metric": metric, "margin": margin, "alpha": alpha}
     per_dataset: dict[str, pd.DataFrame] = {}

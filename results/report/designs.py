@@ -1,5 +1,5 @@
-"""The report's sections for two kinds of run (:mod:`results.report.build` places them): a tuned
-ablation's verdicts side by side (``--tune-each``) and a factorial design's effects with the
+"""The report's sections for two kinds of run (:mod:`ablations.results.report.build` places them): a
+tuned ablation's verdicts side by side (``--tune-each``) and a factorial design's effects with the
 interaction plot (``--design factorial``).
 """
 
@@ -10,18 +10,18 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from results.report import plots
-from results.report.page import Section
-from results.stats.decisions import factorial_effects_of, tuned_comparison_of
-from results.stats.factorial import effects_view, factorial_note, interaction_means
-from results.stats.factorial_design import FactorialDesign
-from results.stats.phases import has_tuning
+from ablations.results.report import plots
+from ablations.results.report.page import Section
+from ablations.results.stats.decisions import factorial_effects_of, tuned_comparison_of
+from ablations.results.stats.factorial import effects_view, factorial_note, interaction_means
+from ablations.results.stats.factorial_design import FactorialDesign
+from ablations.results.stats.phases import has_tuning
 
 
 def tuned_section(trials: pd.DataFrame, meta: dict[str, Any], *, reference: str, metric: str,
                   margin: str | float, alpha: float) -> Optional[Section]:
     """A tuned ablation's verdicts at the configuration given and at each arm's own best, side
-    by side (:func:`results.stats.decisions.tuned_comparison_of`; None for an experiment
+    by side (:func:`ablations.results.stats.decisions.tuned_comparison_of`; None for an experiment
     without ``--tune-each``)."""
     if not has_tuning(trials):
         return None
@@ -56,7 +56,7 @@ def tuned_section(trials: pd.DataFrame, meta: dict[str, Any], *, reference: str,
 
 def factorial_sections(trials: pd.DataFrame, meta: dict[str, Any], figures_dir: Path, *,
                        metric: str, margin: str | float, alpha: float) -> list[Section]:
-    """The effects of a factorial design (:func:`results.stats.decisions.
+    """The effects of a factorial design (:func:`ablations.results.stats.decisions.
     factorial_effects_of`) with their verdicts, and the interaction plot; none for an
     experiment without a factorial design."""
     if not meta.get("factorial"):

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from results.io.files import (
+from ablations.results.io.files import (
     EPOCHS_FILE,
     METADATA_FILE,
     PREDICTIONS_FILE,

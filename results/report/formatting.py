@@ -20,7 +20,7 @@ from typing import Iterable, Optional
 import numpy as np
 import pandas as pd
 
-from results.io.directions import declared_unit
+from ablations.results.io.directions import declared_unit
 
 KM_METRICS = ("mae", "rmse", "crps", "bias", "sharpness")  # metrics in the target's unit
 

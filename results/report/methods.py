@@ -10,9 +10,9 @@ from typing import Any, Literal, Optional
 
 import pandas as pd
 
-from results.io.directions import metric_direction
-from results.report.formatting import unit_of
-from results.stats.verdicts import margin_text
+from ablations.results.io.directions import metric_direction
+from ablations.results.report.formatting import unit_of
+from ablations.results.stats.verdicts import margin_text
 
 Style = Literal["markdown", "latex"]
 
@@ -63,7 +63,7 @@ SOURCES = {"init": "the weights' initialisation and dropout", "order": "the orde
 def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFrame,
                  style: Style = "markdown", baseline_line: Optional[str] = None) -> str:
     """The paragraph for the experiment ``meta`` (its experiment.json), ``trials`` (its
-    evaluation rows) and ``verdicts`` (:func:`results.stats.decisions.verdicts_of`)."""
+    evaluation rows) and ``verdicts`` (:func:`ablations.results.stats.decisions.verdicts_of`)."""
     latex = style == "latex"
 
     def cite(*keys: str) -> str:

@@ -1,9 +1,9 @@
 """The report's pages: the same sections as report.md and as one self-contained report.html.
 
 A :class:`Section` is a heading, a paragraph, a table of strings (already formatted,
-:mod:`results.report.formatting`) and/or a figure. Sections marked ``collapsed`` are folded in the
-HTML (``<details>``); those marked ``appendix`` come last, under "Appendix", in both. The HTML
-embeds the figures (base64 PNGs) and is laid out to fit a 1366 px laptop screen: text and
+:mod:`ablations.results.report.formatting`) and/or a figure. Sections marked ``collapsed`` are
+folded in the HTML (``<details>``); those marked ``appendix`` come last, under "Appendix", in both.
+The HTML embeds the figures (base64 PNGs) and is laid out to fit a 1366 px laptop screen: text and
 tables at most 1200 px wide, figures scaled to the column, long cells wrapped.
 """
 

@@ -1,5 +1,5 @@
 """The ablation table for a paper: LaTeX (booktabs), Markdown or CSV, from the verdict table
-the report shows (:func:`results.stats.decisions.verdicts_of`), built with pandas' Styler.
+the report shows (:func:`ablations.results.stats.decisions.verdicts_of`), built with pandas' Styler.
 
 One row per variant, the reference first: the metric's mean over the ok seeds with the
 half-width of its t interval, the difference to the reference with the interval the
@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from results.report.formatting import decimals_for, unit_of
-from results.report.page import markdown_cells
-from results.stats.comparisons import holm
-from results.stats.verdicts import margin_text
+from ablations.results.report.formatting import decimals_for, unit_of
+from ablations.results.report.page import markdown_cells
+from ablations.results.stats.comparisons import holm
+from ablations.results.stats.verdicts import margin_text
 
 Format = Literal["latex", "markdown", "csv"]
 FORMATS = ("latex", "markdown", "csv")
@@ -119,8 +119,8 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format) -> st
 
 def effects_paper_table(effects: pd.DataFrame, fmt: Format) -> str:
     """A factorial design's main effects and two-factor interactions
-    (:func:`results.stats.factorial.factorial_effects`) for a paper: each with its estimate,
-    its 1 − α interval and its verdict's marker."""
+    (:func:`ablations.results.stats.factorial.factorial_effects`) for a paper: each with its
+    estimate, its 1 − α interval and its verdict's marker."""
     a = effects.attrs
     metric, alpha = a["metric"], a["alpha"]
     if fmt == "csv":
@@ -155,7 +155,7 @@ def effects_paper_table(effects: pd.DataFrame, fmt: Format) -> str:
 
 def tuned_paper_table(table: pd.DataFrame, fmt: Format) -> str:
     """A tuned ablation's verdicts at the configuration given and at each arm's own best
-    (:func:`results.stats.tuned.side_by_side`) for a paper."""
+    (:func:`ablations.results.stats.tuned.side_by_side`) for a paper."""
     a = table.attrs
     metric, keys = a["metric"], a.get("keys", [])
     if fmt == "csv":

@@ -9,11 +9,11 @@ from typing import Any, Callable, Optional, Sequence
 
 import pandas as pd
 
-from results.io.files import join
-from results.report.methods import REFERENCES_BIB, methods_text
-from results.report.paper import effects_paper_table, paper_table, tuned_paper_table
-from results.stats.decisions import factorial_effects_of, tuned_comparison_of
-from results.stats.phases import evaluation_rows
+from ablations.results.io.files import join
+from ablations.results.report.methods import REFERENCES_BIB, methods_text
+from ablations.results.report.paper import effects_paper_table, paper_table, tuned_paper_table
+from ablations.results.stats.decisions import factorial_effects_of, tuned_comparison_of
+from ablations.results.stats.phases import evaluation_rows
 
 PAPER_FILES = {"latex": "table.tex", "markdown": "table.md", "csv": "table.csv"}
 METHODS_FILES = {"markdown": "methods.md", "latex": "methods.tex"}

@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC  # noqa: E402
-from results.report.formatting import unit_of, with_unit  # noqa: E402
+from ablations.results.report.formatting import unit_of, with_unit  # noqa: E402
 
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with protanopia, deuteranopia
@@ -109,13 +109,13 @@ VERDICT_COLORS = {"worse": PALETTE["vermillion"], "higher": PALETTE["vermillion"
 def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = DEFAULT_METRIC) -> Path:
     """Difference to the reference per ablation with its confidence interval.
 
-    Given a verdict table (:func:`results.stats.verdicts.verdict_table`, or the sequential one):
-    the margin band shaded, ticks at ± the equivalence bound reached after Holm on the rows
+    Given a verdict table (:func:`ablations.results.stats.verdicts.verdict_table`, or the sequential
+    one): the margin band shaded, ticks at ± the equivalence bound reached after Holm on the rows
     `equivalent`, `negligible` or `inconclusive` (`equivalent` when they lie inside the band),
     each point coloured by its verdict. With a margin in units, Δ with its 1 − α interval thin
     (``diff_ci_*``) and its 1 − 2α interval (the one TOST reads) thick; with a percentage
     margin (``attrs["relative"]``), the ratio − 1 in % with its 1 − 2α Fieller interval only.
-    Given :func:`results.stats.comparisons.ablation_table`'s: the interval, red where Holm
+    Given :func:`ablations.results.stats.comparisons.ablation_table`'s: the interval, red where Holm
     p < 0.05.
     """
     rows = table[table["diff_mean"].notna()].iloc[::-1]
@@ -231,8 +231,8 @@ def interaction_plot(means: pd.DataFrame, effects: pd.DataFrame, path: str | Pat
     """One panel per two-factor interaction (at most ``limit``, the largest |estimate|
     first): the mean of ``metric`` at the reference cell's value and the other value of the
     first factor, one line per value of the second. Parallel lines: no interaction. Given
-    the tables of :func:`results.stats.factorial.interaction_means` and
-    :func:`results.stats.factorial.factorial_effects`; each panel's title has the effect's
+    the tables of :func:`ablations.results.stats.factorial.interaction_means` and
+    :func:`ablations.results.stats.factorial.factorial_effects`; each panel's title has the effect's
     verdict."""
     rows = effects[effects["kind"] == "interaction"].copy()
     rows = rows.reindex(rows["estimate"].abs().sort_values(ascending=False).index)[:limit]

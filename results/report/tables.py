@@ -1,7 +1,7 @@
-"""The report's tables as a reader sees them: the analysis tables (results.stats.verdicts,
-results.stats.comparisons, results.stats.strata, results.stats.compare) with readable column
-names, units and numbers (:mod:`results.report.formatting`). The numbers themselves are the
-analysis's, unchanged.
+"""The report's tables as a reader sees them: the analysis tables (ablations.results.stats.verdicts,
+ablations.results.stats.comparisons, ablations.results.stats.strata,
+ablations.results.stats.compare) with readable column names, units and numbers
+(:mod:`ablations.results.report.formatting`). The numbers themselves are the analysis's, unchanged.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from results.report.formatting import (
+from ablations.results.report.formatting import (
     Column,
     decimals_for,
     interval,
@@ -19,7 +19,7 @@ from results.report.formatting import (
     unit_of,
     with_unit,
 )
-from results.stats.strata import interval_order
+from ablations.results.stats.strata import interval_order
 
 FLAG = "*"  # marks a stratum cell whose effect differs from the variant's overall effect
 
@@ -29,7 +29,7 @@ def verdict_view(ablation: pd.DataFrame, *, metric: str, alpha: float,
     """The verdict table: per variant its seeds, mean, difference to the reference with the
     interval TOST reads (1 − 2α), the verdict, Holm p-values and the equivalence bound."""
     unit = unit_of(metric)
-    if sequential is None:  # a --seeds auto table says so (results.stats.sequential)
+    if sequential is None:  # a --seeds auto table says so (ablations.results.stats.sequential)
         sequential = bool(ablation.attrs.get("sequential"))
     relative = bool(ablation.attrs.get("relative"))
     if relative:  # shares of the reference's mean, read as percentages
@@ -107,8 +107,8 @@ def ablation_view(ablation: pd.DataFrame, *, metric: str, alpha: float) -> pd.Da
 
 
 def seed_variance_view(table: pd.DataFrame, *, metric: str, alpha: float) -> pd.DataFrame:
-    """results.stats.seed_variance's table: per variant and source of randomness, its variance
-    component, standard deviation, share of the seed variance and interval."""
+    """ablations.results.stats.seed_variance's table: per variant and source of randomness, its
+    variance component, standard deviation, share of the seed variance and interval."""
     unit = unit_of(metric)
     share = [f"{value:.0%}" if math.isfinite(value) else "" for value in table["share"]]
     return readable(table.assign(share_text=share), [
@@ -124,7 +124,7 @@ def seed_variance_view(table: pd.DataFrame, *, metric: str, alpha: float) -> pd.
 
 
 def comparison_view(table: pd.DataFrame, *, metric: str, alpha: float) -> pd.DataFrame:
-    """results.stats.compare's table: B − A per variant."""
+    """ablations.results.stats.compare's table: B − A per variant."""
     unit = unit_of(metric)
     return readable(table, [
         Column("Variant", "ablation", "text"),
@@ -144,10 +144,10 @@ def strata_grids(effects: pd.DataFrame, strata: pd.DataFrame, *, reference: str,
                  variants: list[str]) -> dict[str, pd.DataFrame]:
     """Per stratum, a variant × level grid of the difference of the MAE to ``reference`` in
     that level (km): ``+0.47 [0.40, 0.55]`` with the seed-paired t interval where a variant has
-    two seeds or more (:func:`results.stats.strata.stratified_effects`), the point difference
-    otherwise; a cell marked ``*`` is one whose effect differs from the variant's overall
+    two seeds or more (:func:`ablations.results.stats.strata.stratified_effects`), the point
+    difference otherwise; a cell marked ``*`` is one whose effect differs from the variant's overall
     effect (Holm). Without the reference's predictions, the MAE differences of
-    :func:`results.stats.strata.stratified_errors`."""
+    :func:`ablations.results.stats.strata.stratified_errors`."""
     grids: dict[str, pd.DataFrame] = {}
     if len(effects):
         long = effects.rename(columns={"level": "value"})

@@ -1,29 +1,33 @@
 """Analysis of an experiment: pure pandas/numpy/scipy functions, DataFrames in and out, no Ray.
 
 This module loads the tables (:func:`load_experiments`) and re-exports the analysis functions
-from the modules they live in, so ``from results.stats.analysis import ...`` gives all of them:
+from the modules they live in, so ``from ablations.results.stats.analysis import ...`` gives all
+of them:
 
-- :mod:`results.stats.comparisons`: :func:`ablation_table` (per ablation, mean and CI of a test
+- :mod:`ablations.results.stats.comparisons`: :func:`ablation_table` (per ablation, mean and CI of a
+  test
   metric over seeds, the paired difference to the reference (same seed), its t interval, a
   paired t-test (Welch's test for a variant with other seeds), Holm correction across the
   ablations, and an effect size; failed trials are excluded and counted), :func:`holm`,
   :func:`t_interval`, :func:`usable_trials` (ok trials with a finite metric, and the names of
   the ok ones left out), :func:`dropped_note`.
-- :mod:`results.stats.verdicts`: :func:`verdict_table` (per ablation a verdict against the
+- :mod:`ablations.results.stats.verdicts`: :func:`verdict_table` (per ablation a verdict against the
   reference, the trials tested as one fixed design: `worse`/`better`, `equivalent` by TOST
   against a margin, `negligible`, `inconclusive`; Holm over the family; and the equivalence
   bound the data reach; a ``--seeds auto`` experiment's verdicts as its rounds decided them are
-  :func:`results.stats.decisions.experiment_verdicts`'), :func:`verdict_note` (what they
+  :func:`ablations.results.stats.decisions.experiment_verdicts`'), :func:`verdict_note` (what they
   mean), :func:`equivalence_tests`, :func:`holm_bound`, :func:`parse_margin`,
-  :func:`metric_direction`, ``METRIC_DIRECTION`` (both from :mod:`results.io.directions`),
+  :func:`metric_direction`, ``METRIC_DIRECTION`` (both from :mod:`ablations.results.io.directions`),
   ``DEFAULT_MARGIN``, ``DEFAULT_ALPHA``, ``VERDICTS``.
-- :mod:`results.stats.strata`: :func:`stratified_errors` (MAE, RMSE and bias per stratum and per
+- :mod:`ablations.results.stats.strata`: :func:`stratified_errors` (MAE, RMSE and bias per stratum
+  and per
   ablation, with counts, and the difference to the reference per stratum),
   :func:`stratified_effects` (where it hurts: per ablation and stratum level the seed-paired
   difference to the reference with its t interval, and a Holm-corrected test of whether it
   differs from the ablation's overall effect), :func:`with_stratum_bins`,
   :func:`stratum_columns`, ``STRATUM_PREFIX``.
-- :mod:`results.stats.uncertainty`: :func:`uncertainty_table` (NLL, CRPS, central-interval coverage,
+- :mod:`ablations.results.stats.uncertainty`: :func:`uncertainty_table` (NLL, CRPS, central-interval
+  coverage,
   sharpness and spread-skill for models with a variance head), :func:`uncertainty_metrics`,
   :func:`gaussian_crps`, :func:`coverage`, :func:`calibration_curve`, :func:`seed_ensemble`,
   ``COVERAGE_LEVELS``.
@@ -36,22 +40,22 @@ from typing import Iterable
 
 import pandas as pd
 
-from results.stats.comparisons import (  # noqa: F401 (re-exported)
+from ablations.results.stats.comparisons import (  # noqa: F401 (re-exported)
     ablation_table,
     dropped_note,
     holm,
     t_interval,
     usable_trials,
 )
-from results.io.files import read_experiment
-from results.stats.strata import (  # noqa: F401 (re-exported)
+from ablations.results.io.files import read_experiment
+from ablations.results.stats.strata import (  # noqa: F401 (re-exported)
     STRATUM_PREFIX,
     stratified_effects,
     stratified_errors,
     stratum_columns,
     with_stratum_bins,
 )
-from results.stats.uncertainty import (  # noqa: F401 (re-exported)
+from ablations.results.stats.uncertainty import (  # noqa: F401 (re-exported)
     COVERAGE_LEVELS,
     calibration_curve,
     coverage,
@@ -60,7 +64,7 @@ from results.stats.uncertainty import (  # noqa: F401 (re-exported)
     uncertainty_metrics,
     uncertainty_table,
 )
-from results.stats.verdicts import (  # noqa: F401 (re-exported)
+from ablations.results.stats.verdicts import (  # noqa: F401 (re-exported)
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
     METRIC_DIRECTION,

@@ -35,9 +35,9 @@ import pandas as pd
 
 from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.config.statuses import TrialStatus
-from results.io.files import join, write_json_atomic
-from results.stats.dataset_rows import by_dataset, is_across_datasets
-from results.stats.phases import evaluation_rows
+from ablations.results.io.files import join, write_json_atomic
+from ablations.results.stats.dataset_rows import by_dataset, is_across_datasets
+from ablations.results.stats.phases import evaluation_rows
 
 SKILL_FLOOR = 0.1  # skill against the training mean below this: the reference learned little
 STILL_FALLING_SHARE = 0.05  # last epoch's fall of the val MAE (median) above this: not converged

@@ -3,12 +3,13 @@ change, another dataset, another machine) by more than the margin?
 
 :func:`compare_experiments` pairs each variant's trials of experiment B with the same variant's
 trials of experiment A by seed (Welch's test where fewer than two seeds are shared), one family
-of all the variants both have, and gives each the verdicts of :mod:`results.stats.verdicts`:
-`worse`/`better` (B differs from A, Holm over the family), `equivalent` (TOST: the 1 − 2α
-interval of B − A inside ±margin), `negligible` (both), `inconclusive` (neither). A
-percentage margin is tested as a ratio: the 1 − 2α Fieller interval of the variant's mean in B
-over its mean in A inside 1 ± margin (:mod:`results.stats.contrasts`). :func:`compare_note`
-says it in words; ``run_ablations.py compare EXP_A EXP_B`` prints both.
+of all the variants both have, and gives each the verdicts of
+:mod:`ablations.results.stats.verdicts`: `worse`/`better` (B differs from A, Holm over the family),
+`equivalent` (TOST: the 1 − 2α interval of B − A inside ±margin), `negligible` (both),
+`inconclusive` (neither). A percentage margin is tested as a ratio: the 1 − 2α Fieller interval of
+the variant's mean in B over its mean in A inside 1 ± margin
+(:mod:`ablations.results.stats.contrasts`). :func:`compare_note` says it in words;
+``run_ablations.py compare EXP_A EXP_B`` prints both.
 """
 
 from __future__ import annotations
@@ -24,20 +25,20 @@ from ablations.config.comparison import (
     DEFAULT_METRIC,
     DEFAULT_REFERENCE,
 )
-from results.stats.comparisons import compare_arms, dropped_note, usable_trials
-from results.stats.contrasts import Contrasts, robust_outliers
-from results.stats.crossed import CROSSED_NOTE, add_crossed_columns, crossed_family
-from results.stats.failures import (
+from ablations.results.stats.comparisons import compare_arms, dropped_note, usable_trials
+from ablations.results.stats.contrasts import Contrasts, robust_outliers
+from ablations.results.stats.crossed import CROSSED_NOTE, add_crossed_columns, crossed_family
+from ablations.results.stats.failures import (
     FailureTests,
     failure_reason,
     outcome_tables,
     paired_failure_test,
     verdict_reasons,
 )
-from results.io.files import read_experiment
-from results.stats.dataset_rows import is_across_datasets
-from results.stats.phases import evaluation_rows
-from results.stats.verdicts import (
+from ablations.results.io.files import read_experiment
+from ablations.results.stats.dataset_rows import is_across_datasets
+from ablations.results.stats.phases import evaluation_rows
+from ablations.results.stats.verdicts import (
     equivalence_tests,
     metric_direction,
     parse_margin,
@@ -80,7 +81,7 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         ``.attrs``: metric, margin (in the metric's units, and as given), α, direction, and
         ``only_in_a`` / ``only_in_b`` (variants left out), ``no_ok`` (variants in both without
         an ok trial in both), ``dropped_nan_a`` / ``dropped_nan_b`` (ok trials left out for a
-        NaN or infinite metric, :func:`results.stats.comparisons.usable_trials`).
+        NaN or infinite metric, :func:`ablations.results.stats.comparisons.usable_trials`).
 
     Raises:
         ValueError: no variant in common, a metric missing from a table, a bad margin or α.

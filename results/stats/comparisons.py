@@ -9,7 +9,7 @@
   of the ok trials left out; :func:`dropped_note` names them in a line.
 - :func:`holm`: Holm-Bonferroni adjusted p-values; :func:`t_interval`: a t confidence interval.
 
-Re-exported by :mod:`results.stats.analysis`.
+Re-exported by :mod:`ablations.results.stats.analysis`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from scipy import stats
 
 from ablations.config.comparison import DEFAULT_METRIC, DEFAULT_REFERENCE
 from ablations.config.statuses import TrialStatus
-from results.stats.phases import evaluation_rows
+from ablations.results.stats.phases import evaluation_rows
 
 
 def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -98,8 +98,8 @@ def usable_trials(trials: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, list
     ``metric`` is finite; and the names of the ok trials left out because it is NaN or ±inf
     (``trial_name``, or ``<ablation>-seed<seed>`` for a table without one).
 
-    One rule for :func:`ablation_table` (so the verdicts), :mod:`results.stats.compare` and the
-    sequential looks: a single NaN kept in an arm would make its mean, interval and test NaN
+    One rule for :func:`ablation_table` (so the verdicts), :mod:`ablations.results.stats.compare`
+    and the sequential looks: a single NaN kept in an arm would make its mean, interval and test NaN
     (`inconclusive` whatever the other seeds say), and a silent drop would change the seeds
     compared without saying so, so the dropped trials are named (``.attrs["dropped_nan"]``,
     :func:`dropped_note`).
@@ -142,12 +142,12 @@ def ablation_table(trials: pd.DataFrame, *, metric: str = DEFAULT_METRIC,
     Raises:
         ValueError: trials of several datasets (their seeds pair within a dataset only).
     """
-    from results.stats.dataset_rows import is_across_datasets
+    from ablations.results.stats.dataset_rows import is_across_datasets
 
     if is_across_datasets(trials):
         raise ValueError("these trials are of several datasets: analyse each "
-                         "(results.stats.datasets.by_dataset) or read the verdicts across "
-                         "them (results.stats.decisions.across_datasets_of)")
+                         "(ablations.results.stats.datasets.by_dataset) or read the verdicts "
+                         "across them (ablations.results.stats.decisions.across_datasets_of)")
     trials = evaluation_rows(trials)  # a tuned ablation: the evaluation at the given config
     if reference not in set(trials["ablation"]):
         raise ValueError(f"reference {reference!r} is not among the ablations")

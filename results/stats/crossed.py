@@ -17,7 +17,7 @@ E MS_b = σ²_ε + a·σ²_β, E MS_e = σ²_ε):
 
 The contrast of a relative margin, v − ρ·r = d − x·r (x = ρ − 1), is linear in the cells, so
 its variance is A − 2x·B + x²·C with A, B, C the same formula on the mean cross products of d
-and r (:func:`mean_squares`): :class:`results.stats.contrasts.Contrasts`' moments.
+and r (:func:`mean_squares`): :class:`ablations.results.stats.contrasts.Contrasts`' moments.
 
 - Floor: the estimate can fall below the residual's share MS_e/(ab), even below 0, when a
   source's mean square falls below the residual's. Each source's part, MS_a − MS_e and
@@ -49,8 +49,8 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from results.stats.contrasts import Contrasts
-from results.stats.seed_variance import SOURCE_COLUMNS, crossed_sources
+from ablations.results.stats.contrasts import Contrasts
+from ablations.results.stats.seed_variance import SOURCE_COLUMNS, crossed_sources
 
 MIN_LEVELS = 3  # seeds per source for a test: at 2 the variance has 1 degree of freedom
 CROSSED_NOTE = ("A crossed grid of seeds (--cross-seeds): the tests use the crossed "
@@ -126,7 +126,7 @@ def crossed_cells(trials: pd.DataFrame, reference: str) -> Optional[pd.DataFrame
     """Where each pairing seed sits in a ``--cross-seeds`` grid: ``row`` and ``col`` (0-based
     ranks of the two crossed sources' seeds) by ``seed``, read from the reference's trials of
     any status (the grid as planned); None when the reference's seeds do not cross two
-    sources (:func:`results.stats.seed_variance.crossed_sources`)."""
+    sources (:func:`ablations.results.stats.seed_variance.crossed_sources`)."""
     planned = trials[trials["ablation"] == reference].drop_duplicates("seed")
     sources = crossed_sources(planned) if len(planned) else None
     if sources is None:

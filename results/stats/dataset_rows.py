@@ -1,7 +1,7 @@
 """The rows of each dataset in a table of an experiment over several datasets
 (docs/datasets.md): trials.parquet's, epochs.parquet's and predictions.parquet's ``dataset``
-column. Imported by the analysis that must not mix datasets (results.stats.comparisons) and by
-the verdicts across them (results.stats.datasets)."""
+column. Imported by the analysis that must not mix datasets (ablations.results.stats.comparisons)
+and by the verdicts across them (ablations.results.stats.datasets)."""
 
 from __future__ import annotations
 

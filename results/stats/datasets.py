@@ -1,8 +1,8 @@
 """Verdicts across datasets: does a component matter on datasets like these, not on one?
 
 An experiment over several datasets (trials.parquet's ``dataset`` column) gets the usual
-verdicts on each dataset (:func:`results.stats.decisions.dataset_verdicts_of`), and here one
-row per ablation across them:
+verdicts on each dataset (:func:`ablations.results.stats.decisions.dataset_verdicts_of`), and here
+one row per ablation across them:
 
 - **the pooled ratio**: each dataset's effect is the log of the variant's mean over the
   reference's on the seeds both finished (a ratio has no unit, so datasets measured in km and in
@@ -44,12 +44,12 @@ import pandas as pd
 from scipy import stats
 
 from ablations.config.statuses import TrialStatus
-from results.io.directions import metric_direction
-from results.io.table_columns import ACROSS_COLUMNS
-from results.stats.comparisons import holm
-from results.stats.dataset_rows import DATASET, by_dataset, dataset_names
-from results.stats.phases import evaluation_rows
-from results.stats.verdicts import parse_margin, verdict_labels
+from ablations.results.io.directions import metric_direction
+from ablations.results.io.table_columns import ACROSS_COLUMNS
+from ablations.results.stats.comparisons import holm
+from ablations.results.stats.dataset_rows import DATASET, by_dataset, dataset_names
+from ablations.results.stats.phases import evaluation_rows
+from ablations.results.stats.verdicts import parse_margin, verdict_labels
 
 MIN_RANK_DATASETS = 5  # ranks and the critical-difference diagram from this many datasets
 # per-dataset verdicts that claim something (``on_every_dataset`` names one of these)

@@ -4,15 +4,15 @@ summary, ``report``, the library (``Experiment``), the notebook and the trackers
 Which table decides depends on what experiment.json recorded before the data:
 
 - a ``--seeds auto`` run (``sequential``): the sequential design's verdicts at each arm's
-  last look (:func:`results.stats.sequential_table.sequential_verdict_table`);
+  last look (:func:`ablations.results.stats.sequential_table.sequential_verdict_table`);
 - a fixed run planned as the pilot look of a design (``planned``'s ``design``): that look's
   verdicts, ``attrs["pilot"]`` True;
 - any other fixed run (a table, crossed seeds, a factorial design's cells, a tuned
-  ablation's evaluation at the configuration given): :func:`results.stats.verdicts.
+  ablation's evaluation at the configuration given): :func:`ablations.results.stats.verdicts.
   verdict_table` at full α.
 
-A tuned ablation's search and tuned rows are left out (:func:`results.stats.phases.
-evaluation_rows`); its side-by-side table is :mod:`results.stats.tuned`'s.
+A tuned ablation's search and tuned rows are left out (:func:`ablations.results.stats.phases.
+evaluation_rows`); its side-by-side table is :mod:`ablations.results.stats.tuned`'s.
 """
 
 from __future__ import annotations
@@ -27,24 +27,24 @@ from ablations.config.comparison import (
     DEFAULT_METRIC,
     DEFAULT_REFERENCE,
 )
-from results.io.directions import declared_metrics
-from results.io.files import read_experiment, read_metadata
-from results.stats.dataset_rows import DATASET, by_dataset, is_across_datasets
-from results.stats.datasets import across_datasets
-from results.stats.factorial_design import FactorialDesign
-from results.stats.phases import evaluation_rows
-from results.stats.planned import departures, pilot_design, recorded_settings
-from results.stats.sequential import SeedDesign
-from results.stats.sequential_table import sequential_verdict_table
-from results.stats.tuned import side_by_side
-from results.stats.verdicts import verdict_table
+from ablations.results.io.directions import declared_metrics
+from ablations.results.io.files import read_experiment, read_metadata
+from ablations.results.stats.dataset_rows import DATASET, by_dataset, is_across_datasets
+from ablations.results.stats.datasets import across_datasets
+from ablations.results.stats.factorial_design import FactorialDesign
+from ablations.results.stats.phases import evaluation_rows
+from ablations.results.stats.planned import departures, pilot_design, recorded_settings
+from ablations.results.stats.sequential import SeedDesign
+from ablations.results.stats.sequential_table import sequential_verdict_table
+from ablations.results.stats.tuned import side_by_side
+from ablations.results.stats.verdicts import verdict_table
 
 
 def decision_settings(meta: dict[str, Any], *, reference: Optional[str] = None,
                       metric: Optional[str] = None, margin: str | float | None = None,
                       alpha: Optional[float] = None) -> dict[str, Any]:
     """(reference, metric, margin, alpha) to decide with: each one given, else the one the
-    experiment recorded before its data (:mod:`results.stats.planned`), else the defaults
+    experiment recorded before its data (:mod:`ablations.results.stats.planned`), else the defaults
     (the space's reference, test_mae, 5%, 0.05)."""
     planned = recorded_settings(meta) or {}
     return {
@@ -63,7 +63,8 @@ def verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
     """The verdict table of an experiment (``trials``: its trials.parquet, ``meta``: its
     experiment.json) as its design decided it (the module's docstring says which). Settings
     left None are those recorded before the data; a table decided on others is exploratory:
-    ``attrs["exploratory"]`` lists what differs (:func:`results.stats.planned.departures`).
+    ``attrs["exploratory"]`` lists what differs
+    (:func:`ablations.results.stats.planned.departures`).
 
     An experiment over several datasets gets each dataset's table, one below the other, with
     a ``dataset`` column first (:func:`dataset_verdicts_of`; a dataset with no verdicts
@@ -132,8 +133,9 @@ def factorial_effects_of(trials: pd.DataFrame, meta: dict[str, Any], *,
                          margin: str | float | None = None,
                          alpha: Optional[float] = None) -> Optional[pd.DataFrame]:
     """A factorial design's main effects and interactions
-    (:func:`results.stats.factorial.factorial_effects`) at the settings :func:`verdicts_of`
-    decides with; None for an experiment whose experiment.json records no factorial design.
+    (:func:`ablations.results.stats.factorial.factorial_effects`) at the settings
+    :func:`verdicts_of` decides with; None for an experiment whose experiment.json records no
+    factorial design.
 
     Raises:
         ValueError: no effects are possible (the message says why).
@@ -141,7 +143,7 @@ def factorial_effects_of(trials: pd.DataFrame, meta: dict[str, Any], *,
     with declared_metrics(meta.get("metrics")):  # own code's directions and units
         if not meta.get("factorial"):
             return None
-        from results.stats.factorial import factorial_effects  # statsmodels
+        from ablations.results.stats.factorial import factorial_effects  # statsmodels
 
         settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
                                      alpha=alpha)
@@ -155,7 +157,7 @@ def tuned_comparison_of(trials: pd.DataFrame, meta: dict[str, Any], *,
                         margin: str | float | None = None,
                         alpha: Optional[float] = None) -> Optional[pd.DataFrame]:
     """A tuned ablation's verdicts at the configuration given and at each arm's own best, side
-    by side (:func:`results.stats.tuned.side_by_side`) at the settings :func:`verdicts_of`
+    by side (:func:`ablations.results.stats.tuned.side_by_side`) at the settings :func:`verdicts_of`
     decides with; None for an experiment run without ``tune_each``.
 
     Raises:
@@ -194,7 +196,7 @@ def across_datasets_of(trials: pd.DataFrame, meta: dict[str, Any],
                        reference: Optional[str] = None, metric: Optional[str] = None,
                        margin: str | float | None = None,
                        alpha: Optional[float] = None) -> Optional[pd.DataFrame]:
-    """Each variant's verdict across the datasets (:func:`results.stats.datasets.
+    """Each variant's verdict across the datasets (:func:`ablations.results.stats.datasets.
     across_datasets`) at the settings :func:`verdicts_of` decides with; None for an
     experiment on one dataset. ``per_dataset``: :func:`dataset_verdicts_of`'s, if computed.
 

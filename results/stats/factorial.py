@@ -1,11 +1,11 @@
 """The analysis of a two-level factorial run (docs/factorial.md); the designs themselves are
-:mod:`results.stats.factorial_design` (``FactorialDesign`` is exported here too).
+:mod:`ablations.results.stats.factorial_design` (``FactorialDesign`` is exported here too).
 
 :func:`factorial_effects` fits one ordinary least-squares model (statsmodels) to every cell at
 every seed: the ±1 columns of every alias chain (the cells, saturated) plus the seeds as
 blocks, and reports the main effects and two-factor interactions with t intervals on the
 residual degrees of freedom, Holm over the family of effects, and a verdict per effect at the
-project's margin rules (:mod:`results.stats.verdicts`).
+project's margin rules (:mod:`ablations.results.stats.verdicts`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import numpy as np
 import pandas as pd
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_METRIC
-from results.stats.comparisons import usable_trials
-from results.stats.contrasts import OUTLIER_MIN_SEEDS, Contrasts, robust_outliers
-from results.io.directions import metric_direction
-from results.stats.factorial_design import FactorialDesign  # exported here too (docs/factorial.md)
-from results.stats.verdicts import (
+from ablations.results.stats.comparisons import usable_trials
+from ablations.results.stats.contrasts import OUTLIER_MIN_SEEDS, Contrasts, robust_outliers
+from ablations.results.io.directions import metric_direction
+# FactorialDesign is exported here too (docs/factorial.md)
+from ablations.results.stats.factorial_design import FactorialDesign
+from ablations.results.stats.verdicts import (
     equivalence_tests,
     margin_text,
     parse_margin,
@@ -61,13 +62,13 @@ def factorial_effects(trials: pd.DataFrame, design: FactorialDesign, *,
 
     Each effect gets a t interval, a two-sided t test (``p_value``; Holm over the family of
     effects: ``p_holm``) and the TOST against the margin (Holm: ``p_tost_holm``), hence a
-    verdict as :func:`results.stats.verdicts.equivalence_tests` gives one: worse/better, equivalent,
-    negligible, inconclusive. A margin in the metric's units is used as it is; a percentage is
-    that share of the reference cell's mean, tested as a ratio: the TOST contrasts are
+    verdict as :func:`ablations.results.stats.verdicts.equivalence_tests` gives one: worse/better,
+    equivalent, negligible, inconclusive. A margin in the metric's units is used as it is; a
+    percentage is that share of the reference cell's mean, tested as a ratio: the TOST contrasts are
     effect ∓ m·(reference cell's mean), both estimated by the one fit, so the reference
-    mean's own error is inside the test (Fieller; :class:`results.stats.contrasts.Contrasts`).
-    An effect whose per-seed estimates hold an outlier (the robustness rule) is never
-    `equivalent`.
+    mean's own error is inside the test (Fieller;
+    :class:`ablations.results.stats.contrasts.Contrasts`). An effect whose per-seed estimates hold
+    an outlier (the robustness rule) is never `equivalent`.
 
     Raises:
         ValueError: no ok trial in some cell, fewer than two seeds (no residual), a bad margin

@@ -1,6 +1,6 @@
 """Two-level factorial designs of boolean switches: the cells and their aliases
 (docs/factorial.md). What planning a ``--design factorial`` run needs; the analysis of its
-trials is :mod:`results.stats.factorial`.
+trials is :mod:`ablations.results.stats.factorial`.
 
 A design crosses k switches (config keys whose values are booleans). Each factor is coded −1
 at the reference cell's value (the space's reference variant, e.g. ``baseline``) and +1 at its

@@ -173,8 +173,8 @@ def paired_failure_test(variant: pd.Series, variant_failed: pd.Series, reference
 def failure_tests(trials: pd.DataFrame, arms: Sequence[str], *, reference: str, metric: str,
                   direction: int, seeds: set | None = None) -> FailureTests:
     """:class:`FailureTests` of each arm against ``reference`` over ``trials`` (among
-    ``seeds`` if given), as :func:`results.stats.verdicts.verdict_table` and the sequential looks
-    use them."""
+    ``seeds`` if given), as :func:`ablations.results.stats.verdicts.verdict_table` and the
+    sequential looks use them."""
     finished, failed = outcome_tables(trials, metric, seeds)
     empty_values = pd.Series(np.nan, index=finished.index)
     empty_failed = pd.Series(False, index=finished.index)
@@ -241,7 +241,8 @@ def add_failure_columns(table: pd.DataFrame, index: pd.Index, failures: FailureT
 def verdict_reasons(failure_reasons: Sequence[str], outlier: np.ndarray,
                     verdict: np.ndarray) -> list[str]:
     """Per comparison, the ``reason`` column: its training failures
-    (:class:`results.stats.failures.FailureTests`'s words) and what an outlying seed barred."""
+    (:class:`ablations.results.stats.failures.FailureTests`'s words) and what an outlying seed
+    barred."""
     reasons = list(failure_reasons)
     for i, (flag, label) in enumerate(zip(np.asarray(outlier, bool), verdict)):
         if label == "significant":

@@ -5,7 +5,7 @@ A plain run's trials are all ``evaluation``; a search space's are ``search``. A 
 given), ``tuning`` (every arm's search) and ``tuned`` (every arm at its own best). Every table
 that compares arms (verdicts, strata, uncertainty, ``compare``) reads one evaluation at a time:
 :func:`evaluation_rows` keeps the ``evaluation`` trials where an experiment has others;
-:mod:`results.stats.tuned` puts the two evaluations' verdicts next to each other.
+:mod:`ablations.results.stats.tuned` puts the two evaluations' verdicts next to each other.
 """
 
 from __future__ import annotations

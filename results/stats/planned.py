@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from ablations.config.comparison import DEFAULT_REFERENCE
-from results.stats.sequential import DEFAULT_MAX_SEEDS, SeedDesign
+from ablations.results.stats.sequential import DEFAULT_MAX_SEEDS, SeedDesign
 
 PLANNED_KEY = "planned"  # experiment.json's key
 SETTINGS = ("reference", "metric", "margin", "alpha")
@@ -29,8 +29,9 @@ def planned_record(*, reference: str, metric: str, margin: str | float, alpha: f
                    ) -> dict[str, Any]:
     """experiment.json's ``planned``: the four settings; with ``seeds`` (a fixed table that
     can be continued into rounds), also the design whose pilot look they are and the seed
-    order up to ``max_seeds`` (default :data:`results.stats.sequential.DEFAULT_MAX_SEEDS`). A run of
-    at least ``max_seeds`` seeds gets a one-look design: the fixed design at full α."""
+    order up to ``max_seeds`` (default
+    :data:`ablations.results.stats.sequential.DEFAULT_MAX_SEEDS`). A run of at least ``max_seeds``
+    seeds gets a one-look design: the fixed design at full α."""
     record: dict[str, Any] = {"reference": reference, "metric": metric,
                               "margin": str(margin), "alpha": float(alpha)}
     if len(seeds) >= 2:

@@ -1,6 +1,6 @@
 """Seeds where they decide something: the sequential design of ``--seeds auto`` and its
 procedure on arrays of contrasts (:class:`SeedDesign`, :func:`sequential_tests`);
-:mod:`results.stats.sequential_table` turns an experiment's trials into its verdict table.
+:mod:`ablations.results.stats.sequential_table` turns an experiment's trials into its verdict table.
 
 The procedure (docs/verdicts.md words it for citing):
 
@@ -8,11 +8,11 @@ The procedure (docs/verdicts.md words it for citing):
    seeds (:meth:`SeedDesign.plan`). The looks and the α each may spend are fixed before any
    trial runs.
 2. At look k, each arm still running is compared with the reference over its first ``n_k``
-   seeds (:mod:`results.stats.contrasts`: the paired t test of Δ = 0, and TOST against the margin,
-   as a ratio for a percentage). Each kind of verdict is a group-sequential test: the nominal
-   level of look k (:func:`results.stats.boundaries.nominal_levels`) spends the share ``f_k``
-   (differences) or ``g_k`` (equivalence) of the test's level, with the correlation between
-   looks accounted for.
+   seeds (:mod:`ablations.results.stats.contrasts`: the paired t test of Δ = 0, and TOST against the
+   margin, as a ratio for a percentage). Each kind of verdict is a group-sequential test: the
+   nominal level of look k (:func:`ablations.results.stats.boundaries.nominal_levels`) spends the
+   share ``f_k`` (differences) or ``g_k`` (equivalence) of the test's level, with the correlation
+   between looks accounted for.
 3. Holm over the arms, separately for `worse`/`better` and for `equivalent`, step by step
    within the look: the level of the next test is α / (the arms not yet rejected in that
    family, counting every look so far). An arm is decided from its current look's numbers
@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 
 from ablations.config.comparison import DEFAULT_ALPHA
-from results.stats.boundaries import nominal_levels
-from results.stats.contrasts import Contrasts
-from results.stats.verdicts import verdict_labels
+from ablations.results.stats.boundaries import nominal_levels
+from ablations.results.stats.contrasts import Contrasts
+from ablations.results.stats.verdicts import verdict_labels
 
 DEFAULT_MAX_SEEDS = 10
 # Share of α for `worse`/`better` spent at the pilot; the rest goes to the later looks in
@@ -58,7 +58,7 @@ EQ_SPENDING_POWER = 2.0
 class SeedDesign:
     """Planned looks (seeds per arm at each) and the share of α spent at each; the levels
     account for the looks' correlation (group-sequential boundaries,
-    :mod:`results.stats.boundaries`)."""
+    :mod:`ablations.results.stats.boundaries`)."""
 
     looks: tuple[int, ...]  # e.g. (3, 6, 10)
     diff_spend: tuple[float, ...]  # `worse`/`better`: shares of α per look, summing to 1
@@ -146,8 +146,8 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
             such test, which the tests use to exercise the equivalence path alone).
         worst_rank: (p, sign), each (..., arms, looks): the worst-rank test's p-value where a
             seed of the look is discordant (one arm diverged, the other finished), else NaN,
-            and its sign (+1: the arm ranks worse; :mod:`results.stats.failures`). Such a look
-            splits its share of Holm's level: half to the t test of the finished seeds, half
+            and its sign (+1: the arm ranks worse; :mod:`ablations.results.stats.failures`). Such a
+            look splits its share of Holm's level: half to the t test of the finished seeds, half
             banked for the worst-rank test, spent at the first look whose seeds can reach it
             at α/m (an exact test of n seeds has no p below 2^(1-n); at looks 3, 5, 7, 10 and
             eight arms, the last, with half of Holm's level). The plan depends on the design

@@ -1,12 +1,12 @@
 """From an experiment's trials to the verdict table of ``--seeds auto``: each arm's contrasts
 at each look (:func:`look_contrasts`, :func:`look_failures`), the decisions of
-:func:`results.stats.sequential.sequential_tests` on them, and the table whose every row tells the
-look that decided it (:func:`sequential_verdict_table`, with the repeated confidence interval of
-:func:`repeated_interval`); and what the rounds spent (:func:`compute_spent`). Which table
-decides an experiment is :mod:`results.stats.decisions`'.
+:func:`ablations.results.stats.sequential.sequential_tests` on them, and the table whose every row
+tells the look that decided it (:func:`sequential_verdict_table`, with the repeated confidence
+interval of :func:`repeated_interval`); and what the rounds spent (:func:`compute_spent`). Which
+table decides an experiment is :mod:`ablations.results.stats.decisions`'.
 
-:mod:`results.stats.sequential` holds the design and the procedure on arrays; this module reads
-trials tables.
+:mod:`ablations.results.stats.sequential` holds the design and the procedure on arrays; this module
+reads trials tables.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from ablations.config.comparison import (
     DEFAULT_REFERENCE,
 )
 from ablations.config.statuses import TrialStatus
-from results.stats.contrasts import Contrasts
-from results.stats.failures import failure_tests, verdict_reasons
-from results.stats.sequential import SeedDesign, sequential_tests
-from results.stats.verdicts import (
+from ablations.results.stats.contrasts import Contrasts
+from ablations.results.stats.failures import failure_tests, verdict_reasons
+from ablations.results.stats.sequential import SeedDesign, sequential_tests
+from ablations.results.stats.verdicts import (
     comparison_columns,
     family_contrasts,
     metric_direction,
@@ -71,8 +71,8 @@ def look_failures(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int]
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per arm and look (arms, looks), over the look's seeds: the worst-rank test's p-value
     and sign where a seed is discordant (NaN elsewhere), and whether the arm had more
-    training failures than the reference (:func:`results.stats.failures.failure_tests`); NaN /
-    False where the arm did not reach the look (as :func:`look_contrasts`)."""
+    training failures than the reference (:func:`ablations.results.stats.failures.failure_tests`);
+    NaN / False where the arm did not reach the look (as :func:`look_contrasts`)."""
     shape = (len(arms), len(design.looks))
     p, sign, unstable = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, bool)
     previous = 0
@@ -114,7 +114,8 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
                              reference: str = DEFAULT_REFERENCE, metric: str = DEFAULT_METRIC,
                              margin: str | float = DEFAULT_MARGIN,
                              alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
-    """:func:`results.stats.analysis.verdict_table` for an experiment run with ``--seeds auto``.
+    """:func:`ablations.results.stats.analysis.verdict_table` for an experiment run with ``--seeds
+    auto``.
 
     One verdict, one story: every inferential column of an arm (``diff_mean``, ``diff_ci_*``,
     ``se``, ``df``, ``n_pairs``, ``p_value``, ``tost_ci_*``, ``ratio_ci_*``, ``p_tost``,

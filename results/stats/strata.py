@@ -8,7 +8,7 @@
 - :func:`with_stratum_bins`, :func:`stratum_columns`: the strata (``stratum_*`` columns),
   numeric ones in quantile bins.
 
-Re-exported by :mod:`results.stats.analysis`.
+Re-exported by :mod:`ablations.results.stats.analysis`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pandas as pd
 from scipy import stats
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_REFERENCE
-from results.stats.comparisons import holm
+from ablations.results.stats.comparisons import holm
 
 STRATUM_PREFIX = "stratum_"
 

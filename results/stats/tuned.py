@@ -1,6 +1,6 @@
 """A tuned ablation's verdicts side by side (``--tune-each``, docs/tuned.md): each arm at the
 configuration given and at its own best, each evaluation against the reference evaluated the
-same way (the phases: :mod:`results.stats.phases`).
+same way (the phases: :mod:`ablations.results.stats.phases`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from ablations.config.comparison import (
     DEFAULT_METRIC,
     DEFAULT_REFERENCE,
 )
-from results.stats.phases import EVALUATION, TUNED, has_tuning
-from results.stats.verdicts import verdict_table
+from ablations.results.stats.phases import EVALUATION, TUNED, has_tuning
+from ablations.results.stats.verdicts import verdict_table
 
 
 def side_by_side(trials: pd.DataFrame, *, keys: Sequence[str] = (),

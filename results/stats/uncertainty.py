@@ -2,7 +2,7 @@
 sharpness and spread-skill (:func:`uncertainty_table`), :func:`calibration_curve`, and the
 seeds as an ensemble (:func:`seed_ensemble`).
 
-Re-exported by :mod:`results.stats.analysis`.
+Re-exported by :mod:`ablations.results.stats.analysis`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from results.stats.strata import stratum_columns
+from ablations.results.stats.strata import stratum_columns
 
 COVERAGE_LEVELS = (0.5, 0.8, 0.9, 0.95)
 

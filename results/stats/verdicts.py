@@ -5,10 +5,10 @@ the family of variants, and the equivalence bound the data reach.
 - :func:`verdict_table`: per ablation a verdict against the reference and the equivalence
   bound; :func:`verdict_note` says what they mean.
 - :func:`equivalence_tests`: the verdicts from the differences' t statistics (also used by
-  :mod:`results.stats.sequential`); :func:`holm_bound`, :func:`parse_margin`,
+  :mod:`ablations.results.stats.sequential`); :func:`holm_bound`, :func:`parse_margin`,
   :func:`metric_direction`.
 
-Re-exported by :mod:`results.stats.analysis`.
+Re-exported by :mod:`ablations.results.stats.analysis`.
 """
 
 from __future__ import annotations
@@ -23,12 +23,17 @@ from ablations.config.comparison import (
     DEFAULT_METRIC,
     DEFAULT_REFERENCE,
 )
-from results.stats.comparisons import ablation_table, holm, usable_trials
-from results.stats.contrasts import Contrasts, robust_outliers
-from results.stats.crossed import CROSSED_NOTE, add_crossed_columns, crossed_cells, crossed_family
-from results.stats.failures import FailureTests, add_failure_columns, failure_tests
-from results.stats.phases import evaluation_rows
-from results.io.directions import METRIC_DIRECTION, metric_direction  # noqa: F401 (re-exported)
+from ablations.results.stats.comparisons import ablation_table, holm, usable_trials
+from ablations.results.stats.contrasts import Contrasts, robust_outliers
+from ablations.results.stats.crossed import (
+    CROSSED_NOTE,
+    add_crossed_columns,
+    crossed_cells,
+    crossed_family,
+)
+from ablations.results.stats.failures import FailureTests, add_failure_columns, failure_tests
+from ablations.results.stats.phases import evaluation_rows
+from ablations.results.io.directions import METRIC_DIRECTION, metric_direction  # noqa: F401 (re-exported)
 
 VERDICTS = ("worse", "better", "higher", "lower", "significant", "equivalent", "negligible",
             "inconclusive")
@@ -74,8 +79,8 @@ def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, m
                      seeds: set | None = None) -> tuple[Contrasts, np.ndarray, np.ndarray]:
     """Per arm, its :func:`seed_contrast` against ``reference`` over the ok trials with a
     finite ``metric`` (among ``seeds`` if given); the robustness rule's flag
-    (:func:`results.stats.contrasts.robust_outliers` on its paired differences); and the seeds
-    paired (0 for Welch's comparison or none)."""
+    (:func:`ablations.results.stats.contrasts.robust_outliers` on its paired differences); and the
+    seeds paired (0 for Welch's comparison or none)."""
     ok, _ = usable_trials(trials, metric)
     if seeds is not None:
         ok = ok[ok["seed"].isin(seeds)]
@@ -182,7 +187,7 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
     (counted in no family).
 
     Args:
-        contrasts: each comparison's moments (:class:`results.stats.contrasts.Contrasts`).
+        contrasts: each comparison's moments (:class:`ablations.results.stats.contrasts.Contrasts`).
         margin: the equivalence margin, > 0: in the metric's units, or a share of the
             reference's mean when ``relative`` (tested as a ratio).
         alpha: the family-wise error rate of each kind of verdict.
@@ -190,11 +195,12 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
         outlier: comparisons the robustness rule flags: never `equivalent`; a significant
             one whose equivalence test would have passed reads `significant` (a difference,
             no claim about its size) instead of `worse`/`better`.
-        failures: the training failures of each comparison (:mod:`results.stats.failures`): where
-            a seed is discordant the test of Δ = 0 is the t test of the finished seeds and the
-            worst-rank test at half the level each (:meth:`FailureTests.combined_p`; the
-            direction is that of the part that decided), and an arm with more failures than
-            its reference is never `equivalent`.
+        failures: the training failures of each comparison
+            (:mod:`ablations.results.stats.failures`): where a seed is discordant the test
+            of Δ = 0 is the t test of the finished seeds and the worst-rank test at half the
+            level each (:meth:`FailureTests.combined_p`; the direction is that of the part
+            that decided), and an arm with more failures than its reference is never
+            `equivalent`.
 
     Returns:
         Arrays of the comparisons' shape: ``p_value`` (two-sided t test of Δ = 0), ``p_holm``,
@@ -262,8 +268,9 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
     """A verdict for every variant against ``reference`` on ``metric``: the question an
     ablation answers (does this component matter, and if not, how sure are we?), with the
     trials tested as one fixed design at full α. For a ``--seeds auto`` experiment these are
-    not the verdicts its rounds decided: :func:`results.stats.decisions.experiment_verdicts`
-    gives an experiment's verdicts as its design decided them.
+    not the verdicts its rounds decided:
+    :func:`ablations.results.stats.decisions.experiment_verdicts` gives an experiment's verdicts as
+    its design decided them.
 
     The comparisons are :func:`ablation_table`'s (seed-paired t over the shared ok seeds, Welch
     with fewer than two shared), one family of all variants but the reference:
@@ -274,8 +281,8 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
     - ``equivalent``: both one-sided tests against the margin reject after Holm over the
       family (TOST). A margin in units: the 1 − 2α interval of Δ inside ±margin. A percentage:
       tested as a ratio, the 1 − 2α Fieller interval of μ_v/μ_r inside 1 ± margin (TOST on the
-      seed-paired contrasts v − (1 ± m)·r; :mod:`results.stats.contrasts`). A variant with an
-      outlying seed (the robustness rule, ``outlier``) or with more diverged seeds than the
+      seed-paired contrasts v − (1 ± m)·r; :mod:`ablations.results.stats.contrasts`). A variant with
+      an outlying seed (the robustness rule, ``outlier``) or with more diverged seeds than the
       reference (``unstable``) is never `equivalent`;
     - ``negligible``: both of the above: a real difference, smaller than the margin (its sign is
       ``diff_mean``'s);
@@ -284,8 +291,8 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
     - ``inconclusive``: neither, at the seeds spent (or no test: fewer than 2 ok seeds).
 
     A seed where one arm diverged and the other finished makes the arm's test of Δ = 0 the
-    worst-rank test (:mod:`results.stats.failures`): a diverged run is an outcome, ranked below
-    every finished one, not a missing value.
+    worst-rank test (:mod:`ablations.results.stats.failures`): a diverged run is an outcome, ranked
+    below every finished one, not a missing value.
 
     Each kind of verdict has family-wise error at most ``alpha`` under the paired t test's
     assumptions (docs/verdicts.md: which noise the simulations cover).
@@ -309,14 +316,14 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
         seed is an outlier), both in the margin's terms; ``outlier``; ``unstable`` (more
         diverged seeds than the reference: never equivalent); ``significant`` and
         ``equivalent`` (the two Holm decisions); ``verdict`` (``reference`` on the reference's
-        row); ``n_diverged`` (seeds whose training diverged, :mod:`results.stats.failures`) and
-        ``reason`` (why a row reads as it does where its numbers do not say: diverged seeds,
-        an outlying seed; else ""). ``test`` reads ``t + worst-rank`` where a seed on which one
-        arm diverged and the other finished made the test of Δ = 0 combine the t test with
-        the worst-rank test (``p_value`` is then the combined p, ``p_worst_rank`` the
-        worst-rank test's). The metric, reference, margin (also as given), ``relative``, α
-        and direction are in ``.attrs``; :func:`verdict_note` words them. results/README.md
-        lists every column.
+        row); ``n_diverged`` (seeds whose training diverged,
+        :mod:`ablations.results.stats.failures`) and ``reason`` (why a row reads as it does where
+        its numbers do not say: diverged seeds, an outlying seed; else ""). ``test`` reads ``t +
+        worst-rank`` where a seed on which one arm diverged and the other finished made the test of
+        Δ = 0 combine the t test with the worst-rank test (``p_value`` is then the combined p,
+        ``p_worst_rank`` the worst-rank test's). The metric, reference, margin (also as given),
+        ``relative``, α and direction are in ``.attrs``; :func:`verdict_note` words them.
+        results/README.md lists every column.
 
     Raises:
         ValueError: a reference that is not a variant or has no ok trial, a bad margin or α.

@@ -20,7 +20,7 @@ from ablations.experiment.plans import trial_plan
 if TYPE_CHECKING:
     from ablations.config import TrialConfig
     from ablations.experiment.options import ExperimentResult, RunOptions
-    from search_spaces import TrialSpec
+    from ablations.search_spaces import TrialSpec
 
 
 class Design:
@@ -31,8 +31,9 @@ class Design:
     has_verdicts = True  # its trials form an ablation table with verdicts
     continues_into_rounds = False  # inconclusive arms can be continued with --seeds auto
     tensorboard_dir = TUNE_SUBDIR  # what TensorBoard reads, under the experiment's folder
-    # the arguments of results.stats.planned.planned_record, set by planning; the record is made
-    # on first use of :attr:`planned` (it loads the analysis modules, which planning does not)
+    # the arguments of ablations.results.stats.planned.planned_record, set by planning; the record
+    # is made on first use of :attr:`planned` (it loads the analysis modules, which planning does
+    # not)
     plan_spec: Optional[dict[str, Any]] = None
     _planned: Optional[dict[str, Any]] = None
 
@@ -42,7 +43,7 @@ class Design:
         data and, for a fixed table, the design whose pilot look it is; None for an
         experiment whose experiment.json has none."""
         if self._planned is None and self.plan_spec is not None:
-            from results.stats.planned import planned_record  # loads scipy
+            from ablations.results.stats.planned import planned_record  # loads scipy
 
             self._planned = planned_record(**self.plan_spec)
         return self._planned

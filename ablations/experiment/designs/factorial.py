@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ablations.config import ALIASES, TrialConfig, apply_overrides
 from ablations.experiment.designs.grid import Grid
 from ablations.experiment.request import Request, UsageError, arg
-from results.stats.factorial_design import MAX_FACTORS, MIN_FACTORS, FactorialDesign
-from search_spaces import TrialSpec
+from ablations.results.stats.factorial_design import MAX_FACTORS, MIN_FACTORS, FactorialDesign
+from ablations.search_spaces import TrialSpec
 
 if TYPE_CHECKING:
-    from search_spaces import Space
+    from ablations.search_spaces import Space
 
 DESIGNS = ("table", "factorial")
 

@@ -11,7 +11,7 @@ from ablations.experiment.runner import run_experiment
 
 if TYPE_CHECKING:
     from ablations.experiment.options import ExperimentResult, RunOptions
-    from search_spaces import TrialSpec
+    from ablations.search_spaces import TrialSpec
 
 
 class Grid(Design):

@@ -25,9 +25,9 @@ from ablations.experiment.designs.tune_setup import Part, TuneSetup
 from ablations.experiment.options import experiment_dir
 from ablations.experiment.runner import run_experiment
 from ablations.experiment.tables import HPO_TRIAL, plain_value, result_name
-from results.io.files import atomic_write, is_file, is_uri, join, read_bytes
-from search_spaces.hpo import HPO_METRIC, HPO_MODE
-from search_spaces.spaces import TrialSpec
+from ablations.results.io.files import atomic_write, is_file, is_uri, join, read_bytes
+from ablations.search_spaces.hpo import HPO_METRIC, HPO_MODE
+from ablations.search_spaces.spaces import TrialSpec
 
 if TYPE_CHECKING:
     from ablations.experiment.options import ExperimentResult, RunOptions

@@ -21,7 +21,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from ray.tune import Callback
 from ray.tune.search.optuna import OptunaSearch
 
-from results.io.files import first_line
+from ablations.results.io.files import first_line
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from ablations.config.statuses import UNFINISHED
 from ablations.experiment.designs.tune_setup import TuneSetup
 from ablations.experiment.options import ExperimentResult, RunOptions
 from ablations.experiment.runner import run_experiment
-from results.io.files import (
+from ablations.results.io.files import (
     METADATA_FILE,
     TRIALS_FILE,
     is_file,
@@ -28,7 +28,7 @@ from results.io.files import (
 
 if TYPE_CHECKING:
     from ablations.experiment.designs.base import Design
-    from search_spaces import TrialSpec
+    from ablations.search_spaces import TrialSpec
 
 
 class Parts:

@@ -1,9 +1,9 @@
 """``--seeds auto``: an ablation table run in rounds, seeds added only where they decide.
 
 Round 1 (the pilot) runs every variant at the design's first ``n_1`` seeds. After each round,
-:func:`results.stats.sequential_table.sequential_verdict_table` gives every variant its verdict so
-far; the variants still ``inconclusive`` (with at least two ok or diverged trials) and the
-reference run the next look's seeds as the next round; a variant with a verdict stops. The
+:func:`ablations.results.stats.sequential_table.sequential_verdict_table` gives every variant its
+verdict so far; the variants still ``inconclusive`` (with at least two ok or diverged trials) and
+the reference run the next look's seeds as the next round; a variant with a verdict stops. The
 design (looks, α shares) is fixed before the pilot and recorded in experiment.json
 (``sequential``), with each round's trials and Tune folder (``tune`` for the pilot,
 ``tune-round<k>`` after), so ``--resume`` continues the round a stop cut short and then decides
@@ -30,9 +30,9 @@ from ablations.experiment.options import (
 )
 from ablations.experiment.plans import plan_from_metadata, trial_plan
 from ablations.experiment.request import UsageError, arg
-from results.stats.sequential import SeedDesign
-from results.stats.sequential_table import active_arms, sequential_verdict_table
-from search_spaces import TrialSpec
+from ablations.results.stats.sequential import SeedDesign
+from ablations.results.stats.sequential_table import active_arms, sequential_verdict_table
+from ablations.search_spaces import TrialSpec
 
 
 @dataclass

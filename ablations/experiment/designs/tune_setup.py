@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ablations.config import TrialConfig
     from ablations.experiment.options import RunOptions
     from ablations.experiment.progress import Planned
-    from search_spaces import TrialSpec
+    from ablations.search_spaces import TrialSpec
 
 
 @dataclass(frozen=True)

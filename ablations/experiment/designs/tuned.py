@@ -46,8 +46,8 @@ from ablations.experiment.options import (
 from ablations.experiment.plans import plan_from_metadata, trial_plan
 from ablations.experiment.request import UsageError, arg
 from ablations.experiment.tables import plain_value, result_name
-from search_spaces import TrialSpec
-from search_spaces.hpo import HPO_METRIC, HPO_MODE, HPO_SEARCH
+from ablations.search_spaces import TrialSpec
+from ablations.search_spaces.hpo import HPO_METRIC, HPO_MODE, HPO_SEARCH
 
 FIRST_TUNING_SEED = 1000  # the tuning seed: the first from here that no evaluation seed is
 

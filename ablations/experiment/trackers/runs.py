@@ -24,7 +24,7 @@ from ray.tune.result import AUTO_RESULT_KEYS
 
 from ablations.config.statuses import TrialStatus
 from ablations.experiment.reported import unpacked
-from results.io.files import is_uri, read_metadata
+from ablations.results.io.files import is_uri, read_metadata
 
 SUMMARY_SUFFIX = "-verdicts"  # the summary run of an experiment: <experiment>-verdicts
 # Keys of a result that are not the trial's metrics: Tune's bookkeeping, wall-clock stamps.

@@ -40,7 +40,7 @@ from ablations.experiment.trackers.runs import (
     TrackerSpec,
     WandbTracker,
 )
-from results.io.files import first_line, is_uri, read_metadata
+from ablations.results.io.files import first_line, is_uri, read_metadata
 
 KINDS = ("mlflow", "wandb")
 DISTRIBUTION = "ablation-runner"  # pip install 'ablation-runner[mlflow]' installs a tracker
@@ -156,13 +156,13 @@ def publish_summary(trackers: Sequence[Any], summary: str,
                     verdicts: Optional[pd.DataFrame],
                     across: Optional[pd.DataFrame] = None) -> None:
     """Give each tracker ``summary``, the table the command printed, and ``verdicts``, the
-    experiment's verdict table (:func:`results.stats.decisions.verdicts_of`'s; None: no
+    experiment's verdict table (:func:`ablations.results.stats.decisions.verdicts_of`'s; None: no
     verdicts); over several datasets ``across``, the verdicts across them
     (across_datasets.csv). A tracker that fails here gets a warning line: the results are
     written already."""
-    from results.stats.analysis import dropped_note, verdict_note
-    from results.report.page import markdown_cells
-    from results.report.tables import verdict_view
+    from ablations.results.stats.analysis import dropped_note, verdict_note
+    from ablations.results.report.page import markdown_cells
+    from ablations.results.report.tables import verdict_view
 
     files = {"summary.txt": summary + "\n"}
     if verdicts is not None and len(verdicts):

@@ -403,3 +403,16 @@ def test_the_repeat_check_sees_a_function_level_import_of_a_top_level_module(mon
     assert function_level_repeats(modules) == [
         "ablations/experiment/runner.py:5 imports ablations.results.io.files inside a function, "
         "and at the top"]
+
+
+def test_pyproject_installs_every_package_under_the_one_import_root():
+    import tomllib
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = sorted(module_name(init) for top in ("ablations", "model", "results",
+                                                   "search_spaces")
+                     for init in (ROOT / top).rglob("__init__.py"))
+    assert sorted(setuptools["packages"]) == folders
+    assert all(package.split(".")[0] == "ablations" for package in setuptools["packages"])
+    assert setuptools["package-dir"] == {f"ablations.{top}": top
+                                         for top in ("model", "results", "search_spaces")}

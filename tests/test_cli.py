@@ -146,7 +146,8 @@ def test_end_to_end_cli_run(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out_dir = tmp_path / "ablation_results" / "e2e"  # default storage: under the working folder
     assert f"Results in {out_dir}" in proc.stdout
-    assert f"Report: python run_ablations.py report {out_dir}\n" in proc.stdout
+    # spelled as the test started it: python with the script's path
+    assert f"Report: python {REPO / 'run_ablations.py'} report {out_dir}\n" in proc.stdout
     assert "[6/6]" in proc.stdout  # progress lines
     assert "  no_scalar_2-seed1 epoch 1/1 val_mae=" in proc.stdout  # --progress epochs
     # what the trials print is in their folders, not on the console
@@ -225,7 +226,7 @@ def test_diagnose(tmp_path):
     proc = run_cli("diagnose", cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "CPU:" in proc.stdout and "Ray resources: CPU" in proc.stdout
-    assert "Suggested: python run_ablations.py" in proc.stdout
+    assert f"Suggested: python {REPO / 'run_ablations.py'} --space components" in proc.stdout
 
 
 def test_a_scheduler_is_refused_for_ablation_spaces(capsys):

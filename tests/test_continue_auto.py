@@ -96,8 +96,9 @@ def test_a_fixed_run_names_its_inconclusive_variants_and_the_command_that_decide
     assert "These 3 seeds are the pilot look of a sequential design planned before the run" \
         in before["stdout"]
     # one command, the same folder, the recorded design's flags (it continues that design)
-    assert continued["command"] == (f"python run_ablations.py --resume --name fixed --storage "
-                                    f"{storage} --seeds auto --max-seeds 5 --margin 1%")
+    assert continued["command"] == (f"python {REPO / 'run_ablations.py'} --resume --name fixed "
+                                    f"--storage {storage} --seeds auto --max-seeds 5 "
+                                    "--margin 1%")
     # the bound: the variants the pilot look leaves, and the reference, to --max-seeds
     arms = [a for a in next_arms(look, set(look["ablation"])) if a != "baseline"]
     assert set(undecided) <= set(arms) | set(look.loc[look["n_ok"] < 2, "ablation"])

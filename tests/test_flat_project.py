@@ -68,6 +68,8 @@ def test_a_script_importing_its_own_model_and_results_runs_every_trial(project, 
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     trials = ok_trials(tmp_path / "script", 4)
     assert trials["test_loss"].between(0, 1).all()
+    # the command it suggests is spelled as the researcher started it: no run_ablations.py here
+    assert f"Report: run-ablations report {tmp_path / 'script'}\n" in proc.stdout, proc.stdout
 
 
 def test_a_function_named_module_colon_name_is_found_in_the_folder_it_starts_from(

@@ -66,7 +66,8 @@ def run_and_signal(tmp: Path, name: str, sig: int, *, group: bool) -> dict:
 def assert_stopped_cleanly(run: dict, name: str) -> None:
     text = run["stdout"] + run["stderr"]
     assert run["returncode"] == 130, text[-3000:]
-    command = f"python run_ablations.py --resume --name {name} --storage {run['storage']}"
+    command = (f"python {REPO / 'run_ablations.py'} --resume --name {name} "
+               f"--storage {run['storage']}")
     assert command in text, text[-3000:]
     assert "Traceback" not in run["stderr"], run["stderr"][-3000:]
     for native in RAY_NATIVE_DUMP:

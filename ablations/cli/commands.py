@@ -97,15 +97,15 @@ COMMANDS: dict[str, Command] = {
         "run an experiment or resume one (the default subcommand)",
         "Run the ablations of a search space on Ray Tune, every variant over the same seeds; "
         "results in Parquet under STORAGE/NAME/, and the verdicts against the reference at the "
-        "end. The default subcommand: `run_ablations.py --space components` is "
-        "`run_ablations.py run --space components`.",
+        f"end. The default subcommand: `{PROG} --space components` is "
+        f"`{PROG} run --space components`.",
         add_run_flags,
         "examples:\n"
-        "  run_ablations.py --space components                  # 9 variants x 3 seeds\n"
-        "  run_ablations.py --space components --dry-run        # the trials; run nothing\n"
-        "  run_ablations.py --space components --seeds auto     # seeds in rounds\n"
-        "  run_ablations.py --resume --name NAME --storage DIR  # continue an experiment\n"
-        "then: run_ablations.py report STORAGE/NAME"),
+        f"  {PROG} --space components                  # 9 variants x 3 seeds\n"
+        f"  {PROG} --space components --dry-run        # the trials; run nothing\n"
+        f"  {PROG} --space components --seeds auto     # seeds in rounds\n"
+        f"  {PROG} --resume --name NAME --storage DIR  # continue an experiment\n"
+        f"then: {PROG} report STORAGE/NAME"),
     "report": Command(
         "write a finished experiment's report.md and report.html; print its verdicts",
         "Analyse an experiment folder: report.md, report.html and figures in it; the ablation "

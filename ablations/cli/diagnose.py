@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
+from ablations.cli.flags import spoken
+
 
 def diagnose_main(address: Optional[str]) -> int:
     """``diagnose``: what this machine (and Ray, local or at ``address``) offers, and a
@@ -44,5 +46,5 @@ def diagnose_main(address: Optional[str]) -> int:
         print(f"Ray: cannot start or connect ({str(exc).splitlines()[0]})")
     finally:
         ray.shutdown()
-    print(f"Suggested: {info['suggestion']}")
+    print(f"Suggested: {spoken(info['suggestion'])}")
     return 0

@@ -5,8 +5,11 @@ subcommand shares (the subcommands themselves: commands.py)."""
 from __future__ import annotations
 
 import argparse
-import re
 import math
+import os
+import re
+import shlex
+import sys
 from typing import Any, NoReturn, Optional
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
@@ -18,7 +21,32 @@ from ablations.experiment.request import (
 )
 
 EXIT_BAD_INPUT = 2
-PROG = "run_ablations.py"
+
+
+def invoked_as(argv0: str) -> tuple[str, str]:
+    """How the user started the tool, from ``sys.argv[0]``: (its name in error lines and usage,
+    the command line a suggested command starts with). ``run-ablations`` is the installed
+    command; ``python -m ablations.cli`` the module; anything else (the checkout's
+    ``run_ablations.py``, or ``main()`` called from Python) the checkout's script, as typed."""
+    name = os.path.basename(argv0)
+    if name == "run-ablations":
+        return name, name
+    if name == "__main__.py" and os.path.basename(os.path.dirname(argv0)) == "cli":
+        return "python -m ablations.cli", "python -m ablations.cli"
+    script = argv0 if name == "run_ablations.py" else "run_ablations.py"
+    return "run_ablations.py", shlex.join(["python", script])
+
+
+# The program's name in error lines and usage, and the start of each command it suggests
+PROG, PROGRAM = invoked_as(sys.argv[0] if sys.argv and sys.argv[0] else "run_ablations.py")
+
+
+def spoken(text: str) -> str:
+    """A message of the library as the command line says it: the arguments it names as flags
+    (``max_seeds``: ``--max-seeds``), the commands it suggests as the user started the tool."""
+    from ablations.config.values import flag_of, named
+
+    return named(text, flag_of, PROGRAM)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -170,7 +198,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     :class:`~ablations.experiment.request.Request` and of the run's options."""
     what = parser.add_argument_group("what to run")
     what.add_argument("--space", default="components", metavar="NAME|FILE.yaml",
-                      help="a built-in search space (`run_ablations.py list` shows them) or an "
+                      help=f"a built-in search space (`{PROG} list` shows them) or an "
                       "ablation table in a YAML file, docs/spaces.md")
     what.add_argument("--model", default=None, metavar="PACKAGE.MODULE:NAME",
                       help="a model plugin to ablate instead of the built-in model "

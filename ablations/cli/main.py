@@ -18,7 +18,6 @@ import datetime as dt
 import logging
 import os
 import re
-import shlex
 import signal
 import sys
 from typing import Any, Optional, Sequence
@@ -28,7 +27,7 @@ from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.cli import design_text
 from ablations.cli.diagnose import diagnose_main
 from ablations.cli.commands import DEFAULT_COMMAND, parse_command, parser_of
-from ablations.cli.flags import EXIT_BAD_INPUT, PROG
+from ablations.cli.flags import EXIT_BAD_INPUT, PROG, PROGRAM, spoken
 from ablations.cli.output import (
     compare_main,
     list_spaces,
@@ -41,7 +40,8 @@ from ablations.cli.requests import request_from
 from ablations.cli.resume import resume_plan, same_name_again
 from ablations.cli.signals import sigterm_as_sigint, sigterm_is_ctrl_c
 from ablations.config import ConfigError
-from ablations.config.values import NamesArguments, flag_of, named
+from ablations.config.values import NamesArguments, flag_of
+from ablations.config.values import command as tool_command
 from ablations.experiment.continuing import continuation_hint, trial_slots
 from ablations.experiment.interrupt import resume_command
 from ablations.experiment.planning import prepare
@@ -149,13 +149,14 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
 
 def error_text(error: Exception) -> str:
     """A bad input's one line as the command line says it: the arguments it names are flags."""
-    return error.render(flag_of) if isinstance(error, NamesArguments) else str(error)
+    return error.render(flag_of, PROGRAM) if isinstance(error, NamesArguments) \
+        else spoken(str(error))
 
 
 def say_notes(notes: Sequence[str]) -> None:
     """Planning's warnings (e.g. ``--only`` adding the reference), on stderr."""
     for note in notes:
-        print(f"warning: {named(note, flag_of)}", file=sys.stderr)
+        print(f"warning: {spoken(note)}", file=sys.stderr)
 
 
 def _resume(args: argparse.Namespace, storage: str, command: list[str]) -> int:
@@ -312,7 +313,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
             result = design.execute(trials, options, skipped, resume=resume)
     except KeyboardInterrupt:  # a second Ctrl-C / SIGTERM, or one outside Tuner.fit
         print(f"\nInterrupted before the results were written; continue with: "
-              f"{resume_command(storage, name, args.address)}", file=sys.stderr)
+              f"{spoken(resume_command(storage, name, args.address))}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         if sigterm is not None:
@@ -367,7 +368,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         print(line)
     print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
     if not unfinished:  # an interrupted run: continue it first (said below)
-        print(f"Report: {shlex.join(['python', PROG, 'report', str(result.directory)])}")
+        print(f"Report: {spoken(tool_command('report', str(result.directory)))}")
     planned = design.planned
     # a run planned at one look (--seeds >= --max-seeds) or crossed: final, no continuation
     continues = design.continues_into_rounds and (
@@ -376,10 +377,10 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         hint = _continuation_hint(df, meta, settings, verdicts, args, storage, name, slots,
                                   result.wall_s)
         if hint:
-            print(f"\n{hint}")
+            print(f"\n{spoken(hint)}")
     if unfinished:
         print(f"Interrupted: {unfinished} trials did not finish; continue with: "
-              f"{resume_command(storage, name, args.address)}")
+              f"{spoken(resume_command(storage, name, args.address))}")
         return EXIT_INTERRUPTED
     return 0 if counts[TrialStatus.OK] else 1
 

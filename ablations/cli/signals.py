@@ -12,6 +12,7 @@ import sys
 import threading
 from typing import Any, Iterator
 
+from ablations.cli.flags import spoken
 from ablations.experiment.interrupt import resume_command
 from ablations.experiment.options import RunOptions
 
@@ -44,7 +45,8 @@ def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
             print(f"\nStopped; Ray did not answer within {grace_s:g} s (the signal "
                   "stopped it too), so no results were written. The trials' saved state is "
                   "kept; continue with: "
-                  f"{resume_command(str(options.storage), options.name, options.address)}",
+                  + spoken(resume_command(str(options.storage), options.name,
+                                          options.address)),
                   file=sys.stderr, flush=True)
             os._exit(130)
 

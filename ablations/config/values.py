@@ -21,6 +21,10 @@ _FALSE = frozenset({"false", "0", "no"})
 
 
 _ARG = "\x1f"  # brackets an argument's name in an error's message (see :func:`arg`)
+_COMMAND = "\x1e"  # brackets the arguments of a command the text suggests (see :func:`command`)
+# The program a suggested command starts with, unless the caller says how it was invoked: the
+# command `pip install` puts on the path.
+PROGRAM = "run-ablations"
 # the command line's flag of an argument, where it is not the argument's name with dashes
 FLAGS = {"overrides": "--set", "datasets": "--data"}
 
@@ -36,18 +40,32 @@ def flag_of(name: str) -> str:
     return FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
-def named(text: str, name_of: Callable[[str], str] = str) -> str:
-    """``text`` with each :func:`arg` marker replaced by ``name_of(name)``."""
+def command(*args: str) -> str:
+    """A command of this tool inside a message or a hint (``command("--resume", "--name",
+    "x")``): :func:`named` spells it as the user invoked the tool (``run-ablations --resume
+    ...`` when installed, ``python run_ablations.py --resume ...`` from a checkout)."""
+    import shlex
+
+    return f"{_COMMAND}{shlex.join(args)}{_COMMAND}"
+
+
+def named(text: str, name_of: Callable[[str], str] = str, program: str = PROGRAM) -> str:
+    """``text`` with each :func:`arg` marker replaced by ``name_of(name)`` and each
+    :func:`command` by the command line that starts with ``program`` (shell-quoted)."""
+    parts = text.split(_COMMAND)
+    text = "".join(f"{program} {part}".rstrip() if i % 2 else part
+                   for i, part in enumerate(parts))
     parts = text.split(_ARG)
     return "".join(name_of(part) if i % 2 else part for i, part in enumerate(parts))
 
 
 class NamesArguments:
-    """An error whose message names arguments with :func:`arg`: ``str()`` shows the library's
-    names, :meth:`render` with :func:`flag_of` the command line's flags."""
+    """An error whose message names arguments with :func:`arg` and suggests commands with
+    :func:`command`: ``str()`` shows the library's names, :meth:`render` with :func:`flag_of`
+    the command line's flags (and its program as invoked)."""
 
-    def render(self, name_of: Callable[[str], str]) -> str:
-        return named(super().__str__(), name_of)  # type: ignore[misc]
+    def render(self, name_of: Callable[[str], str], program: str = PROGRAM) -> str:
+        return named(super().__str__(), name_of, program)  # type: ignore[misc]
 
     def __str__(self) -> str:
         return self.render(str)

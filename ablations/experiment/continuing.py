@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import shlex
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -35,6 +34,7 @@ from ablations.config.comparison import (
     DEFAULT_REFERENCE,
 )
 from ablations.config.statuses import UNFINISHED, TrialStatus
+from ablations.config.values import command
 from ablations.experiment.request import Request, UsageError, arg
 from ablations.search_spaces import TrialSpec
 from ablations.results.io.files import (
@@ -94,8 +94,7 @@ def continue_command(storage: str, name: str, *, max_seeds: int, fixed_seeds: in
                      max_concurrent: int = 0) -> str:
     """The one command that continues experiment ``name`` into ``--seeds auto``; decision
     flags only where they differ from the defaults (the continuation decides on them)."""
-    parts = ["python", "run_ablations.py", "--resume", "--name", name, "--storage", storage,
-             "--seeds", "auto"]
+    parts = ["--resume", "--name", name, "--storage", storage, "--seeds", "auto"]
     if max_seeds != default_max_seeds(fixed_seeds):
         parts += ["--max-seeds", str(max_seeds)]
     if metric != DEFAULT_METRIC:
@@ -108,7 +107,7 @@ def continue_command(storage: str, name: str, *, max_seeds: int, fixed_seeds: in
         parts += ["--max-concurrent", str(max_concurrent)]
     if address:
         parts += ["--address", address]
-    return shlex.join(parts)
+    return command(*parts)
 
 
 def sequential_seeds(fixed: Sequence[int], max_seeds: int) -> list[int]:
@@ -254,7 +253,7 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     from ablations.results.stats.sequential import SeedDesign
 
     target = join(storage, name)
-    resume = f"python run_ablations.py --resume --name {name} --storage {storage}"
+    resume = command("--resume", "--name", name, "--storage", storage)
     if meta.get("hpo"):
         raise UsageError(f"{arg('seeds')} auto: {name} is a search (space {meta.get('space')}), "
                          "not an ablation table; there are no variants to add seeds to")

@@ -11,16 +11,16 @@ import contextlib
 import logging
 from typing import Iterator, Optional
 
+from ablations.config.values import command
 
 
 def resume_command(storage: str, name: str, address: Optional[str] = None) -> str:
-    """The command that continues experiment ``name`` (finished trials are kept)."""
-    import shlex
-
-    parts = ["python", "run_ablations.py", "--resume", "--name", name, "--storage", storage]
+    """The command that continues experiment ``name`` (finished trials are kept), as a
+    :func:`~ablations.config.values.command` marker: spelled as the user invoked the tool."""
+    parts = ["--resume", "--name", name, "--storage", storage]
     if address:
         parts += ["--address", address]
-    return shlex.join(parts)
+    return command(*parts)
 
 
 class _DropTuneLines(logging.Filter):

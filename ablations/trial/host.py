@@ -9,6 +9,8 @@ import os
 import platform
 from typing import Any, Optional
 
+from ablations.config.values import command
+
 
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo, else what ``platform`` knows."""
@@ -82,13 +84,14 @@ def suggest(info: dict[str, Any]) -> str:
         free = min(gpu["free_gib"] for gpu in gpus)
         preset = "full_optimized" if free >= 12 else "full_stable" if free >= 6 \
             else "memory_optimized"
-        precision = " --set precision=bf16" if all(g["bf16"] for g in gpus) else ""
-        return (f"python run_ablations.py --space components --config {preset} "
-                f"--gpus-per-trial 1 --auto-batch{precision}   "
+        flags = ["--space", "components", "--config", preset, "--gpus-per-trial", "1",
+                 "--auto-batch", *(["--set", "precision=bf16"] if all(g["bf16"] for g in gpus)
+                                   else [])]
+        return (f"{command(*flags)}   "
                 f"# {len(gpus)} GPU(s), {free:.1f} GiB free on the fullest")
     cores = info["cpu_cores"] or 1
-    return (f"python run_ablations.py --space components --cpus-per-trial 1 "
-            f"--max-concurrent {cores}   # CPU only: one single-threaded trial per core, "
+    flags = ["--space", "components", "--cpus-per-trial", "1", "--max-concurrent", str(cores)]
+    return (f"{command(*flags)}   # CPU only: one single-threaded trial per core, "
             "no compile (its compile time outweighs the gain on short CPU trials)")
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from ablations.config.statuses import TrialStatus
 from ablations.config import TrialConfig, apply_overrides
+from ablations.config.values import command, named
 from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.tune_setup import Part, TuneSetup
 from ablations.experiment.options import experiment_dir
@@ -121,7 +122,7 @@ def write_best_config(trials_df: pd.DataFrame, hpo: HpoSearch, root: str) -> Opt
         values["model"] = hpo.base.plugin
     header = (f"# Best of {len(trials_df)} trials of {hpo.num_samples} ({hpo.metric} "
               f"{plain_value(best[hpo.metric]):.4f}, trial {best['trial_name']}).\n"
-              f"# python run_ablations.py --space components --config {BEST_CONFIG_FILE}\n")
+              f"# {named(command('--space', 'components', '--config', BEST_CONFIG_FILE))}\n")
     text = header + yaml.safe_dump(values, sort_keys=True)
     return atomic_write(join(root, BEST_CONFIG_FILE), lambda handle: handle.write(text.encode()))
 

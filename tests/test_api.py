@@ -96,10 +96,10 @@ def test_the_request_has_the_command_lines_defaults_and_knows_what_was_given():
     from ablations.experiment.request import Request
 
     run = parser_of("run")
-    assert request_from(run.parse_args([]), run, []) == Request()
+    assert request_from(run.parse_args([])) == Request()
     # a flag given at its default value is given; an unambiguous prefix is argparse's too
     argv = ["--metric", "test_mae", "--max-se", "6", "--only", "baseline, no_images"]
-    request = request_from(run.parse_args(argv), run, argv)
+    request = request_from(run.parse_args(argv))
     assert request.given == {"metric", "max_seeds", "only"}
     assert request.only == ["baseline", "no_images"] and request.max_seeds == 6
 

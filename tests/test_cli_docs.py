@@ -187,9 +187,13 @@ def test_compare_s_help_says_what_a_percentage_margin_is_of():
 
 def test_the_run_flags_keep_their_dest_names():
     """The run's flags are read by dest (ablations/cli/requests.py, the run's options)."""
+    from ablations.cli.requests import request_from
+
     args = parser_of("run").parse_args(["--set", "lr=0.1", "--no-dashboard"])
     assert isinstance(args, argparse.Namespace)
     assert args.overrides == [("lr", "0.1")] and args.dashboard is False
+    # a field of the library's Request is in the namespace only where the command gave it
+    assert not hasattr(args, "space") and request_from(args).given == {"overrides"}
     for dest in ("space", "seeds", "max_seeds", "tune_each", "log_to", "cpus_per_trial",
                  "retry_failed", "allow_changed", "dry_run", "resume", "storage", "name"):
-        assert hasattr(args, dest), dest
+        assert hasattr(args, dest), dest  # request_from filled in the rest

@@ -71,11 +71,11 @@ def test_repeated_data_flags_are_the_datasets():
     parser = argparse.ArgumentParser()
     add_run_flags(parser)
     argv = ["--data", "synthetic", "--data", "b=/tmp/b"]
-    request = request_from(parser.parse_args(argv), parser, argv)
+    request = request_from(parser.parse_args(argv))
     assert request.datasets == ["synthetic", "b=/tmp/b"] and request.data is None
     assert "datasets" in request.given
     argv = ["--data", "/tmp/one"]
-    request = request_from(parser.parse_args(argv), parser, argv)
+    request = request_from(parser.parse_args(argv))
     assert request.data == "/tmp/one" and request.datasets is None
 
 

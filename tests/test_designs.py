@@ -1,6 +1,6 @@
 """The design interface (ablations/experiment/designs/) is the one docs/architecture.md shows:
 every design has its methods, is rebuilt from the experiment.json it records, and has its text
-in ablations/cli/design_text.py; nothing outside the designs compares a design's kind."""
+in the design's own describing methods; nothing outside the designs compares a design's kind."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ablations.cli import design_text
+from ablations.experiment.designs.text import describe_trials
 from ablations.config import TrialConfig
 from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.factorial import Factorial
@@ -100,20 +100,20 @@ def test_every_recorded_design_has_its_own_key():
 @pytest.mark.parametrize("design", examples(), ids=lambda d: type(d).__name__)
 def test_every_design_has_its_console_text(design):
     trials = [spec("baseline", 0), spec("no_images", 0)]
-    assert design_text.count(design, trials, [0, 1]).split()[0].isdigit()
-    assert isinstance(design_text.design_lines(design, 0.05), list)
-    lines = design_text.describe(design, trials, TrialConfig(), [])
+    assert design.count_text(trials, [0, 1]).split()[0].isdigit()
+    assert isinstance(design.dry_run_lines(0.05), list)
+    lines = design.describe(trials, TrialConfig(), [])
     assert lines and "Base configuration:" in lines[-1]
 
 
 def test_a_designs_count_is_its_own():
     grid, factorial, search, rounds, stages = examples()
     trials = [spec("baseline", 0), spec("no_images", 0)]
-    assert design_text.count(grid, trials, [0]) == "2 trials (2 variants x 1 seeds)"
-    assert design_text.count(factorial, trials, [0]).endswith("2^2 full factorial x 1 seeds)")
-    assert design_text.count(search, [], [0]) == "3 sampled trials"
-    assert design_text.count(rounds, trials, [0]).startswith("2 variants, seeds in rounds")
-    assert design_text.count(stages, trials, [0]).endswith("8 + 6 + 8 trials")
+    assert grid.count_text(trials, [0]) == "2 trials (2 variants x 1 seeds)"
+    assert factorial.count_text(trials, [0]).endswith("2^2 full factorial x 1 seeds)")
+    assert search.count_text([], [0]) == "3 sampled trials"
+    assert rounds.count_text(trials, [0]).startswith("2 variants, seeds in rounds")
+    assert stages.count_text(trials, [0]).endswith("8 + 6 + 8 trials")
 
 
 def test_parts_sum_the_drivers_time_and_know_a_stop(tmp_path):
@@ -158,7 +158,7 @@ def test_no_kind_checks_in_the_command_line_the_runner_or_planning():
              experiment / "planning.py", experiment / "api.py"]
     assert [found for path in files for found in kind_checks(path, records=False)] == []
     cli = ROOT / "ablations" / "cli"
-    runs = [cli / "main.py", cli / "resume.py", cli / "design_text.py", experiment / "runner.py"]
+    runs = [cli / "main.py", cli / "resume.py", experiment / "runner.py"]
     assert [found for path in runs for found in kind_checks(path)] == []
 
 
@@ -180,7 +180,7 @@ def test_the_dry_run_lists_only_what_differs_and_a_mapped_setting_with_what_was_
                           compile_requested="max-autotune", precision_requested="fp32")
     trials = [TrialSpec("baseline-seed0", "baseline", 0, asked),
               TrialSpec("no_images-seed0", "no_images", 0, mapped)]
-    lines = design_text.describe_trials(trials, base).splitlines()
+    lines = describe_trials(trials, base).splitlines()
     assert lines[-2].split() == ["1.", "baseline-seed0", "(base)"]
     assert lines[-1].split(None, 2)[2] == ("use_images=False, compile=default, "
                                            "compile_requested=max-autotune")

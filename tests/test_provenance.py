@@ -257,7 +257,7 @@ def write_experiment(storage: Path, name: str, argv: list[str]) -> Path:
     from ablations.results.io.files import METADATA_FILE, write_json_atomic
 
     run = parser_of("run")
-    prepared = prepare(request_from(run.parse_args(argv), run, argv))  # as the command
+    prepared = prepare(request_from(run.parse_args(argv)))  # as the command
     options = RunOptions(storage=storage, name=name, space=prepared.space.name)
     meta = experiment_metadata(prepared.trials, options, dt.datetime.now(dt.timezone.utc),
                                prepared.skipped, prepared.design.configs(prepared.trials))

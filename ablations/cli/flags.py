@@ -5,6 +5,7 @@ subcommand shares (the subcommands themselves: commands.py)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import re
@@ -16,6 +17,7 @@ from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
 from ablations.config import ConfigError, parse_bool, parse_seed_sources
 from ablations.experiment.request import (
     DEFAULT_STORAGE,
+    Request,
     alpha_problem,
     margin_problem,
 )
@@ -75,10 +77,22 @@ class HelpLayout(argparse.RawDescriptionHelpFormatter):
 def help_with_default(action: argparse.Action) -> str:
     """A flag's help as ``--help`` shows it (before argparse fills in ``%(default)s``)."""
     text = action.help or ""
+    default = getattr(action, "shown_default", action.default)
     if (not action.option_strings or action.nargs == 0 or "default" in text
-            or action.default in (None, [], argparse.SUPPRESS)):
+            or default in (None, [], argparse.SUPPRESS)):
         return text
-    return f"{text} (default: %(default)s)"
+    return f"{text} (default: {str(default).replace('%', '%%')})"
+
+
+def given_only(parser: argparse.ArgumentParser, dests: set[str]) -> None:
+    """The flags of ``dests`` leave no value in the parsed namespace unless the command line
+    gives them (``argparse.SUPPRESS``), so that the namespace says what was given; their
+    defaults stay the help's (``shown_default``) and the library's (the fields of
+    :class:`~ablations.experiment.request.Request`)."""
+    for action in parser._actions:  # argparse keeps no public list of its actions
+        if action.dest in dests and action.option_strings:
+            action.shown_default = action.default  # type: ignore[attr-defined]
+            action.default = argparse.SUPPRESS
 
 
 def _int_at_least(minimum: int):
@@ -361,3 +375,4 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                         help="resume (--resume, or the same --name) even though the code or "
                         "the data changed since the experiment started; what changed is "
                         "printed and kept in experiment.json")
+    given_only(parser, {field.name for field in dataclasses.fields(Request)})

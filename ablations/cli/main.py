@@ -24,9 +24,8 @@ from typing import Any, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.config.statuses import UNFINISHED, TrialStatus
-from ablations.cli import design_text
 from ablations.cli.diagnose import diagnose_main
-from ablations.cli.commands import DEFAULT_COMMAND, parse_command, parser_of
+from ablations.cli.commands import parse_command
 from ablations.cli.flags import EXIT_BAD_INPUT, PROG, PROGRAM, spoken
 from ablations.cli.output import (
     compare_main,
@@ -43,6 +42,7 @@ from ablations.config import ConfigError
 from ablations.config.values import NamesArguments, flag_of
 from ablations.config.values import command as tool_command
 from ablations.experiment.continuing import continuation_hint, trial_slots
+from ablations.experiment.events import Event, listening
 from ablations.experiment.interrupt import resume_command
 from ablations.experiment.planning import prepare
 from ablations.experiment.preflight import auto_batch, check_data_on_workers
@@ -83,7 +83,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if command == "diagnose":
         return diagnose_main(args.address)
     try:
-        return _main(args, [PROG, *argv])
+        with listening(print_event):
+            return _main(args, [PROG, *argv])
     except (ConfigError, DataError, UsageError, MetadataError) as exc:
         print(f"{PROG}: error: {error_text(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -106,11 +107,10 @@ def project_on_path() -> None:
 def _main(args: argparse.Namespace, command: list[str]) -> int:
     """``run``: start, resume or plan (``--dry-run``) an experiment."""
     check_project_folder(os.getcwd())
+    args.request = request_from(args)  # the library's Request
     if args.address is not None and args.address != "auto" \
             and not re.match(r"^(ray://)?[\w.-]+:\d+$", args.address):
         raise UsageError(f"--address {args.address!r}: use 'auto', host:port or ray://host:port")
-    # the library's Request
-    args.request = request_from(args, parser_of(DEFAULT_COMMAND), command[1:])
     storage = storage_root(args.storage)
     if args.retry_failed and not args.resume:
         raise UsageError("--retry-failed only applies with --resume")
@@ -129,13 +129,12 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
         crossed = f" crossed ({len(seeds)}x{len(seeds)} cells per variant)" \
             if args.cross_seeds else ""
         print(f"Experiment {name} (dry run): space {space.name}, seeds {seeds}{crossed}")
-        for line in design_text.design_lines(design, args.alpha):
-            print(line)
+        for line in design.dry_run_lines(args.alpha):
+            print(spoken(line))
         if prepared.data_summary:
             print(f"Data: {prepared.data_summary}")
-        for line in design_text.describe(design, trials,
-                                         base.replace(ablation=space.reference), skipped):
-            print(line)
+        for line in design.describe(trials, base.replace(ablation=space.reference), skipped):
+            print(spoken(line))
         return 0
     resume = bool(list_dir(target))
     if resume:  # the same --name again: the same plan resumes it, anything else is refused
@@ -145,6 +144,15 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
     return _run(args, space.name, trials, skipped, storage, name, command, design,
                 seeds=prepared.seeds, resume=resume, reuse_workers=not space.isolate_trials,
                 reference=space.reference)
+
+
+def print_event(event: Event) -> None:
+    """What the library says while it runs, as the command line says it: a warning on
+    stderr, the rest on stdout."""
+    if event.kind == "warning":
+        print(f"warning: {spoken(event.message)}", file=sys.stderr, flush=True)
+    else:
+        print(spoken(event.message), flush=True)
 
 
 def error_text(error: Exception) -> str:
@@ -286,7 +294,7 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
         resources = ray.cluster_resources()
         slots = trial_slots(resources, args.cpus_per_trial, args.gpus_per_trial,
                             args.max_concurrent)
-        count = design_text.count(design, trials, seeds, crossed=args.cross_seeds)
+        count = design.count_text(trials, seeds, crossed=args.cross_seeds)
         print(f"Experiment {name}: space {space_name}, {count}, "
               f"{args.cpus_per_trial:g} CPU + {args.gpus_per_trial:g} GPU per trial, "
               f"Ray with {resources.get('CPU', 0):g} CPUs / {resources.get('GPU', 0):g} GPUs")
@@ -347,8 +355,8 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
     if check is not None:  # one line above the verdicts; baseline_check.json in the folder
         print(check.line())
     print(summary)
-    for line in design_text.summary_lines(design, df, meta, settings):
-        print(line)
+    for line in design.summary_lines(df, meta, settings):
+        print(spoken(line))
     if options.trackers:  # the verdicts as each tracker's <name>-verdicts run
         from ablations.experiment.trackers.specs import publish_summary
 
@@ -364,8 +372,8 @@ def _run(args: argparse.Namespace, space_name: str, trials: list[Any], skipped: 
           f"{df['gpu_hours'].sum():.3f} GPU-hours.")
     for _, row in df[df["status"].isin([TrialStatus.FAILED, TrialStatus.DIVERGED])].iterrows():
         print(f"  {row['trial_name']}: {row['status']}: {row['error']}")
-    for line in design_text.closing_lines(design, result.directory):
-        print(line)
+    for line in design.closing_lines(result.directory):
+        print(spoken(line))
     print(f"Results in {result.directory}: trials.parquet, epochs.parquet, predictions.parquet")
     if not unfinished:  # an interrupted run: continue it first (said below)
         print(f"Report: {spoken(tool_command('report', str(result.directory)))}")

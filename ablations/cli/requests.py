@@ -1,12 +1,12 @@
 """The command line's flags as the library's :class:`~ablations.experiment.request.Request`:
-comma-separated lists split, and the fields whose flags the command gave (``Request.given``),
-read from the command itself rather than guessed from defaults."""
+comma-separated lists split, and the fields the command gave (``Request.given``): the run
+flags that are Request fields leave nothing in the parsed namespace unless given
+(``flags.given_only``), so what is there is what the command said."""
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import fields
-from typing import Sequence
 
 from ablations.experiment.request import Request
 
@@ -19,49 +19,23 @@ def comma_list(text: str | None) -> list[str] | None:
     return None if text is None else [part.strip() for part in str(text).split(",")]
 
 
-def option_dests(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """Every option string of ``parser`` and of its subcommands' parsers -> its dest."""
-    found: dict[str, str] = {}
-    for action in parser._actions:  # argparse keeps no public list of its actions
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                found.update(option_dests(sub))
-        for option in action.option_strings:
-            found[option] = action.dest
-    return found
-
-
-def given_dests(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
-    """The dests of the options ``argv`` names, as argparse reads them: ``--flag``,
-    ``--flag=value`` and an unambiguous prefix of a long option."""
-    options = option_dests(parser)
-    given = set()
-    for token in argv:
-        if token == "--":
-            break
-        if not token.startswith("--"):
-            continue
-        option = token.split("=", 1)[0]
-        matches = [o for o in options if o == option] or \
-            [o for o in options if o.startswith(option)]
-        if len({options[o] for o in matches}) == 1:
-            given.add(options[matches[0]])
-    return given
-
-
-def request_from(args: argparse.Namespace, parser: argparse.ArgumentParser,
-                 argv: Sequence[str]) -> Request:
-    """The Request of a parsed command: each field from the flag of the same dest."""
+def request_from(args: argparse.Namespace) -> Request:
+    """The Request of a parsed ``run`` command: each field from the flag of the same dest,
+    given where the command gave it, the Request's default elsewhere. ``args`` then holds
+    every field's value (the rest of the command line reads them there)."""
     values = {f.name: getattr(args, f.name) for f in fields(Request) if hasattr(args, f.name)}
     for name in LISTS:
-        values[name] = comma_list(values.get(name))
+        if name in values:
+            values[name] = comma_list(values[name])
+    given = set(values)
     data = values.get("data")
     if data is not None:  # --data repeated, or one named: datasets (docs/datasets.md)
         several = len(data) > 1 or "=" in data[0] or data[0] == "synthetic"
         values["data"], values["datasets"] = (None, data) if several else (data[0], None)
-    names = {f.name for f in fields(Request)}
-    given = given_dests(parser, argv)
-    if values.get("datasets") is not None:
-        given = (given - {"data"}) | {"datasets"}
-    values["given"] = frozenset(given & names)
-    return Request(**values)
+        if several:
+            given = (given - {"data"}) | {"datasets"}
+    request = Request(**values, given=frozenset(given))
+    for field in fields(Request):
+        if field.name != "given":
+            setattr(args, field.name, getattr(request, field.name))
+    return request

@@ -12,7 +12,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from ablations.cli.design_text import continued_line, resume_line
+from ablations.cli.flags import spoken
 from ablations.experiment.designs.records import design_from_record
 from ablations.experiment.plans import plan_from_metadata, skipped_plan
 from ablations.experiment.request import UsageError, arg
@@ -38,10 +38,10 @@ def resume_plan(args: argparse.Namespace, storage: str) -> ResumePlan:
     args.cpus_per_trial, args.gpus_per_trial = plan.cpus_per_trial, plan.gpus_per_trial
     target = join(storage, plan.name)
     if plan.continued:
-        print(continued_line(plan.design, plan.name, plan.space_name, plan.seeds))
+        print(spoken(plan.design.continued_line(plan.name, plan.space_name, plan.seeds)))
     else:
-        print(resume_line(plan.design, plan.name, plan.space_name, target, plan.trials,
-                          args.retry_failed))
+        print(spoken(plan.design.resume_line(plan.name, plan.space_name, target, plan.trials,
+                                             args.retry_failed)))
     return plan
 
 

@@ -25,6 +25,7 @@ import pandas as pd
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
 from ablations.config.values import named
+from ablations.experiment.events import Event, listening
 from ablations.experiment.request import (
     DEFAULT_STORAGE,
     Request,
@@ -189,10 +190,8 @@ class Experiment:
                 trials, options.auto_batch = auto_batch(request, trials)
             from ablations.experiment.runner import reading_own_code  # loads Ray
 
-            with reading_own_code(trials):
-                result = prepared.design.execute(
-                    trials, options, prepared.skipped,
-                    say=print if self.progress else (lambda _: None))
+            with reading_own_code(trials), listening(print if self.progress else ignore):
+                result = prepared.design.execute(trials, options, prepared.skipped)
         return results_of(result, prepared.design, reference=prepared.space.reference)
 
     @staticmethod
@@ -233,10 +232,14 @@ class Experiment:
                              command=["ablations.experiment.api.Experiment.resume"])
         from ablations.experiment.runner import reading_own_code  # loads Ray
 
-        with ray_for(plan.trials, options, num_cpus), reading_own_code(plan.trials):
-            result = plan.design.execute(plan.trials, options, plan.skipped, resume=True,
-                                         say=print if progress else (lambda _: None))
+        with ray_for(plan.trials, options, num_cpus), reading_own_code(plan.trials), \
+                listening(print if progress else ignore):
+            result = plan.design.execute(plan.trials, options, plan.skipped, resume=True)
         return results_of(result, plan.design, reference=plan.reference)
+
+
+def ignore(event: Event) -> None:
+    """A listener that drops every event."""
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional, Sequence
 
+from ablations.experiment import events
 from ablations.experiment.request import Request, UsageError, arg
 from ablations.trial.faults import faults_for
 
@@ -66,8 +67,8 @@ def auto_batch(args: Request, trials: list[Any]) -> tuple[list[Any], Optional[di
 
     config = trials[0].config
     if config.systems.device != "cuda" and not faults_for(config.ablation).oom_above_batch:
-        print(f"auto-batch: trials run on {config.systems.device}, which has no GPU memory to fit; "
-              f"keeping batch_size={config.optim.batch_size}")
+        events.info(f"auto-batch: trials run on {config.systems.device}, which has no GPU "
+                    f"memory to fit; keeping batch_size={config.optim.batch_size}")
         return trials, None
     datasets = {(d.data_dir, c.seeds.data, d.synthetic_train, d.synthetic_val, d.synthetic_test,
                  d.max_train_examples, d.max_eval_examples): c
@@ -90,7 +91,7 @@ def auto_batch(args: Request, trials: list[Any]) -> tuple[list[Any], Optional[di
                              "training samples; lower grad_accum_steps")
         out.append(dataclasses.replace(spec, config=spec.config.replace(batch_size=batch)))
     chosen = micro * config.optim.grad_accum_steps
-    print(f"auto-batch: batch_size={chosen} (micro-batch {micro} x "
+    events.info(f"auto-batch: batch_size={chosen} (micro-batch {micro} x "
           f"{config.optim.grad_accum_steps}), "
           f"limited by {why}; {train_samples // chosen} optimizer steps per epoch; "
           f"probed on {found['device']}"

@@ -7,12 +7,15 @@ says whether a folder's design is its own plan (:meth:`Design.same_plan_as`) and
 configurations its trials start from (:meth:`Design.configs`). The designs that run one Tune
 experiment hand :func:`ablations.experiment.runner.run_experiment` a
 :class:`~ablations.experiment.designs.tune_setup.TuneSetup`; rounds and stages run several.
-What the command line prints about a design is in ablations/cli/design_text.py.
+A design describes itself in the words a reader sees: the run's count, the dry run, the lines
+after the summary, what a resume will do (the methods under "how it describes itself"; the
+text may name arguments with :func:`~ablations.config.values.arg`, which the command line
+shows as its flags).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ablations.experiment.options import TUNE_SUBDIR
 from ablations.experiment.plans import trial_plan
@@ -53,10 +56,11 @@ class Design:
         self._planned, self.plan_spec = record, None
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
-                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
-                say: Callable[[str], None] = print) -> ExperimentResult:
-        """Run the experiment (or continue it with ``resume``) and return its tables;
-        ``say`` gets the lines a design with several Tune runs reports between them."""
+                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False
+                ) -> ExperimentResult:
+        """Run the experiment (or continue it with ``resume``) and return its tables; what a
+        design with several Tune runs reports between them goes out as events
+        (ablations/experiment/events.py)."""
         raise NotImplementedError
 
     def record(self, metadata: dict[str, Any]) -> None:
@@ -86,4 +90,43 @@ class Design:
         """The configurations ``trials`` and the trials this design adds start from: the data
         every worker must reach, the provenance a resume checks."""
         return [spec.config for spec in trials]
+
+    # ---------------------------------------------------------------- how it describes itself
+
+    def count_text(self, trials: Sequence[TrialSpec], seeds: Sequence[int],
+                   crossed: bool = False) -> str:
+        """How many trials, for the run's first line."""
+        cells = f", crossed: {len(seeds)}x{len(seeds)} cells" if crossed else ""
+        datasets = {s.config.dataset for s in trials}
+        on = f" x {len(datasets)} datasets" if len(datasets) > 1 else ""
+        return (f"{len(trials)} trials ({len({s.variant for s in trials})} variants x "
+                f"{len(seeds)} seeds{on}{cells})")
+
+    def dry_run_lines(self, alpha: float) -> list[str]:
+        """What the dry run says about the design before the data and the trials."""
+        return []
+
+    def describe(self, trials: Sequence[TrialSpec], base: TrialConfig,
+                 skipped: Sequence[tuple[TrialSpec, str]]) -> list[str]:
+        """What the dry run lists after its first line: the trials."""
+        from ablations.experiment.designs.text import describe_trials
+
+        return [describe_trials(trials, base, skipped)]
+
+    def summary_lines(self, trials: Any, meta: dict[str, Any],
+                      settings: dict[str, Any]) -> list[str]:
+        """Lines after the summary's table (``trials``: trials.parquet's rows, ``meta``:
+        experiment.json; ``settings``: the summary's reference, metric, margin and alpha)."""
+        return []
+
+    def closing_lines(self, directory: Any) -> list[str]:
+        """Lines at the end of the run (e.g. where the best configuration is)."""
+        return []
+
+    def resume_line(self, name: str, space: str, target: str, trials: Sequence[TrialSpec],
+                    retry_failed: bool) -> str:
+        """What the resume of experiment ``name`` (space ``space``, folder ``target``, its
+        recorded ``trials``) will do, in one line
+        (:func:`~ablations.experiment.designs.resume_text.counts_line` counts them)."""
+        raise NotImplementedError
 

@@ -106,7 +106,7 @@ def factorial_trials(args: Request, space: Space, base: TrialConfig, seeds: Sequ
 
 class Factorial(Grid):
     """Every cell of a two-level factorial design at every seed (a grid); the summary adds its
-    effects (ablations/cli/design_text.py)."""
+    effects (:meth:`summary_lines`)."""
 
     record_key = "factorial"
     asked_by = f"{arg('design')} factorial"
@@ -123,3 +123,23 @@ class Factorial(Grid):
         design = cls(FactorialDesign.from_dict(meta[cls.record_key]))
         design.planned = meta.get("planned")
         return design
+
+    def count_text(self, trials: Sequence[TrialSpec], seeds: Sequence[int],
+                   crossed: bool = False) -> str:
+        return (f"{len(trials)} trials ({len(self.factorial.cells)} cells of a "
+                f"{self.factorial.label} x {len(seeds)} seeds)")
+
+    def dry_run_lines(self, alpha: float) -> list[str]:
+        return self.factorial.lines()
+
+    def summary_lines(self, trials: Any, meta: dict[str, Any],
+                      settings: dict[str, Any]) -> list[str]:
+        from ablations.results.stats.decisions import factorial_effects_of
+        from ablations.results.stats.factorial import effects_view, factorial_note
+
+        try:
+            table = factorial_effects_of(trials, meta, **settings)
+        except (ValueError, KeyError) as exc:
+            return ["", f"No factorial effects: {exc}"]
+        return ["", f"Factorial effects ({self.factorial.legend()}):",
+                effects_view(table).to_string(index=False), "", factorial_note(table)]

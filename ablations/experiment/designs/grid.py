@@ -3,9 +3,10 @@ experiment (:class:`~ablations.experiment.designs.tune_setup.GridTune`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ablations.experiment.designs.base import Design
+from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.tune_setup import GridTune
 from ablations.experiment.runner import run_experiment
 
@@ -20,7 +21,18 @@ class Grid(Design):
     continues_into_rounds = True
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
-                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
-                say: Callable[[str], None] = print) -> ExperimentResult:
+                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False
+                ) -> ExperimentResult:
         return run_experiment(trials, options, skipped, design=self, setup=GridTune(),
                               resume=resume)
+
+    def resume_line(self, name: str, space: str, target: str, trials: Sequence[TrialSpec],
+                    retry_failed: bool) -> str:
+        counts = counts_line(target, trials, None, retry_failed)
+        return f"Resuming experiment {name} ({space}): {counts}"
+
+    def dry_run_lines(self, alpha: float) -> list[str]:
+        from ablations.results.stats.planned import pilot_design, pilot_note  # loads scipy
+
+        planned = pilot_design(self.planned)
+        return [pilot_note(planned, alpha)] if planned is not None else []

@@ -20,8 +20,9 @@ import pandas as pd
 
 from ablations.config.statuses import TrialStatus
 from ablations.config import TrialConfig, apply_overrides
-from ablations.config.values import command, named
+from ablations.config.values import arg, command, named
 from ablations.experiment.designs.base import Design
+from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.tune_setup import Part, TuneSetup
 from ablations.experiment.options import experiment_dir
 from ablations.experiment.runner import run_experiment
@@ -221,8 +222,8 @@ class Search(Design):
         self.search = search
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
-                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
-                say: Callable[[str], None] = print) -> ExperimentResult:
+                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False
+                ) -> ExperimentResult:
         result = run_experiment(trials, options, skipped, design=self,
                                 setup=SearchTune(self.search), resume=resume)
         root = experiment_dir(options)
@@ -252,3 +253,27 @@ class Search(Design):
 
     def configs(self, trials: Sequence[TrialSpec]) -> list[TrialConfig]:
         return [self.search.base, *(spec.config for spec in trials)]
+
+    def count_text(self, trials: Sequence[TrialSpec], seeds: Sequence[int],
+                   crossed: bool = False) -> str:
+        return f"{self.search.num_samples} sampled trials"
+
+    def describe(self, trials: Sequence[TrialSpec], base: TrialConfig,
+                 skipped: Sequence[tuple[TrialSpec, str]]) -> list[str]:
+        from ablations.experiment.designs.text import describe_trials
+
+        hpo = self.search
+        lines = [f"{hpo.num_samples} sampled trials ({hpo.scheduler} scheduler) over:"]
+        lines += [f"  {field}: {kind} {values}" for field, (kind, values) in hpo.space.items()]
+        return [*lines, describe_trials([], base)]
+
+    def closing_lines(self, directory: Any) -> list[str]:
+        if not is_file(join(directory, BEST_CONFIG_FILE)):
+            return []
+        return [f"Best configuration: {join(directory, BEST_CONFIG_FILE)} (use it with "
+                f"{arg('config')}); Optuna study: {join(directory, OPTUNA_FILE)} (SQLite)"]
+
+    def resume_line(self, name: str, space: str, target: str, trials: Sequence[TrialSpec],
+                    retry_failed: bool) -> str:
+        counts = counts_line(target, trials, self.search.num_samples, retry_failed)
+        return f"Resuming experiment {name} ({space}): {counts}"

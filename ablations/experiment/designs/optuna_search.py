@@ -14,13 +14,13 @@ trial itself runs to its end as Tune resumes it, and its row in trials.parquet i
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any, Callable, Optional
 
 from optuna.exceptions import UpdateFinishedTrialError
 from ray.tune import Callback
 from ray.tune.search.optuna import OptunaSearch
 
+from ablations.experiment import events
 from ablations.results.io.files import first_line
 
 logger = logging.getLogger(__name__)
@@ -58,8 +58,8 @@ class OptunaUpload(Callback):
         try:
             self.upload()
         except OSError as exc:
-            print(f"warning: the Optuna study was not uploaded ({first_line(exc)}); retried at "
-                  "the next trial", file=sys.stderr)
+            events.warning(f"the Optuna study was not uploaded ({first_line(exc)}); retried "
+                           "at the next trial")
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._upload()

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pandas as pd
 
+from ablations.experiment import events
 from ablations.experiment.designs.base import Design
+from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.parts import Parts, stopped
 from ablations.experiment.designs.tune_setup import GridTune, Part
 from ablations.experiment.options import (
@@ -30,7 +32,7 @@ from ablations.experiment.options import (
 )
 from ablations.experiment.plans import plan_from_metadata, trial_plan
 from ablations.experiment.request import UsageError, arg
-from ablations.results.stats.sequential import SeedDesign
+from ablations.results.stats.sequential import SeedDesign, design_note
 from ablations.results.stats.sequential_table import active_arms, sequential_verdict_table
 from ablations.search_spaces import TrialSpec
 
@@ -106,7 +108,7 @@ def next_arms(table: pd.DataFrame, ran: Sequence[str]) -> list[str]:
 
 def run_rounds(run: SequentialRun, options: RunOptions,
                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
-               root: str, say: Any = print, finished: Optional[ExperimentResult] = None
+               root: str, finished: Optional[ExperimentResult] = None
                ) -> tuple[ExperimentResult, Optional[pd.DataFrame]]:
     """Run the rounds (or continue them after a stop) until every variant has a verdict or
     ran the design's last look. Returns the experiment's result (all rounds' rows) and the
@@ -137,7 +139,7 @@ def run_rounds(run: SequentialRun, options: RunOptions,
         earlier = [name for r in run.rounds[:-1] for name in r["trials"]]
         looks = run.design.looks
         kept = " (the fixed run's trials, kept, not run again)" if finished is not None else ""
-        say(f"Round {number} of at most {len(looks)}{kept}: {len(current)} trials "
+        events.info(f"Round {number} of at most {len(looks)}{kept}: {len(current)} trials "
             f"({len({s.variant for s in current})} variants, seeds "
             f"{seed_span(run.look_seeds(number))}; {looks[number - 1]} seeds per variant so far)")
         if finished is not None:
@@ -152,25 +154,25 @@ def run_rounds(run: SequentialRun, options: RunOptions,
         try:
             table = run.verdicts(result.trials)
         except ValueError as exc:  # e.g. every reference trial failed: nothing to decide on
-            say(f"No verdicts after round {number} ({exc}): no more rounds")
+            events.info(f"No verdicts after round {number} ({exc}): no more rounds")
             return result, None
         ran = {s.variant for s in current}
         following = next_arms(table, ran)
         decided = table[table["ablation"].isin(ran - {run.reference, *following})]
-        say(f"Round {number}: " + (", ".join(
+        events.info(f"Round {number}: " + (", ".join(
             f"{a} {v}" for a, v in zip(decided["ablation"], decided["verdict"]))
             or "no verdict yet"))
         if not following or number == len(looks):
             if following:
-                say(f"{len(following)} variant(s) ran {looks[-1]} seeds (--max-seeds) without "
-                    f"a verdict: {', '.join(following)}")
+                events.info(f"{len(following)} variant(s) ran {looks[-1]} seeds "
+                            f"({arg('max_seeds')}) without a verdict: {', '.join(following)}")
             return result, table
         number += 1
         current = run.cells([run.reference, *following], run.look_seeds(number))
         run.rounds.append({"round": number, "tune": f"{TUNE_SUBDIR}-round{number}",
                            "trials": [s.name for s in current]})
         resume = False
-        say(f"{len(following)} variant(s) get seeds {seed_span(run.look_seeds(number))}: "
+        events.info(f"{len(following)} variant(s) get seeds {seed_span(run.look_seeds(number))}: "
             f"{', '.join(following)}")
 
 
@@ -190,10 +192,10 @@ class Rounds(Design):
         self.run, self.root, self.finished = run, root, finished
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
-                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
-                say: Callable[[str], None] = print) -> ExperimentResult:
+                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False
+                ) -> ExperimentResult:
         result, _ = run_rounds(self.run, options, skipped, resume=resume,
-                               root=self.root or experiment_dir(options), say=say,
+                               root=self.root or experiment_dir(options),
                                finished=self.finished)
         return result
 
@@ -221,6 +223,30 @@ class Rounds(Design):
                              f"{arg('name')}")
         return (trial_plan(now.plan.values()) == trial_plan(was.plan.values())
                 and now.design.to_dict() == was.design.to_dict())
+
+    def count_text(self, trials: Sequence[TrialSpec], seeds: Sequence[int],
+                   crossed: bool = False) -> str:
+        looks = self.run.design.looks
+        return (f"{len({s.variant for s in self.run.plan.values()})} variants, seeds in "
+                f"rounds ({looks[0]} seeds, then up to {looks[-1]} where no verdict yet)")
+
+    def dry_run_lines(self, alpha: float) -> list[str]:
+        return [f"{design_note(self.run.design, alpha)} The pilot's trials:"]
+
+    def resume_line(self, name: str, space: str, target: str, trials: Sequence[TrialSpec],
+                    retry_failed: bool) -> str:
+        run = self.run  # the round a stop cut short, in its own Tune folder
+        tune_subdir = run.rounds[-1]["tune"] if run.rounds else None
+        counts = counts_line(target, run.current_trials(), None, retry_failed, tune_subdir)
+        return f"Resuming experiment {name} ({space}): {counts}"
+
+    def continued_line(self, name: str, space: str, seeds: Sequence[int]) -> str:
+        """What continuing the fixed run ``name`` into these rounds will do, in one line."""
+        run = self.run
+        looks = ", ".join(str(n) for n in run.design.looks)
+        return (f"Continuing experiment {name} ({space}) with {arg('seeds')} auto: its "
+                f"{len(run.current_trials())} trials at seeds {', '.join(map(str, seeds))} are "
+                f"the pilot (round 1, kept, not run again); looks at {looks} seeds per variant")
 
 
 def seed_span(seeds: Sequence[int]) -> str:

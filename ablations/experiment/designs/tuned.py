@@ -27,13 +27,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pandas as pd
 
 from ablations.config.statuses import TrialStatus
 from ablations.config import TrialConfig, apply_overrides
+from ablations.experiment import events
 from ablations.experiment.designs.base import Design
+from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.hpo import HpoSearch, SearchTune, publish_optuna
 from ablations.experiment.designs.parts import Parts, stopped
 from ablations.experiment.designs.tune_setup import GridTune, Part
@@ -186,7 +188,7 @@ def arm_search(run: TunedRun, arm: str, *, fresh: bool, earlier_rows: Optional[t
 
 
 def run_stages(run: TunedRun, options: RunOptions, skipped: Sequence[tuple[TrialSpec, str]],
-               *, resume: bool, root: str, say: Callable[[str], None]) -> ExperimentResult:
+               *, resume: bool, root: str) -> ExperimentResult:
     """Run the stages not yet recorded as ended (a resume continues the one a stop cut
     short). Returns the experiment's result with every stage's rows; a stop returns at once,
     its unfinished trials in the table."""
@@ -202,19 +204,19 @@ def run_stages(run: TunedRun, options: RunOptions, skipped: Sequence[tuple[Trial
         if stage == "evaluation":
             setup = GridTune(Part(TUNE_SUBDIR, phase="evaluation", earlier_rows=earlier))
             trials = list(run.plan.values())
-            say(f"Stage {number} of {len(steps)}: the table at the configuration given, "
+            events.info(f"Stage {number} of {len(steps)}: the table at the configuration given, "
                 f"{len(trials)} trials")
         elif arm is not None:
             setup = arm_search(run, arm, fresh=not any(s.startswith("tuning-")
                                                        for s in run.stages) and not resume,
                                earlier_rows=earlier, study=f"{options.name}-{arm}")
             trials = []
-            say(f"Stage {number} of {len(steps)}: tuning {arm}, {run.budget} trials over "
+            events.info(f"Stage {number} of {len(steps)}: tuning {arm}, {run.budget} trials over "
                 f"{', '.join(run.keys)} at seed {run.seed}")
         else:
             setup = GridTune(Part(run.tune_subdir(stage), phase="tuned", earlier_rows=earlier))
             trials = run.tuned_trials()
-            say(f"Stage {number} of {len(steps)}: each arm at its own best, {len(trials)} "
+            events.info(f"Stage {number} of {len(steps)}: each arm at its own best, {len(trials)} "
                 "trials")
         result = parts.run(trials, setup, skipped if stage == "evaluation" else (),
                            resume=started and resume)
@@ -229,11 +231,12 @@ def run_stages(run: TunedRun, options: RunOptions, skipped: Sequence[tuple[Trial
         if arm is not None:
             run.pick_best(arm, mine)
             if run.best[arm] is None:
-                say(f"  {arm}: no tuning trial ended ok; it is not evaluated at its own best")
+                events.info(f"  {arm}: no tuning trial ended ok; it is not evaluated at its "
+                            "own best")
             else:
                 best = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                                  for k, v in run.best[arm].items())
-                say(f"  {arm}: best {run.metric} {mine[run.metric].min():.4f} at {best}")
+                events.info(f"  {arm}: best {run.metric} {mine[run.metric].min():.4f} at {best}")
         run.stages[stage] = [str(name) for name in mine["trial_name"]]
         fields: dict[str, Any] = {}
         design.record(fields)
@@ -245,7 +248,7 @@ def run_stages(run: TunedRun, options: RunOptions, skipped: Sequence[tuple[Trial
 class Stages(Design):
     """Tuned ablations: the stages of :func:`run_stages` (the evaluation, one search per arm,
     each arm at its own best), each its own Tune run; the summary sets the verdicts at each
-    arm's own best beside those at the configuration given (ablations/cli/design_text.py)."""
+    arm's own best beside those at the configuration given (:meth:`summary_lines`)."""
 
     record_key = "tuned"
     asked_by = arg("tune_each")
@@ -255,10 +258,10 @@ class Stages(Design):
         self.run, self.root = run, root
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
-                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
-                say: Callable[[str], None] = print) -> ExperimentResult:
+                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False
+                ) -> ExperimentResult:
         return run_stages(self.run, options, skipped, resume=resume,
-                          root=self.root or experiment_dir(options), say=say)
+                          root=self.root or experiment_dir(options))
 
     def record(self, metadata: dict[str, Any]) -> None:
         run = self.run
@@ -283,6 +286,49 @@ class Stages(Design):
                              f"{was.budget}; give those (or {arg('resume')}, which keeps them) "
                              f"or choose another {arg('name')}")
         return trial_plan(now.plan.values()) == trial_plan(was.plan.values())
+
+    def count_text(self, trials: Sequence[TrialSpec], seeds: Sequence[int],
+                   crossed: bool = False) -> str:
+        run = self.run
+        arms, evaluation = len(run.arms()), len(run.plan)
+        return (f"{arms} variants x {len(seeds)} seeds, each tuned with {run.budget} "
+                f"trials: {evaluation} + {arms * run.budget} + {evaluation} trials")
+
+    def dry_run_lines(self, alpha: float) -> list[str]:
+        run = self.run
+        ranges = "; ".join(f"{key} {kind} {list(args)}" for key, (kind, args)
+                           in run.space.items())
+        return [f"Tuned ablations: every arm searched with Optuna TPE, {run.budget} trials "
+                f"each ({startup_trials(run.budget)} random first), FIFO, on {run.metric}, "
+                f"at seed {run.seed} (no evaluation seed); over {ranges}. Then every arm at "
+                "its own best at the evaluation seeds. The evaluation at the configuration "
+                "given:"]
+
+    def summary_lines(self, trials: Any, meta: dict[str, Any],
+                      settings: dict[str, Any]) -> list[str]:
+        from ablations.results.stats.decisions import tuned_comparison_of
+        from ablations.results.stats.tuned import side_by_side_text
+
+        try:
+            table = tuned_comparison_of(trials, meta, **settings)
+        except (ValueError, KeyError) as exc:
+            return [f"\nNo tuned comparison: {exc}"]
+        return ["", *side_by_side_text(table).splitlines()]
+
+    def resume_line(self, name: str, space: str, target: str, trials: Sequence[TrialSpec],
+                    retry_failed: bool) -> str:
+        tuned = self.run
+        pending = tuned.pending()
+        if pending is None:
+            outlook = "every stage has ended; nothing to run"
+        else:
+            number, stage, arm = pending
+            trials = (list(tuned.plan.values()) if stage == "evaluation" else
+                      tuned.tuned_trials() if arm is None else [])
+            counts = counts_line(target, trials, tuned.budget if arm is not None else None,
+                                 retry_failed, tuned.tune_subdir(stage))
+            outlook = f"stage {number} of {len(tuned.steps())} ({stage}): {counts}"
+        return f"Resuming experiment {name} ({space}, tuned ablations): {outlook}"
 
 
 def check_request(args: Any, space: Any, trials: Sequence[Any], *, auto: bool) -> None:

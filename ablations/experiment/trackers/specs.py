@@ -27,14 +27,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 from urllib.parse import urlparse
 
 import pandas as pd
 
-from ablations.experiment.request import UsageError
+from ablations.experiment import events
+from ablations.experiment.request import UsageError, arg
 from ablations.experiment.trackers.runs import (
     MLflowTracker,
     TrackerSpec,
@@ -105,8 +105,9 @@ def tracker_callbacks(specs: Sequence[TrackerSpec], root: str, *, experiment: st
         recorded = [TrackerSpec(**item) for item in (read_metadata(root) or {}).get("log_to", [])]
         if specs and set(specs) != set(recorded):
             started = ", ".join(f"{spec.kind}:{spec.target}" for spec in recorded) or "none"
-            print(f"warning: --log-to: the trials go on logging to the trackers the experiment "
-                  f"started with ({started}); only the verdicts go to --log-to's", file=sys.stderr)
+            events.warning(f"{arg('log_to')}: the trials go on logging to the trackers the "
+                           f"experiment started with ({started}); only the verdicts go to "
+                           f"{arg('log_to')}'s")
         specs = specs or recorded
     callbacks: list[Any] = []
     for spec in specs:
@@ -185,5 +186,4 @@ def publish_summary(trackers: Sequence[Any], summary: str,
             tracker.publish(files, verdicts, across)
         except tracker.errors as exc:
             first = first_line(exc)
-            print(f"warning: {type(tracker).__name__}: the verdicts were not logged: {first}",
-                  file=sys.stderr)
+            events.warning(f"{type(tracker).__name__}: the verdicts were not logged: {first}")

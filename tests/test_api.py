@@ -105,7 +105,7 @@ def test_the_request_has_the_command_lines_defaults_and_knows_what_was_given():
 
 
 def test_the_library_names_arguments_and_the_command_line_names_flags():
-    from ablations.cli.main import error_text
+    from ablations.cli.console import error_text
 
     with pytest.raises(UsageError) as caught:
         Experiment("components", seeds="auto", pilot=4, max_seeds=3).plan()

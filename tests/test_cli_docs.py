@@ -197,3 +197,22 @@ def test_the_run_flags_keep_their_dest_names():
     for dest in ("space", "seeds", "max_seeds", "tune_each", "log_to", "cpus_per_trial",
                  "retry_failed", "allow_changed", "dry_run", "resume", "storage", "name"):
         assert hasattr(args, dest), dest  # request_from filled in the rest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["report", "--help"],
+                                  ["--alpha", "2"], ["--seeds", "0,0"]],
+                         ids=["help", "run-help", "report-help", "bad-alpha", "bad-seeds"])
+def test_help_and_a_bad_flag_load_no_torch_pandas_scipy_or_ray(argv):
+    """The command line parses before it loads what a run needs (docs/benchmarks.md measures
+    the time): sys.modules after ``main`` has answered."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom ablations.cli.main import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'pandas', 'scipy', 'ray', 'matplotlib') "
+            "if m in sys.modules), file=sys.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                         cwd=REPO)
+    assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr

@@ -157,7 +157,7 @@ def test_an_error_of_tune_before_any_trial_ended_is_raised(ray_local, tmp_path, 
 
 
 def test_the_command_line_enters_its_replaced_working_directory_again(tmp_path, monkeypatch):
-    from ablations.cli.main import enter_again
+    from ablations.cli.run import enter_again
 
     working_dir = tmp_path / "working_dir"
     working_dir.mkdir()

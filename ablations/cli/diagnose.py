@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
-from ablations.cli.flags import spoken
+from ablations.cli.console import spoken
 
 
 def diagnose_main(address: Optional[str]) -> int:

@@ -23,6 +23,7 @@ from ablations.experiment.request import (
 )
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 
 
 def invoked_as(argv0: str) -> tuple[str, str]:
@@ -42,13 +43,6 @@ def invoked_as(argv0: str) -> tuple[str, str]:
 # The program's name in error lines and usage, and the start of each command it suggests
 PROG, PROGRAM = invoked_as(sys.argv[0] if sys.argv and sys.argv[0] else "run_ablations.py")
 
-
-def spoken(text: str) -> str:
-    """A message of the library as the command line says it: the arguments it names as flags
-    (``max_seeds``: ``--max-seeds``), the commands it suggests as the user started the tool."""
-    from ablations.config.values import flag_of, named
-
-    return named(text, flag_of, PROGRAM)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -12,7 +12,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from ablations.cli.flags import spoken
+from ablations.cli.console import spoken
 from ablations.experiment.designs.records import design_from_record
 from ablations.experiment.plans import plan_from_metadata, skipped_plan
 from ablations.experiment.request import UsageError, arg

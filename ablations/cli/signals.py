@@ -12,7 +12,7 @@ import sys
 import threading
 from typing import Any, Iterator
 
-from ablations.cli.flags import spoken
+from ablations.cli.console import spoken
 from ablations.experiment.interrupt import resume_command
 from ablations.experiment.options import RunOptions
 

@@ -13,12 +13,12 @@ import os
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
-import pandas as pd
-import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
+
+if TYPE_CHECKING:  # pandas and Parquet load where a table is read or written: the command
+    import pandas as pd  # line's --help and its one-line errors need neither
 
 TRIALS_FILE = "trials.parquet"
 EPOCHS_FILE = "epochs.parquet"
@@ -112,6 +112,9 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> str:
 
 def write_parquet_atomic(frame: pd.DataFrame, path: str | Path) -> str:
     """Write ``frame`` as Parquet, atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     table = pa.Table.from_pandas(frame, preserve_index=False)
     return atomic_write(path, lambda handle: pq.write_table(table, handle))
 
@@ -210,6 +213,8 @@ def read_experiment(directory: str | Path) -> dict[str, pd.DataFrame]:
     Raises:
         FileNotFoundError: naming the missing file.
     """
+    import pyarrow.parquet as pq
+
     out = {}
     for key, name in (("trials", TRIALS_FILE), ("epochs", EPOCHS_FILE),
                       ("predictions", PREDICTIONS_FILE)):

@@ -80,6 +80,21 @@ def check_bucket(location: str) -> None:
                          f"`{create}`) or name another")
 
 
+def process_umask() -> int:
+    """This process's umask, read without changing it where Linux shows it (/proc/self/status,
+    since 4.7); elsewhere set and restored at once."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> str:
     """Call ``write`` on a temporary file beside ``path`` and move it into place: readers see
     the old file or the new one, never half of one. Locally the file is fsynced and renamed
@@ -89,6 +104,9 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
+            # mkstemp's file is the owner's alone (0600); a result file is created as any
+            # other file the process writes, with its umask (a group's shared folder reads it)
+            os.fchmod(fd, 0o666 & ~process_umask())
             with os.fdopen(fd, "wb") as handle:
                 write(handle)
                 handle.flush()

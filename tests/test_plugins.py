@@ -251,3 +251,32 @@ def test_the_example_model_runs_its_ablation_file_end_to_end(tmp_path, data):
     report = write_report(root)
     assert set(report.ablation["ablation"]) == {"baseline", "no_temporal_kernel", "shallow",
                                                 "point_head"}
+
+
+@pytest.mark.parametrize("source, words", [
+    ("raise RuntimeError('boom')\n", "importing broken_at_import failed: RuntimeError: boom ("),
+    ("def f(:\n", "importing broken_at_import failed: SyntaxError: invalid syntax ("),
+    ("import nosuchpackage_xyz\n", "cannot import broken_at_import (No module named "
+                                   "'nosuchpackage_xyz')"),
+])
+def test_a_module_that_fails_at_import_is_one_line_naming_its_file(tmp_path, monkeypatch,
+                                                                    source, words):
+    from ablations.config.plugins import PluginError, load_plugin
+
+    (tmp_path / "broken_at_import.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginError) as caught:
+        load_plugin("broken_at_import:F")
+    message = str(caught.value)
+    assert words in message and "\n" not in message, message
+    if "failed" in words:
+        assert f"{tmp_path / 'broken_at_import.py'}, line 1)" in message
+
+
+@pytest.mark.parametrize("spec", ["../../etc/passwd:F", ".relative:F", "a b:F", "mod:",
+                                  "mod:not a name", ":F"])
+def test_a_model_that_is_not_a_module_name_is_refused_before_any_import(spec):
+    from ablations.config.plugins import PluginError, load_plugin
+
+    with pytest.raises(PluginError, match="give package.module:NAME"):
+        load_plugin(spec)

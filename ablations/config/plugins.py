@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
@@ -86,6 +87,24 @@ BUILTIN = ModelPlugin(name=BUILTIN_NAME, config=MultimodalSwitches, build=_build
 _CACHE: dict[str, Any] = {"": BUILTIN}  # a ModelPlugin, TrainingFunction or Command
 
 
+# A module's dotted name, as ``importlib.import_module`` takes it without a package
+MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def import_failure(exc: BaseException) -> str:
+    """Where and why a module's import failed, in one line: the exception, and the file and
+    line of the user's code that raised it (a SyntaxError's own)."""
+    import traceback
+
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__)
+              if "importlib" not in frame.filename]
+    where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}{': ' + first if first else ''}{where}"
+
+
 def load_plugin(spec: str) -> Any:
     """The model ``package.module:NAME`` names (imported once per process): a
     :class:`ModelPlugin`, or own code (ablations/config/code.py: a ``TrainingFunction``, or a
@@ -104,14 +123,17 @@ def load_plugin(spec: str) -> Any:
             raise PluginError(f"model {spec[:60]!r}: not a command spec ({exc})") from None
         return _CACHE[spec]
     module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise PluginError(f"model {spec!r}: give package.module:NAME, e.g. "
-                          "examples.conv3d:PLUGIN")
+    if not MODULE_NAME.fullmatch(module_name) or not attribute.isidentifier():
+        raise PluginError(f"model {spec!r}: give package.module:NAME (a module's dotted name "
+                          "as Python imports it, not a path), e.g. examples.conv3d:PLUGIN")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise PluginError(f"model {spec!r}: cannot import {module_name} ({exc}); is it on "
-                          "PYTHONPATH (and on every worker of a cluster)?") from None
+        raise PluginError(f"model {spec!r}: cannot import {module_name} ({exc}); is it in the "
+                          "folder the command starts in, installed, or on PYTHONPATH?") from None
+    except Exception as exc:  # the module's own code failed while it was imported
+        raise PluginError(f"model {spec!r}: importing {module_name} failed: "
+                          f"{import_failure(exc)}; fix the module and run again") from None
     plugin = getattr(module, attribute, None)
     if plugin is None:
         raise PluginError(f"model {spec!r}: {module_name} has no {attribute!r}")

@@ -23,6 +23,7 @@ own keys are (booleans true/false/1/0/yes/no; YAML's on/off refused).
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ import yaml
 
 from ablations.config import ConfigError
 from ablations.config.code import command_from, command_spec
-from ablations.config.values import arg
+from ablations.config.values import QuotedText, TextLoader, arg, yaml_problem
 from ablations.config.comparison import DEFAULT_REFERENCE
 
 TOP_LEVEL = ("name", "description", "reference", "model", "variants", "command", "config",
@@ -58,13 +59,11 @@ def load_space_file(path: str | Path) -> dict[str, Any]:
                           "'variants' mapping; run_ablations.py list shows the built-in "
                           "spaces)")
     try:
-        data = yaml.load(file.read_text(), Loader=yaml.BaseLoader)
+        data = yaml.load(file.read_text(), Loader=TextLoader)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{file}: cannot be read ({type(exc).__name__})") from None
     except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" at line {where.line + 1}" if where is not None else ""
-        raise ConfigError(f"{file}: not valid YAML{line}") from None
+        raise ConfigError(f"{file}: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{file}: expected a mapping with 'variants' at the top level")
     unknown = [k for k in data if k not in TOP_LEVEL]
@@ -144,9 +143,32 @@ def _command_model(file: Path, data: dict[str, Any]) -> str:
                                      source=str(file)))
 
 
+# YAML 1.2's core schema (yaml.org/spec/1.2.2, 10.3.2): what a plain scalar's text means. Not
+# YAML 1.1's (PyYAML's safe_load), which reads off and NO as false, 010 as 8 and 12:30 as 750.
+_CORE_BOOL = {"true": True, "True": True, "TRUE": True,
+              "false": False, "False": False, "FALSE": False}
+_CORE_INT = re.compile(r"[-+]?[0-9]+")
+_CORE_OCT, _CORE_HEX = re.compile(r"0o[0-7]+"), re.compile(r"0x[0-9a-fA-F]+")
+_CORE_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_CORE_SPECIAL = {".inf": math.inf, ".Inf": math.inf, ".INF": math.inf,
+                 "+.inf": math.inf, "+.Inf": math.inf, "+.INF": math.inf,
+                 "-.inf": -math.inf, "-.Inf": -math.inf, "-.INF": -math.inf,
+                 ".nan": math.nan, ".NaN": math.nan, ".NAN": math.nan}
+
+
 def typed(value: Any) -> Any:
-    """A YAML scalar read as text, typed as YAML would type it (64, 0.2, true, text)."""
-    if not isinstance(value, str):
-        return value
-    parsed = yaml.safe_load(value) if value.strip() else value
-    return parsed if isinstance(parsed, (bool, int, float, str)) else value
+    """A scalar read as text, typed by YAML 1.2's core schema: 64 an int, 0.2 a float, true a
+    boolean; anything else (off, NO, 12:30, a word) and anything quoted the text as written."""
+    if not isinstance(value, str) or isinstance(value, QuotedText):
+        return str(value) if isinstance(value, QuotedText) else value
+    if value in _CORE_BOOL:
+        return _CORE_BOOL[value]
+    if _CORE_INT.fullmatch(value):
+        return int(value)
+    if _CORE_OCT.fullmatch(value):
+        return int(value[2:], 8)
+    if _CORE_HEX.fullmatch(value):
+        return int(value[2:], 16)
+    if _CORE_FLOAT.fullmatch(value):
+        return float(value)
+    return _CORE_SPECIAL.get(value, value)

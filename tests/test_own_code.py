@@ -310,3 +310,31 @@ def test_the_built_in_model_through_run_trial_is_the_loop_to_the_last_digit(tmp_
     assert [m["epoch"] for m, final, _ in sent] == [1, 2]  # one report an epoch
     assert sent[-1][1] and sent[-1][2] is not None  # the last with the predictions
     assert [s["epoch"] for s in stored if "user" in s] == [1, 2]
+
+
+def test_a_commands_values_are_typed_by_yaml_1_2_and_quoted_text_stays_text(tmp_path):
+    """off, NO and 12:30 are text (YAML 1.1 read them as false, false and 750), 010 is ten,
+    and a quoted '010' stays the text 010."""
+    from ablations.search_spaces.files import load_space_file
+    from ablations.config.code import command_of
+
+    (tmp_path / "space.yaml").write_text(
+        "command: '{python} p.py {a} {b} {c} {d} {e}'\n"
+        "config: {a: off, b: NO, c: 12:30, d: 010, e: '010'}\n"
+        "metrics: {score: higher}\n"
+        "variants: {baseline: {}}\n")
+    space = load_space_file(tmp_path / "space.yaml")
+    defaults = command_of(space["model"]).defaults
+    assert defaults == {"a": "off", "b": "NO", "c": "12:30", "d": 10, "e": "010"}
+    assert [type(value) for value in defaults.values()] == [str, str, str, int, str]
+
+
+def test_a_key_given_twice_in_a_space_file_is_refused_naming_both_lines(tmp_path):
+    from ablations.config import ConfigError
+    from ablations.search_spaces.files import load_space_file
+
+    (tmp_path / "space.yaml").write_text(
+        "variants:\n  baseline: {}\n  no_images: {use_images: false}\n"
+        "  no_images: {use_scalars: false}\n")
+    with pytest.raises(ConfigError, match=r"key 'no_images' is given twice \(lines 3 and 4\)"):
+        load_space_file(tmp_path / "space.yaml")

@@ -93,7 +93,7 @@ def test_plugin_switches_are_config_keys_of_the_model_section():
     [
         ({"dept": "1"}, "unknown key 'dept'; did you mean 'depth'?"),
         ({"depth": "9"}, "model conv3d: depth must be in 1..4, got 9"),
-        ({"depth": "two"}, "depth='two' is not a int"),
+        ({"depth": "two"}, "depth='two' is not an integer, as its default"),
         ({"variance_head": "on"}, "variance_head"),
     ],
 )

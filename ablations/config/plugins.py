@@ -184,7 +184,10 @@ def plugin_config(spec: str, options: Mapping[str, Any], *, source: str = "model
             else:
                 values[key] = kind(value)
         except (ValueError, TypeError, ConfigError):
-            raise PluginError(f"{source}: {key}={value!r} is not a {kind.__name__}") from None
+            wanted = {int: "an integer", float: "a number", bool: "true or false"}.get(
+                kind, kind.__name__)
+            raise PluginError(f"{source}: {key}={value!r} is not {wanted}, as its default "
+                              f"{getattr(defaults, key)!r} is") from None
     model = "" if plugin is BUILTIN else f"model {plugin.name}: "
     try:
         config = dataclasses.replace(defaults, **values)

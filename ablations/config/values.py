@@ -199,6 +199,48 @@ def one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
 
 
+class QuotedText(str):
+    """A scalar the YAML file quoted ('010', "off"): text as written, never typed."""
+
+
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A key given twice in one mapping of a YAML file (YAML says keys are unique; PyYAML
+    would keep the last one without a word)."""
+
+
+class TextLoader(yaml.BaseLoader):
+    """YAML with every scalar as text (``yaml.BaseLoader``: a value is parsed by the key it
+    sets, not by YAML 1.1's guesses), quoted ones marked :class:`QuotedText`, and a key given
+    twice in a mapping refused (:class:`DuplicateKey`)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise DuplicateKey(None, None, f"key {key!r} is given twice (lines "
+                                   f"{seen[key] + 1} and {key_node.start_mark.line + 1}); "
+                                   "keep one", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _text(loader: TextLoader, node: Any) -> str:
+    value = loader.construct_scalar(node)
+    return QuotedText(value) if node.style in ("'", '"') else value
+
+
+TextLoader.add_constructor("tag:yaml.org,2002:str", _text)
+
+
+def yaml_problem(exc: Exception) -> str:
+    """A YAML error in a few words: a duplicated key's own message, else where it is."""
+    if isinstance(exc, DuplicateKey):
+        return str(exc.problem)
+    where = getattr(exc, "problem_mark", None)
+    return "not valid YAML" + (f" at line {where.line + 1}" if where is not None else "")
+
+
 def load_yaml_overrides(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping of config keys. Scalars stay strings (``yaml.BaseLoader``) so that
     booleans are parsed by :func:`parse_bool` alone: YAML's own ``on``/``off`` are refused."""
@@ -206,11 +248,9 @@ def load_yaml_overrides(path: str | Path) -> dict[str, Any]:
     if not file.is_file():
         raise ConfigError(f"{file}: config file not found")
     try:
-        data = yaml.load(file.read_text(), Loader=yaml.BaseLoader)
+        data = yaml.load(file.read_text(), Loader=TextLoader)
     except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" at line {where.line + 1}" if where is not None else ""
-        raise ConfigError(f"{file}: not valid YAML{line}") from None
+        raise ConfigError(f"{file}: {yaml_problem(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

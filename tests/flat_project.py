@@ -94,8 +94,12 @@ FILES = {
         parser.add_argument("--lr", type=float, default=0.5)
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--pause", type=float, default=0.0)
+        parser.add_argument("--standardize", action="store_true")  # a flag there or not
         args = parser.parse_args()
         (x, y), (x_test, y_test) = data.load(0)
+        if args.standardize:
+            mean, std = x.mean(axis=0), x.std(axis=0)
+            x, x_test = (x - mean) / std, (x_test - mean) / std
         net = model.Net(x.shape[1], args.l2, utils.rng(args.seed))
         for epoch in range(1, args.epochs + 1):
             net.step(x, y, args.lr)
@@ -133,12 +137,14 @@ FILES = {
         """,
     "command.yaml": """
         name: flat-command
-        command: "{python} train.py --l2 {l2} --epochs {epochs} --seed {init_seed} --pause {pause}"
-        config: {l2: 0.0, epochs: 3, pause: 0.0}
+        command: >-
+          {python} train.py --l2 {l2} --epochs {epochs} --seed {init_seed} --pause {pause}
+          {standardize:--standardize}
+        config: {l2: 0.0, epochs: 3, pause: 0.0, standardize: true}
         metrics: {test_loss: lower}
         variants:
           baseline: {}
-          strong_l2: {l2: 1.0}
+          raw_features: {standardize: false}
         """,
     "fit.yaml": """
         name: flat-fit

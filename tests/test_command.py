@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 import sys
 import textwrap
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ablations.config import TrialConfig
+from ablations.config import ConfigError, TrialConfig
 from ablations.config.code import command_from, command_spec
 from ablations.trial.command import (
     NewLines,
@@ -279,3 +280,20 @@ def test_a_restart_keeps_the_epochs_the_program_wrote_after_the_last_save(tmp_pa
     recover_epochs(metrics, trial)
     assert [row["epoch"] for row in trial.history] == [1, 2, 3, 4]
     assert [m["epoch"] for m in sent] == [3, 4]  # the half-written line waits
+
+
+def test_a_flag_field_is_the_flag_where_its_key_is_true_and_no_argument_where_false():
+    run = "python train.py {standardize:--standardize} --x{verbose:-v} --lr {lr}"
+    on = command_line(run, {"standardize": "true", "verbose": "true", "lr": "0.1"})
+    off = command_line(run, {"standardize": "false", "verbose": "false", "lr": "0.1"})
+    assert on == ["python", "train.py", "--standardize", "--x-v", "--lr", "0.1"]
+    assert off == ["python", "train.py", "--x", "--lr", "0.1"]
+
+
+@pytest.mark.parametrize("run, words", [
+    ("p {lr:.3f}", "lr is a float"), ("p {lr:--lr}", "lr is a float"),
+    ("p {nope:--nope}", "nope has no default"), ("p { lr }", "a field is {key} alone"),
+    ("p {0}", "a field is {key} alone"), ("p {lr!r}", "a field is {key} alone")])
+def test_a_placeholder_in_another_form_is_refused_naming_it(run, words):
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        command_from(run, {"lr": 0.1, "standardize": True}, {"score": "higher"})

@@ -68,6 +68,10 @@ def test_a_script_importing_its_own_model_and_results_runs_every_trial(project, 
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     trials = ok_trials(tmp_path / "script", 4)
     assert trials["test_loss"].between(0, 1).all()
+    # {standardize:--standardize}: a store_true flag there for the baseline, not for the arm
+    loss = trials.groupby("ablation")["test_loss"].mean()
+    assert loss["baseline"] != loss["raw_features"]
+    assert sorted(trials["standardize"].tolist()) == [False, False, True, True]
     # the command it suggests is spelled as the researcher started it: no run_ablations.py here
     assert f"Report: run-ablations report {tmp_path / 'script'}\n" in proc.stdout, proc.stdout
 

@@ -36,6 +36,13 @@ COMMAND_FIELDS = ("seed", "init_seed", "order_seed", "data_seed", "trial", "abla
                   "trial_dir", "metrics_file", "resume_dir", "device",
                   "python")  # the Python that runs the trial: the runner's, on every node
 FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# A flag that is there or not: {standardize:--standardize} is --standardize where the boolean
+# key standardize is true, and nothing where it is false (an argument left empty is dropped).
+FLAG = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*):([^{}\s]+)\}")
+# What a user may mean as a field but is neither form: {lr:.3f} of a number, { lr }, {0},
+# {cfg!r}. Braces around anything else (a JSON or a dict literal in a `python -c`) are the
+# program's text.
+PLACEHOLDER_LIKE = re.compile(r"\{\s*\w+\s*(?:[:!][^{}'\"]*)?\}")
 
 
 # The runner's systems keys own code can take (``trial.switches``), with what planning records
@@ -140,7 +147,8 @@ class Command:
         return _command_config(command_spec(self))
 
     def fields(self) -> list[str]:
-        return FIELD.findall(self.run)
+        """The keys its command line names, as {key} or {key:--flag}."""
+        return FIELD.findall(self.run) + [key for key, _ in FLAG.findall(self.run)]
 
 
 def command_from(run: str, defaults: Mapping[str, Any] | None, metrics: Mapping[str, Any],
@@ -166,6 +174,20 @@ def command_from(run: str, defaults: Mapping[str, Any] | None, metrics: Mapping[
         shlex.split(run)
     except ValueError as exc:  # an unclosed quote
         raise ConfigError(f"{source}: {run!r} is not a command line ({exc})") from None
+    for attempt in PLACEHOLDER_LIKE.finditer(run):
+        text = attempt.group(0)
+        flag = FLAG.fullmatch(text)
+        if flag and not isinstance(defaults.get(flag.group(1)), bool):
+            what = (f"{flag.group(1)} is a {type(defaults[flag.group(1)]).__name__}"
+                    if flag.group(1) in defaults else f"{flag.group(1)} has no default")
+            raise ConfigError(f"{source}: {text} in the command line: {{key:TEXT}} gives TEXT "
+                              f"where a boolean key is true and nothing where it is false, and "
+                              f"{what}; give {flag.group(1)} a default of true or false, or "
+                              "format a number in the program")
+        if not flag and not FIELD.fullmatch(text):
+            raise ConfigError(f"{source}: {text} in the command line: a field is {{key}} "
+                              "alone, or {key:--flag} for a flag there when a boolean key is "
+                              "true (no spaces, format spec or index)")
     unknown = [f for f in FIELD.findall(run) if f not in defaults and f not in COMMAND_FIELDS]
     if unknown:
         raise ConfigError(f"{source}: {{{unknown[0]}}} in the command line is not a config key; "
@@ -207,6 +229,7 @@ def is_own_code(model: Any) -> bool:
     return isinstance(model, (TrainingFunction, Command))
 
 
-__all__ = ["COMMAND_FIELDS", "FIELD", "OWN_CODE_RUNNER_KEYS", "OWN_CODE_SWITCHES", "RESERVED",
+__all__ = ["COMMAND_FIELDS", "FIELD", "FLAG", "OWN_CODE_RUNNER_KEYS", "OWN_CODE_SWITCHES",
+           "RESERVED",
            "Command", "Metric", "TrainingFunction", "command_from",
            "command_of", "command_spec", "is_own_code"]

@@ -56,7 +56,7 @@ def command_model(args: Request, space: object, model: str) -> str:
 
 
 def _fields(run: str) -> list[str]:
-    return re.findall(r"\{([A-Za-z_]\w*)\}", run)
+    return re.findall(r"\{([A-Za-z_]\w*)(?::[^{}\s]+)?\}", run)
 
 
 def _metric_pairs(text: str) -> dict[str, str]:
@@ -65,6 +65,9 @@ def _metric_pairs(text: str) -> dict[str, str]:
     pairs = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, _, rest = item.partition(":")
+        if name.strip() in pairs:
+            raise UsageError(f"{arg('metrics')}: {name.strip()} is declared twice; declare each "
+                             "metric once, with its one direction")
         pairs[name.strip()] = rest.replace(":", " ").strip()
     return pairs
 

@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ablations.config.code import COMMAND_FIELDS, FIELD, Command
+from ablations.config.code import COMMAND_FIELDS, FIELD, FLAG, Command
 from ablations.trial.own_code import OwnCodeError, Trial
 
 METRICS_FILE = "metrics.jsonl"
@@ -75,7 +75,15 @@ def command_line(run: str, values: Mapping[str, str]) -> list[str]:
             raise OwnCodeError(f"command {run!r}: no value for {{{match.group(1)}}}")
         return values[match.group(1)]
 
-    return [FIELD.sub(fill, argument) for argument in arguments]
+    def flag(match: Any) -> str:  # {key:--flag}: the flag where the boolean key is true
+        return match.group(2) if fill(match) == "true" else ""
+
+    filled = []
+    for argument in arguments:
+        with_flags = FLAG.sub(flag, argument)
+        if with_flags or not FLAG.search(argument):  # an argument that was only flags, all off
+            filled.append(FIELD.sub(fill, with_flags))
+    return filled
 
 
 def command_environment(config: Any, values: Mapping[str, str],

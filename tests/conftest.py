@@ -4,8 +4,6 @@ and servers."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import socket
 import subprocess
@@ -137,34 +135,3 @@ def start_until(command: list[str], kw: dict, prefix: str, timeout: float):
         if line.startswith(prefix) or time.monotonic() > deadline:
             break
     return proc, seen, deadline
-
-
-@pytest.fixture(scope="session", autouse=True)
-def fault_file(tmp_path_factory):
-    """The file of the tests' fault injection (ablations/trial/faults.py), named in the
-    environment before any local Ray starts, so that its workers read it too; no faults until a
-    test writes it (:func:`injected`)."""
-    from ablations.trial.faults import ENV
-
-    path = tmp_path_factory.mktemp("faults") / "faults.json"
-    previous = os.environ.get(ENV)
-    os.environ[ENV] = str(path)
-    yield path
-    if previous is None:
-        os.environ.pop(ENV, None)
-    else:
-        os.environ[ENV] = previous
-
-
-@contextlib.contextmanager
-def injected(table: dict | None = None, **faults):
-    """Inject faults while the block runs: ``injected(fail_at_epoch=2)`` into every trial, or
-    ``injected({"broken": {"fail_at_epoch": 2}})`` into the trials of an ablation."""
-    from ablations.trial.faults import ENV
-
-    path = Path(os.environ[ENV])
-    path.write_text(json.dumps(table if table is not None else {"*": faults}))
-    try:
-        yield
-    finally:
-        path.unlink(missing_ok=True)

@@ -139,7 +139,8 @@ def test_only_without_the_reference_adds_it_and_says_so():
 @pytest.mark.parametrize("key", ["inject_oom_above_batch", "inject_failure_at_epoch",
                                  "compile_backend", "faults.oom_above_batch", "fail_at_epoch"])
 def test_the_tests_fault_injection_is_no_config_key(key):
-    """Faults reach a trial only through the tests' hook (ablations/trial/faults.py)."""
+    """Faults reach the built-in loop only through its hooks (LoopHooks, ablations/trial/step.py),
+    which the tests' training function (tests/faulty.py) sets from keys of its own."""
     with pytest.raises(ConfigError, match="unknown key"):
         TrialConfig.of(**{key: 1})
     assert not any(key.rpartition(".")[2] in name for name in TrialConfig().flat())

@@ -6,6 +6,7 @@ auto-batch bounds. Tests that need CUDA itself are skipped without it."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import json
 import re
@@ -39,10 +40,10 @@ from ablations.experiment.trainable import (
     read_history,
     save_state_atomic,
 )
-from ablations.trial.faults import faults_for
-from ablations.trial.loop import InjectedFailure, train
+from ablations.trial.loop import train
 from ablations.model.model import build_model
-from tests.conftest import REPO, injected, tiny_config
+from tests.conftest import REPO, tiny_config
+from tests.faulty import InjectedFailure, hooks
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -167,10 +168,10 @@ def test_a_resumed_trial_runs_the_compile_mode_its_state_recorded():
     assert resumed_compile_mode("default", "reduce-overhead", 1) == "default"
     states = []
     config = tiny_config(epochs=2, compile="default")
-    with injected(compile_backend="eager"):
-        train(config, report=lambda m, state, p: states.append(copy.deepcopy(state)))
-        assert states[0]["compile_mode"] == "default"
-        resumed = train(config, resume_state=states[0])
+    eager = hooks(compile_backend="eager")
+    train(config, report=lambda m, state, p: states.append(copy.deepcopy(state)), hooks=eager)
+    assert states[0]["compile_mode"] == "default"
+    resumed = train(config, resume_state=states[0], hooks=eager)
     assert resumed.metrics["compile_used"] == "default" and resumed.metrics["compiled_graphs"] >= 1
 
 
@@ -194,8 +195,7 @@ def test_two_ooms_in_one_epoch_with_adam_moments_restart_from_a_clean_snapshot()
     states = []
     train(config, report=lambda m, s, p: states.append(copy.deepcopy(s)))
     after_one = states[0]
-    with injected(oom_above_batch=5):
-        recovered = train(config, resume_state=after_one)
+    recovered = train(config, resume_state=after_one, hooks=hooks(oom_above_batch=5))
     assert recovered.metrics["oom_retries"] == 2
     clean = train(config, resume_state=dict(after_one, micro_batch=4, accum_steps=4))
     assert recovered.metrics["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-5)
@@ -229,11 +229,11 @@ def test_dropout_continues_identically_after_a_resume(request, device):
     config = tiny_config(epochs=3, device=device, dropout=0.3)
     whole = train(config)
     states = []
-    with injected(fail_at_epoch=3):
-        with pytest.raises(InjectedFailure, match="at epoch 3"):
-            train(config, report=lambda m, s, p: states.append(copy.deepcopy(s)))
-        assert [state["epoch"] for state in states] == [1, 2]
-        resumed = train(config, resume_state=states[-1])
+    failing = hooks(fail_at_epoch=3)
+    with pytest.raises(InjectedFailure, match="at epoch 3"):
+        train(config, report=lambda m, s, p: states.append(copy.deepcopy(s)), hooks=failing)
+    assert [state["epoch"] for state in states] == [1, 2]
+    resumed = train(config, resume_state=states[-1], hooks=failing)
     assert resumed.status == "ok" and resumed.metrics["resumed_from_epoch"] == 2
     assert [row["epoch"] for row in resumed.history] == [1, 2, 3]
     for key in ("train_loss", "val_loss", "lr", "val_mae"):
@@ -255,9 +255,11 @@ def test_a_later_compiled_trial_in_the_same_worker_still_compiles():
 
     # Each trial's model is new code for Dynamo; past the recompile limit it silently runs
     # eager. Limit 1 here: the second trial hits it unless the trial starts from a reset.
-    with torch._dynamo.config.patch(recompile_limit=1), injected(compile_backend="eager"):
-        first = train(tiny_config(epochs=1, compile="default"))
-        second = train(tiny_config(epochs=1, compile="default", cnn_widths="8,8,16"))
+    eager = hooks(compile_backend="eager")
+    with torch._dynamo.config.patch(recompile_limit=1):
+        first = train(tiny_config(epochs=1, compile="default"), hooks=eager)
+        second = train(tiny_config(epochs=1, compile="default", cnn_widths="8,8,16"),
+                       hooks=eager)
     torch._dynamo.reset()
     assert first.metrics["compiled_graphs"] >= 1
     assert second.metrics["compiled_graphs"] >= 1
@@ -306,8 +308,7 @@ def test_the_torch_floor_has_out_of_memory_error():
 
 def test_an_oom_in_evaluation_halves_the_evaluation_batch():
     clean = train(tiny_config(dropout=0.0))
-    with injected(oom_above_batch=20):
-        halved = train(tiny_config(dropout=0.0, batch_size=16))
+    halved = train(tiny_config(dropout=0.0, batch_size=16), hooks=hooks(oom_above_batch=20))
     assert halved.metrics["eval_batch_used"] == 16  # 64 -> 32 -> 16
     assert halved.metrics["oom_retries"] == 0  # training at 16 never hit it
     assert halved.metrics["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-5)
@@ -342,15 +343,26 @@ def test_auto_batch_keeps_enough_steps_per_epoch():
 
 @pytest.mark.slow
 def test_auto_batch_prints_and_records_its_choice_and_a_rerun_resumes(tmp_path):
-    from tests.test_cli import run_cli
+    # The command line in a process of its own, its probe on the CPU with every batch above 12
+    # out of memory (auto_batch's probe=, which the command line leaves to the real one on
+    # CUDA); its Ray's workers import tests.faulty through PYTHONPATH
+    import os
+    import subprocess
+    import sys
+
+    def run_cli(*args):
+        launch = ("import sys; from tests.faulty import main_with_oom_probe; "
+                  "sys.exit(main_with_oom_probe(12, sys.argv[1:]))")
+        env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+        return subprocess.run([sys.executable, "-c", launch, *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=240, env=env)
 
     args = ["--space", "components", "--only", "baseline", "--seeds", "1", "--epochs", "1",
             "--auto-batch", "--set", "synthetic_train=512",
             "--set", "synthetic_val=32", "--set", "synthetic_test=32", "--set",
             "cnn_widths=8,16,16", "--set", "embed_dim=16", "--set", "num_heads=2",
             "--name", "auto", "--no-dashboard"]
-    with injected(oom_above_batch=12):  # the CLI's process and its Ray inherit the hook's file
-        first = run_cli(*args, cwd=tmp_path)
+    first = run_cli(*args)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     # 512 samples / 16 steps -> at most 32; 12 fitted one step; 80% of it -> 8
     assert "auto-batch: batch_size=8 (micro-batch 8 x 1), limited by memory: 12 fitted" \
@@ -361,7 +373,7 @@ def test_auto_batch_prints_and_records_its_choice_and_a_rerun_resumes(tmp_path):
     assert record["probe_limit"] == 32
     trials = __import__("pandas").read_parquet(root / "trials.parquet")
     assert trials["batch_size"].tolist() == [8]
-    again = run_cli(*args, cwd=tmp_path)  # the same command: resumed, not another plan
+    again = run_cli(*args)  # the same command: resumed, not another plan
     assert again.returncode == 0, again.stderr[-2000:]
     assert "resuming it" in again.stdout and "auto-batch:" not in again.stdout
 
@@ -416,19 +428,19 @@ def test_out_of_memory_errors_are_recognised_by_type_and_text(error, recoverable
     assert is_out_of_memory(error) is recoverable
 
 
-def test_a_cuda_runtime_out_of_memory_error_halves_the_micro_batch(monkeypatch):
-    # raised where the injected OOM is, with the text and type of an allocation outside the
-    # caching allocator (cuBLAS workspace, a kernel's own cudaMalloc)
-    from ablations.trial import step
+def test_a_cuda_runtime_out_of_memory_error_halves_the_micro_batch():
+    # raised where a batch's memory peaks, with the text and type of an allocation outside
+    # the caching allocator (cuBLAS workspace, a kernel's own cudaMalloc)
+    from ablations.trial.step import LoopHooks
 
-    def runtime_oom(config, batch, where):
-        if batch > faults_for(config.ablation).oom_above_batch > 0:
+    def runtime_oom(batch, where):
+        if batch > 10:
             raise torch.AcceleratorError("CUDA error: out of memory\nCUDA kernel errors might be "
                                          "asynchronously reported at some other API call")
 
-    monkeypatch.setattr(step, "injected_oom", runtime_oom)
-    with injected(oom_above_batch=10):  # on the CPU, the OOM snapshot is taken for injection
-        outcome = train(tiny_config(epochs=1, batch_size=16))
+    # with a memory hook set, the CPU keeps the OOM snapshot a GPU keeps
+    outcome = train(tiny_config(epochs=1, batch_size=16),
+                    hooks=LoopHooks(on_memory_peak=runtime_oom))
     assert outcome.status == "ok"
     assert outcome.metrics["oom_retries"] == 1 and outcome.metrics["final_micro_batch"] == 8
 
@@ -447,8 +459,8 @@ def test_memory_is_released_in_order_after_an_oom(monkeypatch):
         def zero_grad(self, set_to_none=True):
             calls.append(f"zero_grad(set_to_none={set_to_none})")
 
-    with injected(compile_backend="eager"):
-        compiled = CompiledModel(torch.nn.Linear(2, 2), tiny_config(compile="default"))
+    compiled = CompiledModel(torch.nn.Linear(2, 2), tiny_config(compile="default"),
+                             backend="eager")
     release_memory(torch.device("cuda"), Optimizer(), compiled)
     assert calls == ["zero_grad(set_to_none=True)", "compiler.reset", "gc.collect",
                      "cuda.empty_cache"]
@@ -464,8 +476,6 @@ def test_memory_is_released_in_order_after_an_oom(monkeypatch):
 def test_a_trial_releases_memory_in_order_after_an_oom(monkeypatch):
     import gc
 
-    from ablations.trial import step
-
     calls = []
 
     def recorded(name, function):
@@ -475,21 +485,21 @@ def test_a_trial_releases_memory_in_order_after_an_oom(monkeypatch):
             return function(*args, **kwargs)
         return call
 
-    def oom(config, batch, where):
+    injected = hooks(oom_above_batch=10, compile_backend="eager")
+
+    def oom(batch, where):
         try:
-            real_oom(config, batch, where)
+            injected.memory_peak(batch, where)
         except torch.OutOfMemoryError:
             calls.append("oom")
             raise
 
-    real_oom = step.injected_oom
-    monkeypatch.setattr(step, "injected_oom", oom)
     monkeypatch.setattr(torch.compiler, "reset", recorded("compiler.reset", torch.compiler.reset))
     monkeypatch.setattr(gc, "collect", recorded("gc.collect", gc.collect))
     monkeypatch.setattr(torch.optim.Optimizer, "zero_grad",
                         recorded("zero_grad", torch.optim.Optimizer.zero_grad))
-    with injected(oom_above_batch=10, compile_backend="eager"):
-        outcome = train(tiny_config(epochs=1, batch_size=16, compile="default"))
+    outcome = train(tiny_config(epochs=1, batch_size=16, compile="default"),
+                    hooks=dataclasses.replace(injected, on_memory_peak=oom))
     torch._dynamo.reset()
     assert outcome.metrics["oom_retries"] == 1
     after = calls[calls.index("oom") + 1:]
@@ -511,15 +521,15 @@ def test_the_peak_memory_is_the_peak_of_the_attempt_that_succeeded(monkeypatch, 
     # The peak reader is faked: from an out-of-memory error until the next reset of the peak
     # statistics, it reports a whole GPU, as torch.cuda.max_memory_allocated does after a
     # failed attempt.
-    from ablations.trial import metrics as metrics_module, step
+    from ablations.trial import step
 
     window = {"failed": False}
-    real_oom, real_reset, real_peak = step.injected_oom, step.reset_peak_memory, \
-        step.peak_memory_mb
+    real_reset, real_peak = step.reset_peak_memory, step.peak_memory_mb
+    injected = hooks(oom_above_batch=oom_above)
 
-    def oom(config, batch, where):
+    def oom(batch, where):
         try:
-            real_oom(config, batch, where)
+            injected.memory_peak(batch, where)
         except torch.OutOfMemoryError:
             window["failed"] = True
             raise
@@ -528,14 +538,11 @@ def test_the_peak_memory_is_the_peak_of_the_attempt_that_succeeded(monkeypatch, 
         window["failed"] = False
         real_reset(device)
 
-    monkeypatch.setattr(step, "injected_oom", oom)
-    monkeypatch.setattr(metrics_module, "injected_oom", oom)
     monkeypatch.setattr(step, "reset_peak_memory", reset)
     monkeypatch.setattr(step, "peak_memory_mb",
                         lambda device: HUGE_MB if window["failed"] else real_peak(device))
-    with injected(oom_above_batch=oom_above):
-        metrics = train(tiny_config(epochs=2, batch_size=16,
-                                    eval_batch_size=eval_batch_size)).metrics
+    metrics = train(tiny_config(epochs=2, batch_size=16, eval_batch_size=eval_batch_size),
+                    hooks=dataclasses.replace(injected, on_memory_peak=oom)).metrics
     if phase == "train":
         assert metrics["oom_retries"] == 1 and metrics["eval_batch_used"] == 8
     else:
@@ -575,8 +582,8 @@ def test_after_an_oom_a_cuda_graph_trial_reports_the_mode_that_ran(monkeypatch):
     monkeypatch.setattr(torch, "compile", compile_)
     config = _conv3d(epochs=2, compile="reduce-overhead")
     states = []
-    with injected(oom_above_batch=10):
-        outcome = train(config, report=lambda m, s, p: states.append(copy.deepcopy(s)))
+    outcome = train(config, report=lambda m, s, p: states.append(copy.deepcopy(s)),
+                    hooks=hooks(oom_above_batch=10))
     torch._dynamo.reset()
     assert built == ["reduce-overhead", "default"]  # accumulation 2: no CUDA graphs
     assert outcome.metrics["oom_retries"] == 1 and outcome.metrics["final_accum_steps"] == 2
@@ -593,8 +600,8 @@ def test_after_an_oom_a_cuda_graph_trial_reports_the_mode_that_ran_with_inductor
     if not has_cpp_compiler():
         pytest.skip("inductor on the CPU needs a C++ compiler")
     _forced(monkeypatch)
-    with injected(oom_above_batch=10):
-        outcome = train(_conv3d(epochs=1, compile="reduce-overhead"))
+    outcome = train(_conv3d(epochs=1, compile="reduce-overhead"),
+                    hooks=hooks(oom_above_batch=10))
     torch._dynamo.reset()
     assert outcome.status == "ok" and outcome.metrics["oom_retries"] == 1
     assert outcome.metrics["compile_used"] == "default"

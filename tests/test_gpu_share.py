@@ -25,7 +25,7 @@ def test_the_probe_runs_capped_at_the_trials_share_and_lifts_the_cap_after(monke
     events = []
     monkeypatch.setattr(memory, "cap_gpu_memory", lambda device, share: events.append(share))
     monkeypatch.setattr(memory, "one_step_fits",
-                        lambda config, data, size, device: events.append(size) or size <= 4)
+                        lambda config, data, size, device, hooks: events.append(size) or size <= 4)
     found = memory.probe_max_batch(tiny_config(), limit=16, gpu_fraction=0.5)
     assert found["batch"] == 4 and found["gpu_share"] == 0.5
     assert events[0] == 0.5 and events[-1] == 1.0  # capped before the first step, then lifted

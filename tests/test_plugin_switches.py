@@ -14,7 +14,7 @@ import torch
 from ablations.config import ConfigError, TrialConfig
 from ablations.config.safety import cpu_autocast_supported, has_cpp_compiler
 from ablations.trial.loop import train
-from tests.conftest import injected
+from tests.faulty import hooks
 
 CONV3D = "examples.conv3d:PLUGIN"
 
@@ -32,12 +32,12 @@ def cell(**switches) -> TrialConfig:
                           synthetic_test=16, eval_batch_size=16, **switches)
 
 
-def run(config: TrialConfig):
+def run(config: TrialConfig, compile_backend: str = "inductor"):
     """("ok", outcome), or ("refused", the error's text): refused before any epoch trained."""
     reported = []
     try:
         outcome = train(config, report=lambda metrics, state, predictions:
-                        reported.append(metrics))
+                        reported.append(metrics), hooks=hooks(compile_backend=compile_backend))
     except ConfigError as error:
         assert reported == [], "refused after training had started"
         assert len(str(error).strip().splitlines()) == 1, str(error)
@@ -53,7 +53,7 @@ def baseline():
 
 
 # (switches, the relative tolerance on the switch-free cell's val_loss); "backend": the
-# tests' compile backend (ablations/trial/faults.py), not a switch
+# tests' compile backend (LoopHooks.compile_backend, tests/faulty.py), not a switch
 SAME_ARITHMETIC = [
     pytest.param({"channels_last": True}, 1e-5, id="channels_last"),
     pytest.param({"gradient_checkpointing": True}, 1e-5, id="gradient_checkpointing"),
@@ -70,8 +70,8 @@ SAME_ARITHMETIC = [
 @pytest.mark.parametrize(("switches", "rel"), SAME_ARITHMETIC)
 def test_the_plugin_trains_under_the_switch(baseline, switches, rel):
     switches = dict(switches)
-    with injected(compile_backend=switches.pop("backend", "inductor")):
-        status, outcome = run(cell(**switches))
+    backend = switches.pop("backend", "inductor")
+    status, outcome = run(cell(**switches), backend)
     assert status == "ok", outcome
     metrics = outcome.metrics
     assert metrics["epochs_run"] == 1 and math.isfinite(metrics["test_mae"])

@@ -3,15 +3,12 @@ each does what the built-in model's does when on, and nothing when off."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 from torch import nn
 
 from ablations.config import TrialConfig
 from ablations.config.safety import has_cpp_compiler
-from ablations.trial.faults import ENV as FAULTS_ENV
 from ablations.trial.model_builder import Checkpointed
 from ablations.trial.step import compiled_graph_count
 from ablations.trial.switches import Switches
@@ -168,11 +165,9 @@ def test_compile_default_returns_a_compiled_module_sharing_the_weights(fresh_dyn
     assert [p for p in model.parameters()] == [p for p in net.parameters()]
 
 
-def test_compiled_module_trains_with_the_test_backend(tmp_path, monkeypatch, fresh_dynamo):
-    faults = tmp_path / "faults.json"
-    faults.write_text(json.dumps({"*": {"compile_backend": "eager"}}))
-    monkeypatch.setenv(FAULTS_ENV, str(faults))
-    sw = switches(compile="default", gradient_checkpointing=True, channels_last=True)
+def test_compiled_module_trains_with_the_test_backend(fresh_dynamo):
+    sw = Switches(TrialConfig.of(compile="default", gradient_checkpointing=True,
+                                 channels_last=True), CPU, compile_backend="eager")
     net = Net()
     model = sw.prepare(net, checkpoint=["block"])
     assert isinstance(model, torch._dynamo.eval_frame.OptimizedModule)

@@ -19,7 +19,8 @@ from ablations.config.safety import (
 from ablations.trial.loop import train
 from ablations.trial.step import TrialOutOfMemory
 from ablations.search_spaces import PRESETS, SYSTEMS_MATRIX, expand, get_space
-from tests.conftest import REPO, injected, tiny_config
+from tests.conftest import REPO, tiny_config
+from tests.faulty import hooks
 
 
 # ------------------------------------------------------------------ the rules
@@ -77,8 +78,8 @@ def test_compile_matches_eager(backend):
 
     torch._dynamo.reset()
     eager = train(tiny_config(dropout=0.0, epochs=1))
-    with injected(compile_backend=backend):
-        compiled = train(tiny_config(dropout=0.0, epochs=1, compile="default"))
+    compiled = train(tiny_config(dropout=0.0, epochs=1, compile="default"),
+                     hooks=hooks(compile_backend=backend))
     torch._dynamo.reset()
     assert compiled.metrics["compile_used"] == "default"
     assert compiled.metrics["train_loss"] == pytest.approx(eager.metrics["train_loss"], rel=1e-3)
@@ -160,8 +161,7 @@ def test_measurements_are_reported():
 
 
 def test_oom_halves_the_micro_batch_and_keeps_the_effective_batch():
-    with injected(oom_above_batch=5):
-        outcome = train(tiny_config(batch_size=16, epochs=2))
+    outcome = train(tiny_config(batch_size=16, epochs=2), hooks=hooks(oom_above_batch=5))
     metrics = outcome.metrics
     assert outcome.status == "ok"
     assert metrics["oom_retries"] == 2  # 16 -> 8 -> 4
@@ -173,14 +173,12 @@ def test_oom_halves_the_micro_batch_and_keeps_the_effective_batch():
 
 
 def test_oom_past_the_floor_fails_with_reason_oom():
-    with injected(oom_above_batch=5), \
-            pytest.raises(TrialOutOfMemory, match="oom: out of memory at micro-batch 8"):
-        train(tiny_config(batch_size=16, min_micro_batch=8))
+    with pytest.raises(TrialOutOfMemory, match="oom: out of memory at micro-batch 8"):
+        train(tiny_config(batch_size=16, min_micro_batch=8), hooks=hooks(oom_above_batch=5))
 
 
 def test_auto_batch_probe_finds_the_largest_fitting_batch():
-    with injected(oom_above_batch=20):
-        found = probe_max_batch(tiny_config())
+    found = probe_max_batch(tiny_config(), hooks=hooks(oom_above_batch=20))
     assert found["batch"] == 20 and not found["limited"]
     sizes = [size for size, _ in found["probed"]]
     assert sizes[:6] == [1, 2, 4, 8, 16, 32]  # doubling, then bisection between 16 and 32

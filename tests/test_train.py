@@ -8,9 +8,10 @@ import copy
 import numpy as np
 import pytest
 
-from ablations.trial.loop import InjectedFailure, train
+from ablations.trial.loop import train
 from ablations.trial.metrics import regression_metrics
-from tests.conftest import injected, tiny_config, write_data_dir
+from tests.conftest import tiny_config, write_data_dir
+from tests.faulty import InjectedFailure, hooks
 
 
 def test_loss_falls_and_beats_the_mean_predictor():
@@ -95,8 +96,8 @@ def test_an_exploded_trial_is_diverged_after_its_last_epoch_and_keeps_its_test_r
 
 
 def test_injected_failure_raises():
-    with injected(fail_at_epoch=2), pytest.raises(InjectedFailure, match="epoch 2"):
-        train(tiny_config(epochs=3))
+    with pytest.raises(InjectedFailure, match="epoch 2"):
+        train(tiny_config(epochs=3), hooks=hooks(fail_at_epoch=2))
 
 
 def test_trains_on_a_file_dataset(tmp_path):

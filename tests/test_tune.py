@@ -21,26 +21,27 @@ from ablations.results.io.schema import (
     column_names,
 )
 from ablations.search_spaces import TrialSpec, expand, get_space
-from tests.conftest import REPO, injected, tiny_config
+from tests.conftest import REPO, tiny_config
+from tests.faulty import FAULTY_SPEC, faulty
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def experiment(ray_local, tmp_path_factory):
-    """baseline, no_images and point_estimate at two seeds, one trial that raises and one whose
-    loss goes non-finite."""
+    """baseline, no_images and point_estimate at two seeds, one trial that raises (the
+    built-in model through the tests' training function, failing as epoch 2 starts) and one
+    whose loss goes non-finite."""
     base = tiny_config(epochs=2)
     trials = expand(get_space("components"), base, [0, 1],
                     only=["baseline", "no_images", "point_estimate"])
-    broken = base.replace(ablation="broken")
+    broken = faulty(base.replace(ablation="broken"), fail_at_epoch=2)
     trials.append(TrialSpec("broken-seed0", "broken", 0, broken))
     exploding = base.replace(ablation="exploding", lr=1e30, grad_clip=0.0)
     trials.append(TrialSpec("exploding-seed0", "exploding", 0, exploding))
     options = RunOptions(storage=tmp_path_factory.mktemp("storage"), name="tiny",
                          space="components", progress=False)
-    with injected({"broken": {"fail_at_epoch": 2}}):
-        return run_experiment(trials, options), trials
+    return run_experiment(trials, options), trials
 
 
 def test_writes_the_three_parquet_files_with_documented_columns(experiment):
@@ -129,8 +130,8 @@ def test_a_retried_trial_resumes_from_its_last_checkpoint(ray_local, tmp_path):
     config = tiny_config(epochs=3, ablation="flaky")
     options = RunOptions(storage=tmp_path, name="retry", space="components", progress=False,
                          max_failures=1)
-    with injected({"flaky": {"fail_at_epoch": 2}}):
-        result = run_experiment([TrialSpec("flaky-seed0", "flaky", 0, config)], options)
+    result = run_experiment([TrialSpec("flaky-seed0", "flaky", 0,
+                                       faulty(config, fail_at_epoch=2))], options)
     row = result.trials.iloc[0]
     assert row["status"] == "ok" and row["epochs_run"] == 3
     # epoch 1 ran once: the retry started from its checkpoint, not from scratch
@@ -146,8 +147,8 @@ def test_state_every_k_epochs_repeats_at_most_k_minus_1(ray_local, tmp_path):
     config = tiny_config(epochs=4, checkpoint_every=2, ablation="flaky")
     options = RunOptions(storage=tmp_path, name="every2", space="components", progress=False,
                          max_failures=1)
-    with injected({"flaky": {"fail_at_epoch": 4}}):
-        result = run_experiment([TrialSpec("flaky-seed0", "flaky", 0, config)], options)
+    result = run_experiment([TrialSpec("flaky-seed0", "flaky", 0,
+                                       faulty(config, fail_at_epoch=4))], options)
     row = result.trials.iloc[0]
     # failed at the start of epoch 4; the newest state was epoch 2's, not 3's
     assert row["status"] == "ok" and row["resumed_from_epoch"] == 2
@@ -160,12 +161,13 @@ def test_state_every_k_epochs_repeats_at_most_k_minus_1(ray_local, tmp_path):
 def test_oom_past_the_floor_is_a_failed_row_and_the_rest_go_on(ray_local, tmp_path):
     base = tiny_config(epochs=1, batch_size=16)
     trials = [
-        TrialSpec("oom-seed0", "oom", 0, base.replace(ablation="oom", min_micro_batch=8)),
-        TrialSpec("recovers-seed0", "recovers", 0, base.replace(ablation="recovers")),
+        TrialSpec("oom-seed0", "oom", 0, faulty(base.replace(ablation="oom", min_micro_batch=8),
+                                                oom_above_batch=3)),
+        TrialSpec("recovers-seed0", "recovers", 0,
+                  faulty(base.replace(ablation="recovers"), oom_above_batch=5)),
     ]
-    with injected({"oom": {"oom_above_batch": 3}, "recovers": {"oom_above_batch": 5}}):
-        result = run_experiment(trials, RunOptions(storage=tmp_path, name="oom",
-                                                   space="components", progress=False))
+    result = run_experiment(trials, RunOptions(storage=tmp_path, name="oom",
+                                               space="components", progress=False))
     rows = result.trials.set_index("trial_name")
     assert rows.loc["oom-seed0", "status"] == "failed"
     assert rows.loc["oom-seed0", "failure_reason"] == "oom"
@@ -175,22 +177,27 @@ def test_oom_past_the_floor_is_a_failed_row_and_the_rest_go_on(ray_local, tmp_pa
 
 
 @pytest.mark.parametrize(
-    ("space", "only"),
+    ("space", "only", "model"),
     [
-        ("systems", ["nockpt-off-fp32", "ckpt-default-bf16", "ckpt-reduce-overhead-fp32"]),
+        # the compiled cell through the tests' training function, which runs the built-in
+        # model compiled by the eager backend (no C++ compiler, a fraction of inductor's time)
+        ("systems", ["nockpt-off-fp32", "ckpt-default-bf16"], FAULTY_SPEC),
+        # a cell that cannot run here: the built-in model's planning skips it
+        ("systems", ["nockpt-off-fp32", "ckpt-reduce-overhead-fp32"], None),
         # --only keeps the space's reference (added when left out): batch32, frames4
-        ("batch", ["batch32", "batch8"]),
-        ("frames", ["frames4", "frames1"]),
+        ("batch", ["batch32", "batch8"], None),
+        ("frames", ["frames4", "frames1"], None),
     ],
 )
-def test_tiny_run_of_each_sweep_writes_rows(ray_local, tmp_path, space, only):
+def test_tiny_run_of_each_sweep_writes_rows(ray_local, tmp_path, space, only, model):
     """Through the public API (``Experiment``), on the Ray already running (left running)."""
     from ablations.experiment.api import Experiment
 
     tiny = tiny_config(epochs=1, device="cpu").diff(TrialConfig())
-    with injected(compile_backend="eager"):
-        result = Experiment(space, seeds=1, only=only, overrides=tiny, storage=tmp_path,
-                            name=space).run()
+    if model == FAULTY_SPEC:
+        tiny["compile_backend"] = "eager"
+    result = Experiment(space, seeds=1, only=only, model=model, overrides=tiny,
+                        storage=tmp_path, name=space).run()
     assert ray.is_initialized()
     rows = result.trials.set_index("trial_name")
     assert len(rows) == len(only)
@@ -203,26 +210,26 @@ def test_tiny_run_of_each_sweep_writes_rows(ray_local, tmp_path, space, only):
     assert ran["peak_mem_mb"].gt(10).all()  # MiB: a worker holds torch at least
     assert (ran["mean_epoch_s"] > 0).all() and (ran["mean_epoch_s"] <= ran["wall_s"]).all()
     assert (ran["peak_mem_mb"] == ran[["peak_mem_train_mb", "peak_mem_eval_mb"]].max(axis=1)).all()
-    if space == "systems":
+    if "ckpt-default-bf16" in only:
         compiled = rows.loc["ckpt-default-bf16-seed0"]
         assert compiled["compile_used"] == "default" and compiled["compiled_graphs"] >= 1
         assert rows.loc["nockpt-off-fp32-seed0", "compiled_graphs"] == 0
         assert compiled["precision"] == "bf16" and compiled["precision_used"] == "bf16"
+    if "ckpt-reduce-overhead-fp32" in only:
         assert "no CUDA graphs" in rows.loc["ckpt-reduce-overhead-fp32-seed0", "error"]
 
 
 def test_resume_retries_failed_trials_only_when_asked(ray_local, tmp_path):
     base = tiny_config(epochs=3)
     trials = [TrialSpec("fine-seed0", "fine", 0, base.replace(ablation="fine")),
-              TrialSpec("flaky-seed0", "flaky", 0, base.replace(ablation="flaky"))]
+              TrialSpec("flaky-seed0", "flaky", 0,
+                        faulty(base.replace(ablation="flaky"), fail_at_epoch=2))]
     options = RunOptions(storage=tmp_path, name="retry", space="components", progress=False)
-    with injected({"flaky": {"fail_at_epoch": 2}}):
-        first = run_experiment(trials, options).trials.set_index("trial_name")
+    first = run_experiment(trials, options).trials.set_index("trial_name")
     assert first.loc["flaky-seed0", "status"] == "failed"
     assert first.loc["flaky-seed0", "epochs_run"] == 1
-    # a plain resume keeps the failure
-    with injected({"flaky": {"fail_at_epoch": 2}}):  # a resumed trial gets past it
-        again = run_experiment(trials, options, resume=True).trials.set_index("trial_name")
+    # a plain resume keeps the failure (it runs the failed trial no more)
+    again = run_experiment(trials, options, resume=True).trials.set_index("trial_name")
     assert again.loc["flaky-seed0", "status"] == "failed"
     # --retry-failed: the failed trial continues from its last epoch; the ok one is kept
     options.retry_failed = True

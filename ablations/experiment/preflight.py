@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ablations.experiment import events
 from ablations.experiment.request import Request, UsageError, arg
-from ablations.trial.faults import faults_for
 
 
 def check_data_on_workers(configs: Sequence[Any], args: Request) -> None:
@@ -57,27 +56,36 @@ def check_data_on_workers(configs: Sequence[Any], args: Request) -> None:
                          "check that the project's dependencies are installed on every node")
 
 
-def auto_batch(args: Request, trials: list[Any]) -> tuple[list[Any], Optional[dict]]:
+def auto_batch(args: Request, trials: list[Any], *,
+               probe: Optional[Callable[..., dict[str, Any]]] = None
+               ) -> tuple[list[Any], Optional[dict]]:
     """Probe on a worker holding one trial's resources; set every trial's batch size.
-    Returns the trials and what was probed and chosen (for experiment.json)."""
+    Returns the trials and what was probed and chosen (for experiment.json).
+
+    ``probe``: what the worker runs, called as
+    :func:`ablations.trial.memory.probe_max_batch` is (a module-level function or a closure:
+    Ray ships it). None, as the command line and ``Experiment`` pass: ``probe_max_batch``, for
+    trials on CUDA only (another device has no GPU memory to fit). A probe given runs on any
+    device: a test's, which fakes the GPU's out-of-memory errors on a CPU."""
     import ray
 
     from ablations.trial.memory import auto_batch_limit, choose_micro_batch, probe_max_batch
     from ablations.trial.batches import load_data
 
     config = trials[0].config
-    if config.systems.device != "cuda" and not faults_for(config.ablation).oom_above_batch:
-        events.info(f"auto-batch: trials run on {config.systems.device}, which has no GPU "
-                    f"memory to fit; keeping batch_size={config.optim.batch_size}")
-        return trials, None
+    if probe is None:
+        if config.systems.device != "cuda":
+            events.info(f"auto-batch: trials run on {config.systems.device}, which has no GPU "
+                        f"memory to fit; keeping batch_size={config.optim.batch_size}")
+            return trials, None
+        probe = probe_max_batch
     datasets = {(d.data_dir, c.seeds.data, d.synthetic_train, d.synthetic_val, d.synthetic_test,
                  d.max_train_examples, d.max_eval_examples): c
                 for c in (s.config for s in trials) for d in (c.data,)}
     train_samples = min(len(load_data(c).indices("train")) for c in datasets.values())
     limit = auto_batch_limit(train_samples, max(s.config.optim.grad_accum_steps for s in trials))
-    probe = ray.remote(num_cpus=args.cpus_per_trial, num_gpus=args.gpus_per_trial)(
-        probe_max_batch)
-    found = ray.get(probe.remote(config, limit=limit, gpu_fraction=args.gpus_per_trial or 1.0))
+    remote = ray.remote(num_cpus=args.cpus_per_trial, num_gpus=args.gpus_per_trial)(probe)
+    found = ray.get(remote.remote(config, limit=limit, gpu_fraction=args.gpus_per_trial or 1.0))
     micro, why = choose_micro_batch(found, limit)
     if micro < 1:
         raise UsageError(f"auto-batch: even batch 1 runs out of memory on {found['device']}; "

@@ -2,7 +2,6 @@
 for a config (``model_builder``), one optimiser step with precision, accumulation and
 checkpointing (``step``), the metrics of an evaluation (``metrics``), the training loop with its
 resumable state and OOM recovery (``loop``), the rule that makes a finished trial ``diverged``
-(``divergence``), the auto-batch probe (``memory``), a trial's estimated cost (``cost``) and
-the tests' fault injection (``faults``: no config key reaches it).
+(``divergence``), the auto-batch probe (``memory``) and a trial's estimated cost (``cost``).
 ``from ablations.trial.loop import train`` runs one trial.
 """

@@ -19,11 +19,13 @@ import pandas as pd
 from ablations.config import TrialConfig
 from ablations.trial.loop import train
 from ablations.trial.own_code import Trial
+from ablations.trial.step import NO_HOOKS, LoopHooks
 
 
-def builtin_fit(config: TrialConfig, trial: Trial) -> dict[str, Any]:
+def builtin_fit(config: TrialConfig, trial: Trial, hooks: LoopHooks = NO_HOOKS) -> dict[str, Any]:
     """Train the built-in model or a plugin (``config.plugin``) as one trial; the final
-    metrics."""
+    metrics. ``hooks``: the loop's (:class:`~ablations.trial.step.LoopHooks`); the runner
+    passes none, a training function that runs this loop under test may."""
     final: dict[str, Any] = {}
 
     def report(metrics: dict[str, Any], state: dict[str, Any],
@@ -39,5 +41,5 @@ def builtin_fit(config: TrialConfig, trial: Trial) -> dict[str, Any]:
         if state["epoch"] % config.systems.checkpoint_every == 0:
             trial.save(state)
 
-    train(config, report=report, resume_state=trial.restore())
+    train(config, report=report, resume_state=trial.restore(), hooks=hooks)
     return final

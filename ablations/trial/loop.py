@@ -31,7 +31,9 @@ import torch
 from ablations.config import TrialConfig
 from ablations.config.statuses import TrialStatus
 from ablations.trial.step import (
+    NO_HOOKS,
     CompiledModel,
+    LoopHooks,
     PeakMemory,
     Stepper,
     TrialOutOfMemory,
@@ -54,7 +56,6 @@ from ablations.trial.batches import (
     load_data,
 )
 from ablations.trial.divergence import explosion_error
-from ablations.trial.faults import faults_for
 from ablations.trial.metrics import (
     evaluate_test_split,
     final_metrics,
@@ -67,10 +68,6 @@ from ablations.trial.model_builder import build_trial_model, builtin_model_confi
 from ablations.model.model import ModelConfig
 
 Reporter = Callable[[dict[str, Any], dict[str, Any], Optional[pd.DataFrame]], None]
-
-
-class InjectedFailure(RuntimeError):
-    """Raised on purpose by a test's ``fail_at_epoch`` (ablations/trial/faults.py)."""
 
 
 @dataclass
@@ -120,6 +117,7 @@ def train(
     report: Optional[Reporter] = None,
     resume_state: Optional[dict[str, Any]] = None,
     data: Optional[RegressionData] = None,
+    hooks: LoopHooks = NO_HOOKS,
 ) -> TrialOutcome:
     """Train one trial; see the module docstring.
 
@@ -132,6 +130,9 @@ def train(
             it inside the call.
         resume_state: a ``state`` given to ``report`` earlier; training continues after its epoch.
         data: reuse already-loaded data instead of loading it from ``config``.
+        hooks: seams for a caller that drives the failure paths on a CPU (a failure as an
+            epoch starts, an out-of-memory error above a micro-batch, the compile backend;
+            :class:`~ablations.trial.step.LoopHooks`). The runner passes none.
 
     Returns:
         The outcome: status ``ok`` or ``diverged`` (a non-finite loss, or a final validation
@@ -142,7 +143,7 @@ def train(
     Raises:
         TrialOutOfMemory: out of memory even at the smallest micro-batch.
     """
-    trial = TrialRun(config, data)  # device, seed, data, model, optimizer: in that order
+    trial = TrialRun(config, data, hooks)  # device, seed, data, model, optimizer: in order
     if resume_state is not None:
         trial.resume(resume_state)
     trial.compile()  # once, after .to(device) and the weights
@@ -150,8 +151,7 @@ def train(
     metrics: dict[str, Any] = trial.history[-1] if trial.history else {}
     predictions = None
     for epoch in range(trial.start_epoch, config.optim.epochs + 1):
-        if epoch == trial.faults.fail_at_epoch and resume_state is None:
-            raise InjectedFailure(f"injected failure at epoch {epoch} (fail_at_epoch)")
+        hooks.epoch_start(epoch, resume_state is not None)
         trained = trial.train_epoch(epoch)
         metrics = trial.evaluate(epoch, trained)
         ok = metrics["status"] == TrialStatus.OK
@@ -193,7 +193,8 @@ class TrialRun:
     compiled: CompiledModel  # set by compile()
     stepper: Stepper  # set by compile(); its scaler is replaced after an OOM
 
-    def __init__(self, config: TrialConfig, data: Optional[RegressionData]):
+    def __init__(self, config: TrialConfig, data: Optional[RegressionData],
+                 hooks: LoopHooks = NO_HOOKS):
         """Set up: the device and the systems rules for it, the seed, then the data, the model
         and its optimizer. The order fixes what the seeded generator draws."""
         self.started, self.started_at = time.perf_counter(), time.time()
@@ -205,7 +206,7 @@ class TrialRun:
                                     resolve=config.systems.resolve_conflicts,
                                     capability=cuda_capability(device))
         self.config = config
-        self.faults = faults_for(config.ablation)  # what a test injects; none outside tests
+        self.hooks = hooks  # the runner's: none (LoopHooks)
         set_float32_precision(config.systems.precision, device)
         # the init source: weight initialisation and dropout draw from this one generator
         torch.manual_seed(config.seeds.init)  # seeds the CUDA generators too
@@ -270,9 +271,10 @@ class TrialRun:
 
     def compile(self) -> None:
         """Compile the whole model once, after ``.to(device)`` and the weights."""
-        self.compiled = CompiledModel(self.model, self.config, self.compile_mode)
+        self.compiled = CompiledModel(self.model, self.config, self.compile_mode,
+                                      backend=self.hooks.compile_backend)
         self.stepper = Stepper(self.compiled, self.optimizer, self.scheduler, self.scaler,
-                               self.batches, self.config)
+                               self.batches, self.config, self.hooks)
 
     def train_epoch(self, epoch: int) -> _TrainedEpoch:
         """Train one epoch. An out-of-memory error halves the micro-batch (doubling the
@@ -281,9 +283,10 @@ class TrialRun:
         started = time.perf_counter()
         order = epoch_order(self.train_idx, config.seeds.order,
                             epoch)[: self.steps_per_epoch * config.optim.batch_size]
-        # The OOM snapshot, in host memory (the GPU is what ran out).
+        # The OOM snapshot, in host memory (the GPU is what ran out); on a CPU only a hook
+        # raises an out-of-memory error.
         snapshot = cpu_copy(self.state()) if self.device.type == "cuda" or \
-            self.faults.oom_above_batch else None
+            self.hooks.on_memory_peak is not None else None
         while True:
             run, oom_text = None, None
             try:
@@ -325,7 +328,7 @@ class TrialRun:
         ``diverged`` after a non-finite loss."""
         with self.memory.phase("eval"):
             val = predict(self.model, self.batches, self.val_idx, self.eval_batch, self.norm,
-                          self.config, memory=self.memory)
+                          self.config, memory=self.memory, hooks=self.hooks)
         self.eval_batch = val.batch_size
         metrics = {
             "epoch": epoch,
@@ -362,7 +365,7 @@ class TrialRun:
             with self.memory.phase("eval"):
                 predictions, test_metrics, self.eval_batch = evaluate_test_split(
                     self.model, self.batches, self.data, self.test_idx, self.config, self.norm,
-                    self.eval_batch, memory=self.memory)
+                    self.eval_batch, memory=self.memory, hooks=self.hooks)
             metrics.update(test_metrics)
         metrics.update(self.mean_predictor)
         exploded = explosion_error(metrics["val_mae"], metrics["val_mae_mean_predictor"]) \

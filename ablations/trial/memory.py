@@ -16,9 +16,10 @@ from ablations.config import TrialConfig
 from ablations.trial.batches import load_data
 from ablations.trial.loop import resolve_device
 from ablations.trial.step import (
+    NO_HOOKS,
+    LoopHooks,
     autocast_for,
     cap_gpu_memory,
-    injected_oom,
     is_out_of_memory,
     loss_fn,
     make_optimizer,
@@ -59,12 +60,14 @@ def choose_micro_batch(found: dict[str, Any], limit: int) -> tuple[int, str]:
     return 1 << (usable.bit_length() - 1), why
 
 
-def one_step_fits(config: TrialConfig, data: Any, batch: int, device: torch.device) -> bool:
-    """One eager training step at ``batch``; False if it ran out of memory."""
+def one_step_fits(config: TrialConfig, data: Any, batch: int, device: torch.device,
+                  hooks: LoopHooks = NO_HOOKS) -> bool:
+    """One eager training step at ``batch``; False if it ran out of memory. ``hooks``: the
+    loop's (:class:`~ablations.trial.step.LoopHooks`), called before the step."""
     failed = False
     model = optimizer = None
     try:
-        injected_oom(config, batch, "in the auto-batch probe")
+        hooks.memory_peak(batch, "in the auto-batch probe")
         model = build_trial_model(config, data.image_shape, len(data.scalar_names)).to(device)
         model.train()
         optimizer, _ = make_optimizer(model, config, device)
@@ -103,14 +106,15 @@ def gpu_share(fraction: float) -> Optional[float]:
 
 
 def probe_max_batch(config: TrialConfig, *, limit: int = MAX_PROBE_BATCH,
-                    gpu_fraction: float = 1.0) -> dict[str, Any]:
+                    gpu_fraction: float = 1.0, hooks: LoopHooks = NO_HOOKS) -> dict[str, Any]:
     """The largest batch (micro-batch) whose training step fits on this device, in the share
     of the GPU a trial gets (``gpu_fraction``: ``--gpus-per-trial``; below 1 the allocator is
     capped at that share while probing, as each trial's is:
     :func:`ablations.trial.step.cap_gpu_memory`).
 
     Doubles from 1 until a step runs out of memory or ``limit`` is reached, then bisects
-    between the last size that fitted and the first that did not.
+    between the last size that fitted and the first that did not. ``hooks`` are the loop's
+    (:class:`~ablations.trial.step.LoopHooks`; the runner passes none).
 
     Returns:
         ``{"batch": int, "device": str, "probed": [(size, fits), ...], "limited": bool,
@@ -121,19 +125,20 @@ def probe_max_batch(config: TrialConfig, *, limit: int = MAX_PROBE_BATCH,
     share = gpu_share(gpu_fraction)
     cap_gpu_memory(device, gpu_fraction)
     try:
-        found = _probe(config, device, limit)
+        found = _probe(config, device, limit, hooks)
     finally:
         cap_gpu_memory(device, 1.0)  # a Ray worker runs other tasks after this one
     return {**found, "gpu_share": share}
 
 
-def _probe(config: TrialConfig, device: torch.device, limit: int) -> dict[str, Any]:
+def _probe(config: TrialConfig, device: torch.device, limit: int,
+           hooks: LoopHooks) -> dict[str, Any]:
     data = load_data(config.replace(synthetic_train=8, synthetic_val=4, synthetic_test=4)
                      if not config.data.data_dir else config)
     probed: list[tuple[int, bool]] = []
 
     def fits(size: int) -> bool:
-        ok = one_step_fits(config, data, size, device)
+        ok = one_step_fits(config, data, size, device, hooks)
         probed.append((size, ok))
         return ok
 

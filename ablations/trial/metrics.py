@@ -22,10 +22,11 @@ from ablations.trial.batches import Batches, Normaliser
 from ablations.trial.host import cpu_model
 from ablations.config import TrialConfig
 from ablations.trial.step import (
+    NO_HOOKS,
+    LoopHooks,
     PeakMemory,
     TrialOutOfMemory,
     autocast_for,
-    injected_oom,
     is_out_of_memory,
     loss_fn,
     release_memory,
@@ -48,7 +49,7 @@ class Predictions:
 
 def predict(model: torch.nn.Module, batches: Batches, idx: np.ndarray, batch_size: int,
             norm: Normaliser, config: TrialConfig,
-            memory: Optional[PeakMemory] = None) -> Predictions:
+            memory: Optional[PeakMemory] = None, hooks: LoopHooks = NO_HOOKS) -> Predictions:
     """Predicted mean and std in km for samples ``idx`` (in order), and the mean loss.
     Runs the plain (uncompiled) model under ``no_grad`` (rule 5). An out-of-memory error
     halves the evaluation batch and goes on from the chunk that failed; the trial fails only
@@ -56,7 +57,8 @@ def predict(model: torch.nn.Module, batches: Batches, idx: np.ndarray, batch_siz
 
     With ``memory`` (inside its ``eval`` phase), the peak counts the chunks that ran: each
     chunk's peak is recorded when it succeeds, and after an out-of-memory recovery a new
-    peak window starts, so the failed attempt's peak is not the evaluation's."""
+    peak window starts, so the failed attempt's peak is not the evaluation's. ``hooks``: the
+    loop's (:class:`~ablations.trial.step.LoopHooks`), called as each chunk runs."""
     model.eval()
     means, stds, losses = [], [], []
     start = 0
@@ -64,7 +66,7 @@ def predict(model: torch.nn.Module, batches: Batches, idx: np.ndarray, batch_siz
         chunk = idx[start : start + batch_size]
         out, oom_text = None, None
         try:
-            out = _predict_chunk(model, batches, chunk, config)
+            out = _predict_chunk(model, batches, chunk, config, hooks)
         except Exception as exc:  # noqa: BLE001 - only OOM is handled; the rest re-raised
             if not is_out_of_memory(exc):
                 raise
@@ -92,8 +94,9 @@ def predict(model: torch.nn.Module, batches: Batches, idx: np.ndarray, batch_siz
 
 @torch.no_grad()
 def _predict_chunk(model: torch.nn.Module, batches: Batches, chunk: np.ndarray,
-                   config: TrialConfig) -> tuple[np.ndarray, Optional[np.ndarray], float]:
-    injected_oom(config, len(chunk), "in evaluation")
+                   config: TrialConfig, hooks: LoopHooks
+                   ) -> tuple[np.ndarray, Optional[np.ndarray], float]:
+    hooks.memory_peak(len(chunk), "in evaluation")
     frames, scalars, target = batches(chunk)
     with autocast_for(config.systems.precision, batches.device.type):
         mean, variance = model(frames, scalars)
@@ -140,12 +143,14 @@ def mean_predictor_metrics(target: np.ndarray, train_idx: np.ndarray, val_idx: n
 
 def evaluate_test_split(model: torch.nn.Module, batches: Batches, data: RegressionData,
                         test_idx: np.ndarray, config: TrialConfig, norm: Normaliser,
-                        eval_batch: int, memory: Optional[PeakMemory] = None
+                        eval_batch: int, memory: Optional[PeakMemory] = None,
+                        hooks: LoopHooks = NO_HOOKS
                         ) -> tuple[pd.DataFrame, dict[str, float], int]:
     """The test split: the per-sample predictions table (target, predicted mean and std in km,
     one ``stratum_*`` column per stratum), the ``test_*`` metrics and the evaluation batch
-    that ran (halved after an out-of-memory error); ``memory`` as in :func:`predict`."""
-    test = predict(model, batches, test_idx, eval_batch, norm, config, memory)
+    that ran (halved after an out-of-memory error); ``memory`` and ``hooks`` as in
+    :func:`predict`."""
+    test = predict(model, batches, test_idx, eval_batch, norm, config, memory, hooks)
     target = data.target[test_idx]
     predictions = pd.DataFrame(
         {

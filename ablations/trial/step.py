@@ -5,8 +5,9 @@ the OOM snapshot: :mod:`ablations.trial.state`).
 Plain PyTorch, no Ray; :func:`ablations.trial.loop.train` drives it. The rules it follows (which
 switches are safe together, how to recover from an OOM) are in ``docs/training-rules.md``.
 Lines that only run on CUDA are written against the PyTorch docs of the pinned versions and
-exercised on the CPU through the same code path where one exists (a CPU ``GradScaler``, OOM
-injection, state tagged as CUDA at save time); ``tests/test_gpu_paths.py`` says which.
+exercised on the CPU through the same code path where one exists (a CPU ``GradScaler``, an
+out-of-memory error raised by a test's :class:`LoopHooks`, state tagged as CUDA at save time);
+``tests/test_gpu_paths.py`` says which.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import resource
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -26,7 +27,6 @@ import torch.nn.functional as F
 
 from ablations.config import CUDA_GRAPH_MODES, TrialConfig
 from ablations.config.safety import NO_CUDA_GRAPH_MODE
-from ablations.trial.faults import faults_for
 
 
 class TrialOutOfMemory(RuntimeError):
@@ -51,13 +51,48 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(t in text for t in OUT_OF_MEMORY_TEXTS)
 
 
-def injected_oom(config: TrialConfig, batch: int, where: str) -> None:
-    """A test's ``oom_above_batch`` (ablations/trial/faults.py; tests on CPU): raise the
-    error CUDA would raise."""
-    above = faults_for(config.ablation).oom_above_batch
-    if above and batch > above:
-        raise torch.OutOfMemoryError(
-            f"CUDA out of memory (injected {where}: batch {batch} > oom_above_batch={above})")
+@dataclass(frozen=True)
+class LoopHooks:
+    """Seams of the built-in loop (:func:`ablations.trial.loop.train`, its step, its evaluation
+    and the auto-batch probe) for a caller that drives the loop's failure paths where they
+    cannot happen by themselves: on a CPU no allocation raises ``torch.OutOfMemoryError`` and
+    inductor needs a C++ compiler. The runner's trials run with :data:`NO_HOOKS` (every hook
+    unset); a caller that sets one is a test: a unit test calling ``train(...)`` directly, or
+    the tests' training function (``tests/faulty.py``) that runs the built-in loop with hooks
+    taken from its own config keys.
+    """
+
+    # Called as each epoch starts, with the epoch (1-based) and whether this call of train()
+    # continued from a saved state. What it raises ends the trial there, as a crash would.
+    on_epoch_start: Optional[Callable[[int, bool], None]] = None
+    # Called with a micro-batch's size and where (in the optimizer step, in evaluation, in the
+    # auto-batch probe) at the moment that batch's memory peaks. What it raises is handled
+    # there as the same error from the GPU would be: an out-of-memory error halves the
+    # micro-batch or the evaluation batch, or marks the probed size as not fitting. While it is
+    # set, the loop keeps its OOM snapshot on a CPU too.
+    on_memory_peak: Optional[Callable[[int, str], None]] = None
+    # torch.compile's backend under the ``compile`` switch. A seam, not a config key: the
+    # switch ablates what inductor's kernels do to a trial's speed, memory and numbers, and the
+    # rules that keep it safe (CUDA graphs, a C++ compiler on a CPU; docs/training-rules.md)
+    # are inductor's. "eager" (Dynamo's graph capture only) and "aot_eager" (plus AOTAutograd's
+    # traced backward) generate no kernels, so a trial compiled by them would record a compile
+    # mode whose speed says nothing about it; they run the compile paths (capture, the
+    # recompile limit, compiling again after an OOM) without a C++ compiler in a fraction of
+    # inductor's time, which is what tests on a CPU need.
+    compile_backend: str = "inductor"
+
+    def epoch_start(self, epoch: int, resumed: bool) -> None:
+        """:attr:`on_epoch_start`, where it is set."""
+        if self.on_epoch_start is not None:
+            self.on_epoch_start(epoch, resumed)
+
+    def memory_peak(self, batch: int, where: str) -> None:
+        """:attr:`on_memory_peak`, where it is set."""
+        if self.on_memory_peak is not None:
+            self.on_memory_peak(batch, where)
+
+
+NO_HOOKS = LoopHooks()  # the runner's: no hook set, inductor
 
 
 def release_memory(device: torch.device, optimizer: Optional[torch.optim.Optimizer] = None,
@@ -203,8 +238,9 @@ def resumed_compile_mode(configured: str, saved: Optional[str], accum_steps: int
 class CompiledModel:
     """The model's training forward, compiled once (or not); evaluation uses the plain model."""
 
-    def __init__(self, model: torch.nn.Module, config: TrialConfig, mode: Optional[str] = None):
-        self.model, self.backend = model, faults_for(config.ablation).compile_backend
+    def __init__(self, model: torch.nn.Module, config: TrialConfig, mode: Optional[str] = None,
+                 *, backend: str = NO_HOOKS.compile_backend):
+        self.model, self.backend = model, backend  # backend: LoopHooks.compile_backend
         self.mode = mode if mode is not None else config.systems.compile
         self.forward = self._build()
 
@@ -261,10 +297,10 @@ class Stepper:
     """Runs one epoch of micro-batches with accumulation, precision and clipping."""
 
     def __init__(self, compiled: CompiledModel, optimizer, scheduler, scaler, batches: Any,
-                 config: TrialConfig):
+                 config: TrialConfig, hooks: LoopHooks = NO_HOOKS):
         self.compiled, self.optimizer, self.scheduler, self.scaler = (
             compiled, optimizer, scheduler, scaler)
-        self.batches, self.config = batches, config
+        self.batches, self.config, self.hooks = batches, config, hooks
 
     def run_epoch(self, order: np.ndarray, micro_batch: int, accum_steps: int, *,
                   time_first_step: bool) -> EpochRun:
@@ -288,7 +324,7 @@ class Stepper:
                     self.scaler.unscale_(self.optimizer)
                     torch.nn.utils.clip_grad_norm_(model.parameters(), config.optim.grad_clip)
                 if count == last_step:  # the worst moment: every other step of the epoch
-                    injected_oom(config, micro_batch, "in the optimizer step")  # has run
+                    self.hooks.memory_peak(micro_batch, "in the optimizer step")  # has run
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
                 self.optimizer.zero_grad(set_to_none=True)

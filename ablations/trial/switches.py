@@ -58,6 +58,7 @@ from torch import nn
 from ablations.config import TrialConfig
 from ablations.trial.model_builder import to_channels_last, wrap_checkpoint_blocks
 from ablations.trial.step import (
+    NO_HOOKS,
     CompiledModel,
     autocast_for,
     compile_mode_for,
@@ -73,11 +74,15 @@ class Switches:
         config: the trial's config; its ``systems`` section holds the switches, already
             checked for the trial's device by planning.
         device: the device the trial runs on (``trial.device``).
+        compile_backend: torch.compile's backend: inductor in every trial; another
+            (``eager``, ``aot_eager``) is for tests on a CPU, as the loop's
+            :attr:`~ablations.trial.step.LoopHooks.compile_backend` is.
     """
 
-    def __init__(self, config: TrialConfig, device: torch.device) -> None:
+    def __init__(self, config: TrialConfig, device: torch.device, *,
+                 compile_backend: str = NO_HOOKS.compile_backend) -> None:
         systems = config.systems
-        self.config, self.device = config, device
+        self.config, self.device, self.compile_backend = config, device, compile_backend
         self.precision = systems.precision
         self.compile_mode = systems.compile
         self.gradient_checkpointing = systems.gradient_checkpointing
@@ -134,7 +139,8 @@ class Switches:
             return model
         # the built-in loop's mapping with one micro-batch per step: own code's accumulation
         # is its own, and planning refused CUDA graphs where they cannot run
-        self._compiled = CompiledModel(model, self.config, compile_mode_for(self.compile_mode, 1))
+        self._compiled = CompiledModel(model, self.config, compile_mode_for(self.compile_mode, 1),
+                                       backend=self.compile_backend)
         return self._compiled.forward
 
     @contextlib.contextmanager

@@ -75,8 +75,7 @@ def test_wandb_online_without_a_key_stops_before_ray(capsys, tmp_path, monkeypat
     assert not (tmp_path / "r").exists()
 
 
-def test_a_resume_logs_the_verdicts_to_the_trackers_the_experiment_started_with(tmp_path,
-                                                                                 capsys):
+def test_a_resume_logs_the_verdicts_to_the_trackers_the_experiment_started_with(tmp_path):
     """Tune restores the callbacks of tuner.pkl on --resume; experiment.json's log_to names
     them, for the verdicts of a resume command without --log-to."""
     root = tmp_path / "exp"
@@ -84,15 +83,22 @@ def test_a_resume_logs_the_verdicts_to_the_trackers_the_experiment_started_with(
     store = f"sqlite:///{tmp_path}/m.db"
     (root / "experiment.json").write_text(json.dumps(
         {"schema_version": SCHEMA_VERSION, "log_to": [{"kind": "mlflow", "target": store}]}))
-    (tracker,) = trackers.tracker_callbacks([], str(root), experiment="exp", space="components",
-                                            resume=True)
+    from ablations.experiment.events import listening
+
+    said = []
+    with listening(said.append):
+        (tracker,) = trackers.tracker_callbacks([], str(root), experiment="exp",
+                                                space="components", resume=True)
     assert tracker.spec == runs.TrackerSpec("mlflow", store)
-    assert capsys.readouterr().err == ""
-    (tracker,) = trackers.tracker_callbacks([runs.TrackerSpec("mlflow")], str(root),
-                                            experiment="exp", space="components", resume=True)
+    assert said == []
+    with listening(said.append):
+        (tracker,) = trackers.tracker_callbacks([runs.TrackerSpec("mlflow")], str(root),
+                                                experiment="exp", space="components",
+                                                resume=True)
     assert tracker.spec.target == f"sqlite:///{root}/mlruns/mlflow.db"  # the default store
-    assert f"the trackers the experiment started with (mlflow:{store})" in \
-        capsys.readouterr().err
+    (warning,) = said
+    assert warning.level == "warning"
+    assert f"the trackers the experiment started with (mlflow:{store})" in str(warning)
 
 
 # ------------------------------------------------------------- the callbacks, without Ray

@@ -344,7 +344,7 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ra
     run = SequentialRun(SeedDesign.plan(3, 4), seeds, "baseline", "test_mae", "5%", 0.05,
                         {spec.name: spec for spec in trials})
     options = RunOptions(storage=tmp_path, name="planted", space="components", progress=False)
-    result, table = run_rounds(run, options, root=str(tmp_path / "planted"), say=lambda _: None)
+    result, table = run_rounds(run, options, root=str(tmp_path / "planted"))
     trials = result.trials
     assert (trials["status"] == "ok").all(), trials[["trial_name", "status", "error"]]
     table = table.set_index("ablation")

@@ -21,7 +21,7 @@ def spoken(text: str) -> str:
 def print_event(event: Event) -> None:
     """What the library says while it runs, as the command line says it: a warning on
     stderr, the rest on stdout."""
-    if event.kind == "warning":
+    if event.level == "warning":
         print(f"warning: {spoken(event.message)}", file=sys.stderr, flush=True)
     else:
         print(spoken(event.message), flush=True)

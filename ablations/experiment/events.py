@@ -21,16 +21,16 @@ from ablations.config.values import named
 
 LOGGER = logging.getLogger("ablations.events")
 
-Kind = Literal["info", "warning"]
+Level = Literal["info", "warning"]
 
 
 @dataclass(frozen=True)
 class Event:
-    """One thing the experiment says: ``kind`` ``info`` (a line of the run's story) or
+    """One thing the experiment says: ``level`` ``info`` (a line of the run's story) or
     ``warning`` (something the user should know; the run goes on); ``message`` with the
     library's markers, ``str()`` rendered for a reader of the library."""
 
-    kind: Kind
+    level: Level
     message: str
 
     def __str__(self) -> str:
@@ -56,8 +56,8 @@ class _ToListener(logging.Handler):
         self.listener = listener
 
     def emit(self, record: logging.LogRecord) -> None:
-        kind: Kind = "warning" if record.levelno >= logging.WARNING else "info"
-        self.listener(Event(kind, record.getMessage()))
+        level: Level = "warning" if record.levelno >= logging.WARNING else "info"
+        self.listener(Event(level, record.getMessage()))
 
 
 @contextlib.contextmanager

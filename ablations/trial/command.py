@@ -17,6 +17,10 @@ The contract (docs/own-code.md):
 - It runs in the experiment's folder, with stdout and stderr in ``stdout.log`` and
   ``stderr.log`` of the trial's folder; a non-zero exit fails the trial with stderr's last
   lines.
+- It runs under a supervisor (ablations/trial/supervise.py) that owns its whole tree, a
+  launcher's workers included, and ends it when the trial ends, fails or is stopped, or when
+  the worker dies; a restarted trial starts once the previous run of it is gone
+  (:func:`end_previous_run`).
 - ``{resume_dir}`` is kept across restarts of the trial (a resume, a lost node): a program
   that saves its state there can continue from it. A new trial gets it empty.
 """
@@ -32,6 +36,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -43,6 +48,8 @@ RESUME_DIR = "resume"
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
 POLL_S = 0.05  # how often the metrics file is read while the program runs
+PID_FILE = "program.pid"  # the supervisor's and the program's process ids, in the trial's folder
+SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
 STOP_GRACE_S = 2.0  # a stopped program's time to exit on SIGTERM before SIGKILL
 TAIL_BYTES = 65536  # how much of the end of a log is read for stderr's last lines
 ERROR_LINES = 5  # stderr's last non-empty lines in a failed trial's error
@@ -119,19 +126,25 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
         recover_epochs(metrics_file, trial)
     metrics_file.write_bytes(b"")  # this run's lines only
     arguments = command_line(command.run, values)
+    environment = command_environment(config, values)
+    check_runnable(arguments[0], Path(trial.cwd), environment.get("PATH"))
+    pid_file = folder / PID_FILE
+    end_previous_run(pid_file)
     lines = NewLines(metrics_file)
     final: dict[str, Any] = {}
     epochs = 0
     with open(folder / STDOUT_LOG, "wb") as stdout, open(folder / STDERR_LOG, "wb") as stderr:
         try:
             process = subprocess.Popen(
-                arguments, cwd=trial.cwd, env=command_environment(config, values),
-                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                start_new_session=True, preexec_fn=_die_with_parent)
+                [sys.executable, "-I", SUPERVISOR, str(pid_file), "--", *arguments],
+                cwd=trial.cwd, env=environment, stdin=subprocess.DEVNULL, stdout=stdout,
+                stderr=stderr,
+                # a session of its own: Ray may end a worker by its process group, and the
+                # supervisor must outlive the worker long enough to end the program's tree
+                start_new_session=True)
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-            raise OwnCodeError(f"command not found or not runnable: {arguments[0]!r} "
-                               f"({exc.strerror}); check the program's name and PATH, "
-                               f"and the folder it runs in: {trial.cwd}") from None
+            raise OwnCodeError(f"cannot start the program's supervisor ({exc.strerror}) in "
+                               f"the folder it runs in: {trial.cwd}") from None
         try:
             while True:
                 try:
@@ -150,7 +163,7 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
                 if exited:
                     break
         finally:
-            _stop(process)
+            _stop(process, pid_file)
     if process.returncode != 0:
         raise OwnCodeError(exit_message(process.returncode, folder))
     if not final and not epochs:
@@ -236,40 +249,72 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _die_with_parent() -> None:
-    """In the child, before the program starts: on Linux, ask the kernel for SIGKILL when the
-    worker dies, so that a trial whose worker Ray kills (a stop, a lost node) leaves no
-    program running; the ``finally`` that stops it does not run then."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def check_runnable(program: str, cwd: Path, path: Optional[str]) -> None:
+    """Refuse (one line) a program that is not there or not runnable: a path from the folder
+    it runs in, or a name on ``path`` (the trial's PATH)."""
+    if os.sep in program:
+        target = Path(program) if Path(program).is_absolute() else cwd / program
+        runnable = target.is_file() and os.access(target, os.X_OK)
+    else:
+        runnable = shutil.which(program, path=path) is not None
+    if not runnable:
+        raise OwnCodeError(f"command not found or not runnable: {program!r}; check the "
+                           f"program's name and PATH, and the folder it runs in: {cwd}")
 
 
-def _prctl() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
+def end_previous_run(pid_file: Path, timeout_s: float = 30.0) -> None:
+    """Before a trial's program starts again (a resume, a retry, a replaced worker on this
+    node): end the previous run's supervisor and program if they are still alive, and wait
+    until they are gone, so that two runs never write one {resume_dir}."""
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not after the fork
-    except (OSError, AttributeError):
-        return None
+        supervisor, program = (int(part) for part in pid_file.read_text().split())
+    except (OSError, ValueError):
+        return
+    if _is_supervisor(supervisor, pid_file):
+        _signal(supervisor, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while _is_supervisor(supervisor, pid_file) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _is_supervisor(supervisor, pid_file):
+            _signal(supervisor, signal.SIGKILL)
+    _signal_group(program, signal.SIGKILL)  # what is left of the group, if anything
+    pid_file.unlink(missing_ok=True)
 
 
-_PRCTL = _prctl()
+def _is_supervisor(pid: int, pid_file: Path) -> bool:
+    """Whether ``pid`` is alive and is the supervisor of ``pid_file`` (not a process that
+    took the number since)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            words = handle.read().split(b"\0")
+    except OSError:
+        return False
+    return str(pid_file).encode() in words and any(w.endswith(b"supervise.py") for w in words)
 
 
-def _stop(process: subprocess.Popen) -> None:
-    """End the program's process group: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`;
-    and any process it left behind once it exited."""
+def _signal(pid: int, signal_number: int) -> None:
+    try:
+        os.kill(pid, signal_number)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop(process: subprocess.Popen, pid_file: Path) -> None:
+    """Stop the supervisor, which ends the program's tree (SIGTERM, then SIGKILL after its
+    grace); if it does not exit in time, kill it and what is left of the program's group."""
     if process.poll() is None:
-        _signal_group(process.pid, signal.SIGTERM)
+        process.terminate()
         try:
-            process.wait(timeout=STOP_GRACE_S)
+            process.wait(timeout=STOP_GRACE_S * 2 + 5)
         except subprocess.TimeoutExpired:
-            _signal_group(process.pid, signal.SIGKILL)
+            process.kill()
             process.wait()
+    try:
+        _, program = (int(part) for part in pid_file.read_text().split())
+    except (OSError, ValueError):
+        return
     # the group's id stays taken while a member lives, so this reaches only the program's own
-    _signal_group(process.pid, signal.SIGKILL)
+    _signal_group(program, signal.SIGKILL)
 
 
 def _signal_group(group: int, signal_number: int) -> None:

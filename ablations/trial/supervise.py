@@ -1,0 +1,231 @@
+"""The supervisor of a command's program: one small process per trial that owns the program's
+whole tree and ends it with the trial.
+
+    python -I supervise.py PID_FILE -- PROGRAM ARGS...
+
+Two processes. The waiter is the runner's child: Ray ends a worker's direct children with
+SIGKILL when the worker exits (``RAY_kill_child_processes_on_worker_exit``), so nothing that
+must clean up can be one. The waiter forks the supervisor into a session of its own, forwards
+a stop to it, and exits with the program's code; the kernel kills the waiter with its worker
+(``PR_SET_PDEATHSIG``), and the supervisor sees the pipe from it close. The supervisor starts
+the program in a session of its own (its process group), writes ``SUPERVISOR_PID
+PROGRAM_PID`` to ``PID_FILE``, and waits. It becomes the "child subreaper" of what the
+program starts (Linux ``PR_SET_CHILD_SUBREAPER``): a launcher's workers (``torchrun``,
+``accelerate launch``, ``srun``, a shell wrapper) that outlive their parent, or that call
+``setsid`` and leave the group, are re-parented to it, not to init, so it can find them. It
+ends the whole tree (SIGTERM, then SIGKILL after the grace) when
+
+- the program exits (what it left running is ended, and the supervisor exits with the
+  program's code, or dies of the program's signal);
+- it is told to stop (SIGTERM, SIGINT or SIGHUP: the trial is stopped, fails or times out);
+- the Ray worker running the trial dies, even of SIGKILL (the waiter dies with it).
+
+It imports nothing of the runner and only the standard library (``-I``: the trial's working
+folder is not on its path), so that it starts in a few tens of milliseconds and a researcher's
+own modules cannot shadow anything it needs. Linux only: elsewhere it still owns the
+program's process group, and a launcher's workers that leave the group are not found.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Optional
+
+GRACE_S = 2.0  # the tree's time to exit on SIGTERM before SIGKILL
+POLL_S = 0.2  # how often the parent and the program are checked
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root`` (children, theirs, ...), from /proc; [] without it."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read().decode(errors="replace")
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1 and fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _signal(pids: list[int], group: Optional[int], number: int) -> None:
+    if group is not None:
+        try:
+            os.killpg(group, number)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in pids:
+        try:
+            os.kill(pid, number)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def end_tree(group: Optional[int]) -> None:
+    """End the program's group and every process below this one: SIGTERM, then SIGKILL for
+    what is left after :data:`GRACE_S`; reap them."""
+    me = os.getpid()
+    _signal(descendants(me), group, signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_S
+    while time.monotonic() < deadline and descendants(me):
+        _reap()
+        time.sleep(0.05)
+    _signal(descendants(me), group, signal.SIGKILL)
+    deadline = time.monotonic() + GRACE_S
+    while time.monotonic() < deadline and descendants(me):
+        _reap()
+        time.sleep(0.02)
+    _reap()
+
+
+def _reap() -> None:
+    """Collect the exit status of every ended child (re-parented ones included)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+class _Stop(Exception):
+    """A signal told the supervisor to end the tree."""
+
+
+def main(argv: list[str]) -> int:
+    """The waiter: the runner's child, which Ray SIGKILLs with its worker (Ray ends a worker's
+    direct children, not theirs). It forks the supervisor, forwards a stop to it, and exits
+    with the program's code; its death closes the pipe the supervisor watches."""
+    if len(argv) < 4 or argv[2] != "--":
+        print("usage: supervise.py PID_FILE -- PROGRAM ARGS...", file=sys.stderr)
+        return 2
+    parent = os.getppid()
+    alive_read, alive_write = os.pipe()  # held by the waiter: EOF when it is gone
+    code_read, code_write = os.pipe()  # the program's exit code, supervisor -> waiter
+    supervisor = os.fork()
+    if supervisor == 0:
+        os.close(alive_write)
+        os.close(code_read)
+        os.setsid()  # out of the waiter's session and group, which Ray may end as a whole
+        os._exit(supervise(argv[1], argv[3:], alive_read, code_write))
+    os.close(alive_read)
+    os.close(code_write)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the waiter dies with the worker
+
+    def forward(number: int, frame: object) -> None:
+        try:
+            os.kill(supervisor, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, forward)
+    if os.getppid() != parent:  # the worker died before the prctl
+        forward(signal.SIGTERM, None)
+    said = b""
+    while True:
+        try:
+            chunk = os.read(code_read, 64)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        said += chunk
+    while True:
+        try:
+            os.waitpid(supervisor, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            break
+    try:
+        code = int(said.decode().strip())
+    except ValueError:
+        code = 143  # stopped before the program's end
+    if code < 0:  # die of the program's signal, so that the runner reads it as the program's
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
+def supervise(pid_file: str, arguments: list[str], alive: int, report: int) -> int:
+    """The supervisor proper: start the program, end its tree when it exits, when told to
+    stop, or when the waiter (so the worker) is gone; report the program's exit code."""
+    import select
+
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+    def stop(number: int, frame: object) -> None:
+        raise _Stop(number)
+
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, stop)
+    program: Optional[subprocess.Popen] = None
+    code = 143
+    try:
+        try:
+            program = subprocess.Popen(arguments, start_new_session=True)
+        except OSError as exc:
+            print(f"{arguments[0]}: {exc.strerror or exc}", file=sys.stderr)
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            raise _Stop(0) from None
+        with open(pid_file + ".tmp", "w") as handle:
+            handle.write(f"{os.getpid()} {program.pid}\n")
+        os.replace(pid_file + ".tmp", pid_file)
+        while True:
+            try:
+                code = program.wait(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                ready, _, _ = select.select([alive], [], [], 0)
+                if ready:  # EOF: the waiter is gone, and with it the worker
+                    raise _Stop(signal.SIGTERM) from None
+        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(number, signal.SIG_IGN)  # the clean-up below runs to its end
+        end_tree(program.pid)
+    except _Stop:
+        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(number, signal.SIG_IGN)
+        end_tree(program.pid if program is not None else None)
+    try:
+        os.write(report, f"{code}\n".encode())
+    except OSError:  # the waiter is gone: nobody to tell
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

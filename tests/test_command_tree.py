@@ -1,0 +1,208 @@
+"""A command's program and everything it starts end with its trial: a program started through
+a launcher (a shell wrapper whose trainer leaves the process group with setsid; torch's
+``torch.distributed.run`` with two workers on the CPU) leaves no process behind when the driver
+is killed with SIGKILL or stopped with SIGTERM, or when the Ray worker running the trial is
+killed (ablations/trial/supervise.py); the experiment then resumes, and each epoch is in
+epochs.parquet once.
+
+Every trainer writes its process id to a folder of the test's; the test ends only the
+processes it started: the driver's process group (the driver and the Ray it started) and the
+trainers it recorded, by id."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow
+
+RUN_ABLATIONS = Path(sys.executable).with_name("run-ablations")
+EPOCHS = 12
+# A first run's epoch takes PAUSE_S: its trainers would run on for most of a minute after the
+# stop, far longer than the GONE_WITHIN_S they have to be gone (the supervisor takes a few
+# seconds; the rest is room for a slow machine)
+PAUSE_S = 5.0
+GONE_WITHIN_S = 30.0
+TRAIN = """
+    import argparse, json, os, sys, time
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int)
+    parser.add_argument("--metrics-file")
+    parser.add_argument("--resume-dir")
+    parser.add_argument("--detach", action="store_true")
+    args = parser.parse_args()
+    if args.detach:
+        os.setsid()  # leaves the launcher's process group, as some launchers' workers do
+    rank = int(os.environ.get("RANK", "0"))
+    pids = os.environ["TREE_PIDS"]
+    open(os.path.join(pids, f"{os.getpid()}"), "w").close()
+    state = os.path.join(args.resume_dir, "epoch")
+    start = int(open(state).read()) if os.path.exists(state) else 0
+    for epoch in range(start + 1, args.epochs + 1):
+        time.sleep(float(os.environ["TREE_PAUSE"]))
+        if rank == 0:
+            with open(args.metrics_file, "a") as handle:
+                handle.write(json.dumps({"epoch": epoch, "loss": 1.0 / epoch}) + "\\n")
+            with open(state + ".tmp", "w") as handle:
+                handle.write(str(epoch))
+            os.replace(state + ".tmp", state)
+    if rank == 0:
+        with open(args.metrics_file, "a") as handle:
+            handle.write(json.dumps({"score": float(args.epochs)}) + "\\n")
+"""
+WRAP = """
+    # a launcher: starts the trainer in the background and waits for it
+    "$@" &
+    wait
+"""
+LAUNCHERS = {
+    "shell": "/bin/sh wrap.sh {python} train.py --detach",
+    "torchrun": "{python} -m torch.distributed.run --nproc-per-node 2 --standalone train.py",
+}
+
+
+def space(launcher: str) -> str:
+    return textwrap.dedent(f"""
+        name: tree-{launcher}
+        command: >-
+          {LAUNCHERS[launcher]} --epochs {{epochs}} --metrics-file {{metrics_file}}
+          --resume-dir {{resume_dir}}
+        config: {{epochs: {EPOCHS}}}
+        metrics: {{score: higher}}
+        variants:
+          baseline: {{}}
+        """)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Run:
+    """A driver started from a project folder, its trainers' ids, and the clean-up of both."""
+
+    def __init__(self, folder: Path, launcher: str, storage: Path) -> None:
+        self.folder, self.storage = folder, storage
+        self.pids = folder / f"pids-{launcher}"
+        self.pids.mkdir()
+        (folder / f"{launcher}.yaml").write_text(space(launcher))
+        self.where = ["--storage", str(storage), "--name", launcher, "--no-dashboard"]
+        self.args = ["--space", f"{launcher}.yaml", "--seeds", "1", "--quiet", *self.where]
+        self.env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+                    "RAY_USAGE_STATS_ENABLED": "0", "TREE_PIDS": str(self.pids)}
+        self.started: list[subprocess.Popen] = []
+
+    def start(self, resume: bool = False) -> subprocess.Popen:
+        # its own process group: the driver and the Ray it starts, ended by the clean-up
+        args = ["--resume", *self.where] if resume else self.args
+        # the first run's epochs outlast the time its trainers have to be gone
+        pause = {"TREE_PAUSE": str(0.05 if resume else PAUSE_S)}
+        process = subprocess.Popen([str(RUN_ABLATIONS), *args], cwd=self.folder,
+                                   env={**self.env, **pause}, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True,
+                                   start_new_session=True)
+        self.started.append(process)
+        return process
+
+    def trainers(self) -> list[int]:
+        return [int(path.name) for path in self.pids.iterdir()]
+
+    def wait_for_trainers(self, count: int, process: subprocess.Popen) -> list[int]:
+        deadline = time.monotonic() + 240  # a deadlock guard, not a speed limit
+        while len(self.trainers()) < count:
+            assert process.poll() is None, process.stdout.read()[-3000:]
+            assert time.monotonic() < deadline, "the trainers never started"
+            time.sleep(0.1)
+        time.sleep(PAUSE_S + 1.0)  # an epoch written and checkpointed
+        return self.trainers()
+
+    def gone_within(self, pids: list[int], seconds: float = GONE_WITHIN_S) -> list[int]:
+        """The ``pids`` still running after ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return [pid for pid in pids if alive(pid)]
+
+    def end_drivers(self) -> None:
+        """The drivers' process groups: each driver and what it left of its Ray."""
+        for process in self.started:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            process.wait(timeout=60)
+
+    def clean_up(self) -> None:
+        self.end_drivers()
+        for pid in self.trainers():
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(textwrap.dedent(TRAIN))
+    (project / "wrap.sh").write_text(textwrap.dedent(WRAP))
+    return project
+
+
+def each_epoch_once(root: Path) -> None:
+    trials = pd.read_parquet(root / "trials.parquet")
+    assert (trials["status"] == "ok").all(), trials[["trial_name", "status", "error"]]
+    epochs = pd.read_parquet(root / "epochs.parquet")
+    assert sorted(epochs["epoch"]) == list(range(1, EPOCHS + 1)), epochs["epoch"].tolist()
+
+
+@pytest.mark.parametrize("launcher, how", [("shell", signal.SIGKILL),
+                                           ("torchrun", signal.SIGTERM),
+                                           ("torchrun", signal.SIGKILL)],
+                         ids=["shell-sigkill", "torchrun-sigterm", "torchrun-sigkill"])
+def test_a_stopped_driver_leaves_no_trainer_and_the_resume_writes_each_epoch_once(
+        folder, tmp_path, launcher, how):
+    run = Run(folder, launcher, tmp_path / "results")
+    try:
+        driver = run.start()
+        trainers = run.wait_for_trainers(2 if launcher == "torchrun" else 1, driver)
+        os.kill(driver.pid, how)  # the driver alone, not its group
+        assert run.gone_within(trainers) == [], f"left running after {how.name}"
+        driver.wait(timeout=120)
+        run.end_drivers()  # what the stopped driver left of its Ray
+        resumed = run.start(resume=True)
+        output, _ = resumed.communicate(timeout=600)
+        assert resumed.returncode == 0, output[-3000:]
+        each_epoch_once(tmp_path / "results" / launcher)
+        assert [pid for pid in run.trainers() if alive(pid)] == []
+    finally:
+        run.clean_up()
+
+
+def test_a_killed_worker_takes_its_programs_tree_with_it(folder, tmp_path):
+    run = Run(folder, "shell", tmp_path / "results")
+    try:
+        driver = run.start()
+        trainers = run.wait_for_trainers(1, driver)
+        pid_file = next((tmp_path / "results").rglob("program.pid"))
+        supervisor = int(pid_file.read_text().split()[0])
+        with open(f"/proc/{supervisor}/stat") as handle:
+            worker = int(handle.read().split(")")[-1].split()[1])  # the supervisor's parent
+        os.kill(worker, signal.SIGKILL)  # a Ray worker of the driver's local Ray
+        assert run.gone_within([supervisor, *trainers]) == []
+        output, _ = driver.communicate(timeout=300)
+        assert "baseline-seed0" in output, output[-3000:]  # the trial's end is reported
+    finally:
+        run.clean_up()

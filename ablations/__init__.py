@@ -1,14 +1,24 @@
-"""Ablations of a model on Ray Tune, in four layers, each importing only the ones before it:
+"""Ablations of any training code on Ray Tune: the public API.
 
-- ``ablations.config``: a trial's configuration, keys, values, plugins, the safety rules (no Ray);
-- ``ablations.trial``: one trial, PyTorch only (the loop, the step, batches, metrics);
-- ``ablations.experiment``: the experiment on Ray Tune (planning, the runner, the designs,
-  result tables, trackers) and the library's entry point, :class:`Experiment`;
-- ``ablations.cli``: the command line.
+    from ablations import Decision, Experiment, Seeds
+    results = Experiment("components", seeds=Seeds("auto")).run()
 
-``import ablations`` loads the configuration only (no torch, no Ray); ``train`` and
-``TrialOutcome`` (``ablations.trial.loop``) and ``Experiment`` (``ablations.experiment.api``)
-load their layer when first used.
+- the experiment: :class:`Experiment` (with :class:`Decision`, :class:`Seeds`,
+  :class:`Resources`), what it returns (:class:`Results`), what it says while it runs
+  (:class:`Event`), a stop before its results (:class:`Interrupted`);
+- own code (docs/own-code.md): :class:`TrainingFunction`, :class:`Command`, :class:`Metric`,
+  :class:`Trial`, :class:`Diverged`; the built-in model's loop, :func:`train`;
+- the analysis of an experiment folder (docs/report.md): :func:`load_experiments`,
+  :func:`experiment_verdicts`, :func:`verdict_table`, :func:`ablation_table`,
+  :func:`stratified_errors`, :func:`uncertainty_table`, :func:`calibration_curve`;
+- the errors, each one line naming the problem and the fix: :class:`UsageError`,
+  :class:`ConfigError`, :class:`DataError`; :func:`parse_bool` (the runner's booleans).
+
+Everything else is the runner's own and may change. The packages form layers, each importing
+only the ones before it (docs/architecture.md): ``ablations.config``, ``ablations.trial``,
+``ablations.contract``, ``ablations.results``, ``ablations.experiment``, ``ablations.cli``.
+``import ablations`` loads the configuration only (no torch, no Ray); every other public
+name loads its layer when first used.
 """
 
 from __future__ import annotations
@@ -53,11 +63,23 @@ def _find_siblings_in_checkout() -> None:
 
 _find_siblings_in_checkout()
 
-from ablations.config import ConfigError, TrialConfig, parse_bool  # noqa: E402
+from ablations.config import ConfigError, TrialConfig, parse_bool  # noqa: E402, F401
 
 # The public names that live in a layer above the configuration -> their module.
-LAZY = {"train": "ablations.trial.loop", "TrialOutcome": "ablations.trial.loop",
-        "Experiment": "ablations.experiment.api"}
+LAZY = {
+    **dict.fromkeys(("Experiment", "Decision", "Seeds", "Resources", "Results", "Console",
+                     "Interrupted"), "ablations.experiment.api"),
+    "Event": "ablations.experiment.events",
+    "UsageError": "ablations.experiment.request",
+    "DataError": "ablations.model.data",
+    **dict.fromkeys(("TrainingFunction", "Command", "Metric", "Trial", "Diverged"),
+                    "ablations.contract"),
+    **dict.fromkeys(("train", "TrialOutcome"), "ablations.trial.loop"),
+    **dict.fromkeys(("load_experiments", "verdict_table", "ablation_table",
+                     "stratified_errors", "uncertainty_table", "calibration_curve"),
+                    "ablations.results.stats.analysis"),
+    "experiment_verdicts": "ablations.results.stats.decisions",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -66,4 +88,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ablations' has no attribute {name!r}")
 
 
-__all__ = ["ConfigError", "Experiment", "TrialConfig", "TrialOutcome", "parse_bool", "train"]
+__all__ = sorted(["ConfigError", "TrialConfig", "parse_bool", *LAZY])

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from ablations.experiment.api import Experiment
+from ablations import Decision, Experiment, Resources, Seeds
 from ablations.config import ConfigError
 from ablations.experiment.request import UsageError
 from tests.conftest import REPO
@@ -30,8 +30,8 @@ def test_plan_validates_and_starts_nothing(tmp_path):
 
 
 def test_plan_of_a_space_file_with_a_plugin_and_seeds_auto():
-    trials = Experiment(str(REPO / "examples" / "conv3d_ablations.yaml"), seeds="auto",
-                        max_seeds=6).plan()
+    trials = Experiment(str(REPO / "examples" / "conv3d_ablations.yaml"),
+                        seeds=Seeds("auto", max_seeds=6)).plan()
     assert {t.seed for t in trials} == {0, 1, 2}  # the pilot
     shallow = next(t for t in trials if t.variant == "shallow")
     assert shallow.config.plugin == "examples.conv3d:PLUGIN" and shallow.config.model.depth == 1
@@ -42,7 +42,7 @@ def test_plan_of_a_space_file_with_a_plugin_and_seeds_auto():
     [
         ({"overrides": {"epoch": 2}}, ConfigError, "unknown key 'epoch'; did you mean 'epochs'"),
         ({"only": ["no_such"]}, ConfigError, "unknown variant"),
-        ({"seeds": "auto", "pilot": 4, "max_seeds": 3}, UsageError, "below the pilot's"),
+        ({"seeds": Seeds("auto", pilot=4, max_seeds=3)}, UsageError, "below the pilot's"),
     ],
 )
 def test_plan_raises_the_command_lines_errors(kwargs, error, pattern):
@@ -57,25 +57,29 @@ def test_run_returns_the_tables_and_resume_continues_it_into_rounds(tmp_path):
     from ablations.results.io.files import read_metadata
 
     assert not ray.is_initialized()
-    result = Experiment("components", seeds=2, only=["baseline", "no_images"], overrides=TINY,
-                        storage=tmp_path, name="api", num_cpus=2, max_seeds=3).run()
+    result = Experiment("components", seeds=Seeds(2, max_seeds=3),
+                        only=["baseline", "no_images"], overrides=TINY, storage=tmp_path,
+                        name="api", resources=Resources(num_cpus=2)).run()
     assert not ray.is_initialized()
     assert (result.trials["status"] == "ok").all() and len(result.trials) == 4
     assert result.directory == str(tmp_path / "api")
     assert set(result.verdicts["ablation"]) == {"baseline", "no_images"}
     assert result.verdicts.attrs["pilot"]  # the pilot look of the planned 2-to-3-seed design
     assert (tmp_path / "api" / "trials.parquet").is_file()
-    with pytest.raises(UsageError, match="already exists"):  # nothing is overwritten
+    # another plan under the same name: refused, nothing overwritten
+    with pytest.raises(UsageError, match="holds a different experiment"):
         Experiment("components", seeds=2, only=["baseline"], overrides=TINY, storage=tmp_path,
                    name="api").run()
     with pytest.raises(UsageError, match="^metric test_rmse: api planned its rounds"):
-        Experiment.resume("api", storage=tmp_path, seeds="auto", metric="test_rmse")
+        Experiment.resume("api", storage=tmp_path, seeds="auto",
+                          decision=Decision(metric="test_rmse"))
     # nothing left to run: the same trials, and the same verdicts
-    again = Experiment.resume("api", storage=tmp_path, num_cpus=2)
+    again = Experiment.resume("api", storage=tmp_path, resources=Resources(num_cpus=2))
     assert not ray.is_initialized()
     assert again.trials["trial_name"].tolist() == result.trials["trial_name"].tolist()
     assert again.verdicts["verdict"].tolist() == result.verdicts["verdict"].tolist()
-    continued = Experiment.resume(storage=tmp_path, seeds="auto", num_cpus=2)  # the latest
+    continued = Experiment.resume(storage=tmp_path, seeds="auto",  # the latest
+                                  resources=Resources(num_cpus=2))
     record = read_metadata(str(tmp_path / "api"))["sequential"]
     assert record["continued"]["seeds"] == [0, 1] and record["design"]["looks"] == [2, 3]
     assert "decided_at" in continued.verdicts
@@ -108,7 +112,7 @@ def test_the_library_names_arguments_and_the_command_line_names_flags():
     from ablations.cli.console import error_text
 
     with pytest.raises(UsageError) as caught:
-        Experiment("components", seeds="auto", pilot=4, max_seeds=3).plan()
+        Experiment("components", seeds=Seeds("auto", pilot=4, max_seeds=3)).plan()
     assert str(caught.value) == ("max_seeds 3 is below the pilot's 4 seeds; raise max_seeds "
                                  "or lower pilot")
     assert error_text(caught.value) == ("--max-seeds 3 is below the pilot's 4 seeds; raise "
@@ -116,11 +120,11 @@ def test_the_library_names_arguments_and_the_command_line_names_flags():
 
 
 @pytest.mark.parametrize(("kwargs", "pattern"), [
-    ({"metric": "nope"}, "metric: 'nope' is not a metric column"),
-    ({"alpha": 0.9}, "alpha: 0.9: must be a number in"),
-    ({"margin": "abc"}, "margin: "),
-    ({"seeds": "auto", "pilot": 1}, "pilot: 1 must be an integer >= 2"),
-    ({"cpus_per_trial": -1}, "cpus_per_trial: -1 must be a finite number"),
+    ({"decision": Decision(metric="nope")}, "metric: 'nope' is not a metric column"),
+    ({"decision": Decision(alpha=0.9)}, "alpha: 0.9: must be a number in"),
+    ({"decision": Decision(margin="abc")}, "margin: "),
+    ({"seeds": Seeds("auto", pilot=1)}, "pilot: 1 must be an integer >= 2"),
+    ({"resources": Resources(cpus_per_trial=-1)}, "cpus_per_trial: -1 must be a finite number"),
 ])
 def test_the_library_checks_the_values_the_flags_check(kwargs, pattern):
     with pytest.raises(UsageError, match=re.escape(pattern)):

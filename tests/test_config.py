@@ -120,7 +120,7 @@ def test_only_without_the_reference_adds_it_and_says_so():
     """``--only no_images``: the reference joins the plan (every verdict compares with it) and
     one planning note says so; with the reference named, no note."""
     from ablations.config.values import flag_of, named
-    from ablations.experiment.api import Experiment
+    from ablations import Experiment, Seeds
     from ablations.experiment.planning import prepare
 
     prepared = prepare(Experiment("components", seeds=2, only=["no_images"]).request)
@@ -131,8 +131,8 @@ def test_only_without_the_reference_adds_it_and_says_so():
     assert named(prepared.notes[0], flag_of).startswith("--only: added the reference")
     named = prepare(Experiment("components", seeds=2, only=["baseline", "no_images"]).request)
     assert not [n for n in named.notes if n.startswith("--only")]
-    control = prepare(Experiment("components", seeds=2, only=["no_images"],
-                                 null_control=True).request)
+    control = prepare(Experiment("components", seeds=Seeds(2, null_control=True),
+                                 only=["no_images"]).request)
     assert {t.variant for t in control.trials} == {"baseline", "baseline_repeat", "no_images"}
 
 

@@ -127,7 +127,7 @@ def test_five_datasets_add_the_ranks_and_the_critical_difference_diagram(tmp_pat
     space = tmp_path / "space.yaml"
     space.write_text(SPACE)
     datasets = {f"draw{k}": {"data_seed": k} for k in range(5)}
-    results = Experiment(str(space), seeds=2, datasets=datasets, epochs=1,
+    results = Experiment(str(space), seeds=2, data=datasets, epochs=1,
                          overrides={"max_train_examples": 64, "max_eval_examples": 32,
                                     "batch_size": 8},
                          storage=tmp_path / "results", name="five").run()

@@ -158,7 +158,7 @@ def test_no_kind_checks_in_the_command_line_the_runner_or_planning():
              experiment / "planning.py", experiment / "api.py"]
     assert [found for path in files for found in kind_checks(path, records=False)] == []
     cli = ROOT / "ablations" / "cli"
-    runs = [cli / "main.py", cli / "resume.py", experiment / "runner.py"]
+    runs = [cli / "main.py", cli / "run.py", experiment / "api.py", experiment / "runner.py"]
     assert [found for path in runs for found in kind_checks(path)] == []
 
 

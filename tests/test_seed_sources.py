@@ -13,7 +13,7 @@ import pytest
 import torch
 from scipy import optimize
 
-from ablations.experiment.api import Experiment
+from ablations import Experiment, Seeds
 from ablations.trial.batches import load_data
 from ablations.trial.host import cpu_model
 from ablations.experiment.tables import trial_row
@@ -178,8 +178,8 @@ def test_a_bad_seed_source_or_design_is_one_line_and_exit_2(capsys, tmp_path, ar
 
 
 def test_cross_seeds_by_default_crosses_init_and_order_for_every_variant_data_held():
-    trials = Experiment("components", seeds=3, only=["baseline", "no_scalars"],
-                        cross_seeds=True).plan()
+    trials = Experiment("components", seeds=Seeds(3, cross=True),
+                        only=["baseline", "no_scalars"]).plan()
     by_variant = {v: [t for t in trials if t.variant == v] for v in ("baseline", "no_scalars")}
     cells = {v: {t.seed: (t.config.seeds.init, t.config.seeds.order) for t in specs}
              for v, specs in by_variant.items()}
@@ -191,7 +191,7 @@ def test_cross_seeds_by_default_crosses_init_and_order_for_every_variant_data_he
 
 
 def test_cross_seeds_crosses_the_two_sources_that_vary():
-    trials = Experiment("components", seeds=3, only=["baseline"], cross_seeds=True,
+    trials = Experiment("components", seeds=Seeds(3, cross=True), only=["baseline"],
                         overrides={"seed_sources": "order,data"}).plan()
     cells = {(t.config.seeds.init, t.config.seeds.order, t.config.seeds.data) for t in trials}
     assert cells == {(0, j, k) for j in range(3) for k in range(3)}

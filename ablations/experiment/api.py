@@ -1,38 +1,44 @@
-"""The runner as a library: what the command line does, as an object a notebook can hold.
+"""The runner as a library: an experiment as an object a notebook can hold, and the one run
+path the command line uses too.
 
-    from ablations.experiment.api import Experiment
-    exp = Experiment("components", seeds=3, overrides={"epochs": 2}, only=["baseline", "no_images"])
+    from ablations import Decision, Experiment, Resources
+    exp = Experiment("components", seeds=3, only=["baseline", "no_images"],
+                     overrides={"epochs": 2}, decision=Decision(margin="2%"))
     trials = exp.plan()          # validated trials; nothing started
-    result = exp.run()           # starts (and stops) a local Ray unless one is running
-    result.verdicts              # the verdict table; result.trials / .epochs / .predictions
+    results = exp.run()          # starts (and stops) a local Ray unless one is running
+    results.verdicts             # the verdict table; results.trials / .epochs / .predictions
+    print(results.summary)       # the table the command line prints
 
-The same planning as ``run_ablations.py`` (``ablations.experiment.planning.prepare``): a bad
-value raises the same one-line ``ConfigError``/``UsageError`` before anything runs, naming the
-argument (``max_seeds``) where the command line names its flag (``--max-seeds``).
+Arguments left out (None) are "not given": the defaults, or for a resumed experiment what it
+recorded. The same planning as the command line (``ablations.experiment.planning.prepare``):
+a bad value raises the same one-line ``ConfigError``/``UsageError`` before anything runs,
+naming the argument (``max_seeds``) where the command line names its flag (``--max-seeds``).
+While it runs, an experiment emits events (ablations/experiment/events.py) and prints
+nothing; :meth:`Experiment.run`'s ``on_event`` receives them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import logging
-import warnings
-from dataclasses import dataclass
+import datetime as dt
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, ContextManager, Literal, Mapping, Optional, Sequence
 
 import pandas as pd
 
-from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
-from ablations.config.values import named
-from ablations.experiment.events import Event, listening
+from ablations.config.statuses import UNFINISHED, TrialStatus
+from ablations.config.values import arg, named
+from ablations.experiment import events
+from ablations.experiment.events import Event, Listener, listening
 from ablations.experiment.request import (
     DEFAULT_STORAGE,
     Request,
-    new_experiment_root,
+    UsageError,
+    check_name,
     storage_root,
 )
-from ablations.results.io.files import read_metadata
+from ablations.results.io.files import first_line, join, list_dir, read_metadata
 from ablations.results.stats.baseline_check import (
     BaselineCheck,
     DatasetChecks,
@@ -40,9 +46,62 @@ from ablations.results.stats.baseline_check import (
 )
 
 
+@dataclass(frozen=True)
+class Decision:
+    """How the verdicts are decided. None: not given (the default, or for a resumed
+    experiment the settings it recorded before its data)."""
+
+    metric: Optional[str] = None  # a numeric column (own code: its first declared metric)
+    margin: Optional[str | float] = None  # "5%" of the reference's mean, or metric units
+    alpha: Optional[float] = None  # the family-wise error rate of each kind of verdict
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """Which seeds every variant runs. None: not given."""
+
+    seeds: int | Sequence[int] | Literal["auto"] | None = None  # 3: seeds 0, 1, 2; "auto": rounds
+    pilot: Optional[int] = None  # seeds="auto": the first round's seeds
+    max_seeds: Optional[int] = None  # the last look of the sequential design
+    cross: Optional[bool] = None  # every init seed with every order seed (docs/seed-sources.md)
+    null_control: Optional[bool] = None  # the reference again at other seeds, a null arm
+    sources: Optional[str] = None  # which sources vary with the seed: "init,order,data"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Where and how wide the trials run. None: not given."""
+
+    cpus_per_trial: Optional[float] = None
+    gpus_per_trial: Optional[float] = None
+    max_concurrent: Optional[int] = None  # 0: as many as the resources allow
+    max_failures: Optional[int] = None  # retries of a failed trial from its last checkpoint
+    address: Optional[str] = None  # a Ray cluster; None: this process's Ray, or a local one
+    num_cpus: Optional[int] = None  # the CPUs of the local Ray a run starts
+    auto_batch: Optional[bool] = None  # probe the largest batch that fits the trial's GPU
+
+
+@dataclass(frozen=True)
+class Console:
+    """What a front end puts around a run (the command line sets these; a notebook need not):
+    the Ray dashboard, Tune's own output, a line per epoch, the command recorded in
+    experiment.json, a context around ``Tuner.fit`` (given the run's options: the command
+    line's SIGTERM handling) and what to do once Ray has started (the command line re-enters a
+    Ray job's working folder and installs its signal handler)."""
+
+    dashboard: bool = False
+    verbose: bool = False
+    progress_epochs: bool = False
+    command: Sequence[str] = ("ablations.Experiment",)
+    fit_guard: Optional[Callable[[Any], ContextManager[Any]]] = None
+    after_ray_start: Optional[Callable[[], None]] = None
+
+
 @dataclass
 class Results:
-    """What :meth:`Experiment.run` returns: the experiment folder and its tables."""
+    """What :meth:`Experiment.run` and :meth:`Experiment.resume` return: the experiment's
+    folder and tables, its verdicts as its design decides them, and the text the command line
+    prints of them."""
 
     directory: str
     trials: pd.DataFrame
@@ -63,17 +122,44 @@ class Results:
     # several datasets: each variant's verdict across them (ablations.results.stats.datasets;
     # across_datasets.parquet)
     across: Optional[pd.DataFrame] = None
+    name: str = ""
+    storage: str = ""
+    # the reference, metric, margin and alpha the verdicts were decided with
+    settings: dict[str, Any] = field(default_factory=dict)
+    # the summary's table and notes (ablations/experiment/summary.py), the design's lines
+    # after it and at the end, and the command that decides the inconclusive variants (None:
+    # nothing to decide); text with the library's markers, str(...)-ready via ``named``
+    summary: str = ""
+    design_lines: list[str] = field(default_factory=list)
+    closing_lines: list[str] = field(default_factory=list)
+    continuation: Optional[str] = None
+
+    @property
+    def unfinished(self) -> int:
+        """Trials a stop left unfinished (interrupted or not started): resume to end them."""
+        return int(self.trials["status"].isin(list(UNFINISHED)).sum())
+
+    def counts(self) -> dict[str, int]:
+        """How many trials ended in each status."""
+        return {str(status): int((self.trials["status"] == status).sum())
+                for status in TrialStatus}
+
+    def __str__(self) -> str:
+        return named(self.summary)
 
 
-def records_given(init: Callable[..., None]) -> Callable[..., None]:
-    """``init`` with the names of the arguments its caller passed in ``self._given``: what a
-    continuation or a resume counts as given, whatever the value."""
-    @functools.wraps(init)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
-        self._given = frozenset(kwargs) | ({"space"} if args else set())
-        init(self, *args, **kwargs)
+class Interrupted(KeyboardInterrupt):
+    """A stop (Ctrl-C, or SIGTERM where the command line makes it one) before the results were
+    written; the trials' saved state is kept: resume the experiment ``name`` in
+    ``storage`` to continue."""
 
-    return wrapper
+    def __init__(self, storage: str, name: str, address: Optional[str] = None) -> None:
+        super().__init__(f"{name} interrupted before its results were written")
+        self.storage, self.name, self.address = storage, name, address
+
+
+def seeds_of(seeds: int | Sequence[int] | str | Seeds | None) -> Seeds:
+    return seeds if isinstance(seeds, Seeds) else Seeds(seeds=seeds)
 
 
 def names(given: Optional[Sequence[str]]) -> Optional[list[str]]:
@@ -82,227 +168,417 @@ def names(given: Optional[Sequence[str]]) -> Optional[list[str]]:
     return given if given is None or isinstance(given, str) else list(given)
 
 
-class Experiment:
-    """An ablation experiment: a space (a built-in name or a YAML file), seeds (a count, a
-    list, or ``"auto"``), the base configuration, how to decide and where to run it. The
-    arguments are :class:`~ablations.experiment.request.Request`'s fields (the command line's
-    ``run`` flags: ``max_seeds`` is ``--max-seeds``, ``overrides`` the ``--set`` pairs), typed:
-    lists of names, numbers, ``design="factorial"`` with ``factors`` (docs/factorial.md;
-    :attr:`Results.effects` holds its effects), ``tune_each`` keys (docs/tuned.md), a search
-    space's ``num_samples`` and ``scheduler``, a cluster's ``address``; own code
-    (docs/own-code.md) as ``model`` (a training function's ``package.module:NAME``) or
-    ``command`` with its ``metrics`` (``{"test_acc": "higher"}``); ``datasets``: the same
-    table on several datasets (docs/datasets.md), as ``["NAME=DIR", "DIR", "synthetic"]`` or
-    ``{name: a directory, "synthetic" or the keys that select it}``. ``num_cpus``: the local
-    Ray's CPUs when this call starts one; ``max_concurrent`` and ``max_failures`` as on the
-    command line."""
+def request_of(space: Optional[str], seeds: Seeds, decision: Decision, resources: Resources,
+               **values: Any) -> Request:
+    """The :class:`Request` of an experiment's arguments: the fields given (not None) and
+    the request's defaults for the rest; ``Request.given`` says which were given."""
+    data = values.pop("data", None)
+    if isinstance(data, (Mapping, list, tuple)):  # several datasets (docs/datasets.md)
+        values["datasets"] = data if isinstance(data, Mapping) else names(data)
+    elif data is not None:
+        values["data"] = str(data)
+    overrides = values.pop("overrides", None)
+    if overrides is not None:
+        values["overrides"] = [(str(k), v) for k, v in dict(overrides).items()]
+    for key in ("only", "factors", "tune_each"):
+        values[key] = names(values.get(key))
+    if space is not None:
+        values["space"] = str(space)
+    values.update(
+        seeds=None if seeds.seeds is None else Request.seeds_from(seeds.seeds),
+        pilot=seeds.pilot, max_seeds=seeds.max_seeds, cross_seeds=seeds.cross,
+        null_control=seeds.null_control, seed_sources=seeds.sources,
+        metric=decision.metric, alpha=decision.alpha,
+        margin=None if decision.margin is None else str(decision.margin),
+        cpus_per_trial=resources.cpus_per_trial, gpus_per_trial=resources.gpus_per_trial,
+        address=resources.address, auto_batch=resources.auto_batch)
+    if values.get("storage") is not None:
+        values["storage"] = str(values["storage"])
+    given = {key: value for key, value in values.items() if value is not None}
+    return Request(**given, given=frozenset(given))
 
-    @records_given
-    def __init__(self, space: str = "components", *, seeds: int | Sequence[int] | str = 3,
-                 overrides: Optional[Mapping[str, Any]] = None, config: Optional[str] = None,
+
+class Experiment:
+    """An ablation experiment: a space (a built-in name or a YAML file), its seeds, the base
+    configuration, how to decide and where to run it (docs/command-line.md, "From Python").
+
+    Args:
+        space: a built-in space's name or a space file.
+        seeds: a count (3: seeds 0, 1, 2), a list, ``"auto"`` (rounds), or :class:`Seeds`.
+        decision: the verdicts' metric, margin and alpha (:class:`Decision`).
+        resources: CPUs and GPUs per trial, concurrency, a cluster (:class:`Resources`).
+        model: own code, a training function or a plugin: ``package.module:NAME``.
+        command: a program to ablate, its command line with ``{key}`` fields, and
+            ``metrics`` its metrics (``{"test_acc": "higher"}``; docs/own-code.md).
+        config: a YAML file of config keys or a preset's name; ``overrides``: key -> value.
+        only: the variants to run (the reference is added).
+        epochs, max_train_examples, max_eval_examples: the built-in model's budget.
+        data: a data directory or ``"synthetic"``; several datasets as a list
+            (``["NAME=DIR", "DIR", "synthetic"]``) or a mapping name -> a directory,
+            ``"synthetic"`` or the keys that select it (docs/datasets.md).
+        design: ``"factorial"`` with ``factors`` (docs/factorial.md); ``tune_each`` keys and
+            ``tune_budget`` (docs/tuned.md); a search space's ``num_samples`` and
+            ``scheduler``; ``resolve_conflicts`` maps unsafe switch combinations.
+        name, storage: the experiment's folder is ``storage/name``; a folder of the same
+            plan is resumed, with ``allow_changed`` even where the code or data changed.
+        log_to: trackers, e.g. ``["mlflow", "wandb:project"]`` (docs/trackers.md).
+        progress: a line per finished trial and a status line while it runs, on stdout.
+    """
+
+    def __init__(self, space: str | Path = "components", *,
+                 seeds: int | Sequence[int] | Literal["auto"] | Seeds | None = None,
+                 decision: Optional[Decision] = None, resources: Optional[Resources] = None,
                  model: Optional[str] = None, command: Optional[str] = None,
-                 metrics: Optional[str | Mapping[str, Any]] = None,
-                 only: Optional[Sequence[str]] = None,
-                 epochs: Optional[int] = None, data: Optional[str] = None,
-                 datasets: Optional[Sequence[str] | Mapping[str, Any]] = None,
+                 metrics: Optional[Mapping[str, Any]] = None, config: Optional[str] = None,
+                 overrides: Optional[Mapping[str, Any]] = None,
+                 only: Optional[Sequence[str]] = None, epochs: Optional[int] = None,
+                 data: str | Path | Sequence[str] | Mapping[str, Any] | None = None,
                  max_train_examples: Optional[int] = None,
-                 max_eval_examples: Optional[int] = None, seed_sources: Optional[str] = None,
-                 pilot: Optional[int] = None, max_seeds: Optional[int] = None,
-                 null_control: bool = False, cross_seeds: bool = False,
-                 design: Literal["table", "factorial"] = "table",
+                 max_eval_examples: Optional[int] = None,
+                 design: Optional[Literal["table", "factorial"]] = None,
                  factors: Optional[Sequence[str]] = None,
-                 tune_each: Optional[Sequence[str]] = None, tune_budget: int = 8,
-                 num_samples: int = 16, scheduler: Optional[Literal["asha", "fifo"]] = None,
-                 auto_batch: bool = False, resolve_conflicts: bool = False,
-                 metric: str = DEFAULT_METRIC, margin: str | float | None = None,
-                 alpha: float = DEFAULT_ALPHA, cpus_per_trial: float = 1.0,
-                 gpus_per_trial: float = 0.0,
-                 address: Optional[str] = None, name: Optional[str] = None,
-                 storage: str | Path = DEFAULT_STORAGE, num_cpus: Optional[int] = None,
-                 max_concurrent: int = 0, max_failures: int = 0,
-                 progress: bool = False) -> None:
-        values = dict(
-            space=str(space), seeds=Request.seeds_from(seeds), config=config, model=model,
-            command=command, metrics=metrics,
-            only=names(only), epochs=epochs, data=data,
-            datasets=None if datasets is None else datasets if isinstance(datasets, Mapping)
-            else names(datasets),
+                 tune_each: Optional[Sequence[str]] = None, tune_budget: Optional[int] = None,
+                 num_samples: Optional[int] = None,
+                 scheduler: Optional[Literal["asha", "fifo"]] = None,
+                 resolve_conflicts: Optional[bool] = None, name: Optional[str] = None,
+                 storage: str | Path | None = None, log_to: Sequence[str] = (),
+                 allow_changed: bool = False, progress: bool = False) -> None:
+        resources = resources or Resources()
+        request = request_of(
+            str(space), seeds_of(seeds), decision or Decision(), resources, model=model,
+            command=command, metrics=None if metrics is None else dict(metrics),
+            config=config, overrides=overrides, only=only, epochs=epochs, data=data,
             max_train_examples=max_train_examples, max_eval_examples=max_eval_examples,
-            seed_sources=seed_sources, pilot=pilot, max_seeds=max_seeds,
-            null_control=null_control, cross_seeds=cross_seeds, design=design,
-            factors=names(factors),
-            tune_each=names(tune_each),
-            tune_budget=tune_budget, num_samples=num_samples, scheduler=scheduler,
-            auto_batch=auto_batch, resolve_conflicts=resolve_conflicts, metric=metric,
-            margin=None if margin is None else str(margin), alpha=alpha,
-            cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, address=address,
-            name=name, storage=str(storage),
-            overrides=[(str(k), v) for k, v in (overrides or {}).items()])
-        # the arguments this call named (records_given), whatever their values
-        self.request = Request(**values, given=self._given & set(values))
-        self.num_cpus, self.progress = num_cpus, progress
-        self.max_concurrent, self.max_failures = max_concurrent, max_failures
+            design=design, factors=factors, tune_each=tune_each, tune_budget=tune_budget,
+            num_samples=num_samples, scheduler=scheduler,
+            resolve_conflicts=resolve_conflicts, name=name, storage=storage)
+        self._setup(request, resources, tracker_specs(log_to), progress, allow_changed)
+
+    @classmethod
+    def from_request(cls, request: Request, *, resources: Optional[Resources] = None,
+                     log_to: Sequence[Any] = (), allow_changed: bool = False,
+                     progress: bool = False) -> Experiment:
+        """The experiment a :class:`Request` asks for (the command line's flags parse into
+        one); ``resources``' run options (concurrency, retries, a local Ray's CPUs)."""
+        experiment = cls.__new__(cls)
+        experiment._setup(request, resources or Resources(), tracker_specs(log_to), progress,
+                          allow_changed)
+        return experiment
+
+    def _setup(self, request: Request, resources: Resources, log_to: list[Any],
+               progress: bool, allow_changed: bool) -> None:
+        self.request, self.resources, self.log_to = request, resources, log_to
+        self.progress, self.allow_changed = progress, allow_changed
 
     def plan(self) -> list:
         """The validated trials (``search_spaces.TrialSpec``: name, variant, seed, resolved
         config) that :meth:`run` starts with (with ``seeds="auto"``: the pilot's); nothing
         starts. Raises the command line's one-line errors."""
-        return list(self._prepare().trials)
+        return list(self.prepared().trials)
 
-    def _prepare(self) -> Any:
-        """Planning's ``Prepared``; its notes (e.g. the reference added to ``only``) as
-        warnings."""
-        from ablations.experiment.planning import prepare
-
-        prepared = prepare(self.request)
+    def prepared(self) -> Any:
+        """Planning's ``Prepared`` (ablations/experiment/planning.py): the space, the base
+        configuration, the trials, the skipped cells, the seeds and the design; its notes
+        (e.g. the reference added to ``only``) as warning events."""
+        prepared = self._prepare()
         for note in prepared.notes:
-            warnings.warn(named(note), stacklevel=3)
+            events.warning(note)
         return prepared
 
-    def run(self) -> Results:
-        """Run the experiment into ``storage/name`` (a new folder) and return its tables.
-        Uses the Ray already initialised in this process, else connects to ``address`` or
-        starts a local one (``num_cpus``), and shuts down what it started at the end."""
-        import datetime as dt
+    def _prepare(self) -> Any:
+        from ablations.experiment.planning import prepare
 
-        from ablations.experiment.options import RunOptions
-        from ablations.experiment.preflight import auto_batch, check_data_on_workers
+        return prepare(self.request)
 
-        request = self.request
-        prepared = self._prepare()
-        storage = storage_root(request.storage)
-        name = request.name or f"{prepared.space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
-        new_experiment_root(storage, name)
-        options = RunOptions(storage=storage, name=name, space=prepared.space.name,
-                             reference=prepared.space.reference, address=request.address,
-                             cpus_per_trial=request.cpus_per_trial,
-                             gpus_per_trial=request.gpus_per_trial,
-                             max_concurrent=self.max_concurrent,
-                             max_failures=self.max_failures,
-                             reuse_workers=not prepared.space.isolate_trials,
-                             dashboard=False, progress=self.progress,
-                             command=["ablations.experiment.api.Experiment"])
-        trials = prepared.trials
-        with ray_for(trials, options, self.num_cpus):
-            if request.address:
-                check_data_on_workers(prepared.design.configs(trials), request)
-            if request.auto_batch and trials:
-                trials, options.auto_batch = auto_batch(request, trials)
-            from ablations.experiment.runner import reading_own_code  # loads Ray
+    def run(self, on_event: Optional[Listener] = None,
+            console: Optional[Console] = None) -> Results:
+        """Run the experiment into ``storage/name`` and return its tables and verdicts. A folder
+        that holds the same plan already is resumed (finished trials kept); one that holds
+        another experiment is refused. Uses the Ray already initialised in this process, else
+        connects to ``resources.address`` or starts a local one, and shuts down what it
+        started. ``on_event`` receives the run's events (None: Python's logging shows the
+        warnings, or with ``progress`` every event goes to stdout)."""
+        with listening(self._listener(on_event)):
+            prepared = self._prepare()
+            storage = storage_root(self.request.storage)
+            name = check_name(self.request.name
+                              or f"{prepared.space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}")
+            trials, design = prepared.trials, prepared.design
+            resume = bool(list_dir(join(storage, name)))
+            if resume:  # the same name again: the same plan resumes it, another is refused
+                from ablations.experiment.resuming import same_name_again
 
-            with reading_own_code(trials), listening(print if self.progress else ignore):
-                result = prepared.design.execute(trials, options, prepared.skipped)
-        return results_of(result, prepared.design, reference=prepared.space.reference)
+                trials, design = same_name_again(self.request, join(storage, name), name,
+                                                 prepared, allow_changed=self.allow_changed)
+            for note in prepared.notes:  # after the name's checks: a refusal is one line
+                events.warning(note)
+            run = _Run(name=name, storage=storage, space=prepared.space.name,
+                       reference=prepared.space.reference, trials=list(trials),
+                       skipped=list(prepared.skipped), design=design, seeds=prepared.seeds,
+                       reuse_workers=not prepared.space.isolate_trials,
+                       cpus_per_trial=self.request.cpus_per_trial,
+                       gpus_per_trial=self.request.gpus_per_trial,
+                       crossed=bool(self.request.cross_seeds), resume=resume)
+            return _execute(run, self.request, self.resources, self.log_to, self.progress,
+                            console or Console())
 
     @staticmethod
     def resume(name: Optional[str] = None, *, storage: str | Path = DEFAULT_STORAGE,
                seeds: Optional[Literal["auto"]] = None, max_seeds: Optional[int] = None,
-               metric: Optional[str] = None, margin: str | float | None = None,
-               alpha: Optional[float] = None, retry_failed: bool = False,
-               allow_changed: bool = False, address: Optional[str] = None,
-               num_cpus: Optional[int] = None, max_concurrent: int = 0,
-               max_failures: int = 0, progress: bool = False) -> Results:
+               decision: Optional[Decision] = None, retry_failed: bool = False,
+               allow_changed: bool = False, resources: Optional[Resources] = None,
+               log_to: Sequence[str] = (), progress: bool = False,
+               on_event: Optional[Listener] = None,
+               console: Optional[Console] = None) -> Results:
         """Continue the experiment ``name`` in ``storage`` (None: the one started or resumed
         last) as the command line's ``--resume`` does, whatever its design: finished trials
         are kept, unfinished ones continue from their saved state, failed ones are retried
         with ``retry_failed``; code or data changed since it started are refused unless
         ``allow_changed``. ``seeds="auto"`` continues a fixed-seed experiment into rounds
-        (its seeds the pilot, up to ``max_seeds``; ``metric``, ``margin`` and ``alpha`` only
-        where its planned design has none). Returns the whole experiment's tables."""
-        from ablations.experiment.options import RunOptions
-        from ablations.experiment.resuming import resume_plan
+        (its seeds the pilot, up to ``max_seeds``; ``decision`` only where its planned
+        design has none). Returns the whole experiment's tables."""
+        resources = resources or Resources()
+        request = request_of(None, Seeds(seeds=seeds, max_seeds=max_seeds),
+                             decision or Decision(), resources, storage=storage).check()
+        return resume_request(name, request, resources=resources, retry_failed=retry_failed,
+                              allow_changed=allow_changed, log_to=tracker_specs(log_to),
+                              progress=progress, on_event=on_event, console=console)
 
-        values = {"seeds": seeds, "max_seeds": max_seeds, "metric": metric,
-                  "margin": None if margin is None else str(margin), "alpha": alpha,
-                  "address": address}
-        given = {key: value for key, value in values.items() if value is not None}
-        request = Request(**given, storage=str(storage), given=frozenset(given)).check()
-        root = storage_root(request.storage)
-        plan = resume_plan(root, name, request, retry_failed=retry_failed,
+    def _listener(self, on_event: Optional[Listener]) -> Optional[Listener]:
+        return on_event or (print_event if self.progress else None)
+
+
+def print_event(event: Event) -> None:
+    """``progress=True``'s listener: every event on stdout, as the library words it."""
+    print(str(event), flush=True)
+
+
+def resume_request(name: Optional[str], request: Request, *, resources: Resources,
+                   retry_failed: bool = False, allow_changed: bool = False,
+                   log_to: Sequence[Any] = (), progress: bool = False,
+                   on_event: Optional[Listener] = None,
+                   console: Optional[Console] = None) -> Results:
+    """:meth:`Experiment.resume` of a :class:`Request` (the command line's ``--resume``)."""
+    from ablations.experiment.resuming import resume_plan
+
+    with listening(on_event or (print_event if progress else None)):
+        storage = storage_root(request.storage)
+        plan = resume_plan(storage, name, request, retry_failed=retry_failed,
                            allow_changed=allow_changed)
         for line in plan.warnings:
-            logging.getLogger(__name__).warning("resuming although it changed: %s", line)
-        options = RunOptions(storage=root, name=plan.name, space=plan.space_name,
-                             reference=plan.reference, address=address,
-                             cpus_per_trial=plan.cpus_per_trial,
-                             gpus_per_trial=plan.gpus_per_trial,
-                             max_concurrent=max_concurrent, max_failures=max_failures,
-                             retry_failed=retry_failed, reuse_workers=plan.reuse_workers,
-                             dashboard=False, progress=progress,
-                             command=["ablations.experiment.api.Experiment.resume"])
-        from ablations.experiment.runner import reading_own_code  # loads Ray
-
-        with ray_for(plan.trials, options, num_cpus), reading_own_code(plan.trials), \
-                listening(print if progress else ignore):
-            result = plan.design.execute(plan.trials, options, plan.skipped, resume=True)
-        return results_of(result, plan.design, reference=plan.reference)
-
-
-def ignore(event: Event) -> None:
-    """A listener that drops every event."""
+            events.warning(f"resuming although it changed ({arg('allow_changed')}): {line}")
+        if plan.notes:
+            events.warning(f"since the experiment started: {'; '.join(plan.notes)}")
+        if plan.continued:
+            events.info(plan.design.continued_line(plan.name, plan.space_name, plan.seeds))
+        else:
+            events.info(plan.design.resume_line(plan.name, plan.space_name,
+                                                join(storage, plan.name), plan.trials,
+                                                retry_failed))
+        run = _Run(name=plan.name, storage=storage, space=plan.space_name,
+                   reference=plan.reference, trials=list(plan.trials),
+                   skipped=list(plan.skipped), design=plan.design, seeds=plan.seeds,
+                   reuse_workers=plan.reuse_workers, cpus_per_trial=plan.cpus_per_trial,
+                   gpus_per_trial=plan.gpus_per_trial, crossed=False, resume=True,
+                   retry_failed=retry_failed)
+        return _execute(run, request, resources, log_to, progress, console or Console())
 
 
-@contextlib.contextmanager
-def ray_for(trials: Sequence[Any], options: Any, num_cpus: Optional[int]) -> Iterator[None]:
-    """The Ray a run uses: the one initialised in this process, else ``options.address``'s
-    cluster or a local one of ``num_cpus``; what it starts it shuts down."""
+def tracker_specs(log_to: Sequence[Any]) -> list[Any]:
+    """Trackers as given (``"mlflow"``, ``"wandb:project"``, or parsed specs), parsed."""
+    if not log_to:
+        return []
+    from ablations.experiment.trackers.specs import parse_log_to
+
+    out = []
+    for item in ([log_to] if isinstance(log_to, str) else log_to):
+        try:
+            out.append(item if not isinstance(item, str) else parse_log_to(item))
+        except ValueError as exc:
+            raise UsageError(f"log_to {item!r}: {exc}") from None
+    return out
+
+
+@dataclass
+class _Run:
+    """What one run of an experiment needs, new or resumed."""
+
+    name: str
+    storage: str
+    space: str
+    reference: str
+    trials: list
+    skipped: list
+    design: Any
+    seeds: Sequence[int]
+    reuse_workers: bool
+    cpus_per_trial: float
+    gpus_per_trial: float
+    crossed: bool
+    resume: bool
+    retry_failed: bool = False
+
+
+def _execute(run: _Run, request: Request, resources: Resources, log_to: Sequence[Any],
+             progress: bool, console: Console) -> Results:
+    """The one run path: Ray, the checks that need it, the trials, then the verdicts, the
+    summary, the trackers' verdicts and what continues the experiment."""
     import ray
 
+    from ablations.experiment.continuing import trial_slots
+    from ablations.experiment.options import RunOptions
+    from ablations.experiment.preflight import auto_batch, check_data_on_workers
     from ablations.experiment.runner import estimating_costs, init_ray
 
-    started = False
-    if not ray.is_initialized():
-        with estimating_costs(trials):  # in a thread, while Ray starts
-            if options.address:
-                started, _ = init_ray(options, trials)
-            else:
-                ray.init(num_cpus=num_cpus, include_dashboard=False,
-                         logging_level=logging.WARNING)
-                started = True
+    root = join(run.storage, run.name)
+    options = RunOptions(
+        storage=run.storage, name=run.name, space=run.space, reference=run.reference,
+        address=resources.address, cpus_per_trial=run.cpus_per_trial,
+        gpus_per_trial=run.gpus_per_trial, max_concurrent=resources.max_concurrent or 0,
+        max_failures=resources.max_failures or 0, retry_failed=run.retry_failed,
+        reuse_workers=run.reuse_workers, dashboard=console.dashboard,
+        verbose=1 if console.verbose else 0, progress=progress,
+        progress_epochs=console.progress_epochs, command=list(console.command))
+    if console.fit_guard is not None:
+        options.fit_guard = lambda: console.fit_guard(options)
+    if log_to or run.resume:  # MLflow / W&B: Ray Tune's callbacks (trackers/specs.py)
+        from ablations.experiment.trackers.specs import tracker_callbacks
+
+        options.trackers = tracker_callbacks(log_to, root, experiment=run.name,
+                                             space=run.space, resume=run.resume)
+    from ablations.experiment.cluster import ClusterUnreachable, job_runtime_env
+
+    if not resources.address and job_runtime_env() is not None:
+        raise UsageError(f"running as a Ray job without {arg('address')}: this would start "
+                         f"a private Ray on one node; pass {arg('address')} auto to use "
+                         "the job's cluster")
+    trials = run.trials
     try:
-        yield
+        with estimating_costs(trials):  # in a thread, while Ray starts
+            started, dashboard_url = init_ray(options, trials, resources.num_cpus)
+    except ClusterUnreachable as exc:
+        raise UsageError(str(exc)) from None
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UsageError(f"cannot connect to Ray at {resources.address or 'local'}: "
+                         f"{first_line(exc)}") from None
+    try:
+        if console.after_ray_start is not None:
+            console.after_ray_start()
+        cluster = ray.cluster_resources()
+        slots = trial_slots(cluster, run.cpus_per_trial, run.gpus_per_trial,
+                            options.max_concurrent)
+        events.info(f"Experiment {run.name}: space {run.space}, "
+                    f"{run.design.count_text(trials, run.seeds, crossed=run.crossed)}, "
+                    f"{run.cpus_per_trial:g} CPU + {run.gpus_per_trial:g} GPU per trial, "
+                    f"Ray with {cluster.get('CPU', 0):g} CPUs / {cluster.get('GPU', 0):g} "
+                    "GPUs")
+        if run.cpus_per_trial > cluster.get("CPU", 0) or \
+                run.gpus_per_trial > cluster.get("GPU", 0):
+            raise UsageError(
+                f"a trial asks for {run.cpus_per_trial:g} CPU / {run.gpus_per_trial:g} GPU but "
+                f"the cluster has {cluster.get('CPU', 0):g} / {cluster.get('GPU', 0):g}; "
+                f"lower {arg('cpus_per_trial')} / {arg('gpus_per_trial')}")
+        if resources.address:
+            check_data_on_workers(run.design.configs(trials), request)
+        if dashboard_url:
+            events.info(f"Ray dashboard: http://{dashboard_url.removeprefix('http://')} "
+                        "(token authentication: `ray get-auth-token` prints the token)")
+        events.info(f"Results: {root}")
+        events.info(f"TensorBoard: tensorboard --logdir "
+                    f"{join(run.storage, run.name, run.design.tensorboard_dir)}".rstrip("/"))
+        for tracker in options.trackers:
+            events.info(tracker.describe())
+        if request.auto_batch and trials and not run.resume:  # a resume keeps its size
+            trials, options.auto_batch = auto_batch(request, trials)
+        result = run.design.execute(trials, options, run.skipped, resume=run.resume)
+    except KeyboardInterrupt:  # outside Tuner.fit (a stop inside it ends the run normally)
+        raise Interrupted(run.storage, run.name, resources.address) from None
     finally:
         if started:
             ray.shutdown()
+    return results_of(result, run, request, options, slots)
 
 
-def results_of(result: Any, design: Any, *, reference: str) -> Results:
-    """An ended run's :class:`Results`: its tables, the baseline check and the verdicts at the
-    settings recorded before its data (:func:`ablations.results.stats.decisions.verdicts_of`), a
-    factorial design's effects and a tuned ablation's side-by-side table, at the same
-    settings."""
-    from ablations.results.report.datasets_report import write_across
+def results_of(result: Any, run: _Run, request: Request, options: Any,
+               slots: Optional[int]) -> Results:
+    """An ended run's :class:`Results`: its tables, the baseline check, the verdicts at the
+    settings recorded before its data unless the request gives others
+    (:func:`ablations.results.stats.decisions.verdicts_of`), the summary, a factorial
+    design's effects and a tuned ablation's side-by-side table at the same settings, the
+    verdicts across datasets (written beside trials.parquet), the trackers' copy of the
+    verdicts, and the command that decides the inconclusive variants."""
+    from ablations.experiment.summary import datasets_summary, summary_table
+    from ablations.results.stats.dataset_rows import is_across_datasets
     from ablations.results.stats.decisions import (
-        across_datasets_of,
+        decision_settings,
         factorial_effects_of,
         tuned_comparison_of,
         verdicts_of,
     )
 
-    verdicts, check = None, None
+    design, df = run.design, result.trials
     meta = read_metadata(str(result.directory)) or {}
-    if design.has_verdicts:
-        check = record_baseline_check(result.directory, result.trials, result.epochs,
-                                      reference=reference)
-        try:
-            verdicts = verdicts_of(result.trials, meta, reference=reference)
-        except ValueError:  # no verdicts possible, e.g. no ok trial of the reference
-            verdicts = None
-    try:
-        effects = factorial_effects_of(result.trials, meta, reference=reference)
-    except ValueError:  # no effects possible
-        effects = None
-    try:
-        tuned = tuned_comparison_of(result.trials, meta, reference=reference)
-    except ValueError:  # no comparison possible
-        tuned = None
-    across = None
-    if design.has_verdicts and verdicts is not None:
-        try:
-            across = across_datasets_of(result.trials, meta, reference=reference)
-        except ValueError:  # no verdicts across the datasets possible
-            across = None
-        if across is not None:
+    given = {key: getattr(request, key) for key in ("metric", "margin", "alpha")
+             if key in request.given}
+    settings = decision_settings(meta, reference=run.reference, **given)
+    across, verdicts, check = None, None, None
+    if is_across_datasets(df):  # each dataset's verdicts, then across them (docs/datasets.md)
+        summary, verdicts, across = datasets_summary(df, meta, settings)
+        if across is not None:  # beside trials.parquet, as the report writes it too
+            from ablations.results.report.datasets_report import write_across
+
             write_across(str(result.directory), across)
-    return Results(str(result.directory), result.trials, result.epochs, result.predictions,
-                   verdicts, result.wall_s, effects, check, tuned, across)
+    else:
+        if design.has_verdicts:
+            try:  # once, for the summary, the trackers and the continuation hint
+                verdicts = verdicts_of(df, meta, **settings)
+            except (ValueError, KeyError):  # no verdicts: the summary says why
+                verdicts = None
+        summary = summary_table(df, meta, verdicts=verdicts, **settings)
+    if design.has_verdicts:  # one line above the verdicts; baseline_check.json in the folder
+        check = record_baseline_check(result.directory, df, result.epochs,
+                                      reference=settings["reference"])
+    effects = tuned = None
+    with contextlib.suppress(ValueError, KeyError):
+        effects = factorial_effects_of(df, meta, **settings)
+    with contextlib.suppress(ValueError, KeyError):
+        tuned = tuned_comparison_of(df, meta, **settings)
+    results = Results(
+        str(result.directory), df, result.epochs, result.predictions, verdicts, result.wall_s,
+        effects, check, tuned, across, name=run.name, storage=run.storage,
+        settings=settings, summary=summary,
+        design_lines=design.summary_lines(df, meta, settings),
+        closing_lines=design.closing_lines(result.directory))
+    if options.trackers:  # the verdicts as each tracker's <name>-verdicts run
+        from ablations.experiment.trackers.specs import publish_summary
+
+        publish_summary(options.trackers, named(summary), verdicts, across)
+    if not results.unfinished and design.continues_into_rounds:
+        results.continuation = _continuation(results, meta, options, slots)
+    return results
+
+
+def _continuation(results: Results, meta: dict[str, Any], options: Any,
+                  slots: Optional[int]) -> Optional[str]:
+    """A fixed run's inconclusive variants and the one command that decides them; None for a
+    run planned at one look (its seeds reached its last: final verdicts) or crossed."""
+    from ablations.experiment.continuing import continuation_hint
+    from ablations.results.stats.decisions import with_metric
+    from ablations.results.stats.planned import pilot_design
+
+    planned = meta.get("planned")
+    design = pilot_design(planned)
+    if results.verdicts is None or (planned is not None and design is None):
+        return None
+    try:
+        return continuation_hint(results.trials, results.verdicts, storage=results.storage,
+                                 name=results.name, address=options.address,
+                                 max_concurrent=options.max_concurrent, slots=slots,
+                                 fixed_wall_s=results.wall_s,
+                                 max_seeds=design.max_seeds if design else None,
+                                 **with_metric(meta, results.settings))
+    except (ValueError, KeyError):  # the pilot look's table cannot be made: nothing to decide
+        return None
+
+
+__all__ = ["Console", "Decision", "Experiment", "Interrupted", "Resources", "Results", "Seeds"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Callable, Iterator, Literal
+from typing import Callable, Iterator, Literal, Optional
 
 from ablations.config.values import named
 
@@ -61,16 +61,19 @@ class _ToListener(logging.Handler):
 
 
 @contextlib.contextmanager
-def listening(listener: Listener) -> Iterator[None]:
-    """Within: every event goes to ``listener`` (and not on to the root logger)."""
-    handler = _ToListener(listener)
-    level, propagate = LOGGER.level, LOGGER.propagate
-    LOGGER.addHandler(handler)
+def listening(listener: Optional[Listener]) -> Iterator[None]:
+    """Within: every event goes to ``listener`` alone (not to an outer listener, nor on to the
+    root logger); None leaves them where they go."""
+    if listener is None:
+        yield
+        return
+    handlers, level, propagate = LOGGER.handlers[:], LOGGER.level, LOGGER.propagate
+    LOGGER.handlers = [_ToListener(listener)]  # an inner listener replaces an outer one
     LOGGER.setLevel(logging.INFO)
     LOGGER.propagate = False
     try:
         yield
     finally:
-        LOGGER.removeHandler(handler)
+        LOGGER.handlers = handlers
         LOGGER.setLevel(level)
         LOGGER.propagate = propagate

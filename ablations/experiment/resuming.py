@@ -3,22 +3,25 @@ experiment.json (:func:`ablations.experiment.designs.records.design_from_record`
 that the code and data have not changed since it started, and, with ``seeds="auto"``, a
 fixed-seed experiment continued into rounds (ablations/experiment/continuing.py).
 
-The command line's ``--resume`` (ablations/cli/resume.py) and :meth:`ablations.experiment.api.
-Experiment.resume` share it; it prints nothing: what changed comes back as lines to show.
+:meth:`ablations.experiment.api.Experiment.resume` (the command line's ``--resume``) and a
+start under a folder that holds the same plan (:func:`same_name_again`) use it; it prints
+nothing: what changed comes back as lines, or goes out as events.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.config import TrialConfig
+from ablations.experiment import events
 from ablations.experiment.continuing import continue_plan
 from ablations.experiment.designs.records import design_from_record
 from ablations.experiment.designs.seeds_auto import Rounds
 from ablations.experiment.options import ExperimentResult
-from ablations.experiment.plans import plan_from_metadata
+from ablations.experiment.plans import plan_from_metadata, skipped_plan
 from ablations.experiment.provenance import changes, collect
 from ablations.experiment.request import Request, UsageError, arg
 from ablations.results.io.files import MetadataError, first_line, join, list_dir, read_experiment, \
@@ -129,3 +132,70 @@ def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],
                          f"it started: {'; '.join(blocking)}; restore them, run under a new "
                          f"{arg('name')}, or pass {arg('allow_changed')} to continue anyway")
     return list(blocking), list(notes)
+
+
+def same_name_again(request: Request, target: str, name: str, prepared: Any, *,
+                    allow_changed: bool = False) -> tuple[list, Any]:
+    """A start whose ``--name`` already holds an experiment at ``target``: the trials and the
+    design that resume it when the plan (``prepared``: planning's ``Prepared``) is the one
+    it recorded, with the code and data unchanged (:func:`check_unchanged`). Anything that
+    would change the plan (the space, the trials, another design, a setting the design
+    decides with, the settings planned before its data) is refused with one line, before
+    anything is written."""
+    space, base, trials, skipped = (prepared.space, prepared.base, prepared.trials,
+                                    prepared.skipped)
+    design = prepared.design
+    previous = read_metadata(target)
+    if previous is None:
+        raise UsageError(f"{target} already exists and is not an experiment of this tool; "
+                         f"choose another {arg('name')} or {arg('storage')}")
+    recorded_batch = previous.get("auto_batch")
+    if request.auto_batch and recorded_batch:  # the same command again: the size it chose then
+        trials = [dataclasses.replace(spec, config=spec.config.replace(
+            batch_size=recorded_batch["micro_batch"] * spec.config.optim.grad_accum_steps))
+            for spec in trials]
+    recorded = design_from_record(previous, target)
+    if type(recorded) is not type(design):
+        raise UsageError(f"{target} holds an experiment run with {recorded.asked_by}; "
+                         f"continue it with {arg('resume')} or choose another {arg('name')}")
+    recorded_trials, _ = plan_from_metadata(previous)
+    same = (design.same_plan_as(recorded, trials, recorded_trials, target)
+            and previous.get("space") == space.name
+            and previous.get("skipped") == skipped_plan(skipped))
+    if not same:
+        raise UsageError(f"{target} holds a different experiment (space "
+                         f"{previous.get('space')}, {len(previous.get('trials', {}))} "
+                         f"trials); continue it with {arg('resume')} or choose another "
+                         f"{arg('name')}")
+    check_planned_unchanged(design.planned, recorded.planned, target)
+    warnings, notes = check_unchanged(
+        previous, design.configs([*trials, *(t for t, _ in skipped)]) or [base],
+        allow_changed)
+    for line in warnings:
+        events.warning(f"resuming although it changed ({arg('allow_changed')}): {line}")
+    if notes:
+        events.warning(f"since the experiment started: {'; '.join(notes)}")
+    events.info(f"Experiment {name} exists with the same plan: resuming it.")
+    return trials, recorded
+
+
+def check_planned_unchanged(now: Any, was: Any, target: str) -> None:
+    """Refuse (one line) a start under the folder ``target`` whose settings fixed before the
+    data (``now``: experiment.json's ``planned`` it would record) differ from those recorded
+    there (``was``)."""
+    if not was or not now:
+        return
+    from ablations.results.stats.planned import departures  # loads scipy
+    from ablations.results.stats.sequential import SeedDesign
+
+    differ = departures(was, reference=now["reference"], metric=now["metric"],
+                        margin=now["margin"], alpha=now["alpha"])
+    if was.get("design") != now.get("design"):  # the same trials: another --max-seeds
+        differ.append(f"{arg('max_seeds')} {SeedDesign.from_dict(now['design']).max_seeds} "
+                      f"(planned {SeedDesign.from_dict(was['design']).max_seeds})"
+                      if was.get("design") and now.get("design") else
+                      f"{arg('max_seeds')} (the design)")
+    if differ:
+        raise UsageError(f"{target} holds an experiment planned before its data with "
+                         f"other settings: {'; '.join(differ)}; give those (or "
+                         f"{arg('resume')}, which keeps them) or choose another {arg('name')}")

@@ -92,13 +92,14 @@ def estimating_costs(trials: Sequence[TrialSpec]) -> Iterator[None]:
         thread.join()
 
 
-def init_ray(options: RunOptions, trials: Sequence[TrialSpec] = ()
-             ) -> tuple[bool, Optional[str]]:
+def init_ray(options: RunOptions, trials: Sequence[TrialSpec] = (),
+             num_cpus: Optional[int] = None) -> tuple[bool, Optional[str]]:
     """Connect to or start Ray. Returns (whether this call started it and should stop it,
     the dashboard URL of a Ray it started, if any).
 
-    Without an address, a private local Ray is started every time (``address="local"``): not
-    the cluster ``ray start`` last left on this machine, nor one RAY_ADDRESS names.
+    Without an address, a private local Ray is started every time (``address="local"``, with
+    ``num_cpus`` CPUs, None: the machine's): not the cluster ``ray start`` last left on this
+    machine, nor one RAY_ADDRESS names.
     With one, the address is checked first (``check_cluster_address``: one line and no
     minute of retries when it is wrong); in a Ray job, every node then sets up the job's
     runtime environment before this returns (``settle_job_working_dir``). Own code among
@@ -119,7 +120,7 @@ def init_ray(options: RunOptions, trials: Sequence[TrialSpec] = ()
         return True, None
     # What the trials print (compiler autotune tables, deprecation warnings) stays in each
     # trial's stdout/stderr files (RunConfig.log_to_file), not on the console, unless --verbose.
-    context = ray.init(address="local", include_dashboard=options.dashboard,
+    context = ray.init(address="local", num_cpus=num_cpus, include_dashboard=options.dashboard,
                        dashboard_host="127.0.0.1", logging_level=logging.WARNING,
                        log_to_driver=options.verbose > 0)
     url = getattr(context, "dashboard_url", None) if options.dashboard else None
@@ -381,16 +382,10 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
     }
 
 
-def reading_own_code(trials: Sequence[TrialSpec]) -> contextlib.AbstractContextManager:
-    """Within it, the verdicts a design decides while it runs (rounds, stages) take own
-    code's declared directions (ablations.results.io.directions.declared_metrics)."""
-    from ablations.results.io.directions import declared_metrics
-
-    return declared_metrics(declared_metrics_of([spec.config for spec in trials]))
-
-
 def declared_metrics_of(configs: Sequence[TrialConfig]) -> Optional[dict[str, Any]]:
-    """What own code declares about its metrics, as experiment.json's ``metrics``."""
+    """What own code declares about its metrics, as experiment.json's ``metrics`` (None for
+    the built-in model and plugins): what the analysis is given to read own code's metrics
+    (ablations.results.io.directions.metric_of)."""
     codes = [config.own_code for config in configs if config.own_code is not None]
     if not codes:
         return None

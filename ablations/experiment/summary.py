@@ -1,0 +1,196 @@
+"""The end-of-run summary as text: per variant its seeds, its metrics and its verdict against
+the reference, with the notes that say what the verdicts mean (:func:`summary_table`); over
+several datasets each dataset's, then the verdicts across them and the ranks
+(:func:`datasets_summary`). The command line prints it; :class:`~ablations.experiment.api.
+Results` carries it (``summary``) and the trackers log it (summary.txt)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pandas as pd
+
+from ablations.config.statuses import TrialStatus
+
+
+def declared_columns(ok: Any, declared: dict[str, Any], metric: str) -> dict[str, str]:
+    """Own code's metrics as the summary shows them: ``name (unit)``, mean ± std over the ok
+    seeds for the verdicts' metric, the mean for the others."""
+    columns = {}
+    for name in dict.fromkeys([metric, *declared]):
+        if name not in ok:
+            continue
+        values = ok[name].astype(float)
+        unit = (declared.get(name) or {}).get("unit")
+        label = f"{name} ({unit})" if unit else name
+        if name == metric and len(values) > 1:
+            columns[label] = f"{values.mean():.4g} ± {values.std(ddof=1):.2g}"
+        else:
+            columns[label] = f"{values.mean():.4g}" if len(values) else "-"
+    return columns
+
+
+def builtin_columns(ablation: str, ok: Any, group: Any) -> dict[str, str]:
+    """The built-in model's (and plugins') figures as the summary shows them."""
+    mae = ok["test_mae"]
+    return {
+        "ablation": ablation,
+        "ok": f"{len(ok)}/{len(group)}",
+        "test_mae_km": f"{mae.mean():.3f} ± {mae.std(ddof=1):.3f}" if len(mae) > 1
+        else (f"{mae.mean():.3f}" if len(mae) else "-"),
+        "test_rmse_km": f"{ok['test_rmse'].mean():.3f}" if len(ok) else "-",
+        "test_coverage_90": f"{ok['test_coverage_90'].mean():.2f}"
+        if len(ok) and ok["test_coverage_90"].notna().any() else "-",
+        "samples_per_s": f"{ok['train_samples_per_s'].mean():.0f}" if len(ok) else "-",
+        "peak_mem_mb": f"{ok['peak_mem_mb'].mean():.0f}" if len(ok) else "-",
+        "wall_s": f"{group['wall_s'].mean():.1f}",
+        "cpu_h": f"{group['cpu_hours'].sum():.3f}",
+    }
+
+
+def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
+                  reference: Optional[str] = None, metric: Optional[str] = None,
+                  margin: str | float | None = None, alpha: Optional[float] = None,
+                  verdicts: Any = None) -> str:
+    """Per variant: ok/total trials (the seeds spent), mean ± std of the test MAE over ok
+    trials, ...; where the reference is a variant with an ok trial, also each variant's verdict
+    against it and the equivalence bound it reached, and a note under the table with the
+    margin and alpha. The verdicts are :func:`ablations.results.stats.decisions.verdicts_of`'s: as
+    the experiment's design (``meta``: its experiment.json) decides them, at the settings recorded
+    before the data unless others are given (then labelled exploratory); ``verdicts``: that
+    table if the caller has it already."""
+    import pandas as pd
+
+    from ablations.results.stats.analysis import dropped_note, verdict_note
+    from ablations.results.stats.decisions import decision_settings, verdicts_of
+    from ablations.results.stats.phases import evaluation_rows
+    from ablations.results.stats.planned import exploratory_note, pilot_design
+
+    meta = meta or {}
+    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+                                 alpha=alpha)
+    reference, metric, alpha = settings["reference"], settings["metric"], settings["alpha"]
+    sequential = meta.get("sequential") or (
+        meta["planned"] if pilot_design(meta.get("planned")) else None)
+    trials_df = evaluation_rows(trials_df)  # a tuned ablation's: beside it, summary_lines
+    known, verdicts, no_verdicts = verdicts, None, ""
+    ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == TrialStatus.OK)
+    if ok_reference.any() and trials_df["ablation"].nunique() > 1:
+        try:
+            verdicts = (known if known is not None else
+                        verdicts_of(trials_df, meta, **settings)).set_index("ablation")
+        except (ValueError, KeyError) as exc:  # e.g. a relative margin of a mean of 0
+            no_verdicts = f"\n\nNo verdicts: {exc}"
+    elif (trials_df["ablation"] == reference).any() and trials_df["ablation"].nunique() > 1:
+        statuses = trials_df.loc[trials_df["ablation"] == reference, "status"].value_counts()
+        counted = ", ".join(f"{n} {status}" for status, n in statuses.items())
+        no_verdicts = (f"\n\nNo verdicts: the reference {reference} has no ok trial "
+                       f"({counted}); nothing to compare the variants with.")
+    rows = []
+    for ablation, group in trials_df.groupby("ablation", sort=False):
+        ok = group[group["status"] == TrialStatus.OK]
+        if meta.get("metrics"):  # own code: its declared metrics, the verdicts' first
+            rows.append({"ablation": ablation, "ok": f"{len(ok)}/{len(group)}",
+                         **declared_columns(ok, meta["metrics"], metric),
+                         "wall_s": f"{group['wall_s'].mean():.1f}",
+                         "cpu_h": f"{group['cpu_hours'].sum():.3f}"})
+        else:
+            rows.append(builtin_columns(ablation, ok, group))
+        if verdicts is not None:
+            bound = verdicts.loc[ablation, "equivalence_bound_holm"]
+            rows[-1]["verdict"] = verdicts.loc[ablation, "verdict"]
+            rows[-1]["equiv_bound"] = ("-" if pd.isna(bound) else f"{bound:.1%}"
+                                       if verdicts.attrs.get("relative") else f"{bound:.3f}")
+            if sequential and "rounds" in sequential and "decided_at" in verdicts:
+                seeds_at = verdicts.loc[ablation, "decided_at"]
+                rows[-1]["decided_at"] = "-" if pd.isna(seeds_at) else f"{int(seeds_at)} seeds"
+    table = pd.DataFrame(rows).to_string(index=False)
+    if verdicts is None:
+        return table + no_verdicts
+    seeds = verdicts["n_ok"]
+    spent = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
+    exploratory = verdicts.attrs.get("exploratory")
+    label = f"{exploratory_note(exploratory)}\n" if exploratory else ""
+    text = (f"{table}\n\n{label}{verdict_note(verdicts)} Seeds per variant: {spent} (ok column); "
+            "equiv_bound: equivalence_bound_holm" + (
+                " (a share of the reference's mean)" if verdicts.attrs.get("relative") else "")
+            + (". decided_at: the look that decided the verdict (frozen there)."
+               if sequential and "rounds" in sequential else "."))
+    dropped = dropped_note(verdicts.attrs.get("dropped_nan", []), metric)
+    if dropped:
+        text += f"\n{dropped}"
+    reasons = verdicts["reason"] if "reason" in verdicts else pd.Series(dtype=object)
+    for ablation, reason in reasons[reasons.fillna("") != ""].items():
+        text += f"\n{ablation}: {verdicts.loc[ablation, 'verdict']}: {reason}"
+    if sequential and "rounds" not in sequential:  # a fixed run, the pilot look of a design
+        from ablations.results.stats.planned import pilot_note
+        from ablations.results.stats.sequential import SeedDesign
+
+        text += f"\n{pilot_note(SeedDesign.from_dict(sequential['design']), alpha)}"
+    elif sequential:
+        from ablations.results.stats.sequential import SeedDesign, design_note
+        from ablations.results.stats.sequential_table import compute_note, compute_spent
+
+        design = SeedDesign.from_dict(sequential["design"])
+        text += (f"\n{design_note(design, alpha)}\n"
+                 f"{compute_note(compute_spent(trials_df, design.max_seeds))}")
+        if sequential.get("continued"):  # a fixed run continued with --seeds auto
+            from ablations.experiment.continuing import continuation_note
+
+            text += f"\n{continuation_note(trials_df, sequential['continued'])}"
+    return text
+
+
+def datasets_summary(trials_df: pd.DataFrame, meta: dict[str, Any], settings: dict[str, Any]
+                     ) -> tuple[str, Optional[pd.DataFrame], Optional[pd.DataFrame]]:
+    """The summary of each dataset (:func:`summary_table` on its trials),
+    then the across-dataset table, its note and the ranks; with the verdicts of every dataset,
+    one below the other, and the table across them (each None where none is possible). Each
+    dataset's verdicts are decided once, for all three."""
+    from ablations.results.report.dataset_tables import across_view
+    from ablations.results.stats.dataset_rows import by_dataset
+    from ablations.results.stats.datasets import across_note, rank_comparison
+    from ablations.results.stats.decisions import (
+        across_datasets_of,
+        dataset_verdicts_of,
+        one_below_the_other,
+    )
+    from ablations.results.io.directions import metric_of
+    from ablations.results.stats.phases import evaluation_rows
+
+    per_dataset = dataset_verdicts_of(trials_df, meta, **settings)
+    blocks = []
+    for name, rows in by_dataset(trials_df).items():
+        known = per_dataset[name] if len(per_dataset[name]) else None  # else it says why
+        blocks.append(f"Dataset {name} ({len(rows)} trials):\n"
+                      f"{summary_table(rows, meta, verdicts=known, **settings)}")
+    try:
+        verdicts = one_below_the_other(per_dataset)
+        across = across_datasets_of(trials_df, meta, per_dataset, **settings)
+    except (ValueError, KeyError) as exc:
+        blocks.append(f"No verdicts across the datasets: {exc}")
+        return "\n\n".join(blocks), None, None
+    if across is None or across.empty:
+        blocks.append("No verdicts across the datasets: no variant beside the reference.")
+        return "\n\n".join(blocks), verdicts, None
+    text = (f"Across {len(across.attrs['datasets'])} datasets "
+            f"({', '.join(across.attrs['datasets'])}):\n"
+            f"{across_view(across).to_string(index=False)}\n\n{across_note(across)}")
+    blocks.append(text)
+    # own code's declared direction, else the built-in model's
+    ranks = rank_comparison(evaluation_rows(trials_df),
+                            metric=metric_of(settings["metric"], meta.get("metrics")),
+                            alpha=settings["alpha"])
+    if ranks is not None:
+        blocks.append(ranks_text(ranks))
+    return "\n\n".join(blocks), verdicts, across
+
+
+def ranks_text(ranks: Any) -> str:
+    """The average ranks, Friedman's p and the critical difference, in a few lines."""
+    average = ", ".join(f"{arm} {rank:.2f}" for arm, rank in ranks.average.items())
+    return (f"Average ranks over {len(ranks.scores)} datasets (1 = best; each arm's median "
+            f"over seeds, a diverged seed the worst): {average}.\nFriedman's test p = "
+            f"{ranks.friedman_p:.3g}; Nemenyi's critical difference at α = {ranks.alpha:g}: "
+            f"{ranks.critical_difference:.2f} (arms whose average ranks differ by less are not "
+            "told apart; the report draws the critical-difference diagram).")

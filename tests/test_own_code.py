@@ -19,7 +19,7 @@ from ablations.experiment.planning import prepare
 from ablations.experiment.request import Request, UsageError
 from ablations.trial.own_code import OwnCodeError, Trial
 from ablations.trial.run import run_trial
-from ablations.results.io.directions import declared_metrics, declared_unit, metric_direction
+from ablations.results.io.directions import metric_direction, metric_of
 from ablations.results.report.formatting import unit_of
 
 
@@ -60,13 +60,25 @@ def run(config: TrialConfig, saved=None, tmp_path=None):
 
 def test_metrics_are_declared_with_a_direction_and_an_optional_unit():
     metrics = parse_metrics({"acc": "higher", "loss": "lower nats",
-                             "err": {"direction": "lower", "unit": "km"}, "m": Metric("higher")})
-    assert [(m.direction, m.unit) for m in metrics.values()] == [
-        ("higher", ""), ("lower", "nats"), ("lower", "km"), ("higher", "")]
+                             "err": {"direction": "lower", "unit": "km"},
+                             "m": Metric("m", "higher")})
+    assert list(metrics.values()) == [
+        Metric("acc", "higher"), Metric("loss", "lower", "nats"), Metric("err", "lower", "km"),
+        Metric("m", "higher")]
+    assert parse_metrics([Metric("acc", "higher"), Metric("loss", "lower", "nats")]) == {
+        "acc": Metric("acc", "higher"), "loss": Metric("loss", "lower", "nats")}
     with pytest.raises(ConfigError, match="'up'"):
         parse_metrics({"acc": "up"})
     with pytest.raises(ConfigError, match="at least one metric"):
         parse_metrics({})
+    with pytest.raises(ConfigError, match="no direction"):
+        parse_metrics([Metric("acc", None)])
+    with pytest.raises(ConfigError, match="Metric named 'm' under the name 'acc'"):
+        parse_metrics({"acc": Metric("m", "higher")})
+    with pytest.raises(ConfigError, match="declared twice"):
+        parse_metrics([Metric("acc", "higher"), Metric("acc", "lower")])
+    with pytest.raises(ConfigError, match=r"Metric\(name, direction, unit\)"):
+        Metric("lower", "nats")  # the name comes first
 
 
 def test_own_codes_keys_are_its_own_even_where_the_runner_has_one_of_the_same_name():
@@ -133,12 +145,18 @@ def test_a_command_line_flag_takes_its_defaults_from_set_and_needs_metrics(tmp_p
 
 def test_declared_metrics_give_directions_and_units_and_nothing_else_a_unit():
     assert metric_direction("test_acc") == 0 and unit_of("test_mae") == "km"
-    with declared_metrics({"test_acc": {"direction": "higher", "unit": ""},
-                           "test_mae": {"direction": "lower", "unit": "nats"}}):
-        assert metric_direction("test_acc") == 1 and metric_direction("test_mae") == -1
-        assert unit_of("test_mae") == "nats" and unit_of("test_rmse") == ""
-        assert declared_unit("test_acc") == ""
-    assert declared_unit("test_acc") is None and unit_of("test_mae") == "km"
+    declared = {"test_acc": {"direction": "higher", "unit": ""},
+                "test_mae": {"direction": "lower", "unit": "nats"}}
+    assert metric_of("test_acc", declared) == Metric("test_acc", "higher", "")
+    assert metric_of("test_mae", declared) == Metric("test_mae", "lower", "nats")
+    # an undeclared column of own code: the built-in direction, no unit
+    assert metric_of("test_rmse", declared) == Metric("test_rmse", "lower", "")
+    assert metric_direction("test_acc", declared) == 1
+    assert unit_of(metric_of("test_mae", declared)) == "nats"
+    # the declarations as own code holds them (Metric values) read the same
+    assert metric_of("test_mae", parse_metrics(declared)) == metric_of("test_mae", declared)
+    # nothing is left behind: the built-in model's reading is unchanged
+    assert metric_direction("test_acc") == 0 and unit_of("test_mae") == "km"
 
 
 def test_a_function_reports_each_epoch_and_ends_with_its_metrics(tmp_path):

@@ -13,7 +13,7 @@ import torch
 from ablations.experiment.planning import prepare
 from ablations.experiment.request import Request
 from ablations.trial.run import run_trial
-from ablations.results.io.directions import declared_metrics
+from ablations.results.io.directions import metric_of
 from ablations.results.stats.factorial import factorial_effects
 
 pytestmark = pytest.mark.slow  # 12 real (tiny) trainings, a few seconds
@@ -46,8 +46,9 @@ def test_either_branch_alone_does_the_job_and_neither_is_chance(cells):
 
 def test_the_factorial_design_finds_the_interaction(cells):
     prepared, trials = cells
-    with declared_metrics({"test_acc": {"direction": "higher", "unit": ""}}):
-        effects = factorial_effects(trials, prepared.factorial, metric="test_acc",
-                                    margin="5%", alpha=0.05).set_index("effect")
+    declared = prepared.base.own_code.metrics  # the example's test_acc: higher
+    effects = factorial_effects(trials, prepared.factorial,
+                                metric=metric_of("test_acc", declared), margin="5%",
+                                alpha=0.05).set_index("effect")
     assert effects.loc["A:B", "verdict"] == "worse"
     assert effects.loc["A:B", "estimate"] < -0.5  # far more than the two removals' sum

@@ -25,7 +25,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from ablations.config.metrics import Metric, parse_metrics
 from ablations.config.values import ConfigError
@@ -99,14 +99,14 @@ class TrainingFunction:
             variants are diffs of these keys. Booleans, integers, floats and strings.
         fit: ``fit(config, trial)``; returns the final metrics (name -> number).
         metrics: name -> direction (``"higher"`` / ``"lower"``, ``"lower nats"``, a
-            :class:`Metric` or ``{direction:, unit:}``). The first is the verdicts' default
-            metric.
+            :class:`Metric` of that name or ``{direction:, unit:}``), or a list of
+            :class:`Metric` values. The first is the verdicts' default metric.
     """
 
     name: str
     config: type
     fit: Callable[[Any, Any], Mapping[str, Any]]
-    metrics: Mapping[str, Any]
+    metrics: Mapping[str, Any] | Sequence[Metric]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metrics", parse_metrics(self.metrics,

@@ -4,7 +4,8 @@
   the metrics it declares; ``--model package.module:NAME`` (or a space file's ``model:``)
   names it.
 - :class:`Command`: a program run per trial (``--command``, or a space file's ``command:``).
-- :class:`Metric`: a declared metric's direction and unit.
+- :class:`Metric`: a metric's name, direction and unit (own code declares its metrics as
+  these; the analysis functions take one for own code's metric).
 - :class:`Trial`: what ``fit`` gets: seeds, ``report``, ``save`` / ``restore``, the device,
   predictions. :class:`Diverged` is what ``report`` raises for a declared metric that is not
   finite.

@@ -563,7 +563,7 @@ def _continuation(results: Results, meta: dict[str, Any], options: Any,
     """A fixed run's inconclusive variants and the one command that decides them; None for a
     run planned at one look (its seeds reached its last: final verdicts) or crossed."""
     from ablations.experiment.continuing import continuation_hint
-    from ablations.results.stats.decisions import with_metric
+    from ablations.results.stats.decisions import with_declared_metric
     from ablations.results.stats.planned import pilot_design
 
     planned = meta.get("planned")
@@ -576,7 +576,7 @@ def _continuation(results: Results, meta: dict[str, Any], options: Any,
                                  max_concurrent=options.max_concurrent, slots=slots,
                                  fixed_wall_s=results.wall_s,
                                  max_seeds=design.max_seeds if design else None,
-                                 **with_metric(meta, results.settings))
+                                 **with_declared_metric(meta, results.settings))
     except (ValueError, KeyError):  # the pilot look's table cannot be made: nothing to decide
         return None
 

@@ -37,6 +37,7 @@ from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.config.values import command
 from ablations.experiment.request import Request, UsageError, arg
 from ablations.search_spaces import TrialSpec
+from ablations.results.io.directions import MetricLike, metric_of
 from ablations.results.io.files import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,
@@ -119,9 +120,11 @@ def sequential_seeds(fixed: Sequence[int], max_seeds: int) -> list[int]:
 
 
 def first_look(trials: pd.DataFrame, seeds: Sequence[int], max_seeds: int, *, reference: str,
-               metric: str, margin: str, alpha: float) -> pd.DataFrame:
+               metric: MetricLike, margin: str, alpha: float) -> pd.DataFrame:
     """The sequential design's verdicts on the fixed run's trials as its pilot: what round 1
-    of the continuation decides (the arms it leaves are the ones that get seeds)."""
+    of the continuation decides (the arms it leaves are the ones that get seeds). ``metric``:
+    a :class:`~ablations.config.metrics.Metric` (own code's, with its declared direction), or
+    a built-in column's name."""
     from ablations.results.stats.sequential import SeedDesign
     from ablations.results.stats.sequential_table import sequential_verdict_table
 
@@ -169,7 +172,7 @@ def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, referenc
 
 
 def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: str, name: str,
-                      reference: str, metric: str, margin: Optional[str], alpha: float,
+                      reference: str, metric: MetricLike, margin: Optional[str], alpha: float,
                       address: Optional[str] = None, max_concurrent: int = 0,
                       slots: Optional[int] = None,
                       fixed_wall_s: Optional[float] = None,
@@ -178,7 +181,8 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
     command that decides them and what it adds at most (``slots``, ``fixed_wall_s``: trials
     at a time and the run's time in Tune, for the wall time); None when none is (or the run
     had fewer than 2 seeds: no pilot). ``max_seeds``: the last look of the design the run
-    recorded (``verdicts`` are then its pilot look's), else :func:`default_max_seeds`."""
+    recorded (``verdicts`` are then its pilot look's), else :func:`default_max_seeds`.
+    ``metric``: as :func:`first_look` takes it."""
     undecided = verdicts.loc[verdicts["verdict"] == "inconclusive", "ablation"].tolist()
     ran = trials["status"] != TrialStatus.SKIPPED
     seeds = sorted(int(s) for s in trials.loc[ran, "seed"].unique())
@@ -194,8 +198,8 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
                                      fixed_seeds=len(seeds), max_seeds=max_seeds, slots=slots,
                                      fixed_wall_s=fixed_wall_s)
     command = continue_command(storage, name, max_seeds=max_seeds, fixed_seeds=len(seeds),
-                               address=address, metric=metric, margin=margin, alpha=alpha,
-                               max_concurrent=max_concurrent)
+                               address=address, metric=metric_of(metric).name, margin=margin,
+                               alpha=alpha, max_concurrent=max_concurrent)
     named = f"Inconclusive after {len(seeds)} seeds: {', '.join(undecided)}."
     if not arms:  # next_arms: a variant with fewer than 2 outcomes gets no more seeds
         return (f"{named} Seeds added in rounds would not decide "

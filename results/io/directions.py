@@ -1,13 +1,15 @@
-"""Which way is better, per numeric column of trials.parquet: what turns a verdict's `higher` /
-`lower` into `worse` / `better`.
+"""Which way is better, and the unit, per numeric column of trials.parquet: what turns a
+verdict's `higher` / `lower` into `worse` / `better`, and what the tables print beside a value.
 
 - :data:`METRIC_DIRECTION`: +1 higher is better, -1 lower is better.
 - :data:`NO_DIRECTION`: the numeric columns that have none, each with the reason (a coverage
   is best at its nominal level; a setting or a record of how the trial ran is not a result).
-- :func:`metric_direction`: a column's direction, 0 for none.
-- :func:`declared_metrics`: within it, the metrics an experiment's own code declared
-  (experiment.json's ``metrics``) give their direction, and their unit to
-  :func:`declared_unit`; the report, the verdicts and the summary read an experiment inside it.
+- :data:`KM_METRICS`: the built-in model's metrics in the target's unit, km.
+- :func:`metric_of`: a column's :class:`~ablations.config.metrics.Metric` (name, direction,
+  unit), from the metrics an experiment's own code declared (experiment.json's ``metrics``,
+  passed as ``declared``) or else the tables above: what the verdicts, the report and the
+  summary are given for an experiment's metric.
+- :func:`metric_direction`: a column's direction as a sign, 0 for none.
 
 Every numeric column documented in :mod:`ablations.results.io.schema` is in one of the two tables (a
 test walks the schema), so a new column gets a direction, or a reason for none, when it is added.
@@ -16,9 +18,16 @@ test walks the schema), so a new column gets a direction, or a reason for none, 
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Mapping, Optional, Union
+
+from ablations.config.metrics import Metric
+
+# A metric as the analysis functions take it: a Metric, or a column's name, whose Metric is
+# metric_of(name): the built-in model's direction and unit
+MetricLike = Union[str, Metric]
+# An experiment's declared metrics: experiment.json's ``metrics`` (name -> {direction, unit}),
+# or own code's as it holds them (name -> Metric)
+Declared = Mapping[str, Union[Metric, Mapping[str, Any]]]
 
 # Keyed by the name without its split prefix (test_mae -> mae, train_samples_per_s ->
 # samples_per_s) and with every peak_mem_<what>_mb read as peak_mem_mb.
@@ -69,37 +78,36 @@ def direction_key(metric: str) -> str:
     return metric
 
 
-def metric_direction(metric: str) -> int:
-    """+1 if higher is better for ``metric``, -1 if lower is, 0 if neither: a declared
-    metric's direction (:func:`declared_metrics`), else :data:`METRIC_DIRECTION`'s, looked up
-    by :func:`direction_key`; a name in neither, e.g. a plugin's own column, has none."""
-    declared = _DECLARED.get()
-    if declared is not None and metric in declared:
-        return 1 if declared[metric].get("direction") == "higher" else -1
-    return METRIC_DIRECTION.get(direction_key(metric), 0)
+KM_METRICS = ("mae", "rmse", "crps", "bias", "sharpness")  # metrics in the target's unit
+_WORDS = {1: "higher", -1: "lower", 0: None}
 
 
-# name -> {"direction": "higher" | "lower", "unit": str}, while an experiment of own code is read
-_DECLARED: ContextVar[Optional[Mapping[str, Mapping[str, Any]]]] = ContextVar(
-    "declared_metrics", default=None)
+def metric_of(metric: MetricLike, declared: Optional[Declared] = None) -> Metric:
+    """The :class:`Metric` of column ``metric`` (a ``Metric`` is returned as it is).
+
+    ``declared``: the metrics an experiment's own code declared (experiment.json's
+    ``metrics``, name -> ``{direction, unit}`` or ``Metric``; None or empty for the built-in
+    model and plugins). A declared metric has its declared direction and unit. Any other
+    column has :data:`METRIC_DIRECTION`'s direction, looked up by :func:`direction_key`
+    (none for a name in neither table, e.g. a plugin's own column); its unit is the built-in
+    model's (``km`` for an error in the target's unit: :data:`KM_METRICS`), or "" in an
+    experiment of own code, which prints the units it declared and no other.
+    """
+    if isinstance(metric, Metric):
+        return metric
+    if declared and metric in declared:
+        entry = declared[metric]
+        if isinstance(entry, Metric):
+            return entry
+        return Metric(metric, entry.get("direction"), str(entry.get("unit") or ""))
+    direction = _WORDS[METRIC_DIRECTION.get(direction_key(metric), 0)]
+    if declared:
+        return Metric(metric, direction, "")
+    return Metric(metric, direction,
+                  "km" if metric.lower().split("_")[-1] in KM_METRICS else "")
 
 
-@contextmanager
-def declared_metrics(declared: Optional[Mapping[str, Mapping[str, Any]]]) -> Iterator[None]:
-    """Read an experiment whose code declared ``declared`` (experiment.json's ``metrics``;
-    None: the built-in model's or a plugin's, whose columns the tables above describe)."""
-    token = _DECLARED.set(dict(declared) if declared else None)
-    try:
-        yield
-    finally:
-        _DECLARED.reset(token)
-
-
-def declared_unit(metric: str) -> Optional[str]:
-    """The unit own code declared for ``metric`` ("" for none, or for a metric it did not
-    declare); None outside :func:`declared_metrics` of own code (the built-in model's units
-    apply)."""
-    declared = _DECLARED.get()
-    if declared is None:
-        return None
-    return str((declared.get(metric) or {}).get("unit") or "")
+def metric_direction(metric: MetricLike, declared: Optional[Declared] = None) -> int:
+    """+1 if higher is better for ``metric``, -1 if lower is, 0 if neither: the sign of
+    :func:`metric_of`'s direction."""
+    return metric_of(metric, declared).sign

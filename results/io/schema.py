@@ -284,6 +284,11 @@ Verdicts on a column (`report --metric`) say `worse`/`better` where it has a dir
 {_directions()}
 
 The numeric config columns (`seed`, `epochs`, ...) are settings, not results: no direction.
+Own code's metrics have the direction and unit its code declared (experiment.json's
+`metrics`). The analysis functions take the metric as a `Metric(name, direction, unit)`
+(`ablations.contract.Metric`), or as a column's name, read as the built-in model's column
+above; `metric_of(name, declared)` (`results/io/directions.py`) gives a column's `Metric`
+from an experiment's declared metrics.
 
 ## epochs.parquet
 
@@ -329,7 +334,7 @@ planned design, else the fixed-design table, on the settings experiment.json rec
 the fixed-design verdicts of a trials table: on a `--seeds auto` experiment's trials these are
 not the verdicts its rounds decided. `<metric>` is the metric's name (`test_mae_mean` for the
 default metric); Δ is variant − reference, paired by seed. The table's `.attrs` hold the metric, reference, margin
-(as given and as tested), `relative`, α and direction.
+(as given and as tested), `relative`, α, direction and the metric's unit.
 
 {_table(VERDICT_COLUMNS)}
 

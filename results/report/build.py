@@ -17,7 +17,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -25,7 +25,7 @@ import pyarrow as pa
 from ablations.config.comparison import DEFAULT_METRIC
 from ablations.config.statuses import TrialStatus
 from ablations.results.report import plots
-from ablations.results.report.formatting import plain, unit_of
+from ablations.results.report.formatting import plain
 from ablations.results.stats.analysis import (
     calibration_curve,
     dropped_note,
@@ -70,7 +70,7 @@ from ablations.results.stats.planned import (
     pilot_note,
 )
 from ablations.results.stats.sequential import SeedDesign, design_note
-from ablations.results.io.directions import declared_metrics
+from ablations.results.io.directions import metric_of
 from ablations.results.report.paper_files import write_paper_files
 from ablations.results.stats.decisions import (
     decision_settings,
@@ -116,7 +116,9 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     ``margin`` and ``alpha`` are :func:`ablations.results.stats.analysis.verdict_table`'s. Each of
     ``reference``, ``metric``, ``margin`` and ``alpha`` left None is what the experiment
     recorded (experiment.json: the reference; for ``--seeds auto`` the metric, margin and α
-    its rounds decided on), else baseline, test_mae, 5% and 0.05.
+    its rounds decided on), else baseline, test_mae, 5% and 0.05. The metric's direction and
+    unit are those its own code declared (experiment.json's ``metrics``), else the built-in
+    model's.
 
     Raises:
         NotAnExperimentError: see :func:`check_experiment`.
@@ -128,16 +130,6 @@ def write_report(directory: str | Path, *, reference: str | None = None,
         meta = read_metadata(directory) or {}
     except MetadataError:  # a damaged record: the tables still make a report, as fixed seeds
         meta = {}
-    with declared_metrics(meta.get("metrics")):  # own code's directions and units
-        return _report_of(directory, meta, reference=reference, metric=metric,
-                          margin=margin, alpha=alpha, compare_with=compare_with,
-                          formats=formats)
-
-
-def _report_of(directory: str | Path, meta: dict[str, Any], *, reference: str | None,
-               metric: str | None, margin: str | float | None, alpha: float | None,
-               compare_with: str | Path | None, formats: Sequence[str]) -> Report:
-    """:func:`write_report` of an experiment whose experiment.json is ``meta``."""
     sequential = meta.get("sequential")
     # each setting not given: the one fixed before the data (results/stats/planned.py)
     settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
@@ -178,8 +170,9 @@ def _report_of(directory: str | Path, meta: dict[str, Any], *, reference: str | 
                          "effect is a ratio; give a percentage (e.g. 5%)")
     comparison = None
     if compare_with is not None:
-        table = compare_experiments(compare_with, trials, metric=metric, margin=margin,
-                                    alpha=alpha, reference=reference)
+        table = compare_experiments(compare_with, trials,
+                                    metric=metric_of(metric, meta.get("metrics")),
+                                    margin=margin, alpha=alpha, reference=reference)
         other = Path(str(compare_with).rstrip("/")).name
         comparison = (f"Compared with {other}", compare_note(
             table, a=other, b=str(trials["experiment"].iloc[0])), table[[
@@ -266,10 +259,13 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     hurts = effects[effects["differs"].astype(bool)].drop(columns=["differs", "interaction_p"],
                                                           errors="ignore")
     figures_dir = scratch / FIGURES_DIR
-    unit = unit_of(metric)
-    forest = plots.forest_plot(ablation, figures_dir / "forest.png", metric=metric)
-    curves = plots.learning_curves(epochs, figures_dir / "learning_curves.png",
-                                   metric=plots.curve_metric(epochs, metric))
+    # own code's declared direction and unit, else the built-in model's
+    declared = meta.get("metrics")
+    measure = metric_of(metric, declared)
+    unit = measure.unit
+    forest = plots.forest_plot(ablation, figures_dir / "forest.png", metric=measure)
+    curves = plots.learning_curves(epochs, figures_dir / "learning_curves.png", metric=metric_of(
+        plots.curve_metric(epochs, metric), declared))
     heatmap = calibration = None
     if len(strata):
         first = next(s for s in strata["stratum"].unique())
@@ -296,7 +292,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                     "seeds per variant; p at that look, tested at the design's nominal level), "
                     "the mean is over every seed the variant ran."
                     if sequential else ""),
-                verdict_view(ablation, metric=metric, alpha=alpha,
+                verdict_view(ablation, metric=measure, alpha=alpha,
                              sequential=bool(sequential))),
         Section("Differences to the reference", (
             f"Each variant's mean over the reference's, minus 1 (%), with Fieller's "
@@ -311,7 +307,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
         *factorial_sections(trials, meta, figures_dir, metric=metric, margin=margin,
                             alpha=alpha),
         *([Section(comparison[0], comparison[1], comparison_view(
-            comparison[2], metric=metric, alpha=alpha))] if comparison else []),
+            comparison[2], metric=measure, alpha=alpha))] if comparison else []),
         *([Section("Compute spent", f"{compute_note(compute)} Per variant: the trials it "
                    "ran, in how many rounds, their CPU- and GPU-hours; fixed_*: the same "
                    "variant at the last look's seeds.", plain(compute))]
@@ -321,7 +317,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     if len(sources):  # only a run that crossed seed sources (--cross-seeds) has this table
         sections.append(Section("Seed variance by source", seed_variance_note(
             sources, metric=metric, alpha=alpha), seed_variance_view(
-                sources, metric=metric, alpha=alpha)))
+                sources, metric=measure, alpha=alpha)))
     if grids:
         sections.append(Section(
             "By stratum", f"Per stratum of the test data (numeric ones and the target in "
@@ -364,7 +360,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                 f"the paired difference to `{reference}` over the seeds both ran (t interval, "
                 "paired t-test, Holm over the ablations, Cohen's d_z; a variant run under other "
                 "seeds than the reference: Welch's t-test and Cohen's d). Trials that are not "
-                "ok are excluded and counted.", ablation_view(ablation, metric=metric,
+                "ok are excluded and counted.", ablation_view(ablation, metric=measure,
                                                               alpha=alpha), collapsed=True),
         *(regression_sections if regression else []),
     ]

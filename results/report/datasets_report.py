@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from ablations.config.statuses import TrialStatus
+from ablations.results.io.directions import metric_of
 from ablations.results.io.files import join, write_parquet_atomic
 from ablations.results.report import plots
 from ablations.results.report.dataset_plots import critical_difference_diagram, dataset_forest_plots
@@ -48,7 +49,9 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
                           write_file: Callable[[str, bytes], Any], report_type: type) -> Any:
     """Each dataset's report (``write_one``: ablations.results.report.build's single-dataset writer)
     in ``datasets/<name>/``, then the top report across them. Returns ``report_type`` (build's
-    Report) with the verdicts of every dataset, one below the other."""
+    Report) with the verdicts of every dataset, one below the other. The metric's direction
+    and unit: those ``meta`` declares (own code), else the built-in model's."""
+    measure = metric_of(metric, meta.get("metrics"))
     settings = {"reference": reference, "metric": metric, "margin": margin, "alpha": alpha}
     per_dataset: dict[str, pd.DataFrame] = {}
     problems: dict[str, str] = {}
@@ -71,7 +74,7 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
     figures_dir = scratch / FIGURES_DIR
     effects = dataset_effects(trials, reference=reference, metric=metric)
     forests = dataset_forest_plots(effects, across, figures_dir, alpha=alpha, metric=metric)
-    ranks = rank_comparison(evaluation_rows(trials), metric=metric, alpha=alpha)
+    ranks = rank_comparison(evaluation_rows(trials), metric=measure, alpha=alpha)
     names = list(by_dataset(trials))
     sections = [
         Section("Verdicts across the datasets", across_note(across), across_view(across)),
@@ -99,7 +102,7 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
                 f"Dataset {name}",
                 f"Its verdicts on its own (margin {margin_text(table.attrs)}); its full report: "
                 f"{DATASETS_DIR}/{name}/report.html.",
-                verdict_view(table, metric=metric, alpha=alpha), level=3))
+                verdict_view(table, metric=measure, alpha=alpha), level=3))
         else:
             sections.append(Section(f"Dataset {name}", f"No verdicts: {problems[name]}",
                                     level=3))

@@ -20,19 +20,14 @@ from typing import Iterable, Optional
 import numpy as np
 import pandas as pd
 
-from ablations.results.io.directions import declared_unit
-
-KM_METRICS = ("mae", "rmse", "crps", "bias", "sharpness")  # metrics in the target's unit
+from ablations.results.io.directions import MetricLike, metric_of
 
 
-def unit_of(metric: str) -> str:
-    """The unit own code declared for ``metric`` (results/io/directions.py); for the
-    built-in model, ``km`` for errors in the target's unit (MAE, RMSE, CRPS, bias), else
-    ``""``."""
-    declared = declared_unit(metric)
-    if declared is not None:
-        return declared
-    return "km" if metric.lower().split("_")[-1] in KM_METRICS else ""
+def unit_of(metric: MetricLike) -> str:
+    """A :class:`~ablations.config.metrics.Metric`'s unit; for a column's name, the built-in
+    model's: ``km`` for errors in the target's unit (MAE, RMSE, CRPS, bias), else ``""``
+    (:func:`ablations.results.io.directions.metric_of`)."""
+    return metric_of(metric).unit
 
 
 def with_unit(name: str, unit: str) -> str:

@@ -10,8 +10,7 @@ from typing import Any, Literal, Optional
 
 import pandas as pd
 
-from ablations.results.io.directions import metric_direction
-from ablations.results.report.formatting import unit_of
+from ablations.results.io.directions import metric_of
 from ablations.results.stats.verdicts import margin_text
 
 Style = Literal["markdown", "latex"]
@@ -63,7 +62,9 @@ SOURCES = {"init": "the weights' initialisation and dropout", "order": "the orde
 def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFrame,
                  style: Style = "markdown", baseline_line: Optional[str] = None) -> str:
     """The paragraph for the experiment ``meta`` (its experiment.json), ``trials`` (its
-    evaluation rows) and ``verdicts`` (:func:`ablations.results.stats.decisions.verdicts_of`)."""
+    evaluation rows) and ``verdicts`` (:func:`ablations.results.stats.decisions.verdicts_of`);
+    the metric's direction and unit are those ``meta`` declares (own code), else the built-in
+    model's."""
     latex = style == "latex"
 
     def cite(*keys: str) -> str:
@@ -87,9 +88,10 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     device = first.get("device_name") or first.get("device_used") or "CPU"
     statuses = trials["status"].value_counts()
     diverged, failed = int(statuses.get("diverged", 0)), int(statuses.get("failed", 0))
-    direction = {1: "higher is better", -1: "lower is better"}.get(metric_direction(metric),
+    measure = metric_of(metric, meta.get("metrics"))
+    direction = {1: "higher is better", -1: "lower is better"}.get(measure.sign,
                                                                    "no better direction")
-    unit = unit_of(metric)
+    unit = measure.unit
     planned = meta.get("planned") or {}
     sequential = meta.get("sequential") or (planned if planned.get("design") else None)
     parts = [

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ablations.results.report.formatting import decimals_for, unit_of
+from ablations.results.report.formatting import decimals_for
 from ablations.results.report.page import markdown_cells
 from ablations.results.stats.comparisons import holm
 from ablations.results.stats.verdicts import margin_text
@@ -53,11 +53,10 @@ def not_distinguishable(trials: pd.DataFrame, *, metric: str, direction: int,
 
 def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format) -> str:
     """The table in ``fmt`` (LaTeX with its caption and booktabs rules, Markdown, or CSV of
-    the numbers)."""
+    the numbers); the metric's name, direction and unit are the verdict table's (``attrs``)."""
     a = verdicts.attrs
     metric, alpha, reference = a["metric"], a["alpha"], a["reference"]
-    direction = int(a.get("direction", 0))
-    unit = unit_of(metric)
+    direction, unit = int(a.get("direction", 0)), a.get("unit", "")
     rows = verdicts.set_index("ablation")
     order = [reference, *(arm for arm in rows.index if arm != reference)]
     rows = rows.loc[order]
@@ -122,7 +121,7 @@ def effects_paper_table(effects: pd.DataFrame, fmt: Format) -> str:
     (:func:`ablations.results.stats.factorial.factorial_effects`) for a paper: each with its
     estimate, its 1 − α interval and its verdict's marker."""
     a = effects.attrs
-    metric, alpha = a["metric"], a["alpha"]
+    metric, alpha, unit = a["metric"], a["alpha"], a.get("unit", "")
     if fmt == "csv":
         return effects[["effect", "kind", "factors", "estimate", "ci_low", "ci_high",
                         "p_holm", "verdict"]].to_csv(index=False)
@@ -139,12 +138,12 @@ def effects_paper_table(effects: pd.DataFrame, fmt: Format) -> str:
     used = [v for v in MEANINGS if (effects["verdict"] == v).any()]
     markers = "; ".join(f"{MARKERS[v][0]} {MEANINGS[v]}" for v in used)
     caption = (
-        f"Factorial effects on {metric}{f' ({unit_of(metric)})' if unit_of(metric) else ''}: "
+        f"Factorial effects on {metric}{f' ({unit})' if unit else ''}: "
         "a main effect is the mean change when a switch is flipped from the reference cell's "
         "value, averaged over the other factors' levels; an interaction A:B is y(both flipped) "
         "- y(A) - y(B) + y(reference). Estimates by OLS on the cells with the seeds as blocks "
         f"({a.get('df', '?')} residual degrees of freedom) with their {1 - alpha:.0%} "
-        f"intervals; verdicts by t-test and TOST, margin {margin_text(a, unit_of(metric))}, "
+        f"intervals; verdicts by t-test and TOST, margin {margin_text(a, unit)}, "
         f"alpha = {alpha:g}, Holm over {a.get('comparisons', len(effects))} effects"
         f"{'; ' + markers if markers else ''}.")
     styler = cells.style.hide(axis="index").format(escape="latex",

@@ -20,7 +20,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC  # noqa: E402
-from ablations.results.report.formatting import unit_of, with_unit  # noqa: E402
+from ablations.results.io.directions import MetricLike, metric_of  # noqa: E402
+from ablations.results.report.formatting import with_unit  # noqa: E402
 
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with protanopia, deuteranopia
@@ -106,8 +107,11 @@ VERDICT_COLORS = {"worse": PALETTE["vermillion"], "higher": PALETTE["vermillion"
                   "significant": PALETTE["orange"], "inconclusive": "0.55"}
 
 
-def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = DEFAULT_METRIC) -> Path:
-    """Difference to the reference per ablation with its confidence interval.
+def forest_plot(table: pd.DataFrame, path: str | Path, *,
+                metric: MetricLike = DEFAULT_METRIC) -> Path:
+    """Difference to the reference per ablation with its confidence interval, on ``metric``
+    (a :class:`~ablations.config.metrics.Metric`, or a built-in column's name: the axis names
+    it, with its unit).
 
     Given a verdict table (:func:`ablations.results.stats.verdicts.verdict_table`, or the sequential
     one): the margin band shaded, ticks at ± the equivalence bound reached after Holm on the rows
@@ -118,6 +122,8 @@ def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = DEFAULT_
     Given :func:`ablations.results.stats.comparisons.ablation_table`'s: the interval, red where Holm
     p < 0.05.
     """
+    measure = metric_of(metric)
+    metric = measure.name
     rows = table[table["diff_mean"].notna()].iloc[::-1]
     fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.4))
     y = np.arange(len(rows))
@@ -132,7 +138,7 @@ def forest_plot(table: pd.DataFrame, path: str | Path, *, metric: str = DEFAULT_
                    zorder=3)
         ax.set_yticks(y, [f"{a}  (Holm p={p:.3g})"
                           for a, p in zip(rows["ablation"], rows["p_holm"])])
-        ax.set_xlabel(f"{with_unit(f'{metric}: difference to the reference', unit_of(metric))}"
+        ax.set_xlabel(f"{with_unit(f'{metric}: difference to the reference', measure.unit)}"
                       ", 95% CI")
         ax.set_title("red: Holm-adjusted p < 0.05", fontsize=9)
         return save_figure(fig, path)
@@ -214,14 +220,19 @@ def curve_metric(epochs: pd.DataFrame, metric: str) -> str:
     return "val_mae"
 
 
-def learning_curves(epochs: pd.DataFrame, path: str | Path, *, metric: str = "val_mae") -> Path:
-    """Mean over seeds of ``metric`` per epoch, one line per ablation."""
+def learning_curves(epochs: pd.DataFrame, path: str | Path, *,
+                    metric: MetricLike = "val_mae") -> Path:
+    """Mean over seeds of ``metric`` per epoch, one line per ablation (``metric``: a
+    :class:`~ablations.config.metrics.Metric`, or a built-in column's name; the axis prints
+    its unit)."""
+    measure = metric_of(metric)
+    metric = measure.name
     fig, ax = plt.subplots(figsize=(6, 4))
     means = epochs.groupby(["ablation", "epoch"], sort=False)[metric].mean().reset_index()
     for ablation, group in means.groupby("ablation", sort=False):
         ax.plot(group["epoch"], group[metric], marker=".", label=ablation)
     ax.set_xlabel("epoch")
-    ax.set_ylabel(with_unit(f"{metric}, mean over seeds", unit_of(metric)))
+    ax.set_ylabel(with_unit(f"{metric}, mean over seeds", measure.unit))
     ax.legend(fontsize=7)
     return save_figure(fig, path)
 

@@ -10,13 +10,13 @@ import math
 
 import pandas as pd
 
+from ablations.results.io.directions import MetricLike, metric_of
 from ablations.results.report.formatting import (
     Column,
     decimals_for,
     interval,
     number,
     readable,
-    unit_of,
     with_unit,
 )
 from ablations.results.stats.strata import interval_order
@@ -24,11 +24,14 @@ from ablations.results.stats.strata import interval_order
 FLAG = "*"  # marks a stratum cell whose effect differs from the variant's overall effect
 
 
-def verdict_view(ablation: pd.DataFrame, *, metric: str, alpha: float,
+def verdict_view(ablation: pd.DataFrame, *, metric: MetricLike, alpha: float,
                  sequential: bool | None = None) -> pd.DataFrame:
     """The verdict table: per variant its seeds, mean, difference to the reference with the
-    interval TOST reads (1 − 2α), the verdict, Holm p-values and the equivalence bound."""
-    unit = unit_of(metric)
+    interval TOST reads (1 − 2α), the verdict, Holm p-values and the equivalence bound, in
+    ``metric``'s unit (a :class:`~ablations.config.metrics.Metric`, or a built-in column's
+    name)."""
+    measure = metric_of(metric)
+    metric, unit = measure.name, measure.unit
     if sequential is None:  # a --seeds auto table says so (ablations.results.stats.sequential)
         sequential = bool(ablation.attrs.get("sequential"))
     relative = bool(ablation.attrs.get("relative"))
@@ -78,15 +81,18 @@ def declared_metrics_view(trials: pd.DataFrame, declared: dict) -> pd.DataFrame:
     table["n_ok"] = table["ablation"].map(ok.groupby("ablation").size()).fillna(0)
     columns = [Column("Variant", "ablation", "text"), Column("Seeds", "n_ok", "count")]
     for name in names:
-        unit = (declared.get(name) or {}).get("unit") or ""
+        unit = metric_of(name, declared).unit
         columns += [Column(with_unit(f"{name} mean", unit), f"{name}_mean"),
                     Column(with_unit(f"{name} sd", unit), f"{name}_std")]
     return readable(table, columns)
 
 
-def ablation_view(ablation: pd.DataFrame, *, metric: str, alpha: float) -> pd.DataFrame:
-    """The ablation table: means with t intervals, paired differences, tests, effect sizes."""
-    unit = unit_of(metric)
+def ablation_view(ablation: pd.DataFrame, *, metric: MetricLike, alpha: float
+                  ) -> pd.DataFrame:
+    """The ablation table: means with t intervals, paired differences, tests, effect sizes, in
+    ``metric``'s unit."""
+    measure = metric_of(metric)
+    metric, unit = measure.name, measure.unit
     level = f"{1 - alpha:.0%}"
     return readable(ablation, [
         Column("Variant", "ablation", "text"),
@@ -106,10 +112,12 @@ def ablation_view(ablation: pd.DataFrame, *, metric: str, alpha: float) -> pd.Da
     ])
 
 
-def seed_variance_view(table: pd.DataFrame, *, metric: str, alpha: float) -> pd.DataFrame:
+def seed_variance_view(table: pd.DataFrame, *, metric: MetricLike, alpha: float
+                       ) -> pd.DataFrame:
     """ablations.results.stats.seed_variance's table: per variant and source of randomness, its
-    variance component, standard deviation, share of the seed variance and interval."""
-    unit = unit_of(metric)
+    variance component, standard deviation, share of the seed variance and interval, in
+    ``metric``'s unit."""
+    unit = metric_of(metric).unit
     share = [f"{value:.0%}" if math.isfinite(value) else "" for value in table["share"]]
     return readable(table.assign(share_text=share), [
         Column("Variant", "ablation", "text"),
@@ -123,9 +131,10 @@ def seed_variance_view(table: pd.DataFrame, *, metric: str, alpha: float) -> pd.
     ])
 
 
-def comparison_view(table: pd.DataFrame, *, metric: str, alpha: float) -> pd.DataFrame:
-    """ablations.results.stats.compare's table: B − A per variant."""
-    unit = unit_of(metric)
+def comparison_view(table: pd.DataFrame, *, metric: MetricLike, alpha: float
+                    ) -> pd.DataFrame:
+    """ablations.results.stats.compare's table: B − A per variant, in ``metric``'s unit."""
+    unit = metric_of(metric).unit
     return readable(table, [
         Column("Variant", "ablation", "text"),
         Column("Pairs", "n_pairs", "count"),

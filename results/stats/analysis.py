@@ -17,8 +17,9 @@ of them:
   bound the data reach; a ``--seeds auto`` experiment's verdicts as its rounds decided them are
   :func:`ablations.results.stats.decisions.experiment_verdicts`'), :func:`verdict_note` (what they
   mean), :func:`equivalence_tests`, :func:`holm_bound`, :func:`parse_margin`,
-  :func:`metric_direction`, ``METRIC_DIRECTION`` (both from :mod:`ablations.results.io.directions`),
-  ``DEFAULT_MARGIN``, ``DEFAULT_ALPHA``, ``VERDICTS``.
+  :class:`Metric` (a metric's name, direction and unit: what the verdicts take for own code's
+  metric), :func:`metric_of`, :func:`metric_direction`, ``METRIC_DIRECTION`` (all from
+  :mod:`ablations.results.io.directions`), ``DEFAULT_MARGIN``, ``DEFAULT_ALPHA``, ``VERDICTS``.
 - :mod:`ablations.results.stats.strata`: :func:`stratified_errors` (MAE, RMSE and bias per stratum
   and per
   ablation, with counts, and the difference to the reference per stratum),
@@ -69,9 +70,11 @@ from ablations.results.stats.verdicts import (  # noqa: F401 (re-exported)
     DEFAULT_MARGIN,
     METRIC_DIRECTION,
     VERDICTS,
+    Metric,
     equivalence_tests,
     holm_bound,
     metric_direction,
+    metric_of,
     parse_margin,
     verdict_note,
     verdict_table,

@@ -14,7 +14,9 @@ the variant's mean in B over its mean in A inside 1 ± margin
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -35,12 +37,12 @@ from ablations.results.stats.failures import (
     paired_failure_test,
     verdict_reasons,
 )
-from ablations.results.io.files import read_experiment
+from ablations.results.io.directions import Metric, MetricLike, metric_of
+from ablations.results.io.files import MetadataError, read_experiment, read_metadata
 from ablations.results.stats.dataset_rows import is_across_datasets
 from ablations.results.stats.phases import evaluation_rows
 from ablations.results.stats.verdicts import (
     equivalence_tests,
-    metric_direction,
     parse_margin,
     resolve_margin,
     seed_contrast,
@@ -53,15 +55,33 @@ def _trials(experiment: str | Path | pd.DataFrame) -> pd.DataFrame:
     return read_experiment(experiment)["trials"]
 
 
+def declared_in(*experiments: str | Path | pd.DataFrame) -> Optional[dict[str, Any]]:
+    """The metrics own code declared (experiment.json's ``metrics``) in the first of the
+    experiment folders that records them; None for tables, and for folders of the built-in
+    model or a plugin (or with a damaged experiment.json: no declaration to read)."""
+    for experiment in experiments:
+        if isinstance(experiment, pd.DataFrame):
+            continue
+        with contextlib.suppress(MetadataError):
+            declared = (read_metadata(experiment) or {}).get("metrics")
+            if declared:
+                return declared
+    return None
+
+
 def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFrame, *,
-                        metric: str = DEFAULT_METRIC, margin: str | float = DEFAULT_MARGIN,
+                        metric: MetricLike = DEFAULT_METRIC,
+                        margin: str | float = DEFAULT_MARGIN,
                         alpha: float = DEFAULT_ALPHA, reference: str = DEFAULT_REFERENCE,
                         ) -> pd.DataFrame:
     """Experiment B against experiment A, per variant both ran.
 
     Args:
         a, b: experiment folders (paths or URIs) or their trials tables.
-        metric: a numeric column of both trials tables.
+        metric: a numeric column of both trials tables: its
+            :class:`~ablations.config.metrics.Metric`, or its name, whose direction is the one
+            the folders' own code declared (experiment.json's ``metrics``, A's first), else
+            the built-in model's (:func:`ablations.results.io.directions.metric_of`).
         margin: the smallest change that matters: in the metric's units (``"0.02"``), or a
             percentage (``"5%"``): of each variant's own mean in A, tested as a ratio (a
             variant whose mean in A is not above 0 gets no equivalence test).
@@ -88,6 +108,8 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     """
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
+    measure = metric if isinstance(metric, Metric) else metric_of(metric, declared_in(a, b))
+    metric = measure.name
     # a tuned ablation's evaluation at the configuration given (results/stats/phases.py)
     first, second = evaluation_rows(_trials(a)), evaluation_rows(_trials(b))
     for name, table in (("A", first), ("B", second)):
@@ -115,7 +137,7 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     common = [v for v in shared if v in with_ok]
     if not common:
         raise ValueError("no variant has an ok trial in both experiments: nothing to compare")
-    direction = metric_direction(metric)
+    direction = measure.sign
     parse_margin(margin)
     base = ok_a.loc[ok_a["ablation"] == reference, metric]
     value, relative = resolve_margin(margin, float((base if len(base) else ok_a[metric]).mean()))
@@ -176,7 +198,7 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
                    "verdict", "reason", "identical"]]
     table.attrs.update(metric=metric, margin=value, relative=relative,
                        margin_given=str(margin), alpha=alpha,
-                       direction=direction, reference=reference,
+                       direction=direction, unit=measure.unit, reference=reference,
                        no_ok=[v for v in shared if v not in with_ok],
                        dropped_nan_a=dropped_a, dropped_nan_b=dropped_b,
                        only_in_a=[v for v in order_a if v not in in_b],

@@ -44,7 +44,7 @@ import pandas as pd
 from scipy import stats
 
 from ablations.config.statuses import TrialStatus
-from ablations.results.io.directions import metric_direction
+from ablations.results.io.directions import MetricLike, metric_of
 from ablations.results.io.table_columns import ACROSS_COLUMNS
 from ablations.results.stats.comparisons import holm
 from ablations.results.stats.dataset_rows import DATASET, by_dataset, dataset_names
@@ -146,7 +146,7 @@ def pool(log_ratios: np.ndarray, variances: np.ndarray) -> Pooled:
 
 
 def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame], *,
-                    reference: str, metric: str, margin: str | float,
+                    reference: str, metric: MetricLike, margin: str | float,
                     alpha: float) -> pd.DataFrame:
     """One row per variant: its verdict across the datasets (the module's docstring says how).
 
@@ -154,6 +154,8 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
         trials: trials.parquet's rows of every dataset (``dataset``, ``status``, ``ablation``,
             ``seed``, ``metric``).
         per_dataset: each dataset's verdict table (``verdict``, ``unstable``).
+        metric: a :class:`~ablations.config.metrics.Metric` (its direction makes a pooled
+            ``higher`` / ``lower`` ``worse`` / ``better``), or a built-in column's name.
         margin: a percentage (``"5%"``): the across-dataset effect is a ratio; a margin in the
             metric's units has no common meaning across datasets.
 
@@ -166,7 +168,8 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
                          "percentage (e.g. 5%)")
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
-    direction = metric_direction(metric)
+    measure = metric_of(metric)
+    metric, direction = measure.name, measure.sign
     effects = dataset_effects(trials, reference=reference, metric=metric)
     names = dataset_names(trials)  # every dataset, with verdicts or not
     log_low, log_high = np.log1p(-value), np.log1p(value)
@@ -242,7 +245,7 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
     table["margin"] = value
     table.attrs.update(metric=metric, reference=reference, margin=value, relative=True,
                        margin_given=str(margin), alpha=alpha, direction=direction,
-                       datasets=names)
+                       unit=measure.unit, datasets=names)
     return table[[name for name, _, _ in ACROSS_COLUMNS]]
 
 
@@ -259,15 +262,20 @@ class Ranks:
     alpha: float
 
 
-def rank_comparison(trials: pd.DataFrame, *, metric: str, alpha: float) -> Ranks | None:
+def rank_comparison(trials: pd.DataFrame, *, metric: MetricLike, alpha: float
+                    ) -> Ranks | None:
     """Friedman's test of the arms' ranks over the datasets and the Nemenyi critical
     difference (None below :data:`MIN_RANK_DATASETS` datasets, or fewer than 3 arms on every
     one). An arm's score on a dataset is its median over seeds, a diverged seed counting as the
-    worst value; a failed or missing trial is left out."""
+    worst value; a failed or missing trial is left out. ``metric``: a
+    :class:`~ablations.config.metrics.Metric` or a built-in column's name; its direction says
+    which end ranks first (lower, for a metric without one)."""
     import scikit_posthocs
 
     trials = evaluation_rows(trials)
-    direction = metric_direction(metric) or -1  # no direction: rank as lower is better
+    measure = metric_of(metric)
+    metric = measure.name
+    direction = measure.sign or -1  # no direction: rank as lower is better
     worst = -np.inf if direction > 0 else np.inf
     values = pd.to_numeric(trials[metric], errors="coerce").where(
         trials["status"] == TrialStatus.OK)

@@ -13,6 +13,10 @@ Which table decides depends on what experiment.json recorded before the data:
 
 A tuned ablation's search and tuned rows are left out (:func:`ablations.results.stats.phases.
 evaluation_rows`); its side-by-side table is :mod:`ablations.results.stats.tuned`'s.
+
+Each function reads the metric's direction (and unit) from ``meta``: the metrics an
+experiment's own code declared (experiment.json's ``metrics``), else the built-in model's
+(:func:`ablations.results.io.directions.metric_of`), and hands it to the table it calls.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from ablations.config.comparison import (
     DEFAULT_METRIC,
     DEFAULT_REFERENCE,
 )
-from ablations.results.io.directions import declared_metrics
+from ablations.results.io.directions import metric_of
 from ablations.results.io.files import read_experiment, read_metadata
 from ablations.results.stats.dataset_rows import DATASET, by_dataset, is_across_datasets
 from ablations.results.stats.datasets import across_datasets
@@ -56,6 +60,14 @@ def decision_settings(meta: dict[str, Any], *, reference: Optional[str] = None,
     }
 
 
+def with_declared_metric(meta: dict[str, Any], settings: dict[str, Any]
+                         ) -> dict[str, Any]:
+    """``settings`` (:func:`decision_settings`') with the metric as its
+    :class:`~ablations.config.metrics.Metric`: the direction and unit the experiment's own code
+    declared (``meta``'s ``metrics``), else the built-in model's."""
+    return {**settings, "metric": metric_of(settings["metric"], meta.get("metrics"))}
+
+
 def verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
                 reference: Optional[str] = None, metric: Optional[str] = None,
                 margin: str | float | None = None,
@@ -77,23 +89,23 @@ def verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
     if is_across_datasets(trials):
         return one_below_the_other(dataset_verdicts_of(
             trials, meta, reference=reference, metric=metric, margin=margin, alpha=alpha))
-    with declared_metrics(meta.get("metrics")):  # own code's directions and units
-        settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
-                                     alpha=alpha)
-        trials = evaluation_rows(trials)
-        record = meta.get("sequential")
-        pilot = None if record else pilot_design(meta.get("planned"))
-        if record:
-            table = sequential_verdict_table(trials, SeedDesign.from_dict(record["design"]),
-                                             record["seeds"], **settings)
-        elif pilot is not None:
-            table = sequential_verdict_table(trials, pilot, meta["planned"]["seeds"], **settings)
-            table.attrs["pilot"] = True
-        else:
-            table = verdict_table(trials, **settings)
-        table.attrs["exploratory"] = departures(recorded_settings(meta) or {}, **settings)
-        table.attrs["settings"] = settings
-        return table
+    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+                                 alpha=alpha)
+    given = with_declared_metric(meta, settings)
+    trials = evaluation_rows(trials)
+    record = meta.get("sequential")
+    pilot = None if record else pilot_design(meta.get("planned"))
+    if record:
+        table = sequential_verdict_table(trials, SeedDesign.from_dict(record["design"]),
+                                         record["seeds"], **given)
+    elif pilot is not None:
+        table = sequential_verdict_table(trials, pilot, meta["planned"]["seeds"], **given)
+        table.attrs["pilot"] = True
+    else:
+        table = verdict_table(trials, **given)
+    table.attrs["exploratory"] = departures(recorded_settings(meta) or {}, **settings)
+    table.attrs["settings"] = settings
+    return table
 
 
 def one_below_the_other(per_dataset: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -140,16 +152,15 @@ def factorial_effects_of(trials: pd.DataFrame, meta: dict[str, Any], *,
     Raises:
         ValueError: no effects are possible (the message says why).
     """
-    with declared_metrics(meta.get("metrics")):  # own code's directions and units
-        if not meta.get("factorial"):
-            return None
-        from ablations.results.stats.factorial import factorial_effects  # statsmodels
+    if not meta.get("factorial"):
+        return None
+    from ablations.results.stats.factorial import factorial_effects  # statsmodels
 
-        settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
-                                     alpha=alpha)
-        return factorial_effects(trials, FactorialDesign.from_dict(meta["factorial"]),
-                                 metric=settings["metric"], margin=settings["margin"],
-                                 alpha=settings["alpha"])
+    settings = with_declared_metric(meta, decision_settings(
+        meta, reference=reference, metric=metric, margin=margin, alpha=alpha))
+    return factorial_effects(trials, FactorialDesign.from_dict(meta["factorial"]),
+                             metric=settings["metric"], margin=settings["margin"],
+                             alpha=settings["alpha"])
 
 
 def tuned_comparison_of(trials: pd.DataFrame, meta: dict[str, Any], *,
@@ -163,12 +174,11 @@ def tuned_comparison_of(trials: pd.DataFrame, meta: dict[str, Any], *,
     Raises:
         ValueError: no comparison is possible (the message says why).
     """
-    with declared_metrics(meta.get("metrics")):  # own code's directions and units
-        if not meta.get("tuned"):
-            return None
-        settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
-                                     alpha=alpha)
-        return side_by_side(trials, keys=meta["tuned"].get("keys", []), **settings)
+    if not meta.get("tuned"):
+        return None
+    settings = with_declared_metric(meta, decision_settings(
+        meta, reference=reference, metric=metric, margin=margin, alpha=alpha))
+    return side_by_side(trials, keys=meta["tuned"].get("keys", []), **settings)
 
 
 def dataset_verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
@@ -205,10 +215,9 @@ def across_datasets_of(trials: pd.DataFrame, meta: dict[str, Any],
     """
     if not is_across_datasets(trials):
         return None
-    with declared_metrics(meta.get("metrics")):
-        settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
-                                     alpha=alpha)
-        if per_dataset is None:
-            per_dataset = dataset_verdicts_of(trials, meta, **settings)
-        usable = {name: table for name, table in per_dataset.items() if len(table)}
-        return across_datasets(trials, usable, **settings)
+    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+                                 alpha=alpha)
+    if per_dataset is None:
+        per_dataset = dataset_verdicts_of(trials, meta, **settings)
+    usable = {name: table for name, table in per_dataset.items() if len(table)}
+    return across_datasets(trials, usable, **with_declared_metric(meta, settings))

@@ -19,7 +19,7 @@ import pandas as pd
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_METRIC
 from ablations.results.stats.comparisons import usable_trials
 from ablations.results.stats.contrasts import OUTLIER_MIN_SEEDS, Contrasts, robust_outliers
-from ablations.results.io.directions import metric_direction
+from ablations.results.io.directions import MetricLike, metric_of
 # FactorialDesign is exported here too (docs/factorial.md)
 from ablations.results.stats.factorial_design import FactorialDesign
 from ablations.results.stats.verdicts import (
@@ -44,9 +44,11 @@ EFFECT_SCALE = {"main": 2.0, "interaction": 4.0}
 
 
 def factorial_effects(trials: pd.DataFrame, design: FactorialDesign, *,
-                      metric: str = DEFAULT_METRIC, margin: str | float = DEFAULT_MARGIN,
+                      metric: MetricLike = DEFAULT_METRIC, margin: str | float = DEFAULT_MARGIN,
                       alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
-    """The main effects and two-factor interactions of a factorial run on ``metric``.
+    """The main effects and two-factor interactions of a factorial run on ``metric`` (a
+    :class:`~ablations.config.metrics.Metric`, whose direction turns an effect's
+    ``higher`` / ``lower`` into ``worse`` / ``better``, or a built-in column's name).
 
     One OLS fit (statsmodels) of the ok trials of the design's cells: an intercept, the seeds
     as blocks, and the ±1 column of every alias chain (so the cells are saturated and the
@@ -79,6 +81,8 @@ def factorial_effects(trials: pd.DataFrame, design: FactorialDesign, *,
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
     parse_margin(margin)
+    measure = metric_of(metric)
+    metric = measure.name
     ok, dropped = usable_trials(trials, metric)
     index = {name: i for i, name in enumerate(design.cells)}
     ok = ok[ok["ablation"].astype(str).isin(index)]
@@ -112,7 +116,7 @@ def factorial_effects(trials: pd.DataFrame, design: FactorialDesign, *,
         var_ref=np.full(len(effects), reference_row @ cov @ reference_row),
         df=np.full(len(effects), float(fit.df_resid)))
     value, relative = resolve_margin(margin, float(reference_row @ beta))
-    direction = metric_direction(metric)
+    direction = measure.sign
     outlier = robust_outliers(per_seed_effects(design, cells, seeds, y, seed_levels, weights,
                                                first))
     tests = equivalence_tests(contrasts, margin=value, relative=relative, alpha=alpha,
@@ -135,7 +139,8 @@ def factorial_effects(trials: pd.DataFrame, design: FactorialDesign, *,
     table.attrs.update(metric=metric, reference=design.cells[0],
                        reference_mean=float(reference_row @ beta), margin=value,
                        relative=relative, margin_given=str(margin), alpha=alpha,
-                       direction=direction, design=design.label, seeds=len(seed_levels),
+                       direction=direction, unit=measure.unit, design=design.label,
+                       seeds=len(seed_levels),
                        cells=len(design.cells), df=float(fit.df_resid),
                        comparisons=len(effects), dropped_nan=dropped)
     return table

@@ -28,9 +28,10 @@ from ablations.results.stats.contrasts import Contrasts
 from ablations.results.stats.failures import failure_tests, verdict_reasons
 from ablations.results.stats.sequential import SeedDesign, sequential_tests
 from ablations.results.stats.verdicts import (
+    MetricLike,
     comparison_columns,
     family_contrasts,
-    metric_direction,
+    metric_of,
     verdict_table,
 )
 
@@ -111,11 +112,13 @@ def repeated_interval(contrasts: Contrasts, look: np.ndarray, *, design: SeedDes
 
 
 def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int], *,
-                             reference: str = DEFAULT_REFERENCE, metric: str = DEFAULT_METRIC,
+                             reference: str = DEFAULT_REFERENCE,
+                             metric: MetricLike = DEFAULT_METRIC,
                              margin: str | float = DEFAULT_MARGIN,
                              alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
     """:func:`ablations.results.stats.analysis.verdict_table` for an experiment run with ``--seeds
-    auto``.
+    auto`` (``metric``: a :class:`~ablations.config.metrics.Metric`, or a built-in column's
+    name, as there).
 
     One verdict, one story: every inferential column of an arm (``diff_mean``, ``diff_ci_*``,
     ``se``, ``df``, ``n_pairs``, ``p_value``, ``tost_ci_*``, ``ratio_ci_*``, ``p_tost``,
@@ -137,12 +140,14 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     ``tost_ci_*`` and ``ratio_ci_*`` intervals are that look's unadjusted 1 − 2α ones, the
     intervals its TOST reads."""
     seeds = list(seeds)
-    table = verdict_table(trials, reference=reference, metric=metric, margin=margin,
+    measure = metric_of(metric)
+    metric = measure.name
+    table = verdict_table(trials, reference=reference, metric=measure, margin=margin,
                           alpha=alpha)
     value, relative = table.attrs["margin"], table.attrs["relative"]
     arms, contrasts, outlier, pairs = look_contrasts(trials, design, seeds,
                                                      reference=reference, metric=metric)
-    direction = metric_direction(metric)
+    direction = measure.sign
     p_rank, sign, unstable = look_failures(trials, design, seeds, arms, reference=reference,
                                            metric=metric, direction=direction)
     tests = sequential_tests(contrasts, design=design, margin=value, relative=relative,

@@ -16,16 +16,18 @@ from ablations.config.comparison import (
     DEFAULT_REFERENCE,
 )
 from ablations.results.stats.phases import EVALUATION, TUNED, has_tuning
-from ablations.results.stats.verdicts import verdict_table
+from ablations.results.stats.verdicts import MetricLike, metric_of, verdict_table
 
 
 def side_by_side(trials: pd.DataFrame, *, keys: Sequence[str] = (),
-                 reference: str = DEFAULT_REFERENCE, metric: str = DEFAULT_METRIC,
+                 reference: str = DEFAULT_REFERENCE, metric: MetricLike = DEFAULT_METRIC,
                  margin: Any = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
     """Per arm: its verdict at the configuration given (the baseline's hyperparameters) and
     at its own best, each against the reference evaluated the same way, with the means and
     whether the verdict changed. Each evaluation is its own family (Holm over its arms).
     ``keys``: the tuned keys (experiment.json's ``tuned``), shown with each arm's best value.
+    ``metric``: a :class:`~ablations.config.metrics.Metric` or a built-in column's name, as
+    :func:`~ablations.results.stats.verdicts.verdict_table` takes it.
 
     Columns: ``ablation``; ``mean_given``, ``verdict_given``, ``equivalence_bound_given``;
     ``mean_tuned``, ``verdict_tuned``, ``equivalence_bound_tuned``; ``changed``; and each
@@ -35,9 +37,11 @@ def side_by_side(trials: pd.DataFrame, *, keys: Sequence[str] = (),
         raise ValueError("no trial of phase 'tuned' (a --tune-each experiment has them)")
     given = trials[trials["phase"] == EVALUATION]
     tuned = trials[trials["phase"] == TUNED].assign(phase=EVALUATION)
+    measure = metric_of(metric)
+    metric = measure.name
     tables = {}
     for label, frame in (("given", given), ("tuned", tuned)):
-        table = verdict_table(frame, reference=reference, metric=metric, margin=margin,
+        table = verdict_table(frame, reference=reference, metric=measure, margin=margin,
                               alpha=alpha)
         tables[label] = table.set_index("ablation")[
             [f"{metric}_mean", "verdict", "equivalence_bound_holm"]].rename(columns={

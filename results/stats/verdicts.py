@@ -3,10 +3,12 @@
 the family of variants, and the equivalence bound the data reach.
 
 - :func:`verdict_table`: per ablation a verdict against the reference and the equivalence
-  bound; :func:`verdict_note` says what they mean.
+  bound, on a metric given with its direction (a :class:`Metric`, or a built-in column's
+  name); :func:`verdict_note` says what they mean.
 - :func:`equivalence_tests`: the verdicts from the differences' t statistics (also used by
-  :mod:`ablations.results.stats.sequential`); :func:`holm_bound`, :func:`parse_margin`,
-  :func:`metric_direction`.
+  :mod:`ablations.results.stats.sequential`); :func:`holm_bound`, :func:`parse_margin`;
+  :class:`Metric`, :func:`metric_of`, :func:`metric_direction`
+  (:mod:`ablations.results.io.directions`).
 
 Re-exported by :mod:`ablations.results.stats.analysis`.
 """
@@ -33,7 +35,13 @@ from ablations.results.stats.crossed import (
 )
 from ablations.results.stats.failures import FailureTests, add_failure_columns, failure_tests
 from ablations.results.stats.phases import evaluation_rows
-from ablations.results.io.directions import METRIC_DIRECTION, metric_direction  # noqa: F401 (re-exported)
+from ablations.results.io.directions import (  # noqa: F401 (re-exported)
+    METRIC_DIRECTION,
+    Metric,
+    MetricLike,
+    metric_direction,
+    metric_of,
+)
 
 VERDICTS = ("worse", "better", "higher", "lower", "significant", "equivalent", "negligible",
             "inconclusive")
@@ -263,7 +271,7 @@ def resolve_margin(margin: str | float, reference_mean: float) -> tuple[float, b
 
 
 def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
-                  metric: str = DEFAULT_METRIC, margin: str | float = DEFAULT_MARGIN,
+                  metric: MetricLike = DEFAULT_METRIC, margin: str | float = DEFAULT_MARGIN,
                   alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
     """A verdict for every variant against ``reference`` on ``metric``: the question an
     ablation answers (does this component matter, and if not, how sure are we?), with the
@@ -276,8 +284,8 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
     with fewer than two shared), one family of all variants but the reference:
 
     - ``worse`` / ``better``: the two-sided test of Δ = 0 rejects after Holm over the family
-      (Δ = variant − reference; direction from :func:`metric_direction`; ``higher`` /
-      ``lower`` for a metric without one);
+      (Δ = variant − reference; direction from ``metric``; ``higher`` / ``lower`` for a
+      metric without one);
     - ``equivalent``: both one-sided tests against the margin reject after Holm over the
       family (TOST). A margin in units: the 1 − 2α interval of Δ inside ±margin. A percentage:
       tested as a ratio, the 1 − 2α Fieller interval of μ_v/μ_r inside 1 ± margin (TOST on the
@@ -300,7 +308,10 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
     Args:
         trials: trials.parquet's rows (status, ablation, seed, ``metric``).
         reference: the variant the others are compared with.
-        metric: a numeric column of ``trials``.
+        metric: a numeric column of ``trials``: its :class:`Metric` (own code's:
+            ``Metric("test_acc", "higher")``, or :func:`metric_of` with the experiment's
+            declared metrics), or its name for a column of the built-in model (its direction
+            from :func:`metric_of`; a name it does not know has none).
         margin: the smallest difference that matters: ``"0.02"`` (or 0.02) in the metric's
             units, or ``"5%"`` of the reference's mean.
         alpha: family-wise error rate of each kind of verdict, in (0, 0.5).
@@ -321,8 +332,9 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
         its numbers do not say: diverged seeds, an outlying seed; else ""). ``test`` reads ``t +
         worst-rank`` where a seed on which one arm diverged and the other finished made the test of
         Δ = 0 combine the t test with the worst-rank test (``p_value`` is then the combined p,
-        ``p_worst_rank`` the worst-rank test's). The metric, reference, margin (also as given),
-        ``relative``, α and direction are in ``.attrs``; :func:`verdict_note` words them.
+        ``p_worst_rank`` the worst-rank test's). The metric's name, reference, margin (also as
+        given), ``relative``, α, direction (+1, -1, 0) and the metric's unit are in
+        ``.attrs``; :func:`verdict_note` words them.
         results/README.md lists every column.
 
     Raises:
@@ -331,6 +343,8 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
     parse_margin(margin)
+    measure = metric_of(metric)
+    metric = measure.name
     trials = evaluation_rows(trials)  # a tuned ablation: the evaluation at the given config
     table = ablation_table(trials, metric=metric, reference=reference, confidence=1 - alpha)
     dropped = table.attrs["dropped_nan"]  # the join below does not carry .attrs
@@ -339,7 +353,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
     if np.isnan(reference_mean):
         raise ValueError(f"reference {reference!r} has no ok trial: no verdict is possible")
     value, relative = resolve_margin(margin, reference_mean)
-    direction = metric_direction(metric)
+    direction = measure.sign
     compared = table.loc[~is_reference]
     arms = compared["ablation"].tolist()
     contrasts, outlier, _ = family_contrasts(trials, arms, reference=reference, metric=metric)
@@ -363,7 +377,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
     table = table[columns]
     table.attrs.update(metric=metric, reference=reference, reference_mean=reference_mean,
                        margin=value, relative=relative, margin_given=str(margin), alpha=alpha,
-                       direction=direction,
+                       direction=direction, unit=measure.unit,
                        comparisons=int(np.count_nonzero(~np.isnan(tests["p_value"]))),
                        dropped_nan=dropped)
     if crossed_cells(trials, reference) is not None:  # --cross-seeds: results/stats/crossed.py

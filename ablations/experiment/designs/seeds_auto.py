@@ -32,6 +32,8 @@ from ablations.experiment.options import (
 )
 from ablations.experiment.plans import plan_from_metadata, trial_plan
 from ablations.experiment.request import UsageError, arg
+from ablations.experiment.runner import declared_metrics_of
+from ablations.results.io.directions import metric_of
 from ablations.results.stats.sequential import SeedDesign, design_note
 from ablations.results.stats.sequential_table import active_arms, sequential_verdict_table
 from ablations.search_spaces import TrialSpec
@@ -91,8 +93,12 @@ class SequentialRun:
         return self.seeds[looks[number - 1]:looks[number]]
 
     def verdicts(self, trials: pd.DataFrame) -> pd.DataFrame:
+        """The design's verdicts on ``trials``, on the metric with the direction the plan's
+        own code declares (else the built-in model's)."""
+        declared = declared_metrics_of([spec.config for spec in self.plan.values()])
         return sequential_verdict_table(trials, self.design, self.seeds,
-                                        reference=self.reference, metric=self.metric,
+                                        reference=self.reference,
+                                        metric=metric_of(self.metric, declared),
                                         margin=self.margin, alpha=self.alpha)
 
 

@@ -170,6 +170,22 @@ def test_the_rounds_of_seeds_auto_decide_on_the_plans_declared_direction():
     assert verdicts(table)["no_dropout"] == "better" and verdicts(table)["no_augment"] == "worse"
 
 
+def test_the_continuation_hint_takes_a_metric_and_names_it_in_its_command():
+    from ablations.experiment.continuing import continuation_hint
+
+    rng = np.random.default_rng(0)
+    trials = pd.DataFrame([{"experiment": "e", "trial_name": f"{arm}-seed{seed}",
+                            "ablation": arm, "seed": seed, "status": "ok",
+                            "test_acc": 0.9 + rng.normal(0, 0.1), "wall_s": 5.0,
+                            "cpu_hours": 5 / 3600, "gpu_hours": 0.0}
+                           for arm in ("baseline", "a") for seed in range(3)])
+    text = continuation_hint(trials, verdict_table(trials, metric=ACC), storage="/s",
+                             name="n", reference="baseline", metric=ACC, margin=None,
+                             alpha=0.05)
+    assert text.startswith("Inconclusive after 3 seeds: a.")
+    assert "--metric test_acc" in text
+
+
 @pytest.mark.parametrize("direction,sign", [("higher", 1), ("lower", -1), (None, 0)])
 def test_a_metric_says_its_sign(direction, sign):
     assert Metric("m", direction).sign == sign

@@ -123,7 +123,7 @@ def compare_main(args: argparse.Namespace) -> int:
 
 def _recorded(folder: str) -> Optional[dict[str, Any]]:
     """The settings an experiment recorded before its data (results/stats/planned.py), if any."""
-    from ablations.results.stats.planned import recorded_settings
+    from ablations.results.stats.analyses import recorded_settings
 
     try:
         return recorded_settings(read_metadata(folder) or {})

@@ -376,24 +376,3 @@ def extended_plan(recorded: dict[str, dict[str, Any]], seeds: Sequence[int]) -> 
                 name = f"{variant}-seed{seed}"
                 plan[name] = TrialSpec(name, variant, seed, config.replace(seed=seed))
     return plan
-
-
-def continuation_note(trials: pd.DataFrame, continued: dict[str, Any]) -> str:
-    """Under the summary of a continued experiment: where its verdicts come from and the
-    compute the continuation added to the fixed run's."""
-    ran = trials[trials["status"] != TrialStatus.SKIPPED]
-    total_cpu, total_gpu = float(ran["cpu_hours"].sum()), float(ran["gpu_hours"].sum())
-    added_trials = len(ran) - int(continued["trials"])
-    gpu = total_gpu > 0
-    added = (total_gpu - continued["gpu_hours"]) if gpu else (total_cpu - continued["cpu_hours"])
-    unit = "GPU-hours" if gpu else "CPU-hours"
-    from ablations.experiment.designs.seeds_auto import seed_span
-
-    seeds = continued["seeds"]
-    source = ("the fixed run's table was its pilot look, planned before the first trial, and "
-              "every verdict it gave stands" if continued.get("planned") else
-              "none from the fixed table")
-    return (f"Continued from a fixed run of {len(seeds)} seeds ({seed_span(seeds)}), its pilot: "
-            f"every verdict above comes from the sequential design; {source}. The "
-            f"continuation added {added_trials} trials, {added:.3g} {unit}; total "
-            f"{len(ran)} trials, {(total_gpu if gpu else total_cpu):.3g} {unit}.")

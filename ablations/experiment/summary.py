@@ -61,17 +61,17 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     table if the caller has it already."""
     import pandas as pd
 
+    from ablations.results.stats.analyses import analysis_of
     from ablations.results.stats.analysis import dropped_note, verdict_note
-    from ablations.results.stats.decisions import decision_settings, verdicts_of
+    from ablations.results.stats.decisions import verdicts_of
     from ablations.results.stats.phases import evaluation_rows
-    from ablations.results.stats.planned import exploratory_note, pilot_design
+    from ablations.results.stats.planned import exploratory_note
 
     meta = meta or {}
-    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
+    analysis = analysis_of(meta)  # one dataset's (datasets_summary: each in turn)
+    settings = analysis.settings(reference=reference, metric=metric, margin=margin,
                                  alpha=alpha)
     reference, metric, alpha = settings["reference"], settings["metric"], settings["alpha"]
-    sequential = meta.get("sequential") or (
-        meta["planned"] if pilot_design(meta.get("planned")) else None)
     trials_df = evaluation_rows(trials_df)  # a tuned ablation's: beside it, summary_lines
     known, verdicts, no_verdicts = verdicts, None, ""
     ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == TrialStatus.OK)
@@ -101,7 +101,7 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
             rows[-1]["verdict"] = verdicts.loc[ablation, "verdict"]
             rows[-1]["equiv_bound"] = ("-" if pd.isna(bound) else f"{bound:.1%}"
                                        if verdicts.attrs.get("relative") else f"{bound:.3f}")
-            if sequential and "rounds" in sequential and "decided_at" in verdicts:
+            if analysis.decided_at and "decided_at" in verdicts:
                 seeds_at = verdicts.loc[ablation, "decided_at"]
                 rows[-1]["decided_at"] = "-" if pd.isna(seeds_at) else f"{int(seeds_at)} seeds"
     table = pd.DataFrame(rows).to_string(index=False)
@@ -115,29 +115,15 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
             "equiv_bound: equivalence_bound_holm" + (
                 " (a share of the reference's mean)" if verdicts.attrs.get("relative") else "")
             + (". decided_at: the look that decided the verdict (frozen there)."
-               if sequential and "rounds" in sequential else "."))
+               if analysis.decided_at else "."))
     dropped = dropped_note(verdicts.attrs.get("dropped_nan", []), metric)
     if dropped:
         text += f"\n{dropped}"
     reasons = verdicts["reason"] if "reason" in verdicts else pd.Series(dtype=object)
     for ablation, reason in reasons[reasons.fillna("") != ""].items():
         text += f"\n{ablation}: {verdicts.loc[ablation, 'verdict']}: {reason}"
-    if sequential and "rounds" not in sequential:  # a fixed run, the pilot look of a design
-        from ablations.results.stats.planned import pilot_note
-        from ablations.results.stats.sequential import SeedDesign
-
-        text += f"\n{pilot_note(SeedDesign.from_dict(sequential['design']), alpha)}"
-    elif sequential:
-        from ablations.results.stats.sequential import SeedDesign, design_note
-        from ablations.results.stats.sequential_table import compute_note, compute_spent
-
-        design = SeedDesign.from_dict(sequential["design"])
-        text += (f"\n{design_note(design, alpha)}\n"
-                 f"{compute_note(compute_spent(trials_df, design.max_seeds))}")
-        if sequential.get("continued"):  # a fixed run continued with --seeds auto
-            from ablations.experiment.continuing import continuation_note
-
-            text += f"\n{continuation_note(trials_df, sequential['continued'])}"
+    for note in analysis.summary_notes(trials_df, alpha):  # how the design decided
+        text += f"\n{note}"
     return text
 
 

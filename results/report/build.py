@@ -26,6 +26,7 @@ from ablations.config.comparison import DEFAULT_METRIC
 from ablations.config.statuses import TrialStatus
 from ablations.results.report import plots
 from ablations.results.report.formatting import plain
+from ablations.results.stats.analyses import analysis_of
 from ablations.results.stats.analysis import (
     calibration_curve,
     dropped_note,
@@ -39,7 +40,7 @@ from ablations.results.stats.analysis import (
 from ablations.results.stats.baseline_check import baseline_check
 from ablations.results.stats.compare import compare_experiments, compare_note
 from ablations.results.stats.uncertainty import one_draw
-from ablations.results.stats.verdicts import margin_text, parse_margin
+from ablations.results.stats.verdicts import margin_text
 from ablations.results.io.files import (
     TRIALS_FILE,
     MetadataError,
@@ -49,10 +50,9 @@ from ablations.results.io.files import (
     join,
     read_metadata,
 )
-from ablations.results.stats.dataset_rows import is_across_datasets
 from ablations.results.stats.phases import evaluation_rows
+from ablations.results.report.designs import report_of
 from ablations.results.report.folder import NotAnExperimentError, check_experiment
-from ablations.results.report.designs import factorial_sections, tuned_section
 from ablations.results.report.page import Section, html_page, markdown_page
 from ablations.results.report.tables import (
     FLAG,
@@ -64,19 +64,9 @@ from ablations.results.report.tables import (
     verdict_view,
 )
 from ablations.results.stats.seed_variance import seed_variance_note, seed_variance_table
-from ablations.results.stats.planned import (
-    exploratory_note,
-    pilot_design,
-    pilot_note,
-)
-from ablations.results.stats.sequential import SeedDesign, design_note
+from ablations.results.stats.planned import exploratory_note
 from ablations.results.io.directions import metric_of
 from ablations.results.report.paper_files import write_paper_files
-from ablations.results.stats.decisions import (
-    decision_settings,
-    verdicts_of,
-)
-from ablations.results.stats.sequential_table import compute_note, compute_spent
 
 FIGURES_DIR = "report_files"
 
@@ -130,14 +120,11 @@ def write_report(directory: str | Path, *, reference: str | None = None,
         meta = read_metadata(directory) or {}
     except MetadataError:  # a damaged record: the tables still make a report, as fixed seeds
         meta = {}
-    sequential = meta.get("sequential")
     # each setting not given: the one fixed before the data (results/stats/planned.py)
-    settings = decision_settings(meta, reference=reference, metric=metric, margin=margin,
-                                 alpha=alpha)
+    settings = analysis_of(meta).settings(reference=reference, metric=metric, margin=margin,
+                                          alpha=alpha)
     reference, metric, margin, alpha = (settings[key] for key in
                                         ("reference", "metric", "margin", "alpha"))
-    if not sequential and pilot_design(meta.get("planned")):
-        sequential = meta["planned"]  # a fixed run, the pilot look of a planned design
     try:
         tables = load_experiments(directory)
     except (OSError, pa.ArrowException) as exc:
@@ -162,12 +149,8 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     if not (ok & (trials["ablation"] == reference)).any():
         raise ValueError(f"reference {reference!r} has no ok trial; pass another --reference "
                          f"(variants: {', '.join(variants)})")
-    if is_across_datasets(trials) and compare_with is not None:
-        raise ValueError(f"{directory} ran on several datasets; compare_with compares two "
-                         "experiments on one: compare each dataset's own experiments")
-    if is_across_datasets(trials) and not parse_margin(margin)[1]:
-        raise ValueError(f"margin {margin!r}: {directory} ran on several datasets, where the "
-                         "effect is a ratio; give a percentage (e.g. 5%)")
+    design = report_of(analysis_of(meta, trials))  # over several datasets: each one's
+    design.refuse(directory, margin, compare_with)
     comparison = None
     if compare_with is not None:
         table = compare_experiments(compare_with, trials,
@@ -178,40 +161,25 @@ def write_report(directory: str | Path, *, reference: str | None = None,
             table, a=other, b=str(trials["experiment"].iloc[0])), table[[
                 "ablation", "n_pairs", "a_mean", "b_mean", "diff_mean", "tost_ci_low",
                 "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
-    if is_across_datasets(trials):  # each dataset's report, then the one across them
-        from ablations.results.report.datasets_report import write_datasets_report
-
-        with tempfile.TemporaryDirectory(prefix="report-") as scratch:
-            return write_datasets_report(
-                directory, evaluation_rows(trials), evaluation_rows(epochs, trials),
-                evaluation_rows(predictions, trials), Path(scratch), reference=reference,
-                metric=metric, margin=margin, alpha=alpha, meta=meta, formats=formats,
-                write_one=_write_report, write_file=_write_file, report_type=Report)
-    tuned = tuned_section(trials, meta, reference=reference, metric=metric, margin=margin,
-                          alpha=alpha)
     with tempfile.TemporaryDirectory(prefix="report-") as scratch:
-        return _write_report(directory, trials, epochs, predictions, Path(scratch),
-                             reference=reference, metric=metric, margin=margin, alpha=alpha,
-                             meta=meta, sequential=sequential, comparison=comparison,
-                             tuned=tuned, formats=formats)
+        return design.write(directory, trials, epochs, predictions, Path(scratch),
+                            write_one=_write_report, write_file=_write_file,
+                            report_type=Report, reference=reference, metric=metric,
+                            margin=margin, alpha=alpha, meta=meta, comparison=comparison,
+                            formats=formats)
 
 
 def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
                   predictions: pd.DataFrame, scratch: Path, *, reference: str,
                   metric: str, margin: str | float, alpha: float,
-                  meta: dict, sequential: dict | None = None,
-                  comparison: tuple[str, str, pd.DataFrame] | None = None,
-                  tuned: Optional[Section] = None, formats: Sequence[str] = (),
-                  title_suffix: str = "") -> Report:
+                  meta: dict, comparison: tuple[str, str, pd.DataFrame] | None = None,
+                  formats: Sequence[str] = (), title_suffix: str = "") -> Report:
     """Figures are drawn in ``scratch`` and moved into place with the other files.
-    ``sequential``: experiment.json's record of a ``--seeds auto`` run (its verdicts are the
-    sequential design's; the report adds the compute spent), or its ``planned`` record of a
-    fixed run that is the pilot look of a design (no ``rounds``: that look's verdicts).
-    ``meta``: the experiment.json the verdicts are decided by
-    (:func:`ablations.results.stats.decisions.verdicts_of`); settings that differ from those it
-    recorded before the data label the table exploratory; a factorial design's sections come from
-    it. ``tuned``: a tuned ablation's side-by-side section; every other table of such an
-    experiment reads its evaluation at the configuration given (results/stats/phases.py)."""
+    ``meta``: the experiment.json whose design decides the verdicts and adds its sections
+    (:func:`ablations.results.stats.analyses.analysis_of`, :func:`ablations.results.report.
+    designs.report_of`); settings that differ from those it recorded before the data label
+    the table exploratory. A tuned ablation's tables other than its side-by-side section
+    read its evaluation at the configuration given (results/stats/phases.py)."""
     name = str(trials["experiment"].iloc[0])
     all_trials = trials
     trials = evaluation_rows(all_trials)
@@ -223,19 +191,15 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     if not regression:
         predictions = pd.DataFrame(columns=["experiment", "trial_name", "ablation", "seed",
                                             "sample_index", "target", "pred_mean", "pred_std"])
-    compute = pd.DataFrame()
-    pilot = bool(sequential) and "rounds" not in sequential
-    ablation = verdicts_of(all_trials, meta, reference=reference, metric=metric, margin=margin,
-                           alpha=alpha)
+    analysis = analysis_of(meta)  # this dataset's
+    design = report_of(analysis)
+    ablation = analysis.verdicts(all_trials, reference=reference, metric=metric,
+                                 margin=margin, alpha=alpha)
     exploratory = ablation.attrs["exploratory"]
-    if sequential:
-        design = SeedDesign.from_dict(sequential["design"])
-        note = (f"{verdict_note(ablation)} "
-                f"{pilot_note(design, alpha) if pilot else design_note(design, alpha)}")
-        if not pilot:
-            compute = compute_spent(trials, design.max_seeds)
-    else:
-        note = verdict_note(ablation)
+    note = verdict_note(ablation)
+    how = analysis.design_note(alpha)  # a pilot look's, the rounds' design
+    if how:
+        note = f"{note} {how}"
     dropped = dropped_note(ablation.attrs.get("dropped_nan", []), metric)
     if dropped:
         note += f"\n{dropped}"
@@ -282,18 +246,10 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                 f"{note} Seeds: the ok trials per variant. The interval of Δ is "
                 f"the {1 - 2 * alpha:.0%} interval TOST reads; 'equivalent within ±' is the "
                 "smallest margin at which the variant would be equivalent (Holm): it describes "
-                "the data; the verdict is at the margin fixed before them." + (
-                    " These seeds are the pilot look of the design: each verdict is that "
-                    "look's, decided at its nominal level ('Decided at': its seeds per "
-                    "variant) and kept if the run is continued with --seeds auto."
-                    if pilot else
-                    " With --seeds auto each verdict was decided at a look and frozen there: "
-                    "the row's Δ, interval and p-values are that look's ('Decided at': its "
-                    "seeds per variant; p at that look, tested at the design's nominal level), "
-                    "the mean is over every seed the variant ran."
-                    if sequential else ""),
+                "the data; the verdict is at the margin fixed before them."
+                + design.verdicts_text(),
                 verdict_view(ablation, metric=measure, alpha=alpha,
-                             sequential=bool(sequential))),
+                             sequential=analysis.looks)),
         Section("Differences to the reference", (
             f"Each variant's mean over the reference's, minus 1 (%), with Fieller's "
             f"{1 - 2 * alpha:.0%} interval (the one TOST reads); the shaded band is the margin."
@@ -303,15 +259,11 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                if ablation.attrs.get("diff_ci") == "repeated" else "")
             + f") and {1 - 2 * alpha:.0%} interval (thick); the shaded band is the margin."),
             figure=forest),
-        *([tuned] if tuned is not None else []),
-        *factorial_sections(trials, meta, figures_dir, metric=metric, margin=margin,
-                            alpha=alpha),
+        *design.outcome_sections(all_trials, figures_dir, reference=reference,
+                                 metric=metric, margin=margin, alpha=alpha),
         *([Section(comparison[0], comparison[1], comparison_view(
             comparison[2], metric=measure, alpha=alpha))] if comparison else []),
-        *([Section("Compute spent", f"{compute_note(compute)} Per variant: the trials it "
-                   "ran, in how many rounds, their CPU- and GPU-hours; fixed_*: the same "
-                   "variant at the last look's seeds.", plain(compute))]
-          if sequential and not pilot else []),
+        *design.cost_sections(trials),
     ]
     sources = seed_variance_table(trials, metric=metric, alpha=alpha)
     if len(sources):  # only a run that crossed seed sources (--cross-seeds) has this table

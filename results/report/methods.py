@@ -11,6 +11,7 @@ from typing import Any, Literal, Optional
 import pandas as pd
 
 from ablations.results.io.directions import metric_of
+from ablations.results.stats.analyses import analysis_of
 from ablations.results.stats.verdicts import margin_text
 
 Style = Literal["markdown", "latex"]
@@ -92,8 +93,7 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     direction = {1: "higher is better", -1: "lower is better"}.get(measure.sign,
                                                                    "no better direction")
     unit = measure.unit
-    planned = meta.get("planned") or {}
-    sequential = meta.get("sequential") or (planned if planned.get("design") else None)
+    analysis = analysis_of(meta)  # the design's sentences and its settings fixed before
     parts = [
         f"We ran {len(variants)} variants of {code} (the reference, {reference}, and "
         f"{len(variants) - 1} ablations), each over {spread} seeds "
@@ -117,24 +117,12 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
         f"{f' ({unit})' if unit else ''} ({direction}): a two-sided paired t-test for a "
         f"difference (worse or better) and two one-sided tests for equivalence"
         f"{cite('schuirmann1987')} within a margin of {margin_text(a, unit)}"
-        + (", fixed before the first trial" if planned or meta.get("sequential") else "")
+        + (", fixed before the first trial" if analysis.recorded_settings() else "")
         + f". Each kind of verdict holds its family-wise error rate at α = {alpha:g} over the "
         f"{a.get('comparisons', len(variants) - 1)} comparisons with Holm's step-down "
         f"correction{cite('holm1979')}.",
     ]
-    if sequential and sequential.get("design"):
-        looks = sequential["design"]["looks"]
-        shares = ", ".join(f"{s:.0%}" for s in sequential["design"]["diff_spend"])
-        pilot_only = not meta.get("sequential")
-        parts.append(
-            ("The fixed seeds were the pilot look of a group-sequential design"
-             if pilot_only else "Seeds were added in rounds where no verdict was reached yet")
-            + f", with looks at {', '.join(map(str, looks))} seeds per variant; α was spent "
-            f"across the looks{cite('lan1983')}: for worse or better {shares} of α at the "
-            "successive looks, for equivalence the power family α·(n/N)² "
-            f"{cite('kim1987').strip()}. A variant stopped at its first verdict"
-            + ("; the verdicts here are the pilot look's, tested at its levels."
-               if pilot_only else "."))
+    parts += analysis.methods_sentences(cite)
     parts.append("Equivalence was withheld from a variant with an outlying seed or with more "
                  "diverged seeds than the reference (a worst-rank test).")
     if baseline_line:

@@ -1,7 +1,8 @@
 """The files a report writes for a paper beside its pages: the methods paragraph
 (methods.md, methods.tex) with references.bib, always; and, for each format asked, the
-ablation table (table.tex / table.md / table.csv), a factorial design's effects
-(``factorial_table.*``) and a tuned ablation's verdicts (``tuned_table.*``)."""
+ablation table (table.tex / table.md / table.csv) and the design's own tables
+(:meth:`ablations.results.report.designs.DesignReport.paper_tables`: a factorial design's
+effects, ``factorial_table.*``; a tuned ablation's verdicts, ``tuned_table.*``)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pandas as pd
 
 from ablations.results.io.files import join
 from ablations.results.report.methods import REFERENCES_BIB, methods_text
-from ablations.results.report.paper import effects_paper_table, paper_table, tuned_paper_table
-from ablations.results.stats.decisions import factorial_effects_of, tuned_comparison_of
+from ablations.results.report.designs import paper_tables
+from ablations.results.report.paper import paper_table
+from ablations.results.stats.analyses import analysis_of
 from ablations.results.stats.phases import evaluation_rows
 
 PAPER_FILES = {"latex": "table.tex", "markdown": "table.md", "csv": "table.csv"}
@@ -37,14 +39,13 @@ def write_paper_files(directory: str, write: Callable[[str, bytes], Any], *,
         return {}
     settings = {key: ablation.attrs["settings"][key]
                 for key in ("reference", "metric", "margin", "alpha")}
-    extra = {"factorial": (factorial_effects_of(trials, meta, **settings), effects_paper_table),
-             "tuned": (tuned_comparison_of(trials, meta, **settings), tuned_paper_table)}
+    # the design's own: a factorial design's effects, a tuned ablation's verdicts
+    extra = paper_tables(analysis_of(meta), trials, settings, formats)
     written = {}
     for fmt in formats:
         written[fmt] = write(join(directory, PAPER_FILES[fmt]),
                              paper_table(ablation, evaluation, fmt).encode())
-        for kind, (table, render) in extra.items():
-            if table is not None:  # a factorial design's effects, a tuned ablation's
-                written[f"{kind} {fmt}"] = write(join(directory, f"{kind}_{PAPER_FILES[fmt]}"),
-                                                 render(table, fmt).encode())
+        for stem, (table, render) in extra.items():
+            written[f"{stem} {fmt}"] = write(join(directory, f"{stem}_{PAPER_FILES[fmt]}"),
+                                             render(table, fmt).encode())
     return written

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.results.stats.sequential import DEFAULT_MAX_SEEDS, SeedDesign
 
 PLANNED_KEY = "planned"  # experiment.json's key
@@ -64,17 +63,6 @@ def pilot_design(planned: Optional[dict[str, Any]]) -> Optional[SeedDesign]:
     return design if len(design.looks) > 1 else None
 
 
-def recorded_settings(meta: dict[str, Any]) -> Optional[dict[str, Any]]:
-    """The settings an experiment decided on, as recorded before its data: ``planned``, or a
-    ``--seeds auto`` run's ``sequential`` record; None for an experiment recorded before
-    either."""
-    record = meta.get(PLANNED_KEY) or meta.get("sequential")
-    if not record:
-        return None
-    return {"reference": record.get("reference") or meta.get("reference") or DEFAULT_REFERENCE,
-            **{key: record.get(key) for key in SETTINGS[1:]}}
-
-
 def same_margin(given: str | float, planned: str | float) -> bool:
     """Whether two margins as given on the command line are the same (``5%`` and ``5.0%``;
     ``0.02`` and ``0.020``; a percentage is never the same as a value in units)."""
@@ -90,8 +78,9 @@ def same_margin(given: str | float, planned: str | float) -> bool:
 
 def departures(planned: Optional[dict[str, Any]], *, reference: str, metric: str,
                margin: str | float, alpha: float) -> list[str]:
-    """The settings given that differ from ``planned`` (:func:`recorded_settings`), each as
-    ``margin 10% (planned 5%)``; empty when they agree or nothing was planned."""
+    """The settings given that differ from ``planned`` (the settings recorded before the
+    data: :func:`ablations.results.stats.analyses.recorded_settings`), each as ``margin 10%
+    (planned 5%)``; empty when they agree or nothing was planned."""
     if not planned:
         return []
     differ = []

@@ -269,3 +269,11 @@ def design_note(design: SeedDesign, alpha: float = DEFAULT_ALPHA) -> str:
     return (f"Seeds added in rounds (--seeds auto): looks at {looks} seeds per variant; alpha "
             f"{alpha:g} split across the looks (worse/better {shares(design.diff_spend)}, "
             f"equivalent {shares(design.eq_spend)}); a variant stops at its first verdict.")
+
+
+def seed_span(seeds: Sequence[int]) -> str:
+    """Seeds as a reader writes them: ``0-4`` for a run of three or more, else ``0,2``."""
+    seeds = list(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(str(s) for s in seeds)

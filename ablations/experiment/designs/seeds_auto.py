@@ -34,7 +34,7 @@ from ablations.experiment.plans import plan_from_metadata, trial_plan
 from ablations.experiment.request import UsageError, arg
 from ablations.experiment.runner import declared_metrics_of
 from ablations.results.io.directions import metric_of
-from ablations.results.stats.sequential import SeedDesign, design_note
+from ablations.results.stats.sequential import SeedDesign, design_note, seed_span
 from ablations.results.stats.sequential_table import active_arms, sequential_verdict_table
 from ablations.search_spaces import TrialSpec
 
@@ -253,10 +253,3 @@ class Rounds(Design):
         return (f"Continuing experiment {name} ({space}) with {arg('seeds')} auto: its "
                 f"{len(run.current_trials())} trials at seeds {', '.join(map(str, seeds))} are "
                 f"the pilot (round 1, kept, not run again); looks at {looks} seeds per variant")
-
-
-def seed_span(seeds: Sequence[int]) -> str:
-    seeds = list(seeds)
-    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
-        return f"{seeds[0]}-{seeds[-1]}"
-    return ",".join(str(s) for s in seeds)

@@ -86,11 +86,11 @@ def main_with_oom_probe(above: int, argv: Sequence[str]) -> int:
     any device, every batch above ``above`` out of memory; for a test that runs it in a
     process of its own: ``python -c "import sys; from tests.faulty import
     main_with_oom_probe; sys.exit(main_with_oom_probe(12, sys.argv[1:]))" ARGS``."""
-    from ablations.cli import run as cli_run
     from ablations.cli.main import main
-    from ablations.experiment.preflight import auto_batch
+    from ablations.experiment import preflight
 
-    cli_run.auto_batch = functools.partial(auto_batch, probe=oom_probe(above))
+    # the run (ablations/experiment/api.py) imports auto_batch from preflight as it starts
+    preflight.auto_batch = functools.partial(preflight.auto_batch, probe=oom_probe(above))
     return main(list(argv))
 
 

@@ -398,6 +398,10 @@ def test_unreadable_data_is_one_line(good_dir):
         code = f"""
 import contextlib, io, json, os, sys
 import ablations.cli.main as cli, ablations.search_spaces.components
+# one dry run as root first: it imports what a dry run loads lazily (the standard library
+# under the interpreter's home is not readable after dropping to nobody)
+with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+    assert cli.main(["--data", {str(good_dir)!r}, *{DRY_RUN!r}]) == 0
 {drop}
 out = []
 for index in range({len(names)}):

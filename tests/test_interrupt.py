@@ -100,7 +100,7 @@ def test_ctrl_c_marks_unfinished_trials_interrupted_not_failed(ctrl_c):
 def test_the_printed_resume_command_finishes_every_trial(ctrl_c):
     before = pd.read_parquet(ctrl_c["root"] / "trials.parquet").set_index("trial_name")
     text = ctrl_c["stdout"] + ctrl_c["stderr"]
-    printed = re.search(r"python run_ablations\.py --resume [^\n]*", text).group(0)
+    printed = re.search(r"python \S*run_ablations\.py --resume [^\n]*", text).group(0)
     command = shlex.split(printed)
     command[:2] = [sys.executable, str(REPO / "run_ablations.py")]
     # --allow-changed: other tests may edit the checkout meanwhile (provenance is not tested

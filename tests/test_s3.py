@@ -255,7 +255,7 @@ def test_hpo_study_lands_in_the_bucket(s3, tmp_path, monkeypatch):
     assert len(read_parquet(fs, f"{prefix}/trials.parquet")) == 3
 
 
-def test_optuna_study_uploaded_as_trials_start_and_end(s3, monkeypatch, capsys):
+def test_optuna_study_uploaded_as_trials_start_and_end(s3, monkeypatch):
     """The callback the runner adds for a URI root: the bucket's study is the local one as
     soon as a trial starts or ends (not only at the end of the search); a failed upload is a
     warning; a resume keeps the local copy or fetches the bucket's, a new search starts empty."""
@@ -294,6 +294,11 @@ def test_optuna_study_uploaded_as_trials_start_and_end(s3, monkeypatch, capsys):
     # an upload that fails (the endpoint gone) is a warning, not the end of the search
     local.write_bytes(b"trial 4")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
-    callback.on_trial_complete(0, [], None)
-    assert "warning: the Optuna study was not uploaded" in capsys.readouterr().err
+    from ablations.experiment.events import listening
+
+    heard = []
+    with listening(heard.append):
+        callback.on_trial_complete(0, [], None)
+    assert [event.level for event in heard] == ["warning"], heard
+    assert "the Optuna study was not uploaded" in str(heard[0])
     local.unlink()

@@ -75,7 +75,7 @@ def stopped_and_resumed(tmp_path_factory):
     stopped = {"returncode": returncode, "text": out.read_text() + err.read_text(),
                "trials": pd.read_parquet(root / "trials.parquet"),
                "meta": json.loads((root / "experiment.json").read_text())}
-    printed = re.search(r"python run_ablations\.py --resume [^\n]*", stopped["text"])
+    printed = re.search(r"python \S*run_ablations\.py --resume [^\n]*", stopped["text"])
     assert printed, stopped["text"][-3000:]
     resume = shlex.split(printed.group(0))
     resume[:2] = [sys.executable, str(REPO / "run_ablations.py")]

@@ -59,11 +59,27 @@ FILES = {
             return (x[:300], y[:300]), (x[300:], y[300:])
         """,
     "utils.py": """
+        import os
+        import time
+        import uuid
+
         import numpy as np
 
 
         def rng(seed):
             return np.random.default_rng(seed)
+
+
+        def meet(folder, trials=2, timeout=300):
+            # Wait until `trials` trials have arrived in `folder` ("none": no wait), so that
+            # the trials of a test run at once, each holding its node's one CPU.
+            if folder == "none":
+                return
+            os.makedirs(folder, exist_ok=True)
+            open(os.path.join(folder, uuid.uuid4().hex), "w").close()
+            deadline = time.monotonic() + timeout
+            while len(os.listdir(folder)) < trials and time.monotonic() < deadline:
+                time.sleep(0.1)
         """,
     "config.py": """
         from dataclasses import dataclass
@@ -74,12 +90,11 @@ FILES = {
             l2: float = 0.0
             epochs: int = 3
             lr: float = 0.5
-            pause: float = 0.0  # seconds per epoch: trials that overlap, one per node
+            meet: str = "none"  # a folder where the trials wait for each other (utils.meet)
         """,
     # The script: its own flags, a JSON line per epoch and the test metrics last.
     "train.py": """
         import argparse
-        import time
 
         import data
         import model
@@ -93,7 +108,7 @@ FILES = {
         parser.add_argument("--epochs", type=int, default=3)
         parser.add_argument("--lr", type=float, default=0.5)
         parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--pause", type=float, default=0.0)
+        parser.add_argument("--meet", default="none")
         parser.add_argument("--standardize", action="store_true")  # a flag there or not
         args = parser.parse_args()
         (x, y), (x_test, y_test) = data.load(0)
@@ -101,16 +116,14 @@ FILES = {
             mean, std = x.mean(axis=0), x.std(axis=0)
             x, x_test = (x - mean) / std, (x_test - mean) / std
         net = model.Net(x.shape[1], args.l2, utils.rng(args.seed))
+        utils.meet(args.meet)
         for epoch in range(1, args.epochs + 1):
             net.step(x, y, args.lr)
-            time.sleep(args.pause)
             print(results.line(epoch=epoch, train_loss=net.loss(x, y)), flush=True)
         print(results.line(test_loss=net.loss(x_test, y_test)))
         """,
     # The training function, in a module beside the others.
     "fn.py": """
-        import time
-
         import data
         import model
         import results
@@ -125,9 +138,9 @@ FILES = {
         def fit(config, trial):
             (x, y), (x_test, y_test) = data.load(trial.seeds.data)
             net = model.Net(x.shape[1], config.l2, utils.rng(trial.seeds.init))
+            utils.meet(config.meet)
             for epoch in range(1, config.epochs + 1):
                 net.step(x, y, config.lr)
-                time.sleep(config.pause)
                 trial.report(epoch=epoch, train_loss=net.loss(x, y))
             return {"test_loss": net.loss(x_test, y_test)}
 
@@ -138,9 +151,9 @@ FILES = {
     "command.yaml": """
         name: flat-command
         command: >-
-          {python} train.py --l2 {l2} --epochs {epochs} --seed {init_seed} --pause {pause}
+          {python} train.py --l2 {l2} --epochs {epochs} --seed {init_seed} --meet {meet}
           {standardize:--standardize}
-        config: {l2: 0.0, epochs: 3, pause: 0.0, standardize: true}
+        config: {l2: 0.0, epochs: 3, meet: "none", standardize: true}
         metrics: {test_loss: lower}
         variants:
           baseline: {}

@@ -165,10 +165,11 @@ def test_a_flat_project_with_its_own_model_py_runs_on_both_nodes(cluster, tmp_pa
     its own `model` and `results` are the ones imported there."""
     project = write_flat_project(cluster.hidden / f"project-{contract[1].split('.')[0]}")
     env = {key: value for key, value in cluster.env.items() if key != "PYTHONPATH"}
-    # three epochs of a second each: the two trials overlap and take a node each
+    # each trial waits for the other before its first epoch (utils.meet): both hold a node's
+    # one CPU at once, so each runs on a node of its own however slow the machine
     proc = subprocess.run(
         [str(Path(sys.executable).with_name("run-ablations")), *contract, "--seeds", "1",
-         "--set", "pause=1", "--quiet", "--address", cluster.address,
+         "--set", f"meet={tmp_path / 'meet'}", "--quiet", "--address", cluster.address,
          "--storage", str(tmp_path / "results"), "--name", "flat"],
         cwd=project, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr + cluster.log_tail()

@@ -79,6 +79,12 @@ LAZY = {
                      "stratified_errors", "uncertainty_table", "calibration_curve"),
                     "ablations.results.stats.analysis"),
     "experiment_verdicts": "ablations.results.stats.decisions",
+    # a design of one's own (docs/architecture.md, "Adding a design")
+    "Design": "ablations.experiment.designs.base",
+    "Grid": "ablations.experiment.designs.grid",
+    "register_design": "ablations.experiment.designs.registry",
+    **dict.fromkeys(("Analysis", "register_analysis"), "ablations.results.stats.analyses"),
+    **dict.fromkeys(("DesignReport", "register_report"), "ablations.results.report.designs"),
 }
 
 

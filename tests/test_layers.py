@@ -421,3 +421,65 @@ def test_pyproject_installs_every_package_under_the_one_import_root():
     assert all(package.split(".")[0] == "ablations" for package in setuptools["packages"])
     assert setuptools["package-dir"] == {f"ablations.{top}": top
                                          for top in ("model", "results", "search_spaces")}
+
+
+# Where a design's record in experiment.json is read: the designs (the run side), their
+# analyses (the results side) and the report's side of each. Anywhere else a read of one is a
+# branch on the run kind that a new design would have to add to.
+DESIGN_SIDES = (ROOT / "ablations" / "experiment" / "designs",
+                ROOT / "results" / "stats" / "analyses.py",
+                ROOT / "results" / "report" / "designs.py")
+# The same words in other roles: the verdict table's attrs (a table decided at looks), a
+# tuned ablation's two evaluations' labels.
+OTHER_ROLES = {("results/report/tables.py", "sequential"),
+               ("results/report/paper.py", "sequential"), ("results/stats/tuned.py", "tuned")}
+
+
+def record_keys() -> set[str]:
+    from ablations.experiment.designs.records import RECORDED
+    from ablations.results.io.files import DESIGN_PLUGIN_KEY
+    from ablations.results.stats.analyses import ANALYSES
+
+    return ({design.record_key for design in RECORDED}
+            | {analysis.record_key for analysis in ANALYSES.values() if analysis.record_key}
+            | {DESIGN_PLUGIN_KEY})
+
+
+def design_record_reads(files: list[Path], keys: set[str]) -> list[str]:
+    """Reads of a design's record outside the designs' sides: ``x.get(KEY)``, ``x[KEY]``,
+    ``KEY in x``, with KEY a record key."""
+    found = []
+    for path in files:
+        if any(path == side or side in path.parents for side in DESIGN_SIDES):
+            continue
+        where = str(path.relative_to(ROOT))
+        for node in ast.walk(ast.parse(path.read_text(), where)):
+            key = None
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("get", "pop", "setdefault") and node.args \
+                    and isinstance(node.args[0], ast.Constant):
+                key = node.args[0].value
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                key = node.slice.value
+            elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) \
+                    and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+                key = node.left.value
+            if key in keys and (where, key) not in OTHER_ROLES:
+                found.append(f"{where}:{node.lineno} reads {key!r}")
+    return found
+
+
+def test_only_the_designs_read_their_records_in_experiment_json():
+    keys = record_keys()
+    assert {"sequential", "factorial", "tuned", "hpo", "design_plugin"} <= keys
+    assert design_record_reads(sources(), keys) == []
+
+
+@pytest.mark.parametrize("text", [
+    "def f(meta):\n    return meta.get('factorial')\n", "def f(meta):\n    return meta['hpo']\n",
+    "def f(meta):\n    return 'sequential' in meta\n",
+])
+def test_the_design_record_check_sees_each_form(monkeypatch, text):
+    probe = ROOT / "ablations" / "experiment" / "_probe.py"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text)
+    assert design_record_reads([probe], record_keys()), text

@@ -224,11 +224,12 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--only", default=None, metavar="VARIANT[,VARIANT]",
                       help="run only these variants of the space; the reference is added "
                       "(default: every variant)")
-    what.add_argument("--design", choices=("table", "factorial"), default="table",
+    what.add_argument("--design", default="table", metavar="DESIGN",
                       help="table: the space's variants; factorial: the cells of a two-level "
                       "design over --factors, the space's reference variant as the reference "
                       "cell, every cell at every seed, main effects and two-factor "
-                      "interactions at the end (docs/factorial.md)")
+                      "interactions at the end (docs/factorial.md); or a design of your own, "
+                      "package.module:Class (docs/architecture.md)")
     what.add_argument("--factors", default=None, metavar="KEY,KEY,...",
                       help="with --design factorial (required there): 2 to 8 boolean config "
                       "keys (e.g. temporal_attention,spatial_attention,use_scalars); each "

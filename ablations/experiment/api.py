@@ -216,7 +216,9 @@ class Experiment:
         data: a data directory or ``"synthetic"``; several datasets as a list
             (``["NAME=DIR", "DIR", "synthetic"]``) or a mapping name -> a directory,
             ``"synthetic"`` or the keys that select it (docs/datasets.md).
-        design: ``"factorial"`` with ``factors`` (docs/factorial.md); ``tune_each`` keys and
+        design: ``"factorial"`` with ``factors`` (docs/factorial.md), or a design of one's
+            own (a registered name or ``"package.module:Class"``, docs/architecture.md);
+            ``tune_each`` keys and
             ``tune_budget`` (docs/tuned.md); a search space's ``num_samples`` and
             ``scheduler``; ``resolve_conflicts`` maps unsafe switch combinations.
         name, storage: the experiment's folder is ``storage/name``; a folder of the same
@@ -235,7 +237,7 @@ class Experiment:
                  data: str | Path | Sequence[str] | Mapping[str, Any] | None = None,
                  max_train_examples: Optional[int] = None,
                  max_eval_examples: Optional[int] = None,
-                 design: Optional[Literal["table", "factorial"]] = None,
+                 design: Optional[str] = None,
                  factors: Optional[Sequence[str]] = None,
                  tune_each: Optional[Sequence[str]] = None, tune_budget: Optional[int] = None,
                  num_samples: Optional[int] = None,

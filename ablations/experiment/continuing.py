@@ -258,12 +258,11 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
 
     target = join(storage, name)
     resume = command("--resume", "--name", name, "--storage", storage)
-    if meta.get("hpo"):
-        raise UsageError(f"{arg('seeds')} auto: {name} is a search (space {meta.get('space')}), "
-                         "not an ablation table; there are no variants to add seeds to")
-    if meta.get("sequential"):
-        raise UsageError(f"{name} already runs with {arg('seeds')} auto; continue it with plain "
-                         f"{arg('resume')} (no {arg('seeds')}): {resume}")
+    from ablations.experiment.designs.records import design_from_record
+
+    refusal = design_from_record(meta, target).rounds_refusal(name, meta, resume)
+    if refusal:  # a search, rounds already, a design at fixed seeds: each in its own words
+        raise UsageError(refusal)
     if retry_failed:
         raise UsageError(f"{arg('retry_failed')}: retry {name}'s failed trials first ({resume} "
                          f"{arg('retry_failed')}), then continue it with {arg('seeds')} auto")

@@ -29,6 +29,7 @@ from ablations.experiment.datasets_plan import (
     requested_datasets,
     single_dataset_name,
 )
+from ablations.experiment.designs.registry import design_named, is_plugin
 from ablations.experiment.own_code_plan import command_model, refuse_runner_flags, with_metric
 from ablations.experiment.request import Request, UsageError, arg
 from ablations.model.data import MAX_SYNTHETIC_FRAMES, load_directory
@@ -216,7 +217,11 @@ def prepare(args: Request) -> Prepared:
         raise UsageError(f"{arg('scheduler')}: space {space.name} is an ablation table; every "
                          "trial runs to the same budget so comparisons stay unbiased (schedulers "
                          "are for search spaces such as hpo)")
-    if args.design != "table" or args.factors:  # --design / --factors: what a design refuses
+    plugin = None
+    if is_plugin(args.design):  # a design of one's own (designs/registry.py)
+        plugin = design_named(args.design)
+        plugin.check_request(args, space)
+    elif args.design != "table" or args.factors:  # --design / --factors: what it refuses
         # only then: its module loads statsmodels and scipy, which a plain table does not need
         from ablations.experiment.designs.factorial import check_request
 
@@ -320,7 +325,11 @@ def prepare(args: Request) -> Prepared:
         tuned = TunedRun(list(args.tune_each),
                          args.tune_budget, tuning_seed(seeds), space.reference,
                          {s.name: s for s in trials})
-    design = design_for(hpo, sequential, factorial=factorial, tuned=tuned)
+    if plugin is not None:  # it plans its trials from the table's
+        design, trials = plugin.plan(args, space, trials)
+        design.spec = args.design
+    else:
+        design = design_for(hpo, sequential, factorial=factorial, tuned=tuned)
     if across:  # fixed seeds at full α on each dataset: no rounds follow
         design.continues_into_rounds = False
     design.plan_spec = planned_settings(args, space, seeds, design)

@@ -24,7 +24,9 @@ from ablations.results.io.files import check_bucket, first_line, is_uri, join, l
 DEFAULT_STORAGE = "ablation_results"
 DEFAULT_SEEDS = (0, 1, 2)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-DESIGNS = ("table", "factorial")  # Request.design
+DESIGNS = ("table", "factorial")  # Request.design's built-ins
+# a registered design's name or package.module:Class (designs/registry.py)
+DESIGN_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?")
 SCHEDULERS = ("asha", "fifo")  # Request.scheduler, search spaces only
 
 
@@ -72,7 +74,9 @@ class Request:
     scheduler: Optional[Literal["asha", "fifo"]] = None  # search spaces only; None: asha
     auto_batch: bool = False
     resolve_conflicts: bool = False
-    design: Literal["table", "factorial"] = "table"  # factorial: the cells over ``factors``
+    # factorial: the cells over ``factors``; a design of one's own: its registered name or
+    # package.module:Class (ablations/experiment/designs/registry.py)
+    design: str = "table"
     factors: Optional[list[str]] = None  # boolean config keys (design="factorial")
     tune_each: Optional[list[str]] = None  # keys every arm is tuned over
     tune_budget: int = 8  # search trials per arm (tune_each)
@@ -116,7 +120,7 @@ class Request:
             "only": names_problem(self.only),
             "factors": names_problem(self.factors),
             "tune_each": None if self.tune_each is None else tune_keys_problem(self.tune_each),
-            "design": choice_problem(self.design, DESIGNS),
+            "design": design_problem(self.design),
             "scheduler": None if self.scheduler is None else choice_problem(self.scheduler,
                                                                             SCHEDULERS),
             "max_train_examples": at_least_problem(self.max_train_examples, 0),
@@ -140,6 +144,15 @@ def names_problem(names: Optional[Sequence[str]]) -> Optional[str]:
         return f"an empty name in {','.join(names)!r}; give names separated by commas"
     repeated = sorted({n for n in names if list(names).count(n) > 1})
     return f"{repeated[0]} is given twice; give each once" if repeated else None
+
+
+def design_problem(design: str) -> Optional[str]:
+    """Why ``design`` cannot name a design: a built-in's name, a registered design's or
+    ``package.module:Class`` (ablations/experiment/designs/registry.py finds it)."""
+    if design in DESIGNS or DESIGN_NAME.fullmatch(design):
+        return None
+    return (f"{design!r}: choose one of {', '.join(DESIGNS)}, or name a design of your own as "
+            "package.module:Class")
 
 
 def choice_problem(value: Any, choices: Sequence[str]) -> Optional[str]:

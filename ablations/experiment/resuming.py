@@ -91,10 +91,6 @@ def resume_plan(storage: str, name: Optional[str], request: Request, *,
     if continuing:  # refuses a search and rounds, each in its own words
         sequential = continue_plan(request, storage, name, meta, retry_failed=retry_failed)
     design = design_from_record(meta, target)
-    if sequential is not None and not design.continues_into_rounds:
-        raise UsageError(f"{arg('seeds')} auto: {target} holds an experiment run with "
-                         f"{design.asked_by}, which runs at fixed seeds; resume it without "
-                         f"{arg('seeds')} auto")
     warnings, notes = check_unchanged(meta, design.configs([*trials, *(t for t, _ in skipped)]),
                                       allow_changed)
     if sequential is not None:  # the fixed run's trials: round 1 as they are (continuing.py)

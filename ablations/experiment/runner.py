@@ -161,6 +161,10 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     metadata = experiment_metadata(trials, options, started_at, skipped, list(plan.values()))
     if design is not None:
         design.record(metadata)
+        if design.spec:  # a plug-in design: a resume and `report` import it again
+            from ablations.experiment.designs.registry import PLUGIN_KEY
+
+            metadata[PLUGIN_KEY] = design.spec
     previous = read_metadata(root)
     metadata["auto_batch"] = options.auto_batch or (previous or {}).get("auto_batch")
     # the settings fixed before the first trial (results/stats/planned.py): a resume or a later

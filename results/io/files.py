@@ -24,6 +24,9 @@ TRIALS_FILE = "trials.parquet"
 EPOCHS_FILE = "epochs.parquet"
 PREDICTIONS_FILE = "predictions.parquet"
 METADATA_FILE = "experiment.json"
+# experiment.json's key of a plug-in design's spec (``package.module:Class``): a resume
+# rebuilds the design from it, the results side imports its module for its analysis
+DESIGN_PLUGIN_KEY = "design_plugin"
 # The layout of experiment.json (results/io/schema.py describes it): written into every record,
 # and a record of another version is refused (read_metadata). Raise it when a key's meaning
 # changes or a key the readers need is added.

@@ -32,6 +32,7 @@ from ablations.config.comparison import (
     DEFAULT_REFERENCE,
 )
 from ablations.results.io.directions import metric_of
+from ablations.results.io.files import DESIGN_PLUGIN_KEY
 from ablations.results.stats.dataset_rows import DATASET, by_dataset, dataset_names
 from ablations.results.stats.phases import evaluation_rows
 from ablations.results.stats.planned import (
@@ -417,13 +418,38 @@ def register_analysis(analysis: type[Analysis]) -> None:
 
 def analysis_of(meta: dict[str, Any], trials: Optional[pd.DataFrame] = None) -> Analysis:
     """The analysis of the experiment whose experiment.json is ``meta``: the registered one
-    whose record it holds, else a table at fixed seeds; with ``trials`` (its rows) covering
-    several datasets, that analysis on each dataset (:class:`AcrossDatasets`)."""
+    whose record it holds (a plug-in design's module imported first: it registers its
+    analysis), else a table at fixed seeds; with ``trials`` (its rows) covering several
+    datasets, that analysis on each dataset (:class:`AcrossDatasets`).
+
+    Raises:
+        ValueError: a plug-in design's module does not import here (one line).
+    """
+    spec = meta.get(DESIGN_PLUGIN_KEY)
+    if spec:
+        import_design(str(spec))
     analysis = next((cls(meta) for cls in ANALYSES.values() if cls.recorded_in(meta)), None)
     analysis = analysis or Analysis(meta)
     if trials is not None and len(dataset_names(trials)) > 1:
         return AcrossDatasets(analysis)
     return analysis
+
+
+def import_design(spec: str) -> None:
+    """Import the module of the plug-in design ``spec`` (``package.module:Class``).
+
+    Raises:
+        ValueError: it does not import (one line: the module, why, where to put it).
+    """
+    import importlib
+
+    module = spec.partition(":")[0]
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # ImportError, or the module's own code failing
+        raise ValueError(f"the experiment ran the design {spec}, whose module {module} does "
+                         f"not import here ({type(exc).__name__}: {exc}); run from the folder "
+                         "that holds it, or put it on PYTHONPATH") from None
 
 
 def recorded_settings(meta: dict[str, Any]) -> Optional[dict[str, Any]]:

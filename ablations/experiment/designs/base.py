@@ -23,13 +23,16 @@ from ablations.experiment.plans import trial_plan
 if TYPE_CHECKING:
     from ablations.config import TrialConfig
     from ablations.experiment.options import ExperimentResult, RunOptions
-    from ablations.search_spaces import TrialSpec
+    from ablations.experiment.request import Request
+    from ablations.search_spaces import Space, TrialSpec
 
 
 class Design:
     """A run kind. The attributes are data the callers read; the methods are the interface."""
 
+    name: Optional[str] = None  # a plug-in design's --design name (designs/registry.py)
     record_key: Optional[str] = None  # experiment.json's key of this design's record
+    spec: Optional[str] = None  # the --design a plug-in design was chosen by (recorded)
     asked_by = "fixed seeds"  # what asks for this design, as an error message names it
     has_verdicts = True  # its trials form an ablation table with verdicts
     continues_into_rounds = False  # inconclusive arms can be continued with --seeds auto
@@ -55,6 +58,32 @@ class Design:
     def planned(self, record: Optional[dict[str, Any]]) -> None:
         self._planned, self.plan_spec = record, None
 
+    # ------------------------------------------------------------- how a plug-in is planned
+
+    @classmethod
+    def check_request(cls, request: Request, space: Space) -> None:
+        """Refuse what this design cannot run (one UsageError each, naming the argument and
+        the fix), before anything is planned. A plug-in design runs a table's variants at
+        fixed seeds; override to accept more or refuse more."""
+        from ablations.experiment.request import UsageError, arg
+
+        what = (f"space {space.name} is a search" if space.is_search else
+                f"{arg('seeds')} auto runs rounds" if request.seeds == "auto" else
+                f"{arg('tune_each')} tunes each variant" if request.tune_each else
+                f"{arg('factors')} belongs to {arg('design')} factorial" if request.factors
+                else None)
+        if what:
+            raise UsageError(f"{arg('design')} {request.design}: {what}; this design runs an "
+                             "ablation table's variants at fixed seeds")
+
+    @classmethod
+    def plan(cls, request: Request, space: Space,
+             trials: list[TrialSpec]) -> tuple[Design, list[TrialSpec]]:
+        """The design and its trials for ``request``, from the table's ``trials`` (each
+        variant at each seed, on each dataset); a resume rebuilds the design with
+        :meth:`from_record` and runs the recorded trials instead."""
+        return cls(), trials
+
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
                 skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False
                 ) -> ExperimentResult:
@@ -65,7 +94,8 @@ class Design:
 
     def record(self, metadata: dict[str, Any]) -> None:
         """Add this design's fields to experiment.json's ``metadata`` (written before Tune
-        starts, after it ends, and between the parts of a design with several)."""
+        starts, after it ends, and between the parts of a design with several); the runner
+        adds a plug-in's :attr:`spec`."""
 
     @classmethod
     def from_record(cls, meta: dict[str, Any], root: str) -> Design:
@@ -85,6 +115,22 @@ class Design:
             UsageError: a setting this design decides with differs, naming it.
         """
         return trial_plan(trials) == trial_plan(recorded_trials)
+
+    def recorded_plan(self, meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Tune's trial name -> ``TrialConfig.to_dict()`` of each trial this design runs, from
+        its experiment.json ``meta`` (what a tracker logs as a trial's params)."""
+        return dict(meta.get("trials", {}))
+
+    def rounds_refusal(self, name: str, meta: dict[str, Any], resume: str) -> Optional[str]:
+        """Why experiment ``name`` (``meta``: its experiment.json; ``resume``: its plain
+        resume command) cannot be continued with ``seeds="auto"``, in one line; None if it
+        can."""
+        if self.continues_into_rounds:
+            return None
+        from ablations.experiment.request import arg
+
+        return (f"{arg('seeds')} auto: {name} holds an experiment run with {self.asked_by}, "
+                f"which runs at fixed seeds; resume it without {arg('seeds')} auto")
 
     def configs(self, trials: Sequence[TrialSpec]) -> list[TrialConfig]:
         """The configurations ``trials`` and the trials this design adds start from: the data

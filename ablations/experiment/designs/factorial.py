@@ -1,7 +1,7 @@
 """A two-level factorial design of boolean switches (``--design factorial --factors A,B,...``;
 docs/factorial.md): every cell of the design at every seed, run as a grid (:class:`Grid`),
 the design recorded in experiment.json; the run's summary ends with its main effects and
-two-factor interactions (results/stats/factorial.py, printed by ablations/cli/design_text.py).
+two-factor interactions (results/stats/factorial.py; :meth:`Factorial.summary_lines`).
 
 :func:`factorial_trials` checks the request and expands the design into trials; planning
 (ablations/experiment/planning.py) calls it when the request says ``design="factorial"``.

@@ -273,6 +273,14 @@ class Search(Design):
         return [f"Best configuration: {join(directory, BEST_CONFIG_FILE)} (use it with "
                 f"{arg('config')}); Optuna study: {join(directory, OPTUNA_FILE)} (SQLite)"]
 
+    def recorded_plan(self, meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        # every sampled trial starts from the base config (its params are Tune's)
+        return {**super().recorded_plan(meta), HPO_TRIAL: meta[self.record_key]["base"]}
+
+    def rounds_refusal(self, name: str, meta: dict[str, Any], resume: str) -> Optional[str]:
+        return (f"{arg('seeds')} auto: {name} is a search (space {meta.get('space')}), not an "
+                "ablation table; there are no variants to add seeds to")
+
     def resume_line(self, name: str, space: str, target: str, trials: Sequence[TrialSpec],
                     retry_failed: bool) -> str:
         counts = counts_line(target, trials, self.search.num_samples, retry_failed)

@@ -1,4 +1,5 @@
-"""A design rebuilt from experiment.json: the first design whose record it holds, else a grid.
+"""A design rebuilt from experiment.json: a plug-in design's (designs/registry.py), else the first
+design whose record it holds, else a grid.
 It imports every design module (the sequential statistics and scipy among them): a resume's
 need, not planning's (planning.design_for imports only the design it builds)."""
 
@@ -10,6 +11,7 @@ from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.factorial import Factorial
 from ablations.experiment.designs.grid import Grid
 from ablations.experiment.designs.hpo import Search
+from ablations.experiment.designs.registry import PLUGIN_KEY, design_named
 from ablations.experiment.designs.seeds_auto import Rounds
 from ablations.experiment.designs.tuned import Stages
 
@@ -18,7 +20,18 @@ RECORDED: tuple[type[Design], ...] = (Stages, Rounds, Factorial, Search)
 
 
 def design_from_record(meta: dict[str, Any], root: str) -> Design:
-    """The design of the experiment whose experiment.json is ``meta``, in folder ``root``."""
+    """The design of the experiment whose experiment.json is ``meta``, in folder ``root``: a
+    plug-in design's (its recorded spec imported), else the first built-in whose record
+    ``meta`` holds, else a grid.
+
+    Raises:
+        UsageError: a plug-in design's module no longer imports (one line).
+    """
+    spec = meta.get(PLUGIN_KEY)
+    if spec:
+        design = design_named(spec).from_record(meta, root)
+        design.spec = spec
+        return design
     for design in RECORDED:
         if meta.get(design.record_key):
             return design.from_record(meta, root)

@@ -239,6 +239,10 @@ class Rounds(Design):
     def dry_run_lines(self, alpha: float) -> list[str]:
         return [f"{design_note(self.run.design, alpha)} The pilot's trials:"]
 
+    def rounds_refusal(self, name: str, meta: dict[str, Any], resume: str) -> Optional[str]:
+        return (f"{name} already runs with {arg('seeds')} auto; continue it with plain "
+                f"{arg('resume')} (no {arg('seeds')}): {resume}")
+
     def resume_line(self, name: str, space: str, target: str, trials: Sequence[TrialSpec],
                     retry_failed: bool) -> str:
         run = self.run  # the round a stop cut short, in its own Tune folder

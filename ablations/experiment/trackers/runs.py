@@ -56,14 +56,12 @@ def tracked_metrics(result: dict[str, Any]) -> dict[str, float]:
 
 def trial_plan(root: str) -> dict[str, dict[str, Any]]:
     """Trial name -> ``TrialConfig.to_dict()``, from the experiment.json at ``root`` (written
-    before each Tuner starts; a search's trials are the base config and sampled params)."""
-    from ablations.experiment.tables import HPO_TRIAL
+    before each Tuner starts), as its design recorded it (a search's trials: the base config
+    and sampled params)."""
+    from ablations.experiment.designs.records import design_from_record
 
     meta = read_metadata(root) or {}
-    plan = dict(meta.get("trials", {}))
-    if meta.get("hpo"):
-        plan[HPO_TRIAL] = meta["hpo"]["base"]
-    return plan
+    return design_from_record(meta, root).recorded_plan(meta) if meta else {}
 
 
 def trial_params(trial: Any, plan: dict[str, dict[str, Any]]) -> dict[str, Any]:

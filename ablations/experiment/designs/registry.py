@@ -1,0 +1,88 @@
+"""Designs of one's own, chosen by ``--design NAME`` (the library's ``design=``): a subclass of
+:class:`~ablations.experiment.designs.base.Design` registered under its ``name``
+(:func:`register_design`), or named as ``package.module:Class`` (imported from the folder the
+command starts in, an installed package or PYTHONPATH, like ``--model``; importing it
+registers it). The built-in ``table`` and ``factorial`` are planning's own.
+
+A plug-in design refuses what it cannot run (:meth:`Design.check_request`), plans from the
+request (:meth:`Design.plan`), runs and records itself like any design; experiment.json keeps
+its spec under :data:`PLUGIN_KEY`, so that a resume rebuilds it and ``report`` finds its
+analysis (:func:`ablations.results.stats.analyses.analysis_of` imports the module) in a
+later process. docs/architecture.md's "Adding a design" is tests/design_long.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import TYPE_CHECKING
+
+from ablations.experiment.request import DESIGNS, UsageError, arg
+from ablations.results.io.files import DESIGN_PLUGIN_KEY as PLUGIN_KEY  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:
+    from ablations.experiment.designs.base import Design
+
+SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+
+REGISTERED: dict[str, type[Design]] = {}
+
+
+def register_design(design: type[Design]) -> type[Design]:
+    """Make ``design`` choosable as ``--design`` its ``name`` (usable as a class decorator).
+
+    Raises:
+        ValueError: it has no name or record key, or takes a built-in's or another's.
+    """
+    if not design.name or not design.record_key:
+        raise ValueError(f"{design.__name__}: a registered design needs a name and a "
+                         "record_key (experiment.json's key of its record)")
+    if design.name in DESIGNS:
+        raise ValueError(f"{design.__name__}: {design.name!r} is a built-in design's name")
+    for name, known in REGISTERED.items():
+        if known is not design and (name == design.name or known.record_key == design.record_key):
+            raise ValueError(f"{design.__name__}: {known.__name__} has the name "
+                             f"{design.name!r} or the record key {design.record_key!r}")
+    REGISTERED[design.name] = design
+    return design
+
+
+def is_plugin(design: str) -> bool:
+    """Whether ``design`` (a Request's) names a plug-in design rather than a built-in."""
+    return design not in DESIGNS
+
+
+def design_named(spec: str) -> type[Design]:
+    """The plug-in design ``spec`` names (a registered name or ``package.module:Class``).
+
+    Raises:
+        UsageError: one line: a module that does not import, a name it lacks, a class that
+            is not a Design.
+    """
+    from ablations.config.plugins import import_failure
+    from ablations.experiment.designs.base import Design
+
+    if spec in REGISTERED:
+        return REGISTERED[spec]
+    if not SPEC.fullmatch(spec):
+        known = [*DESIGNS, *REGISTERED]
+        raise UsageError(f"{arg('design')} {spec!r}: choose one of {', '.join(known)}, or name "
+                         "a design of your own as package.module:Class")
+    module_name, _, attribute = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"{arg('design')} {spec!r}: cannot import {module_name} ({exc}); is it "
+                         "in the folder the command starts in, installed, or on PYTHONPATH?"
+                         ) from None
+    except Exception as exc:  # the module's own code failed while it was imported
+        raise UsageError(f"{arg('design')} {spec!r}: importing {module_name} failed: "
+                         f"{import_failure(exc)}; fix the module and run again") from None
+    design = getattr(module, attribute, None)
+    if not (isinstance(design, type) and issubclass(design, Design)):
+        raise UsageError(f"{arg('design')} {spec!r}: {module_name}.{attribute} is not a "
+                         "subclass of ablations.Design")
+    try:
+        return register_design(design)
+    except ValueError as exc:
+        raise UsageError(f"{arg('design')} {spec!r}: {exc}") from None

@@ -1,0 +1,99 @@
+"""A design of one's own, whole, in one file: ``--design tests.design_long:Long`` (or
+``Experiment(design="tests.design_long:Long")``) runs an ablation table's variants with every
+trial trained for ``FACTOR`` times the epochs asked. docs/architecture.md's "Adding a design"
+walks through it; tests/test_design_plugin.py plans, runs, resumes and reports with it.
+
+What a design provides, each part here:
+
+- the run side (:class:`Long`, registered by name): what it refuses (a table at fixed seeds
+  only: the base's :meth:`~ablations.experiment.designs.base.Design.check_request`), its plan
+  (:meth:`Long.plan`: the table's trials with their epochs multiplied), how it runs (a grid's
+  single Tune experiment), its record in experiment.json and how a resume rebuilds it
+  (:meth:`Long.record`, :meth:`Long.from_record`: from the recorded trials, whose epochs are
+  already multiplied, so a resume does not multiply them again), and its words on the
+  console (the run's first line, the lines after the summary);
+- the results side (:class:`LongAnalysis`): found by its record in experiment.json, its
+  verdicts a table's at full alpha, its sentence of the methods paragraph;
+- the report's side (:class:`LongReport`): a sentence under the report's verdicts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ablations import (
+    Analysis,
+    DesignReport,
+    Grid,
+    register_analysis,
+    register_design,
+    register_report,
+)
+
+FACTOR = 2
+RECORD_KEY = "long"
+
+
+def factor_of(meta: dict[str, Any]) -> int:
+    """The factor an experiment.json recorded."""
+    return int(meta[RECORD_KEY]["factor"])
+
+
+@register_design
+class Long(Grid):
+    """The table's trials, each trained for ``factor`` times its epochs, run once."""
+
+    name = "long"
+    record_key = RECORD_KEY
+    asked_by = "--design long"
+    continues_into_rounds = False  # its seeds are fixed; rounds would be a grid's design
+
+    def __init__(self, factor: int = FACTOR) -> None:
+        self.factor = factor
+
+    @classmethod
+    def plan(cls, request: Any, space: Any, trials: list[Any]) -> tuple[Long, list[Any]]:
+        design = cls()
+        return design, [type(spec)(spec.name, spec.variant, spec.seed, spec.config.replace(
+            epochs=spec.config.flat()["epochs"] * design.factor)) for spec in trials]
+
+    def record(self, metadata: dict[str, Any]) -> None:
+        metadata[self.record_key] = {"factor": self.factor}
+
+    @classmethod
+    def from_record(cls, meta: dict[str, Any], root: str) -> Long:
+        design = cls(factor_of(meta))
+        design.planned = meta.get("planned")
+        return design
+
+    def count_text(self, trials: Sequence[Any], seeds: Sequence[int],
+                   crossed: bool = False) -> str:
+        return (f"{super().count_text(trials, seeds, crossed)}, each trained for "
+                f"{self.factor}x the epochs asked")
+
+    def summary_lines(self, trials: Any, meta: dict[str, Any],
+                      settings: dict[str, Any]) -> list[str]:
+        return [f"Long design: every trial trained for {factor_of(meta)}x the epochs asked."]
+
+
+class LongAnalysis(Analysis):
+    """A long design's trials: a table at full alpha, and its sentence of the methods."""
+
+    name = "long"
+    record_key = RECORD_KEY
+
+    def methods_sentences(self, cite: Any) -> list[str]:
+        return [f"Every trial trained for {factor_of(self.meta)} times the configured number "
+                "of epochs (a long design)."]
+
+
+class LongReport(DesignReport):
+    """Under the report's verdicts: the factor."""
+
+    def verdicts_text(self) -> str:
+        return (f" Every trial trained for {factor_of(self.analysis.meta)}x the epochs asked "
+                "(a long design).")
+
+
+register_analysis(LongAnalysis)
+register_report(LongAnalysis, LongReport)

@@ -1,0 +1,106 @@
+"""A design of one's own (tests/design_long.py, one file) through the installed command line,
+from a project folder: it plans (the dry run and the run's first line say so), runs (every
+trial at twice the epochs asked: a trial set to fail at epoch 2 fails), resumes (the failed
+trials continue from their saved epoch to 2, not to 4: the recorded plan is not multiplied
+again), and a later process's `report` writes its sentence under the verdicts and in the
+methods paragraph. The refusals are one line each, before anything is planned."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import REPO
+from tests.test_cli import assert_one_line_error, in_process
+
+SPEC = "tests.design_long:Long"
+TINY = ["batch_size=16", "synthetic_train=96", "synthetic_val=32", "synthetic_test=48",
+        "cnn_widths=8,16,16", "embed_dim=16", "num_heads=2", "eval_batch_size=64", "epochs=1"]
+SPACE = """
+    name: long-check
+    variants:
+      baseline: {}
+      flaky: {fail_at_epoch: 2}
+    """
+
+
+def run_cli(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """The installed `run-ablations` in ``folder``; tests.* import through PYTHONPATH (the
+    driver's and the local Ray's workers')."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    return subprocess.run([str(Path(sys.executable).with_name("run-ablations")), *args],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=400)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("long-project")
+    (folder / "long.yaml").write_text(textwrap.dedent(SPACE))
+    return folder
+
+
+def plan_args(name: str) -> list[str]:
+    sets = [part for key in TINY for part in ("--set", key)]
+    return ["--space", "long.yaml", "--model", "tests.faulty:FAULTY", "--design", SPEC,
+            "--seeds", "2", *sets, "--name", name, "--no-dashboard"]
+
+
+@pytest.mark.slow
+def test_a_design_of_ones_own_plans_runs_resumes_and_reports(project):
+    dry = run_cli(project, *plan_args("long"), "--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    listed = [line for line in dry.stdout.splitlines() if "-seed" in line]
+    assert len(listed) == 4 and all(re.search(r"\bepochs=2\b", line) for line in listed), \
+        dry.stdout
+    assert not (project / "ablation_results" / "long").exists()
+
+    first = run_cli(project, *plan_args("long"))
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "each trained for 2x the epochs asked" in first.stdout
+    assert "Long design: every trial trained for 2x the epochs asked." in first.stdout
+    root = project / "ablation_results" / "long"
+    meta = json.loads((root / "experiment.json").read_text())
+    assert meta["design_plugin"] == SPEC and meta["long"] == {"factor": 2}
+    trials = pd.read_parquet(root / "trials.parquet").set_index("trial_name")
+    assert (trials["epochs"] == 2).all()
+    ran = trials.loc[["baseline-seed0", "baseline-seed1"]]
+    assert (ran["status"] == "ok").all() and (ran["epochs_run"] == 2).all()
+    flaky = trials.loc[["flaky-seed0", "flaky-seed1"]]
+    assert (flaky["status"] == "failed").all() and (flaky["epochs_run"] == 1).all()
+
+    resumed = run_cli(project, "--resume", "--name", "long", "--retry-failed",
+                      "--no-dashboard")
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    trials = pd.read_parquet(root / "trials.parquet").set_index("trial_name")
+    assert (trials["status"] == "ok").all(), trials["status"]
+    assert (trials["epochs"] == 2).all() and (trials["epochs_run"] == 2).all()
+    assert trials.loc["flaky-seed0", "resumed_from_epoch"] == 1
+    assert "Long design: every trial trained for 2x the epochs asked." in resumed.stdout
+
+    report = run_cli(project, "report", str(root))
+    assert report.returncode == 0, report.stdout + report.stderr
+    page = (root / "report.md").read_text()
+    assert "Every trial trained for 2x the epochs asked (a long design)." in page
+    methods = (root / "methods.md").read_text()
+    assert "Every trial trained for 2 times the configured number of epochs" in methods
+
+
+def test_a_design_that_does_not_import_or_refuses_is_one_line(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    for design, expected in (
+            ("no_such_module:Design", "cannot import no_such_module"),
+            ("tests.design_long:Nope", "tests.design_long.Nope is not a subclass of"),
+            ("tests.faulty:FAULTY", "tests.faulty.FAULTY is not a subclass of"),
+            ("long design", "name a design of your own as package.module:Class")):
+        code, _, err = in_process(capsys, "--design", design, "--dry-run")
+        assert_one_line_error(code, err, expected)
+    code, _, err = in_process(capsys, "--design", SPEC, "--seeds", "auto", "--dry-run")
+    assert_one_line_error(code, err, f"--design {SPEC}: --seeds auto runs rounds")

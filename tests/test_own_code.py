@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 
 import pandas as pd
@@ -356,3 +357,64 @@ def test_a_key_given_twice_in_a_space_file_is_refused_naming_both_lines(tmp_path
         "  no_images: {use_scalars: false}\n")
     with pytest.raises(ConfigError, match=r"key 'no_images' is given twice \(lines 3 and 4\)"):
         load_space_file(tmp_path / "space.yaml")
+
+
+def test_values_a_program_cannot_receive_are_refused_before_launch(tmp_path, capsys):
+    """A NUL byte, one value as long as Linux's MAX_ARG_STRLEN, or every key's JSON (the
+    program's ABLATIONS_CONFIG) that long: one line naming the trial and the key, exit 2,
+    before any trial; one byte less is planned."""
+    from ablations.cli.main import main
+    from ablations.trial.command import MAX_ARGUMENT_BYTES
+
+    space = tmp_path / "table.yaml"
+    space.write_text("command: '{python} -c pass {text}'\nconfig: {text: a}\n"
+                     "metrics: {score: higher}\nvariants:\n  baseline: {}\n"
+                     "  nul: {text: \"a\\0b\"}\n")
+    with pytest.raises(ConfigError, match=r"trial nul-seed0: text: the value holds a NUL byte"):
+        prepare(Request(space=str(space), seeds=[0]))
+    longest = "x" * (MAX_ARGUMENT_BYTES - 1)  # fits with its terminating NUL
+    for text, planned in ((longest, False), (longest[:-1], False), ("x" * 5000, True)):
+        space.write_text("command: '{python} -c pass {text}'\nconfig: {text: a}\n"
+                         "metrics: {score: higher}\nvariants:\n  baseline: {}\n"
+                         f"  long: {{text: {text}}}\n")
+        if planned:
+            assert len(prepare(Request(space=str(space), seeds=[0])).trials) == 2
+            continue
+        with pytest.raises(ConfigError, match=r"trial long-seed0: (text: the value is|the keys' "
+                                              r"values are [\d,]+ bytes as JSON)"):
+            prepare(Request(space=str(space), seeds=[0]))
+    space.write_text("command: '{python} -c pass {text}'\nconfig: {text: a}\n"
+                     "metrics: {score: higher}\nvariants:\n  baseline: {}\n"
+                     f"  long: {{text: {'y' * MAX_ARGUMENT_BYTES}}}\n")
+    code = main(["--space", str(space), "--seeds", "1", "--dry-run"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert f"text: the value is {MAX_ARGUMENT_BYTES:,} bytes" in err[0] and "file" in err[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("printed", "problem"), [
+    ('{"score": true}', "metric score: true is not a number"),
+    ('{"score": "0.9"}', 'metric score: "0.9" is not a number'),
+    ('{"score": 1' + "0" * 400 + "}", "is too large for a 64-bit float"),
+    ('{"epoch": 1, "score": [1]}', "metric score: [1] is not a number"),
+])
+def test_a_programs_declared_metric_that_is_no_float_fails_the_trial_naming_it(
+        tmp_path, printed, problem):
+    """true (which Python counts as 1), text, a list and an integer beyond a float's range;
+    an undeclared key of the same line that is no number is left out."""
+    from ablations.config.code import command_from, command_spec
+
+    script = tmp_path / "p.py"
+    script.write_text(f"print({printed!r}[:-1] + ', \"note\": true}}')\n")
+    command = command_from(f"{{python}} {script}", {}, {"score": "higher"})
+    with pytest.raises(OwnCodeError, match=re.escape(problem)):
+        run(TrialConfig.of(model=command_spec(command)), tmp_path=tmp_path / "trial")
+
+
+def test_a_functions_integer_beyond_a_float_fails_the_trial_naming_it(tmp_path):
+    from ablations.trial.own_code import final_value
+
+    assert final_value("steps", 10 ** 12) == 10 ** 12  # an int a float holds stays an int
+    with pytest.raises(OwnCodeError, match="metric score=1000.* is too large for a 64-bit"):
+        final_value("score", 10 ** 400)

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_MARGIN
+from ablations.config.code import Command
 from ablations.trial.batches import scalar_columns
+from ablations.trial.command import value_problem
 from ablations.config import (
     ConfigError,
     TrialConfig,
@@ -102,6 +104,10 @@ def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool,
     for spec in trials:
         config = spec.config
         if config.own_code is not None:  # its data is its own; its switches are checked
+            if isinstance(config.own_code, Command):  # values a program cannot receive
+                problem = value_problem(config.model)
+                if problem:
+                    raise ConfigError(f"trial {spec.name}: {problem}")
             config, mapped = resolve_systems(config, device=config.systems.device,
                                              resolve=resolve, capability=capability)
             notes.extend(f"{spec.name}: {note}" for note in mapped)

@@ -288,10 +288,8 @@ def _with_keys(frame: pd.DataFrame, spec: TrialSpec, options: RunOptions) -> pd.
 
 
 def _read_predictions(checkpoint: Any) -> Optional[pd.DataFrame]:
-    from ablations.experiment.trainable import PREDICTIONS_FILE as CKPT_PREDICTIONS
-
     with checkpoint.as_directory() as directory:
-        path = os.path.join(directory, CKPT_PREDICTIONS)
+        path = os.path.join(directory, PREDICTIONS_FILE)  # the checkpoint's copy
         if not os.path.exists(path):
             return None
         return pd.read_parquet(path)

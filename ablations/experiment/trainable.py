@@ -44,11 +44,10 @@ from ablations.trial.memory import gpu_share
 from ablations.trial.own_code import resolved_device, trial_folder
 from ablations.trial.run import run_trial
 from ablations.trial.step import cap_gpu_memory
-from ablations.results.io.files import atomic_write, is_file, join, read_bytes
+from ablations.results.io.files import PREDICTIONS_FILE, atomic_write, is_file, join, read_bytes
 
 STATE_FILE = "state.pt"
 HISTORY_FILE = "history.json"  # the per-epoch metrics, readable without torch or the weights
-PREDICTIONS_FILE = "predictions.parquet"
 STATE_SUBDIR = "trial_state"
 
 

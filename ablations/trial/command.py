@@ -38,7 +38,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Collection, Mapping, Optional
 
 from ablations.config.code import COMMAND_FIELDS, FIELD, FLAG, Command
 from ablations.trial.own_code import OwnCodeError, Trial
@@ -54,6 +54,35 @@ STOP_GRACE_S = 2.0  # a stopped program's time to exit on SIGTERM before SIGKILL
 TAIL_BYTES = 65536  # how much of the end of a log is read for stderr's last lines
 ERROR_LINES = 5  # stderr's last non-empty lines in a failed trial's error
 ERROR_CHARS = 400
+
+
+# Linux's MAX_ARG_STRLEN (32 pages): one argument or environment string a program receives
+# holds fewer bytes than this, its terminating NUL included
+MAX_ARGUMENT_BYTES = 32 * 4096
+
+
+def value_problem(config: Any) -> Optional[str]:
+    """Why the values of a command's keys (``config``: its dataclass) cannot reach its
+    program, in words for a one-line error; None when they can. A value may not hold a NUL
+    byte (arguments and environment strings end at one) nor be as long as
+    :data:`MAX_ARGUMENT_BYTES`; nor may ``ABLATIONS_CONFIG``, every key as JSON."""
+    values = dataclasses.asdict(config)
+    for key, value in values.items():
+        text = _text(value)
+        if "\0" in text:
+            return (f"{key}: the value holds a NUL byte, which no program receives in its "
+                    "arguments or environment; remove it")
+        size = len(text.encode())
+        if size >= MAX_ARGUMENT_BYTES:
+            return (f"{key}: the value is {size:,} bytes; a program's argument holds at most "
+                    f"{MAX_ARGUMENT_BYTES - 1:,} (Linux's MAX_ARG_STRLEN): pass the path of a "
+                    "file that holds it instead")
+    size = len(f"ABLATIONS_CONFIG={json.dumps(values, sort_keys=True)}".encode())
+    if size >= MAX_ARGUMENT_BYTES:
+        return (f"the keys' values are {size:,} bytes as JSON (the program's ABLATIONS_CONFIG); "
+                f"an environment string holds at most {MAX_ARGUMENT_BYTES - 1:,}: pass large "
+                "values as paths of files")
+    return None
 
 
 def command_values(config: Any, trial: Trial) -> dict[str, str]:
@@ -122,8 +151,9 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
         shutil.rmtree(resume_dir, ignore_errors=True)
     resume_dir.mkdir(parents=True, exist_ok=True)
     metrics_file = Path(values["metrics_file"])
+    declared = set(command.metrics)  # the metrics a line must give as numbers
     if trial.restore() is not None and metrics_file.exists():
-        recover_epochs(metrics_file, trial)
+        recover_epochs(metrics_file, trial, declared)
     metrics_file.write_bytes(b"")  # this run's lines only
     arguments = command_line(command.run, values)
     environment = command_environment(config, values)
@@ -155,11 +185,12 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
                 for record in lines.read(complete_only=not exited):
                     if "epoch" in record:
                         epoch = epoch_number(record.pop("epoch"), metrics_file)
-                        trial.report(epoch=epoch, **_numbers(record))  # may raise Diverged
+                        # may raise Diverged
+                        trial.report(epoch=epoch, **_numbers(record, declared))
                         trial.save({})
                         epochs += 1
                     else:
-                        final.update(_numbers(record))
+                        final.update(_numbers(record, declared))
                 if exited:
                     break
         finally:
@@ -173,11 +204,11 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
                 f"command wrote no metrics: no line in {{metrics_file}} ({metrics_file}) and "
                 "no JSON object on stdout; append json.dumps({\"epoch\": 1, ...}) lines to "
                 "the file it names, or print the final metrics as one JSON line")
-        final = _numbers(printed)
+        final = _numbers(printed, declared)
     return final
 
 
-def recover_epochs(metrics_file: Path, trial: Trial) -> None:
+def recover_epochs(metrics_file: Path, trial: Trial, declared: Collection[str]) -> None:
     """The epochs an earlier run of a restarted trial wrote after the runner last saved its
     state (its worker died while the program went on, and may have checkpointed them in
     {resume_dir}): recorded as the trial's, so that the curves keep them."""
@@ -185,7 +216,7 @@ def recover_epochs(metrics_file: Path, trial: Trial) -> None:
         if "epoch" in record:
             epoch = epoch_number(record.pop("epoch"), metrics_file)
             if epoch > trial.last_epoch:
-                trial.report(epoch=epoch, **_numbers(record))
+                trial.report(epoch=epoch, **_numbers(record, declared))
                 trial.save({})
 
 
@@ -237,10 +268,27 @@ def epoch_number(value: Any, path: Path) -> int:
                        '{"epoch": 1, ...} with epochs counted from 1')
 
 
-def _numbers(record: Mapping[str, Any]) -> dict[str, float]:
-    """The numbers of a JSON line (``null`` as NaN: what e.g. JavaScript writes for NaN)."""
-    return {key: math.nan if value is None else float(value) for key, value in record.items()
-            if value is None or isinstance(value, (int, float))}
+def _numbers(record: Mapping[str, Any], declared: Collection[str]) -> dict[str, float]:
+    """The numbers of a JSON line (``null`` as NaN: what e.g. JavaScript writes for NaN).
+    A declared metric that is no number (``true``, text, a list) or an integer too large
+    for a 64-bit float fails the trial naming it; other keys that are no number are left
+    out."""
+    out = {}
+    for key, value in record.items():
+        if value is None:
+            out[key] = math.nan
+            continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            try:
+                out[key] = float(value)
+                continue
+            except OverflowError:
+                problem = f"{value} is too large for a 64-bit float"
+        else:
+            problem = f"{json.dumps(value)[:80]} is not a number"
+        if key in declared:
+            raise OwnCodeError(f"metric {key}: {problem}; write numbers (e.g. loss.item())")
+    return out
 
 
 def _text(value: Any) -> str:

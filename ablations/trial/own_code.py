@@ -220,11 +220,19 @@ def _number(name: str, value: Any) -> float:
     except (TypeError, ValueError):
         raise OwnCodeError(f"metric {name}={value!r} is not a number; report numbers "
                            "(e.g. loss.item())") from None
+    except OverflowError:
+        raise OwnCodeError(f"metric {name}={value} is too large for a 64-bit float; report "
+                           "numbers a float holds") from None
 
 
 def final_value(name: str, value: Any) -> Any:
     """A reported value as the tables keep it: text, None and Python numbers as they are,
-    a one-element tensor or a NumPy scalar as its number."""
+    a one-element tensor or a NumPy scalar as its number.
+
+    Raises:
+        OwnCodeError: an integer too large for a 64-bit float (the tables' columns)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        _number(name, value)  # raises for an integer no float holds
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, np.generic):

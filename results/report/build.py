@@ -53,7 +53,7 @@ from ablations.results.io.files import (
 from ablations.results.stats.phases import evaluation_rows
 from ablations.results.report.designs import report_of
 from ablations.results.report.folder import NotAnExperimentError, check_experiment
-from ablations.results.report.page import Section, html_page, markdown_page
+from ablations.results.report.page import FIGURES_DIR, Section, html_page, markdown_page
 from ablations.results.report.tables import (
     FLAG,
     ablation_view,
@@ -68,7 +68,6 @@ from ablations.results.stats.planned import exploratory_note
 from ablations.results.io.directions import metric_of
 from ablations.results.report.paper_files import write_paper_files
 
-FIGURES_DIR = "report_files"
 
 
 @dataclass

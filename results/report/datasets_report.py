@@ -21,7 +21,7 @@ from ablations.results.io.files import join, write_parquet_atomic
 from ablations.results.report import plots
 from ablations.results.report.dataset_plots import critical_difference_diagram, dataset_forest_plots
 from ablations.results.report.dataset_tables import across_view
-from ablations.results.report.page import Section, html_page, markdown_page
+from ablations.results.report.page import FIGURES_DIR, Section, html_page, markdown_page
 from ablations.results.report.tables import verdict_view
 from ablations.results.stats.baseline_check import dataset_baseline_checks
 from ablations.results.stats.dataset_rows import by_dataset
@@ -32,7 +32,6 @@ from ablations.results.stats.verdicts import margin_text
 
 ACROSS_FILE = "across_datasets.parquet"
 DATASETS_DIR = "datasets"  # each dataset's own report: datasets/<name>/report.md
-FIGURES_DIR = "report_files"
 
 
 def write_across(directory: str | Path, across: pd.DataFrame) -> str:

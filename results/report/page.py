@@ -17,6 +17,9 @@ from typing import Optional
 
 import pandas as pd
 
+# the folder of a report's figures, beside its pages
+FIGURES_DIR = "report_files"
+
 VERDICT_COLOURS = {  # background of a verdict cell
     "worse": "#fde2e1", "better": "#dcfce7", "equivalent": "#dbeafe", "negligible": "#eef2f7",
     "inconclusive": "#fef3c7", "higher": "#fde2e1", "lower": "#fde2e1", "reference": "#ffffff",

@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ablations.config import ALIASES, TrialConfig, apply_overrides
 from ablations.experiment.designs.grid import Grid
-from ablations.experiment.request import Request, UsageError, arg
+from ablations.experiment.request import DESIGNS, Request, UsageError, arg
 from ablations.results.stats.factorial_design import MAX_FACTORS, MIN_FACTORS, FactorialDesign
 from ablations.search_spaces import TrialSpec
 
 if TYPE_CHECKING:
     from ablations.search_spaces import Space
 
-DESIGNS = ("table", "factorial")
 
 
 def parse_factors(given: Optional[Sequence[str]]) -> list[str]:

@@ -333,7 +333,8 @@ FACTORS = "temporal_attention,spatial_attention,use_scalars"
     (["--design", "factorial"], "--design factorial needs --factors"),
     (["--factors", FACTORS], "--factors applies with --design factorial only"),
     (["--design", "factorial", "--factors", "use_images,use_scalars"], "no input"),
-    (["--design", "fractional", "--factors", FACTORS], "invalid choice: 'fractional'"),
+    (["--design", "fractional", "--factors", FACTORS],
+     "--design 'fractional': choose one of table, factorial"),
 ])
 def test_bad_factorial_input_is_one_line_and_exit_2(capsys, tmp_path, args, pattern):
     code, _, err = in_process(capsys, *args, "--storage", str(tmp_path / "results"))

@@ -63,7 +63,7 @@ def test_the_latex_table_has_booktabs_rules_escaped_names_bold_and_a_caption(wri
                     if line.startswith(variant.replace("_", r"\_") + " &"))
         assert (r"\bfseries" in line) == (variant in bold), line
     assert "baseline" in bold and "no_big" not in bold
-    for verdict, marker in (("worse", r"\dag"), ("better", r"\ddag")):
+    for verdict, marker in (("worse", r"$\dagger$"), ("better", r"$\ddagger$")):
         if (csv["verdict"] == verdict).any():
             assert f"{marker} {verdict}" in latex
 
@@ -169,3 +169,38 @@ def test_the_factorial_and_tuned_tables_for_a_paper():
     slow = next(line for line in tuned.splitlines() if line.startswith("slow"))
     # worse at the given configuration, within the margin at its own best
     assert r"\dag" in slow and (r"$\approx$" in slow or r"$\sim$" in slow) and "0.0005" in slow
+
+
+ODD = " % $ # _ { } ~ ^ \\ & μ"  # each of LaTeX's special characters, and a symbol
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pdflatex") is None,
+                    reason="needs pdflatex (apt-get install texlive-latex-recommended)")
+def test_names_and_a_unit_with_latex_specials_compile_as_written(written, tmp_path):
+    """Variant names (the reference's too) and a metric unit holding every special character
+    of LaTeX: the table and the methods paragraph compile, and the PDF's text shows them."""
+    from ablations.config.metrics import Metric
+    from ablations.results.report.methods import methods_text
+    from ablations.results.report.paper import paper_table
+    from ablations.results.stats.verdicts import verdict_table
+
+    root, _ = written
+    trials = pd.read_parquet(root / "trials.parquet")
+    trials = trials.assign(ablation=trials["ablation"] + ODD)
+    metric = Metric("test_mae", "lower", "km" + ODD)
+    table = verdict_table(trials, reference="baseline" + ODD, metric=metric, margin="5%")
+    meta = {"space": "odd", "metrics": {"test_mae": metric.record()}}
+    (tmp_path / "table.tex").write_text(paper_table(table, trials, "latex"))
+    (tmp_path / "methods.tex").write_text(methods_text(meta, trials, table, "latex"))
+    (tmp_path / "paper.tex").write_text(
+        "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+        "\\input{methods.tex}\n\n\\input{table.tex}\n\\end{document}\n")
+    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                           "paper.tex"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert not re.search(r"^! ", done.stdout, flags=re.M)
+    table_tex = (tmp_path / "table.tex").read_text()
+    assert r"baseline \% \$ \# \_ \{ \} \textasciitilde{} \textasciicircum{} " \
+        r"\textbackslash{} \& $\mu$" in table_tex

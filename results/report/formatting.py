@@ -128,3 +128,34 @@ def plain(frame: pd.DataFrame) -> pd.DataFrame:
             kind = "text"
         columns.append(Column(name, name, kind))
     return readable(frame, columns)
+
+
+# LaTeX's special characters in text mode, each as text that sets it
+TEX_SPECIALS = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&",
+                "#": r"\#", "^": r"\textasciicircum{}", "_": r"\_", "~": r"\textasciitilde{}",
+                "%": r"\%", "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
+# symbols pdflatex's default fonts lack in text mode, set as math (or as their ASCII form)
+TEX_SYMBOLS = {"±": r"$\pm$", "Δ": r"$\Delta$", "α": r"$\alpha$", "μ": r"$\mu$", "µ": r"$\mu$",
+               "σ": r"$\sigma$", "τ": r"$\tau$", "·": r"$\cdot$", "×": r"$\times$",
+               "²": r"$^{2}$", "³": r"$^{3}$", "°": r"$^{\circ}$", "†": r"$\dagger$",
+               "‡": r"$\ddagger$", "≈": r"$\approx$", "∼": r"$\sim$", "≤": r"$\leq$",
+               "≥": r"$\geq$", "↑": r"$\uparrow$", "↓": r"$\downarrow$", "−": "-", "–": "--",
+               "—": "---", "‘": "`", "’": "'", "“": "``", "”": "''", "…": r"\ldots{}"}
+
+
+def tex(text: str) -> str:
+    """Plain ``text`` (a name, a unit, a caption) as LaTeX text that pdflatex sets with its
+    default fonts: the special characters escaped, the symbols above as math, the Latin-1
+    letters (é, ü, ...) as they are (pdflatex reads UTF-8), and any other character, which
+    those fonts cannot set, as ``?``."""
+    out = []
+    for char in str(text):
+        if char in TEX_SPECIALS:
+            out.append(TEX_SPECIALS[char])
+        elif char in TEX_SYMBOLS:
+            out.append(TEX_SYMBOLS[char])
+        elif ord(char) < 128 or 0xC0 <= ord(char) <= 0xFF and char not in "×÷":
+            out.append(char)
+        else:
+            out.append("?")
+    return "".join(out)

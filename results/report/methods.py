@@ -11,6 +11,7 @@ from typing import Any, Literal, Optional
 import pandas as pd
 
 from ablations.results.io.directions import metric_of
+from ablations.results.report.formatting import tex
 from ablations.results.stats.analyses import analysis_of
 from ablations.results.stats.verdicts import margin_text
 
@@ -153,18 +154,16 @@ def _seed_list(seeds: list[int]) -> str:
 def _tex(text: str) -> str:
     """Text for LaTeX: its special characters escaped, the citations and math kept."""
     out = []
-    for piece in text.split(r"\cite{"):
+    for piece in text.split(r"~\cite{"):  # cite()'s, a tie before each
         if out:
             key, _, rest = piece.partition("}")
-            out.append(r"\cite{" + key + "}" + _escape(rest))
+            out.append(r"~\cite{" + key + "}" + _escape(rest))
         else:
             out.append(_escape(piece))
     return "".join(out)
 
 
 def _escape(text: str) -> str:
-    for plain, tex in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"),
-                       ("#", r"\#"), ("α", r"$\alpha$"), ("±", r"$\pm$"), ("²", r"$^2$"),
-                       ("·", r"$\cdot$"), ("`", "")):
-        text = text.replace(plain, tex)
-    return text
+    """Plain text for LaTeX (:func:`~ablations.results.report.formatting.tex`), its Markdown
+    code quotes dropped."""
+    return tex(text.replace("`", ""))

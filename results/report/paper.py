@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ablations.results.report.formatting import decimals_for
+from ablations.results.report.formatting import decimals_for, tex
 from ablations.results.report.page import markdown_cells
 from ablations.results.stats.comparisons import holm
 from ablations.results.stats.verdicts import margin_text
@@ -24,9 +24,11 @@ from ablations.results.stats.verdicts import margin_text
 Format = Literal["latex", "markdown", "csv"]
 FORMATS = ("latex", "markdown", "csv")
 # verdict -> (marker in LaTeX, in text); explained in the caption
-MARKERS = {"worse": (r"\dag", "†"), "better": (r"\ddag", "‡"),
-           "equivalent": (r"$\approx$", "≈"), "negligible": (r"$\sim$", "~"),
+# (math in LaTeX: \dag in text mode pulls a bitmap font where cm-super is missing)
+MARKERS = {"worse": (r"$\dagger$", "†"), "better": (r"$\ddagger$", "‡"),
+           "equivalent": (r"$\approx$", "≈"), "negligible": (r"$\sim$", "∼"),
            "significant": (r"*", "*"), "inconclusive": ("", ""), "reference": ("", "")}
+ARROWS = {1: "↑", -1: "↓"}  # the metric's better direction, beside its name
 MEANINGS = {"worse": "worse", "better": "better", "equivalent": "equivalent",
             "negligible": "negligible (equivalent, and a difference)",
             "significant": "differs"}
@@ -72,15 +74,14 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format) -> st
             "verdict": rows["verdict"].to_numpy()}).to_csv(index=False)
     decimals = decimals_for([*mean, *half])
     latex = fmt == "latex"
-    pm = r"$\pm$" if latex else "±"
-    arrow = {1: r"$\uparrow$" if latex else "↑", -1: r"$\downarrow$" if latex else "↓"}
-    name = _escape(metric) if latex else metric
-    header = f"{name}{f' ({unit})' if unit else ''} {arrow.get(direction, '')}".strip()
+    pm = tex("±") if latex else "±"
+    header = f"{metric}{f' ({unit})' if unit else ''} {ARROWS.get(direction, '')}".strip()
+    header = tex(header) if latex else header
     cells = pd.DataFrame(index=pd.Index(order, name="Variant"))
     cells[header] = [f"{m:.{decimals}f} {pm} {h:.{decimals}f}" if np.isfinite(h) else
                      f"{m:.{decimals}f}" for m, h in zip(mean, half)]
     low, high = rows["tost_ci_low"].astype(float), rows["tost_ci_high"].astype(float)
-    cells[r"$\Delta$ vs " + _escape(reference) if latex else "Δ vs " + reference] = [
+    cells[tex(f"Δ vs {reference}") if latex else f"Δ vs {reference}"] = [
         "" if arm == reference or not np.isfinite(d) else
         f"{d:+.{decimals}f} [{lo:+.{decimals}f}, {hi:+.{decimals}f}]"
         for arm, d, lo, hi in zip(order, rows["diff_mean"].astype(float), low, high)]
@@ -88,12 +89,11 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format) -> st
     bold = not_distinguishable(trials, metric=metric, direction=direction or -1, alpha=alpha)
     seeds = sorted(set(rows["n_ok"].dropna().astype(int)))
     used = [v for v in MEANINGS if (rows["verdict"] == v).any()]
-    markers = "; ".join(f"{MARKERS[v][0 if latex else 1]} {MEANINGS[v]}" for v in used)
+    markers = "; ".join(f"{MARKERS[v][1]} {MEANINGS[v]}" for v in used)
     span = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"{seeds[0]}"
-    delta = r"$\Delta$"
-    caption = (
-        f"{metric}: mean {pm} half-width of its {1 - alpha:.0%} t interval over {span} seeds "
-        f"per variant; {delta}: paired difference to {reference} with its "
+    caption = (  # plain text; tex() sets it for LaTeX
+        f"{metric}: mean ± half-width of its {1 - alpha:.0%} t interval over {span} seeds "
+        f"per variant; Δ: paired difference to {reference} with its "
         f"{1 - 2 * alpha:.0%} interval. Verdicts against {reference}: two-sided paired t-test "
         f"and TOST equivalence test, margin {margin_text(a, unit)}, alpha = {alpha:g}, Holm "
         f"over {a.get('comparisons', len(order) - 1)} comparisons"
@@ -108,12 +108,12 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format) -> st
                           for arm, v in zip(cells.index, cells[header])]
         return markdown_cells(marked.reset_index())
     table = cells.reset_index()
-    styler = table.style.hide(axis="index").format(escape="latex", subset=["Variant"])
+    styler = table.style.hide(axis="index").format(tex, subset=["Variant"])
     styler = styler.apply(lambda column: ["font-weight: bold" if table.loc[i, "Variant"] in bold
                                           else "" for i in column.index], subset=[header])
     return styler.to_latex(hrules=True, convert_css=True, position_float="centering",
                            column_format="l" + "r" * (len(table.columns) - 2) + "c",
-                           caption=_escape(caption), label=f"tab:{_label(metric)}")
+                           caption=tex(caption), label=f"tab:{_label(metric)}")
 
 
 def effects_paper_table(effects: pd.DataFrame, fmt: Format) -> str:
@@ -136,7 +136,7 @@ def effects_paper_table(effects: pd.DataFrame, fmt: Format) -> str:
     if not latex:
         return markdown_cells(cells)
     used = [v for v in MEANINGS if (effects["verdict"] == v).any()]
-    markers = "; ".join(f"{MARKERS[v][0]} {MEANINGS[v]}" for v in used)
+    markers = "; ".join(f"{MARKERS[v][1]} {MEANINGS[v]}" for v in used)
     caption = (
         f"Factorial effects on {metric}{f' ({unit})' if unit else ''}: "
         "a main effect is the mean change when a switch is flipped from the reference cell's "
@@ -146,10 +146,9 @@ def effects_paper_table(effects: pd.DataFrame, fmt: Format) -> str:
         f"intervals; verdicts by t-test and TOST, margin {margin_text(a, unit)}, "
         f"alpha = {alpha:g}, Holm over {a.get('comparisons', len(effects))} effects"
         f"{'; ' + markers if markers else ''}.")
-    styler = cells.style.hide(axis="index").format(escape="latex",
-                                                   subset=["Effect", "Factors"])
+    styler = cells.style.hide(axis="index").format(tex, subset=["Effect", "Factors"])
     return styler.to_latex(hrules=True, position_float="centering", column_format="llrc",
-                           caption=_escape(caption), label=f"tab:{_label(metric)}-effects")
+                           caption=tex(caption), label=f"tab:{_label(metric)}-effects")
 
 
 def tuned_paper_table(table: pd.DataFrame, fmt: Format) -> str:
@@ -177,20 +176,15 @@ def tuned_paper_table(table: pd.DataFrame, fmt: Format) -> str:
         return markdown_cells(cells)
     used = sorted({str(v) for v in (*table["verdict_given"], *table["verdict_tuned"])}
                   & set(MEANINGS))
-    markers = "; ".join(f"{MARKERS[v][0]} {MEANINGS[v]}" for v in used)
+    markers = "; ".join(f"{MARKERS[v][1]} {MEANINGS[v]}" for v in used)
     caption = (f"Tuned ablations on {metric}: each arm's mean over its seeds at the baseline's "
                f"hyperparameters and at its own best ({', '.join(keys)} tuned with the same "
                "budget for every arm), each evaluation tested against the reference evaluated "
                f"the same way{'; ' + markers if markers else ''}.")
-    cells.columns = [_escape(str(column)) for column in cells.columns]
-    styler = cells.style.hide(axis="index").format(escape="latex", subset=["Variant"])
+    cells.columns = [tex(str(column)) for column in cells.columns]
+    styler = cells.style.hide(axis="index").format(tex, subset=["Variant"])
     return styler.to_latex(hrules=True, position_float="centering",
-                           caption=_escape(caption), label=f"tab:{_label(metric)}-tuned")
-
-
-def _escape(text: str) -> str:
-    """A caption's text for LaTeX: underscores and percent signs escaped, math kept."""
-    return text.replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$")
+                           caption=tex(caption), label=f"tab:{_label(metric)}-tuned")
 
 
 def _label(text: str) -> str:

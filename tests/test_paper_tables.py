@@ -84,16 +84,24 @@ def test_the_latex_table_compiles_with_pdflatex(written, tmp_path):
     from ablations.results.report.paper import effects_paper_table
 
     _, report = written
-    (tmp_path / "table.tex").write_text(report.tables["latex"].read_text())
-    (tmp_path / "effects.tex").write_text(effects_paper_table(_effects(), "latex"))
-    (tmp_path / "paper.tex").write_text(
+    compile_paper(tmp_path, {"table.tex": report.tables["latex"].read_text(),
+                             "effects.tex": effects_paper_table(_effects(), "latex")})
+
+
+def compile_paper(folder, inputs: dict[str, str]) -> None:
+    """An article that inputs each file of ``inputs`` (name -> LaTeX), compiled by pdflatex
+    in ``folder``: it must end with a PDF and no error."""
+    for name, text in inputs.items():
+        (folder / name).write_text(text)
+    body = "\n\n".join(f"\\input{{{name}}}" for name in inputs)
+    (folder / "paper.tex").write_text(
         "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
-        "\\input{table.tex}\n\\input{effects.tex}\n\\end{document}\n")
+        f"{body}\n\\end{{document}}\n")
     done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
-                           "paper.tex"], cwd=tmp_path, capture_output=True, text=True,
+                           "paper.tex"], cwd=folder, capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode == 0, done.stdout[-2000:]
-    assert (tmp_path / "paper.pdf").read_bytes().startswith(b"%PDF")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert (folder / "paper.pdf").read_bytes().startswith(b"%PDF")
     assert not re.search(r"^! ", done.stdout, flags=re.M)
 
 
@@ -191,16 +199,8 @@ def test_names_and_a_unit_with_latex_specials_compile_as_written(written, tmp_pa
     metric = Metric("test_mae", "lower", "km" + ODD)
     table = verdict_table(trials, reference="baseline" + ODD, metric=metric, margin="5%")
     meta = {"space": "odd", "metrics": {"test_mae": metric.record()}}
-    (tmp_path / "table.tex").write_text(paper_table(table, trials, "latex"))
-    (tmp_path / "methods.tex").write_text(methods_text(meta, trials, table, "latex"))
-    (tmp_path / "paper.tex").write_text(
-        "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
-        "\\input{methods.tex}\n\n\\input{table.tex}\n\\end{document}\n")
-    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
-                           "paper.tex"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert not re.search(r"^! ", done.stdout, flags=re.M)
+    compile_paper(tmp_path, {"methods.tex": methods_text(meta, trials, table, "latex"),
+                             "table.tex": paper_table(table, trials, "latex")})
     table_tex = (tmp_path / "table.tex").read_text()
     assert r"baseline \% \$ \# \_ \{ \} \textasciitilde{} \textasciicircum{} " \
         r"\textbackslash{} \& $\mu$" in table_tex

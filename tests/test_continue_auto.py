@@ -61,7 +61,7 @@ def continued(tmp_path_factory):
     before = {"stdout": fixed.stdout, "trials": pd.read_parquet(root / "trials.parquet"),
               "epochs": pd.read_parquet(root / "epochs.parquet"),
               "meta": json.loads((root / "experiment.json").read_text())}
-    printed = re.search(r"python run_ablations\.py --resume [^\n]*", fixed.stdout)
+    printed = re.search(r"python \S*run_ablations\.py --resume [^\n]*", fixed.stdout)
     assert printed, fixed.stdout[-3000:]
     command = shlex.split(printed.group(0))
     command[:2] = [sys.executable, str(REPO / "run_ablations.py")]

@@ -70,8 +70,10 @@ def test_every_design_and_tune_setup_has_the_documented_methods(interface, class
     assert len(methods) >= 5, methods
     base = {"Design": Design, "TuneSetup": TuneSetup}[interface]
     for name, params in methods.items():
+        if params[:1] == ["cls"]:  # a classmethod: getattr gives it bound
+            params = params[1:]
         assert params == list(inspect.signature(getattr(base, name)).parameters)[
-            :len(params)] or name == "from_record", (interface, name, params)
+            :len(params)], (interface, name, params)
         for cls in classes:
             assert callable(getattr(cls, name)), (cls, name)
     public = {n for n, v in vars(base).items() if callable(v) and not n.startswith("_")}

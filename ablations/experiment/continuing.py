@@ -258,9 +258,9 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
 
     target = join(storage, name)
     resume = command("--resume", "--name", name, "--storage", storage)
-    from ablations.experiment.designs.records import design_from_record
+    from ablations.experiment.designs.records import design_class
 
-    refusal = design_from_record(meta, target).rounds_refusal(name, meta, resume)
+    refusal = design_class(meta).rounds_refusal(name, meta, resume)
     if refusal:  # a search, rounds already, a design at fixed seeds: each in its own words
         raise UsageError(refusal)
     if retry_failed:

@@ -121,15 +121,16 @@ class Design:
         its experiment.json ``meta`` (what a tracker logs as a trial's params)."""
         return dict(meta.get("trials", {}))
 
-    def rounds_refusal(self, name: str, meta: dict[str, Any], resume: str) -> Optional[str]:
+    @classmethod
+    def rounds_refusal(cls, name: str, meta: dict[str, Any], resume: str) -> Optional[str]:
         """Why experiment ``name`` (``meta``: its experiment.json; ``resume``: its plain
         resume command) cannot be continued with ``seeds="auto"``, in one line; None if it
         can."""
-        if self.continues_into_rounds:
+        if cls.continues_into_rounds:
             return None
         from ablations.experiment.request import arg
 
-        return (f"{arg('seeds')} auto: {name} holds an experiment run with {self.asked_by}, "
+        return (f"{arg('seeds')} auto: {name} holds an experiment run with {cls.asked_by}, "
                 f"which runs at fixed seeds; resume it without {arg('seeds')} auto")
 
     def configs(self, trials: Sequence[TrialSpec]) -> list[TrialConfig]:

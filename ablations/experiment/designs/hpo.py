@@ -277,7 +277,8 @@ class Search(Design):
         # every sampled trial starts from the base config (its params are Tune's)
         return {**super().recorded_plan(meta), HPO_TRIAL: meta[self.record_key]["base"]}
 
-    def rounds_refusal(self, name: str, meta: dict[str, Any], resume: str) -> Optional[str]:
+    @classmethod
+    def rounds_refusal(cls, name: str, meta: dict[str, Any], resume: str) -> Optional[str]:
         return (f"{arg('seeds')} auto: {name} is a search (space {meta.get('space')}), not an "
                 "ablation table; there are no variants to add seeds to")
 

@@ -27,12 +27,19 @@ def design_from_record(meta: dict[str, Any], root: str) -> Design:
     Raises:
         UsageError: a plug-in design's module no longer imports (one line).
     """
+    design = design_class(meta).from_record(meta, root)
+    design.spec = meta.get(PLUGIN_KEY) or None
+    return design
+
+
+def design_class(meta: dict[str, Any]) -> type[Design]:
+    """The class of the design experiment.json ``meta`` records, without rebuilding it (a
+    plug-in design's module imported).
+
+    Raises:
+        UsageError: a plug-in design's module no longer imports (one line).
+    """
     spec = meta.get(PLUGIN_KEY)
     if spec:
-        design = design_named(spec).from_record(meta, root)
-        design.spec = spec
-        return design
-    for design in RECORDED:
-        if meta.get(design.record_key):
-            return design.from_record(meta, root)
-    return Grid.from_record(meta, root)
+        return design_named(spec)
+    return next((design for design in RECORDED if meta.get(design.record_key)), Grid)

@@ -239,7 +239,8 @@ class Rounds(Design):
     def dry_run_lines(self, alpha: float) -> list[str]:
         return [f"{design_note(self.run.design, alpha)} The pilot's trials:"]
 
-    def rounds_refusal(self, name: str, meta: dict[str, Any], resume: str) -> Optional[str]:
+    @classmethod
+    def rounds_refusal(cls, name: str, meta: dict[str, Any], resume: str) -> Optional[str]:
         return (f"{name} already runs with {arg('seeds')} auto; continue it with plain "
                 f"{arg('resume')} (no {arg('seeds')}): {resume}")
 

@@ -277,7 +277,7 @@ def test_a_restart_keeps_the_epochs_the_program_wrote_after_the_last_save(tmp_pa
     lines = [{"epoch": e, "score": float(e)} for e in (1, 2, 3, 4)] + [{"score": 9.0}]
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"epoch": 5')
-    recover_epochs(metrics, trial)
+    recover_epochs(metrics, trial, set(command.metrics))
     assert [row["epoch"] for row in trial.history] == [1, 2, 3, 4]
     assert [m["epoch"] for m in sent] == [3, 4]  # the half-written line waits
 

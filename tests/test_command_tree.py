@@ -25,12 +25,13 @@ import pytest
 pytestmark = pytest.mark.slow
 
 RUN_ABLATIONS = Path(sys.executable).with_name("run-ablations")
-EPOCHS = 12
-# A first run's epoch takes PAUSE_S: its trainers would run on for most of a minute after the
+EPOCHS = 30
+# A first run's epoch takes PAUSE_S: its trainers would run on for over two minutes after the
 # stop, far longer than the GONE_WITHIN_S they have to be gone (the supervisor takes a few
-# seconds; the rest is room for a slow machine)
+# seconds once the trial is stopped; after SIGTERM the driver first gives Tune up to
+# cli/signals.py's STOP_GRACE_S to stop it; the rest is room for a slow, loaded machine)
 PAUSE_S = 5.0
-GONE_WITHIN_S = 30.0
+GONE_WITHIN_S = 75.0
 TRAIN = """
     import argparse, json, os, sys, time
 

@@ -15,6 +15,9 @@ A table about a program (the command contract, docs/own-code.md) names it instea
     config: {hidden: 64, dropout: 0.2}        # the keys and their defaults (types from them)
     metrics: {test_acc: higher, test_loss: lower nats}   # direction, then the unit
 
+Any table may set ``time_limit: 30m`` (seconds, or ``90s``, ``15m``, ``2h``): each run of a
+trial ends past it with status ``timeout`` (``--time-limit`` overrides it).
+
 A variant's keys are any of the runner's config keys (docs/command-line.md, Configuration keys)
 or the model plugin's; an unknown key is refused, naming the file, the variant and the closest
 key, when the trials are expanded, before any trial starts. Values are parsed as the runner's
@@ -36,7 +39,7 @@ from ablations.config.values import QuotedText, TextLoader, arg, yaml_problem
 from ablations.config.comparison import DEFAULT_REFERENCE
 
 TOP_LEVEL = ("name", "description", "reference", "model", "variants", "command", "config",
-             "metrics", "datasets")
+             "metrics", "datasets", "time_limit")
 
 
 def is_space_file(name: str) -> bool:
@@ -97,12 +100,21 @@ def load_space_file(path: str | Path) -> dict[str, Any]:
         key = next(key for key in ("config", "metrics") if key in data)
         raise ConfigError(f"{file}: {key!r} belongs to a table about a program: give its "
                           "'command' too (a training function declares them in Python)")
+    time_limit = None
+    if "time_limit" in data:
+        from ablations.trial.time_limit import parse_duration
+
+        try:
+            time_limit = parse_duration(data["time_limit"])
+        except ValueError as exc:
+            raise ConfigError(f"{file}: time_limit: {exc}") from None
     name = data.get("name") or file.stem
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", name):
         raise ConfigError(f"{file}: name {name!r}: use letters, digits, '.', '_' and '-'")
     return {"name": name, "description": data.get("description", ""),
             "reference": reference, "model": model, "variants": table,
-            "path": str(file.resolve()), "datasets": _datasets(file, data.get("datasets"))}
+            "path": str(file.resolve()), "datasets": _datasets(file, data.get("datasets")),
+            "time_limit_s": time_limit}
 
 
 def _datasets(file: Path, given: Any) -> dict[str, Any] | None:

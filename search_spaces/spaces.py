@@ -46,6 +46,8 @@ class Space:
     # A space file's datasets (docs/datasets.md): name -> a directory, "synthetic" or the keys
     # that select it; None: the experiment's one dataset
     datasets: Mapping[str, Any] | None = None
+    # A space file's ``time_limit:`` in seconds: each run of a trial ends past it (timeout)
+    time_limit_s: float | None = None
 
     @property
     def is_search(self) -> bool:
@@ -129,7 +131,7 @@ def get_space(name: str) -> Space:
         return Space(name=table["name"], description=table["description"],
                      variants=table["variants"], reference=table["reference"],
                      source_file=table["path"], model=table["model"],
-                     datasets=table["datasets"])
+                     datasets=table["datasets"], time_limit_s=table["time_limit_s"])
     try:
         return SPACES[name]
     except KeyError:

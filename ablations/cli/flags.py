@@ -116,6 +116,16 @@ def _resource(text: str) -> float:
     return value
 
 
+def _duration(text: str) -> float:
+    """A time limit: seconds, or ``90s``, ``15m``, ``2h`` (ablations/trial/time_limit.py)."""
+    from ablations.trial.time_limit import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _seeds(text: str) -> list[int] | str:
     """``3`` means seeds 0,1,2; ``0,5,7`` is an explicit list; ``auto``: in rounds."""
     text = text.strip()
@@ -327,6 +337,10 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                        help="GPUs per trial, fractions allowed, e.g. 0.5 (default: 0)")
     where.add_argument("--max-concurrent", type=_non_negative_int, default=0, metavar="N",
                        help="at most N trials at once (default: 0, as resources allow)")
+    where.add_argument("--time-limit", type=_duration, default=None, metavar="DURATION",
+                       help="end each run of a trial past this time, as status 'timeout' "
+                       "with its last output: seconds, or e.g. 90s, 15m, 2h (default: the "
+                       "space file's time_limit, else none)")
     where.add_argument("--max-failures", type=_non_negative_int, default=0, metavar="N",
                        help="retry a failed trial up to N times, from its last checkpoint "
                        "(default: 0)")

@@ -56,7 +56,7 @@ def run_main(args: argparse.Namespace, command: list[str]) -> int:
     if args.name is not None:
         check_name(args.name)
     resources = Resources(max_concurrent=args.max_concurrent, max_failures=args.max_failures,
-                          address=args.address)
+                          address=args.address, time_limit=args.time_limit)
     if args.dry_run and not args.resume:
         return dry_run(Experiment.from_request(request, resources=resources), args)
     if any(str(getattr(spec, "target", "")).startswith("file:") for spec in args.log_to):
@@ -123,11 +123,14 @@ def print_results(results: Results, args: argparse.Namespace) -> int:
     stopped = (f"{counts[TrialStatus.INTERRUPTED]} interrupted, "
                f"{counts[TrialStatus.NOT_STARTED]} not started, ") if unfinished else ""
     print(f"\n{counts[TrialStatus.OK]} ok, {counts[TrialStatus.FAILED]} failed, "
-          f"{counts[TrialStatus.DIVERGED]} diverged, {counts[TrialStatus.STOPPED]} stopped "
+          f"{counts[TrialStatus.DIVERGED]} diverged, "
+          + (f"{counts[TrialStatus.TIMEOUT]} timed out, " if counts[TrialStatus.TIMEOUT] else "")
+          + f"{counts[TrialStatus.STOPPED]} stopped "
           f"early, {stopped}{counts[TrialStatus.SKIPPED]} skipped of {len(df)} trials; "
           f"{results.wall_s:.0f} s wall, {df['cpu_hours'].sum():.3f} CPU-hours, "
           f"{df['gpu_hours'].sum():.3f} GPU-hours.")
-    for _, row in df[df["status"].isin([TrialStatus.FAILED, TrialStatus.DIVERGED])].iterrows():
+    shown = [TrialStatus.FAILED, TrialStatus.DIVERGED, TrialStatus.TIMEOUT]
+    for _, row in df[df["status"].isin(shown)].iterrows():
         print(f"  {row['trial_name']}: {row['status']}: {row['error']}")
     for line in results.closing_lines:
         print(spoken(line))

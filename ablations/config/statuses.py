@@ -17,6 +17,7 @@ class TrialStatus(str, enum.Enum):
     OK = "ok"  # trained every epoch and reported its test metrics: the only status compared
     FAILED = "failed"  # an exception, a lost node, an out-of-memory that recovery could not mend
     DIVERGED = "diverged"  # training failed it: a non-finite loss or an exploded validation error
+    TIMEOUT = "timeout"  # it ran past its time limit (ablations/trial/time_limit.py)
     STOPPED = "stopped"  # stopped early by the search's scheduler (a tuning trial)
     INTERRUPTED = "interrupted"  # the run stopped (Ctrl-C, SIGTERM) after the trial's 1st epoch
     NOT_STARTED = "not_started"  # the run stopped before the trial recorded an epoch

@@ -37,6 +37,7 @@ from ablations.experiment.request import (
     UsageError,
     check_name,
     storage_root,
+    time_limit_problem,
 )
 from ablations.results.io.files import first_line, join, list_dir, read_metadata
 from ablations.results.stats.baseline_check import (
@@ -79,6 +80,8 @@ class Resources:
     address: Optional[str] = None  # a Ray cluster; None: this process's Ray, or a local one
     num_cpus: Optional[int] = None  # the CPUs of the local Ray a run starts
     auto_batch: Optional[bool] = None  # probe the largest batch that fits the trial's GPU
+    # each run of a trial ends past it as ``timeout``: seconds, or "90s", "15m", "2h"
+    time_limit: Optional[float | str] = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,18 @@ def names(given: Optional[Sequence[str]]) -> Optional[list[str]]:
     return given if given is None or isinstance(given, str) else list(given)
 
 
+def time_limit_of(given: Optional[float | str]) -> Optional[float]:
+    """A time limit in seconds (None: not given); one UsageError for one that is not."""
+    if given is None:
+        return None
+    from ablations.trial.time_limit import parse_duration
+
+    problem = time_limit_problem(given)
+    if problem:
+        raise UsageError(f"{arg('time_limit')}: {problem}")
+    return parse_duration(given)
+
+
 def request_of(space: Optional[str], seeds: Seeds, decision: Decision, resources: Resources,
                **values: Any) -> Request:
     """The :class:`Request` of an experiment's arguments: the fields given (not None) and
@@ -191,7 +206,8 @@ def request_of(space: Optional[str], seeds: Seeds, decision: Decision, resources
         metric=decision.metric, alpha=decision.alpha,
         margin=None if decision.margin is None else str(decision.margin),
         cpus_per_trial=resources.cpus_per_trial, gpus_per_trial=resources.gpus_per_trial,
-        address=resources.address, auto_batch=resources.auto_batch)
+        address=resources.address, auto_batch=resources.auto_batch,
+        time_limit=time_limit_of(resources.time_limit))
     if values.get("storage") is not None:
         values["storage"] = str(values["storage"])
     given = {key: value for key, value in values.items() if value is not None}
@@ -320,7 +336,9 @@ class Experiment:
                        reuse_workers=not prepared.space.isolate_trials,
                        cpus_per_trial=self.request.cpus_per_trial,
                        gpus_per_trial=self.request.gpus_per_trial,
-                       crossed=bool(self.request.cross_seeds), resume=resume)
+                       crossed=bool(self.request.cross_seeds), resume=resume,
+                       time_limit_s=(self.request.time_limit if self.request.time_limit
+                                     is not None else prepared.space.time_limit_s))
             return _execute(run, self.request, self.resources, self.log_to, self.progress,
                             console or Console())
 
@@ -382,7 +400,9 @@ def resume_request(name: Optional[str], request: Request, *, resources: Resource
                    skipped=list(plan.skipped), design=plan.design, seeds=plan.seeds,
                    reuse_workers=plan.reuse_workers, cpus_per_trial=plan.cpus_per_trial,
                    gpus_per_trial=plan.gpus_per_trial, crossed=False, resume=True,
-                   retry_failed=retry_failed)
+                   retry_failed=retry_failed,
+                   time_limit_s=(request.time_limit if request.time_limit is not None
+                                 else plan.time_limit_s))
         return _execute(run, request, resources, log_to, progress, console or Console())
 
 
@@ -419,6 +439,7 @@ class _Run:
     crossed: bool
     resume: bool
     retry_failed: bool = False
+    time_limit_s: Optional[float] = None  # each run of a trial (trial/time_limit.py)
 
 
 def _execute(run: _Run, request: Request, resources: Resources, log_to: Sequence[Any],
@@ -438,6 +459,7 @@ def _execute(run: _Run, request: Request, resources: Resources, log_to: Sequence
         address=resources.address, cpus_per_trial=run.cpus_per_trial,
         gpus_per_trial=run.gpus_per_trial, max_concurrent=resources.max_concurrent or 0,
         max_failures=resources.max_failures or 0, retry_failed=run.retry_failed,
+        time_limit_s=run.time_limit_s,
         reuse_workers=run.reuse_workers, dashboard=console.dashboard,
         verbose=1 if console.verbose else 0, progress=progress,
         progress_epochs=console.progress_epochs, command=list(console.command))

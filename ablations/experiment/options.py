@@ -30,6 +30,7 @@ class RunOptions:
     max_concurrent: int = 0  # 0: as many as resources allow
     max_failures: int = 0  # retries of a failed trial, each from its last checkpoint
     retry_failed: bool = False  # on resume: retry failed trials from their last checkpoint
+    time_limit_s: Optional[float] = None  # each run of a trial ends past it, as timeout
     reuse_workers: bool = True  # False: a fresh process per trial (clean peak memory)
     dashboard: bool = True
     verbose: int = 0  # Ray Tune's own console output: 0 none, 1 status table, 2 every result

@@ -135,7 +135,7 @@ class TrialProgress(tune.Callback):
         self._line(trial, TrialStatus.OK)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._line(trial, "FAILED")
+        self._line(trial, "TIMEOUT" if _timed_out(trial) else "FAILED")
 
     # ---------------------------------------------------------------- lines
     def _line(self, trial: Any, status: str) -> None:
@@ -264,4 +264,12 @@ def _is_terminal(stream: TextIO) -> bool:
     try:
         return stream.isatty()
     except (AttributeError, ValueError):  # closed, or not a file
+        return False
+
+
+def _timed_out(trial: Any) -> bool:
+    """Whether the trial's error is its time limit (ablations/trial/time_limit.py)."""
+    try:
+        return "TrialTimeout" in str(trial.get_error())
+    except Exception:  # noqa: BLE001 - a line's label is not worth failing the run for
         return False

@@ -85,6 +85,9 @@ class Request:
     alpha: float = DEFAULT_ALPHA
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0
+    # seconds each run of a trial may take; past it the trial ends as ``timeout``
+    # (ablations/trial/time_limit.py). None: the space file's ``time_limit:``, else none
+    time_limit: Optional[float] = None
     address: Optional[str] = None  # None: a local Ray
     name: Optional[str] = None
     storage: str = DEFAULT_STORAGE
@@ -127,11 +130,23 @@ class Request:
             "max_eval_examples": at_least_problem(self.max_eval_examples, 0),
             "cpus_per_trial": resource_problem(self.cpus_per_trial),
             "gpus_per_trial": resource_problem(self.gpus_per_trial),
+            "time_limit": None if self.time_limit is None else time_limit_problem(self.time_limit),
         }
         for name, problem in problems.items():
             if problem:
                 raise UsageError(f"{arg(name)}: {problem}")
         return self
+
+
+def time_limit_problem(value: Any) -> Optional[str]:
+    """Why ``value`` is not a time limit (seconds, or ``90s``, ``15m``, ``2h``)."""
+    from ablations.trial.time_limit import parse_duration
+
+    try:
+        parse_duration(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def names_problem(names: Optional[Sequence[str]]) -> Optional[str]:

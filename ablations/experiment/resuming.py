@@ -43,6 +43,7 @@ class ResumePlan:
     reuse_workers: bool  # False when the space isolates its trials
     cpus_per_trial: float  # as recorded
     gpus_per_trial: float
+    time_limit_s: Optional[float] = None  # as recorded (a resume's time_limit overrides it)
     continued: bool = False  # a fixed run continued into rounds
     warnings: list[str] = field(default_factory=list)  # what changed, resumed anyway
     notes: list[str] = field(default_factory=list)  # what else differs (packages, device)
@@ -107,6 +108,7 @@ def resume_plan(storage: str, name: Optional[str], request: Request, *,
         reuse_workers=not (space and space.isolate_trials),
         cpus_per_trial=meta.get("cpus_per_trial", request.cpus_per_trial),
         gpus_per_trial=meta.get("gpus_per_trial", request.gpus_per_trial),
+        time_limit_s=meta.get("time_limit_s"),
         continued=sequential is not None, warnings=warnings, notes=notes)
 
 

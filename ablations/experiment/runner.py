@@ -186,7 +186,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     state_root = join(root, STATE_SUBDIR)
     trainable = tune.with_resources(tune.with_parameters(
         tune_trainable, plan={key: config.to_dict() for key, config in plan.items()},
-        state_root=state_root,
+        state_root=state_root, time_limit_s=options.time_limit_s,
         pack=options.verbose == 0), resources)  # --verbose: Tune's tables show every figure
     tune_dir = join(root, part.tune_subdir)
     started = time.monotonic()
@@ -313,7 +313,7 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
     for result in results:
         status, _, _ = trial_status(unpacked(result.metrics), result.error, None,
                                     hpo=num_samples is not None)
-        if status == TrialStatus.FAILED:
+        if status in (TrialStatus.FAILED, TrialStatus.TIMEOUT):
             counts["continue" if retry_failed else "failed"] += 1
         elif status == TrialStatus.INTERRUPTED or (status == TrialStatus.NOT_STARTED
                                                    and saved(result_name(result))):
@@ -371,6 +371,7 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
         "seeds": sorted({spec.seed for spec in trials}),
         "cpus_per_trial": options.cpus_per_trial,
         "gpus_per_trial": options.gpus_per_trial,
+        "time_limit_s": options.time_limit_s,
         "address": options.address or "local",
         "torch_version": torch.__version__,
         "ray_version": ray.__version__,

@@ -163,9 +163,10 @@ def _nan_if_missing(metrics: dict[str, Any], key: str) -> float:
         return math.nan
 
 
-# Trials a resume continues (interrupted; failed with --retry-failed) or starts (not_started);
-# while any is left, trial_state/ is kept.
-RESUMABLE_STATUSES = (TrialStatus.FAILED, TrialStatus.INTERRUPTED, TrialStatus.NOT_STARTED)
+# Trials a resume continues (interrupted; failed or timed out with --retry-failed) or starts
+# (not_started); while any is left, trial_state/ is kept.
+RESUMABLE_STATUSES = (TrialStatus.FAILED, TrialStatus.TIMEOUT, TrialStatus.INTERRUPTED,
+                      TrialStatus.NOT_STARTED)
 
 
 def trial_status(metrics: dict[str, Any], error: Optional[BaseException],
@@ -177,6 +178,8 @@ def trial_status(metrics: dict[str, Any], error: Optional[BaseException],
     Ctrl-C or SIGTERM) is ``interrupted`` if it recorded an epoch, else ``not_started``."""
     if error is not None:
         message = _error_line(error)
+        if "TrialTimeout: " in message:  # ablations/trial/time_limit.py: its words alone
+            return TrialStatus.TIMEOUT, message.split("TrialTimeout: ", 1)[1], "time-limit"
         reason = "oom" if "TrialOutOfMemory" in message or "oom:" in message else "error"
         return TrialStatus.FAILED, message, reason
     if metrics.get("status") == TrialStatus.DIVERGED:

@@ -117,12 +117,14 @@ def trial_config(config: dict[str, Any], plan: dict[str, dict[str, Any]]) -> Tri
 
 
 def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
-                   state_root: str, pack: bool = True) -> None:
+                   state_root: str, pack: bool = True,
+                   time_limit_s: Optional[float] = None) -> None:
     """Train trial ``config["trial"]`` (a name) with its resolved config ``plan[name]``
     (a ``TrialConfig.to_dict()``), with the sampled ``config["params"]`` (flat keys) in a search.
     The runner passes ``plan``, ``state_root`` and ``pack`` with ``tune.with_parameters``;
     ``pack=False`` (``--verbose``) reports every figure to Tune as a number, so that Tune's own
-    result tables show them (ablations/experiment/reported.py)."""
+    result tables show them (ablations/experiment/reported.py). ``time_limit_s``: each run of
+    a trial ends past it, as ``timeout`` (ablations/trial/time_limit.py)."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # no line per checkpoint
     trial = trial_config(config, plan)
     name = tune.get_context().get_trial_name()
@@ -155,7 +157,8 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
                   saved=resume_state, folder=trial_folder(state_dir),
                   device=resolved_device(trial),
                   resources=ray.get_runtime_context().get_assigned_resources(),
-                  cwd=Path(os.environ.get("TUNE_ORIG_WORKING_DIR", os.getcwd())))
+                  cwd=Path(os.environ.get("TUNE_ORIG_WORKING_DIR", os.getcwd())),
+                  time_limit_s=time_limit_s)
         failed = False
     finally:
         if share is not None:

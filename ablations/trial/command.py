@@ -42,6 +42,7 @@ from typing import Any, Collection, Mapping, Optional
 
 from ablations.config.code import COMMAND_FIELDS, FIELD, FLAG, Command
 from ablations.trial.own_code import OwnCodeError, Trial
+from ablations.trial.time_limit import TrialTimeout
 
 METRICS_FILE = "metrics.jsonl"
 RESUME_DIR = "resume"
@@ -142,6 +143,8 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
         OwnCodeError: the program is not found, exits with a non-zero code (the message holds
             stderr's last lines), writes a metrics line that is not a JSON object, or writes
             no metrics at all.
+        TrialTimeout: the program ran past the trial's time limit; its tree is ended first,
+            and the message holds its last output.
     """
     folder = Path(trial.folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
@@ -177,6 +180,8 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
                                f"the folder it runs in: {trial.cwd}") from None
         try:
             while True:
+                if trial.deadline.passed():
+                    raise trial.deadline.error("")
                 try:
                     process.wait(timeout=POLL_S)
                     exited = True
@@ -193,6 +198,9 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
                         final.update(_numbers(record, declared))
                 if exited:
                     break
+        except TrialTimeout:  # the limit passed in the loop or in an epoch's report
+            _stop(process, pid_file)
+            raise trial.deadline.error(last_output(folder)) from None
         finally:
             _stop(process, pid_file)
     if process.returncode != 0:
@@ -381,12 +389,25 @@ def exit_message(code: int, folder: Path) -> str:
             how = f"was killed by signal {-code}"
     else:
         how = f"exited with code {code}"
-    tail = [line.strip() for line in _tail(folder / STDERR_LOG).splitlines() if line.strip()]
-    said = " | ".join(tail[-ERROR_LINES:])
-    if len(said) > ERROR_CHARS:
-        said = "..." + said[-ERROR_CHARS:]
+    said = _last_lines(folder / STDERR_LOG)
     return (f"command {how}: {said}" if said else
             f"command {how} and wrote nothing on stderr (its output: {folder / STDOUT_LOG})")
+
+
+def last_output(folder: Path) -> str:
+    """A stopped program's last lines, stderr's else stdout's, for its trial's error."""
+    for log in (STDERR_LOG, STDOUT_LOG):
+        said = _last_lines(folder / log)
+        if said:
+            return f"the program was stopped; its last output ({log}): {said}"
+    return "the program was stopped; it wrote nothing on stderr or stdout"
+
+
+def _last_lines(path: Path) -> str:
+    """The last non-empty lines of a log, joined by ' | ', at most ERROR_CHARS long."""
+    tail = [line.strip() for line in _tail(path).splitlines() if line.strip()]
+    said = " | ".join(tail[-ERROR_LINES:])
+    return "..." + said[-ERROR_CHARS:] if len(said) > ERROR_CHARS else said
 
 
 def last_json_line(path: Path) -> Optional[dict[str, Any]]:

@@ -42,6 +42,7 @@ import torch
 from ablations.config import TrialConfig
 from ablations.config.statuses import TrialStatus
 from ablations.trial.switches import Switches
+from ablations.trial.time_limit import Deadline
 
 # send(metrics, final, predictions): one report to Tune; final=True for the last one
 Send = Callable[[dict[str, Any], bool, Optional[pd.DataFrame]], None]
@@ -64,7 +65,8 @@ class Trial:
 
     def __init__(self, config: TrialConfig, *, name: str, send: Send, store: Store,
                  saved: Optional[dict[str, Any]], folder: Path, device: torch.device,
-                 resources: Mapping[str, float], cwd: Optional[Path] = None) -> None:
+                 resources: Mapping[str, float], cwd: Optional[Path] = None,
+                 deadline: Optional[Deadline] = None) -> None:
         self._config = config
         self._send = send
         self._store = store
@@ -88,6 +90,7 @@ class Trial:
         self._saved_at: tuple[int, int] = (-1, -1)  # (epoch, history rows) of the last save
         self._wall_before_s = float(saved.get("wall_s", 0.0)) if saved else 0.0
         self._started = time.perf_counter()
+        self.deadline = deadline or Deadline(None)  # the trial's time limit (time_limit.py)
 
     # ----------------------------------------------------------------------- seeds
     def seed_everything(self) -> None:
@@ -116,6 +119,8 @@ class Trial:
         self._send(row, False, None)
         if row["status"] == TrialStatus.DIVERGED.value:
             raise Diverged(row["error"])
+        if self.deadline.passed():  # this epoch counts; the trial ends after it
+            raise self.deadline.error(f"it stopped after epoch {row['epoch']}")
 
     def last_report(self, epoch: Optional[int] = None, **metrics: Any) -> None:
         """The last epoch's metrics, sent with the final result as one report (Tune's

@@ -19,6 +19,7 @@ from ablations.config.statuses import TrialStatus
 from ablations.trial.builtin_fit import builtin_fit
 from ablations.trial.command import run_command
 from ablations.trial.host import cpu_model
+from ablations.trial.time_limit import Deadline, TrialTimeout
 from ablations.trial.own_code import (
     Diverged,
     OwnCodeError,
@@ -45,7 +46,8 @@ def fit_of(config: TrialConfig) -> Callable[[Trial], Mapping[str, Any]]:
 
 def run_trial(config: TrialConfig, *, name: str, send: Send, store: Store,
               saved: Optional[dict[str, Any]], folder: Path, device: torch.device,
-              resources: Mapping[str, float], cwd: Optional[Path] = None) -> dict[str, Any]:
+              resources: Mapping[str, float], cwd: Optional[Path] = None,
+              time_limit_s: Optional[float] = None) -> dict[str, Any]:
     """Train the trial ``config`` describes and send its final result; returns it.
 
     The final result holds the last epoch's metrics (reported, or held by
@@ -53,19 +55,26 @@ def run_trial(config: TrialConfig, *, name: str, send: Send, store: Store,
     (``epochs_run``, ``resumed_from_epoch``, ``wall_s``, ``device``: where ``fit`` returned
     none of its own) and ``status``: what ``fit`` returned, else ``ok``; ``diverged`` for a
     declared metric that is not finite. A declared metric found nowhere raises
-    :class:`OwnCodeError`, a failed trial."""
+    :class:`OwnCodeError`, a failed trial; a trial past ``time_limit_s`` (seconds of this
+    run) raises :class:`~ablations.trial.time_limit.TrialTimeout` once the epochs it
+    reported are stored (ablations/trial/time_limit.py)."""
     code = config.own_code
     if code is not None:  # the built-in loop sets its threads itself
         torch.set_num_threads(max(1, config.systems.num_threads))
     folder.mkdir(parents=True, exist_ok=True)
+    deadline = Deadline(time_limit_s)
     trial = Trial(config, name=name, send=send, store=store, saved=saved, folder=folder,
-                  device=device, resources=resources, cwd=cwd)
+                  device=device, resources=resources, cwd=cwd, deadline=deadline)
     diverged: Optional[str] = None
     returned: Any = {}
     try:
-        returned = fit_of(config)(trial) or {}
+        with deadline.watchdog(lambda: last_words(trial)):
+            returned = fit_of(config)(trial) or {}
     except Diverged as exc:
         diverged = str(exc)
+    except TrialTimeout as exc:
+        trial.save_history()  # the epochs it ran are the trial's curves
+        raise (exc if str(exc) else deadline.error(last_words(trial))) from None
     if not isinstance(returned, Mapping):
         raise OwnCodeError(f"model {code.name}: fit returned {type(returned).__name__}; return "
                            "a dict of final metrics, e.g. {'test_acc': 0.97}")
@@ -97,6 +106,13 @@ def run_trial(config: TrialConfig, *, name: str, send: Send, store: Store,
     ok = result["status"] == TrialStatus.OK.value
     send(result, True, trial.kept_predictions if ok or code is None else None)
     return result
+
+
+def last_words(trial: Trial) -> str:
+    """What a trial ended past its time limit last did, for its error."""
+    if trial.last_epoch > trial.start_epoch:
+        return f"it was in epoch {trial.last_epoch + 1} (epoch {trial.last_epoch} reported)"
+    return "it reported no epoch in this run"
 
 
 def device_name(device: torch.device) -> str:

@@ -28,10 +28,12 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
      "<dataset>.<ablation>-seed<seed>"),
     ("trial_id", "string", "Ray Tune's trial id"),
     ("status", "string",
-     "ok / failed / diverged / stopped (early, hpo) / skipped / interrupted / not_started"),
+     "ok / failed / diverged / timeout (past --time-limit) / stopped (early, hpo) / skipped / "
+     "interrupted / not_started"),
     ("failure_reason", "string",
-     "oom / error / non-finite-loss / exploded / early-stopped / conflict; null when ok"),
-    ("error", "string", "one-line error for failed and diverged trials, else null"),
+     "oom / error / non-finite-loss / exploded / time-limit / early-stopped / conflict; null "
+     "when ok"),
+    ("error", "string", "one-line error for failed, diverged and timed-out trials, else null"),
     ("init_seed", "int64",
      "seed of torch's generator: weight initialisation and dropout (`seed` + `seed_offset`, "
      "or the held value when `seed_sources` holds init; docs/seed-sources.md)"),

@@ -7,8 +7,9 @@ A trial's status says who failed it:
   diverges where the reference does not is the evidence that the component matters
   (clipping, normalisation, warm-up), so the seed counts;
 - **the machinery**: ``failed`` (an exception in code, a lost node, an out-of-memory that
-  recovery could not mend), ``stopped``, ``skipped``, ``interrupted``, ``not_started``: no
-  outcome of the variant, left out of the comparison and named by the summary.
+  recovery could not mend), ``timeout`` (past the trial's time limit: a hang is not a
+  result), ``stopped``, ``skipped``, ``interrupted``, ``not_started``: no outcome of the
+  variant, left out of the comparison and named by the summary.
 
 How the verdicts use a training failure (:func:`failure_tests`, docs/verdicts.md):
 
@@ -41,8 +42,8 @@ import pandas as pd
 from ablations.config.statuses import TrialStatus
 
 TRAINING_FAILURES = (TrialStatus.DIVERGED,)
-MACHINERY_FAILURES = (TrialStatus.FAILED, TrialStatus.STOPPED, TrialStatus.SKIPPED,
-                      TrialStatus.INTERRUPTED, TrialStatus.NOT_STARTED)
+MACHINERY_FAILURES = (TrialStatus.FAILED, TrialStatus.TIMEOUT, TrialStatus.STOPPED,
+                      TrialStatus.SKIPPED, TrialStatus.INTERRUPTED, TrialStatus.NOT_STARTED)
 
 
 def outcome_tables(trials: pd.DataFrame, metric: str, seeds: set | None = None

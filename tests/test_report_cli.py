@@ -178,3 +178,82 @@ def test_resume_refuses_a_name_that_is_a_path(tmp_path, capsys, name):
     assert len(lines) == 1 and f"--name {name!r}: use letters, digits" in lines[0], lines
     assert not (tmp_path / "results").exists()
 
+
+
+def _record(root: Path, **keys) -> None:
+    (root / "experiment.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION,
+                                                      "space": "components", "trials": {},
+                                                      **keys}))
+
+
+@pytest.mark.parametrize(("keys", "error"), [
+    ({"metrics": "loss"}, r"'metrics' is text, not a mapping"),
+    ({"metrics": {"test_mae": {"direction": "sideways", "unit": "km"}}},
+     r"'metrics' entry 'test_mae' has direction 'sideways', not higher or lower"),
+    ({"planned": {"metric": 3}}, r"'planned' metric is a number, not text"),
+    ({"trials": []}, r"'trials' is a list, not a mapping"),
+    ({"planned": {"metric": "score"}},
+     r"'metrics' does not record the direction and unit of the experiment's metric 'score'"),
+])
+def test_report_and_resume_refuse_a_damaged_record_in_the_same_words(experiment, tmp_path,
+                                                                     capsys, keys, error):
+    root = _copy(experiment, tmp_path)
+    _record(root, **keys)
+    record = (root / "experiment.json").read_text()
+    before = _files(tmp_path)
+    said = []
+    for argv in (["report", str(root)], ["run", "--resume", "--name", "exp", "--storage",
+                                         str(tmp_path)]):
+        assert main(argv) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and re.search(error, lines[0]), lines
+        assert "the experiment's record is damaged" in lines[0]
+        said.append(lines[0].split("error: ", 1)[1])
+    assert said[0] == said[1]  # one refusal, whoever reads the record
+    assert _files(tmp_path) == before and (root / "experiment.json").read_text() == record
+
+
+def test_a_run_of_the_reference_alone_is_reported_without_verdicts_and_says_so(
+        experiment, tmp_path, capsys):
+    root = _copy(experiment, tmp_path)
+    trials = pd.read_parquet(root / "trials.parquet")
+    trials[trials["ablation"] == "baseline"].to_parquet(root / "trials.parquet", index=False)
+    assert main(["report", str(root)]) == 0
+    said = "Only the reference baseline ran: there is no variant to compare with it, so no " \
+           "verdict on test_mae"
+    assert said in capsys.readouterr().out and said in (root / "report.md").read_text()
+
+
+def test_a_fault_of_the_runners_is_not_shown_as_bad_input(experiment, tmp_path, capsys,
+                                                          monkeypatch):
+    import numpy as np
+
+    from ablations.results.stats import verdicts
+
+    root = _copy(experiment, tmp_path)
+
+    def broken(*args, **kwargs):  # numpy's own ValueError, as a bug of the runner's meets it
+        return np.zeros(0).reshape(0, -1)
+
+    monkeypatch.setattr(verdicts, "family_contrasts", broken)
+    with pytest.raises(ValueError, match="cannot reshape array of size 0"):
+        main(["report", str(root)])
+    assert "error:" not in capsys.readouterr().err
+
+
+def test_a_unit_or_name_that_looks_like_html_stays_text_in_report_md(experiment, tmp_path,
+                                                                     capsys):
+    import markdown_it
+
+    root = _copy(experiment, tmp_path)
+    for table in ("trials", "epochs", "predictions"):
+        frame = pd.read_parquet(root / f"{table}.parquet")
+        frame["ablation"] = frame["ablation"].replace("no_x", "<script>alert(1)</script>|x")
+        frame.to_parquet(root / f"{table}.parquet", index=False)
+    _record(root, metrics={"test_mae": {"direction": "lower", "unit": "<b>km</b>"}})
+    assert main(["report", str(root)]) == 0
+    capsys.readouterr()
+    html = markdown_it.MarkdownIt("commonmark").enable("table").render(
+        (root / "report.md").read_text())
+    assert "<script>" not in html and "<b>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;|x" in html and "&lt;b&gt;km&lt;/b&gt;" in html

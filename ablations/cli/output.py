@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import os
 import sys
@@ -43,6 +44,40 @@ def list_spaces() -> str:
     return "\n".join(lines)
 
 
+def input_problem(exc: BaseException) -> Optional[str]:
+    """The one-line message of an error that ``report`` or ``compare`` met in its input (a
+    ValueError the runner raised with words for the user, such as a damaged experiment.json
+    or an unknown reference; a file that cannot be read or written; a damaged Parquet file);
+    None for any other error, a fault of the runner's own (a ValueError raised inside numpy or
+    pandas, say), which is not the user's input to fix."""
+    import pyarrow as pa
+
+    if isinstance(exc, OSError):
+        filename = getattr(exc, "filename", None)
+        return f"{filename}: {exc.strerror or first_line(exc)}" if filename else first_line(exc)
+    if isinstance(exc, pa.ArrowException) or raised_by_the_runner(exc):
+        return first_line(exc)
+    return None
+
+
+def raised_by_the_runner(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised in the runner's own source (the innermost frame of its
+    traceback is a file of the ``ablations`` package), not inside a library it called."""
+    import ablations
+
+    roots = [Path(path).resolve() for path in ablations.__path__]
+    roots += [Path(path).resolve() for name in ("model", "results", "search_spaces")
+              for path in (importlib.util.find_spec(f"ablations.{name}")
+                           .submodule_search_locations or [])]
+    frame, traceback = None, exc.__traceback__
+    while traceback is not None:
+        frame, traceback = traceback.tb_frame, traceback.tb_next
+    if frame is None:
+        return False
+    path = Path(frame.f_code.co_filename).resolve()
+    return any(path.is_relative_to(root) for root in roots)
+
+
 def report_main(args: argparse.Namespace) -> int:
     """``run_ablations.py report EXPERIMENT_DIR``: write report.md/.html, print the table
     (its flags: ablations/cli/commands.py)."""
@@ -58,12 +93,10 @@ def report_main(args: argparse.Namespace) -> int:
         report = write_report(experiment, reference=args.reference, metric=args.metric,
                               margin=args.margin, alpha=args.alpha,
                               compare_with=args.compare_with, formats=args.formats or ())
-    except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
-        # ValueError includes ablations.results.report.build.NotAnExperimentError; OSError: cannot
-        # write
-        message = first_line(exc)
-        if isinstance(exc, OSError) and getattr(exc, "filename", None):
-            message = f"{exc.filename}: {exc.strerror or message}"
+    except (ValueError, OSError, pa.ArrowException) as exc:
+        message = input_problem(exc)
+        if message is None:
+            raise  # a fault of the runner's: main() shows it as one, with its traceback
         print(f"{PROG} report: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     ablation = report.ablation
@@ -107,8 +140,10 @@ def compare_main(args: argparse.Namespace) -> int:
     try:
         table = compare_experiments(*folders, metric=args.metric, margin=args.margin,
                                     alpha=args.alpha, reference=args.reference)
-    except (ValueError, KeyError, OSError, pa.ArrowException) as exc:
-        message = first_line(exc)
+    except (ValueError, OSError, pa.ArrowException) as exc:
+        message = input_problem(exc)
+        if message is None:
+            raise  # a fault of the runner's: main() shows it as one, with its traceback
         print(f"{PROG} compare: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     differ = _compare_departures(recorded, given)

@@ -24,8 +24,15 @@ from ablations.experiment.options import ExperimentResult
 from ablations.experiment.plans import plan_from_metadata, skipped_plan
 from ablations.experiment.provenance import changes, collect
 from ablations.experiment.request import Request, UsageError, arg
-from ablations.results.io.files import MetadataError, first_line, join, list_dir, read_experiment, \
-    read_metadata
+from ablations.results.io.files import (
+    METADATA_FILE,
+    MetadataError,
+    first_line,
+    join,
+    list_dir,
+    read_experiment,
+    read_metadata,
+)
 from ablations.search_spaces import SPACES
 
 
@@ -87,6 +94,10 @@ def resume_plan(storage: str, name: Optional[str], request: Request, *,
     if meta is None:
         raise UsageError(f"{arg('resume')}: {target} is not an experiment folder (no "
                          "experiment.json)")
+    missing = [key for key in ("space", "trials") if key not in meta]
+    if missing:
+        raise UsageError(f"{join(target, METADATA_FILE)} has no {missing[0]!r}; the experiment's "
+                         "record is damaged: restore it or use another --name")
     trials, skipped = plan_from_metadata(meta)
     sequential = None
     if continuing:  # refuses a search and rounds, each in its own words

@@ -194,8 +194,9 @@ def read_metadata(directory: str | Path) -> dict[str, Any] | None:
 
     Raises:
         MetadataError: the file is there but is not a JSON object (damaged by hand or a tool),
-            or its ``schema_version`` is not :data:`SCHEMA_VERSION` (none: a record written
-            before the versions were kept).
+            its ``schema_version`` is not :data:`SCHEMA_VERSION` (none: a record written
+            before the versions were kept), or a key the runner reads back has another shape
+            (ablations/results/io/record.py).
     """
     path = join(directory, METADATA_FILE)
     if not is_file(path):
@@ -214,6 +215,12 @@ def read_metadata(directory: str | Path) -> dict[str, Any] | None:
         found = "has no schema_version" if version is None else f"has schema_version {version!r}"
         raise MetadataError(f"{path} {found}; this runner reads schema_version {SCHEMA_VERSION} "
                             "only: run the experiment again with this runner (another --name)")
+    from ablations.results.io.record import record_problem
+
+    problem = record_problem(meta)
+    if problem:
+        raise MetadataError(f"{path}: {problem}; the experiment's record is damaged: restore "
+                            "it or use another --name")
     return meta
 
 

@@ -43,7 +43,6 @@ from ablations.results.stats.uncertainty import one_draw
 from ablations.results.stats.verdicts import margin_text
 from ablations.results.io.files import (
     TRIALS_FILE,
-    MetadataError,
     atomic_write,
     first_line,
     is_uri,
@@ -111,14 +110,12 @@ def write_report(directory: str | Path, *, reference: str | None = None,
 
     Raises:
         NotAnExperimentError: see :func:`check_experiment`.
+        MetadataError: a damaged experiment.json (ablations/results/io/record.py).
         ValueError: no ok trial, a ``reference`` that is not a variant, a ``metric`` that is
             not a numeric column, a bad ``margin`` or ``alpha``.
     """
     check_experiment(directory)
-    try:
-        meta = read_metadata(directory) or {}
-    except MetadataError:  # a damaged record: the tables still make a report, as fixed seeds
-        meta = {}
+    meta = read_metadata(directory) or {}  # a damaged one is refused, as --resume refuses it
     # each setting not given: the one fixed before the data (results/stats/planned.py)
     settings = analysis_of(meta).settings(reference=reference, metric=metric, margin=margin,
                                           alpha=alpha)

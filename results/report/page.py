@@ -58,28 +58,39 @@ def ordered(sections: list[Section]) -> list[Section]:
     return [s for s in sections if not s.appendix] + [s for s in sections if s.appendix]
 
 
+def markdown_text(text: str) -> str:
+    """``text`` with its ``<`` escaped (``\\<``, CommonMark's backslash escape): a name or a
+    unit such as ``<script>`` shows as written instead of becoming HTML where report.md is
+    rendered."""
+    return str(text).replace("<", "\\<")
+
+
 def markdown_page(title: str, summary: str, sections: list[Section], figures_dir: str) -> str:
-    lines = [f"# {title}", "", summary, ""]
+    """report.md: its text (names and units of the user's code in it) escaped by
+    :func:`markdown_text`, its tables by :func:`markdown_cells`."""
+    lines = [f"# {markdown_text(title)}", "", markdown_text(summary), ""]
     in_appendix = False
     for section in ordered(sections):
         if section.appendix and not in_appendix:
             lines += ["## Appendix", ""]
             in_appendix = True
         hashes = "#" * (3 if section.appendix else section.level)
-        lines += [f"{hashes} {section.title}", ""]
+        lines += [f"{hashes} {markdown_text(section.title)}", ""]
         if section.text:
-            lines += [section.text, ""]
+            lines += [markdown_text(section.text), ""]
         if section.table is not None:
             lines += [markdown_cells(section.table) if len(section.table) else "(none)", ""]
         if section.figure is not None:
-            lines += [f"![{section.title}]({figures_dir}/{section.figure.name})", ""]
+            lines += [f"![{markdown_text(section.title)}]({figures_dir}/{section.figure.name})",
+                      ""]
     return "\n".join(lines)
 
 
 def markdown_cells(frame: pd.DataFrame) -> str:
-    """A GitHub-style markdown table of ``frame``'s cells as they are (strings)."""
+    """A GitHub-style markdown table of ``frame``'s cells as they are (strings), with ``|``
+    and ``<`` escaped (a cell's pipe would split it; ``<`` could start HTML)."""
     def cell(value: object) -> str:
-        return str(value).replace("|", "\\|")
+        return markdown_text(str(value).replace("|", "\\|"))
 
     header = "| " + " | ".join(cell(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"

@@ -104,7 +104,7 @@ def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, m
     crossed = crossed_family(trials, by_seed, arms, reference=reference)
     if crossed is not None:  # --cross-seeds: cells that share a seed are not independent
         contrasts = crossed
-    matrix = np.array(differences).reshape(len(arms), -1)
+    matrix = np.array(differences, dtype=float).reshape(len(arms), len(by_seed.index))
     outlier = robust_outliers(matrix) if matrix.size else np.zeros(len(arms), dtype=bool)
     pairs = np.array([np.count_nonzero(~np.isnan(row)) for row in matrix], dtype=float)
     return contrasts, outlier & ~np.isnan(contrasts.diff), pairs
@@ -144,6 +144,8 @@ def holm_bound(bounds: np.ndarray, valid: np.ndarray) -> np.ndarray:
     the smallest B just above which comparison i is declared.
     """
     size = bounds.shape[-1]
+    if size == 0:  # a family of no comparison (the reference alone)
+        return np.full(valid.shape, np.nan)
     step = np.arange(1, size + 1)
     bounds = np.where(valid[..., :, None], bounds, np.inf)
     candidates = bounds.reshape(*bounds.shape[:-2], size * size)  # (..., M)
@@ -397,6 +399,9 @@ def margin_text(attrs: dict, unit: str = "") -> str:
 def verdict_note(table: pd.DataFrame) -> str:
     """Two lines saying what :func:`verdict_table`'s verdicts mean, with its margin and α."""
     a = table.attrs
+    if not a["comparisons"]:  # the reference ran alone (e.g. --only with its name)
+        return (f"Only the reference {a['reference']} ran: there is no variant to compare with "
+                f"it, so no verdict on {a['metric']}; its numbers are in the table.")
     better = {-1: "lower is better", 1: "higher is better", 0: "no better direction"}
     bound = ("as a share of the reference's mean" if a.get("relative") else
              "in the metric's units")

@@ -123,7 +123,7 @@ def test_a_metrics_line_that_is_not_json_names_its_line(tmp_path):
         NewLines(path).read(complete_only=True)
 
 
-@pytest.mark.parametrize("epoch", ["1", None, 1.5, True, float("inf")])
+@pytest.mark.parametrize("epoch", ["1", None, 1.5, True, float("inf"), 0, -3, -3.0])
 def test_an_epoch_that_is_not_a_whole_number_is_refused(epoch):
     with pytest.raises(OwnCodeError, match="metrics.jsonl: epoch .* is not a whole number"):
         epoch_number(epoch, Path("metrics.jsonl"))

@@ -171,6 +171,18 @@ def test_a_function_reports_each_epoch_and_ends_with_its_metrics(tmp_path):
     assert [s["epoch"] for s in stored][-1] == 3 and len(stored[-1]["history"]) == 3
 
 
+def test_an_epoch_below_one_is_refused_naming_the_fix(tmp_path):
+    trial = Trial(TrialConfig.of(model=SPEC), name="baseline-seed0", send=lambda *a: None,
+                  store=lambda s: None, saved=None, folder=tmp_path, device=torch.device("cpu"),
+                  resources={"CPU": 1})
+    for epoch in (0, -3):
+        with pytest.raises(OwnCodeError, match=rf"trial.report\(epoch={epoch}\): epochs count "
+                                               "from 1"):
+            trial.report(epoch=epoch, val_score=1.0)
+    trial.report(epoch=1, val_score=1.0)
+    assert [row["epoch"] for row in trial.history] == [1]
+
+
 def test_a_restarted_function_continues_from_its_last_save(tmp_path):
     whole, _, stored = run(TrialConfig.of(model=SPEC), tmp_path=tmp_path)
     after_two = next(s for s in stored if s["epoch"] == 2)
@@ -418,3 +430,23 @@ def test_a_functions_integer_beyond_a_float_fails_the_trial_naming_it(tmp_path):
     assert final_value("steps", 10 ** 12) == 10 ** 12  # an int a float holds stays an int
     with pytest.raises(OwnCodeError, match="metric score=1000.* is too large for a 64-bit"):
         final_value("score", 10 ** 400)
+
+
+def test_a_command_beside_a_built_in_space_is_refused_asking_for_a_space_file():
+    for request in (Request(command="{python} t.py --lr {lr}", metrics="acc:higher",
+                            overrides=[("lr", "0.1")]), Request(metrics="acc:higher")):
+        with pytest.raises(UsageError, match=r"space components is a table of the built-in "
+                                             r"model's keys; .*give space FILE"):
+            prepare(request)
+
+
+def test_dataset_refusals_name_where_the_datasets_were_given(tmp_path):
+    with pytest.raises(UsageError, match=r"^datasets: 'synthetic' names the embedded synthetic "
+                                         r"data; give the dataset '.*' another name"):
+        prepare(Request(datasets=[f"synthetic={tmp_path}", "b=synthetic"]))
+    space = tmp_path / "two.yaml"
+    space.write_text("datasets: {a.b: synthetic, c: synthetic}\n"
+                     "variants: {baseline: {}, small: {epochs: 1}}\n")
+    with pytest.raises(UsageError, match=rf"^{re.escape(str(space))}: datasets: 'a.b' is not a "
+                                         "dataset name"):
+        prepare(Request(space=str(space)))

@@ -154,3 +154,12 @@ def test_a_search_bar_counts_its_samples_epochs_and_a_resume_looks_at_its_stream
     forced = TrialProgress(3, stream=io.StringIO(), live=True)
     forced.setup()
     assert forced.live  # asked for: kept
+
+
+def test_own_code_without_planned_epochs_prints_the_epoch_alone():
+    clock, out = Clock(), io.StringIO()
+    progress = TrialProgress(1, plan={"a": Planned(epochs=0, cost=float("nan"))}, stream=out,
+                             clock=clock, epochs=True)
+    progress.on_step_begin(0, [Trial("a", "RUNNING")])
+    progress.on_trial_result(0, [], Trial("a", "RUNNING"), {"epoch": 1, "epoch_s": 2.0})
+    assert "  a epoch 1 2.0 s/epoch" in out.getvalue() and "1/0" not in out.getvalue()

@@ -45,6 +45,8 @@ def requested_datasets(args: Request, space: Any) -> Optional[dict[str, dict[str
     if given is None and from_file is not None and args.data is not None:
         raise UsageError(f"{arg('data')} and {space.source_file}'s datasets: both name the "
                          "data; drop one of the two")
+    # what a refusal names: the flag (the library's argument) or the file's key
+    label = arg("datasets") if given is not None else f"{space.source_file}: datasets"
     given = from_file if given is None else given
     if given is None:
         return None
@@ -57,18 +59,21 @@ def requested_datasets(args: Request, space: Any) -> Optional[dict[str, dict[str
     items = list(given.items()) if isinstance(given, Mapping) else [
         _named(str(value)) for value in given]
     if not items:
-        raise UsageError(f"{arg('datasets')}: no dataset given; give one or more (NAME=DIR, DIR "
+        raise UsageError(f"{label}: no dataset given; give one or more (NAME=DIR, DIR "
                          "or synthetic)")
     out: dict[str, dict[str, Any]] = {}
     for name, value in items:
         name = str(name)
         if not DATASET_NAME.match(name):
-            raise UsageError(f"{arg('datasets')}: {name!r} is not a dataset name; use letters, "
+            raise UsageError(f"{label}: {name!r} is not a dataset name; use letters, "
                              "digits, '-' and '_' (no dots), e.g. climate_e1=DIR")
         if name in out:
-            raise UsageError(f"{arg('datasets')}: dataset {name!r} is given twice; name each "
+            raise UsageError(f"{label}: dataset {name!r} is given twice; name each "
                              "once (NAME=DIR)")
-        out[name] = _keys_of(name, value)
+        out[name] = _keys_of(name, value, label)
+        if name == SYNTHETIC and "data_dir" in out[name]:
+            raise UsageError(f"{label}: {SYNTHETIC!r} names the embedded synthetic data; give "
+                             f"the dataset {value!r} another name (e.g. mine=DIR)")
     return out
 
 
@@ -82,14 +87,14 @@ def _named(text: str) -> tuple[str, Any]:
     return Path(text.rstrip("/")).name or text, text
 
 
-def _keys_of(name: str, value: Any) -> dict[str, Any]:
+def _keys_of(name: str, value: Any, label: str) -> dict[str, Any]:
     if isinstance(value, Mapping):
         return dict(value)
     if value is None or value == SYNTHETIC:
         return {}
     if isinstance(value, (str, Path)) and str(value):
         return {"data_dir": str(Path(value).expanduser().resolve())}
-    raise UsageError(f"{arg('datasets')}: dataset {name!r}: give a directory, 'synthetic' or a "
+    raise UsageError(f"{label}: dataset {name!r}: give a directory, 'synthetic' or a "
                      f"mapping of configuration keys, not {value!r}")
 
 

@@ -210,6 +210,11 @@ def prepare(args: Request) -> Prepared:
 
     args.check()
     space = get_space(args.space)
+    if (args.command is not None or args.metrics is not None) and not space.source_file:
+        given = arg("command") if args.command is not None else arg("metrics")
+        raise UsageError(f"{given}: space {space.name} is a table of the built-in model's keys; "
+                         f"a program is ablated over a table of its own keys: give "
+                         f"{arg('space')} FILE with its variants (docs/own-code.md)")
     model = args.model
     if space.model:
         if model and model != space.model:

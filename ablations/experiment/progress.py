@@ -124,7 +124,9 @@ class TrialProgress(tune.Callback):
             self.val[name] = float(result["val_mae"])
         if self.epoch_lines:
             planned = self._planned(name)
-            parts = [f"  {name} epoch {result['epoch']}/{planned.epochs if planned else '?'}"]
+            # own code plans no epochs the runner knows (0): the epoch alone
+            of = f"/{planned.epochs}" if planned and planned.epochs else ""
+            parts = [f"  {name} epoch {result['epoch']}{of}"]
             if "val_mae" in result:
                 parts.append(f"val_mae={result['val_mae']:.3f} km")
             if result.get("epoch_s") is not None:

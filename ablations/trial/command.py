@@ -268,11 +268,10 @@ class NewLines:
 
 
 def epoch_number(value: Any, path: Path) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and float(value).is_integer() and value >= 1:
         return int(value)
-    raise OwnCodeError(f"{path.name}: epoch {value!r} is not a whole number; write "
+    raise OwnCodeError(f"{path.name}: epoch {value!r} is not a whole number from 1 up; write "
                        '{"epoch": 1, ...} with epochs counted from 1')
 
 

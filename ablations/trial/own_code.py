@@ -129,6 +129,9 @@ class Trial:
 
     def _row(self, epoch: Optional[int], metrics: Mapping[str, Any]) -> dict[str, Any]:
         epoch = self.last_epoch + 1 if epoch is None else int(epoch)
+        if epoch < 1:
+            raise OwnCodeError(f"trial.report(epoch={epoch}): epochs count from 1; report the "
+                               "first epoch as epoch=1 (or leave epoch out)")
         row = {"epoch": epoch, "status": TrialStatus.OK.value, "reported_at": time.time(),
                **{k: final_value(k, v) for k, v in metrics.items() if k != "epoch"}}
         declared = [k for k in metrics if k in self._metrics]

@@ -94,7 +94,7 @@ def resume_plan(storage: str, name: Optional[str], request: Request, *,
     if meta is None:
         raise UsageError(f"{arg('resume')}: {target} is not an experiment folder (no "
                          "experiment.json)")
-    missing = [key for key in ("space", "trials") if key not in meta]
+    missing = [key for key in ("space", "trials") if meta.get(key) is None]
     if missing:
         raise UsageError(f"{join(target, METADATA_FILE)} has no {missing[0]!r}; the experiment's "
                          "record is damaged: restore it or use another --name")

@@ -46,6 +46,8 @@ def _number_or_null(value: Any) -> Optional[str]:
 
 def _mapping_of(check: Callable[[Any], Optional[str]]) -> Callable[[Any], Optional[str]]:
     def problem(value: Any) -> Optional[str]:
+        if value is None:  # recorded as none (e.g. the built-in model's metrics)
+            return None
         if not isinstance(value, dict):
             return f"is {_kind(value)}, not a mapping"
         for name, item in value.items():
@@ -87,6 +89,8 @@ def _metric(value: Any) -> Optional[str]:
 
 
 def _planned(value: Any) -> Optional[str]:
+    if value is None:
+        return None
     if not isinstance(value, dict):
         return f"is {_kind(value)}, not a mapping"
     for key, check in (("reference", _text_or_null), ("metric", _text_or_null),
@@ -120,7 +124,7 @@ def _kind(value: Any) -> str:
 
 CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     "space": _text,
-    "trials": _mapping_of(_mapping),
+    "trials": _mapping_of(_mapping),  # null: --resume refuses it (no trials to rebuild)
     "trial_order": _list_of(str, "a trial's name"),
     "skipped": _mapping_of(_skipped),
     "seeds": _list_of(int, "a seed"),

@@ -265,7 +265,11 @@ the final epoch's `val_mae` above {EXPLOSION_FACTOR:g} × `val_mae_mean_predicto
 much worse than predicting the training mean has blown up; the rule is applied after the last
 epoch, never stops training, and the trial keeps its test metrics (its test predictions stay in
 its checkpoint, not in predictions.parquet); docs/verdicts.md, "What counts as diverged", has
-the runs that chose the factor); `skipped` (a
+the runs that chose the factor); `timeout` (this run of the trial passed its time limit,
+`--time-limit`, a space file's `time_limit:` or `Resources(time_limit=...)`; a program is ended
+with its whole tree and `error` holds its last output, code that reports epochs ends after the
+epoch that passed it; `failure_reason` `time-limit`; no outcome, like `failed`, and
+`--resume --retry-failed` runs it again from its last saved epoch); `skipped` (a
 cell of a sweep that cannot run on this device or data, e.g. a CUDA-graph compile mode on CPU;
 `error` holds the reason; nothing ran); `stopped` (an `hpo` trial the ASHA scheduler stopped
 early; no test metrics). Failed and diverged trials keep their row; the other trials go on.

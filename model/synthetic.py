@@ -34,10 +34,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ablations.config.sections import SYNTHETIC_SCALARS
 from ablations.model.regression_data import RegressionData
 
 MAX_SYNTHETIC_FRAMES = 8
-SYNTHETIC_SCALARS = 3  # scalar_0, scalar_1 carry signal; scalar_2 is noise
 
 REGIMES = ("clear", "hazy", "storm")
 REGIME_TARGET_NOISE_KM = (0.15, 0.35, 0.70)
@@ -80,6 +80,7 @@ def make_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:
     speed = rng.uniform(0.0, 1.2, size=n)  # px per frame
     angle = rng.uniform(0.0, 2 * np.pi, size=n)
     sigma = rng.uniform(0.8, 2.2, size=n)  # blob size, px
+    # scalar_0 and scalar_1 carry signal; scalar_2 is noise
     scalars = rng.standard_normal(size=(n, SYNTHETIC_SCALARS)).astype(np.float32)
 
     # Trajectory centred on the middle frame; keep every frame's centre inside the image.

@@ -201,9 +201,10 @@ def test_the_run_flags_keep_their_dest_names():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["report", "--help"],
-                                  ["--alpha", "2"], ["--seeds", "0,0"]],
-                         ids=["help", "run-help", "report-help", "bad-alpha", "bad-seeds"])
-def test_help_and_a_bad_flag_load_no_torch_pandas_scipy_or_ray(argv):
+                                  ["--alpha", "2"], ["--seeds", "0,0"], ["list"]],
+                         ids=["help", "run-help", "report-help", "bad-alpha", "bad-seeds",
+                              "list"])
+def test_help_a_bad_flag_and_list_load_no_torch_pandas_scipy_or_ray(argv):
     """The command line parses before it loads what a run needs (docs/benchmarks.md measures
     the time): sys.modules after ``main`` has answered."""
     import subprocess

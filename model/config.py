@@ -79,3 +79,7 @@ class MultimodalSwitches:
     def widths(self) -> tuple[int, int, int]:
         a, b, c = (int(w) for w in self.cnn_widths.split(","))
         return a, b, c
+
+# The embedded synthetic set's scalar columns, scalar_0 .. scalar_2 (model/synthetic.py makes
+# them); here so that what names them (`list`, a space generated from them) loads no data code
+SYNTHETIC_SCALARS = 3

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ablations.config.sections import SYNTHETIC_SCALARS
+from ablations.model.config import SYNTHETIC_SCALARS
 from ablations.model.regression_data import RegressionData
 
 MAX_SYNTHETIC_FRAMES = 8

@@ -450,3 +450,19 @@ def test_dataset_refusals_name_where_the_datasets_were_given(tmp_path):
     with pytest.raises(UsageError, match=rf"^{re.escape(str(space))}: datasets: 'a.b' is not a "
                                          "dataset name"):
         prepare(Request(space=str(space)))
+
+
+def test_a_dry_run_shows_each_programs_line_and_a_variant_that_repeats_the_reference(tmp_path):
+    space = tmp_path / "dup.yaml"
+    space.write_text('command: "{python} train.py --lr {lr} --seed {seed} --out {trial_dir}"\n'
+                     "config: {lr: 0.1, hidden: 4}\nmetrics: {loss: lower}\n"
+                     "variants: {baseline: {}, hi: {lr: 0.5}, small: {hidden: 2}}\n")
+    prepared = prepare(Request(space=str(space), seeds=[0, 1]))
+    text = "\n".join(prepared.design.describe(
+        prepared.trials, prepared.base.replace(ablation="baseline"), prepared.skipped))
+    assert "       $ {python} train.py --lr 0.5 --seed 1 --out '<trial_dir>'" in text
+    assert "       $ {python} train.py --lr 0.1 --seed 0 --out '<trial_dir>'" in text
+    notes = [line for line in text.splitlines() if line.startswith("Note:")]
+    assert notes == ["Note: small runs the same command lines as baseline: hidden is not on the "
+                     "command line (the program gets it only in ABLATIONS_CONFIG); put it "
+                     "there, e.g. --hidden {hidden}, or the variant repeats the reference"]

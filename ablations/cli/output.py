@@ -26,7 +26,7 @@ from ablations.results.io.files import MetadataError, first_line, is_uri, read_m
 def list_spaces() -> str:
     """``list``: each built-in space and its variants (a space generated from the data: on
     the embedded synthetic set's scalar columns). Loads no torch, pandas or data code."""
-    from ablations.config.sections import SYNTHETIC_SCALARS
+    from ablations.model.config import SYNTHETIC_SCALARS
     from ablations.search_spaces import SPACES
 
     lines = []

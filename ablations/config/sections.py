@@ -19,10 +19,6 @@ LR_SCALINGS = ("fixed", "linear", "sqrt")
 DEVICES = ("auto", "cpu", "cuda")
 
 
-# The embedded synthetic set's scalar columns, scalar_0 .. scalar_2 (model/synthetic.py makes
-# them); here so that what names them (`list`, a space generated from them) loads no data code
-SYNTHETIC_SCALARS = 3
-
 
 @dataclass(frozen=True)
 class DataConfig:

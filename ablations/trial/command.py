@@ -99,6 +99,21 @@ def command_values(config: Any, trial: Trial) -> dict[str, str]:
     return values
 
 
+def planned_command_line(command: Command, trial: Any, name: str) -> str:
+    """The command line the trial ``name`` (its TrialConfig: ``trial``) will run, as a dry
+    run shows it: the user's keys and the runner's fields filled as :func:`command_values`
+    fills them, the paths made at launch shown as ``<trial_dir>``, ``<metrics_file>`` and
+    ``<resume_dir>``, the worker's Python as ``{python}``; quoted as a shell would need it."""
+    values = {key: _text(value) for key, value in dataclasses.asdict(trial.model).items()}
+    seeds = trial.seeds
+    values.update(seed=str(trial.seed), init_seed=str(seeds.init), order_seed=str(seeds.order),
+                  data_seed=str(seeds.data), trial=name, ablation=trial.ablation,
+                  dataset=trial.dataset, trial_dir="<trial_dir>",
+                  metrics_file="<metrics_file>", resume_dir="<resume_dir>",
+                  device=trial.systems.device, python="{python}")
+    return shlex.join(command_line(command.run, values)).replace("'{python}'", "{python}")
+
+
 def command_line(run: str, values: Mapping[str, str]) -> list[str]:
     """The program's arguments: ``run`` split like a shell does, then each argument's
     ``{field}``s filled from ``values`` (so a value with a space stays one argument)."""

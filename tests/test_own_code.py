@@ -452,17 +452,22 @@ def test_dataset_refusals_name_where_the_datasets_were_given(tmp_path):
         prepare(Request(space=str(space)))
 
 
-def test_a_dry_run_shows_each_programs_line_and_a_variant_that_repeats_the_reference(tmp_path):
+def test_a_dry_run_shows_each_programs_line_and_a_key_off_the_line_is_refused(tmp_path):
     space = tmp_path / "dup.yaml"
     space.write_text('command: "{python} train.py --lr {lr} --seed {seed} --out {trial_dir}"\n'
                      "config: {lr: 0.1, hidden: 4}\nmetrics: {loss: lower}\n"
-                     "variants: {baseline: {}, hi: {lr: 0.5}, small: {hidden: 2}}\n")
+                     "variants: {baseline: {}, hi: {lr: 0.5}}\n")
     prepared = prepare(Request(space=str(space), seeds=[0, 1]))
     text = "\n".join(prepared.design.describe(
         prepared.trials, prepared.base.replace(ablation="baseline"), prepared.skipped))
     assert "       $ {python} train.py --lr 0.5 --seed 1 --out '<trial_dir>'" in text
     assert "       $ {python} train.py --lr 0.1 --seed 0 --out '<trial_dir>'" in text
-    notes = [line for line in text.splitlines() if line.startswith("Note:")]
-    assert notes == ["Note: small runs the same command lines as baseline: hidden is not on the "
-                     "command line (the program gets it only in ABLATIONS_CONFIG); put it "
-                     "there, e.g. --hidden {hidden}, or the variant repeats the reference"]
+    space.write_text(space.read_text().replace("hi: {lr: 0.5}", "hi: {lr: 0.5}, small: "
+                                               "{hidden: 2}"))
+    with pytest.raises(ConfigError, match=r"^trial small-seed0: hidden=2 changes a key the "
+                                          r"command line never names, so the program would run "
+                                          r"as with hidden=4; put \{hidden\} on the line"):
+        prepare(Request(space=str(space), seeds=[0, 1]))
+    # a program that reads ABLATIONS_CONFIG names no key on its line: any key may change
+    space.write_text(space.read_text().replace("--lr {lr} ", ""))
+    assert len(prepare(Request(space=str(space), seeds=[0])).trials) == 3

@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence
 from ablations.config.comparison import DEFAULT_MARGIN
 from ablations.config.code import Command
 from ablations.trial.batches import scalar_columns
-from ablations.trial.command import value_problem
+from ablations.trial.command import unused_key_problem, value_problem
 from ablations.config import (
     ConfigError,
     TrialConfig,
@@ -105,7 +105,8 @@ def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool,
         config = spec.config
         if config.own_code is not None:  # its data is its own; its switches are checked
             if isinstance(config.own_code, Command):  # values a program cannot receive
-                problem = value_problem(config.model)
+                problem = (value_problem(config.model)
+                           or unused_key_problem(config.own_code, config.model))
                 if problem:
                     raise ConfigError(f"trial {spec.name}: {problem}")
             config, mapped = resolve_systems(config, device=config.systems.device,

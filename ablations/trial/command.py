@@ -86,6 +86,28 @@ def value_problem(config: Any) -> Optional[str]:
     return None
 
 
+def unused_key_problem(command: Command, config: Any) -> Optional[str]:
+    """Why a trial of ``command`` would run as if a key it changes were not changed, in words
+    for a one-line error; None when it would not. A program that takes its keys on its command
+    line (the line has a ``{key}`` of the user's) gets a key only there: a key a trial sets
+    away from its default that the line never names would reach the program in
+    ``ABLATIONS_CONFIG`` alone, and the trial would repeat another. A line that names no key
+    of the user's is a program that reads ``ABLATIONS_CONFIG``: nothing to check."""
+    values = dataclasses.asdict(config)
+    on_line = set(FIELD.findall(command.run)) | {key for key, _ in FLAG.findall(command.run)}
+    if not on_line & set(values):
+        return None
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    changed = [key for key, value in values.items()
+               if key not in on_line and value != defaults.get(key)]
+    if not changed:
+        return None
+    key = changed[0]
+    return (f"{key}={values[key]!r} changes a key the command line never names, so the program "
+            f"would run as with {key}={defaults.get(key)!r}; put {{{key}}} on the line (e.g. "
+            f"--{key.replace('_', '-')} {{{key}}}) or drop it from the variant")
+
+
 def command_values(config: Any, trial: Trial) -> dict[str, str]:
     """What fills the command line's fields: the user's keys, then the runner's."""
     folder = Path(trial.folder).resolve()

@@ -31,8 +31,6 @@ def describe_trials(trials: Sequence[Any], base: TrialConfig,
     lines.append("Trials (name: differences from the base):")
     code = base.own_code
     command = code if code is not None and not hasattr(code, "fit") else None
-    runs: dict[str, dict[Any, str]] = {}  # variant -> (dataset, seed) -> its line
-    changed: dict[str, list[str]] = {}  # variant -> the keys it changes
     for index, spec in enumerate(trials, 1):
         diff = spec.config.diff(base)
         flat = spec.config.flat()
@@ -44,19 +42,7 @@ def describe_trials(trials: Sequence[Any], base: TrialConfig,
         shown = ", ".join(f"{k}={v}" for k, v in diff.items()) or "(base)"
         lines.append(f"  {index:>3}. {spec.name:<32} {shown}")
         if command is not None:  # a program's trial: the line it runs
-            line = planned_command_line(command, spec.config, spec.name)
-            lines.append(f"       $ {line}")
-            runs.setdefault(spec.config.ablation, {})[(spec.config.dataset, spec.seed)] = \
-                line.replace(spec.name, "")
-            changed.setdefault(spec.config.ablation, list(diff))
-    reference = runs.get(base.ablation)
-    for variant, by_seed in runs.items():  # a key the line never uses: the same program run
-        keys = changed.get(variant) or ["its keys"]
-        if variant != base.ablation and by_seed == reference:
-            lines.append(f"Note: {variant} runs the same command lines as {base.ablation}: "
-                         f"{', '.join(keys)} is not on the command line (the program gets it "
-                         f"only in ABLATIONS_CONFIG); put it there, e.g. --{keys[0]} "
-                         f"{{{keys[0]}}}, or the variant repeats the reference")
+            lines.append(f"       $ {planned_command_line(command, spec.config, spec.name)}")
     if skipped:
         lines.append("Skipped (conflicts with this device or data; not run):")
         for spec, reason in skipped:

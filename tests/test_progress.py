@@ -163,3 +163,21 @@ def test_own_code_without_planned_epochs_prints_the_epoch_alone():
     progress.on_step_begin(0, [Trial("a", "RUNNING")])
     progress.on_trial_result(0, [], Trial("a", "RUNNING"), {"epoch": 1, "epoch_s": 2.0})
     assert "  a epoch 1 2.0 s/epoch" in out.getvalue() and "1/0" not in out.getvalue()
+
+
+def test_trials_without_epochs_get_an_eta_from_the_ended_trials():
+    clock, out = Clock(), io.StringIO()
+    plan = {name: Planned(epochs=0, cost=float("nan")) for name in "abcd"}
+    progress = TrialProgress(4, plan=plan, stream=out, clock=clock)
+    trials = [Trial(name, "RUNNING") for name in "ab"]
+    progress.on_step_begin(0, trials)
+    assert "ETA after the first epoch or trial" in progress.status_line()
+    clock.now = 10.0
+    trials[0].status, trials[0].last_result = "TERMINATED", {"final": True}
+    progress.on_trial_complete(1, trials, trials[0])
+    trials[1].status = "RUNNING"
+    progress.on_step_begin(2, [trials[1], Trial("c", "RUNNING")])
+    clock.now = 14.0
+    # a took 10 s; b has 0 s left of its 10, c 6 s, d 10 s: 16 s over two slots
+    assert progress.eta_s() == pytest.approx(10.0)
+    assert "ETA 10s" in progress.status_line()

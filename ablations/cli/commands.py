@@ -142,8 +142,10 @@ def build_parser() -> OneLineParser:
     """The top-level parser: its ``--help`` lists the subcommands, one line each."""
     parser = OneLineParser(
         prog=PROG,
-        description=_wrapped("Run ablations of the multimodal regression model on Ray Tune, "
-                             "then analyse them."),
+        description=_wrapped("Ablate training code on Ray Tune, every variant over the same "
+                             "seeds, then decide which components matter: the built-in "
+                             "multimodal regression model (runs without setup), a training "
+                             "function, any script or a LightningModule."),
         epilog=f"{PROG} COMMAND --help shows a subcommand's flags. Without a subcommand,\n"
         f"the flags are run's: {PROG} --space components is\n"
         f"{PROG} run --space components.")

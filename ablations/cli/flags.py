@@ -219,9 +219,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                       help=f"a built-in search space (`{PROG} list` shows them) or an "
                       "ablation table in a YAML file, docs/spaces.md")
     what.add_argument("--model", default=None, metavar="PACKAGE.MODULE:NAME",
-                      help="a model plugin to ablate instead of the built-in model "
-                      "(docs/plugins.md), e.g. examples.conv3d:PLUGIN; a space file's model: "
-                      "key does the same (default: the built-in multimodal model)")
+                      help="code to ablate instead of the built-in model: a training function "
+                      "(a TrainingFunction whose fit(config, trial) trains one trial, "
+                      "docs/own-code.md) or a model plugin (docs/plugins.md), e.g. "
+                      "examples.digits.fit:DIGITS; a space file's model: key does the same "
+                      "(default: the built-in multimodal model)")
     what.add_argument("--command", default=None, metavar="'PROGRAM ARGS {key}'",
                       help="a program to ablate (docs/own-code.md): its command line, {key} "
                       "filled with each trial's config keys ({seed}, {metrics_file}, "
@@ -291,7 +293,9 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                        "source (docs/seed-sources.md)")
     seeds.add_argument("--metric", type=_metric, default=DEFAULT_METRIC,
                        help="the metric of the verdicts (and of --seeds auto's decisions), a "
-                       "numeric column of trials.parquet such as test_rmse, test_nll, val_mae")
+                       "numeric column of trials.parquet such as test_rmse, test_nll, val_mae "
+                       "(default: test_mae for the built-in model; own code's first declared "
+                       "metric)")
     seeds.add_argument("--margin", type=margin_flag, default=None, metavar="M|P%",
                        help="equivalence margin of the end-of-run verdicts: metric units (0.02) "
                        "or a percentage of the reference's mean (default: 5%%)")

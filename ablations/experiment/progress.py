@@ -76,6 +76,7 @@ class TrialProgress(tune.Callback):
         self.running: list[str] = []
         self.first_seen: dict[str, float] = {}  # when a trial was first seen running
         self.outside_epochs: list[float] = []  # per ended trial: wall time less its epochs
+        self.trial_s: list[float] = []  # per ended trial: its wall time since first seen
 
     def setup(self, **info: Any) -> None:
         """Each fit; after ``--resume`` too, on the callback Tune restores with the experiment."""
@@ -144,6 +145,8 @@ class TrialProgress(tune.Callback):
         self.done += 1
         name = str(trial)
         self.finished.add(name)
+        if name in self.first_seen:
+            self.trial_s.append(self.clock() - self.first_seen[name])
         if name in self.first_seen and name in self.epoch_s:
             epochs = self.epochs_done.get(name, 0)
             self.outside_epochs.append(max(0.0, self.clock() - self.first_seen[name]
@@ -198,8 +201,9 @@ class TrialProgress(tune.Callback):
         return self.plan.get(name, self.default)
 
     def eta_s(self) -> Optional[float]:
-        """Seconds until every trial has ended, from the measured epoch times; None before the
-        first epoch's time is known."""
+        """Seconds until every trial has ended, from the measured epoch times; for code that
+        reports no epochs (a program's final metrics alone), from the ended trials' times;
+        None before either is known."""
         per_flop, per_epoch = [], []
         for name, seconds in self.epoch_s.items():
             planned = self._planned(name)
@@ -207,7 +211,7 @@ class TrialProgress(tune.Callback):
                 per_flop.append(seconds / (planned.cost / planned.epochs))
             per_epoch.append(seconds)
         if not per_epoch:
-            return None
+            return self._eta_from_trials()
         rate = statistics.median(per_flop) if per_flop else None
         typical_epoch = statistics.median(per_epoch)
         outside = statistics.median(self.outside_epochs) if self.outside_epochs else 0.0
@@ -235,6 +239,21 @@ class TrialProgress(tune.Callback):
         slots = max(1, len(self.running))
         return max(sum(left.values()) / slots, max(left.values()) if self.running else 0.0)
 
+    def _eta_from_trials(self) -> Optional[float]:
+        """The ETA of trials that report no epochs: each one left takes the ended trials'
+        median time (a running one, that less its time so far), spread over the running
+        slots."""
+        if not self.trial_s:
+            return None
+        typical = statistics.median(self.trial_s)
+        running = [name for name in self.running if name not in self.finished]
+        left = [max(0.0, typical - (self.clock() - self.first_seen.get(name, self.clock())))
+                for name in running]
+        left += [typical] * max(0, self.total - self.done - len(running))
+        if not left:
+            return 0.0
+        return max(sum(left) / max(1, len(running)), max(left))
+
     def status_line(self, live: bool = False) -> str:
         """The status; ``live``: for the terminal's bar, which shows the epochs itself, with
         the ETA before the running trials (a narrow terminal cuts the end)."""
@@ -249,7 +268,7 @@ class TrialProgress(tune.Callback):
                   else f"epochs {epochs_done}")
         eta = self.eta_s()
         timing = [f"ETA {format_duration(eta)}" if eta is not None
-                  else "ETA after the first epoch",
+                  else "ETA after the first epoch or trial",
                   f"{format_duration(self.clock() - self.started)} elapsed"]
         running = {n: v for n, v in self.val.items() if n in running_now}
         extremes = []

@@ -140,6 +140,11 @@ def print_results(results: Results, args: argparse.Namespace) -> int:
         print(f"Report: {spoken(tool_command('report', str(results.directory)))}")
     if results.continuation:
         print(f"\n{spoken(results.continuation)}")
+    if unfinished and results.stopped_early:  # said above, with the error: a failed run
+        print(f"Stopped early: {unfinished} trials not run; once the cause is fixed, continue "
+              f"with: {spoken(resume_command(results.storage, results.name, args.address))} "
+              "--retry-failed")
+        return 1
     if unfinished:
         print(f"Interrupted: {unfinished} trials did not finish; continue with: "
               f"{spoken(resume_command(results.storage, results.name, args.address))}")

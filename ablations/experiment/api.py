@@ -136,6 +136,9 @@ class Results:
     design_lines: list[str] = field(default_factory=list)
     closing_lines: list[str] = field(default_factory=list)
     continuation: Optional[str] = None
+    # why the run stopped launching trials (its first trials failed alike,
+    # ablations/experiment/fail_fast.py); None when it did not
+    stopped_early: Optional[str] = None
 
     @property
     def unfinished(self) -> int:
@@ -572,7 +575,8 @@ def results_of(result: Any, run: _Run, request: Request, options: Any,
         effects, check, tuned, across, name=run.name, storage=run.storage,
         settings=settings, summary=summary,
         design_lines=design.summary_lines(df, meta, settings),
-        closing_lines=design.closing_lines(result.directory))
+        closing_lines=design.closing_lines(result.directory),
+        stopped_early=meta.get("stopped_early"))
     if options.trackers:  # the verdicts as each tracker's <name>-verdicts run
         from ablations.experiment.trackers.specs import publish_summary
 

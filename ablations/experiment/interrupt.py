@@ -30,6 +30,8 @@ class _DropTuneLines(logging.Filter):
     is snapshotted often (a small file here)."""
 
     DROPPED = ("has been interrupted, but the most recent state was saved",
+               # the stop's own line: the run says why it stopped and how to continue
+               "Stop signal received (e.g. via SIGINT/Ctrl+C), ending Ray Tune run",
                "Failed to fetch metrics for",
                # short trials ending together snapshot the (small) experiment state often
                "Experiment state snapshotting has been triggered multiple times")

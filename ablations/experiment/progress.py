@@ -290,7 +290,6 @@ def _is_terminal(stream: TextIO) -> bool:
 
 def _timed_out(trial: Any) -> bool:
     """Whether the trial's error is its time limit (ablations/trial/time_limit.py)."""
-    try:
-        return "TrialTimeout" in str(trial.get_error())
-    except Exception:  # noqa: BLE001 - a line's label is not worth failing the run for
-        return False
+    from ablations.experiment.fail_fast import error_text
+
+    return "TrialTimeout" in error_text(trial)

@@ -193,6 +193,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     total, planned, default = setup.progress_plan(trials)
     progress = TrialProgress(total, plan=planned, epochs=options.progress_epochs,
                              default=default)
+    fail_alike = None
     if resume and tune.Tuner.can_restore(tune_dir):
         setup.before_restore(root, options)
         with quiet_tune_logs():
@@ -201,6 +202,9 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                                        restart_errored=False)
     else:
         param_space, tune_config = setup.tune_config(trials, options, root, planned)
+        from ablations.experiment.fail_fast import FailAlike
+
+        fail_alike = FailAlike(len(trials))  # the first trials failing alike stop the run
         tuner = tune.Tuner(
             trainable,
             param_space=param_space,
@@ -218,7 +222,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                                                   fail_fast=False),
                 verbose=options.verbose,
                 callbacks=[*([progress] if options.progress else []), *options.trackers,
-                           *setup.callbacks(root, options)],
+                           *setup.callbacks(root, options), fail_alike],
                 # the trial's stdout and stderr: files in its working directory, synced to
                 # its folder beside the Tune results (tune/<trial>/stdout, stderr)
                 log_to_file=True, sync_config=tune.SyncConfig(sync_artifacts=True),
@@ -235,6 +239,11 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
             if grid is None:
                 raise
             metadata["tune_error"] = f"{type(error).__name__}: {first_line(error)}"
+    if fail_alike is not None and fail_alike.reason:
+        from ablations.experiment import events
+
+        events.warning(fail_alike.reason)
+        metadata["stopped_early"] = fail_alike.reason
     metadata["driver_wall_s"] = time.monotonic() - started
     metadata["fit_s"] = time.time() - metadata["fit_started_at"]  # Tuner.fit alone
     collecting = time.monotonic()

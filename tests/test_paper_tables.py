@@ -9,6 +9,7 @@ import io
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -117,8 +118,46 @@ def test_the_methods_paragraph_states_the_design_the_run_recorded(written):
     latex = (root / "methods.tex").read_text()
     assert r"\cite{holm1979}" in latex and "α" not in latex
     bib = (root / "references.bib").read_text()
-    for key in ("schuirmann1987", "holm1979", "lan1983", "kim1987", "bouthillier2021"):
+    for key in ("ablationrunner", "schuirmann1987", "holm1979", "lan1983", "kim1987",
+                "bouthillier2021"):
         assert f"{{{key}," in bib
+    assert "of the built-in multimodal model with ablation-runner 0.1.0" in text
+    assert "A trial's seed set the weights' initialisation" in text and "PyTorch " in text
+
+
+def test_the_runner_is_cited_with_the_version_it_is_released_as():
+    import tomllib
+
+    import yaml
+
+    from ablations.results.report.methods import REFERENCES_BIB, RUNNER_VERSION
+
+    repo = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["version"]
+    cited = yaml.safe_load((repo / "CITATION.cff").read_text())["version"]
+    assert RUNNER_VERSION == project == cited
+    assert f"note = {{Software, version {RUNNER_VERSION}}}" in REFERENCES_BIB
+
+
+def test_a_programs_methods_name_it_and_leave_what_the_runner_cannot_know_to_the_author(
+        written):
+    import json
+
+    from ablations.results.report.methods import methods_text
+    from ablations.results.stats.verdicts import verdict_table
+
+    root, _ = written
+    run = "{python} examples/digits/train.py --lr {lr} --seed {init_seed} --data {data_seed}"
+    trials = pd.read_parquet(root / "trials.parquet").assign(
+        model="command:" + json.dumps({"config": {"lr": 0.1}, "metrics": {}, "run": run}))
+    table = verdict_table(trials, reference="baseline", metric="test_mae", margin="5%")
+    text = methods_text({"space": "digits", "ray_version": "2.60.0",
+                         "torch_version": "2.13.0+cpu"}, trials, table)
+    assert "variants of the program `examples/digits/train.py` with ablation-runner" in text
+    assert ("A trial's seeds were passed to the code (on its command line as {init_seed}, "
+            "{data_seed}); [author: say what each seed sets in your code") in text
+    assert "with Ray 2.60.0; [author: name the program's own libraries and versions]" in text
+    assert "PyTorch" not in text and "initialisation and dropout" not in text
 
 
 @pytest.mark.slow
@@ -137,6 +176,7 @@ def test_the_methods_paragraph_compiles_with_its_references(written, tmp_path):
                               cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout[-2000:]
     assert "Citation" not in (tmp_path / "paper.log").read_text()  # every key resolved
+    assert "Warning--" not in (tmp_path / "paper.blg").read_text()  # every entry complete
     assert "Holm" in (tmp_path / "paper.bbl").read_text()
 
 

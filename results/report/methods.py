@@ -6,6 +6,8 @@ LaTeX with ``\\cite`` keys of :data:`REFERENCES_BIB`."""
 
 from __future__ import annotations
 
+import json
+import shlex
 from typing import Any, Literal, Optional
 
 import pandas as pd
@@ -17,7 +19,17 @@ from ablations.results.stats.verdicts import margin_text
 
 Style = Literal["markdown", "latex"]
 
-REFERENCES_BIB = r"""@article{schuirmann1987,
+RUNNER_VERSION = "0.1.0"  # pyproject.toml's and CITATION.cff's (tests/test_methods.py)
+AUTHOR_NOTE = "[author: {}]"  # what the runner cannot know, left to the paper's author
+
+# @misc: BibTeX's standard styles (plain, ...) know no @software
+REFERENCES_BIB = r"""@misc{ablationrunner,
+  author = {{The ablation-runner contributors}},
+  title = {ablation-runner: ablations on {Ray Tune} with paired seeds, verdicts and
+           sequential seeds},
+  note = {Software, version """ + RUNNER_VERSION + r"""}, year = {2026}}
+
+@article{schuirmann1987,
   author = {Schuirmann, Donald J.},
   title = {A comparison of the two one-sided tests procedure and the power approach for
            assessing the equivalence of average bioavailability},
@@ -54,7 +66,8 @@ REFERENCES_BIB = r"""@article{schuirmann1987,
   volume = {3}, pages = {747--769}, year = {2021}}
 """
 # key -> how the Markdown cites it
-CITED = {"schuirmann1987": "Schuirmann 1987", "holm1979": "Holm 1979",
+CITED = {"ablationrunner": "The ablation-runner contributors 2026",
+         "schuirmann1987": "Schuirmann 1987", "holm1979": "Holm 1979",
          "lan1983": "Lan and DeMets 1983", "kim1987": "Kim and DeMets 1987",
          "bouthillier2021": "Bouthillier et al. 2021"}
 SOURCES = {"init": "the weights' initialisation and dropout", "order": "the order of the "
@@ -82,10 +95,19 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     spread = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
     first = trials.iloc[0]
     model = str(first.get("model") or "") if "model" in trials else ""
+    run = _command_run(model)
     code = ("the built-in multimodal model" if not model else
-            "a program" if model.startswith("command:") else f"`{model}`")
+            f"the program `{_program(run)}`" if run is not None else f"the code `{model}`")
     sources = str(first.get("seed_sources", "init,order,data"))
     varied = [SOURCES[s] for s in sources.split(",") if s in SOURCES]
+    if model:  # own code: the runner passed the seeds; what they set is the code's
+        seeding = (f"A trial's seeds were passed to the code ({_passed(run, sources)}); "
+                   + AUTHOR_NOTE.format("say what each seed sets in your code, e.g. the "
+                                        "initialisation and the order of the samples"))
+    else:
+        seeding = ("A trial's seed set "
+                   + (", ".join(varied[:-1]) + " and " + varied[-1] if len(varied) > 1 else
+                      varied[0] if varied else "nothing"))
     epochs = first.get("epochs")
     device = first.get("device_name") or first.get("device_used") or "CPU"
     statuses = trials["status"].value_counts()
@@ -95,20 +117,23 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
                                                                    "no better direction")
     unit = measure.unit
     analysis = analysis_of(meta)  # the design's sentences and its settings fixed before
+    software = (f"Ray {meta.get('ray_version', '?')}; "
+                + AUTHOR_NOTE.format("name the program's own libraries and versions")
+                if run is not None else
+                f"PyTorch {meta.get('torch_version', '?')} and Ray "
+                f"{meta.get('ray_version', '?')}")
     parts = [
-        f"We ran {len(variants)} variants of {code} (the reference, {reference}, and "
+        f"We ran {len(variants)} variants of {code} with ablation-runner {RUNNER_VERSION}"
+        f"{cite('ablationrunner')} (the reference, {reference}, and "
         f"{len(variants) - 1} ablations), each over {spread} seeds "
         f"({_seed_list(seeds)}), every variant's from the same list, so each comparison is "
-        "paired by seed. A trial's seed set "
-        + (", ".join(varied[:-1]) + " and " + varied[-1] if len(varied) > 1 else
-           varied[0] if varied else "nothing") + f"{cite('bouthillier2021')}."
+        f"paired by seed. {seeding}{cite('bouthillier2021')}."
         + f" The data: {_data(trials)}."
         + (f" Each trial trained {int(epochs)} epochs." if pd.notna(epochs) and epochs
            else "")
         + f" Trials ran on {device} ({meta.get('cpus_per_trial', 1):g} CPU"
         + (f" and {meta['gpus_per_trial']:g} GPU" if meta.get("gpus_per_trial") else "")
-        + f" per trial) with PyTorch {meta.get('torch_version', '?')} and Ray "
-        f"{meta.get('ray_version', '?')}."
+        + f" per trial) with {software}."
         + (f" {diverged} trial{'s' if diverged != 1 else ''} diverged (a non-finite loss or "
            "metric); they count as outcomes, ranked below every finished seed."
            if diverged else "")
@@ -131,6 +156,39 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
                      f"{baseline_line.removeprefix('Baseline check: ')}")
     text = " ".join(parts)
     return _tex(text) if latex else text
+
+
+def _command_run(model: str) -> Optional[str]:
+    """A program's command line as its space recorded it (trials.parquet's ``model`` of the
+    command contract, ``command:{json}``); None for other code."""
+    if not model.startswith("command:"):
+        return None
+    try:
+        return str(json.loads(model.removeprefix("command:"))["run"])
+    except (ValueError, KeyError, TypeError):
+        return ""
+
+
+def _program(run: str) -> str:
+    """The program a command line runs: its first word that is no interpreter or field."""
+    try:
+        words = shlex.split(run)
+    except ValueError:
+        words = run.split()
+    for word in words:
+        if not (word.startswith("{") or word in ("python", "python3", "-u", "-m")):
+            return word
+    return run or "a program"
+
+
+def _passed(run: Optional[str], sources: str) -> str:
+    """How the seeds reached the code: a command's placeholders, else the trial's seeds."""
+    if run is not None:
+        used = [f"{{{name}}}" for name in ("seed", "init_seed", "order_seed", "data_seed")
+                if f"{{{name}}}" in run]
+        return ("on its command line as " + ", ".join(used) if used else
+                "in its environment (ABLATIONS_SEED and the per-source seeds)")
+    return f"as trial.seeds, the sources {sources.replace(',', ', ')} varying with the seed"
 
 
 def _data(trials: pd.DataFrame) -> str:

@@ -69,6 +69,18 @@ def test_the_latex_table_has_booktabs_rules_escaped_names_bold_and_a_caption(wri
             assert f"{marker} {verdict}" in latex
 
 
+def test_every_verdict_is_marked_and_delta_is_the_interval_the_test_reads(written):
+    _, report = written
+    markdown = report.tables["markdown"].read_text()
+    row = next(line for line in markdown.splitlines() if line.startswith("| no_x |"))
+    # a 5% margin is tested on the ratio: Fieller's 90% interval of the mean's ratio − 1
+    assert "| Δ vs baseline (%) |" in markdown and "| +20.0 [+3.8, +31.5] | ? |" in row
+    latex = report.tables["latex"].read_text()
+    assert "? inconclusive (neither a difference nor equivalence shown)" in latex
+    assert r"minus 1 (\%), with Fieller's 90\% interval, the one the equivalence test " \
+           "reads" in latex
+
+
 def test_the_best_arm_and_those_not_distinguishable_from_it_are_bold():
     rows = [{"ablation": arm, "seed": seed, "status": "ok", "m": value + 0.01 * seed}
             for arm, value in (("a", 1.0), ("b", 1.001), ("c", 3.0)) for seed in range(4)]

@@ -27,11 +27,12 @@ FORMATS = ("latex", "markdown", "csv")
 # (math in LaTeX: \dag in text mode pulls a bitmap font where cm-super is missing)
 MARKERS = {"worse": (r"$\dagger$", "†"), "better": (r"$\ddagger$", "‡"),
            "equivalent": (r"$\approx$", "≈"), "negligible": (r"$\sim$", "∼"),
-           "significant": (r"*", "*"), "inconclusive": ("", ""), "reference": ("", "")}
+           "significant": (r"*", "*"), "inconclusive": ("?", "?"), "reference": ("", "")}
 ARROWS = {1: "↑", -1: "↓"}  # the metric's better direction, beside its name
 MEANINGS = {"worse": "worse", "better": "better", "equivalent": "equivalent",
             "negligible": "negligible (equivalent, and a difference)",
-            "significant": "differs"}
+            "significant": "differs",
+            "inconclusive": "inconclusive (neither a difference nor equivalence shown)"}
 
 
 def not_distinguishable(trials: pd.DataFrame, *, metric: str, direction: int,
@@ -71,6 +72,9 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format) -> st
             "ci_high": rows[f"{metric}_ci_high"].to_numpy(),
             "diff": rows["diff_mean"].to_numpy(), "diff_ci_low": rows["tost_ci_low"].to_numpy(),
             "diff_ci_high": rows["tost_ci_high"].to_numpy(),
+            **({"ratio_minus_1": rows["ratio"].to_numpy(),
+                "ratio_ci_low": rows["ratio_ci_low"].to_numpy(),
+                "ratio_ci_high": rows["ratio_ci_high"].to_numpy()} if "ratio" in rows else {}),
             "verdict": rows["verdict"].to_numpy()}).to_csv(index=False)
     decimals = decimals_for([*mean, *half])
     latex = fmt == "latex"
@@ -80,11 +84,18 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format) -> st
     cells = pd.DataFrame(index=pd.Index(order, name="Variant"))
     cells[header] = [f"{m:.{decimals}f} {pm} {h:.{decimals}f}" if np.isfinite(h) else
                      f"{m:.{decimals}f}" for m, h in zip(mean, half)]
-    low, high = rows["tost_ci_low"].astype(float), rows["tost_ci_high"].astype(float)
-    cells[tex(f"Δ vs {reference}") if latex else f"Δ vs {reference}"] = [
+    # the interval the equivalence test reads: the ratio's (in %) for a percentage margin
+    relative = bool(a.get("relative")) and "ratio_ci_low" in rows
+    if relative:
+        delta, places, scale, title = "ratio", 1, 100.0, f"Δ vs {reference} (%)"
+        low, high = rows["ratio_ci_low"].astype(float), rows["ratio_ci_high"].astype(float)
+    else:
+        delta, places, scale, title = "diff_mean", decimals, 1.0, f"Δ vs {reference}"
+        low, high = rows["tost_ci_low"].astype(float), rows["tost_ci_high"].astype(float)
+    cells[tex(title) if latex else title] = [
         "" if arm == reference or not np.isfinite(d) else
-        f"{d:+.{decimals}f} [{lo:+.{decimals}f}, {hi:+.{decimals}f}]"
-        for arm, d, lo, hi in zip(order, rows["diff_mean"].astype(float), low, high)]
+        f"{scale * d:+.{places}f} [{scale * lo:+.{places}f}, {scale * hi:+.{places}f}]"
+        for arm, d, lo, hi in zip(order, rows[delta].astype(float), low, high)]
     cells["Verdict"] = [MARKERS.get(v, ("", ""))[0 if latex else 1] for v in rows["verdict"]]
     bold = not_distinguishable(trials, metric=metric, direction=direction or -1, alpha=alpha)
     seeds = sorted(set(rows["n_ok"].dropna().astype(int)))
@@ -93,8 +104,12 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format) -> st
     span = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"{seeds[0]}"
     caption = (  # plain text; tex() sets it for LaTeX
         f"{metric}: mean ± half-width of its {1 - alpha:.0%} t interval over {span} seeds "
-        f"per variant; Δ: paired difference to {reference} with its "
-        f"{1 - 2 * alpha:.0%} interval. Verdicts against {reference}: two-sided paired t-test "
+        + (f"per variant; Δ: the variant's mean over {reference}'s, minus 1 (%), with "
+           f"Fieller's {1 - 2 * alpha:.0%} interval, the one the equivalence test reads. "
+           if relative else
+           f"per variant; Δ: paired difference to {reference} with its "
+           f"{1 - 2 * alpha:.0%} interval, the one the equivalence test reads. ")
+        + f"Verdicts against {reference}: two-sided paired t-test "
         f"and TOST equivalence test, margin {margin_text(a, unit)}, alpha = {alpha:g}, Holm "
         f"over {a.get('comparisons', len(order) - 1)} comparisons"
         f"{'; ' + markers if markers else ''}. Bold: the best variant and every variant not "

@@ -101,6 +101,43 @@ def test_the_latex_table_compiles_with_pdflatex(written, tmp_path):
                              "effects.tex": effects_paper_table(_effects(), "latex")})
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pdflatex") is None,
+                    reason="needs pdflatex (apt-get install texlive-latex-recommended)")
+def test_the_column_table_fits_a_two_column_paper_and_the_wide_one_its_page(written, tmp_path):
+    """Nine variants with the main job's long names: the column form within the column (no
+    overfull box above 1 pt), the page form across the page; the page form in a column
+    would not fit (what the column form is for)."""
+    from ablations.results.report.paper import paper_table
+    from ablations.results.stats.verdicts import verdict_table
+
+    root, _ = written
+    trials = pd.read_parquet(root / "trials.parquet")
+    base = trials[trials["ablation"] == "baseline"]
+    arms = ["no_temporal_attention", "no_spatial_attention", "no_attention", "no_scalars",
+            "no_images", "single_frame", "reduced_width", "point_estimate"]
+    trials = pd.concat([base, *(base.assign(ablation=arm, test_mae=base["test_mae"] * (1.3 + i))
+                                for i, arm in enumerate(arms))], ignore_index=True)
+    table = verdict_table(trials, reference="baseline", metric="test_mae", margin="5%")
+
+    def overfull(body: str) -> list[float]:
+        (tmp_path / "t.tex").write_text(body)
+        (tmp_path / "p.tex").write_text(
+            "\\documentclass[twocolumn]{article}\n\\usepackage{booktabs,graphicx}\n"
+            "\\begin{document}\n\\input{t.tex}\nText.\n\\end{document}\n")
+        done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                               "p.tex"], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stdout[-2000:]
+        return [float(x) for x in re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide",
+                                             (tmp_path / "p.log").read_text())]
+
+    assert max(overfull(paper_table(table, trials, "latex")), default=0.0) <= 1.0
+    assert max(overfull(paper_table(table, trials, "latex", width="page")), default=0.0) <= 1.0
+    squeezed = paper_table(table, trials, "latex", width="page").replace("table*", "table")
+    assert max(overfull(squeezed), default=0.0) > 1.0
+
+
 def compile_paper(folder, inputs: dict[str, str]) -> None:
     """An article that inputs each file of ``inputs`` (name -> LaTeX), compiled by pdflatex
     in ``folder``: it must end with a PDF and no error."""
@@ -108,7 +145,7 @@ def compile_paper(folder, inputs: dict[str, str]) -> None:
         (folder / name).write_text(text)
     body = "\n\n".join(f"\\input{{{name}}}" for name in inputs)
     (folder / "paper.tex").write_text(
-        "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+        "\\documentclass{article}\n\\usepackage{booktabs,graphicx}\n\\begin{document}\n"
         f"{body}\n\\end{{document}}\n")
     done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
                            "paper.tex"], cwd=folder, capture_output=True, text=True,

@@ -22,6 +22,7 @@ from ablations.results.stats.comparisons import holm
 from ablations.results.stats.verdicts import margin_text
 
 Format = Literal["latex", "markdown", "csv"]
+Width = Literal["column", "page"]
 FORMATS = ("latex", "markdown", "csv")
 # verdict -> (marker in LaTeX, in text); explained in the caption
 # (math in LaTeX: \dag in text mode pulls a bitmap font where cm-super is missing)
@@ -54,9 +55,12 @@ def not_distinguishable(trials: pd.DataFrame, *, metric: str, direction: int,
     return {best, *(arm for arm, p in zip(others, adjusted) if not p < alpha)}
 
 
-def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format) -> str:
+def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
+                width: Width = "column") -> str:
     """The table in ``fmt`` (LaTeX with its caption and booktabs rules, Markdown, or CSV of
-    the numbers); the metric's name, direction and unit are the verdict table's (``attrs``)."""
+    the numbers); the metric's name, direction and unit are the verdict table's (``attrs``).
+    LaTeX's ``width``: ``column`` (:func:`column_form`) or ``page`` (``table*``, across a
+    two-column page's width)."""
     a = verdicts.attrs
     metric, alpha, reference = a["metric"], a["alpha"], a["reference"]
     direction, unit = int(a.get("direction", 0)), a.get("unit", "")
@@ -126,9 +130,28 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format) -> st
     styler = table.style.hide(axis="index").format(tex, subset=["Variant"])
     styler = styler.apply(lambda column: ["font-weight: bold" if table.loc[i, "Variant"] in bold
                                           else "" for i in column.index], subset=[header])
-    return styler.to_latex(hrules=True, convert_css=True, position_float="centering",
+    text = styler.to_latex(hrules=True, convert_css=True, position_float="centering",
                            column_format="l" + "r" * (len(table.columns) - 2) + "c",
                            caption=tex(caption), label=f"tab:{_label(metric)}")
+    return column_form(text) if width == "column" else page_form(text)
+
+
+def column_form(latex: str) -> str:
+    """A ``table`` that fits one column of a two-column paper: footnotesize, narrow column
+    gaps, and scaled down to ``\\columnwidth`` only where it is still wider (graphicx's
+    ``\\resizebox`` with the tabular's natural ``\\width``); needs ``\\usepackage{booktabs,
+    graphicx}``."""
+    latex = latex.replace("\\centering\n", "\\centering\n\\footnotesize\n"
+                          "\\setlength{\\tabcolsep}{3pt}\n", 1)
+    latex = latex.replace("\\begin{tabular}", "\\resizebox{\\ifdim\\width>\\columnwidth"
+                          "\\columnwidth\\else\\width\\fi}{!}{%\n\\begin{tabular}", 1)
+    return latex.replace("\\end{tabular}\n", "\\end{tabular}}\n", 1)
+
+
+def page_form(latex: str) -> str:
+    """The table across a two-column page (``table*``); in a one-column paper, as ``table``."""
+    return latex.replace("\\begin{table}", "\\begin{table*}", 1).replace(
+        "\\end{table}", "\\end{table*}", 1)
 
 
 def effects_paper_table(effects: pd.DataFrame, fmt: Format) -> str:

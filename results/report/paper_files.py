@@ -18,6 +18,7 @@ from ablations.results.stats.analyses import analysis_of
 from ablations.results.stats.phases import evaluation_rows
 
 PAPER_FILES = {"latex": "table.tex", "markdown": "table.md", "csv": "table.csv"}
+WIDE_TABLE_FILE = "table_wide.tex"  # the LaTeX table across a two-column page (table*)
 METHODS_FILES = {"markdown": "methods.md", "latex": "methods.tex"}
 REFERENCES_BIB_FILE = "references.bib"
 
@@ -45,6 +46,9 @@ def write_paper_files(directory: str, write: Callable[[str, bytes], Any], *,
     for fmt in formats:
         written[fmt] = write(join(directory, PAPER_FILES[fmt]),
                              paper_table(ablation, evaluation, fmt).encode())
+        if fmt == "latex":
+            written["latex wide"] = write(join(directory, WIDE_TABLE_FILE), paper_table(
+                ablation, evaluation, fmt, width="page").encode())
         for stem, (table, render) in extra.items():
             written[f"{stem} {fmt}"] = write(join(directory, f"{stem}_{PAPER_FILES[fmt]}"),
                                              render(table, fmt).encode())

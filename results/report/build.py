@@ -225,7 +225,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     unit = measure.unit
     forest = plots.forest_plot(ablation, figures_dir / "forest.png", metric=measure)
     curves = plots.learning_curves(epochs, figures_dir / "learning_curves.png", metric=metric_of(
-        plots.curve_metric(epochs, metric), declared))
+        plots.curve_metric(epochs, metric), declared), reference=reference)
     heatmap = calibration = None
     if len(strata):
         first = next(s for s in strata["stratum"].unique())
@@ -300,7 +300,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                    "and standard deviation over the ok seeds of each variant.",
                    declared_metrics_view(trials, meta["metrics"]))]
           if meta.get("metrics") else []),
-        Section("Learning curves", figure=curves),
+        *([Section("Learning curves", figure=curves)] if curves is not None else []),
         *([Section(f"MAE by {heatmap[0]}", figure=heatmap[1])] if heatmap else []),
         *([Section("Calibration", "Observed coverage of central predictive intervals "
                    "against their nominal level.", figure=calibration)] if calibration else []),

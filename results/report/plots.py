@@ -10,12 +10,14 @@ from __future__ import annotations
 import textwrap
 import warnings
 from pathlib import Path
+from typing import Optional
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.text  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -109,6 +111,22 @@ VERDICT_COLORS = {"worse": PALETTE["vermillion"], "higher": PALETTE["vermillion"
 
 def forest_plot(table: pd.DataFrame, path: str | Path, *,
                 metric: MetricLike = DEFAULT_METRIC) -> Path:
+    """:func:`forest_figure`, saved (:func:`save_figure`); the PNG's path."""
+    return save_figure(forest_figure(table, metric=metric), path)
+
+
+def forest_limits(values: np.ndarray, margin: float) -> tuple[float, float]:
+    """The forest plot's x range: every interval's ends and the margin band, padded by 8%;
+    not the equivalence bounds, which may lie far outside (drawn at the edge as arrows)."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    low = min([-margin, 0.0, *finite]) if margin > 0 else min([0.0, *finite])
+    high = max([margin, 0.0, *finite])
+    pad = 0.08 * (high - low or 1.0)
+    return low - pad, high + pad
+
+
+def forest_figure(table: pd.DataFrame, *, metric: MetricLike = DEFAULT_METRIC):
     """Difference to the reference per ablation with its confidence interval, on ``metric``
     (a :class:`~ablations.config.metrics.Metric`, or a built-in column's name: the axis names
     it, with its unit).
@@ -141,7 +159,7 @@ def forest_plot(table: pd.DataFrame, path: str | Path, *,
         ax.set_xlabel(f"{with_unit(f'{metric}: difference to the reference', measure.unit)}"
                       ", 95% CI")
         ax.set_title("red: Holm-adjusted p < 0.05", fontsize=9)
-        return save_figure(fig, path)
+        return fig
     alpha = table.attrs.get("alpha", DEFAULT_ALPHA)
     margin = float(table["margin"].iloc[0])
     relative = bool(table.attrs.get("relative")) and "ratio" in rows
@@ -164,9 +182,22 @@ def forest_plot(table: pd.DataFrame, path: str | Path, *,
                    label=verdict)
     bound = rows["equivalence_bound_holm"].to_numpy(dtype=float) * (100 if relative else 1)
     open_question = rows["verdict"].isin(["equivalent", "negligible", "inconclusive"]).to_numpy()
-    ax.scatter(np.r_[-bound, bound][np.r_[open_question, open_question]],
-               np.r_[y, y][np.r_[open_question, open_question]], marker="|", s=120,
-               color="0.2", zorder=3, label="±bound reached (Holm)")
+    left, right = forest_limits(np.r_[low, high, mean], margin)
+    ax.set_xlim(left, right)
+    shown = open_question & np.isfinite(bound)
+    inside = shown & (bound < min(-left, right))
+    if inside.any():
+        ax.scatter(np.r_[-bound, bound][np.r_[inside, inside]],
+                   np.r_[y, y][np.r_[inside, inside]], marker="|", s=120, color="0.2",
+                   zorder=3, label="±bound reached (Holm)")
+    beyond = shown & ~inside  # a bound outside the axis: an arrow at its edge, with its value
+    if beyond.any():
+        ax.scatter(np.full(beyond.sum(), right), y[beyond], marker=">", s=30, color="0.2",
+                   zorder=3, clip_on=False, label="±bound beyond the axis")
+        for row, b in zip(y[beyond], bound[beyond]):
+            ax.annotate(f"±{b:.3g}{'%' if relative else ''}", (right, row),
+                        xytext=(-6, 5), textcoords="offset points", ha="right",
+                        fontsize=6, color="0.2")
     unit = "%" if relative else ""
     ax.set_yticks(y, [f"{a}  (|{'ratio − 1' if relative else 'Δ'}| < {b:.3g}{unit})"
                       for a, b in zip(rows["ablation"], bound)])
@@ -178,8 +209,22 @@ def forest_plot(table: pd.DataFrame, path: str | Path, *,
                       f"{1 - 2 * alpha:.0%} thick")
     ax.set_title(f"shaded: the margin ±{margin:.3g}{unit}; colour: verdict (Holm over the "
                  "family)", fontsize=9)
-    ax.legend(fontsize=7, loc="best")
-    return save_figure(fig, path)
+    _legend_outside(ax, below=True)
+    return fig
+
+
+def _legend_outside(ax, *, below: bool) -> None:
+    """The axes' legend outside its data: below the axes (under the x label) or to its
+    right; tight_layout then makes room for it."""
+    handles, names = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    if below:
+        ax.legend(handles, names, fontsize=7, loc="upper center", frameon=False,
+                  bbox_to_anchor=(0.5, -0.16), ncol=min(len(handles), 3))
+    else:
+        ax.legend(handles, names, fontsize=7, loc="upper left", frameon=False,
+                  bbox_to_anchor=(1.01, 1.0))
 
 
 def stratum_heatmap(strata: pd.DataFrame, path: str | Path, *, stratum: str = "regime",
@@ -220,21 +265,52 @@ def curve_metric(epochs: pd.DataFrame, metric: str) -> str:
     return "val_mae"
 
 
+# past the 7 colours (the palette less its black, the reference's), each variant's line differs
+# in its dash and marker too
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = (".", "s", "^", "D")
+
+
 def learning_curves(epochs: pd.DataFrame, path: str | Path, *,
-                    metric: MetricLike = "val_mae") -> Path:
+                    metric: MetricLike = "val_mae", reference: Optional[str] = None
+                    ) -> Optional[Path]:
+    """:func:`learning_figure`, saved; None (no figure) where no epoch has ``metric``."""
+    fig = learning_figure(epochs, metric=metric, reference=reference)
+    return None if fig is None else save_figure(fig, path)
+
+
+def learning_figure(epochs: pd.DataFrame, *, metric: MetricLike = "val_mae",
+                    reference: Optional[str] = None):
     """Mean over seeds of ``metric`` per epoch, one line per ablation (``metric``: a
     :class:`~ablations.config.metrics.Metric`, or a built-in column's name; the axis prints
-    its unit)."""
+    its unit): the reference black and thick, the others by colour, then past 7 also by dash
+    and marker; whole epochs on the axis; the legend right of the axes. None when no epoch
+    has ``metric`` (code that reports no epochs)."""
     measure = metric_of(metric)
     metric = measure.name
-    fig, ax = plt.subplots(figsize=(6, 4))
+    if metric not in epochs or not epochs[metric].notna().any():
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 4))
     means = epochs.groupby(["ablation", "epoch"], sort=False)[metric].mean().reset_index()
+    # the palette without its black, the reference's
+    colours = [c for c in plt.rcParams["axes.prop_cycle"].by_key()["color"]
+               if c != PALETTE["black"]]
+    others = 0
     for ablation, group in means.groupby("ablation", sort=False):
-        ax.plot(group["epoch"], group[metric], marker=".", label=ablation)
+        if ablation == reference:
+            ax.plot(group["epoch"], group[metric], color="0.1", lw=2.4, zorder=3,
+                    label=f"{ablation} (reference)")
+            continue
+        turn = others // len(colours)
+        ax.plot(group["epoch"], group[metric], color=colours[others % len(colours)],
+                ls=LINE_STYLES[turn % len(LINE_STYLES)], marker=MARKERS[turn % len(MARKERS)],
+                markersize=4, label=ablation)
+        others += 1
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel(with_unit(f"{metric}, mean over seeds", measure.unit))
-    ax.legend(fontsize=7)
-    return save_figure(fig, path)
+    _legend_outside(ax, below=False)
+    return fig
 
 
 def interaction_plot(means: pd.DataFrame, effects: pd.DataFrame, path: str | Path, *,

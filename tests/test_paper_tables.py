@@ -138,6 +138,39 @@ def test_the_column_table_fits_a_two_column_paper_and_the_wide_one_its_page(writ
     assert max(overfull(squeezed), default=0.0) > 1.0
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pdflatex") is None or shutil.which("bibtex") is None,
+                    reason="needs pdflatex and bibtex (apt-get install texlive-latex-base)")
+def test_a_two_column_paper_takes_the_table_figures_and_methods_as_written(written, tmp_path):
+    """The report's column table, its column figures and its methods paragraph with its
+    references in a two-column article: pdflatex and bibtex run clean, no box overfull by more
+    than 1 pt, every citation resolved, and no Type 3 (bitmap) font in the PDF."""
+    root, _ = written
+    for name in ("table.tex", "methods.tex", "references.bib"):
+        (tmp_path / name).write_text((root / name).read_text())
+    figures = ["forest-column.pdf", "learning_curves-column.pdf"]
+    for name in figures:
+        (tmp_path / name).write_bytes((root / "report_files" / name).read_bytes())
+    body = "\n".join(f"\\begin{{figure}}\\centering\\includegraphics[width=\\columnwidth]"
+                     f"{{{name}}}\\caption{{{name[:-4].replace('_', ' ')}}}\\end{{figure}}"
+                     for name in figures)
+    (tmp_path / "paper.tex").write_text(
+        "\\pdfcompresslevel=0\\pdfobjcompresslevel=0\n"  # the PDF's fonts readable below
+        "\\documentclass[twocolumn]{article}\n\\usepackage{booktabs,graphicx}\n"
+        "\\begin{document}\n\\input{table.tex}\n" + body + "\n\\input{methods.tex}\n"
+        "\\bibliographystyle{plain}\n\\bibliography{references}\n\\end{document}\n")
+    for program in (["pdflatex"], ["bibtex"], ["pdflatex"], ["pdflatex"]):
+        done = subprocess.run([*program, *(["-interaction=nonstopmode", "-halt-on-error"]
+                                           if program == ["pdflatex"] else []), "paper"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout[-2000:]
+    log = (tmp_path / "paper.log").read_text()
+    overfull = [float(x) for x in re.findall(r"Overfull \\[hv]box \(([\d.]+)pt too", log)]
+    assert max(overfull, default=0.0) <= 1.0, overfull
+    assert "Citation" not in log and "undefined" not in log
+    assert b"/Type3" not in (tmp_path / "paper.pdf").read_bytes()
+
+
 def compile_paper(folder, inputs: dict[str, str]) -> None:
     """An article that inputs each file of ``inputs`` (name -> LaTeX), compiled by pdflatex
     in ``folder``: it must end with a PDF and no error."""

@@ -81,6 +81,27 @@ def test_every_verdict_is_marked_and_delta_is_the_interval_the_test_reads(writte
            "reads" in latex
 
 
+def test_arms_with_different_seed_counts_each_show_theirs(written):
+    from ablations.results.report.paper import paper_table
+    from ablations.results.stats.verdicts import verdict_table
+
+    root, _ = written
+    trials = pd.read_parquet(root / "trials.parquet")
+    trials.loc[(trials["ablation"] == "no_x") & (trials["seed"] == 0), "status"] = "failed"
+    table = verdict_table(trials, reference="baseline", metric="test_mae", margin="5%")
+    markdown = paper_table(table, trials, "markdown")
+    assert markdown.splitlines()[0].startswith("| Variant | n | test_mae")
+    counts = {line.split(" | ")[0][2:]: line.split(" | ")[1] for line in markdown.splitlines()[2:]}
+    ok = trials[trials["status"] == "ok"].groupby("ablation").size().astype(str).to_dict()
+    assert counts == ok and ok["no_x"] != ok["baseline"]
+    ok_rows = pd.read_parquet(root / "trials.parquet").query("status == 'ok'")
+    common = set.intersection(*(set(group["seed"]) for _, group in ok_rows.groupby("ablation")))
+    equal = ok_rows[ok_rows["seed"].isin(common)]
+    same = paper_table(verdict_table(equal, reference="baseline", metric="test_mae",
+                                     margin="5%"), equal, "markdown")
+    assert "| n |" not in same  # one count for all: the caption says it
+
+
 def test_the_best_arm_and_those_not_distinguishable_from_it_are_bold():
     rows = [{"ablation": arm, "seed": seed, "status": "ok", "m": value + 0.01 * seed}
             for arm, value in (("a", 1.0), ("b", 1.001), ("c", 3.0)) for seed in range(4)]

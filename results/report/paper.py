@@ -86,6 +86,9 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
     header = f"{metric}{f' ({unit})' if unit else ''} {ARROWS.get(direction, '')}".strip()
     header = tex(header) if latex else header
     cells = pd.DataFrame(index=pd.Index(order, name="Variant"))
+    counts = rows["n_ok"].astype("Int64")
+    if counts.dropna().nunique() > 1:  # the arms ran different numbers of seeds: each its own
+        cells["n"] = [str(n) if pd.notna(n) else "0" for n in counts]
     cells[header] = [f"{m:.{decimals}f} {pm} {h:.{decimals}f}" if np.isfinite(h) else
                      f"{m:.{decimals}f}" for m, h in zip(mean, half)]
     # the interval the equivalence test reads: the ratio's (in %) for a percentage margin
@@ -105,7 +108,7 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
     seeds = sorted(set(rows["n_ok"].dropna().astype(int)))
     used = [v for v in MEANINGS if (rows["verdict"] == v).any()]
     markers = "; ".join(f"{MARKERS[v][1]} {MEANINGS[v]}" for v in used)
-    span = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"{seeds[0]}"
+    span = (f"{seeds[0]}-{seeds[-1]} (n)" if len(seeds) > 1 else f"{seeds[0]}")
     caption = (  # plain text; tex() sets it for LaTeX
         f"{metric}: mean ± half-width of its {1 - alpha:.0%} t interval over {span} seeds "
         + (f"per variant; Δ: the variant's mean over {reference}'s, minus 1 (%), with "

@@ -23,7 +23,8 @@ class Trial:
         if error is not None:
             self.error_file = str(folder / f"{name}.txt")
             with open(self.error_file, "w") as handle:
-                handle.write(f"Failure # 1\nTraceback ...\nmodule.OwnCodeError: {error}\n")
+                kind = "TrialTimeout" if "time limit" in error else "OwnCodeError"
+                handle.write(f"Failure # 1\nTraceback ...\nmodule.{kind}: {error}\n")
 
     def __str__(self) -> str:
         return self.name
@@ -63,11 +64,20 @@ def test_the_first_trials_failing_alike_stop_the_run_once(tmp_path, tune_stop_ha
 @pytest.mark.parametrize("ended", [
     ["a", None, "a", "a"],  # one trial ended ok among them
     ["a", "b", "a", "a"],  # two errors
+    ["ran past its time limit of 5 s"] * 4,  # timeouts: the trials' time, not failures
 ])
 def test_failures_that_differ_or_an_ok_trial_let_the_run_go_on(tmp_path, tune_stop_handler,
                                                                ended):
     callback = FailAlike(total=8)
-    end(callback, [Trial(f"t{i}", error, tmp_path) for i, error in enumerate(ended)])
+    end(callback, [Trial(f"t{i}-seed0", error, tmp_path) for i, error in enumerate(ended)])
+    assert tune_stop_handler == [] and callback.reason is None
+
+
+def test_one_broken_variant_failing_on_its_seeds_lets_the_others_run(tmp_path,
+                                                                    tune_stop_handler):
+    callback = FailAlike(total=12)
+    end(callback, [Trial(f"bad-seed{i}", "num_heads 7 does not divide 64", tmp_path)
+                   for i in range(FIRST_FAILURES)])
     assert tune_stop_handler == [] and callback.reason is None
 
 

@@ -261,6 +261,9 @@ def test_a_programs_methods_name_it_and_leave_what_the_runner_cannot_know_to_the
             "{data_seed}); [author: say what each seed sets in your code") in text
     assert "with Ray 2.60.0; [author: name the program's own libraries and versions]" in text
     assert "PyTorch" not in text and "initialisation and dropout" not in text
+    plugin = methods_text({"space": "conv3d"}, trials.assign(model="examples.conv3d:PLUGIN"),
+                          table)  # a model plugin runs the built-in loop: its seeds are known
+    assert "A trial's seed set the weights' initialisation" in plugin and "[author" not in plugin
 
 
 @pytest.mark.slow

@@ -55,6 +55,18 @@ def test_the_forest_axis_spans_the_intervals_and_a_far_bound_is_an_arrow_with_it
     plt.close(fig)
 
 
+def test_a_margin_in_units_keeps_the_thin_whiskers_on_the_axis():
+    trials = _trials({"close": 0.0, "other": 0.0})
+    trials.loc[trials["seed"] == 0, "test_mae"] += np.where(  # one seed apart: wide intervals
+        trials.loc[trials["seed"] == 0, "ablation"] == "baseline", 0.0, 0.02)
+    table = verdict_table(trials, reference="baseline", metric="test_mae", margin=0.001)
+    fig = plots.forest_figure(table, metric="test_mae")
+    left, right = fig.axes[0].get_xlim()
+    ends = table[["diff_ci_low", "diff_ci_high"]].to_numpy(dtype=float)
+    assert left <= np.nanmin(ends) and right >= np.nanmax(ends)  # the 1 − α interval, whole
+    plt.close(fig)
+
+
 def test_ten_variants_are_told_apart_the_reference_stands_out_and_epochs_are_whole():
     arms = [f"arm{i}" for i in range(10)]
     epochs = pd.DataFrame([{"ablation": arm, "seed": 0, "epoch": epoch,

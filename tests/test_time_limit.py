@@ -134,6 +134,17 @@ def test_a_function_ends_after_the_epoch_that_passes_its_limit_and_keeps_its_epo
     assert [row["epoch"] for row in stored[-1]["history"]] == epochs  # the curves keep them
 
 
+def test_code_that_catches_every_exception_is_still_ended(monkeypatch):
+    monkeypatch.setattr(time_limit, "WATCHDOG_GRACE_S", 0.2)
+    with pytest.raises(TrialTimeout, match="ran past its time limit of 0.3 s; retrying"):
+        with Deadline(0.3).watchdog(lambda: "retrying"):
+            while True:  # a retry loop that logs and goes on
+                try:
+                    sum(range(100))
+                except Exception:  # noqa: BLE001
+                    pass
+
+
 def test_a_function_that_hangs_between_reports_is_ended_by_the_watchdog(tmp_path, monkeypatch):
     monkeypatch.setattr(time_limit, "WATCHDOG_GRACE_S", 0.5)
     message, sent, _, took = run_slow(tmp_path, 1.0, hang=True)

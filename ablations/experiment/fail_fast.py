@@ -3,7 +3,9 @@ error fails every trial the same way, and running them all costs the whole exper
 before the table says so.
 
 :class:`FailAlike` is a Tune callback: when the first :data:`FIRST_FAILURES` trials to end have
-all failed with the same error line (the trial's own name taken out) and none ended otherwise, it
+all failed with the same error line (the trial's own name and the numbers taken out), of at
+least :data:`MIN_VARIANTS` variants (one broken variant is that variant's result, not the
+experiment's), and none ended otherwise (a timeout is not a failure alike), it
 stops the run as Ctrl-C does (Tune's stop signal, SIGUSR1, which Tune handles by saving its state
 and returning): the failed trials keep their rows and errors, the others stay unfinished, and
 ``--resume --retry-failed`` runs everything once the cause is fixed (a resume never stops so).
@@ -20,6 +22,7 @@ from typing import Any, Optional
 from ray.tune import Callback
 
 FIRST_FAILURES = 3  # the trials that must fail alike, with none ended otherwise, to stop
+MIN_VARIANTS = 2  # ... of at least this many variants: one broken variant is its own result
 TUNE_STOP_HANDLER = "signal_interrupt_tune_run"  # ray/tune/tune.py's SIGINT/SIGUSR1 handler
 EXCEPTION_NAME = re.compile(r"^[A-Za-z_][\w.]*\.\w+: ")  # e.g. ablations.trial.x.OwnCodeError:
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -32,21 +35,26 @@ class FailAlike(Callback):
     def __init__(self, total: int) -> None:
         self.total = total
         self.ended: list[Optional[str]] = []  # each ended trial's error line; None: not failed
+        self.variants: list[str] = []  # each ended trial's variant
         self.first_error = ""  # the first failure's last line, as it was
         self.reason: Optional[str] = None
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.ended.append(None)
+        self.variants.append(_variant(trial))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         if not self.ended:
             lines = [line.strip() for line in error_text(trial).splitlines() if line.strip()]
             last = lines[-1] if lines else "an error that left no message"
             self.first_error = EXCEPTION_NAME.sub("", last)[:500]
-        self.ended.append(_error_line(trial))
+        # a timeout is the trial's time, not a failure alike (ablations/trial/time_limit.py)
+        self.ended.append(None if "TrialTimeout" in error_text(trial) else _error_line(trial))
+        self.variants.append(_variant(trial))
         first = self.ended[:FIRST_FAILURES]
         if (self.reason is not None or self.total <= FIRST_FAILURES
-                or len(first) < FIRST_FAILURES or None in first or len(set(first)) > 1):
+                or len(first) < FIRST_FAILURES or None in first or len(set(first)) > 1
+                or len(set(self.variants[:FIRST_FAILURES])) < MIN_VARIANTS):
             return
         stop = getattr(signal, "SIGUSR1", None)
         if stop is None or getattr(signal.getsignal(stop), "__name__", "") != TUNE_STOP_HANDLER:
@@ -60,7 +68,7 @@ class FailAlike(Callback):
     def __getstate__(self) -> dict[str, Any]:
         """Tune pickles its callbacks with its state; a resume restores them: there it never
         stops (total 0), since a resume is what follows the fix."""
-        return {"total": 0, "ended": [], "first_error": "", "reason": None}
+        return {"total": 0, "ended": [], "variants": [], "first_error": "", "reason": None}
 
 
 def error_text(trial: Any) -> str:
@@ -71,6 +79,11 @@ def error_text(trial: Any) -> str:
             return handle.read()
     except (OSError, TypeError):  # no error file (yet), or no local folder
         return ""
+
+
+def _variant(trial: Any) -> str:
+    """The trial's variant: its name without the seed (``no_x-seed2``: ``no_x``)."""
+    return str(trial).rsplit("-seed", 1)[0]
 
 
 def _error_line(trial: Any) -> str:

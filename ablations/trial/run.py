@@ -8,6 +8,7 @@ runner's results. The ``fit`` is the built-in model's or a plugin's
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
@@ -67,8 +68,11 @@ def run_trial(config: TrialConfig, *, name: str, send: Send, store: Store,
                   device=device, resources=resources, cwd=cwd, deadline=deadline)
     diverged: Optional[str] = None
     returned: Any = {}
+    # a command's poll loop ends its program at the limit itself, with its last output
+    in_process = code is None or getattr(code, "fit", None) is not None
     try:
-        with deadline.watchdog(lambda: last_words(trial)):
+        with (deadline.watchdog(lambda: last_words(trial)) if in_process
+              else contextlib.nullcontext()):
             returned = fit_of(config)(trial) or {}
     except Diverged as exc:
         diverged = str(exc)

@@ -33,8 +33,10 @@ UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smh]?)\s*")
 
 
-class TrialTimeout(Exception):
-    """The trial ran past its time limit; the message says how long and what it last did."""
+class TrialTimeout(BaseException):
+    """The trial ran past its time limit; the message says how long and what it last did.
+    A BaseException, as KeyboardInterrupt is: training code's ``except Exception`` (a retry
+    loop, a logged and skipped batch) does not swallow it."""
 
 
 def parse_duration(text: str | float | int) -> float:

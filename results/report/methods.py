@@ -100,7 +100,8 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
             f"the program `{_program(run)}`" if run is not None else f"the code `{model}`")
     sources = str(first.get("seed_sources", "init,order,data"))
     varied = [SOURCES[s] for s in sources.split(",") if s in SOURCES]
-    if model:  # own code: the runner passed the seeds; what they set is the code's
+    own = run is not None or bool(meta.get("metrics"))  # a model plugin runs the built-in loop
+    if own:  # own code: the runner passed the seeds; what they set is the code's
         seeding = (f"A trial's seeds were passed to the code ({_passed(run, sources)}); "
                    + AUTHOR_NOTE.format("say what each seed sets in your code, e.g. the "
                                         "initialisation and the order of the samples"))

@@ -182,7 +182,8 @@ def forest_figure(table: pd.DataFrame, *, metric: MetricLike = DEFAULT_METRIC):
                    label=verdict)
     bound = rows["equivalence_bound_holm"].to_numpy(dtype=float) * (100 if relative else 1)
     open_question = rows["verdict"].isin(["equivalent", "negligible", "inconclusive"]).to_numpy()
-    left, right = forest_limits(np.r_[low, high, mean], margin)
+    whiskers = [] if relative else [mean - lower, mean + upper]  # the 1 − α interval, thin
+    left, right = forest_limits(np.concatenate([low, high, mean, *whiskers]), margin)
     ax.set_xlim(left, right)
     shown = open_question & np.isfinite(bound)
     inside = shown & (bound < min(-left, right))

@@ -84,6 +84,20 @@ def space(launcher: str) -> str:
         """)
 
 
+def ancestry(pids: list[int]) -> str:
+    """Each of ``pids`` and the processes above it (pid, parent, group, session, state, age,
+    command), from ps: what a failure reports about the processes left running."""
+    table = subprocess.run(["ps", "-eo", "pid=,ppid=,pgid=,sid=,stat=,etimes=,args="],
+                           capture_output=True, text=True).stdout.splitlines()
+    rows = {int(line.split()[0]): line for line in table if line.split()}
+    shown: list[str] = []
+    for pid in pids:
+        while pid in rows and rows[pid] not in shown:
+            shown.append(rows[pid][:200])
+            pid = int(rows[pid].split()[1])
+    return "\n".join(shown)
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as handle:
@@ -180,7 +194,10 @@ def test_a_stopped_driver_leaves_no_trainer_and_the_resume_writes_each_epoch_onc
         driver = run.start()
         trainers = run.wait_for_trainers(2 if launcher == "torchrun" else 1, driver)
         os.kill(driver.pid, how)  # the driver alone, not its group
-        assert run.gone_within(trainers) == [], f"left running after {how.name}"
+        left = run.gone_within(trainers)
+        assert left == [], (f"left running after {how.name} (driver "
+                            f"{'running' if driver.poll() is None else driver.returncode}):\n"
+                            + ancestry(left))
         driver.wait(timeout=120)
         run.end_drivers()  # what the stopped driver left of its Ray
         resumed = run.start(resume=True)

@@ -105,9 +105,14 @@ def test_the_across_table_is_what_the_trials_give(two_datasets):
 
 def test_the_report_leads_with_the_verdicts_across_and_keeps_each_datasets(two_datasets):
     folder, _ = two_datasets
-    result = run_cli("report", str(folder))
+    result = run_cli("report", str(folder), "--format", "latex")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Across the datasets:" in result.stdout
+    assert f"Table (across latex): {folder / 'across_table.tex'}" in result.stdout
+    table = (folder / "across_table.tex").read_text()
+    assert r"\caption{Ablations across 2 datasets (synthetic, site\_a)" in table
+    methods = (folder / "methods.md").read_text()
+    assert "made on each of the 2 datasets (synthetic, site_a) separately" in methods
     page = (folder / "report.md").read_text()
     assert page.index("## Verdicts across the datasets") < page.index("## Differences per")
     across = pd.read_parquet(folder / "across_datasets.parquet")

@@ -19,6 +19,8 @@ from ablations.results.report.build import write_report
 from ablations.results.report.paper import not_distinguishable
 from tests.test_analysis import _experiment
 
+MAIN_JOB = Path(__file__).with_name("fixtures") / "main_job"  # its README says from where
+
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
@@ -162,11 +164,21 @@ def test_the_column_table_fits_a_two_column_paper_and_the_wide_one_its_page(writ
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("pdflatex") is None or shutil.which("bibtex") is None,
                     reason="needs pdflatex and bibtex (apt-get install texlive-latex-base)")
-def test_a_two_column_paper_takes_the_table_figures_and_methods_as_written(written, tmp_path):
-    """The report's column table, its column figures and its methods paragraph with its
-    references in a two-column article: pdflatex and bibtex run clean, no box overfull by more
-    than 1 pt, every citation resolved, and no Type 3 (bitmap) font in the PDF."""
-    root, _ = written
+def test_a_two_column_paper_takes_the_main_jobs_table_figures_and_methods_as_written(
+        tmp_path):
+    """The main job's report (its recorded results, tests/fixtures/main_job): the column table,
+    the column figures and the methods paragraph with its references in a two-column article:
+    pdflatex and bibtex run clean, no box overfull by more than 1 pt, every citation resolved,
+    and no Type 3 (bitmap) font in the PDF."""
+    root = tmp_path / "components"
+    shutil.copytree(MAIN_JOB, root)
+    report = write_report(root, formats=("latex",))
+    assert len(pd.read_parquet(root / "trials.parquet")) == 27
+    latex = report.tables["latex"].read_text()
+    for variant in report.ablation["ablation"]:
+        assert variant.replace("_", "\\_") in latex
+    tmp_path = tmp_path / "paper"
+    tmp_path.mkdir()
     for name in ("table.tex", "methods.tex", "references.bib"):
         (tmp_path / name).write_text((root / name).read_text())
     figures = ["forest-column.pdf", "learning_curves-column.pdf"]
@@ -186,6 +198,10 @@ def test_a_two_column_paper_takes_the_table_figures_and_methods_as_written(writt
     assert max(overfull, default=0.0) <= 1.0, overfull
     assert "Citation" not in log and "undefined" not in log
     assert b"/Type3" not in (tmp_path / "paper.pdf").read_bytes()
+    if shutil.which("pdffonts"):  # poppler's list of the PDF's fonts, where installed
+        fonts = subprocess.run(["pdffonts", "paper.pdf"], cwd=tmp_path, capture_output=True,
+                               text=True, check=True).stdout
+        assert "Type 3" not in fonts and "Type 1" in fonts, fonts
 
 
 def compile_with_bibtex(folder) -> None:
@@ -324,6 +340,71 @@ def test_the_factorial_and_tuned_tables_for_a_paper():
     slow = next(line for line in tuned.splitlines() if line.startswith("slow"))
     # worse at the given configuration, within the margin at its own best
     assert r"\dag" in slow and (r"$\approx$" in slow or r"$\sim$" in slow) and "0.0005" in slow
+
+
+def test_the_methods_of_a_factorial_and_a_tuned_run_state_their_own_designs():
+    """A factorial run's methods name its design and how the effects were estimated and
+    tested; a tuned run's, the equal budget, the sampler and how the tuned arms were
+    compared; both cite what they name."""
+    from ablations.results.report.methods import REFERENCES_BIB, methods_text
+    from ablations.results.stats.factorial_design import FactorialDesign
+    from ablations.results.stats.verdicts import verdict_table
+    from tests.test_tuned import _phase_rows
+
+    design = FactorialDesign.plan(["use_a", "use_b", "use_c"], [True, True, True])
+    rows = pd.DataFrame([{"ablation": name, "seed": seed, "status": "ok",
+                          "trial_name": f"{name}-{seed}", "test_mae": 1.0 + 0.01 * seed}
+                         for name in design.cells for seed in range(3)])
+    table = verdict_table(rows, reference=design.cells[0], metric="test_mae", margin="5%")
+    text = methods_text({"factorial": design.to_dict()}, rows, table)
+    assert ("the 8 cells of a two-level design (2^3 full factorial) in 3 switches (use_a, "
+            "use_b, use_c)") in text
+    assert "one ordinary least-squares fit of every cell at every seed" in text
+    assert "alias" not in text  # a full factorial has no aliases
+    base = [1.0 + 0.01 * s for s in range(4)]
+    trials = pd.concat([_phase_rows("evaluation", "baseline", base),
+                        _phase_rows("evaluation", "slow", [b * 1.3 for b in base])])
+    table = verdict_table(trials, reference="baseline", metric="test_mae", margin="5%")
+    meta = {"tuned": {"keys": ["lr", "weight_decay"], "budget": 8, "startup_trials": 4,
+                      "metric": "val_mae"}}
+    text = methods_text(meta, trials, table)
+    assert ("tuned with the same budget: 8 trials of Optuna's TPE sampler (Akiba et al. 2019) "
+            "through Ray Tune per arm, the first 4 of them at random, over lr, "
+            "weight_decay") in text and "chosen on val_mae" in text
+    assert r"\cite{akiba2019}" in methods_text(meta, trials, table, "latex")
+    assert "{akiba2019," in REFERENCES_BIB and "{demsar2006," in REFERENCES_BIB
+
+
+def test_the_across_dataset_table_and_methods_for_a_paper():
+    """Across datasets: the table for a paper holds each ablation's pooled ratio with the
+    interval the equivalence test reads and its verdict's marker; the methods paragraph
+    says the design ran on each dataset and how the datasets were pooled."""
+    from ablations.results.report.methods import methods_text
+    from ablations.results.report.paper import across_paper_table
+    from ablations.results.stats.decisions import (
+        across_datasets_of,
+        dataset_verdicts_of,
+        one_below_the_other,
+    )
+    from tests.test_datasets_stats import SETTINGS, planted
+
+    trials = planted({"no_dropout": [1.3, 1.25, 1.35], "no_norm": [1.0, 1.0, 1.0]}, seeds=3,
+                     spread=0.03)
+    verdicts = one_below_the_other(dataset_verdicts_of(trials, {}, **SETTINGS))
+    across = across_datasets_of(trials, {}, None, **SETTINGS)
+    latex = across_paper_table(across, "latex")
+    worse = next(line for line in latex.splitlines() if line.startswith("no\\_dropout"))
+    row = across.set_index("ablation").loc["no_dropout"]
+    assert f"{100 * row['ratio']:+.1f} [{100 * row['tost_ci_low']:+.1f}, " in worse
+    assert r"$\dagger$" in worse and "3/3" in worse
+    assert r"\resizebox" in latex and "t on k - 1 degrees of freedom" in latex
+    assert "table*" in across_paper_table(across, "latex", width="page")
+    csv = pd.read_csv(io.StringIO(across_paper_table(across, "csv")))
+    assert list(csv["ablation"]) == list(across["ablation"])
+    text = methods_text({}, trials, verdicts)
+    names = ", ".join(across.attrs["datasets"])
+    assert f"made on each of the 3 datasets ({names}) separately" in text
+    assert "tested with t on k − 1 degrees of freedom" in text
 
 
 ODD = " % $ # _ { } ~ ^ \\ & μ"  # each of LaTeX's special characters, and a symbol

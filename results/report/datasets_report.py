@@ -5,7 +5,9 @@ The top report.md / report.html lead with the verdicts across the datasets
 the pooled ratio), the critical-difference diagram where there are five or more datasets, and each
 dataset's verdict table. Each dataset also gets the full single-dataset report (learning
 curves, strata, calibration, the paper's tables) in ``datasets/<name>/``. The across-dataset
-table is written as ``across_datasets.parquet`` beside trials.parquet.
+table is written as ``across_datasets.parquet`` beside trials.parquet; the methods paragraph
+of the whole experiment and, for each format asked, the across-dataset table for a paper
+(``across_table.*``) beside the report.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ablations.results.io.files import join, write_parquet_atomic
 from ablations.results.report import plots
 from ablations.results.report.dataset_plots import critical_difference_diagram, dataset_forest_plots
 from ablations.results.report.dataset_tables import across_view
+from ablations.results.report.methods_files import write_across_paper_files
 from ablations.results.report.page import FIGURES_DIR, Section, html_page, markdown_page
 from ablations.results.report.tables import verdict_view
 from ablations.results.stats.baseline_check import dataset_baseline_checks
@@ -105,14 +108,19 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
         else:
             sections.append(Section(f"Dataset {name}", f"No verdicts: {problems[name]}",
                                     level=3))
+    verdicts = one_below_the_other(per_dataset)
     counts = trials["status"].value_counts()
     summary = (f"{int(counts.get(TrialStatus.OK, 0))} of {len(trials)} trials ok on "
                f"{len(names)} datasets ({', '.join(names)}); {len(across)} variants against "
                f"`{reference}` on {metric}, margin ±{100 * across.attrs['margin']:.3g}% of the "
                f"reference's mean, α = {alpha:g}.")
     checks = dataset_baseline_checks(evaluation_rows(trials), epochs, reference=reference)
-    if checks is not None:
-        summary += " " + " ".join(checks.line().splitlines())
+    checked = " ".join(checks.line().splitlines()) if checks is not None else None
+    if checked:
+        summary += " " + checked
+    tables = write_across_paper_files(directory, write_file, meta=meta, trials=trials,
+                                      verdicts=verdicts, across=across, formats=formats,
+                                      baseline_line=checked)
     title = f"Ablation report: {trials['experiment'].iloc[0]}, across datasets"
     for path in [s.figure for s in sections if s.figure is not None]:
         for written in (path, *plots.vector_files(path)):
@@ -122,5 +130,4 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
         title, summary, sections, FIGURES_DIR).encode())
     html_path = write_file(join(directory, "report.html"),
                            html_page(title, summary, sections).encode())
-    return report_type(markdown_path, html_path, one_below_the_other(per_dataset),
-                       across_note(across), {}, across)
+    return report_type(markdown_path, html_path, verdicts, across_note(across), tables, across)

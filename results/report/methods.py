@@ -55,6 +55,20 @@ REFERENCES_BIB = r"""@misc{ablationrunner,
   journal = {Biometrika},
   volume = {74}, number = {1}, pages = {149--154}, year = {1987}}
 
+@inproceedings{akiba2019,
+  author = {Akiba, Takuya and Sano, Shotaro and Yanase, Toshihiko and Ohta, Takeru and
+            Koyama, Masanori},
+  title = {Optuna: A next-generation hyperparameter optimization framework},
+  booktitle = {Proceedings of the 25th {ACM} {SIGKDD} International Conference on Knowledge
+               Discovery \& Data Mining},
+  pages = {2623--2631}, year = {2019}}
+
+@article{demsar2006,
+  author = {Dem{\v{s}}ar, Janez},
+  title = {Statistical comparisons of classifiers over multiple data sets},
+  journal = {Journal of Machine Learning Research},
+  volume = {7}, pages = {1--30}, year = {2006}}
+
 @inproceedings{bouthillier2021,
   author = {Bouthillier, Xavier and Delaunay, Pierre and Bronzi, Mirko and Trofimov, Assya
             and Nichyporuk, Brennan and Szeto, Justin and Mohammadi Sepahvand, Nazanin and
@@ -69,6 +83,7 @@ REFERENCES_BIB = r"""@misc{ablationrunner,
 CITED = {"ablationrunner": "The ablation-runner contributors 2026",
          "schuirmann1987": "Schuirmann 1987", "holm1979": "Holm 1979",
          "lan1983": "Lan and DeMets 1983", "kim1987": "Kim and DeMets 1987",
+         "akiba2019": "Akiba et al. 2019", "demsar2006": "Demšar 2006",
          "bouthillier2021": "Bouthillier et al. 2021"}
 SOURCES = {"init": "the weights' initialisation and dropout", "order": "the order of the "
            "training samples", "data": "the draw of the data and its split"}
@@ -117,7 +132,8 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     direction = {1: "higher is better", -1: "lower is better"}.get(measure.sign,
                                                                    "no better direction")
     unit = measure.unit
-    analysis = analysis_of(meta)  # the design's sentences and its settings fixed before
+    # the design's sentences and its settings fixed before (on each dataset, where several)
+    analysis = analysis_of(meta, trials)
     software = (f"Ray {meta.get('ray_version', '?')}; "
                 + AUTHOR_NOTE.format("name the program's own libraries and versions")
                 if run is not None else

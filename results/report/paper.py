@@ -24,6 +24,8 @@ from ablations.results.stats.verdicts import margin_text
 Format = Literal["latex", "markdown", "csv"]
 Width = Literal["column", "page"]
 FORMATS = ("latex", "markdown", "csv")
+FILES = {"latex": "table.tex", "markdown": "table.md", "csv": "table.csv"}  # by format
+WIDE_FILE = "table_wide.tex"  # the LaTeX table across a two-column page (table*)
 # verdict -> (marker in LaTeX, in text); explained in the caption
 # (math in LaTeX: \dag in text mode pulls a bitmap font where cm-super is missing)
 MARKERS = {"worse": (r"$\dagger$", "†"), "better": (r"$\ddagger$", "‡"),
@@ -188,8 +190,9 @@ def effects_paper_table(effects: pd.DataFrame, fmt: Format) -> str:
         f"alpha = {alpha:g}, Holm over {a.get('comparisons', len(effects))} effects"
         f"{'; ' + markers if markers else ''}.")
     styler = cells.style.hide(axis="index").format(tex, subset=["Effect", "Factors"])
-    return styler.to_latex(hrules=True, position_float="centering", column_format="llrc",
-                           caption=tex(caption), label=f"tab:{_label(metric)}-effects")
+    return column_form(styler.to_latex(hrules=True, position_float="centering",
+                                       column_format="llrc", caption=tex(caption),
+                                       label=f"tab:{_label(metric)}-effects"))
 
 
 def tuned_paper_table(table: pd.DataFrame, fmt: Format) -> str:
@@ -224,8 +227,58 @@ def tuned_paper_table(table: pd.DataFrame, fmt: Format) -> str:
                f"the same way{'; ' + markers if markers else ''}.")
     cells.columns = [tex(str(column)) for column in cells.columns]
     styler = cells.style.hide(axis="index").format(tex, subset=["Variant"])
-    return styler.to_latex(hrules=True, position_float="centering",
-                           caption=tex(caption), label=f"tab:{_label(metric)}-tuned")
+    return column_form(styler.to_latex(hrules=True, position_float="centering",
+                                       caption=tex(caption),
+                                       label=f"tab:{_label(metric)}-tuned"))
+
+
+def across_paper_table(across: pd.DataFrame, fmt: Format, width: Width = "column") -> str:
+    """The verdicts across datasets (:func:`ablations.results.stats.datasets.across_datasets`)
+    for a paper: per ablation, the datasets pooled, the pooled ratio − 1 (%) with the
+    interval the equivalence test reads, the prediction interval for a new dataset, how many
+    datasets point the pooled way, and the verdict's marker."""
+    a = across.attrs
+    metric, alpha, reference = a["metric"], a["alpha"], a["reference"]
+    if fmt == "csv":
+        return across[["ablation", "n_datasets", "ratio", "tost_ci_low", "tost_ci_high",
+                       "pi_low", "pi_high", "n_same_direction", "verdict", "p_holm",
+                       "p_tost_holm"]].to_csv(index=False)
+    latex = fmt == "latex"
+
+    def percent(value: float) -> str:
+        return f"{100 * value:+.1f}" if np.isfinite(value) else "–"
+
+    cells = pd.DataFrame({
+        "Variant": across["ablation"].astype(str),
+        "k": across["n_datasets"].astype(int).astype(str),
+        f"Ratio vs {reference} − 1 (%)": [
+            f"{percent(r)} [{percent(lo)}, {percent(hi)}]" for r, lo, hi in
+            zip(across["ratio"], across["tost_ci_low"], across["tost_ci_high"])],
+        "New dataset (%)": [f"[{percent(lo)}, {percent(hi)}]"
+                            for lo, hi in zip(across["pi_low"], across["pi_high"])],
+        "Same way": [f"{int(s)}/{int(k)}" for s, k in
+                     zip(across["n_same_direction"], across["n_datasets"])],
+        "Verdict": [MARKERS.get(str(v), ("", ""))[0 if latex else 1]
+                    for v in across["verdict"]]})
+    if not latex:
+        return markdown_cells(cells)
+    used = [v for v in MEANINGS if (across["verdict"] == v).any()]
+    markers = "; ".join(f"{MARKERS[v][1]} {MEANINGS[v]}" for v in used)
+    names = list(a.get("datasets", []))
+    caption = (
+        f"Ablations across {len(names)} datasets ({', '.join(names)}) on {metric}: the "
+        f"variant's mean over {reference}'s on each dataset, pooled as the mean of the log "
+        f"ratios (k datasets, t on k - 1 degrees of freedom), minus 1 (%), with its "
+        f"{1 - 2 * alpha:.0%} interval, the one the equivalence test reads; New dataset: the "
+        f"{1 - alpha:.0%} prediction interval of a new dataset's ratio; Same way: datasets "
+        f"whose ratio points the pooled way. Verdicts: t-test and TOST on the pooled log "
+        f"ratio, margin ±{100 * float(a['margin']):.3g}%, alpha = {alpha:g}, Holm over "
+        f"{len(cells)} ablations{'; ' + markers if markers else ''}.")
+    cells.columns = [tex(str(column)) for column in cells.columns]
+    styler = cells.style.hide(axis="index").format(tex, subset=[cells.columns[0]])
+    text = styler.to_latex(hrules=True, position_float="centering", column_format="lrrrrc",
+                           caption=tex(caption), label=f"tab:{_label(metric)}-across")
+    return column_form(text) if width == "column" else page_form(text)
 
 
 def _label(text: str) -> str:

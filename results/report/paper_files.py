@@ -2,7 +2,9 @@
 (methods.md, methods.tex) with references.bib, always; and, for each format asked, the
 ablation table (table.tex / table.md / table.csv) and the design's own tables
 (:meth:`ablations.results.report.designs.DesignReport.paper_tables`: a factorial design's
-effects, ``factorial_table.*``; a tuned ablation's verdicts, ``tuned_table.*``)."""
+effects, ``factorial_table.*``; a tuned ablation's verdicts, ``tuned_table.*``). An
+experiment over several datasets writes its own beside each dataset's
+(:mod:`ablations.results.report.methods_files`)."""
 
 from __future__ import annotations
 
@@ -11,16 +13,11 @@ from typing import Any, Callable, Optional, Sequence
 import pandas as pd
 
 from ablations.results.io.files import join
-from ablations.results.report.methods import REFERENCES_BIB, methods_text
+from ablations.results.report.methods_files import write_methods
 from ablations.results.report.designs import paper_tables
-from ablations.results.report.paper import paper_table
+from ablations.results.report.paper import FILES, WIDE_FILE, paper_table
 from ablations.results.stats.analyses import analysis_of
 from ablations.results.stats.phases import evaluation_rows
-
-PAPER_FILES = {"latex": "table.tex", "markdown": "table.md", "csv": "table.csv"}
-WIDE_TABLE_FILE = "table_wide.tex"  # the LaTeX table across a two-column page (table*)
-METHODS_FILES = {"markdown": "methods.md", "latex": "methods.tex"}
-REFERENCES_BIB_FILE = "references.bib"
 
 
 def write_paper_files(directory: str, write: Callable[[str, bytes], Any], *,
@@ -32,10 +29,7 @@ def write_paper_files(directory: str, write: Callable[[str, bytes], Any], *,
     (the verdict table the report shows, whose settings the other tables take); returns
     the tables written, name -> what ``write`` returned."""
     evaluation = evaluation_rows(trials)
-    for style, file in METHODS_FILES.items():
-        write(join(directory, file), methods_text(meta, evaluation, ablation, style,
-                                                  baseline_line=baseline_line).encode())
-    write(join(directory, REFERENCES_BIB_FILE), REFERENCES_BIB.encode())
+    write_methods(directory, write, meta, evaluation, ablation, baseline_line)
     if not formats:
         return {}
     settings = {key: ablation.attrs["settings"][key]
@@ -44,12 +38,13 @@ def write_paper_files(directory: str, write: Callable[[str, bytes], Any], *,
     extra = paper_tables(analysis_of(meta), trials, settings, formats)
     written = {}
     for fmt in formats:
-        written[fmt] = write(join(directory, PAPER_FILES[fmt]),
+        written[fmt] = write(join(directory, FILES[fmt]),
                              paper_table(ablation, evaluation, fmt).encode())
         if fmt == "latex":
-            written["latex wide"] = write(join(directory, WIDE_TABLE_FILE), paper_table(
+            written["latex wide"] = write(join(directory, WIDE_FILE), paper_table(
                 ablation, evaluation, fmt, width="page").encode())
         for stem, (table, render) in extra.items():
-            written[f"{stem} {fmt}"] = write(join(directory, f"{stem}_{PAPER_FILES[fmt]}"),
+            written[f"{stem} {fmt}"] = write(join(directory, f"{stem}_{FILES[fmt]}"),
                                              render(table, fmt).encode())
     return written
+

@@ -34,6 +34,7 @@ from ablations.config.comparison import (
 from ablations.results.io.directions import metric_of
 from ablations.results.io.files import DESIGN_PLUGIN_KEY
 from ablations.results.stats.dataset_rows import DATASET, by_dataset, dataset_names
+from ablations.results.stats.datasets import MIN_RANK_DATASETS, across_datasets
 from ablations.results.stats.phases import evaluation_rows
 from ablations.results.stats.planned import (
     PLANNED_KEY,
@@ -226,6 +227,25 @@ class FactorialAnalysis(Analysis):
         return factorial_effects(trials, self.design, metric=settings["metric"],
                                  margin=settings["margin"], alpha=settings["alpha"])
 
+    def methods_sentences(self, cite: Cite) -> list[str]:
+        design = self.design
+        cells = len(design.runs)
+        words = [
+            f"The variants were the {cells} cells of a two-level design ({design.label}) in "
+            f"{design.k} switches ({', '.join(design.factors)}), the reference cell among "
+            "them. Each main effect and two-factor interaction was estimated from one "
+            "ordinary least-squares fit of every cell at every seed, with the seeds as "
+            "blocks, and given a t interval on the fit's residual degrees of freedom, a "
+            "two-sided t-test and two one-sided tests against the same margin, with Holm's "
+            f"correction over the family of effects{cite('holm1979')}; a main effect is the "
+            "mean change when its switch is flipped from the reference cell's value, "
+            "averaged over the other switches."]
+        if design.fraction:
+            words.append(f"In this fraction each effect is confounded with its aliases "
+                         f"(defining relation {design.defining_relation()}); an estimate "
+                         "is the sum over its alias chain.")
+        return words + super().methods_sentences(cite)
+
 
 class TunedAnalysis(Analysis):
     """Tuned ablations (``--tune-each``): the verdicts of the evaluation at the configuration
@@ -246,6 +266,19 @@ class TunedAnalysis(Analysis):
         from ablations.results.stats.tuned import side_by_side
 
         return side_by_side(trials, keys=self.keys, **self.with_metric(self.settings(**given)))
+
+    def methods_sentences(self, cite: Cite) -> list[str]:
+        record = self.record
+        budget, startup = record.get("budget", "?"), record.get("startup_trials", "?")
+        return [
+            f"Every arm was also tuned with the same budget: {budget} trials of Optuna's TPE "
+            f"sampler{cite('akiba2019')} through Ray Tune per arm, the first {startup} of "
+            f"them at random, over {', '.join(self.keys) or 'no key'} in the same ranges and "
+            f"with the same sampler seed for every arm, each trial trained for the same "
+            f"epochs (no early stopping) and chosen on {record.get('metric', '?')}; each "
+            "arm's best configuration was then evaluated over the same seeds and compared "
+            "with the reference at its own best in the same way, each evaluation a family "
+            "of its own for Holm's correction.", *super().methods_sentences(cite)]
 
 
 class SearchAnalysis(Analysis):
@@ -324,10 +357,29 @@ class AcrossDatasets(Analysis):
 
     name = "datasets"
 
-    def __init__(self, inner: Analysis) -> None:
+    def __init__(self, inner: Analysis, datasets: tuple[str, ...] = ()) -> None:
         super().__init__(inner.meta)
         self.inner = inner
         self.pilot = inner.pilot
+        self.datasets = tuple(datasets)  # their names, where the trials were seen
+
+    def methods_sentences(self, cite: Cite) -> list[str]:
+        k = len(self.datasets)
+        named = f"{k} datasets ({', '.join(self.datasets)})" if k else "the datasets"
+        words = [
+            f"These comparisons were made on each of the {named} separately. Across them, "
+            "an ablation's effect on a dataset was the ratio of its mean to the reference's "
+            "over the seeds both finished, and the mean of the datasets' log ratios was "
+            "tested with t on k − 1 degrees of freedom from their spread (the dataset the "
+            "unit, unweighted), with the same rules for a difference and for equivalence "
+            "within the margin as a percentage, and Holm's correction over the ablations; "
+            "an arm that diverged on more seeds than the reference on any dataset was not "
+            "called equivalent across them."]
+        if k >= MIN_RANK_DATASETS:
+            words.append("Every arm was also ranked on each dataset by its median over seeds "
+                         "(a diverged seed the worst), with Friedman's test and Nemenyi's "
+                         f"critical difference{cite('demsar2006')}.")
+        return [*self.inner.methods_sentences(cite), *words]
 
     def recorded_settings(self) -> Optional[dict[str, Any]]:
         return self.inner.recorded_settings()
@@ -362,8 +414,6 @@ class AcrossDatasets(Analysis):
             ValueError: a margin in the metric's units (the message says to give a
                 percentage).
         """
-        from ablations.results.stats.datasets import across_datasets
-
         settings = self.settings(**given)
         if per_dataset is None:
             per_dataset = self.per_dataset(trials, **settings)
@@ -431,7 +481,7 @@ def analysis_of(meta: dict[str, Any], trials: Optional[pd.DataFrame] = None) -> 
     analysis = next((cls(meta) for cls in ANALYSES.values() if cls.recorded_in(meta)), None)
     analysis = analysis or Analysis(meta)
     if trials is not None and len(dataset_names(trials)) > 1:
-        return AcrossDatasets(analysis)
+        return AcrossDatasets(analysis, tuple(dataset_names(trials)))
     return analysis
 
 

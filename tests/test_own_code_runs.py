@@ -74,7 +74,7 @@ def example(request, tmp_path_factory):
     command, kw = cli("--resume", "--name", kind, "--storage", str(storage), "--no-dashboard")
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=600, **kw)
     report = None
-    if kind == "function":  # the report reads every kind's tables alike
+    if kind in ("function", "command"):  # the report reads every kind's tables alike
         command, kw = cli("report", str(root))
         report = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
     return {"kind": kind, "root": root, "killed": killed, "resumed": resumed, "report": report}
@@ -118,6 +118,19 @@ def test_metrics_are_columns_and_verdicts_use_the_declared_metric_and_units(exam
         assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
         text = (example["root"] / "report.md").read_text()
         assert "test_acc" in text and "test_loss mean (nats)" in text and "km" not in text
+
+
+@pytest.mark.parametrize("example", ["command"], indirect=True)
+def test_the_programs_methods_name_it_and_no_pytorch_fact_the_runner_did_not_see(example):
+    """The digits script's methods paragraph, as `report` writes it: the program by name, the
+    seeds through its placeholders, what the runner cannot know left to the author, and no
+    PyTorch version or seed effect the runner did not see."""
+    report = example["report"]
+    assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
+    text = (example["root"] / "methods.md").read_text()
+    assert "variants of the program `examples/digits/train.py` with ablation-runner" in text
+    assert "(on its command line as {init_seed}, {data_seed}); [author: " in text
+    assert "PyTorch" not in text and "initialisation and dropout" not in text, text
 
 
 @pytest.mark.parametrize("example", ["function"], indirect=True)  # the run that is logged

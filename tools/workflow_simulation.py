@@ -138,7 +138,7 @@ def main() -> None:
     table = workflow_table(experiments)
     print(f"Whole workflow (a {PILOT}-seed run, then --seeds auto up to {DEFAULT_MAX_SEEDS}), "
           f"{experiments} experiments per row; alpha + 3 MC s.e. = {table.attrs['bound']:.3f}\n")
-    header = ["scenario", "error", "spread", "fixed", "old", "new", "continued_full_alpha",
+    header = ["scenario", "error", "spread", "fixed", "full_alpha", "pilot", "continued_full_alpha",
               "continued_pilot", "changed_full_alpha", "changed_pilot"]
     print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
     for row in table[header].itertuples(index=False):

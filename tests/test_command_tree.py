@@ -224,3 +224,46 @@ def test_a_killed_worker_takes_its_programs_tree_with_it(folder, tmp_path):
         assert "baseline-seed0" in output, output[-3000:]  # the trial's end is reported
     finally:
         run.clean_up()
+
+
+def test_a_driver_ends_the_programs_its_trials_still_run(folder, tmp_path):
+    """What a stopped driver does before it exits on a local Ray (cli/signals.py): every
+    supervisor named by a pid file under the experiment's folder is stopped and takes its
+    program's tree with it; a pid file naming a process that is not its supervisor ends
+    nothing."""
+    from ablations.trial.supervise import PID_FILE, end_programs_under
+
+    root = tmp_path / "results" / "exp"
+    work = root / "trial_state" / "baseline-seed0" / "work"
+    work.mkdir(parents=True)
+    pids = folder / "pids"
+    pids.mkdir()
+    supervise = Path(__file__).resolve().parents[1] / "ablations" / "trial" / "supervise.py"
+    started = subprocess.Popen(
+        [sys.executable, "-I", str(supervise), str(work / PID_FILE), "--", "/bin/sh",
+         "wrap.sh", sys.executable, "train.py", "--detach", "--epochs", "100",
+         "--metrics-file", str(work / "m.jsonl"), "--resume-dir", str(work)],
+        cwd=folder, env={**os.environ, "TREE_PIDS": str(pids), "TREE_PAUSE": "5"},
+        start_new_session=True)
+    other = subprocess.Popen(["sleep", "300"])  # a process a stale pid file names
+    stale = root / "trial_state" / "no_x-seed0" / "work"
+    stale.mkdir(parents=True)
+    (stale / PID_FILE).write_text(f"{other.pid} {other.pid}\n")
+    try:
+        deadline = time.monotonic() + 120  # a deadlock guard, not a speed limit
+        while not list(pids.iterdir()) or not (work / PID_FILE).exists():
+            assert started.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        trainers = [int(path.name) for path in pids.iterdir()]
+        assert end_programs_under(root) == 1
+        assert [pid for pid in trainers if alive(pid)] == []
+        assert started.wait(timeout=30) is not None
+        assert other.poll() is None  # not a supervisor: left alone
+    finally:
+        for process in (started, other):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        for path in pids.iterdir():
+            if alive(int(path.name)):
+                os.kill(int(path.name), signal.SIGKILL)

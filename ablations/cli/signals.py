@@ -26,7 +26,9 @@ STOP_GRACE_ENV = "ABLATIONS_STOP_GRACE_S"  # overrides it (seconds)
 def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
     """While it is open, SIGTERM (what ``timeout``, batch schedulers and ``docker stop`` send)
     does what Ctrl-C does: inside ``Tuner.fit`` Tune's SIGINT handler stops the trials, saves
-    the experiment state and returns; a second signal raises KeyboardInterrupt. Without it,
+    the experiment state and returns; a second signal raises KeyboardInterrupt. Before the
+    driver goes on, every program its local trials still run is ended
+    (:func:`end_local_programs`). Without it,
     the handler of Ray's core worker prints a native stack dump and aborts the driver.
 
     ``timeout`` and schedulers signal the whole process group, and the processes of a local
@@ -37,11 +39,12 @@ def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    finished = threading.Event()
+    finished, signalled = threading.Event(), threading.Event()
     grace_s = float(os.environ.get(STOP_GRACE_ENV, STOP_GRACE_S))
 
     def give_up() -> None:
         if not finished.wait(grace_s):
+            end_local_programs(options)
             print(f"\nStopped; Ray did not answer within {grace_s:g} s (the signal "
                   "stopped it too), so no results were written. The trials' saved state is "
                   "kept; continue with: "
@@ -51,6 +54,7 @@ def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
             os._exit(130)
 
     def forward(signum: int, frame: Any) -> None:
+        signalled.set()
         if options.address is None:  # only a local Ray can have died of the same signal; a
             # cluster's stop (trials saving, state syncing to storage) takes the time it takes
             threading.Thread(target=give_up, name="sigterm-grace", daemon=True).start()
@@ -65,6 +69,20 @@ def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
     finally:
         finished.set()
         signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        if signalled.is_set():
+            end_local_programs(options)
+
+
+def end_local_programs(options: RunOptions) -> None:
+    """After a stop, before the driver exits: with a local Ray, end every program a trial
+    of the experiment still runs (its supervisor ends its whole tree), whether or not the
+    trial's Ray worker stopped it; a cluster's trials are stopped by their nodes."""
+    if options.address is not None or "://" in str(options.storage):
+        return
+    from ablations.experiment.options import experiment_dir
+    from ablations.trial.supervise import end_programs_under
+
+    end_programs_under(experiment_dir(options))
 
 
 def sigterm_is_ctrl_c() -> Any:

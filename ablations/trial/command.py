@@ -36,12 +36,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Collection, Mapping, Optional
 
 from ablations.config.code import COMMAND_FIELDS, FIELD, FLAG, Command
 from ablations.trial.own_code import OwnCodeError, Trial
+from ablations.trial.supervise import PID_FILE, end_supervised
 from ablations.trial.time_limit import TrialTimeout
 
 METRICS_FILE = "metrics.jsonl"
@@ -49,7 +49,6 @@ RESUME_DIR = "resume"
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
 POLL_S = 0.05  # how often the metrics file is read while the program runs
-PID_FILE = "program.pid"  # the supervisor's and the program's process ids, in the trial's folder
 SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
 STOP_GRACE_S = 2.0  # a stopped program's time to exit on SIGTERM before SIGKILL
 TAIL_BYTES = 65536  # how much of the end of a log is read for stderr's last lines
@@ -359,36 +358,12 @@ def end_previous_run(pid_file: Path, timeout_s: float = 30.0) -> None:
     node): end the previous run's supervisor and program if they are still alive, and wait
     until they are gone, so that two runs never write one {resume_dir}."""
     try:
-        supervisor, program = (int(part) for part in pid_file.read_text().split())
+        _, program = (int(part) for part in pid_file.read_text().split())
     except (OSError, ValueError):
         return
-    if _is_supervisor(supervisor, pid_file):
-        _signal(supervisor, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while _is_supervisor(supervisor, pid_file) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _is_supervisor(supervisor, pid_file):
-            _signal(supervisor, signal.SIGKILL)
+    end_supervised([pid_file], timeout_s)
     _signal_group(program, signal.SIGKILL)  # what is left of the group, if anything
     pid_file.unlink(missing_ok=True)
-
-
-def _is_supervisor(pid: int, pid_file: Path) -> bool:
-    """Whether ``pid`` is alive and is the supervisor of ``pid_file`` (not a process that
-    took the number since)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            words = handle.read().split(b"\0")
-    except OSError:
-        return False
-    return str(pid_file).encode() in words and any(w.endswith(b"supervise.py") for w in words)
-
-
-def _signal(pid: int, signal_number: int) -> None:
-    try:
-        os.kill(pid, signal_number)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _stop(process: subprocess.Popen, pid_file: Path) -> None:

@@ -33,8 +33,10 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Optional
+from pathlib import Path
+from typing import Iterable, Optional
 
+PID_FILE = "program.pid"  # the supervisor's and the program's ids, in the trial's folder
 GRACE_S = 2.0  # the tree's time to exit on SIGTERM before SIGKILL
 POLL_S = 0.2  # how often the parent and the program are checked
 _PR_SET_PDEATHSIG = 1
@@ -120,6 +122,44 @@ def _reap() -> None:
             return
 
 
+def is_supervisor(pid: int, pid_file: Path) -> bool:
+    """Whether ``pid`` is alive and is the supervisor of ``pid_file`` (not a process that
+    took the number since, nor a zombie)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            words = handle.read().split(b"\0")
+    except OSError:
+        return False
+    return str(pid_file).encode() in words and any(w.endswith(b"supervise.py") for w in words)
+
+
+def end_supervised(pid_files: Iterable[Path], timeout_s: float = 10.0) -> int:
+    """Stop the supervisor named in each of ``pid_files`` that still runs (SIGTERM: it ends
+    its program's tree), wait up to ``timeout_s`` for them all, and SIGKILL what is left;
+    returns how many were running."""
+    running = []
+    for pid_file in pid_files:
+        try:
+            supervisor = int(Path(pid_file).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if is_supervisor(supervisor, pid_file):
+            _signal([supervisor], None, signal.SIGTERM)
+            running.append((supervisor, pid_file))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(is_supervisor(*one) for one in running):
+        time.sleep(0.05)
+    _signal([pid for pid, path in running if is_supervisor(pid, path)], None, signal.SIGKILL)
+    return len(running)
+
+
+def end_programs_under(root: str | Path, timeout_s: float = 10.0) -> int:
+    """End every program still running on this machine for the trials of the experiment
+    folder ``root`` (each trial's pid file below it): what a driver does before it exits
+    on a stop, whatever the Ray it leaves does with the trials' workers."""
+    return end_supervised(Path(root).rglob(PID_FILE), timeout_s)
+
+
 class _Stop(Exception):
     """A signal told the supervisor to end the tree."""
 
@@ -189,6 +229,8 @@ def supervise(pid_file: str, arguments: list[str], alive: int, report: int) -> i
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
     def stop(number: int, frame: object) -> None:
+        for each in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # one stop: a second
+            signal.signal(each, signal.SIG_IGN)  # signal must not cut the clean-up short
         raise _Stop(number)
 
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -217,8 +259,6 @@ def supervise(pid_file: str, arguments: list[str], alive: int, report: int) -> i
             signal.signal(number, signal.SIG_IGN)  # the clean-up below runs to its end
         end_tree(program.pid)
     except _Stop:
-        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(number, signal.SIG_IGN)
         end_tree(program.pid if program is not None else None)
     try:
         os.write(report, f"{code}\n".encode())

@@ -26,9 +26,8 @@ STOP_GRACE_ENV = "ABLATIONS_STOP_GRACE_S"  # overrides it (seconds)
 def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
     """While it is open, SIGTERM (what ``timeout``, batch schedulers and ``docker stop`` send)
     does what Ctrl-C does: inside ``Tuner.fit`` Tune's SIGINT handler stops the trials, saves
-    the experiment state and returns; a second signal raises KeyboardInterrupt. Before the
-    driver goes on, every program its local trials still run is ended
-    (:func:`end_local_programs`). Without it,
+    the experiment state and returns (and the runner ends what the trials' programs left
+    running); a second signal raises KeyboardInterrupt. Without it,
     the handler of Ray's core worker prints a native stack dump and aborts the driver.
 
     ``timeout`` and schedulers signal the whole process group, and the processes of a local
@@ -39,7 +38,7 @@ def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    finished, signalled = threading.Event(), threading.Event()
+    finished = threading.Event()
     grace_s = float(os.environ.get(STOP_GRACE_ENV, STOP_GRACE_S))
 
     def give_up() -> None:
@@ -54,7 +53,6 @@ def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
             os._exit(130)
 
     def forward(signum: int, frame: Any) -> None:
-        signalled.set()
         if options.address is None:  # only a local Ray can have died of the same signal; a
             # cluster's stop (trials saving, state syncing to storage) takes the time it takes
             threading.Thread(target=give_up, name="sigterm-grace", daemon=True).start()
@@ -69,20 +67,15 @@ def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
     finally:
         finished.set()
         signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-        if signalled.is_set():
-            end_local_programs(options)
 
 
 def end_local_programs(options: RunOptions) -> None:
-    """After a stop, before the driver exits: with a local Ray, end every program a trial
-    of the experiment still runs (its supervisor ends its whole tree), whether or not the
-    trial's Ray worker stopped it; a cluster's trials are stopped by their nodes."""
-    if options.address is not None or "://" in str(options.storage):
-        return
-    from ablations.experiment.options import experiment_dir
-    from ablations.trial.supervise import end_programs_under
+    """Before the driver gives up on a local Ray: end every program a trial of the
+    experiment still runs (its supervisor ends its whole tree), as the runner does when
+    ``fit`` returns (ablations/experiment/runner.py)."""
+    from ablations.experiment.runner import end_local_programs as end
 
-    end_programs_under(experiment_dir(options))
+    end(options)
 
 
 def sigterm_is_ctrl_c() -> Any:

@@ -49,6 +49,7 @@ from ablations.experiment.options import (
 from ablations.experiment.plans import skipped_plan, trial_plan
 from ablations.experiment.provenance import changes, collect, git_commit_label
 from ablations.experiment.reported import unpacked
+from ablations.trial.supervise import end_programs_under
 from ablations.experiment.tables import (
     RESUMABLE_STATUSES,
     collect_results,
@@ -239,6 +240,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
             if grid is None:
                 raise
             metadata["tune_error"] = f"{type(error).__name__}: {first_line(error)}"
+    end_local_programs(options)
     if fail_alike is not None and fail_alike.reason:
         from ablations.experiment import events
 
@@ -257,6 +259,17 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         # Nothing left to resume: drop the per-trial state (final checkpoints stay in tune/).
         delete_dir(state_root)
     return result
+
+
+def end_local_programs(options: RunOptions) -> int:
+    """On a local Ray with local storage: end every program a trial of the experiment still
+    runs (the supervisors its trials' pid files name; each ends its program's whole tree),
+    whether or not the trial's Ray worker stopped it. None is left after trials that ended;
+    after a stop (Ctrl-C, SIGTERM) or a fault, none outlives it. A cluster's trials are
+    ended by their nodes. Returns how many were running."""
+    if options.address is not None or is_uri(str(options.storage)):
+        return 0
+    return end_programs_under(experiment_dir(options))
 
 
 def _cluster_cpus() -> Optional[float]:

@@ -213,3 +213,28 @@ def test_simulated_arms_that_diverge_on_every_seed_are_worse_at_10_seeds(auto):
     rate = case_rate("diverges on every seed", experiments=40, seeds=10, auto=auto,
                      rng=np.random.default_rng(14))
     assert rate == 1.0
+
+
+def test_an_arm_that_diverged_more_than_the_reference_is_never_better_however_good_its_rest():
+    """An arm 30% better on the seeds it finished that diverged on 2 of 10 (the reference on
+    none): its finished seeds alone would make it `better`; fixed and with --seeds auto it is
+    not, and the row says it is unstable."""
+    # one failure among the pilot's seeds: unstable from --seeds auto's first look
+    arms = {**EQUAL_ARMS, "fast": (0.7, {1, 7}), "steady": (0.7, set())}
+    trials = trials_table(10, arms)
+    fixed = verdict_table(trials).set_index("ablation")
+    assert fixed.loc["steady", "verdict"] == "better"  # the same gain, no failure
+    assert fixed.loc["fast", "verdict"] not in ("better", "equivalent", "negligible")
+    assert fixed.loc["fast", "reason"].startswith("unstable: 2/10 seeds diverged")
+    auto = sequential_verdict_table(trials, SeedDesign.plan(3, 10), list(range(10)))
+    auto = auto.set_index("ablation")
+    assert auto.loc["steady", "verdict"] == "better"
+    assert auto.loc["fast", "verdict"] not in ("better", "equivalent", "negligible")
+    # higher is better: the same arm, its metric mirrored
+    r2 = trials.assign(test_r2=-trials["test_mae"])
+    mirrored = verdict_table(r2, metric="test_r2", margin="0.02").set_index("ablation")
+    assert mirrored.loc["steady", "verdict"] == "better"
+    assert mirrored.loc["fast", "verdict"] != "better"
+    # docs/verdicts.md's row: in 300 simulated --seeds auto experiments, never once
+    assert case_rate("10% better when it finishes, diverges 20%", experiments=300, seeds=10,
+                     auto=True, rng=np.random.default_rng(13)) == 0.0

@@ -137,6 +137,10 @@ CASES = {
                                              SPREAD),
     "equal when it finishes, diverges 30%, tight": (0.0, 0.0, 0.3, 1.0, "worse", TIGHT),
     "diverges on every seed": (0.0, 0.0, 1.0, 1.0, "worse", SPREAD),
+    "10% better when it finishes, diverges 20%": (0.0, 0.0, 0.2, 0.9,
+                                                  "better while unstable", SPREAD),
+    "10% better when it finishes, diverges 20%, tight": (0.0, 0.0, 0.2, 0.9,
+                                                         "better while unstable", TIGHT),
 }
 
 
@@ -163,6 +167,8 @@ def case_rate(case: str, *, experiments: int, seeds: int, auto: bool,
     last = verdict[:, -1]
     if counted == "false equivalent":  # `equivalent` or `negligible`: within the margin
         return float(tests["equivalent"][:, -1].mean())
+    if counted == "better while unstable":  # more diverged seeds than the reference
+        return float(((last == "better") & tests["unstable"][:, -1]).mean())
     if counted == "equivalent/negligible":
         return float(np.isin(last, ("equivalent", "negligible")).mean())
     return float((last == "worse").mean())

@@ -154,7 +154,8 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
             and the family only, and the parts an arm spends add up to at most its share, so
             its test keeps its level whichever look the first discordant seed comes at.
         unstable: (..., arms, looks): more training failures than the reference by that
-            look: never `equivalent` there (as ``outlier``).
+            look: never `equivalent` there (as ``outlier``), and never `better`: the t part
+            of such a look tests its finished seeds for worse only.
 
     The family is every arm on the arms axis, fixed before any data: an arm without a
     comparison at some look (its trials failed, or the reference's) still counts in Holm's
@@ -182,6 +183,10 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
         raw_tost = contrasts.p_tost(margin, relative)
         # a flagged or unstable arm stays in the family (in Holm's divisor), never rejected
         p_tost = np.where(looked, np.where(outlier | unstable, 1.0, raw_tost), np.nan)
+    # an arm that failed more often than the reference by a look is not shown better there
+    # by its finished seeds (its failed ones are its worst outcomes): its t part tests for
+    # worse only, the worst-rank part decides the rest
+    favourable = unstable & (diff * direction > 0)
     m = arms  # the family, fixed before any data: every arm
     # thresholds[family][k, j]: look k's nominal level at Holm's level α/j (j = 1..arms)
     family_alpha = {False: alpha if alpha_diff is None else alpha_diff, True: alpha}
@@ -214,11 +219,13 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
         with np.errstate(divide="ignore", invalid="ignore"):
             # each part's p over its share of the level: the arm rejects at Holm's α/r when
             # the smaller one is below it
-            ratio_t = np.where(np.isnan(p_t[..., k]), np.inf, p_t[..., k] / (shares[k] / 2))
+            ratio_t = np.where(np.isnan(p_t[..., k]) | favourable[..., k], np.inf,
+                               p_t[..., k] / (shares[k] / 2))
             ratio_rank = np.where(spend, p_rank[..., k] / np.where(spend, bank, 1.0), np.inf)
         scaled = np.minimum(ratio_t, ratio_rank)
         rank_decides[..., k] = composite[..., k] & (ratio_rank < ratio_t)
-        values_diff = np.where(composite[..., k], scaled, p_t[..., k])
+        values_diff = np.where(composite[..., k], scaled,
+                               np.where(favourable[..., k], np.inf, p_t[..., k]))
         last = np.where(active, k, last)
         new = {}
         for family, values, rejected in ((False, values_diff, significant),

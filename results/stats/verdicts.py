@@ -227,7 +227,13 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
     outlier = np.zeros(p_value.shape, bool) if outlier is None else np.asarray(outlier, bool)
     unstable = np.zeros(p_value.shape, bool)
     if failures is not None:
-        p_value, rank_decides = failures.combined_p(p_value, alpha)
+        # an arm that failed more often than the reference is not shown better by its
+        # finished seeds (its failed ones are its worst outcomes): its t half tests for worse
+        # only, and the worst-rank half decides the rest
+        favourable = np.asarray(failures.no_equivalence, bool) & (diff * direction > 0)
+        p_value, rank_decides = failures.combined_p(np.where(favourable, np.nan, p_value),
+                                                    alpha)
+        p_value = np.where(favourable & np.isnan(p_value), 1.0, p_value)  # still in the family
         out["p_value"] = p_value
         out["p_worst_rank"] = failures.p_value
         # the verdict's direction where the worst-rank part decided: its statistic's sign

@@ -184,3 +184,17 @@ def test_simulated_error_rates_at_three_datasets_stay_within_alpha():
     assert null["false difference"] <= ALPHA + slack
     assert null["false on every dataset"] <= ALPHA + slack
     assert margin["false equivalent"] <= ALPHA + slack
+
+
+def test_two_datasets_give_verdicts_about_those_two_and_no_prediction_for_a_new_one():
+    """From two datasets the spread between datasets rests on one degree of freedom: no
+    prediction interval, and every row says its verdict is about these two; from three, the
+    prediction interval is there."""
+    two = across(planted({"no_dropout": [1.3, 1.25], "no_norm": [1.0, 1.0]}, seeds=3))
+    assert two[["pi_low", "pi_high"]].isna().all().all()
+    assert (two["reason"] == "about these 2 datasets only: two give no prediction for a new "
+            "dataset").all()
+    three = across(planted({"no_dropout": [1.3, 1.25, 1.35], "no_norm": [1.0, 1.0, 1.0]},
+                           seeds=3))
+    assert np.isfinite(three[["pi_low", "pi_high"]].to_numpy(float)).all()
+    assert not three["reason"].str.startswith("about these").any()

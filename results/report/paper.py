@@ -254,8 +254,8 @@ def across_paper_table(across: pd.DataFrame, fmt: Format, width: Width = "column
         f"Ratio vs {reference} − 1 (%)": [
             f"{percent(r)} [{percent(lo)}, {percent(hi)}]" for r, lo, hi in
             zip(across["ratio"], across["tost_ci_low"], across["tost_ci_high"])],
-        "New dataset (%)": [f"[{percent(lo)}, {percent(hi)}]"
-                            for lo, hi in zip(across["pi_low"], across["pi_high"])],
+        "New dataset (%)": [f"[{percent(lo)}, {percent(hi)}]" if np.isfinite([lo, hi]).all()
+                            else "–" for lo, hi in zip(across["pi_low"], across["pi_high"])],
         "Same way": [f"{int(s)}/{int(k)}" for s, k in
                      zip(across["n_same_direction"], across["n_datasets"])],
         "Verdict": [MARKERS.get(str(v), ("", ""))[0 if latex else 1]
@@ -270,7 +270,8 @@ def across_paper_table(across: pd.DataFrame, fmt: Format, width: Width = "column
         f"variant's mean over {reference}'s on each dataset, pooled as the mean of the log "
         f"ratios (k datasets, t on k - 1 degrees of freedom), minus 1 (%), with its "
         f"{1 - 2 * alpha:.0%} interval, the one the equivalence test reads; New dataset: the "
-        f"{1 - alpha:.0%} prediction interval of a new dataset's ratio; Same way: datasets "
+        f"{1 - alpha:.0%} prediction interval of a new dataset's ratio (none from two "
+        f"datasets); Same way: datasets "
         f"whose ratio points the pooled way. Verdicts: t-test and TOST on the pooled log "
         f"ratio, margin ±{100 * float(a['margin']):.3g}%, alpha = {alpha:g}, Holm over "
         f"{len(cells)} ablations{'; ' + markers if markers else ''}.")

@@ -205,7 +205,9 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
             pooled = pool(usable["log_ratio"].to_numpy(), usable["variance"].to_numpy())
             ci = pooled.interval(1 - alpha)
             tost = pooled.interval(1 - 2 * alpha)
-            pi = pooled.prediction(1 - alpha)
+            # two datasets give one degree of freedom for their spread: no claim about a
+            # third, whose ratio such an interval covers far less often than it says
+            pi = pooled.prediction(1 - alpha) if len(usable) >= 3 else (np.nan, np.nan)
             row.update(ratio=np.expm1(pooled.mean), ratio_ci_low=np.expm1(ci[0]),
                        ratio_ci_high=np.expm1(ci[1]), tost_ci_low=np.expm1(tost[0]),
                        tost_ci_high=np.expm1(tost[1]), pi_low=np.expm1(pi[0]),
@@ -233,6 +235,10 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
     better = "better" if direction else None
     favourable = unstable & (table["verdict"] == better).to_numpy()
     table.loc[favourable, "verdict"] = "inconclusive"
+    # from two datasets a verdict is about those two: no estimate of how a new one varies
+    two = (table["n_datasets"] == 2) & (table["reason"] == "")
+    table.loc[two, "reason"] = ("about these 2 datasets only: two give no prediction for a "
+                                "new dataset")
     # equivalence is a claim about the mean over datasets; say where a new dataset's ratio may
     # still lie beyond the margin
     beyond = (table["pi_low"] <= -value) | (table["pi_high"] >= value)

@@ -267,3 +267,32 @@ def test_a_driver_ends_the_programs_its_trials_still_run(folder, tmp_path):
         for path in pids.iterdir():
             if alive(int(path.name)):
                 os.kill(int(path.name), signal.SIGKILL)
+
+
+def test_a_supervisor_ending_its_tree_takes_no_second_stop(tmp_path):
+    """The Ray worker is gone (its waiter killed), so the supervisor is ending a program that
+    ignores SIGTERM; a SIGTERM that arrives meanwhile (a driver's clean-up) does not cut its
+    clean-up short: the program is killed after the grace, and nothing is left."""
+    from ablations.trial.supervise import PID_FILE
+
+    pid_file = tmp_path / PID_FILE
+    supervise = Path(__file__).resolve().parents[1] / "ablations" / "trial" / "supervise.py"
+    waiter = subprocess.Popen(
+        [sys.executable, "-I", str(supervise), str(pid_file), "--", "/bin/sh", "-c",
+         "trap '' TERM; sleep 300 & wait; sleep 300"], start_new_session=True)
+    supervisor = program = None
+    try:
+        deadline = time.monotonic() + 60  # a deadlock guard, not a speed limit
+        while not pid_file.exists():
+            assert waiter.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        supervisor, program = (int(part) for part in pid_file.read_text().split())
+        waiter.kill()  # as Ray kills a worker's children
+        waiter.wait(timeout=30)
+        time.sleep(0.5)  # the supervisor has seen the waiter go and is ending the tree
+        os.kill(supervisor, signal.SIGTERM)
+        assert Run.gone_within(None, [program, supervisor], seconds=60) == []
+    finally:
+        for pid in (supervisor, program):
+            if pid is not None and alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -235,6 +235,14 @@ def test_an_arm_that_diverged_more_than_the_reference_is_never_better_however_go
     mirrored = verdict_table(r2, metric="test_r2", margin="0.02").set_index("ablation")
     assert mirrored.loc["steady", "verdict"] == "better"
     assert mirrored.loc["fast", "verdict"] != "better"
+    # at 20 seeds the worst-rank test alone could reach its level: one diverged seed and
+    # 19 better ones rank the arm better, and it is still not called so
+    many = trials_table(20, {"fast": (0.8, {0}), "steady": (0.8, set())})
+    fixed = verdict_table(many).set_index("ablation")
+    assert fixed.loc["steady", "verdict"] == "better"
+    assert fixed.loc["fast", "verdict"] != "better" and bool(fixed.loc["fast", "unstable"])
+    auto = sequential_verdict_table(many, SeedDesign.plan(3, 20), list(range(20)))
+    assert auto.set_index("ablation").loc["fast", "verdict"] != "better"
     # docs/verdicts.md's row: in 300 simulated --seeds auto experiments, never once
     assert case_rate("10% better when it finishes, diverges 20%", experiments=300, seeds=10,
                      auto=True, rng=np.random.default_rng(13)) == 0.0

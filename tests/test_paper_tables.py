@@ -404,6 +404,9 @@ def test_the_across_dataset_table_and_methods_for_a_paper():
     text = methods_text({}, trials, verdicts)
     names = ", ".join(across.attrs["datasets"])
     assert f"made on each of the 3 datasets ({names}) separately" in text
+    assert "each over 3 seeds on each dataset" in text
+    assert "±5% of the reference's mean on each dataset, tested as a ratio" in text
+    assert "neither equivalent nor better across them" in text
     assert "tested with t on k − 1 degrees of freedom" in text
 
 

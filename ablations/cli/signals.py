@@ -43,7 +43,10 @@ def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
 
     def give_up() -> None:
         if not finished.wait(grace_s):
-            end_local_programs(options)
+            try:
+                end_local_programs(options)
+            except Exception:  # noqa: BLE001 - nothing may keep the driver from exiting
+                pass
             print(f"\nStopped; Ray did not answer within {grace_s:g} s (the signal "
                   "stopped it too), so no results were written. The trials' saved state is "
                   "kept; continue with: "

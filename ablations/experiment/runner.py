@@ -240,7 +240,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
             if grid is None:
                 raise
             metadata["tune_error"] = f"{type(error).__name__}: {first_line(error)}"
-    end_local_programs(options)
+        finally:  # however fit ended (a second Ctrl-C raises from it)
+            end_local_programs(options)
     if fail_alike is not None and fail_alike.reason:
         from ablations.experiment import events
 
@@ -262,14 +263,17 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
 
 
 def end_local_programs(options: RunOptions) -> int:
-    """On a local Ray with local storage: end every program a trial of the experiment still
-    runs (the supervisors its trials' pid files name; each ends its program's whole tree),
-    whether or not the trial's Ray worker stopped it. None is left after trials that ended;
-    after a stop (Ctrl-C, SIGTERM) or a fault, none outlives it. A cluster's trials are
-    ended by their nodes. Returns how many were running."""
+    """On a local Ray with local storage (the trials' folders under the experiment's): end
+    every program a trial of the experiment still runs (the supervisors its trials' pid files
+    name; each ends its program's whole tree), whether or not the trial's Ray worker stopped
+    it. None is left after trials that ended; after a stop (Ctrl-C, SIGTERM) or a fault, none
+    outlives it. A cluster's trials are ended by their nodes. Returns how many were running."""
     if options.address is not None or is_uri(str(options.storage)):
+        return 0  # with a bucket, a trial's folder is in its worker's temporary directory
+    try:
+        return end_programs_under(experiment_dir(options))
+    except OSError:  # the clean-up never hides what ended the fit
         return 0
-    return end_programs_under(experiment_dir(options))
 
 
 def _cluster_cpus() -> Optional[float]:

@@ -140,16 +140,19 @@ def end_supervised(pid_files: Iterable[Path], timeout_s: float = 10.0) -> int:
     running = []
     for pid_file in pid_files:
         try:
-            supervisor = int(Path(pid_file).read_text().split()[0])
-        except (OSError, ValueError, IndexError):
+            supervisor, program = (int(part) for part in Path(pid_file).read_text().split())
+        except (OSError, ValueError):
             continue
         if is_supervisor(supervisor, pid_file):
             _signal([supervisor], None, signal.SIGTERM)
-            running.append((supervisor, pid_file))
+            running.append((supervisor, pid_file, program))
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(is_supervisor(*one) for one in running):
+    while time.monotonic() < deadline and any(is_supervisor(pid, path)
+                                              for pid, path, _ in running):
         time.sleep(0.05)
-    _signal([pid for pid, path in running if is_supervisor(pid, path)], None, signal.SIGKILL)
+    for supervisor, pid_file, program in running:
+        if is_supervisor(supervisor, pid_file):  # it did not end in time: it and its program
+            _signal([supervisor], program, signal.SIGKILL)  # group, which stays the program's
     return len(running)
 
 
@@ -157,7 +160,34 @@ def end_programs_under(root: str | Path, timeout_s: float = 10.0) -> int:
     """End every program still running on this machine for the trials of the experiment
     folder ``root`` (each trial's pid file below it): what a driver does before it exits
     on a stop, whatever the Ray it leaves does with the trials' workers."""
-    return end_supervised(Path(root).rglob(PID_FILE), timeout_s)
+    return end_supervised(pid_files_under(Path(root)), timeout_s)
+
+
+def pid_files_under(root: Path) -> list[Path]:
+    """The trials' pid files of the experiment folder ``root``: ``<root>/<state
+    folder>/<trial>/work/program.pid``, two levels of folders read (not the whole tree, whose
+    folders a stopping program may be deleting); a folder that vanishes is skipped."""
+    found = []
+    for level in _folders(root):
+        for trial in _folders(level):
+            path = trial / "work" / PID_FILE
+            if path.is_file():
+                found.append(path)
+    return found
+
+
+def _folders(path: Path) -> list[Path]:
+    try:
+        with os.scandir(path) as entries:
+            return [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _ignore_stops() -> None:
+    """From here on SIGTERM, SIGINT and SIGHUP are ignored: the clean-up runs to its end."""
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, signal.SIG_IGN)
 
 
 class _Stop(Exception):
@@ -229,8 +259,7 @@ def supervise(pid_file: str, arguments: list[str], alive: int, report: int) -> i
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
     def stop(number: int, frame: object) -> None:
-        for each in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # one stop: a second
-            signal.signal(each, signal.SIG_IGN)  # signal must not cut the clean-up short
+        _ignore_stops()  # one stop: a second signal must not cut the clean-up short
         raise _Stop(number)
 
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -243,6 +272,7 @@ def supervise(pid_file: str, arguments: list[str], alive: int, report: int) -> i
         except OSError as exc:
             print(f"{arguments[0]}: {exc.strerror or exc}", file=sys.stderr)
             code = 127 if isinstance(exc, FileNotFoundError) else 126
+            _ignore_stops()
             raise _Stop(0) from None
         with open(pid_file + ".tmp", "w") as handle:
             handle.write(f"{os.getpid()} {program.pid}\n")
@@ -254,11 +284,12 @@ def supervise(pid_file: str, arguments: list[str], alive: int, report: int) -> i
             except subprocess.TimeoutExpired:
                 ready, _, _ = select.select([alive], [], [], 0)
                 if ready:  # EOF: the waiter is gone, and with it the worker
+                    _ignore_stops()
                     raise _Stop(signal.SIGTERM) from None
-        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(number, signal.SIG_IGN)  # the clean-up below runs to its end
+        _ignore_stops()  # the clean-up below runs to its end
         end_tree(program.pid)
     except _Stop:
+        _ignore_stops()  # whichever way the stop came (and a signal's handler did already)
         end_tree(program.pid if program is not None else None)
     try:
         os.write(report, f"{code}\n".encode())

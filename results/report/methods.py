@@ -105,7 +105,10 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     metric, reference, alpha = a["metric"], a["reference"], a["alpha"]
     variants = list(dict.fromkeys(trials["ablation"].astype(str)))
     seeds = sorted(set(trials["seed"].astype(int)))
-    per_variant = trials[trials["status"] == "ok"].groupby("ablation").size()
+    several = "dataset" in trials and trials["dataset"].nunique() > 1
+    # seeds per variant: on each dataset where there are several
+    per_variant = trials[trials["status"] == "ok"].groupby(
+        ["dataset", "ablation"] if several else "ablation").size()
     counts = sorted(set(per_variant.astype(int)))
     spread = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
     first = trials.iloc[0]
@@ -142,7 +145,8 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     parts = [
         f"We ran {len(variants)} variants of {code} with ablation-runner {RUNNER_VERSION}"
         f"{cite('ablationrunner')} (the reference, {reference}, and "
-        f"{len(variants) - 1} ablations), each over {spread} seeds "
+        f"{len(variants) - 1} ablations), each over {spread} seeds"
+        f"{' on each dataset' if several else ''} "
         f"({_seed_list(seeds)}), every variant's from the same list, so each comparison is "
         f"paired by seed. {seeding}{cite('bouthillier2021')}."
         + f" The data: {_data(trials)}."
@@ -159,7 +163,9 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
         f"We compared each variant with {reference} on {metric}"
         f"{f' ({unit})' if unit else ''} ({direction}): a two-sided paired t-test for a "
         f"difference (worse or better) and two one-sided tests for equivalence"
-        f"{cite('schuirmann1987')} within a margin of {margin_text(a, unit)}"
+        f"{cite('schuirmann1987')} within a margin of "
+        + (f"±{100 * float(a['margin']):.3g}% of the reference's mean on each dataset, tested as "
+           "a ratio" if several and a.get("relative") else margin_text(a, unit))
         + (", fixed before the first trial" if analysis.recorded_settings() else "")
         + f". Each kind of verdict holds its family-wise error rate at α = {alpha:g} over the "
         f"{a.get('comparisons', len(variants) - 1)} comparisons with Holm's step-down "
@@ -167,7 +173,8 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     ]
     parts += analysis.methods_sentences(cite)
     parts.append("Equivalence was withheld from a variant with an outlying seed or with more "
-                 "diverged seeds than the reference (a worst-rank test).")
+                 "diverged seeds than the reference (a worst-rank test), and a variant with "
+                 "more diverged seeds than the reference was never called better.")
     if baseline_line:
         parts.append(f"Before the verdicts, the reference was checked to have learned: "
                      f"{baseline_line.removeprefix('Baseline check: ')}")

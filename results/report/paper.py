@@ -274,7 +274,7 @@ def across_paper_table(across: pd.DataFrame, fmt: Format, width: Width = "column
         f"datasets); Same way: datasets "
         f"whose ratio points the pooled way. Verdicts: t-test and TOST on the pooled log "
         f"ratio, margin ±{100 * float(a['margin']):.3g}%, alpha = {alpha:g}, Holm over "
-        f"{len(cells)} ablations{'; ' + markers if markers else ''}.")
+        f"{int(across['p_value'].notna().sum())} ablations{'; ' + markers if markers else ''}.")
     cells.columns = [tex(str(column)) for column in cells.columns]
     styler = cells.style.hide(axis="index").format(tex, subset=[cells.columns[0]])
     text = styler.to_latex(hrules=True, position_float="centering", column_format="lrrrrc",

@@ -373,8 +373,8 @@ class AcrossDatasets(Analysis):
             "tested with t on k − 1 degrees of freedom from their spread (the dataset the "
             "unit, unweighted), with the same rules for a difference and for equivalence "
             "within the margin as a percentage, and Holm's correction over the ablations; "
-            "an arm that diverged on more seeds than the reference on any dataset was not "
-            "called equivalent across them."]
+            "an arm that diverged on more seeds than the reference on any dataset was "
+            "called neither equivalent nor better across them."]
         if k >= MIN_RANK_DATASETS:
             words.append("Every arm was also ranked on each dataset by its median over seeds "
                          "(a diverged seed the worst), with Friedman's test and Nemenyi's "

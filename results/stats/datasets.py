@@ -236,9 +236,10 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
     favourable = unstable & (table["verdict"] == better).to_numpy()
     table.loc[favourable, "verdict"] = "inconclusive"
     # from two datasets a verdict is about those two: no estimate of how a new one varies
-    two = (table["n_datasets"] == 2) & (table["reason"] == "")
-    table.loc[two, "reason"] = ("about these 2 datasets only: two give no prediction for a "
-                                "new dataset")
+    two = (table["n_datasets"] == 2).to_numpy()
+    note = "about these 2 datasets only: two give no prediction for a new dataset"
+    table.loc[two, "reason"] = [f"{reason}; {note}" if reason else note
+                                for reason in table.loc[two, "reason"]]
     # equivalence is a claim about the mean over datasets; say where a new dataset's ratio may
     # still lie beyond the margin
     beyond = (table["pi_low"] <= -value) | (table["pi_high"] >= value)

@@ -154,8 +154,8 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
             and the family only, and the parts an arm spends add up to at most its share, so
             its test keeps its level whichever look the first discordant seed comes at.
         unstable: (..., arms, looks): more training failures than the reference by that
-            look: never `equivalent` there (as ``outlier``), and never `better`: the t part
-            of such a look tests its finished seeds for worse only.
+            look: never `equivalent` there (as ``outlier``), and never `better`: each part
+            of such a look's test counts only where it points worse.
 
     The family is every arm on the arms axis, fixed before any data: an arm without a
     comparison at some look (its trials failed, or the reference's) still counts in Holm's
@@ -184,9 +184,13 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
         # a flagged or unstable arm stays in the family (in Holm's divisor), never rejected
         p_tost = np.where(looked, np.where(outlier | unstable, 1.0, raw_tost), np.nan)
     # an arm that failed more often than the reference by a look is not shown better there
-    # by its finished seeds (its failed ones are its worst outcomes): its t part tests for
-    # worse only, the worst-rank part decides the rest
+    # (its failed seeds are its worst outcomes): each part of its test counts only where it
+    # points worse
     favourable = unstable & (diff * direction > 0)
+    if direction:  # nor by the worst-rank part where it ranks the arm better
+        with np.errstate(invalid="ignore"):
+            p_rank = np.where(unstable & (np.asarray(worst_rank[1] if worst_rank is not None
+                                                     else np.nan) < 0), 1.0, p_rank)
     m = arms  # the family, fixed before any data: every arm
     # thresholds[family][k, j]: look k's nominal level at Holm's level α/j (j = 1..arms)
     family_alpha = {False: alpha if alpha_diff is None else alpha_diff, True: alpha}

@@ -15,6 +15,8 @@ Re-exported by :mod:`ablations.results.stats.analysis`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 
 import numpy as np
 import pandas as pd
@@ -227,15 +229,22 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
     outlier = np.zeros(p_value.shape, bool) if outlier is None else np.asarray(outlier, bool)
     unstable = np.zeros(p_value.shape, bool)
     if failures is not None:
-        # an arm that failed more often than the reference is not shown better by its
-        # finished seeds (its failed ones are its worst outcomes): its t half tests for worse
-        # only, and the worst-rank half decides the rest
-        favourable = np.asarray(failures.no_equivalence, bool) & (diff * direction > 0)
-        p_value, rank_decides = failures.combined_p(np.where(favourable, np.nan, p_value),
-                                                    alpha)
-        p_value = np.where(favourable & np.isnan(p_value), 1.0, p_value)  # still in the family
+        # an arm that failed more often than the reference is never shown better (its failed
+        # seeds are its worst outcomes): each half of its test counts only where it points
+        # worse, and stays in the family at p = 1 where it points better
+        rank_p = failures.p_value
+        no_equivalence = np.asarray(failures.no_equivalence, bool)
+        favourable = no_equivalence & (diff * direction > 0)
+        with np.errstate(invalid="ignore"):
+            rank_better = no_equivalence & (failures.worse_sign < 0) & (direction != 0)
+        tested = failures if not rank_better.any() else replace(
+            failures, p_value=np.where(rank_better, 1.0, failures.p_value))
+        p_t = np.where(favourable, np.nan, p_value)
+        p_value, rank_decides = tested.combined_p(p_t, alpha)
+        p_value = np.where(favourable & np.isnan(p_value) & ~np.isnan(out["p_value"]), 1.0,
+                           p_value)  # a t test dropped for its direction: still in the family
         out["p_value"] = p_value
-        out["p_worst_rank"] = failures.p_value
+        out["p_worst_rank"] = rank_p
         # the verdict's direction where the worst-rank part decided: its statistic's sign
         diff = np.where(rank_decides, failures.worse_sign * (-direction or 1), diff)
         unstable = np.asarray(failures.no_equivalence, bool)
@@ -415,7 +424,8 @@ def verdict_note(table: pd.DataFrame) -> str:
             f"margin {margin_text(a)}, alpha {a['alpha']:g}, Holm over {a['comparisons']} "
             "comparisons: worse/better = differs (two-sided t test);\nequivalent = TOST, the "
             f"{1 - 2 * a['alpha']:.0%} interval inside the margin (a percentage is tested as a "
-            "ratio), never with an outlying seed or more diverged seeds than the reference; "
+            "ratio), never with an outlying seed or more diverged seeds than the reference "
+            "(nor is such a variant better); "
             "negligible = both; inconclusive = neither; a diverged seed ranks below every "
             "finished one (worst-rank test). "
             f"equivalence_bound_holm: the smallest margin the data support, {bound}."

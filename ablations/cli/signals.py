@@ -43,7 +43,9 @@ def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
 
     def give_up() -> None:
         if not finished.wait(grace_s):
-            try:
+            try:  # what the runner does when fit returns: the trials' programs ended
+                from ablations.experiment.runner import end_local_programs
+
                 end_local_programs(options)
             except Exception:  # noqa: BLE001 - nothing may keep the driver from exiting
                 pass
@@ -70,15 +72,6 @@ def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
     finally:
         finished.set()
         signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-
-
-def end_local_programs(options: RunOptions) -> None:
-    """Before the driver gives up on a local Ray: end every program a trial of the
-    experiment still runs (its supervisor ends its whole tree), as the runner does when
-    ``fit`` returns (ablations/experiment/runner.py)."""
-    from ablations.experiment.runner import end_local_programs as end
-
-    end(options)
 
 
 def sigterm_is_ctrl_c() -> Any:

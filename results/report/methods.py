@@ -15,6 +15,7 @@ import pandas as pd
 from ablations.results.io.directions import metric_of
 from ablations.results.report.formatting import tex
 from ablations.results.stats.analyses import analysis_of
+from ablations.results.stats.dataset_rows import DATASET, is_across_datasets
 from ablations.results.stats.verdicts import margin_text
 
 Style = Literal["markdown", "latex"]
@@ -105,10 +106,10 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     metric, reference, alpha = a["metric"], a["reference"], a["alpha"]
     variants = list(dict.fromkeys(trials["ablation"].astype(str)))
     seeds = sorted(set(trials["seed"].astype(int)))
-    several = "dataset" in trials and trials["dataset"].nunique() > 1
+    several = is_across_datasets(trials)
     # seeds per variant: on each dataset where there are several
     per_variant = trials[trials["status"] == "ok"].groupby(
-        ["dataset", "ablation"] if several else "ablation").size()
+        [DATASET, "ablation"] if several else "ablation").size()
     counts = sorted(set(per_variant.astype(int)))
     spread = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
     first = trials.iloc[0]

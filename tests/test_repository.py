@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_FILE_BYTES = 1_000_000  # 1 MB
-MAX_TOTAL_BYTES = 3_000_000  # 3 MB
+MAX_TOTAL_BYTES = 4_000_000  # 4 MB: 2.2 MB of it is Python source
 # Build artefacts, matched at any depth: file name patterns, and folders whose content is one.
 ARTEFACT_FILES = ("*.whl", "*.tar.gz", "*.pyc")
 ARTEFACT_FOLDERS = ("*.egg-info", "dist", "build", "__pycache__")
@@ -62,7 +62,7 @@ def test_no_build_artefact_is_tracked(files):
 
 
 @pytest.mark.slow
-def test_tracked_files_total_less_than_3_mb(files):
+def test_tracked_files_total_less_than_4_mb(files):
     total = sum(size(name) for name in files)
     largest = sorted(files, key=size, reverse=True)[:5]
     assert total < MAX_TOTAL_BYTES, (

@@ -103,10 +103,12 @@ def test_missing_bucket_unreachable_endpoint_and_uri_options_are_one_line(s3, tm
     assert "bucket 'no-such-bucket' does not exist" in missing.stderr
     assert "Experiment" not in missing.stdout  # nothing planned, nothing started
 
-    command, kw = cli("--space", "components", "--storage", f"s3://{BUCKET}/results", *TINY,
-                      cwd=tmp_path, env={**env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:"
-                                         f"{_free_port()}"})
-    down = subprocess.run(command, capture_output=True, text=True, timeout=120, **kw)
+    with socket.socket() as held:  # bound, never listening: every connection is refused
+        held.bind(("127.0.0.1", 0))
+        command, kw = cli("--space", "components", "--storage", f"s3://{BUCKET}/results",
+                          *TINY, cwd=tmp_path, env={**env, "AWS_ENDPOINT_URL": f"http://"
+                                                    f"127.0.0.1:{held.getsockname()[1]}"})
+        down = subprocess.run(command, capture_output=True, text=True, timeout=120, **kw)
     assert down.returncode == 2, down.stderr
     assert down.stderr.strip().count("\n") == 0 and "cannot reach bucket" in down.stderr
     assert objects(fs, f"{BUCKET}/results") == []  # nothing written
@@ -302,3 +304,24 @@ def test_optuna_study_uploaded_as_trials_start_and_end(s3, monkeypatch):
     assert [event.level for event in heard] == ["warning"], heard
     assert "the Optuna study was not uploaded" in str(heard[0])
     local.unlink()
+
+
+def test_a_store_that_stops_answering_after_its_check_is_one_usage_error(monkeypatch):
+    """The bucket's check passes (the store answered it) and the store is gone when the
+    experiment's folder is read: a UsageError naming the storage, not pyarrow's OSError."""
+    from ablations.experiment import api, request
+    from ablations.experiment.request import UsageError
+
+    monkeypatch.setattr(request, "check_bucket", lambda location: None)
+    with socket.socket() as held:  # bound, never listening: every connection is refused
+        held.bind(("127.0.0.1", 0))
+        for key, value in {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{held.getsockname()[1]}",
+                           "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                           "AWS_DEFAULT_REGION": "us-east-1",
+                           "AWS_EC2_METADATA_DISABLED": "true"}.items():
+            monkeypatch.setenv(key, value)
+        experiment = api.Experiment("components", storage=f"s3://{BUCKET}/results",
+                                    name="gone", seeds=1, epochs=1)
+        with pytest.raises(UsageError, match=r"cannot read s3://ablations/results/gone: ") as err:
+            experiment.run()
+    assert "\n" not in str(err.value)

@@ -325,7 +325,11 @@ class Experiment:
             name = check_name(self.request.name
                               or f"{prepared.space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}")
             trials, design = prepared.trials, prepared.design
-            resume = bool(list_dir(join(storage, name)))
+            try:
+                resume = bool(list_dir(join(storage, name)))
+            except OSError as exc:  # the store answered check_bucket, then stopped answering
+                raise UsageError(f"{arg('storage')} {storage}: cannot read "
+                                 f"{join(storage, name)}: {first_line(exc)}") from None
             if resume:  # the same name again: the same plan resumes it, another is refused
                 from ablations.experiment.resuming import same_name_again
 

@@ -11,11 +11,12 @@ from scipy import stats
 
 from ablations.experiment.designs.seeds_auto import next_arms
 from ablations.results.stats.compare import compare_experiments
-from tools.failure_simulation import case_rate
+from tools.failure_simulation import bound_coverage, case_rate
 from ablations.results.stats.failures import signed_rank_p
 from ablations.results.stats.sequential import SeedDesign
 from ablations.results.stats.sequential_table import sequential_verdict_table
 from ablations.results.stats.verdicts import verdict_table
+from ablations.results.report.tables import verdict_view
 
 ALPHA = 0.05
 
@@ -246,3 +247,38 @@ def test_an_arm_that_diverged_more_than_the_reference_is_never_better_however_go
     # docs/verdicts.md's row: in 300 simulated --seeds auto experiments, never once
     assert case_rate("10% better when it finishes, diverges 20%", experiments=300, seeds=10,
                      auto=True, rng=np.random.default_rng(13)) == 0.0
+
+
+def test_each_arm_carries_its_diverged_runs_and_a_clopper_pearson_bound_on_the_rate():
+    """Beside each verdict: the diverged seeds of the seeds with an outcome and the one-sided
+    95% upper bound on the failure rate, equal to scipy's exact binomial interval (two-sided
+    90% Clopper-Pearson: its upper end is the one-sided 95% bound); a seed the machinery
+    failed is no outcome of the arm."""
+    trials = trials_table(10, {**EQUAL_ARMS, "flaky": (1.0, {2, 5, 8})})
+    failed = (trials["ablation"] == "same0") & (trials["seed"] == 4)
+    trials.loc[failed, ["status", "test_mae"]] = ["failed", np.nan]
+    for table in (verdict_table(trials),
+                  sequential_verdict_table(trials, SeedDesign.plan(3, 10), list(range(10)))):
+        rows = table.set_index("ablation")
+        for arm, diverged, runs in (("flaky", 3, 10), ("same0", 0, 9), ("baseline", 0, 10)):
+            assert (rows.loc[arm, "n_diverged"], rows.loc[arm, "n_outcomes"]) == (diverged, runs)
+            exact = stats.binomtest(diverged, runs).proportion_ci(0.90, method="exact").high
+            assert rows.loc[arm, "failure_rate_upper"] == pytest.approx(exact, rel=1e-9)
+    view = verdict_view(verdict_table(trials), metric="test_mae", alpha=ALPHA)
+    cells = view.set_index("Variant")["Diverged (failure rate ≤, 95%)"]
+    assert cells["flaky"] == "3/10 (≤61%)" and cells["same1"] == "0/10 (≤26%)"
+    assert cells["same0"] == "0/9 (≤28%)"
+
+
+@pytest.mark.parametrize("auto", [False, True], ids=["fixed 10", "auto 10"])
+def test_the_failure_bound_covers_the_true_rate_and_an_equivalent_rarely_hides_one(auto):
+    """The printed bound of an arm that diverges at a rate q (equal to the reference when it
+    finishes) is at least q in 95% of experiments, under --seeds auto too (its seeds end where
+    the arm was decided); `equivalent` with a bound below the true rate in at most 5%."""
+    rng = np.random.default_rng(7)
+    experiments = 2000
+    slack = 3 * np.sqrt(0.05 * 0.95 / experiments)
+    for q in (0.1, 0.3):
+        rates = bound_coverage(q, experiments=experiments, seeds=10, auto=auto, rng=rng)
+        assert rates["covered"] >= 0.95 - slack, (q, rates)
+        assert rates["reassured"] <= 0.05 + slack, (q, rates)

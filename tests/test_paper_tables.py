@@ -159,6 +159,14 @@ def test_the_column_table_fits_a_two_column_paper_and_the_wide_one_its_page(writ
     assert max(overfull(paper_table(table, trials, "latex", width="page")), default=0.0) <= 1.0
     squeezed = paper_table(table, trials, "latex", width="page").replace("table*", "table")
     assert max(overfull(squeezed), default=0.0) > 1.0
+    # an arm that diverged: every arm's diverged runs and failure bound, still in the column
+    first = (trials["ablation"] == arms[-1]) & (trials["seed"] == trials["seed"].min())
+    trials.loc[first, ["status", "test_mae"]] = ["diverged", float("nan")]
+    flaky = paper_table(verdict_table(trials, reference="baseline", metric="test_mae",
+                                      margin="5%"), trials, "latex")
+    runs = int((trials["ablation"] == "baseline").sum())
+    assert f"& 1/{runs} ($\\leq$" in flaky and "Clopper-Pearson" in flaky
+    assert max(overfull(flaky), default=0.0) <= 1.0
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ablations.results.stats.contrasts import FIELDS, Contrasts
-from ablations.results.stats.failures import FailureTests, signed_rank_p
+from ablations.results.stats.failures import FailureTests, failure_rate_upper, signed_rank_p
 from ablations.results.stats.sequential import SeedDesign, sequential_tests
 from tools.simulation import REFERENCE_MEAN, SPREAD, simulate_runs
 from ablations.results.stats.verdicts import equivalence_tests
@@ -187,5 +187,57 @@ def failure_table(experiments: int, seed: int = 20261125) -> str:
     return "\n".join(lines)
 
 
+BOUND_RATES = (0.02, 0.05, 0.1, 0.2, 0.3)  # the last arm's probability of diverging
+
+
+def bound_coverage(q: float, *, experiments: int, seeds: int, auto: bool,
+                   rng: np.random.Generator, arms: int = 8, alpha: float = 0.05
+                   ) -> dict[str, float]:
+    """How the printed failure bound (:func:`failure_rate_upper` of the arm's diverged runs of
+    the seeds it ran: under ``--seeds auto`` those up to the look that decided it, else the
+    last it reached) stands to the arm's true rate ``q``: ``covered`` (the bound is at least
+    ``q``), ``equivalent`` (the arm was called `equivalent` or `negligible`), ``reassured``
+    (both that and a bound below ``q``: the reader is told the arm is as good and rarely
+    fails, and it fails more often than that) and ``covered_given_equivalent``. The arm
+    equals the reference when it finishes; the reference and the other arms never diverge."""
+    reference, values = simulate_runs(rng, experiments=experiments, seeds=seeds,
+                                      ratios=[1.0] * arms, spread=SPREAD,
+                                      reference_mean=REFERENCE_MEAN)
+    ref_failed, arm_failed = draw_failures(rng, experiments, arms, seeds, 0.0,
+                                           [0.0] * (arms - 1) + [q])
+    if auto:
+        design = SeedDesign.plan(3, seeds)
+        tests = sequential_failure_verdicts(reference, values, ref_failed, arm_failed, design)
+        ran = np.asarray(design.looks)[tests["last"][:, -1]]
+    else:
+        tests = fixed_failure_verdicts(reference, values, ref_failed, arm_failed)
+        ran = np.full(experiments, seeds)
+    diverged = (arm_failed[:, -1, :] & (np.arange(seeds)[None, :] < ran[:, None])).sum(-1)
+    covered = failure_rate_upper(diverged, ran, alpha) >= q
+    within = np.isin(tests["verdict"][:, -1], ("equivalent", "negligible"))
+    return {"covered": float(covered.mean()), "equivalent": float(within.mean()),
+            "reassured": float((within & ~covered).mean()),
+            "covered_given_equivalent": float(covered[within].mean()) if within.any()
+            else np.nan}
+
+
+def bound_table(experiments: int, seed: int = 20261128) -> str:
+    """docs/verdicts.md's coverage of the failure bound as a Markdown table."""
+    rng = np.random.default_rng(seed)
+    designs = (("fixed 3", 3, False), ("fixed 10", 10, False), ("auto 10", 10, True))
+    columns = ("covered", "equivalent", "reassured", "covered_given_equivalent")
+    lines = ["| rate of divergence | design | bound ≥ rate | equivalent | equivalent and "
+             "bound < rate | bound ≥ rate given equivalent |", "|---|---|---|---|---|---|"]
+    for q in BOUND_RATES:
+        for name, n, auto in designs:
+            rates = bound_coverage(q, experiments=experiments, seeds=n, auto=auto, rng=rng)
+            lines.append(f"| {q:g} | {name} | " + " | ".join(
+                "–" if np.isnan(rates[c]) else f"{rates[c]:.3f}" for c in columns) + " |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    print(failure_table(int(sys.argv[1]) if len(sys.argv) > 1 else 2000))
+    if len(sys.argv) > 1 and sys.argv[1] == "bounds":
+        print(bound_table(int(sys.argv[2]) if len(sys.argv) > 2 else 2000))
+    else:
+        print(failure_table(int(sys.argv[1]) if len(sys.argv) > 1 else 2000))

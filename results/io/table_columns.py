@@ -67,6 +67,12 @@ VERDICT_COLUMNS: list[tuple[str, str, str]] = [
      "worse / better (higher / lower for a metric without a direction) / significant / "
      "equivalent / negligible / inconclusive; `reference` on the reference's row"),
     ("n_diverged", "int64", "seeds on which the variant's training diverged"),
+    ("n_outcomes", "int64",
+     "seeds on which the variant's training ended ok or diverged (the machinery's failures "
+     "left out)"),
+    ("failure_rate_upper", "float64",
+     "one-sided 1 − α upper confidence bound (Clopper-Pearson) on the rate at which the "
+     "variant's training diverges, from n_diverged of n_outcomes; 1 where every seed diverged"),
     ("reason", "string",
      "why the row reads as it does where its numbers do not say (diverged seeds, an outlying "
      "seed); else empty"),

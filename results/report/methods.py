@@ -79,13 +79,19 @@ REFERENCES_BIB = r"""@misc{ablationrunner,
   title = {Accounting for variance in machine learning benchmarks},
   booktitle = {Proceedings of Machine Learning and Systems},
   volume = {3}, pages = {747--769}, year = {2021}}
+
+@article{clopper1934,
+  author = {Clopper, C. J. and Pearson, E. S.},
+  title = {The use of confidence or fiducial limits illustrated in the case of the binomial},
+  journal = {Biometrika},
+  volume = {26}, number = {4}, pages = {404--413}, year = {1934}}
 """
 # key -> how the Markdown cites it
 CITED = {"ablationrunner": "The ablation-runner contributors 2026",
          "schuirmann1987": "Schuirmann 1987", "holm1979": "Holm 1979",
          "lan1983": "Lan and DeMets 1983", "kim1987": "Kim and DeMets 1987",
          "akiba2019": "Akiba et al. 2019", "demsar2006": "Demšar 2006",
-         "bouthillier2021": "Bouthillier et al. 2021"}
+         "bouthillier2021": "Bouthillier et al. 2021", "clopper1934": "Clopper and Pearson 1934"}
 SOURCES = {"init": "the weights' initialisation and dropout", "order": "the order of the "
            "training samples", "data": "the draw of the data and its split"}
 
@@ -176,11 +182,33 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     parts.append("Equivalence was withheld from a variant with an outlying seed or with more "
                  "diverged seeds than the reference (a worst-rank test), and a variant with "
                  "more diverged seeds than the reference was never called better.")
+    bound = failure_sentence(verdicts, alpha, cite)
+    if bound:
+        parts.append(bound)
     if baseline_line:
         parts.append(f"Before the verdicts, the reference was checked to have learned: "
                      f"{baseline_line.removeprefix('Baseline check: ')}")
     text = " ".join(parts)
     return _tex(text) if latex else text
+
+
+def failure_sentence(verdicts: pd.DataFrame, alpha: float, cite: Any) -> str:
+    """How rare a divergence the seeds rule out: each arm's one-sided Clopper-Pearson bound on
+    its failure rate (the verdict table's ``failure_rate_upper``), as its largest value, or
+    the diverged arms' bounds."""
+    if "failure_rate_upper" not in verdicts or not verdicts["n_outcomes"].fillna(0).gt(0).any():
+        return ""
+    rows = verdicts[verdicts["n_outcomes"] > 0]
+    level = f"one-sided {1 - alpha:.0%} upper confidence bound{cite('clopper1934')}"
+    if not rows["n_diverged"].gt(0).any():
+        return (f"No run diverged; with {int(rows['n_outcomes'].min())} or more runs per "
+                f"variant, the {level} on each variant's rate of divergence is at most "
+                f"{rows['failure_rate_upper'].max():.0%}.")
+    listed = ", ".join(f"{arm} {int(k)} of {int(n)} (rate at most {b:.0%})" for arm, k, n, b in
+                       zip(rows["ablation"], rows["n_diverged"], rows["n_outcomes"],
+                           rows["failure_rate_upper"]) if k > 0)
+    return (f"Runs diverged: {listed}; the bounds are {level}s on each variant's rate of "
+            "divergence.")
 
 
 def _command_run(model: str) -> Optional[str]:

@@ -19,6 +19,7 @@ from scipy import stats
 from ablations.results.report.formatting import decimals_for, tex
 from ablations.results.report.page import markdown_cells
 from ablations.results.stats.comparisons import holm
+from ablations.results.stats.failures import failure_bound_text
 from ablations.results.stats.verdicts import margin_text
 
 Format = Literal["latex", "markdown", "csv"]
@@ -57,6 +58,22 @@ def not_distinguishable(trials: pd.DataFrame, *, metric: str, direction: int,
     return {best, *(arm for arm, p in zip(others, adjusted) if not p < alpha)}
 
 
+def failure_caption(rows: pd.DataFrame, alpha: float) -> str:
+    """The caption's sentence on diverged runs: with none, the largest failure rate the seeds
+    leave possible; with some, what the Diverged column gives. "" for a table without the
+    bound."""
+    if "failure_rate_upper" not in rows or rows["n_outcomes"].fillna(0).eq(0).all():
+        return ""
+    level = f"one-sided {1 - alpha:.0%} Clopper-Pearson bound"
+    if rows["n_diverged"].fillna(0).gt(0).any():
+        return (f"Diverged: the variant's diverged runs of those that ended, and the {level} "
+                "on its failure rate.")
+    fewest = int(rows["n_outcomes"][rows["n_outcomes"] > 0].min())
+    worst = float(rows["failure_rate_upper"].max())
+    return (f"No run diverged ({fewest} or more per variant): each variant's failure rate is "
+            f"at most {worst:.0%} ({level}).")
+
+
 def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
                 width: Width = "column") -> str:
     """The table in ``fmt`` (LaTeX with its caption and booktabs rules, Markdown, or CSV of
@@ -81,7 +98,11 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
             **({"ratio_minus_1": rows["ratio"].to_numpy(),
                 "ratio_ci_low": rows["ratio_ci_low"].to_numpy(),
                 "ratio_ci_high": rows["ratio_ci_high"].to_numpy()} if "ratio" in rows else {}),
-            "verdict": rows["verdict"].to_numpy()}).to_csv(index=False)
+            "verdict": rows["verdict"].to_numpy(),
+            **({"diverged": rows["n_diverged"].to_numpy(),
+                "outcomes": rows["n_outcomes"].to_numpy(),
+                "failure_rate_upper": rows["failure_rate_upper"].to_numpy()}
+               if "failure_rate_upper" in rows else {})}).to_csv(index=False)
     decimals = decimals_for([*mean, *half])
     latex = fmt == "latex"
     pm = tex("±") if latex else "±"
@@ -106,6 +127,13 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
         f"{scale * d:+.{places}f} [{scale * lo:+.{places}f}, {scale * hi:+.{places}f}]"
         for arm, d, lo, hi in zip(order, rows[delta].astype(float), low, high)]
     cells["Verdict"] = [MARKERS.get(v, ("", ""))[0 if latex else 1] for v in rows["verdict"]]
+    failures = failure_caption(rows, alpha)
+    if failures and rows["n_diverged"].fillna(0).gt(0).any():  # each arm's own, beside it
+        shown = [failure_bound_text(int(k), int(n), float(b)) for k, n, b in zip(
+            rows["n_diverged"].fillna(0), rows["n_outcomes"].fillna(0),
+            rows["failure_rate_upper"].astype(float))]
+        cells.insert(len(cells.columns) - 1, "Diverged",
+                     [tex(text) if latex else text for text in shown])
     bold = not_distinguishable(trials, metric=metric, direction=direction or -1, alpha=alpha)
     seeds = sorted(set(rows["n_ok"].dropna().astype(int)))
     used = [v for v in MEANINGS if (rows["verdict"] == v).any()]
@@ -122,7 +150,7 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
         f"and TOST equivalence test, margin {margin_text(a, unit)}, alpha = {alpha:g}, Holm "
         f"over {a.get('comparisons', len(order) - 1)} comparisons"
         f"{'; ' + markers if markers else ''}. Bold: the best variant and every variant not "
-        "distinguishable from it (paired t-test, Holm).")
+        "distinguishable from it (paired t-test, Holm)." + (f" {failures}" if failures else ""))
     if a.get("sequential") or a.get("pilot"):
         caption = caption.replace("Verdicts against", "Verdicts (each at its look of the "
                                   "sequential design, at that look's level) against", 1)

@@ -19,6 +19,7 @@ from ablations.results.report.formatting import (
     readable,
     with_unit,
 )
+from ablations.results.stats.failures import failure_bound_text
 from ablations.results.stats.strata import interval_order
 
 FLAG = "*"  # marks a stratum cell whose effect differs from the variant's overall effect
@@ -63,7 +64,14 @@ def verdict_view(ablation: pd.DataFrame, *, metric: MetricLike, alpha: float,
         columns.append(Column("Decided at (seeds)", "decided_at", "count"))
     if sequential and "looks" in ablation:
         columns.append(Column("Looks", "looks", "count"))
-    if "n_diverged" in ablation and ablation["n_diverged"].fillna(0).gt(0).any():
+    if "failure_rate_upper" in ablation:  # every arm: its diverged runs, its rate's bound
+        ablation = ablation.assign(failure_text=[
+            failure_bound_text(int(k), int(n), float(b)) for k, n, b in zip(
+                ablation["n_diverged"].fillna(0), ablation["n_outcomes"].fillna(0),
+                ablation["failure_rate_upper"].astype(float))])
+        columns.insert(2, Column(f"Diverged (failure rate ≤, {1 - alpha:.0%})", "failure_text",
+                                 "text"))
+    elif "n_diverged" in ablation and ablation["n_diverged"].fillna(0).gt(0).any():
         columns.insert(2, Column("Diverged", "n_diverged", "count"))
     if "reason" in ablation and ablation["reason"].fillna("").ne("").any():
         columns.append(Column("Why", "reason", "text"))

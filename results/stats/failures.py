@@ -225,14 +225,46 @@ def failure_reason(count: int, ref_count: int, seeds: int, reference: str,
     return ""
 
 
+def failure_rate_upper(diverged: np.ndarray | int, runs: np.ndarray | int,
+                       alpha: float) -> np.ndarray:
+    """The one-sided 1 − ``alpha`` upper confidence bound on the rate at which an arm's
+    training diverges, from ``diverged`` of ``runs`` runs with an outcome (Clopper and Pearson's
+    exact bound: the rate at which ``diverged`` or fewer failures have probability ``alpha``;
+    0 of 7 gives 0.348 at 95%, the rule of three's 3/n for large n). 1 where every run
+    diverged, NaN without a run."""
+    from scipy import stats  # loaded by the analysis only
+
+    k = np.asarray(diverged, float)
+    n = np.asarray(runs, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bound = np.where(k >= n, 1.0, stats.beta.ppf(1 - alpha, k + 1, np.maximum(n - k, 1)))
+    return np.where(n > 0, bound, np.nan)
+
+
+def failure_bound_text(diverged: int, runs: int, bound: float) -> str:
+    """``0/7 (≤35%)``: an arm's diverged runs and its failure rate's upper bound."""
+    if not runs or not np.isfinite(bound):
+        return ""
+    return f"{diverged}/{runs} (≤{bound:.0%})"
+
+
 def add_failure_columns(table: pd.DataFrame, index: pd.Index, failures: FailureTests, *,
-                        trials: pd.DataFrame, outlier: np.ndarray, verdict: np.ndarray) -> None:
-    """``n_diverged`` (every row: its diverged seeds), ``reason`` (why a row's verdict is
-    what it is where the numbers beside it do not say: training failures, an outlying seed)
-    and ``test`` (``t + worst-rank`` where a discordant seed made it so), in place."""
+                        trials: pd.DataFrame, outlier: np.ndarray, verdict: np.ndarray,
+                        alpha: float) -> None:
+    """``n_diverged`` (every row: its diverged seeds), ``n_outcomes`` (its runs that ended ok
+    or diverged: the machinery's failures say nothing of the arm) and
+    ``failure_rate_upper`` (:func:`failure_rate_upper` at 1 − ``alpha``), ``reason`` (why a
+    row's verdict is what it is where the numbers beside it do not say: training failures, an
+    outlying seed) and ``test`` (``t + worst-rank`` where a discordant seed made it so), in
+    place."""
     diverged = trials[trials["status"].isin(TRAINING_FAILURES)]
     counts = diverged.groupby("ablation")["seed"].nunique()
     table["n_diverged"] = table["ablation"].map(counts).fillna(0).astype(int)
+    ended = trials[trials["status"].isin((TrialStatus.OK, *TRAINING_FAILURES))]
+    runs = ended.groupby("ablation")["seed"].nunique()
+    table["n_outcomes"] = table["ablation"].map(runs).fillna(0).astype(int)
+    table["failure_rate_upper"] = failure_rate_upper(table["n_diverged"].to_numpy(),
+                                                     table["n_outcomes"].to_numpy(), alpha)
     table["reason"] = ""
     table.loc[index, "reason"] = verdict_reasons(failures.reason, outlier, verdict)
     if "test" in table:

@@ -381,7 +381,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
     tests = equivalence_tests(contrasts, margin=value, relative=relative, alpha=alpha,
                               direction=direction, outlier=outlier, failures=failures)
     columns = [*table.columns, *(c for c in tests if c not in table.columns), "n_diverged",
-               "reason", "margin"]
+               "n_outcomes", "failure_rate_upper", "reason", "margin"]
     # p-values: ablation_table's t tests, or the worst-rank test's where a seed is discordant
     table = table.drop(columns=["p_value", "p_holm"]).join(
         pd.DataFrame(tests, index=compared.index))
@@ -389,7 +389,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
     for column in ("significant", "equivalent", "outlier", "unstable"):
         table[column] = table[column].astype("boolean")  # <NA> on the reference's row
     add_failure_columns(table, compared.index, failures, trials=trials,
-                        outlier=tests["outlier"], verdict=tests["verdict"])
+                        outlier=tests["outlier"], verdict=tests["verdict"], alpha=alpha)
     table["margin"] = value
     table = table[columns]
     table.attrs.update(metric=metric, reference=reference, reference_mean=reference_mean,

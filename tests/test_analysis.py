@@ -202,8 +202,11 @@ def test_report_writes_markdown_html_and_figures(tmp_path):
     assert markdown.index("## Verdicts") < markdown.index("## Ablation table")
     verdicts = markdown[:markdown.index("## Differences to the reference")]
     # readable: mean 1.20 km, Δ +0.200 km, its 90% interval, the verdict, p to 3 decimals
-    assert ("| no_x | 3 | 1.20 | +0.200 | [0.031, 0.369] | [3.8, 31.5] | inconclusive | 0.074 "
-            "| 0.944 | 31.5 |") in verdicts  # the ratio's Fieller interval beside Δ's
+    assert ("| no_x | 3 | 0/3 (≤63%) | 1.20 | +0.200 | [0.031, 0.369] | [3.8, 31.5] | "
+            "inconclusive | 0.074 | 0.944 | 31.5 |") in verdicts  # the ratio's interval beside Δ's
+    # what would decide the inconclusive row: Holm's p against α, the margin the data support
+    assert ("no_x: inconclusive: a difference needs p below 0.05 after Holm (it has 0.0742); "
+            "equivalence needs a margin of ±31.5% (the margin is ±5.0%)") in verdicts
     assert "Mean test_mae (km)" in verdicts
     assert "margin ±5% of baseline's mean (1), tested as a ratio," in markdown
     # per stratum, a variant x level grid of differences to the reference, before the appendix

@@ -157,7 +157,7 @@ def test_end_to_end_cli_run(tmp_path):
     assert "Verdicts on test_mae (lower is better) against baseline, margin ±0.5" in proc.stdout
     dropped = next(line for line in proc.stdout.splitlines() if line.strip().startswith(
         "no_scalar_2 "))  # the summary's row (the epoch lines name trials: no_scalar_2-seed0)
-    assert dropped.split()[-2] in ("worse", "better", "equivalent", "negligible", "inconclusive")
+    assert dropped.split()[-4] in ("worse", "better", "equivalent", "negligible", "inconclusive")
     trials = pd.read_parquet(out_dir / "trials.parquet")
     assert sorted(trials["trial_name"]) == [f"{variant}-seed{seed}" for variant in (
         "baseline", "no_images", "no_scalar_2") for seed in (0, 1)]

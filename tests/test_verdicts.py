@@ -359,10 +359,11 @@ def test_cli_summary_prints_verdicts_margin_and_seeds():
                            peak_mem_mb=500.0, wall_s=10.0, cpu_hours=0.01)
     text = summary_table(trials, margin="0.02")
     header = text.splitlines()[0].split()
-    assert header[-2:] == ["verdict", "equiv_bound"]
+    assert header[-3:] == ["verdict", "diverged", "equiv_bound"]
     lines = {line.split()[0]: line for line in text.splitlines() if line.strip()}
-    assert lines["d"].split()[-2] == "worse" and lines["a"].split()[-2] == "equivalent"
-    assert lines["baseline"].split()[-2:] == ["reference", "-"]
+    # verdict, diverged ("0/6 (≤39%)": two words), equiv_bound
+    assert lines["d"].split()[-4] == "worse" and lines["a"].split()[-4] == "equivalent"
+    assert lines["baseline"].split()[-4:] == ["reference", "0/6", "(≤39%)", "-"]
     assert "margin ±0.02," in text and "Seeds per variant: 6" in text
     other = summary_table(trials.assign(ablation=trials["ablation"].replace("baseline", "x")))
     assert "verdict" not in other and "margin" not in other  # no reference: no verdicts

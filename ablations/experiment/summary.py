@@ -64,6 +64,8 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     from ablations.results.stats.analyses import analysis_of
     from ablations.results.stats.analysis import dropped_note, verdict_note
     from ablations.results.stats.decisions import verdicts_of
+    from ablations.results.stats.failures import failure_bound_text
+    from ablations.results.stats.undecided import undecided_lines
     from ablations.results.stats.phases import evaluation_rows
     from ablations.results.stats.planned import exploratory_note
 
@@ -99,6 +101,11 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
         if verdicts is not None:
             bound = verdicts.loc[ablation, "equivalence_bound_holm"]
             rows[-1]["verdict"] = verdicts.loc[ablation, "verdict"]
+            if "failure_rate_upper" in verdicts:  # its diverged runs, its rate's bound
+                rows[-1]["diverged"] = failure_bound_text(
+                    int(verdicts.loc[ablation, "n_diverged"]),
+                    int(verdicts.loc[ablation, "n_outcomes"]),
+                    float(verdicts.loc[ablation, "failure_rate_upper"])) or "-"
             rows[-1]["equiv_bound"] = ("-" if pd.isna(bound) else f"{bound:.1%}"
                                        if verdicts.attrs.get("relative") else f"{bound:.3f}")
             if analysis.decided_at and "decided_at" in verdicts:
@@ -114,14 +121,19 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     text = (f"{table}\n\n{label}{verdict_note(verdicts)} Seeds per variant: {spent} (ok column); "
             "equiv_bound: equivalence_bound_holm" + (
                 " (a share of the reference's mean)" if verdicts.attrs.get("relative") else "")
-            + (". decided_at: the look that decided the verdict (frozen there)."
-               if analysis.decided_at else "."))
+            + (". decided_at: the look that decided the verdict (frozen there)"
+               if analysis.decided_at else "")
+            + ("; diverged: the runs that diverged of those that ended, and the one-sided "
+               f"{1 - alpha:.0%} upper bound on the variant's rate of divergence."
+               if "failure_rate_upper" in verdicts else "."))
     dropped = dropped_note(verdicts.attrs.get("dropped_nan", []), metric)
     if dropped:
         text += f"\n{dropped}"
     reasons = verdicts["reason"] if "reason" in verdicts else pd.Series(dtype=object)
     for ablation, reason in reasons[reasons.fillna("") != ""].items():
         text += f"\n{ablation}: {verdicts.loc[ablation, 'verdict']}: {reason}"
+    for line in undecided_lines(verdicts.reset_index()):  # what would decide the rest
+        text += f"\n{line}"
     for note in analysis.summary_notes(trials_df, alpha):  # how the design decided
         text += f"\n{note}"
     return text

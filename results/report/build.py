@@ -41,6 +41,7 @@ from ablations.results.stats.baseline_check import baseline_check
 from ablations.results.stats.compare import compare_experiments, compare_note
 from ablations.results.stats.uncertainty import one_draw
 from ablations.results.stats.verdicts import margin_text
+from ablations.results.stats.undecided import undecided_lines
 from ablations.results.io.files import (
     TRIALS_FILE,
     atomic_write,
@@ -243,7 +244,8 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                 f"the {1 - 2 * alpha:.0%} interval TOST reads; 'equivalent within ±' is the "
                 "smallest margin at which the variant would be equivalent (Holm): it describes "
                 "the data; the verdict is at the margin fixed before them."
-                + design.verdicts_text(),
+                + design.verdicts_text()
+                + "".join(f"\n\n{line}" for line in undecided_lines(ablation)),
                 verdict_view(ablation, metric=measure, alpha=alpha,
                              sequential=analysis.looks)),
         Section("Differences to the reference", (

@@ -194,3 +194,16 @@ def test_error_rates_by_simulation(shift):
     if shift == 0:  # and the test has power: a real change of 2 margins is mostly found
         moved = _array_verdicts(a, b + 2 * margin, margin)
         assert (moved == "worse").mean() > 0.6
+
+
+def test_the_table_shows_each_sides_seeds_beside_the_pairs_its_difference_rests_on():
+    """B ran 10 seeds, A 5 of them: the means are over 10 and 5, Δ over the 5 shared; the
+    table a reader sees gives all three counts."""
+    from ablations.results.report.tables import comparison_view
+
+    rng = np.random.default_rng(4)
+    a = _trials({"baseline": 0.55, "no_images": 0.95}, range(5), rng)
+    b = _trials({"baseline": 0.55, "no_images": 0.95}, range(10), rng)
+    view = comparison_view(compare_experiments(a, b), metric="test_mae", alpha=0.05)
+    row = view.set_index("Variant").loc["no_images"]
+    assert (row["Seeds A"], row["Seeds B"], row["Pairs (Δ's seeds)"]) == ("5", "10", "5")

@@ -16,6 +16,7 @@ import pytest
 
 from ablations.results.io.files import read_metadata
 from ablations.results.stats.decisions import across_datasets_of
+from ablations.results.stats.datasets import FULL_ALPHA_NOTE
 from tests.conftest import REPO, start_until, write_data_dir
 from tests.test_cli import run_cli
 from tools.browser_check import find_chromium
@@ -65,6 +66,7 @@ def test_the_run_ends_with_each_datasets_verdicts_and_those_across(two_datasets)
     assert "Resuming experiment two" in out  # stopped by Ctrl-C, resumed to the end
     assert "Dataset synthetic (6 trials):" in out and "Dataset site_a (6 trials):" in out
     assert "Across 2 datasets (synthetic, site_a):" in out
+    assert FULL_ALPHA_NOTE in out  # why the same trials alone may read otherwise
     across = pd.read_parquet(folder / "across_datasets.parquet")
     assert list(across["ablation"]) == ["no_images", "no_scalars"]
     assert (across["n_datasets"] == 2).all()
@@ -123,6 +125,7 @@ def test_the_report_leads_with_the_verdicts_across_and_keeps_each_datasets(two_d
         own = (folder / "datasets" / name / "report.md").read_text()
         assert f"dataset {name}" in own.splitlines()[0]
         assert f"### Dataset {name}" in page
+    assert page.count(FULL_ALPHA_NOTE) == 2  # under each dataset's verdicts
     assert "Ranks across the datasets" not in page  # two datasets: no ranks
 
 

@@ -96,12 +96,19 @@ def test_arms_with_different_seed_counts_each_show_theirs(written):
     counts = {line.split(" | ")[0][2:]: line.split(" | ")[1] for line in markdown.splitlines()[2:]}
     ok = trials[trials["status"] == "ok"].groupby("ablation").size().astype(str).to_dict()
     assert counts == ok and ok["no_x"] != ok["baseline"]
+    # no_x's Δ rests on the seeds both finished, fewer than the baseline's mean: said so
+    latex = paper_table(table, trials, "latex")
+    pairs = int(table.set_index("ablation").loc["no_x", "n_pairs"])
+    assert (f"finished: {pairs} for no\\_x (means over {ok['no_x']} and {ok['baseline']})"
+            in latex), latex
     ok_rows = pd.read_parquet(root / "trials.parquet").query("status == 'ok'")
     common = set.intersection(*(set(group["seed"]) for _, group in ok_rows.groupby("ablation")))
     equal = ok_rows[ok_rows["seed"].isin(common)]
     same = paper_table(verdict_table(equal, reference="baseline", metric="test_mae",
                                      margin="5%"), equal, "markdown")
     assert "| n |" not in same  # one count for all: the caption says it
+    assert "finished:" not in paper_table(verdict_table(
+        equal, reference="baseline", metric="test_mae", margin="5%"), equal, "latex")
 
 
 def test_the_best_arm_and_those_not_distinguishable_from_it_are_bold():

@@ -147,7 +147,7 @@ def datasets_summary(trials_df: pd.DataFrame, meta: dict[str, Any], settings: di
     dataset's verdicts are decided once, for all three."""
     from ablations.results.report.dataset_tables import across_view
     from ablations.results.stats.dataset_rows import by_dataset
-    from ablations.results.stats.datasets import across_note, rank_comparison
+    from ablations.results.stats.datasets import FULL_ALPHA_NOTE, across_note, rank_comparison
     from ablations.results.stats.decisions import (
         across_datasets_of,
         dataset_verdicts_of,
@@ -162,6 +162,7 @@ def datasets_summary(trials_df: pd.DataFrame, meta: dict[str, Any], settings: di
         known = per_dataset[name] if len(per_dataset[name]) else None  # else it says why
         blocks.append(f"Dataset {name} ({len(rows)} trials):\n"
                       f"{summary_table(rows, meta, verdicts=known, **settings)}")
+    blocks.append(FULL_ALPHA_NOTE)
     try:
         verdicts = one_below_the_other(per_dataset)
         across = across_datasets_of(trials_df, meta, per_dataset, **settings)

@@ -28,7 +28,12 @@ from ablations.results.report.page import FIGURES_DIR, Section, html_page, markd
 from ablations.results.report.tables import verdict_view
 from ablations.results.stats.baseline_check import dataset_baseline_checks
 from ablations.results.stats.dataset_rows import by_dataset
-from ablations.results.stats.datasets import across_note, dataset_effects, rank_comparison
+from ablations.results.stats.datasets import (
+    FULL_ALPHA_NOTE,
+    across_note,
+    dataset_effects,
+    rank_comparison,
+)
 from ablations.results.stats.decisions import across_datasets_of, one_below_the_other
 from ablations.results.stats.phases import evaluation_rows
 from ablations.results.stats.verdicts import margin_text
@@ -103,7 +108,7 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
             sections.append(Section(
                 f"Dataset {name}",
                 f"Its verdicts on its own (margin {margin_text(table.attrs)}); its full report: "
-                f"{DATASETS_DIR}/{name}/report.html.",
+                f"{DATASETS_DIR}/{name}/report.html. {FULL_ALPHA_NOTE}",
                 verdict_view(table, metric=measure, alpha=alpha), level=3))
         else:
             sections.append(Section(f"Dataset {name}", f"No verdicts: {problems[name]}",

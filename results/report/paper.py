@@ -58,6 +58,25 @@ def not_distinguishable(trials: pd.DataFrame, *, metric: str, direction: int,
     return {best, *(arm for arm, p in zip(others, adjusted) if not p < alpha)}
 
 
+def unpaired_caption(rows: pd.DataFrame, reference: str) -> str:
+    """Where an arm's Δ rests on fewer seeds than its mean or the reference's (a seed one of
+    them did not finish), the caption says so and names the arms: "... finished: 5 for no_x
+    (means over 10 and 5) ..." "" where every Δ uses every seed of the two."""
+    if "n_pairs" not in rows:
+        return ""
+    ran = rows["n_ok"].astype(float)
+    shared = rows["n_pairs"].astype(float)
+    base = int(ran.get(reference, 0))
+    fewer = [(arm, int(pairs), int(n)) for arm, pairs, n in zip(rows.index, shared, ran)
+             if arm != reference and pairs > 0 and pairs < max(n, base)]
+    if not fewer:
+        return ""
+    named = ", ".join(f"{pairs} for {arm} (means over {n} and {base})"
+                      for arm, pairs, n in fewer)
+    return (f" Δ is over the seeds both the variant and {reference} finished: {named}; each "
+            "mean is over every seed its variant finished.")
+
+
 def failure_caption(rows: pd.DataFrame, alpha: float) -> str:
     """The caption's sentence on diverged runs: with none, the largest failure rate the seeds
     leave possible; with some, what the Diverged column gives. "" for a table without the
@@ -150,7 +169,8 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
         f"and TOST equivalence test, margin {margin_text(a, unit)}, alpha = {alpha:g}, Holm "
         f"over {a.get('comparisons', len(order) - 1)} comparisons"
         f"{'; ' + markers if markers else ''}. Bold: the best variant and every variant not "
-        "distinguishable from it (paired t-test, Holm)." + (f" {failures}" if failures else ""))
+        "distinguishable from it (paired t-test, Holm)." + (f" {failures}" if failures else "")
+        + unpaired_caption(rows, reference))
     if a.get("sequential") or a.get("pilot"):
         caption = caption.replace("Verdicts against", "Verdicts (each at its look of the "
                                   "sequential design, at that look's level) against", 1)

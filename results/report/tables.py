@@ -145,7 +145,9 @@ def comparison_view(table: pd.DataFrame, *, metric: MetricLike, alpha: float
     unit = metric_of(metric).unit
     return readable(table, [
         Column("Variant", "ablation", "text"),
-        Column("Pairs", "n_pairs", "count"),
+        Column("Seeds A", "n_a", "count"),
+        Column("Seeds B", "n_b", "count"),
+        Column("Pairs (Δ's seeds)", "n_pairs", "count"),
         Column(with_unit("Mean A", unit), "a_mean", decimals_from="a_mean"),
         Column(with_unit("Mean B", unit), "b_mean", decimals_from="a_mean"),
         Column(with_unit("Δ B − A", unit), "diff_mean", "difference"),

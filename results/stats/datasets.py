@@ -51,6 +51,14 @@ from ablations.results.stats.dataset_rows import DATASET, by_dataset, dataset_na
 from ablations.results.stats.phases import evaluation_rows
 from ablations.results.stats.verdicts import parse_margin, verdict_labels
 
+# Under each dataset's verdicts: the design they were tested in, and why the same trials alone
+# can read otherwise (a run on one dataset is the pilot look of a sequential design).
+FULL_ALPHA_NOTE = ("Each dataset's verdicts are the fixed design's at full alpha: the same "
+                   "trials run as an experiment on that dataset alone are the pilot look of a "
+                   "sequential design, tested at the pilot's lower levels. Full alpha decides "
+                   "more: a difference that run leaves inconclusive, or negligible here where "
+                   "that run says worse or better (the pilot gives equivalence a small share "
+                   "of alpha).")
 MIN_RANK_DATASETS = 5  # ranks and the critical-difference diagram from this many datasets
 # per-dataset verdicts that claim something (``on_every_dataset`` names one of these)
 CLAIMS = ("worse", "better", "higher", "lower", "equivalent", "negligible")

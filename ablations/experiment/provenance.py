@@ -5,6 +5,8 @@ mix two different experiments. Pure functions over the file system and git; no R
 
 - ``code``: ``sha256`` of the runner's source (every ``.py`` file of its packages,
   :func:`runner_source`, by import path and content), the same in a git checkout or not;
+- ``own_code``: the researcher's code a command or a training function runs, file by file
+  (:mod:`ablations.experiment.own_code_files`); null for the built-in model and plugins;
 - ``git``: ``commit``, ``dirty`` (tracked files differ from the commit, staged or not),
   ``diff_sha256`` (of the bytes of ``git diff HEAD --binary``; null when clean) and
   ``untracked`` (names of untracked files git does not ignore; their contents are not read,
@@ -20,9 +22,10 @@ mix two different experiments. Pure functions over the file system and git; no R
   never the whole file). The synthetic set: its spec and cache key (the generator's source and
   constants are part of the key).
 
-:func:`changes` compares a recorded block with the current one: a change of the code or of the
-data blocks a resume (``--allow-changed`` overrides); other differences (package versions,
-device, git commit) are reported only. Not compared: mtimes (a copy of the same bytes is the
+:func:`changes` compares a recorded block with the current one: a change of the code (the
+runner's or the researcher's, naming the files) or of the data blocks a resume
+(``--allow-changed`` overrides); other differences (package versions, device, git commit) are
+reported only. Not compared: mtimes (a copy of the same bytes is the
 same data) and the commit as such (a commit that changes only docs or tests changes no code
 that runs; one that changes code changes ``code``).
 """
@@ -41,6 +44,11 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from ablations.experiment.own_code_files import (
+    combined_fingerprint,
+    own_code_change,
+    own_code_record,
+)
 from ablations.trial.batches import synthetic_spec
 from ablations.trial.host import cpu_model
 
@@ -297,6 +305,7 @@ def collect(configs: Iterable[Any]) -> dict[str, Any]:
     git = git_state(checkout_root())
     return {
         "code": {"sha256": code_fingerprint(), "paths": list(RUNNER_PACKAGES)},
+        "own_code": own_code_record(configs),  # own_code_files.py: the researcher's files
         "git": git,
         "packages": package_versions(),
         "environment": package_freeze(),
@@ -311,9 +320,17 @@ def trial_columns(provenance: Optional[dict[str, Any]], config: Any) -> dict[str
     provenance = provenance or {}
     source = data_source(config)
     data = (provenance.get("data") or {}).get(source) or {}
-    code = (provenance.get("code") or {}).get("sha256")
     return {"data_source": source, "data_fingerprint": data.get("fingerprint"),
-            "code_fingerprint": code[:16] if code else None}
+            "code_fingerprint": run_code_label(provenance)}
+
+
+def run_code_label(provenance: Optional[dict[str, Any]]) -> Optional[str]:
+    """The code a run of the experiment trains with, as trials.parquet's ``code_fingerprint``:
+    the runner's source and the researcher's own code together
+    (:func:`~ablations.experiment.own_code_files.combined_fingerprint`)."""
+    provenance = provenance or {}
+    return combined_fingerprint((provenance.get("code") or {}).get("sha256"),
+                                (provenance.get("own_code") or {}).get("sha256"))
 
 
 def changes(recorded: Optional[dict[str, Any]], current: dict[str, Any]
@@ -333,6 +350,9 @@ def changes(recorded: Optional[dict[str, Any]], current: dict[str, Any]
     new_code = (current.get("code") or {}).get("sha256")
     if old_code != new_code:
         blocking.append(f"the code ({_abbrev(old_code)} -> {_abbrev(new_code)})")
+    own = own_code_change(recorded.get("own_code"), current.get("own_code"))
+    if own:
+        blocking.append(own)
     old_data, new_data = recorded.get("data") or {}, current.get("data") or {}
     for source in sorted(set(old_data) | set(new_data)):
         old = (old_data.get(source) or {}).get("fingerprint")

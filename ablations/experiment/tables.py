@@ -234,6 +234,8 @@ def trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExce
         value = metrics.get(key)
         row[key] = int(value) if value is not None and value == value else None
     row.update(trial_columns(metadata.get("provenance"), spec.config))  # data_source, ...
+    if metrics.get("code_fingerprint"):  # the code its final result was trained with
+        row["code_fingerprint"] = metrics["code_fingerprint"]
     row["device_name"] = metrics.get("device_name")
     for key in ("torch_version", "ray_version", "python_version", "git_commit"):
         row[key] = metadata[key]

@@ -119,8 +119,10 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
      "short hash of the data's fingerprint (experiment.json provenance.data; file sizes, hashes "
      "of table.parquet and of sampled image bytes); a resume refuses changed data"),
     ("code_fingerprint", "string",
-     "first 16 hex of the sha256 of the project's source that ran (experiment.json "
-     "provenance.code); a resume refuses changed code"),
+     "16 hex of the sha256 of the code the trial was trained with: the runner's source "
+     "(experiment.json provenance.code) and, for own code, the researcher's files "
+     "(provenance.own_code) together; trials of a resume with --allow-changed keep the "
+     "code they ran on"),
     ("torch_version", "string", "torch.__version__ in the driver"),
     ("ray_version", "string", "ray.__version__ in the driver"),
     ("python_version", "string", "Python version in the driver"),
@@ -316,6 +318,7 @@ it is written when the experiment starts and replaced at every resume:
 | key | what |
 |---|---|
 | `code` | `sha256` of the source that runs: every `.py` file of `model/`, `ablations/`, `search_spaces/`, `results/` and `run_ablations.py`, by path and content (a git checkout or not) |
+| `own_code` | the researcher's code a command or training function runs (null for the built-in model): `root` (the folder), `files` (path -> 16 hex of its sha256: the `.py` files of the folder the experiment starts in, and the files the command line names; a function outside it: its package), `sha256`, `truncated`; a resume names the files that changed |
 | `git` | `commit`; `dirty` (tracked files differ from the commit); `diff_sha256` (sha256 of the bytes of `git diff HEAD --binary`, null when clean); `untracked` (names of untracked files git does not ignore, the first 100; their contents are not read: an untracked source file is covered by `code`); null outside a git checkout |
 | `packages` | versions of Python, torch, ray, numpy, pandas, pyarrow, optuna, scipy |
 | `environment` | every installed distribution and its version (a freeze) |

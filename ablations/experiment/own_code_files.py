@@ -1,0 +1,141 @@
+"""The researcher's code that an experiment ran, fingerprinted file by file, so that a resume
+on edited code is refused naming the files (``provenance``'s ``own_code``; the runner's own
+source is ``provenance``'s ``code``).
+
+What counts as the code that ran:
+
+- a **command** (``command: "{python} train.py ..."``): the ``.py`` files of the folder the
+  experiment starts in (the folder its trials run the command in, and the one shipped to a
+  cluster's workers), at any depth, plus every file the command line names there (a shell
+  script, a config file);
+- a **training function** (``--model train:fit``): where its module lies in that folder (a
+  flat project: ``from model import Net`` imports a neighbour), the folder's ``.py`` files as
+  for a command; otherwise its top-level package (every ``.py`` file in it) or its module
+  file.
+
+Left out: the folders results and environments live in (:data:`SKIPPED_FOLDERS`), and data
+(own code loads its own: a change of data is the code's to notice). At most
+:data:`MAX_FILES` files are read; a folder with more (a home folder) is fingerprinted by its
+first ones in sorted order and says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+# folders never part of the code: version control, environments, caches, results
+SKIPPED_FOLDERS = frozenset({".git", ".venv", "venv", "env", "__pycache__", "ablation_results",
+                             "node_modules", ".ipynb_checkpoints", ".mypy_cache",
+                             ".pytest_cache", "lightning_logs", "wandb", "mlruns"})
+MAX_FILES = 2000
+
+
+def _python_files(folder: Path) -> list[Path]:
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        relative = path.relative_to(folder).parts
+        if any(part in SKIPPED_FOLDERS or part.startswith(".") for part in relative[:-1]):
+            continue
+        found.append(path)
+        if len(found) >= MAX_FILES:
+            break
+    return found
+
+
+def _named_files(run: str, folder: Path) -> list[Path]:
+    """The files of ``folder`` a command line names (``bash train.sh``, ``--config cfg.yaml``)."""
+    try:
+        words = shlex.split(run)
+    except ValueError:  # an unbalanced quote: the command's own check reports it
+        words = run.split()
+    named = []
+    for word in words:
+        for part in word.split("=")[-1:]:
+            if not part or "{" in part:
+                continue
+            path = (folder / part).resolve()
+            if path.is_file() and path.is_relative_to(folder):
+                named.append(path)
+    return named
+
+
+def own_code_sources(configs: Iterable[Any], folder: Optional[Path] = None
+                     ) -> Optional[tuple[Path, list[Path]]]:
+    """(the folder the paths are relative to, the files) of the own code ``configs`` run
+    (TrialConfigs; the first with own code decides); None for the built-in model and
+    plugins. ``folder``: the folder the experiment starts in (default: the working one)."""
+    code = next((config.own_code for config in configs if config.own_code is not None), None)
+    if code is None:
+        return None
+    here = (folder or Path.cwd()).resolve()
+    fit = getattr(code, "fit", None)
+    if fit is None:  # a command: it runs in the starting folder
+        files = _python_files(here) + _named_files(code.run, here)
+        return here, sorted(set(files))
+    module = sys.modules.get(fit.__module__)
+    origin = Path(getattr(module, "__file__", "") or "").resolve() if module else None
+    if origin is None or not origin.is_file():
+        return None  # defined in a notebook or an interactive session: no file to read
+    if origin.is_relative_to(here):
+        return here, _python_files(here)
+    top = fit.__module__.split(".")[0]
+    spec = importlib.util.find_spec(top)
+    if spec is not None and spec.submodule_search_locations:
+        package = Path(list(spec.submodule_search_locations)[0]).resolve()
+        return package.parent, _python_files(package)
+    return origin.parent, [origin]
+
+
+def own_code_record(configs: Iterable[Any], folder: Optional[Path] = None
+                    ) -> Optional[dict[str, Any]]:
+    """provenance's ``own_code``: ``root`` (the folder), ``files`` (relative path -> the
+    first 16 hex digits of its sha256), ``sha256`` (over the paths and contents, sorted) and
+    ``truncated`` (more than :data:`MAX_FILES`); None without own code."""
+    found = own_code_sources(configs, folder)
+    if found is None:
+        return None
+    root, files = found
+    digest = hashlib.sha256()
+    hashes = {}
+    for path in files:
+        key = path.relative_to(root).as_posix()
+        data = path.read_bytes()
+        hashes[key] = hashlib.sha256(data).hexdigest()[:16]
+        digest.update(key.encode() + b"\0" + data + b"\0")
+    return {"root": str(root), "files": hashes, "sha256": digest.hexdigest(),
+            "truncated": len(files) >= MAX_FILES}
+
+
+def own_code_change(old: Optional[dict[str, Any]], new: Optional[dict[str, Any]]
+                    ) -> Optional[str]:
+    """A phrase naming what changed in the researcher's code between two records
+    (``your code (train.py changed; utils.py added)``); None when nothing did, or when the
+    older experiment recorded none."""
+    if not old or not new or old.get("sha256") == new.get("sha256"):
+        return None
+    before, after = old.get("files") or {}, new.get("files") or {}
+    parts = []
+    for label, names in (
+            ("changed", [n for n in sorted(before) if n in after and before[n] != after[n]]),
+            ("added", [n for n in sorted(after) if n not in before]),
+            ("removed", [n for n in sorted(before) if n not in after])):
+        if names:
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5
+                                            else "")
+            parts.append(f"{shown} {label}")
+    return f"your code ({'; '.join(parts) or 'its files moved'})"
+
+
+def combined_fingerprint(runner: Optional[str], own: Optional[str]) -> Optional[str]:
+    """trials.parquet's ``code_fingerprint``: 16 hex digits of the runner's source hash, or,
+    with own code, of the two hashes together (either changing changes it)."""
+    if not runner and not own:
+        return None
+    if not own:
+        return runner[:16]
+    return hashlib.sha256(f"{runner or ''}\0{own}".encode()).hexdigest()[:16]

@@ -1,0 +1,121 @@
+"""The researcher's code is part of what an experiment ran (ablations/experiment/
+own_code_files.py): a resume on edited code is refused in one line naming the files, and with
+--allow-changed trials.parquet says which trials ran on which code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ablations.config.trial import TrialConfig
+from ablations.experiment.own_code_files import (
+    combined_fingerprint,
+    own_code_change,
+    own_code_record,
+)
+from ablations.experiment.provenance import changes
+from tests.conftest import REPO
+
+SPACE = """\
+name: tiny
+command: "{python} train.py --x {x} --seed {seed} --metrics-file {metrics_file}"
+config: {x: 1.0}
+metrics: {score: lower}
+reference: baseline
+variants:
+  baseline: {}
+  bigger: {x: 2.0}
+"""
+SCRIPT = """\
+import argparse, json
+parser = argparse.ArgumentParser()
+parser.add_argument("--x", type=float); parser.add_argument("--seed", type=int)
+parser.add_argument("--metrics-file")
+args = parser.parse_args()
+if args.x == 2.0 and args.seed == 1:
+    raise SystemExit("a bug in bigger's second seed")
+with open(args.metrics_file, "a") as handle:
+    handle.write(json.dumps({"score": args.x + 0.01 * args.seed}) + "\\n")
+"""
+
+
+def project(folder: Path) -> Path:
+    """A researcher's flat folder: the script, a helper module, the space file, a venv."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.py").write_text(SCRIPT)
+    (folder / "utils.py").write_text("HELP = 1\n")
+    (folder / "space.yaml").write_text(SPACE)
+    (folder / ".venv" / "lib").mkdir(parents=True)
+    (folder / ".venv" / "lib" / "site.py").write_text("# an environment, not the code\n")
+    return folder
+
+
+def configs(folder: Path) -> list[TrialConfig]:
+    from ablations.experiment.api import Experiment
+
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        return [spec.config for spec in Experiment(str(folder / "space.yaml"), seeds=1)
+                .plan()]
+    finally:
+        os.chdir(cwd)
+
+
+def test_a_commands_record_holds_the_folders_python_files_and_what_it_names(tmp_path):
+    folder = project(tmp_path / "proj")
+    record = own_code_record(configs(folder), folder)
+    assert set(record["files"]) == {"train.py", "utils.py"}  # not the environment's
+    assert record["root"] == str(folder.resolve()) and not record["truncated"]
+    (folder / "train.py").write_text(SCRIPT + "# tuned\n")
+    (folder / "extra.py").write_text("X = 2\n")
+    again = own_code_record(configs(folder), folder)
+    assert again["files"]["utils.py"] == record["files"]["utils.py"]
+    assert own_code_change(record, again) == "your code (train.py changed; extra.py added)"
+    assert own_code_change(record, record) is None
+    blocking, _ = changes({"own_code": record}, {"own_code": again})
+    assert blocking == ["your code (train.py changed; extra.py added)"]
+    assert combined_fingerprint("a" * 64, record["sha256"]) != \
+        combined_fingerprint("a" * 64, again["sha256"])
+    assert combined_fingerprint("a" * 64, None) == "a" * 16
+    assert own_code_record([TrialConfig()], folder) is None  # the built-in model
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    return subprocess.run([sys.executable, "-u", str(REPO / "run_ablations.py"), *args],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_an_edited_script_is_named_on_resume_and_allowed_trials_keep_their_code(tmp_path):
+    folder = project(tmp_path / "proj")
+    run = ["--name", "t", "--storage", "results", "--no-dashboard"]
+    first = cli("--space", "space.yaml", "--seeds", "2", *run, cwd=folder)
+    trials = pd.read_parquet(folder / "results" / "t" / "trials.parquet").set_index(
+        "trial_name")
+    assert trials.loc["bigger-seed1", "status"] == "failed", first.stdout[-2000:]
+    # the researcher fixes the bug and retries the failed trial
+    (folder / "train.py").write_text(SCRIPT.replace("args.seed == 1", "args.seed == 99"))
+    refused = cli("--resume", "--retry-failed", *run, cwd=folder)
+    assert refused.returncode == 2, refused.stdout[-2000:] + refused.stderr[-2000:]
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert "your code (train.py changed)" in refused.stderr and "--allow-changed" in \
+        refused.stderr
+    allowed = cli("--resume", "--retry-failed", "--allow-changed", *run, cwd=folder)
+    assert allowed.returncode == 0, allowed.stdout[-2000:] + allowed.stderr[-2000:]
+    after = pd.read_parquet(folder / "results" / "t" / "trials.parquet").set_index(
+        "trial_name")
+    assert (after["status"] == "ok").all(), after[["status", "error"]]
+    codes = after["code_fingerprint"]
+    assert codes.drop("bigger-seed1").nunique() == 1  # finished before the edit
+    assert codes["bigger-seed1"] != codes["baseline-seed0"]  # ran on the edited script
+    meta = json.loads((folder / "results" / "t" / "experiment.json").read_text())
+    assert meta["resume_history"][-1]["changed"] == ["your code (train.py changed)"]
+    assert set(meta["provenance"]["own_code"]["files"]) == {"train.py", "utils.py"}

@@ -79,6 +79,10 @@ def test_every_verdict_is_marked_and_delta_is_the_interval_the_test_reads(writte
     assert "| Δ vs baseline (%) |" in markdown and "| +20.0 [+3.8, +31.5] | ? |" in row
     latex = report.tables["latex"].read_text()
     assert "? inconclusive (neither a difference nor equivalence shown)" in latex
+    # what would decide it: the margin its data support, against the margin
+    bound = 100 * report.ablation.set_index("ablation").loc["no_x", "equivalence_bound_holm"]
+    assert ("? (1 variant): neither test reached its level at these seeds; equivalence would "
+            rf"need a margin of $\pm${bound:.1f}\% (the margin is $\pm$5.0\%)") in latex
     assert r"minus 1 (\%), with Fieller's 90\% interval, the one the equivalence test " \
            "reads" in latex
 

@@ -58,6 +58,27 @@ def not_distinguishable(trials: pd.DataFrame, *, metric: str, direction: int,
     return {best, *(arm for arm, p in zip(others, adjusted) if not p < alpha)}
 
 
+def undecided_caption(rows: pd.DataFrame, attrs: dict) -> str:
+    """What would decide the inconclusive rows, in one sentence: equivalence needs the margins
+    their data support (their range, against the margin), a difference a smaller p
+    (results/stats/undecided.py words each row for the console and the report)."""
+    undecided = rows[rows["verdict"] == "inconclusive"]
+    if undecided.empty or "equivalence_bound_holm" not in undecided:
+        return ""
+    bounds = undecided["equivalence_bound_holm"].astype(float).dropna()
+    relative = bool(attrs.get("relative"))
+
+    def shown(value: float) -> str:
+        return f"{100 * value:.1f}%" if relative else f"{value:.3g}"
+
+    need = ("" if bounds.empty else
+            f"; equivalence would need a margin of ±{shown(bounds.min())}"
+            + (f" to ±{shown(bounds.max())}" if len(bounds) > 1 else "")
+            + f" (the margin is ±{shown(float(attrs['margin']))})")
+    return (f" ? ({len(undecided)} variant{'s' if len(undecided) > 1 else ''}): neither test "
+            f"reached its level at these seeds{need}; more seeds decide them.")
+
+
 def unpaired_caption(rows: pd.DataFrame, reference: str) -> str:
     """Where an arm's Δ rests on fewer seeds than its mean or the reference's (a seed one of
     them did not finish), the caption says so and names the arms: "... finished: 5 for no_x
@@ -170,7 +191,7 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
         f"over {a.get('comparisons', len(order) - 1)} comparisons"
         f"{'; ' + markers if markers else ''}. Bold: the best variant and every variant not "
         "distinguishable from it (paired t-test, Holm)." + (f" {failures}" if failures else "")
-        + unpaired_caption(rows, reference))
+        + undecided_caption(rows, a) + unpaired_caption(rows, reference))
     if a.get("sequential") or a.get("pilot"):
         caption = caption.replace("Verdicts against", "Verdicts (each at its look of the "
                                   "sequential design, at that look's level) against", 1)

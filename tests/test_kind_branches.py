@@ -1,0 +1,88 @@
+"""Branches on the run kind stay inside the designs (issue "House III": a design is the unit of
+extension; ablations/experiment/designs/ holds each one's planning, running and recording, and
+results/stats/analyses.py its analysis). A branch is an ``if``/``elif``/``while`` or a
+conditional expression whose test reads what kind of run this is: a tuned, factorial, search,
+sequential, plug-in or several-dataset run (names in :data:`KIND_NAMES`), or compares the
+design or the seeds with a design's name (``args.design == "factorial"``, ``seeds == "auto"``).
+
+The sites that remain outside the designs are listed in :data:`REMAINING`, file by file: this
+test fails on any new one (a new file, or one more in a listed file), so the list only shrinks;
+a site moved into a design is removed from it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCANNED = ("ablations", "results")
+DESIGNS = ("ablations/experiment/designs/", "results/stats/analyses.py")
+KIND_NAMES = frozenset({"tune_each", "factorial", "is_across_datasets", "hpo", "sequential",
+                        "tuned", "is_plugin", "is_search"})
+DESIGN_WORDS = frozenset({"factorial", "auto", "table", "tuned", "search"})
+COMPARED = frozenset({"design", "seeds", "kind"})
+# file -> branches on the run kind it still holds (planning's choice of design, the run
+# kind's refusals, the tables' columns by design, the summaries)
+REMAINING = {
+    "ablations/experiment/api.py": 1,
+    "ablations/experiment/continuing.py": 1,
+    "ablations/experiment/planning.py": 17,
+    "ablations/experiment/request.py": 2,
+    "ablations/experiment/resuming.py": 1,
+    "ablations/experiment/tables.py": 1,
+    "results/report/tables.py": 4,
+    "results/stats/baseline_check.py": 1,
+    "results/stats/compare.py": 1,
+    "results/stats/comparisons.py": 1,
+    "results/stats/tuned.py": 1,
+    "results/stats/undecided.py": 1,
+}
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {getattr(sub, "attr", getattr(sub, "id", "")) for sub in ast.walk(node)
+            if isinstance(sub, (ast.Attribute, ast.Name))}
+
+
+def reads_the_kind(test: ast.AST) -> bool:
+    if _names(test) & KIND_NAMES:
+        return True
+    for sub in ast.walk(test):
+        if isinstance(sub, ast.Compare):
+            words = {c.value for c in ast.walk(sub)
+                     if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            if words & DESIGN_WORDS and _names(sub) & COMPARED:
+                return True
+    return False
+
+
+def kind_branches(source: str) -> list[int]:
+    """The lines of ``source``'s branches on the run kind."""
+    return sorted(node.lineno for node in ast.walk(ast.parse(source))
+                  if isinstance(node, (ast.If, ast.IfExp, ast.While))
+                  and reads_the_kind(node.test))
+
+
+def test_the_scan_finds_a_branch_on_the_kind_and_not_an_ordinary_one():
+    assert kind_branches("if args.design == 'factorial':\n    pass\n") == [1]
+    assert kind_branches("x = 1 if args.tune_each else 2\n") == [1]
+    assert kind_branches("if is_across_datasets(trials):\n    pass\n") == [1]
+    assert kind_branches("if args.seeds == 'auto':\n    pass\n") == [1]
+    assert kind_branches("if margin == 'auto':\n    pass\nif seeds > 3:\n    pass\n") == []
+
+
+def test_no_new_branch_on_the_run_kind_outside_the_designs():
+    found = {}
+    for folder in SCANNED:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            name = path.relative_to(ROOT).as_posix()
+            if name.startswith(DESIGNS):
+                continue
+            lines = kind_branches(path.read_text())
+            if lines:
+                found[name] = lines
+    grown = {name: lines for name, lines in found.items()
+             if len(lines) > REMAINING.get(name, 0)}
+    assert not grown, ("branches on the run kind outside the designs (move them into the "
+                       f"design, ablations/experiment/designs/): {grown}")
+    assert sum(len(lines) for lines in found.values()) <= sum(REMAINING.values())

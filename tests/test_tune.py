@@ -320,6 +320,7 @@ def test_compare_on_real_experiment_folders(experiment, tmp_path, capsys):
     assert main(["report", str(directory), "--compare-with", str(changed)]) == 0
     report = (directory / "report.md").read_text()
     assert "## Compared with changed" in report and "Changed: no_images." in report
+    assert "| Variant | Seeds A | Seeds B | Pairs (Δ's seeds) |" in report  # each side's seeds
     assert main(["compare", str(directory), str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "run_ablations.py compare: error:" in err

@@ -156,8 +156,8 @@ def write_report(directory: str | Path, *, reference: str | None = None,
         other = Path(str(compare_with).rstrip("/")).name
         comparison = (f"Compared with {other}", compare_note(
             table, a=other, b=str(trials["experiment"].iloc[0])), table[[
-                "ablation", "n_pairs", "a_mean", "b_mean", "diff_mean", "tost_ci_low",
-                "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
+                "ablation", "n_a", "n_b", "n_pairs", "a_mean", "b_mean", "diff_mean",
+                "tost_ci_low", "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
     with tempfile.TemporaryDirectory(prefix="report-") as scratch:
         return design.write(directory, trials, epochs, predictions, Path(scratch),
                             write_one=_write_report, write_file=_write_file,

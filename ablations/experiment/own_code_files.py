@@ -87,7 +87,10 @@ def own_code_sources(configs: Iterable[Any], folder: Optional[Path] = None
     if origin.is_relative_to(here):
         return here, _python_files(here)
     top = fit.__module__.split(".")[0]
-    spec = importlib.util.find_spec(top)
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ValueError, ImportError):  # __main__ of a script outside the folder: no spec
+        spec = None
     if spec is not None and spec.submodule_search_locations:
         package = Path(list(spec.submodule_search_locations)[0]).resolve()
         return package.parent, _python_files(package)

@@ -207,8 +207,8 @@ def failure_sentence(verdicts: pd.DataFrame, alpha: float, cite: Any) -> str:
     listed = ", ".join(f"{arm} {int(k)} of {int(n)} (rate at most {b:.0%})" for arm, k, n, b in
                        zip(rows["ablation"], rows["n_diverged"], rows["n_outcomes"],
                            rows["failure_rate_upper"]) if k > 0)
-    return (f"Runs diverged: {listed}; the bounds are {level}s on each variant's rate of "
-            "divergence.")
+    return (f"Runs diverged: {listed}; each rate is a one-sided {1 - alpha:.0%} upper "
+            f"confidence bound{cite('clopper1934')} on that variant's rate of divergence.")
 
 
 def _command_run(model: str) -> Optional[str]:

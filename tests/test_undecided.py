@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -76,3 +77,76 @@ def test_the_console_summary_prints_them_with_each_arms_failure_bound(main_job):
     header, *body = text.split("\n\n")[0].splitlines()
     assert "diverged" in header.split()
     assert all("0/3 (≤63%)" in row for row in body)  # no run diverged: 0 of 3, rate ≤ 63%
+
+
+def _undecided(table: pd.DataFrame) -> dict[str, str]:
+    return {line.split(":")[0]: line for line in undecided_lines(table)}
+
+
+@pytest.fixture(scope="module")
+def unstable_trials():
+    """Ten seeds: `flaky` 10% better on its finished seeds and diverged on 3 of them;
+    `flaky_same` equal to the reference on its finished seeds, diverged on the same 3; `odd`
+    equal but for one seed 50% off (an outlier)."""
+    from test_failures import EQUAL_ARMS, trials_table
+    trials = trials_table(10, {**EQUAL_ARMS, "flaky": (0.9, {2, 5, 8}),
+                               "flaky_same": (1.0, {2, 5, 8}), "odd": (1.0, set())})
+    odd = (trials["ablation"] == "odd") & (trials["seed"] == 3)
+    trials.loc[odd, "test_mae"] *= 1.5
+    return trials
+
+
+def _tables(trials: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    from ablations.results.stats.sequential import SeedDesign
+    from ablations.results.stats.sequential_table import sequential_verdict_table
+    design = SeedDesign.plan(3, 10)
+    return {"fixed": verdict_table(trials),
+            **{f"auto at {n}": sequential_verdict_table(trials[trials["seed"] < n], design,
+                                                        list(range(10))) for n in (5, 10)}}
+
+
+def test_an_arm_better_on_its_finished_seeds_but_less_stable_is_said_never_better(
+        unstable_trials):
+    """Its p says nothing about `better` (the diverged seeds are its worst outcomes): the line
+    must not set its p against a level it could beat."""
+    for name, table in _tables(unstable_trials).items():
+        assert table.set_index("ablation").loc["flaky", "verdict"] == "inconclusive", name
+        line = _undecided(table)["flaky"]
+        assert "never called better" in line, (name, line)
+        assert "needs p below" not in line and "below its share" not in line, (name, line)
+        assert line.endswith("no equivalence claim (more diverged seeds than the reference)")
+
+
+def test_a_discordant_seed_names_both_parts_of_the_test_not_one_p_against_the_whole_level(
+        unstable_trials):
+    table = _tables(unstable_trials)["auto at 10"].set_index("ablation")
+    assert table.loc["flaky_same", "test"] == "t + worst-rank"
+    line = _undecided(table.reset_index())["flaky_same"]
+    p_t, p_rank = table.loc["flaky_same", ["p_value", "p_worst_rank"]]
+    assert (f"below its share of the level {table.loc['flaky_same', 'level_diff']:.3g} at its "
+            f"look (t test p {p_t:.3g}, worst-rank p {p_rank:.3g})") in line, line
+    assert "needs p below" not in line
+
+
+def test_an_outlying_seed_bars_the_margin_in_the_line_and_the_column_in_every_design(
+        unstable_trials):
+    for name, table in _tables(unstable_trials).items():
+        row = table.set_index("ablation").loc["odd"]
+        assert bool(row["outlier"]) and row["verdict"] == "inconclusive", name
+        assert not np.isfinite(row["equivalence_bound_holm"]), name  # no margin supported
+        line = _undecided(table)["odd"]
+        assert line.endswith("no equivalence claim (an outlying seed)"), (name, line)
+        assert "margin of" not in line
+
+
+def test_the_paper_caption_keeps_barred_rows_out_of_the_margins_it_quotes(unstable_trials):
+    from ablations.results.report.paper import undecided_caption
+    table = verdict_table(unstable_trials)
+    rows = table.set_index("ablation")
+    caption = undecided_caption(rows, table.attrs)
+    undecided = rows[rows["verdict"] == "inconclusive"]
+    assert set(undecided.index) == {"flaky", "flaky_same", "odd"}
+    assert caption.startswith(" ? (3 variants): neither test reached its level")
+    assert "margin of" not in caption  # none of the three supports any margin
+    assert ("3 cannot be shown equivalent at any margin (an outlying seed, or more diverged "
+            "seeds than the reference); more seeds may decide them.") in caption

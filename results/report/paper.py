@@ -65,7 +65,11 @@ def undecided_caption(rows: pd.DataFrame, attrs: dict) -> str:
     undecided = rows[rows["verdict"] == "inconclusive"]
     if undecided.empty or "equivalence_bound_holm" not in undecided:
         return ""
-    bounds = undecided["equivalence_bound_holm"].astype(float).dropna()
+    flags = [undecided[column].fillna(False).astype(bool) if column in undecided else
+             pd.Series(False, index=undecided.index) for column in ("outlier", "unstable")]
+    barred = flags[0] | flags[1]
+    bounds = undecided.loc[~barred, "equivalence_bound_holm"].astype(float)
+    bounds = bounds[np.isfinite(bounds)]
     relative = bool(attrs.get("relative"))
 
     def shown(value: float) -> str:
@@ -75,8 +79,11 @@ def undecided_caption(rows: pd.DataFrame, attrs: dict) -> str:
             f"; equivalence would need a margin of ±{shown(bounds.min())}"
             + (f" to ±{shown(bounds.max())}" if len(bounds) > 1 else "")
             + f" (the margin is ±{shown(float(attrs['margin']))})")
+    if barred.any():
+        need += (f"; {int(barred.sum())} cannot be shown equivalent at any margin (an "
+                 "outlying seed, or more diverged seeds than the reference)")
     return (f" ? ({len(undecided)} variant{'s' if len(undecided) > 1 else ''}): neither test "
-            f"reached its level at these seeds{need}; more seeds decide them.")
+            f"reached its level at these seeds{need}; more seeds may decide them.")
 
 
 def unpaired_caption(rows: pd.DataFrame, reference: str) -> str:

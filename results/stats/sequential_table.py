@@ -164,8 +164,10 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
         "n_pairs": pairs[rows, tests["last"]],
         **comparison_columns(reported, margin=value, relative=relative, alpha=alpha),
         "p_holm": np.full(len(arms), np.nan), "p_tost_holm": np.full(len(arms), np.nan),
-        "equivalence_bound_holm": np.where((level_eq > 0) & ~tests["unstable"], reported.bound(
-            np.where(level_eq > 0, level_eq, 0.5), relative), np.nan),
+        # no margin is supported where an outlying seed or more diverged seeds bar the claim
+        "equivalence_bound_holm": np.where(
+            (level_eq > 0) & ~tests["unstable"] & ~tests["outlier"],
+            reported.bound(np.where(level_eq > 0, level_eq, 0.5), relative), np.nan),
         "outlier": tests["outlier"], "unstable": tests["unstable"],
         "significant": tests["significant"],
         "equivalent": tests["equivalent"], "verdict": tests["verdict"],

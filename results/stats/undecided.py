@@ -29,21 +29,56 @@ def undecided_lines(verdicts: pd.DataFrame) -> list[str]:
     relative, margin = bool(a.get("relative")), a.get("margin")
     sequential = "level_diff" in verdicts
     rows = verdicts.reset_index() if "ablation" not in verdicts else verdicts
+    direction = int(a.get("direction", -1) or 0)
     lines = []
     for _, row in rows[rows["verdict"] == "inconclusive"].iterrows():
-        if sequential:
-            p, level = float(row.get("p_value", math.nan)), float(row["level_diff"])
-            at = "at its look"
-        else:
-            p, level = float(row.get("p_holm", math.nan)), float(a.get("alpha", math.nan))
-            at = "after Holm"
-        if math.isnan(p):
-            parts = ["no test of a difference (fewer than 2 ok seeds on each side)"]
-        else:
-            parts = [f"a difference needs p below {level:.3g} {at} (it has {p:.3g})"]
-        bound = float(row.get("equivalence_bound_holm", math.nan))
-        if not math.isnan(bound) and margin is not None:
-            parts.append(f"equivalence needs a margin of {_bound(bound, relative)} (the "
-                         f"margin is {_bound(float(margin), relative)})")
+        parts = [_difference(row, sequential, float(a.get("alpha", math.nan)), direction),
+                 _equivalence(row, margin, relative)]
         lines.append(f"{row['ablation']}: inconclusive: " + "; ".join(parts))
     return lines
+
+
+def _flag(row: pd.Series, column: str) -> bool:
+    value = row.get(column)
+    return False if value is None or pd.isna(value) else bool(value)
+
+
+def _difference(row: pd.Series, sequential: bool, alpha: float, direction: int) -> str:
+    """What the test of a difference needed, and what it had."""
+    if sequential:
+        p, level = float(row.get("p_value", math.nan)), float(row["level_diff"])
+        at = "at its look"
+    else:
+        p, level = float(row.get("p_holm", math.nan)), alpha
+        at = "after Holm"
+    diff = float(row.get("diff_mean", math.nan))
+    rank = float(row.get("p_worst_rank", math.nan))
+    if _flag(row, "unstable") and direction and diff * direction > 0:
+        # the finished seeds' t test only counts where it points worse: the diverged seeds
+        # are the arm's worst outcomes
+        worse = "" if math.isnan(rank) else \
+            f", and its worst-rank test has not shown it worse (p {rank:.3g})"
+        return ("better on its finished seeds but diverged more often than the reference: "
+                f"never called better{worse}")
+    if sequential and row.get("test") == "t + worst-rank" and not math.isnan(rank):
+        # a discordant seed splits the look's level between the t test of the finished
+        # seeds and the worst-rank test: neither p is read against the whole level
+        t_part = "no t test" if math.isnan(p) else f"t test p {p:.3g}"
+        return (f"a difference needs one part of its test below its share of the level "
+                f"{level:.3g} at its look ({t_part}, worst-rank p {rank:.3g})")
+    if math.isnan(p):
+        return "no test of a difference (fewer than 2 ok seeds on each side)"
+    return f"a difference needs p below {level:.3g} {at} (it has {p:.3g})"
+
+
+def _equivalence(row: pd.Series, margin: float | None, relative: bool) -> str:
+    """What a claim of equivalence needed, and what it had."""
+    if _flag(row, "unstable"):
+        return "no equivalence claim (more diverged seeds than the reference)"
+    if _flag(row, "outlier"):
+        return "no equivalence claim (an outlying seed)"
+    bound = float(row.get("equivalence_bound_holm", math.nan))
+    if math.isnan(bound) or math.isinf(bound) or margin is None:
+        return "no equivalence test (fewer than 2 ok seeds on each side)"
+    return (f"equivalence needs a margin of {_bound(bound, relative)} (the margin is "
+            f"{_bound(float(margin), relative)})")

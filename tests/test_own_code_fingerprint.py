@@ -87,6 +87,36 @@ def test_a_commands_record_holds_the_folders_python_files_and_what_it_names(tmp_
     assert own_code_record([TrialConfig()], folder) is None  # the built-in model
 
 
+def test_a_command_names_scripts_and_configs_not_data_and_storage_is_not_walked(
+        tmp_path, monkeypatch):
+    import ablations.experiment.own_code_files as own
+
+    folder = project(tmp_path / "proj")
+    (folder / "cfg.yaml").write_text("lr: 0.1\n")
+    (folder / "frames.csv").write_text("1,2\n")
+    (folder / "big.json").write_bytes(b" " * (own.MAX_NAMED_BYTES + 1))
+    storage = folder / "runs" / "tiny-1"  # an experiment's storage under the project
+    storage.mkdir(parents=True)
+    (storage / "experiment.json").write_text("{}")
+    (storage / "copy.py").write_text("X = 1\n")
+    space = SPACE.replace("--metrics-file", "--config cfg.yaml --data frames.csv "
+                          "--extra big.json --metrics-file")
+    (folder / "space.yaml").write_text(space)
+    record = own_code_record(configs(folder), folder)
+    assert set(record["files"]) == {"train.py", "utils.py", "cfg.yaml"}
+    assert not record["truncated"]
+    # exactly at the limit is complete; one more file is truncated
+    monkeypatch.setattr(own, "MAX_FILES", 2)
+    assert not own_code_record(configs(folder), folder)["truncated"]
+    (folder / "more.py").write_text("Y = 1\n")
+    cut = own_code_record(configs(folder), folder)
+    assert cut["truncated"] and len(set(cut["files"]) - {"cfg.yaml"}) == 2
+    # a walk stops after MAX_ENTRIES entries, whatever they hold
+    monkeypatch.setattr(own, "MAX_FILES", 2000)
+    monkeypatch.setattr(own, "MAX_ENTRIES", 3)
+    assert own_code_record(configs(folder), folder)["truncated"]
+
+
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
     return subprocess.run([sys.executable, "-u", str(REPO / "run_ablations.py"), *args],

@@ -150,3 +150,20 @@ def test_the_paper_caption_keeps_barred_rows_out_of_the_margins_it_quotes(unstab
     assert "margin of" not in caption  # none of the three supports any margin
     assert ("3 cannot be shown equivalent at any margin (an outlying seed, or more diverged "
             "seeds than the reference); more seeds may decide them.") in caption
+
+
+def test_the_methods_sentence_names_each_diverged_arm_and_its_dataset(unstable_trials):
+    from ablations.results.report.methods import failure_sentence
+    table = verdict_table(unstable_trials)
+    one = failure_sentence(table, 0.05, lambda *keys: "")
+    assert one.startswith("Runs diverged: flaky 3 of 10 (rate at most 61%), flaky_same 3 of "
+                          "10 (rate at most 61%); each rate is a one-sided 95% upper")
+    # over two datasets, the same arm's rows are told apart by their dataset
+    mild = unstable_trials.copy()
+    mild.loc[(mild["ablation"] == "flaky") & (mild["seed"] == 2), ["status", "test_mae"]] = \
+        ["ok", 0.5]
+    both = pd.concat([verdict_table(unstable_trials).assign(dataset="digits"),
+                      verdict_table(mild).assign(dataset="wine")], ignore_index=True)
+    both.attrs = table.attrs
+    text = failure_sentence(both, 0.05, lambda *keys: "")
+    assert "flaky on digits 3 of 10" in text and "flaky on wine 2 of 10" in text, text

@@ -6,17 +6,19 @@ What counts as the code that ran:
 
 - a **command** (``command: "{python} train.py ..."``): the ``.py`` files of the folder the
   experiment starts in (the folder its trials run the command in, and the one shipped to a
-  cluster's workers), at any depth, plus every file the command line names there (a shell
-  script, a config file);
+  cluster's workers), at any depth, plus every script or config file the command line names
+  there (:data:`NAMED_SUFFIXES`, at most :data:`MAX_NAMED_BYTES` each: a data file it names
+  is data, not code);
 - a **training function** (``--model train:fit``): where its module lies in that folder (a
   flat project: ``from model import Net`` imports a neighbour), the folder's ``.py`` files as
   for a command; otherwise its top-level package (every ``.py`` file in it) or its module
   file.
 
-Left out: the folders results and environments live in (:data:`SKIPPED_FOLDERS`), and data
-(own code loads its own: a change of data is the code's to notice). At most
-:data:`MAX_FILES` files are read; a folder with more (a home folder) is fingerprinted by its
-first ones in sorted order and says so.
+Left out: the folders results and environments live in (:data:`SKIPPED_FOLDERS`, and any
+folder holding an experiment.json: an experiment's storage), and data (own code loads its
+own: a change of data is the code's to notice). At most :data:`MAX_FILES` files are read and
+:data:`MAX_ENTRIES` entries looked at; a folder with more (a home folder) is fingerprinted by
+the files found first and the record says ``truncated``.
 """
 
 from __future__ import annotations
@@ -34,20 +36,32 @@ SKIPPED_FOLDERS = frozenset({".git", ".venv", "venv", "env", "__pycache__", "abl
                              "node_modules", ".ipynb_checkpoints", ".mypy_cache",
                              ".pytest_cache", "lightning_logs", "wandb", "mlruns"})
 MAX_FILES = 2000
+MAX_ENTRIES = 50_000  # files and folders looked at: a walk of a home folder stops early
+# what a command line may name as code (a data file it names is read by the code, not code)
+NAMED_SUFFIXES = frozenset({".py", ".sh", ".bash", ".yaml", ".yml", ".json", ".toml", ".cfg",
+                            ".ini"})
+MAX_NAMED_BYTES = 1 << 20
 
 
-def _python_files(folder: Path) -> list[Path]:
-    """The ``.py`` files under ``folder`` in sorted order, at most :data:`MAX_FILES`; the
-    skipped and hidden folders are not entered (an environment inside the project holds tens
-    of thousands of files)."""
-    found = []
+def _entered(top: str, name: str) -> bool:
+    return (name not in SKIPPED_FOLDERS and not name.startswith(".")
+            and not os.path.exists(os.path.join(top, name, "experiment.json")))
+
+
+def _python_files(folder: Path) -> tuple[list[Path], bool]:
+    """(the ``.py`` files under ``folder``, walked in sorted order, at most
+    :data:`MAX_FILES`; whether the walk stopped early). The skipped and hidden folders and
+    experiments' storage are not entered (an environment inside the project holds tens of
+    thousands of files)."""
+    found: list[Path] = []
+    seen = 0
     for top, folders, files in os.walk(folder):
-        folders[:] = sorted(name for name in folders
-                            if name not in SKIPPED_FOLDERS and not name.startswith("."))
+        seen += len(folders) + len(files)
+        folders[:] = sorted(name for name in folders if _entered(top, name))
         found += [Path(top) / name for name in sorted(files) if name.endswith(".py")]
-        if len(found) >= MAX_FILES:
-            break
-    return sorted(found)[:MAX_FILES]
+        if len(found) > MAX_FILES or seen > MAX_ENTRIES:
+            return sorted(found[:MAX_FILES]), True
+    return sorted(found), False
 
 
 def _named_files(run: str, folder: Path) -> list[Path]:
@@ -62,30 +76,32 @@ def _named_files(run: str, folder: Path) -> list[Path]:
             if not part or "{" in part:
                 continue
             path = (folder / part).resolve()
-            if path.is_file() and path.is_relative_to(folder):
+            if (path.suffix in NAMED_SUFFIXES and path.is_file()
+                    and path.is_relative_to(folder) and path.stat().st_size <= MAX_NAMED_BYTES):
                 named.append(path)
     return named
 
 
 def own_code_sources(configs: Iterable[Any], folder: Optional[Path] = None
-                     ) -> Optional[tuple[Path, list[Path]]]:
-    """(the folder the paths are relative to, the files) of the own code ``configs`` run
-    (TrialConfigs; the first with own code decides); None for the built-in model and
-    plugins. ``folder``: the folder the experiment starts in (default: the working one)."""
+                     ) -> Optional[tuple[Path, list[Path], bool]]:
+    """(the folder the paths are relative to, the files, whether a walk stopped early) of the
+    own code ``configs`` run (TrialConfigs; the first with own code decides); None for the
+    built-in model and plugins. ``folder``: the folder the experiment starts in (default:
+    the working one)."""
     code = next((config.own_code for config in configs if config.own_code is not None), None)
     if code is None:
         return None
     here = (folder or Path.cwd()).resolve()
     fit = getattr(code, "fit", None)
     if fit is None:  # a command: it runs in the starting folder
-        files = _python_files(here) + _named_files(code.run, here)
-        return here, sorted(set(files))
+        files, truncated = _python_files(here)
+        return here, sorted(set(files + _named_files(code.run, here))), truncated
     module = sys.modules.get(fit.__module__)
     origin = Path(getattr(module, "__file__", "") or "").resolve() if module else None
     if origin is None or not origin.is_file():
         return None  # defined in a notebook or an interactive session: no file to read
     if origin.is_relative_to(here):
-        return here, _python_files(here)
+        return (here, *_python_files(here))
     top = fit.__module__.split(".")[0]
     try:
         spec = importlib.util.find_spec(top)
@@ -93,19 +109,20 @@ def own_code_sources(configs: Iterable[Any], folder: Optional[Path] = None
         spec = None
     if spec is not None and spec.submodule_search_locations:
         package = Path(list(spec.submodule_search_locations)[0]).resolve()
-        return package.parent, _python_files(package)
-    return origin.parent, [origin]
+        return (package.parent, *_python_files(package))
+    return origin.parent, [origin], False
 
 
 def own_code_record(configs: Iterable[Any], folder: Optional[Path] = None
                     ) -> Optional[dict[str, Any]]:
     """provenance's ``own_code``: ``root`` (the folder), ``files`` (relative path -> the
     first 16 hex digits of its sha256), ``sha256`` (over the paths and contents, sorted) and
-    ``truncated`` (more than :data:`MAX_FILES`); None without own code."""
+    ``truncated`` (the walk stopped at :data:`MAX_FILES` files or :data:`MAX_ENTRIES`
+    entries); None without own code."""
     found = own_code_sources(configs, folder)
     if found is None:
         return None
-    root, files = found
+    root, files, truncated = found
     digest = hashlib.sha256()
     hashes = {}
     for path in files:
@@ -114,7 +131,7 @@ def own_code_record(configs: Iterable[Any], folder: Optional[Path] = None
         hashes[key] = hashlib.sha256(data).hexdigest()[:16]
         digest.update(key.encode() + b"\0" + data + b"\0")
     return {"root": str(root), "files": hashes, "sha256": digest.hexdigest(),
-            "truncated": len(files) >= MAX_FILES}
+            "truncated": truncated}
 
 
 def own_code_change(old: Optional[dict[str, Any]], new: Optional[dict[str, Any]]

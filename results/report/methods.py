@@ -195,7 +195,7 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
 def failure_sentence(verdicts: pd.DataFrame, alpha: float, cite: Any) -> str:
     """How rare a divergence the seeds rule out: each arm's one-sided Clopper-Pearson bound on
     its failure rate (the verdict table's ``failure_rate_upper``), as its largest value, or
-    the diverged arms' bounds."""
+    the diverged arms' bounds (each with its dataset where there are several)."""
     if "failure_rate_upper" not in verdicts or not verdicts["n_outcomes"].fillna(0).gt(0).any():
         return ""
     rows = verdicts[verdicts["n_outcomes"] > 0]
@@ -204,9 +204,13 @@ def failure_sentence(verdicts: pd.DataFrame, alpha: float, cite: Any) -> str:
         return (f"No run diverged; with {int(rows['n_outcomes'].min())} or more runs per "
                 f"variant, the {level} on each variant's rate of divergence is at most "
                 f"{rows['failure_rate_upper'].max():.0%}.")
-    listed = ", ".join(f"{arm} {int(k)} of {int(n)} (rate at most {b:.0%})" for arm, k, n, b in
-                       zip(rows["ablation"], rows["n_diverged"], rows["n_outcomes"],
-                           rows["failure_rate_upper"]) if k > 0)
+    # over several datasets each row is one dataset's arm: the sentence names the dataset
+    where = (rows[DATASET].astype(str).map(" on {}".format) if DATASET in rows
+             else pd.Series("", index=rows.index))
+    listed = ", ".join(f"{arm}{on} {int(k)} of {int(n)} (rate at most {b:.0%})"
+                       for arm, on, k, n, b in zip(rows["ablation"], where, rows["n_diverged"],
+                                                   rows["n_outcomes"],
+                                                   rows["failure_rate_upper"]) if k > 0)
     return (f"Runs diverged: {listed}; each rate is a one-sided {1 - alpha:.0%} upper "
             f"confidence bound{cite('clopper1934')} on that variant's rate of divergence.")
 

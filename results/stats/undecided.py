@@ -45,12 +45,10 @@ def _flag(row: pd.Series, column: str) -> bool:
 
 def _difference(row: pd.Series, sequential: bool, alpha: float, direction: int) -> str:
     """What the test of a difference needed, and what it had."""
-    if sequential:
-        p, level = float(row.get("p_value", math.nan)), float(row["level_diff"])
-        at = "at its look"
-    else:
-        p, level = float(row.get("p_holm", math.nan)), alpha
-        at = "after Holm"
+    # a sequential table's p and level are its look's; a fixed one's Holm's p against α
+    p, level, at = ((float(row.get("p_value", math.nan)), float(row["level_diff"]),
+                     "at its look") if sequential else
+                    (float(row.get("p_holm", math.nan)), alpha, "after Holm"))
     diff = float(row.get("diff_mean", math.nan))
     rank = float(row.get("p_worst_rank", math.nan))
     if _flag(row, "unstable") and direction and diff * direction > 0:
@@ -60,7 +58,7 @@ def _difference(row: pd.Series, sequential: bool, alpha: float, direction: int) 
             f", and its worst-rank test has not shown it worse (p {rank:.3g})"
         return ("better on its finished seeds but diverged more often than the reference: "
                 f"never called better{worse}")
-    if sequential and row.get("test") == "t + worst-rank" and not math.isnan(rank):
+    if at == "at its look" and row.get("test") == "t + worst-rank" and not math.isnan(rank):
         # a discordant seed splits the look's level between the t test of the finished
         # seeds and the worst-rank test: neither p is read against the whole level
         t_part = "no t test" if math.isnan(p) else f"t test p {p:.3g}"

@@ -163,7 +163,7 @@ def test_the_rounds_of_seeds_auto_decide_on_the_plans_declared_direction():
     from ablations.experiment.request import Request
 
     run = prepare(Request(space="examples/digits/ablations.yaml", seeds="auto",
-                          max_seeds=5)).sequential
+                          max_seeds=5)).design.run
     assert run.metric == "test_acc"  # the code's first declared metric
     trials = own_code_trials().replace({"ablation": {"no_smoothing": "no_label_smoothing"}})
     table = run.verdicts(trials)

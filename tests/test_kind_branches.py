@@ -26,7 +26,6 @@ COMPARED = frozenset({"design", "seeds", "kind"})
 REMAINING = {
     "ablations/experiment/api.py": 1,
     "ablations/experiment/continuing.py": 1,
-    "ablations/experiment/planning.py": 17,
     "ablations/experiment/request.py": 2,
     "ablations/experiment/resuming.py": 1,
     "ablations/experiment/tables.py": 1,

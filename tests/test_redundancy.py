@@ -47,7 +47,7 @@ def test_either_branch_alone_does_the_job_and_neither_is_chance(cells):
 def test_the_factorial_design_finds_the_interaction(cells):
     prepared, trials = cells
     declared = prepared.base.own_code.metrics  # the example's test_acc: higher
-    effects = factorial_effects(trials, prepared.factorial,
+    effects = factorial_effects(trials, prepared.design.factorial,
                                 metric=metric_of("test_acc", declared), margin="5%",
                                 alpha=0.05).set_index("effect")
     assert effects.loc["A:B", "verdict"] == "worse"

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ablations.config import TrialConfig
     from ablations.experiment.options import ExperimentResult, RunOptions
     from ablations.experiment.request import Request
+    from ablations.experiment.table_plan import PlanState
     from ablations.search_spaces import Space, TrialSpec
 
 
@@ -35,6 +36,9 @@ class Design:
     spec: Optional[str] = None  # the --design a plug-in design was chosen by (recorded)
     asked_by = "fixed seeds"  # what asks for this design, as an error message names it
     has_verdicts = True  # its trials form an ablation table with verdicts
+    takes_scheduler = False  # --scheduler: a search's trials are stopped early; a table's not
+    takes_factors = False  # --factors: the factorial design's
+    crosses_seeds = True  # --cross-seeds: a fixed grid of seeds per variant
     continues_into_rounds = False  # inconclusive arms can be continued with --seeds auto
     tensorboard_dir = TUNE_SUBDIR  # what TensorBoard reads, under the experiment's folder
     # the arguments of ablations.results.stats.planned.planned_record, set by planning; the record
@@ -69,12 +73,73 @@ class Design:
 
         what = (f"space {space.name} is a search" if space.is_search else
                 f"{arg('seeds')} auto runs rounds" if request.seeds == "auto" else
-                f"{arg('tune_each')} tunes each variant" if request.tune_each else
-                f"{arg('factors')} belongs to {arg('design')} factorial" if request.factors
-                else None)
+                f"{arg('tune_each')} tunes each variant" if request.tune_each else None)
         if what:
             raise UsageError(f"{arg('design')} {request.design}: {what}; this design runs an "
                              "ablation table's variants at fixed seeds")
+
+    @classmethod
+    def check_base(cls, request: Request, space: Space, base: TrialConfig) -> None:
+        """Refuse what the base configuration shows this design cannot run (e.g. a search of
+        the runner's keys over one's own code), after the model and the datasets are known."""
+
+    @classmethod
+    def seed_list(cls, request: Request) -> list[int]:
+        """Every seed the design may run (fixed seeds: the request's).
+
+        Raises:
+            UsageError: ``pilot`` given with fixed seeds.
+        """
+        from ablations.experiment.request import UsageError, arg
+
+        if request.pilot is not None:
+            raise UsageError(f"{arg('pilot')} applies with {arg('seeds')} auto only (fixed "
+                             f"seeds: the pilot is {arg('seeds')})")
+        return list(request.seeds)
+
+    @classmethod
+    def prepare(cls, state: PlanState) -> Design:
+        """This design planned from ``state`` (the request, the space, the base, the datasets,
+        the seeds): the table's trials on each dataset (:meth:`PlanState.plan_table`), then
+        :meth:`plan`. Fills ``state``'s trials, skipped and notes; a design that plans
+        otherwise (a search, a factorial design, rounds, stages) overrides it."""
+        state.plan_table()
+        design, state.trials = cls.plan(state.request, state.space, state.trials)
+        if cls.name:  # a plug-in: its --design is recorded, so a resume imports it again
+            design.spec = state.request.design
+        return design
+
+    def planned_settings(self, request: Request, space: Space,
+                         seeds: Sequence[int]) -> dict[str, Any]:
+        """The arguments of :func:`ablations.results.stats.planned.planned_record`
+        (experiment.json's ``planned``): the reference, metric, margin and α fixed before the
+        data; for a fixed table that can be continued into rounds, its seeds and
+        ``max_seeds`` (default 10), the sequential design whose pilot look they are. A
+        design that keeps the fixed design at full α (and ``cross_seeds``) refuses
+        ``max_seeds``.
+
+        Raises:
+            UsageError: ``max_seeds`` where no rounds can follow, or below the seeds run.
+        """
+        from ablations.config.comparison import DEFAULT_MARGIN
+        from ablations.experiment.request import UsageError, arg
+
+        settings = {"reference": space.reference, "metric": request.metric,
+                    "margin": request.margin or DEFAULT_MARGIN, "alpha": request.alpha}
+        pilot = self.continues_into_rounds and not request.cross_seeds
+        if request.max_seeds is not None:
+            if not pilot:
+                by = arg("cross_seeds") if request.cross_seeds else self.asked_by
+                raise UsageError(f"{arg('max_seeds')} plans the rounds a fixed ablation table "
+                                 f"can be continued into; {by} keeps the fixed design: drop "
+                                 f"{arg('max_seeds')}")
+            if request.max_seeds < len(seeds):
+                raise UsageError(f"{arg('max_seeds')} {request.max_seeds} is below the "
+                                 f"{len(seeds)} seeds run; give {arg('max_seeds')} {len(seeds)} "
+                                 "for the fixed design at full alpha, or more to plan rounds")
+        if not pilot:
+            return settings
+        return {**settings, "seeds": list(seeds), "max_seeds": request.max_seeds}
 
     @classmethod
     def plan(cls, request: Request, space: Space,

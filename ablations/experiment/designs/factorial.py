@@ -3,8 +3,8 @@ docs/factorial.md): every cell of the design at every seed, run as a grid (:clas
 the design recorded in experiment.json; the run's summary ends with its main effects and
 two-factor interactions (results/stats/factorial.py; :meth:`Factorial.summary_lines`).
 
-:func:`factorial_trials` checks the request and expands the design into trials; planning
-(ablations/experiment/planning.py) calls it when the request says ``design="factorial"``.
+:func:`check_request` refuses what the design cannot run; :func:`factorial_trials` expands the
+design into trials on one dataset (:meth:`Factorial.prepare` on each).
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ablations.config import ALIASES, TrialConfig, apply_overrides
 from ablations.experiment.designs.grid import Grid
-from ablations.experiment.request import DESIGNS, Request, UsageError, arg
+from ablations.experiment.request import Request, UsageError, arg
 from ablations.results.stats.factorial_design import MAX_FACTORS, MIN_FACTORS, FactorialDesign
 from ablations.search_spaces import TrialSpec
 
 if TYPE_CHECKING:
+    from ablations.experiment.table_plan import PlanState
     from ablations.search_spaces import Space
 
 
@@ -42,15 +43,12 @@ def parse_factors(given: Optional[Sequence[str]]) -> list[str]:
 
 def check_request(args: Request, space: Space) -> None:
     """The flags a factorial design refuses or needs (one line each, before any trial)."""
-    if args.design not in DESIGNS:
-        raise UsageError(f"{arg('design')} {args.design!r}: choose one of {', '.join(DESIGNS)}")
-    if args.design != "factorial":
-        if args.factors:
-            raise UsageError(f"{arg('factors')} applies with {arg('design')} factorial only")
-        return
     if not args.factors:
         raise UsageError(f"{arg('design')} factorial needs {arg('factors')} KEY,KEY,... (boolean "
                          f"config keys, {MIN_FACTORS} to {MAX_FACTORS})")
+    if args.tune_each:
+        raise UsageError(f"{arg('tune_each')} tunes the arms of an ablation table at fixed "
+                         f"seeds; it does not combine with {arg('design')} factorial (yet)")
     if space.is_search:
         raise UsageError(f"{arg('design')} factorial: space {space.name} is a search, not an "
                          "ablation table; the reference cell is a table's reference variant "
@@ -111,8 +109,32 @@ class Factorial(Grid):
     asked_by = f"{arg('design')} factorial"
     continues_into_rounds = False  # a design's cells share seeds: no per-cell rounds
 
+    takes_factors = True
+
     def __init__(self, factorial: FactorialDesign) -> None:
         self.factorial = factorial
+
+    @classmethod
+    def check_request(cls, request: Request, space: Space) -> None:
+        check_request(request, space)
+
+    @classmethod
+    def prepare(cls, state: PlanState) -> Factorial:
+        """The design's cells at every seed (on each dataset); every cell must run here."""
+        designs = []
+
+        def cells(request: Request, space: Space, base: TrialConfig, seeds: Sequence[int],
+                  scalar_names: Optional[Sequence[str]], only: Any) -> list[TrialSpec]:
+            trials, design = factorial_trials(request, space, base, seeds, scalar_names)
+            designs.append(design)
+            return trials
+
+        state.plan_table(cells)
+        if state.skipped:
+            spec, reason = state.skipped[0]
+            raise UsageError(f"{arg('design')} factorial: cell {spec.variant} cannot run here "
+                             f"({reason}); every cell of the design must run")
+        return cls(designs[-1])
 
     def record(self, metadata: dict[str, Any]) -> None:
         metadata[self.record_key] = self.factorial.to_dict()

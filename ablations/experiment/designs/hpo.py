@@ -21,6 +21,7 @@ import pandas as pd
 from ablations.config.statuses import TrialStatus
 from ablations.config import TrialConfig, apply_overrides
 from ablations.config.values import arg, command, named
+from ablations.experiment.request import UsageError
 from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.tune_setup import Part, TuneSetup
@@ -34,6 +35,9 @@ from ablations.search_spaces.spaces import TrialSpec
 if TYPE_CHECKING:
     from ablations.experiment.options import ExperimentResult, RunOptions
     from ablations.experiment.progress import Planned
+    from ablations.experiment.request import Request
+    from ablations.experiment.table_plan import PlanState
+    from ablations.search_spaces import Space
 
 BEST_CONFIG_FILE = "best_config.yaml"
 OPTUNA_FILE = "optuna.db"
@@ -217,9 +221,45 @@ class Search(Design):
     record_key = "hpo"
     asked_by = "a search"
     has_verdicts = False
+    takes_scheduler = True  # its trials may stop early (ASHA); a table's run to one budget
+    crosses_seeds = False
 
     def __init__(self, search: HpoSearch) -> None:
         self.search = search
+
+    @classmethod
+    def check_request(cls, request: Request, space: Space) -> None:
+        if request.seeds == "auto":
+            raise UsageError(f"{arg('seeds')} auto: space {space.name} is a search, not an "
+                             "ablation table; give a number of seeds")
+        if request.only:
+            raise UsageError(f"{arg('only')}: space {space.name} is a search and has no "
+                             "variants")
+
+    @classmethod
+    def check_base(cls, request: Request, space: Space, base: TrialConfig) -> None:
+        if base.own_code is not None:
+            raise UsageError(f"{arg('space')} {space.name} searches the runner's own keys; own "
+                             "code is ablated with a table of its keys (a space file, "
+                             "docs/own-code.md)")
+
+    @classmethod
+    def prepare(cls, state: PlanState) -> Search:
+        """The search's base (the first seed; what ``resolve_conflicts`` maps is what every
+        sample starts from), validated like a table's trial; no trials planned ahead."""
+        from ablations.experiment.cells import spec_for
+        from ablations.experiment.table_plan import plan_trials
+
+        space, request = state.space, state.request
+        base = state.base.replace(ablation=space.name, seed=state.seeds[0])
+        planned, _, notes, _ = plan_trials(space, [spec_for(base)],
+                                           resolve=request.resolve_conflicts,
+                                           capability=state.capability)
+        state.base = planned[0].config
+        state.notes += notes
+        return cls(HpoSearch(base=state.base, space=dict(space.search),
+                             num_samples=request.num_samples,
+                             scheduler=request.scheduler or "asha"))
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
                 skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False

@@ -1,7 +1,7 @@
 """A design rebuilt from experiment.json: a plug-in design's (designs/registry.py), else the first
 design whose record it holds, else a grid.
 It imports every design module (the sequential statistics and scipy among them): a resume's
-need, not planning's (planning.design_for imports only the design it builds)."""
+need, not planning's (designs/registry.design_class imports only the design it plans)."""
 
 from __future__ import annotations
 

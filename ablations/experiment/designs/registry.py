@@ -2,7 +2,8 @@
 :class:`~ablations.experiment.designs.base.Design` registered under its ``name``
 (:func:`register_design`), or named as ``package.module:Class`` (imported from the folder the
 command starts in, an installed package or PYTHONPATH, like ``--model``; importing it
-registers it). The built-in ``table`` and ``factorial`` are planning's own.
+registers it). :func:`design_class` is the one place a request's kind is read: a plug-in, a
+factorial design, tuned ablations, a search, rounds or a grid.
 
 A plug-in design refuses what it cannot run (:meth:`Design.check_request`), plans from the
 request (:meth:`Design.plan`), runs and records itself like any design; experiment.json keeps
@@ -17,11 +18,20 @@ import importlib
 import re
 from typing import TYPE_CHECKING
 
-from ablations.experiment.request import DESIGNS, UsageError, arg
+from ablations.experiment.request import DESIGNS, Request, UsageError, arg
 from ablations.results.io.files import DESIGN_PLUGIN_KEY as PLUGIN_KEY  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from ablations.experiment.designs.base import Design
+    from ablations.search_spaces import Space
+
+# the built-in designs, by the kind of run that asks for them; only the chosen one's module is
+# imported (the rounds and the stages load scipy, which planning a grid does not need)
+BUILT_IN = {"factorial": "ablations.experiment.designs.factorial:Factorial",
+            "tuned": "ablations.experiment.designs.tuned:Stages",
+            "search": "ablations.experiment.designs.hpo:Search",
+            "auto": "ablations.experiment.designs.seeds_auto:Rounds",
+            "table": "ablations.experiment.designs.grid:Grid"}
 
 SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
@@ -50,6 +60,21 @@ def register_design(design: type[Design]) -> type[Design]:
 def is_plugin(design: str) -> bool:
     """Whether ``design`` (a Request's) names a plug-in design rather than a built-in."""
     return design not in DESIGNS
+
+
+def design_class(request: Request, space: Space) -> type[Design]:
+    """The design ``request`` asks for on ``space``: a plug-in (``--design NAME``), a
+    factorial design (``--design factorial``), tuned ablations (``--tune-each``), a search
+    (a search space), rounds (``--seeds auto``), else a grid of fixed seeds. Each refuses the
+    rest of the request it cannot run (:meth:`Design.check_request`)."""
+    if is_plugin(request.design):
+        return design_named(request.design)
+    kind = ("factorial" if request.design == "factorial" else
+            "tuned" if request.tune_each else
+            "search" if space.is_search else
+            "auto" if request.seeds == "auto" else "table")
+    module, _, name = BUILT_IN[kind].partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def design_named(spec: str) -> type[Design]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import pandas as pd
 
@@ -31,12 +31,36 @@ from ablations.experiment.options import (
     experiment_dir,
 )
 from ablations.experiment.plans import plan_from_metadata, trial_plan
-from ablations.experiment.request import UsageError, arg
+from ablations.config.comparison import DEFAULT_MARGIN
+from ablations.experiment.request import Request, UsageError, arg
 from ablations.experiment.runner import declared_metrics_of
 from ablations.results.io.directions import metric_of
-from ablations.results.stats.sequential import SeedDesign, design_note, seed_span
+from ablations.results.stats.sequential import (
+    DEFAULT_MAX_SEEDS,
+    SeedDesign,
+    design_note,
+    seed_span,
+)
 from ablations.results.stats.sequential_table import active_arms, sequential_verdict_table
 from ablations.search_spaces import TrialSpec
+
+if TYPE_CHECKING:
+    from ablations.experiment.table_plan import PlanState
+    from ablations.search_spaces import Space
+
+
+def _looks(request: Request) -> tuple[int, int]:
+    """(the pilot's seeds, the most seeds a variant may reach) of ``request``.
+
+    Raises:
+        UsageError: ``max_seeds`` below the pilot's.
+    """
+    pilot = request.pilot or 3
+    max_seeds = request.max_seeds or max(DEFAULT_MAX_SEEDS, pilot)
+    if max_seeds < pilot:
+        raise UsageError(f"{arg('max_seeds')} {max_seeds} is below the pilot's {pilot} seeds; "
+                         f"raise {arg('max_seeds')} or lower {arg('pilot')}")
+    return pilot, max_seeds
 
 
 @dataclass
@@ -192,10 +216,50 @@ class Rounds(Design):
     record_key = "sequential"
     asked_by = f"{arg('seeds')} auto"
     tensorboard_dir = ""  # the experiment's folder: every round's Tune folder
+    crosses_seeds = False  # its seeds come in rounds, each variant's own
 
     def __init__(self, run: SequentialRun, root: str = "",
                  finished: Optional[ExperimentResult] = None) -> None:
         self.run, self.root, self.finished = run, root, finished
+
+    @classmethod
+    def check_request(cls, request: Request, space: Space) -> None:
+        if request.auto_batch:
+            raise UsageError(f"{arg('auto_batch')} with {arg('seeds')} auto is not supported "
+                             f"yet: pass the batch size ({arg('overrides')} batch_size=N) or "
+                             "fixed seeds")
+
+    @classmethod
+    def seed_list(cls, request: Request) -> list[int]:
+        """Every seed the rounds may run: ``range(max_seeds)``."""
+        return list(range(_looks(request)[1]))
+
+    @classmethod
+    def prepare(cls, state: PlanState) -> Rounds:
+        """The table at every seed it may reach (the run's plan), the pilot's trials first."""
+        state.plan_table()
+        space, request, seeds = state.space, state.request, state.seeds
+        seed_design = SeedDesign.plan(*_looks(request))
+        run = SequentialRun(seed_design, list(seeds), space.reference, request.metric,
+                            request.margin or DEFAULT_MARGIN, request.alpha,
+                            {s.name: s for s in state.trials})
+        pilot = set(seeds[:seed_design.looks[0]])
+        state.trials = [s for s in state.trials if s.seed in pilot]  # the dry run shows them
+        state.skipped = [(s, why) for s, why in state.skipped if s.seed in pilot]
+        variants = {s.variant for s in state.trials}
+        if space.reference not in variants:
+            raise UsageError(f"{arg('seeds')} auto: the reference {space.reference!r} cannot run "
+                             "here (skipped); every round compares with it")
+        if len(variants) < 2:
+            raise UsageError(f"{arg('seeds')} auto: only the reference would run; there is "
+                             f"nothing to decide (see {arg('only')})")
+        return cls(run)
+
+    def planned_settings(self, request: Request, space: Space,
+                         seeds: Sequence[int]) -> dict[str, Any]:
+        """The settings alone: the design is the sequential record's."""
+        return {"reference": space.reference, "metric": request.metric,
+                "margin": request.margin or DEFAULT_MARGIN, "alpha": request.alpha}
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
                 skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False

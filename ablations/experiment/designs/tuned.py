@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import pandas as pd
 
@@ -46,10 +46,14 @@ from ablations.experiment.options import (
     experiment_dir,
 )
 from ablations.experiment.plans import plan_from_metadata, trial_plan
-from ablations.experiment.request import UsageError, arg
+from ablations.experiment.request import Request, UsageError, arg
 from ablations.experiment.tables import plain_value, result_name
 from ablations.search_spaces import TrialSpec
 from ablations.search_spaces.hpo import HPO_METRIC, HPO_MODE, HPO_SEARCH
+
+if TYPE_CHECKING:
+    from ablations.experiment.table_plan import PlanState
+    from ablations.search_spaces import Space
 
 FIRST_TUNING_SEED = 1000  # the tuning seed: the first from here that no evaluation seed is
 
@@ -257,6 +261,40 @@ class Stages(Design):
     def __init__(self, run: TunedRun, root: str = "") -> None:
         self.run, self.root = run, root
 
+    @classmethod
+    def check_request(cls, request: Request, space: Space) -> None:
+        """Refuse, before anything runs, a request this run kind cannot serve: a search space,
+        ``seeds="auto"``, crossed seeds, a null control or ``auto_batch`` (one line)."""
+        refused = {"a search space": space.is_search,
+                   f"{arg('seeds')} auto": request.seeds == "auto",
+                   arg("cross_seeds"): request.cross_seeds,
+                   arg("null_control"): request.null_control,
+                   arg("auto_batch"): request.auto_batch}
+        for what, given in refused.items():
+            if given:
+                raise UsageError(f"{arg('tune_each')} tunes the arms of an ablation table at "
+                                 f"fixed seeds; it does not combine with {what} (yet)")
+
+    @classmethod
+    def prepare(cls, state: PlanState) -> Stages:
+        """The table's evaluation trials, and one search per arm to run before them.
+
+        Raises:
+            UsageError: fewer than two variants would run, or the reference cannot.
+        """
+        state.plan_table()
+        space, request = state.space, state.request
+        variants = {s.variant for s in state.trials}
+        if len(variants) < 2:
+            raise UsageError(f"{arg('tune_each')}: fewer than two variants would run; there is "
+                             f"nothing to compare (see {arg('only')})")
+        if space.reference not in variants:
+            raise UsageError(f"{arg('tune_each')}: the reference {space.reference!r} cannot run "
+                             "here; every arm is compared with it")
+        return cls(TunedRun(list(request.tune_each), request.tune_budget,
+                            tuning_seed(state.seeds), space.reference,
+                            {s.name: s for s in state.trials}))
+
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
                 skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False
                 ) -> ExperimentResult:
@@ -329,28 +367,3 @@ class Stages(Design):
                                  retry_failed, tuned.tune_subdir(stage))
             outlook = f"stage {number} of {len(tuned.steps())} ({stage}): {counts}"
         return f"Resuming experiment {name} ({space}, tuned ablations): {outlook}"
-
-
-def check_request(args: Any, space: Any, trials: Sequence[Any], *, auto: bool) -> None:
-    """Refuse, before anything runs, a ``--tune-each`` request this run kind cannot serve:
-    with a search space, ``--seeds auto`` (``auto``), a factorial design, crossed seeds, a null
-    control or ``--auto-batch``; fewer than two variants among ``trials``; or a reference
-    that cannot run.
-
-    Raises:
-        UsageError: the first of those, in one line.
-    """
-    refused = {"a search space": space.is_search, f"{arg('seeds')} auto": auto,
-               f"{arg('design')} factorial": args.design != "table",
-               arg("cross_seeds"): args.cross_seeds, arg("null_control"): args.null_control,
-               arg("auto_batch"): args.auto_batch}
-    for what, given in refused.items():
-        if given:
-            raise UsageError(f"{arg('tune_each')} tunes the arms of an ablation table at fixed "
-                             f"seeds; it does not combine with {what} (yet)")
-    if len({s.variant for s in trials}) < 2:
-        raise UsageError(f"{arg('tune_each')}: fewer than two variants would run; there is "
-                         f"nothing to compare (see {arg('only')})")
-    if space.reference not in {s.variant for s in trials}:
-        raise UsageError(f"{arg('tune_each')}: the reference {space.reference!r} cannot run "
-                         "here; every arm is compared with it")

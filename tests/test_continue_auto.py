@@ -251,6 +251,20 @@ def test_bad_continuations_are_one_line_before_anything_is_written(capsys, tmp_p
     assert {p: p.read_bytes() for p in root.iterdir()} == files
 
 
+def test_a_table_on_several_datasets_is_not_continued(capsys, tmp_path):
+    root = _experiment(tmp_path / "results" / "exp")
+    record = json.loads((root / "experiment.json").read_text())
+    for i, config in enumerate(record["trials"].values()):
+        config["dataset"] = "site_a" if i % 2 else "site_b"
+    (root / "experiment.json").write_text(json.dumps(record))
+    files = {p: p.read_bytes() for p in root.iterdir()}
+    code, _, err = in_process(capsys, "--resume", "--name", "exp", "--storage",
+                              str(tmp_path / "results"), "--seeds", "auto")
+    assert_one_line_error(code, err, "exp ran on several datasets; --seeds auto continues an "
+                          "experiment on one: start one per dataset")
+    assert {p: p.read_bytes() for p in root.iterdir()} == files
+
+
 def test_a_fixed_run_without_results_is_finished_first(capsys, tmp_path):
     root = _experiment(tmp_path / "results" / "exp")
     (root / "trials.parquet").unlink()

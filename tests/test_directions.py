@@ -98,7 +98,7 @@ def test_the_sequential_design_takes_the_declared_direction():
 
 
 def test_report_summary_and_verdicts_of_an_own_code_experiment_agree(tmp_path):
-    from ablations.experiment.summary import summary_table
+    from ablations.results.report.summary import summary_table
     from ablations.results.report.build import write_report
 
     trials = own_code_trials()

@@ -60,5 +60,5 @@ def test_every_ending_of_a_trial_gets_its_member(metrics, error, expected):
 
 def test_a_search_trial_stopped_by_the_scheduler_is_stopped():
     status, _, reason = trial_status({"status": "ok", "done": True, "val_mae": math.nan}, None,
-                                     None, hpo=True)
+                                     None, may_stop_early=True)
     assert status is TrialStatus.STOPPED and reason == "early-stopped"

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ablations.experiment.summary import summary_table
+from ablations.results.report.summary import summary_table
 from ablations.results.stats.decisions import verdicts_of
 from ablations.results.stats.undecided import undecided_lines
 from ablations.results.stats.verdicts import verdict_table

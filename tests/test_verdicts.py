@@ -352,7 +352,7 @@ def test_margin_relative_or_absolute_and_refused_when_bad():
 
 
 def test_cli_summary_prints_verdicts_margin_and_seeds():
-    from ablations.experiment.summary import summary_table
+    from ablations.results.report.summary import summary_table
 
     trials, _ = _family()
     trials = trials.assign(test_rmse=1.0, test_coverage_90=0.9, train_samples_per_s=100.0,
@@ -373,7 +373,7 @@ def test_an_ok_trial_whose_metric_is_nan_or_inf_is_left_out_and_named():
     """One rule everywhere (ablations.results.stats.comparisons.usable_trials): an ok trial without
     a finite metric is dropped from the comparisons, not allowed to turn its whole arm NaN, and
     named."""
-    from ablations.experiment.summary import summary_table
+    from ablations.results.report.summary import summary_table
 
     trials, _ = _family()
     trials = trials.assign(trial_name=trials["ablation"] + "-seed" + trials["seed"].astype(str),

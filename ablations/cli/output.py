@@ -107,7 +107,7 @@ def report_main(args: argparse.Namespace) -> int:
         print(exploratory_note(ablation.attrs["exploratory"]))
     print(markdown_cells(verdict_view(ablation, metric=ablation.attrs["metric"],
                                       alpha=ablation.attrs.get("alpha", DEFAULT_ALPHA),
-                                      sequential="looks" in ablation)))
+                                      per_look="looks" in ablation)))
     if report.across is not None:  # several datasets: the verdicts across them
         from ablations.results.report.dataset_tables import across_view
 

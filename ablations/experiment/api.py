@@ -129,7 +129,7 @@ class Results:
     storage: str = ""
     # the reference, metric, margin and alpha the verdicts were decided with
     settings: dict[str, Any] = field(default_factory=dict)
-    # the summary's table and notes (ablations/experiment/summary.py), the design's lines
+    # the summary's table and notes (ablations/results/report/summary.py), the design's lines
     # after it and at the end, and the command that decides the inconclusive variants (None:
     # nothing to decide); text with the library's markers, str(...)-ready via ``named``
     summary: str = ""
@@ -538,13 +538,12 @@ def results_of(result: Any, run: _Run, request: Request, options: Any,
     design's effects and a tuned ablation's side-by-side table at the same settings, the
     verdicts across datasets (written beside trials.parquet), the trackers' copy of the
     verdicts, and the command that decides the inconclusive variants."""
-    from ablations.experiment.summary import datasets_summary, summary_table
-    from ablations.results.stats.dataset_rows import is_across_datasets
+    from ablations.results.report.designs import report_of
+    from ablations.results.stats.analyses import analysis_of
     from ablations.results.stats.decisions import (
         decision_settings,
         factorial_effects_of,
         tuned_comparison_of,
-        verdicts_of,
     )
 
     design, df = run.design, result.trials
@@ -552,23 +551,18 @@ def results_of(result: Any, run: _Run, request: Request, options: Any,
     given = {key: getattr(request, key) for key in ("metric", "margin", "alpha")
              if key in request.given}
     settings = decision_settings(meta, reference=run.reference, **given)
-    across, verdicts, check = None, None, None
-    if is_across_datasets(df):  # each dataset's verdicts, then across them (docs/datasets.md)
-        summary, verdicts, across = datasets_summary(df, meta, settings)
-        if across is not None:  # beside trials.parquet, as the report writes it too
-            from ablations.results.report.datasets_report import write_across
+    # the design's analysis: over several datasets each one's verdicts, then across them
+    analysis = analysis_of(meta, df)
+    summary, verdicts, across = report_of(analysis).summary(
+        df, settings, with_verdicts=design.has_verdicts)
+    if across is not None:  # beside trials.parquet, as the report writes it too
+        from ablations.results.report.datasets_report import write_across
 
-            write_across(str(result.directory), across)
-    else:
-        if design.has_verdicts:
-            try:  # once, for the summary, the trackers and the continuation hint
-                verdicts = verdicts_of(df, meta, **settings)
-            except (ValueError, KeyError):  # no verdicts: the summary says why
-                verdicts = None
-        summary = summary_table(df, meta, verdicts=verdicts, **settings)
+        write_across(str(result.directory), across)
+    check = None
     if design.has_verdicts:  # one line above the verdicts; baseline_check.json in the folder
         check = record_baseline_check(result.directory, df, result.epochs,
-                                      reference=settings["reference"])
+                                      reference=settings["reference"], analysis=analysis)
     effects = tuned = None
     with contextlib.suppress(ValueError, KeyError):
         effects = factorial_effects_of(df, meta, **settings)

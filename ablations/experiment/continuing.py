@@ -284,11 +284,6 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     if unfinished:
         raise UsageError(f"{name} has {unfinished} unfinished trial(s); finish them first "
                          f"({resume}), then continue it with {arg('seeds')} auto")
-    from ablations.results.stats.dataset_rows import is_across_datasets
-
-    if is_across_datasets(trials):
-        raise UsageError(f"{name} ran on several datasets; {arg('seeds')} auto continues an "
-                         "experiment on one: start one per dataset")
     fixed = [int(s) for s in meta.get("seeds", [])]
     if len(fixed) < 2:
         raise UsageError(f"{name} ran {len(fixed)} seed(s); a pilot needs at least 2 for a t "

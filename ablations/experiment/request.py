@@ -122,7 +122,7 @@ class Request:
             "tune_budget": at_least_problem(self.tune_budget, 2),
             "only": names_problem(self.only),
             "factors": names_problem(self.factors),
-            "tune_each": None if self.tune_each is None else tune_keys_problem(self.tune_each),
+            "tune_each": tune_keys_problem(self.tune_each),
             "design": design_problem(self.design),
             "scheduler": None if self.scheduler is None else choice_problem(self.scheduler,
                                                                             SCHEDULERS),
@@ -190,8 +190,11 @@ def metric_problem(name: str, declared: Optional[Sequence[str]] = None) -> Optio
     return f"{name!r} is not {kind}; choose one of: {', '.join(numeric)}"
 
 
-def tune_keys_problem(keys: Sequence[str]) -> Optional[str]:
-    """Why ``keys`` are not distinct keys with a search range; None if they are."""
+def tune_keys_problem(keys: Optional[Sequence[str]]) -> Optional[str]:
+    """Why ``keys`` are not distinct keys with a search range; None if they are (or none are
+    given)."""
+    if keys is None:
+        return None
     problem = names_problem(keys)
     if problem:
         return problem

@@ -20,7 +20,6 @@ from ablations.experiment import events
 from ablations.experiment.continuing import continue_plan
 from ablations.experiment.designs.records import design_from_record
 from ablations.experiment.designs.seeds_auto import Rounds
-from ablations.experiment.options import ExperimentResult
 from ablations.experiment.plans import plan_from_metadata, skipped_plan
 from ablations.experiment.provenance import changes, collect
 from ablations.experiment.request import Request, UsageError, arg
@@ -30,7 +29,6 @@ from ablations.results.io.files import (
     first_line,
     join,
     list_dir,
-    read_experiment,
     read_metadata,
 )
 from ablations.search_spaces import SPACES
@@ -99,18 +97,14 @@ def resume_plan(storage: str, name: Optional[str], request: Request, *,
         raise UsageError(f"{join(target, METADATA_FILE)} has no {missing[0]!r}; the experiment's "
                          "record is damaged: restore it or use another --name")
     trials, skipped = plan_from_metadata(meta)
-    sequential = None
+    continued = None
     if continuing:  # refuses a search and rounds, each in its own words
-        sequential = continue_plan(request, storage, name, meta, retry_failed=retry_failed)
+        continued = Rounds.continuing(continue_plan(request, storage, name, meta,
+                                                    retry_failed=retry_failed), target, meta)
     design = design_from_record(meta, target)
     warnings, notes = check_unchanged(meta, design.configs([*trials, *(t for t, _ in skipped)]),
                                       allow_changed)
-    if sequential is not None:  # the fixed run's trials: round 1 as they are (continuing.py)
-        frames = read_experiment(target)
-        finished = ExperimentResult(target, frames["trials"], frames["epochs"],
-                                    frames["predictions"])
-        design = Rounds(sequential, target, finished)
-        design.planned = meta.get("planned")  # the settings recorded before its first trial
+    design = continued or design  # the fixed run's trials: round 1 as they are (continuing.py)
     space = SPACES.get(meta["space"])
     return ResumePlan(
         name=name, space_name=meta["space"], trials=trials, skipped=skipped, design=design,
@@ -120,7 +114,7 @@ def resume_plan(storage: str, name: Optional[str], request: Request, *,
         cpus_per_trial=meta.get("cpus_per_trial", request.cpus_per_trial),
         gpus_per_trial=meta.get("gpus_per_trial", request.gpus_per_trial),
         time_limit_s=meta.get("time_limit_s"),
-        continued=sequential is not None, warnings=warnings, notes=notes)
+        continued=continued is not None, warnings=warnings, notes=notes)
 
 
 def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],

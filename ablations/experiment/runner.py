@@ -339,7 +339,7 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
     counts = {"finished": 0, "failed": 0, "continue": 0, "start": 0}
     for result in results:
         status, _, _ = trial_status(unpacked(result.metrics), result.error, None,
-                                    hpo=num_samples is not None)
+                                    may_stop_early=num_samples is not None)
         if status in (TrialStatus.FAILED, TrialStatus.TIMEOUT):
             counts["continue" if retry_failed else "failed"] += 1
         elif status == TrialStatus.INTERRUPTED or (status == TrialStatus.NOT_STARTED

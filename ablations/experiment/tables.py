@@ -170,9 +170,11 @@ RESUMABLE_STATUSES = (TrialStatus.FAILED, TrialStatus.TIMEOUT, TrialStatus.INTER
 
 
 def trial_status(metrics: dict[str, Any], error: Optional[BaseException],
-                 history: Optional[pd.DataFrame], *, hpo: bool = False
+                 history: Optional[pd.DataFrame], *, may_stop_early: bool = False
                  ) -> tuple[TrialStatus, Optional[str], Optional[str]]:
     """(status, error, failure_reason) of a trial from its last result and error.
+    ``may_stop_early``: the trial ran under a scheduler that stops trials early (a search's
+    sample), so a done trial without a final result was stopped, not failed.
 
     A trial Tune did not finish (no ``done`` in its last result: the run was stopped by
     Ctrl-C or SIGTERM) is ``interrupted`` if it recorded an epoch, else ``not_started``."""
@@ -191,7 +193,7 @@ def trial_status(metrics: dict[str, Any], error: Optional[BaseException],
     if not metrics.get("done"):
         started = (history is not None and len(history) > 0) or "training_iteration" in metrics
         return (TrialStatus.INTERRUPTED if started else TrialStatus.NOT_STARTED), None, None
-    if metrics.get("status") == TrialStatus.OK and hpo:
+    if metrics.get("status") == TrialStatus.OK and may_stop_early:
         return TrialStatus.STOPPED, "stopped early by the scheduler", "early-stopped"
     return TrialStatus.FAILED, "trial ended without a final result", "error"
 
@@ -201,7 +203,7 @@ def trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExce
                metadata: dict[str, Any]) -> dict[str, Any]:
 
     status, message, reason = trial_status(metrics, error, history,
-                                           hpo=spec.config.ablation == HPO_TRIAL)
+                                           may_stop_early=spec.config.ablation == HPO_TRIAL)
     epochs_run = int(history["epoch"].max()) if history is not None and "epoch" in history \
         and history["epoch"].notna().any() else 0
     row: dict[str, Any] = {

@@ -247,7 +247,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                 + design.verdicts_text()
                 + "".join(f"\n\n{line}" for line in undecided_lines(ablation)),
                 verdict_view(ablation, metric=measure, alpha=alpha,
-                             sequential=analysis.looks)),
+                             per_look=analysis.looks)),
         Section("Differences to the reference", (
             f"Each variant's mean over the reference's, minus 1 (%), with Fieller's "
             f"{1 - 2 * alpha:.0%} interval (the one TOST reads); the shaded band is the margin."

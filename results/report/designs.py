@@ -62,6 +62,22 @@ class DesignReport:
         drawing in ``scratch``; ``options``: its settings, meta, comparison and formats."""
         return write_one(directory, trials, epochs, predictions, scratch, **options)
 
+    def summary(self, trials: pd.DataFrame, settings: dict[str, Any], *, with_verdicts: bool
+                ) -> tuple[str, Optional[pd.DataFrame], Optional[pd.DataFrame]]:
+        """The end-of-run summary: (its text, the verdicts, the verdicts across datasets: None
+        here). ``with_verdicts``: the design's trials form an ablation table (a search's do
+        not); verdicts that are not possible are None, and the text says why."""
+        from ablations.results.report.summary import summary_table
+
+        verdicts = None
+        if with_verdicts:
+            try:  # once, for the summary, the trackers and the continuation hint
+                verdicts = self.analysis.verdicts(trials, **settings)
+            except (ValueError, KeyError):  # no verdicts: the summary says why
+                verdicts = None
+        text = summary_table(trials, self.analysis.meta, verdicts=verdicts, **settings)
+        return text, verdicts, None
+
     def verdicts_text(self) -> str:
         """Sentences after the Verdicts section's paragraph: how its verdicts were decided."""
         if self.analysis.pilot is None:
@@ -196,6 +212,13 @@ class DatasetsReport(DesignReport):
         if not parse_margin(margin)[1]:
             raise ValueError(f"margin {margin!r}: {directory} ran on several datasets, where "
                              "the effect is a ratio; give a percentage (e.g. 5%)")
+
+    def summary(self, trials: pd.DataFrame, settings: dict[str, Any], *, with_verdicts: bool
+                ) -> tuple[str, Optional[pd.DataFrame], Optional[pd.DataFrame]]:
+        """Each dataset's summary, then the verdicts across them and the ranks."""
+        from ablations.results.report.summary import datasets_summary
+
+        return datasets_summary(trials, self.analysis.meta, settings)
 
     def write(self, directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
               predictions: pd.DataFrame, scratch: Path, *, write_one: Callable[..., Any],

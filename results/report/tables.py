@@ -26,21 +26,23 @@ FLAG = "*"  # marks a stratum cell whose effect differs from the variant's overa
 
 
 def verdict_view(ablation: pd.DataFrame, *, metric: MetricLike, alpha: float,
-                 sequential: bool | None = None) -> pd.DataFrame:
+                 per_look: bool | None = None) -> pd.DataFrame:
     """The verdict table: per variant its seeds, mean, difference to the reference with the
     interval TOST reads (1 − 2α), the verdict, Holm p-values and the equivalence bound, in
     ``metric``'s unit (a :class:`~ablations.config.metrics.Metric`, or a built-in column's
-    name)."""
+    name). ``per_look``: the verdicts were reached at looks (the analysis's ``looks``; None:
+    as the table's attrs say): each arm's p at its look, where it was decided and how many
+    looks it reached."""
     measure = metric_of(metric)
     metric, unit = measure.name, measure.unit
-    if sequential is None:  # a --seeds auto table says so (ablations.results.stats.sequential)
-        sequential = bool(ablation.attrs.get("sequential"))
+    if per_look is None:  # a --seeds auto table says so (ablations.results.stats.sequential)
+        per_look = bool(ablation.attrs.get("sequential"))
     relative = bool(ablation.attrs.get("relative"))
     if relative:  # shares of the reference's mean, read as percentages
         ablation = ablation.assign(**{c: 100 * ablation[c] for c in (
             "ratio", "ratio_ci_low", "ratio_ci_high", "equivalence_bound_holm") if c in ablation})
     p_columns = [Column("p at that look", "p_value", "p"),
-                 Column("p equivalence at that look", "p_tost", "p")] if sequential else [
+                 Column("p equivalence at that look", "p_tost", "p")] if per_look else [
         Column("p (Holm)", "p_holm", "p"), Column("p equivalence (Holm)", "p_tost_holm", "p")]
     columns = [
         Column("Variant", "ablation", "text"),
@@ -60,9 +62,9 @@ def verdict_view(ablation: pd.DataFrame, *, metric: MetricLike, alpha: float,
     ]
     if "dataset" in ablation:  # an experiment over several datasets: each one's rows
         columns.insert(0, Column("Dataset", "dataset", "text"))
-    if sequential and "decided_at" in ablation:
+    if per_look and "decided_at" in ablation:
         columns.append(Column("Decided at (seeds)", "decided_at", "count"))
-    if sequential and "looks" in ablation:
+    if per_look and "looks" in ablation:
         columns.append(Column("Looks", "looks", "count"))
     if "failure_rate_upper" in ablation:  # every arm: its diverged runs, its rate's bound
         ablation = ablation.assign(failure_text=[

@@ -187,6 +187,14 @@ class Analysis:
         design = (self.planned or {}).get("design")
         return [looks_sentence(design, cite, pilot=True)] if design else []
 
+    def baseline_check(self, trials: pd.DataFrame, epochs: Optional[pd.DataFrame], *,
+                       reference: str) -> Any:
+        """Whether the reference learned (:func:`ablations.results.stats.baseline_check.
+        baseline_check` on the evaluation rows ``trials``)."""
+        from ablations.results.stats.baseline_check import baseline_check
+
+        return baseline_check(trials, epochs, reference=reference)
+
 
 def looks_sentence(design: dict[str, Any], cite: Cite, *, pilot: bool) -> str:
     """The methods' sentence on a sequential design (experiment.json's ``design``): the
@@ -362,6 +370,13 @@ class AcrossDatasets(Analysis):
         self.inner = inner
         self.pilot = inner.pilot
         self.datasets = tuple(datasets)  # their names, where the trials were seen
+
+    def baseline_check(self, trials: pd.DataFrame, epochs: Optional[pd.DataFrame], *,
+                       reference: str) -> Any:
+        """A check of the reference on each dataset (a ``DatasetChecks``)."""
+        from ablations.results.stats.baseline_check import dataset_baseline_checks
+
+        return dataset_baseline_checks(trials, epochs, reference=reference)
 
     def methods_sentences(self, cite: Cite) -> list[str]:
         k = len(self.datasets)

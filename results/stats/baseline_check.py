@@ -36,7 +36,7 @@ import pandas as pd
 from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.config.statuses import TrialStatus
 from ablations.results.io.files import join, write_json_atomic
-from ablations.results.stats.dataset_rows import by_dataset, is_across_datasets
+from ablations.results.stats.dataset_rows import by_dataset
 from ablations.results.stats.phases import evaluation_rows
 
 SKILL_FLOOR = 0.1  # skill against the training mean below this: the reference learned little
@@ -183,18 +183,18 @@ def dataset_baseline_checks(trials: pd.DataFrame, epochs: Optional[pd.DataFrame]
 
 
 def record_baseline_check(directory: Optional[str | Path], trials: pd.DataFrame,
-                          epochs: Optional[pd.DataFrame], *, reference: str
-                          ) -> Optional[BaselineCheck | DatasetChecks]:
+                          epochs: Optional[pd.DataFrame], *, reference: str,
+                          analysis: Any = None) -> Optional[BaselineCheck | DatasetChecks]:
     """The check of an experiment with verdicts (more than one variant, an ok reference, the
-    rows of its evaluation phase), written to ``directory`` when given; else None. Over
-    several datasets, a check per dataset (:class:`DatasetChecks`)."""
+    rows of its evaluation phase), written to ``directory`` when given; else None.
+    ``analysis``: the experiment's (results/stats/analyses.py), whose ``baseline_check``
+    checks each dataset of an experiment over several (:class:`DatasetChecks`); without one,
+    one check of the trials."""
     trials = evaluation_rows(trials)
     if trials.empty or trials["ablation"].nunique() < 2:
         return None
-    if is_across_datasets(trials):
-        check = dataset_baseline_checks(trials, epochs, reference=reference)
-    else:
-        check = baseline_check(trials, epochs, reference=reference)
+    checking = baseline_check if analysis is None else analysis.baseline_check
+    check = checking(trials, epochs, reference=reference)
     if check is not None and directory is not None:
         write_baseline_check(directory, check)
     return check

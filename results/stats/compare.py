@@ -39,7 +39,7 @@ from ablations.results.stats.failures import (
 )
 from ablations.results.io.directions import Metric, MetricLike, metric_of
 from ablations.results.io.files import MetadataError, read_experiment, read_metadata
-from ablations.results.stats.dataset_rows import is_across_datasets
+from ablations.results.stats.dataset_rows import require_one_dataset
 from ablations.results.stats.phases import evaluation_rows
 from ablations.results.stats.verdicts import (
     equivalence_tests,
@@ -115,9 +115,9 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
     for name, table in (("A", first), ("B", second)):
         if metric not in table:
             raise ValueError(f"experiment {name} has no column {metric!r}")
-        if is_across_datasets(table):  # variant by variant would mix its datasets
-            raise ValueError(f"experiment {name} ran on several datasets; compare takes "
-                             "experiments on one (each dataset's verdicts are in its report)")
+        # variant by variant would mix its datasets
+        require_one_dataset(table, f"experiment {name} ran on several datasets; compare takes "
+                            "experiments on one (each dataset's verdicts are in its report)")
     ok_a, dropped_a = usable_trials(first, metric)
     ok_b, dropped_b = usable_trials(second, metric)
     order_a = list(dict.fromkeys(first["ablation"]))

@@ -142,12 +142,11 @@ def ablation_table(trials: pd.DataFrame, *, metric: str = DEFAULT_METRIC,
     Raises:
         ValueError: trials of several datasets (their seeds pair within a dataset only).
     """
-    from ablations.results.stats.dataset_rows import is_across_datasets
+    from ablations.results.stats.dataset_rows import require_one_dataset
 
-    if is_across_datasets(trials):
-        raise ValueError("these trials are of several datasets: analyse each "
-                         "(ablations.results.stats.datasets.by_dataset) or read the verdicts "
-                         "across them (ablations.results.stats.decisions.across_datasets_of)")
+    require_one_dataset(trials, "these trials are of several datasets: analyse each "
+                        "(ablations.results.stats.datasets.by_dataset) or read the verdicts "
+                        "across them (ablations.results.stats.decisions.across_datasets_of)")
     trials = evaluation_rows(trials)  # a tuned ablation: the evaluation at the given config
     if reference not in set(trials["ablation"]):
         raise ValueError(f"reference {reference!r} is not among the ablations")

@@ -23,6 +23,13 @@ def is_across_datasets(trials: pd.DataFrame) -> bool:
     return len(dataset_names(trials)) > 1
 
 
+def require_one_dataset(trials: pd.DataFrame, refusal: str) -> None:
+    """Raise ``ValueError(refusal)`` where ``trials`` cover more than one dataset: an analysis
+    that pairs seeds, or variants, within one dataset refuses to mix them."""
+    if len(dataset_names(trials)) > 1:
+        raise ValueError(refusal)
+
+
 def by_dataset(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """``frame``'s rows per dataset (a table of one dataset, or without the column: itself
     under its one name, or ``""``)."""

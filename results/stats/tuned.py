@@ -53,9 +53,10 @@ def side_by_side(trials: pd.DataFrame, *, keys: Sequence[str] = (),
     out = out.reindex([a for a in order if a in out.index]).reset_index()
     out["changed"] = out["verdict_given"] != out["verdict_tuned"]
     out.loc[out["ablation"] == reference, "changed"] = False
-    for key in keys:  # every tuned trial of an arm has its best configuration
-        values = tuned.groupby("ablation")[key].first() if key in tuned else pd.Series()
-        out[f"best_{key}"] = out["ablation"].map(values)
+    # every tuned trial of an arm has its best configuration (a key no trial has: empty)
+    best = tuned.reindex(columns=["ablation", *keys]).groupby("ablation").first()
+    for key in keys:
+        out[f"best_{key}"] = out["ablation"].map(best[key])
     out.attrs.update(metric=metric, reference=reference, relative=relative, keys=list(keys))
     return out
 

@@ -27,12 +27,12 @@ def undecided_lines(verdicts: pd.DataFrame) -> list[str]:
         return []
     a = verdicts.attrs
     relative, margin = bool(a.get("relative")), a.get("margin")
-    sequential = "level_diff" in verdicts
+    per_look = "level_diff" in verdicts  # a sequential table: each arm's look's level
     rows = verdicts.reset_index() if "ablation" not in verdicts else verdicts
     direction = int(a.get("direction", -1) or 0)
     lines = []
     for _, row in rows[rows["verdict"] == "inconclusive"].iterrows():
-        parts = [_difference(row, sequential, float(a.get("alpha", math.nan)), direction),
+        parts = [_difference(row, per_look, float(a.get("alpha", math.nan)), direction),
                  _equivalence(row, margin, relative)]
         lines.append(f"{row['ablation']}: inconclusive: " + "; ".join(parts))
     return lines
@@ -43,11 +43,11 @@ def _flag(row: pd.Series, column: str) -> bool:
     return False if value is None or pd.isna(value) else bool(value)
 
 
-def _difference(row: pd.Series, sequential: bool, alpha: float, direction: int) -> str:
+def _difference(row: pd.Series, per_look: bool, alpha: float, direction: int) -> str:
     """What the test of a difference needed, and what it had."""
     # a sequential table's p and level are its look's; a fixed one's Holm's p against α
     p, level, at = ((float(row.get("p_value", math.nan)), float(row["level_diff"]),
-                     "at its look") if sequential else
+                     "at its look") if per_look else
                     (float(row.get("p_holm", math.nan)), alpha, "after Holm"))
     diff = float(row.get("diff_mean", math.nan))
     rank = float(row.get("p_worst_rank", math.nan))
@@ -58,7 +58,7 @@ def _difference(row: pd.Series, sequential: bool, alpha: float, direction: int) 
             f", and its worst-rank test has not shown it worse (p {rank:.3g})"
         return ("better on its finished seeds but diverged more often than the reference: "
                 f"never called better{worse}")
-    if at == "at its look" and row.get("test") == "t + worst-rank" and not math.isnan(rank):
+    if per_look and row.get("test") == "t + worst-rank" and not math.isnan(rank):
         # a discordant seed splits the look's level between the t test of the finished
         # seeds and the worst-rank test: neither p is read against the whole level
         t_part = "no t test" if math.isnan(p) else f"t test p {p:.3g}"

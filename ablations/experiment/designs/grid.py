@@ -3,8 +3,9 @@ experiment (:class:`~ablations.experiment.designs.tune_setup.GridTune`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
+from ablations.config.values import arg
 from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.tune_setup import GridTune
@@ -30,6 +31,16 @@ class Grid(Design):
                     retry_failed: bool) -> str:
         counts = counts_line(target, trials, None, retry_failed)
         return f"Resuming experiment {name} ({space}): {counts}"
+
+    @classmethod
+    def rounds_refusal(cls, name: str, meta: dict[str, Any], resume: str) -> Optional[str]:
+        """A table on several datasets is not continued: each dataset's verdicts are the
+        fixed design's at full alpha (docs/datasets.md)."""
+        datasets = {config.get("dataset") for config in (meta.get("trials") or {}).values()}
+        if len(datasets) > 1:
+            return (f"{name} ran on several datasets; {arg('seeds')} auto continues an "
+                    "experiment on one: start one per dataset")
+        return super().rounds_refusal(name, meta, resume)
 
     def dry_run_lines(self, alpha: float) -> list[str]:
         from ablations.results.stats.planned import pilot_design, pilot_note  # loads scipy

@@ -223,6 +223,20 @@ class Rounds(Design):
         self.run, self.root, self.finished = run, root, finished
 
     @classmethod
+    def continuing(cls, run: SequentialRun, root: str, meta: dict[str, Any]) -> Rounds:
+        """The rounds that continue the fixed experiment in ``root`` (``meta``: its
+        experiment.json; ``run``: ablations/experiment/continuing.py's plan): its finished
+        tables are round 1 as they are; its settings are those recorded before its first
+        trial."""
+        from ablations.results.io.files import read_experiment
+
+        frames = read_experiment(root)
+        design = cls(run, root, ExperimentResult(root, frames["trials"], frames["epochs"],
+                                                 frames["predictions"]))
+        design.planned = meta.get("planned")
+        return design
+
+    @classmethod
     def check_request(cls, request: Request, space: Space) -> None:
         if request.auto_batch:
             raise UsageError(f"{arg('auto_batch')} with {arg('seeds')} auto is not supported "

@@ -282,3 +282,63 @@ def test_the_failure_bound_covers_the_true_rate_and_an_equivalent_rarely_hides_o
         rates = bound_coverage(q, experiments=experiments, seeds=10, auto=auto, rng=rng)
         assert rates["covered"] >= 0.95 - slack, (q, rates)
         assert rates["reassured"] <= 0.05 + slack, (q, rates)
+
+
+# ------------------------------------------------------------- a tolerance for divergence
+
+
+def test_a_tolerance_keeps_equivalent_until_the_seeds_bound_the_failure_rate_below_it():
+    """No run diverges; the arms equal the reference. 0 of 3 bounds the rate at 63%, 0 of 10
+    at 26%: with a 30% tolerance the fixed design's arms are `equivalent` at 10 seeds and not
+    at 3 (where they are without it); under --seeds auto they stop at the look whose seeds
+    bound it below 30% (10: 0 of 7 is 35%), not at the first one that shows equivalence."""
+    from ablations.results.stats.failures import seeds_for_tolerance
+
+    trials = trials_table(10, EQUAL_ARMS, sd=0.001)
+    three = trials[trials["seed"] < 3]
+    assert set(verdict_table(three)["verdict"]) == {"reference", "equivalent"}
+    held = verdict_table(three, max_failure_rate=0.3).set_index("ablation")
+    assert set(held["verdict"]) == {"reference", "inconclusive"}
+    assert held.loc["same0", "reason"] == ("failure rate ≤63% not below the tolerance 30%: "
+                                           "no equivalence claim")
+    assert set(verdict_table(trials, max_failure_rate=0.3)["verdict"]) == {
+        "reference", "equivalent"}
+    design = SeedDesign.plan(3, 10)
+    free = sequential_verdict_table(trials, design, list(range(10))).set_index("ablation")
+    tolerant = sequential_verdict_table(trials, design, list(range(10)),
+                                        max_failure_rate=0.3).set_index("ablation")
+    arms = list(EQUAL_ARMS)
+    assert (free.loc[arms, "verdict"] == "equivalent").all()
+    assert free.loc[arms, "decided_at"].max() < 10
+    assert (tolerant.loc[arms, "verdict"] == "equivalent").all()
+    assert (tolerant.loc[arms, "decided_at"] == 10).all()
+    assert seeds_for_tolerance(0.3, ALPHA) == 9 and seeds_for_tolerance(0.2, ALPHA) == 14
+
+
+def test_the_tolerance_is_recorded_before_the_data_and_an_unreachable_one_refused():
+    from ablations.experiment.planning import prepare
+    from ablations.experiment.request import Request, UsageError
+
+    assert prepare(Request(max_failure_rate=0.3)).design.planned["max_failure_rate"] == 0.3
+    rounds = prepare(Request(max_failure_rate=0.3, seeds="auto")).design
+    assert rounds.planned["max_failure_rate"] == 0.3
+    assert rounds.run.record()["max_failure_rate"] == 0.3
+    with pytest.raises(UsageError, match=r"max_failure_rate 20%: 10 seeds per variant bound "
+                                         r"the rate of divergence at 26% at best"):
+        prepare(Request(max_failure_rate=0.2, seeds="auto"))
+    assert prepare(Request(max_failure_rate=0.2, seeds="auto", max_seeds=14)).design.run \
+        .design.max_seeds == 14
+
+
+def test_a_tolerance_costs_seeds_not_error_in_the_simulated_workflow():
+    """tools/failure_simulation.py's tolerance cost, small: at the tight spread (equivalence
+    within reach at the pilot) a 30% tolerance makes every arm run 10 seeds, and an arm that
+    diverges on 30% of its runs is `equivalent` less often than without it."""
+    from tools.failure_simulation import TIGHT, tolerance_cost
+
+    free = tolerance_cost(0.3, None, experiments=300, rng=np.random.default_rng(1),
+                          spread=TIGHT)
+    held = tolerance_cost(0.3, 0.3, experiments=300, rng=np.random.default_rng(1),
+                          spread=TIGHT)
+    assert free["seeds per arm"] < 7 and held["seeds per arm"] > 9.9
+    assert held["equivalent"] < free["equivalent"]

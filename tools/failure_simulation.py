@@ -12,7 +12,9 @@ barred for an arm with more diverged seeds than the reference; the decisions are
 :func:`ablations.results.stats.verdicts.equivalence_tests` (fixed seeds) and
 :func:`ablations.results.stats.sequential.sequential_tests` with stopping (``--seeds auto``).
 
-``python -m tools.failure_simulation 4000`` prints the table.
+``python -m tools.failure_simulation 4000`` prints the table; ``... bounds 4000`` the failure
+bound's coverage; ``... tolerance 2000`` what a tolerance for divergence
+(``--max-failure-rate``) costs under ``--seeds auto``.
 """
 
 from __future__ import annotations
@@ -95,14 +97,18 @@ def fixed_failure_verdicts(reference: np.ndarray, arms: np.ndarray, ref_failed: 
 def sequential_failure_verdicts(reference: np.ndarray, arms: np.ndarray,
                                 ref_failed: np.ndarray, arm_failed: np.ndarray,
                                 design: SeedDesign, *, margin: float = 0.05,
-                                alpha: float = 0.05) -> dict[str, np.ndarray]:
+                                alpha: float = 0.05, tolerance: float | None = None
+                                ) -> dict[str, np.ndarray]:
     """``--seeds auto`` with stopping and failures as outcomes: at look k the arms still
-    running are compared over their first n_k seeds."""
+    running are compared over their first n_k seeds. ``tolerance``: ``max_failure_rate``
+    (an arm whose failure-rate bound over the look's seeds is not below it is not
+    `equivalent` there)."""
     experiments, count, _ = arms.shape
     shape = (experiments, count, len(design.looks))
     fields = {f: np.full(shape, np.nan) for f in FIELDS}
     p_rank, sign = np.full(shape, np.nan), np.full(shape, np.nan)
     unstable = np.zeros(shape, bool)
+    over = np.zeros(shape, bool)
     running = np.ones((experiments, count), bool)
     tests: dict[str, np.ndarray] = {}
     for k, n in enumerate(design.looks):
@@ -116,9 +122,12 @@ def sequential_failure_verdicts(reference: np.ndarray, arms: np.ndarray,
         p_rank[..., k] = np.where(running, failures.p_value, np.nan)
         sign[..., k] = np.where(running, failures.worse_sign, np.nan)
         unstable[..., k] = running & failures.no_equivalence
+        if tolerance is not None:  # every seed ends ok or diverged: n outcomes per arm
+            over[..., k] = running & (failure_rate_upper(
+                arm_failed[..., :n].sum(-1), n, alpha) >= tolerance)
         tests = sequential_tests(Contrasts(**fields), design=design, margin=margin,
                                  relative=True, alpha=alpha, worst_rank=(p_rank, sign),
-                                 unstable=unstable)
+                                 unstable=unstable, over_tolerance=over)
         running = tests["decided"] < 0
     return tests
 
@@ -236,8 +245,56 @@ def bound_table(experiments: int, seed: int = 20261128) -> str:
     return "\n".join(lines)
 
 
+TOLERANCE_RATES = (0.0, 0.05, 0.1, 0.3)  # the last arm's probability of diverging
+TOLERANCES = (None, 0.5, 0.3)  # max_failure_rate; 0.3 needs 9 seeds without a failure
+
+
+def tolerance_cost(q: float, tolerance: float | None, *, experiments: int,
+                   rng: np.random.Generator, arms: int = 8, max_seeds: int = 10,
+                   alpha: float = 0.05, spread: float = SPREAD) -> dict[str, float]:
+    """``--seeds auto`` to ``max_seeds`` with ``max_failure_rate`` = ``tolerance``: every arm
+    equal to the reference when it finishes, the last diverging with probability ``q`` (the
+    others and the reference never). ``equivalent``: the last arm's share called
+    `equivalent`/`negligible`; ``equivalent, other arms``: the others' (the tolerance's power
+    cost); ``seeds per arm``: the mean seeds an arm ran (the cost: where it stopped).
+    ``spread``: the runs' s.d. (:data:`TIGHT`: equivalence within reach at the pilot)."""
+    reference, values = simulate_runs(rng, experiments=experiments, seeds=max_seeds,
+                                      ratios=[1.0] * arms, spread=spread,
+                                      reference_mean=REFERENCE_MEAN)
+    ref_failed, arm_failed = draw_failures(rng, experiments, arms, max_seeds, 0.0,
+                                           [0.0] * (arms - 1) + [q])
+    design = SeedDesign.plan(3, max_seeds)
+    tests = sequential_failure_verdicts(reference, values, ref_failed, arm_failed, design,
+                                        alpha=alpha, tolerance=tolerance)
+    within = np.isin(tests["verdict"], ("equivalent", "negligible"))
+    ran = np.asarray(design.looks)[tests["last"]]
+    return {"equivalent": float(within[:, -1].mean()),
+            "equivalent, other arms": float(within[:, :-1].mean()),
+            "seeds per arm": float(ran.mean())}
+
+
+def tolerance_table(experiments: int, seed: int = 20261129) -> str:
+    """docs/verdicts.md's cost of a tolerance for divergence as a Markdown table."""
+    rng = np.random.default_rng(seed)
+    columns = ("equivalent", "equivalent, other arms", "seeds per arm")
+    lines = ["| spread | rate of divergence | tolerance | equivalent | other arms equivalent "
+             "| seeds per arm |", "|---|---|---|---|---|---|"]
+    for label, spread in (("default", SPREAD), ("tight", TIGHT)):
+        for q in TOLERANCE_RATES:
+            for tolerance in TOLERANCES:
+                rates = tolerance_cost(q, tolerance, experiments=experiments, rng=rng,
+                                       spread=spread)
+                shown = "none" if tolerance is None else f"{tolerance:.0%}"
+                lines.append(f"| {label} | {q:g} | {shown} | " + " | ".join(
+                    f"{rates[c]:.2f}" if c == "seeds per arm" else f"{rates[c]:.3f}"
+                    for c in columns) + " |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "bounds":
+    if len(sys.argv) > 1 and sys.argv[1] == "tolerance":
+        print(tolerance_table(int(sys.argv[2]) if len(sys.argv) > 2 else 2000))
+    elif len(sys.argv) > 1 and sys.argv[1] == "bounds":
         print(bound_table(int(sys.argv[2]) if len(sys.argv) > 2 else 2000))
     else:
         print(failure_table(int(sys.argv[1]) if len(sys.argv) > 1 else 2000))

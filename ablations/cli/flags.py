@@ -19,6 +19,7 @@ from ablations.experiment.request import (
     DEFAULT_STORAGE,
     Request,
     alpha_problem,
+    rate_problem,
     margin_problem,
 )
 
@@ -182,6 +183,16 @@ def _metric(text: str) -> str:
                     f"{text!r} is not a metric name")
 
 
+def rate_flag(text: str) -> float:
+    """A rate in (0, 1): ``0.1`` or ``10%``."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        value = float("nan")
+    _checked(text, None if rate_problem(value) is None else rate_problem(text))
+    return value
+
+
 def alpha_flag(text: str) -> float:
     """A family-wise error rate in (0, 0.5)."""
     try:
@@ -301,6 +312,10 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                        "or a percentage of the reference's mean (default: 5%%)")
     seeds.add_argument("--alpha", type=alpha_flag, default=DEFAULT_ALPHA,
                        help="family-wise error rate of the verdicts")
+    seeds.add_argument("--max-failure-rate", type=rate_flag, default=None, metavar="R|P%",
+                       help="tolerance for divergence: a variant is equivalent only where the "
+                       "one-sided upper bound on its rate of diverged runs is below it, e.g. "
+                       "10%% (default: none; docs/verdicts.md)")
 
     config = parser.add_argument_group("configuration")
     config.add_argument("--config", default=None, metavar="FILE.yaml|PRESET",

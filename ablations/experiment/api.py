@@ -55,6 +55,8 @@ class Decision:
     metric: Optional[str] = None  # a numeric column (own code: its first declared metric)
     margin: Optional[str | float] = None  # "5%" of the reference's mean, or metric units
     alpha: Optional[float] = None  # the family-wise error rate of each kind of verdict
+    # `equivalent` only where each arm's failure-rate bound is below it, e.g. 0.1
+    max_failure_rate: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,7 @@ def request_of(space: Optional[str], seeds: Seeds, decision: Decision, resources
         pilot=seeds.pilot, max_seeds=seeds.max_seeds, cross_seeds=seeds.cross,
         null_control=seeds.null_control, seed_sources=seeds.sources,
         metric=decision.metric, alpha=decision.alpha,
+        max_failure_rate=decision.max_failure_rate,
         margin=None if decision.margin is None else str(decision.margin),
         cpus_per_trial=resources.cpus_per_trial, gpus_per_trial=resources.gpus_per_trial,
         address=resources.address, auto_batch=resources.auto_batch,

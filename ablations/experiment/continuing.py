@@ -311,7 +311,10 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     if len(variants) < 2:
         raise UsageError(f"{name} ran only the reference; there is nothing to decide")
     plan = extended_plan(meta["trials"], seeds)
-    run = SequentialRun(design, seeds, reference, metric, margin, alpha, plan)
+    # the tolerance recorded before the first trial, else the one given now
+    tolerance = (planned or {}).get("max_failure_rate", args.max_failure_rate)
+    run = SequentialRun(design, seeds, reference, metric, margin, alpha, plan,
+                        max_failure_rate=tolerance)
     run.rounds = [{"round": 1, "tune": "tune", "trials": list(meta["trials"])}]
     ran = trials[trials["status"] != TrialStatus.SKIPPED]
     run.continued = {"seeds": fixed, "trials": len(ran),

@@ -83,6 +83,9 @@ class Request:
     metric: str = DEFAULT_METRIC
     margin: Optional[str | float] = None  # None: DEFAULT_MARGIN (5% of the reference's mean)
     alpha: float = DEFAULT_ALPHA
+    # equivalent only where the one-sided upper bound on the arm's rate of divergence is
+    # below it (docs/verdicts.md); None: no tolerance
+    max_failure_rate: Optional[float] = None
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0
     # seconds each run of a trial may take; past it the trial ends as ``timeout``
@@ -114,6 +117,7 @@ class Request:
             "metric": None if re.fullmatch(r"[A-Za-z_]\w*", self.metric or "") else
             f"{self.metric!r} is not a metric name",
             "alpha": alpha_problem(self.alpha),
+            "max_failure_rate": rate_problem(self.max_failure_rate),
             "margin": None if self.margin is None else margin_problem(str(self.margin)),
             "pilot": at_least_problem(self.pilot, 2),
             "max_seeds": at_least_problem(self.max_seeds, 2),
@@ -213,6 +217,17 @@ def alpha_problem(value: Any) -> Optional[str]:
     except (TypeError, ValueError):
         number = float("nan")
     return None if 0 < number < 0.5 else f"{value!r}: must be a number in (0, 0.5), e.g. 0.05"
+
+
+def rate_problem(value: Any) -> Optional[str]:
+    """Why ``value`` is not a rate in (0, 1); None if it is, or if none is given."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    return None if 0 < number < 1 else f"{value!r}: must be a rate in (0, 1), e.g. 0.1 or 10%"
 
 
 def margin_problem(text: str) -> Optional[str]:

@@ -185,6 +185,10 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     bound = failure_sentence(verdicts, alpha, cite)
     if bound:
         parts.append(bound)
+    tolerance = a.get("max_failure_rate")
+    if tolerance is not None:
+        parts.append(f"A variant was called equivalent only where that bound was below "
+                     f"{tolerance:.0%}, a tolerance fixed before the first trial.")
     if baseline_line:
         parts.append(f"Before the verdicts, the reference was checked to have learned: "
                      f"{baseline_line.removeprefix('Baseline check: ')}")

@@ -129,8 +129,10 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     dropped = dropped_note(verdicts.attrs.get("dropped_nan", []), metric)
     if dropped:
         text += f"\n{dropped}"
+    # why a decided row reads as it does; an undecided row's line below says it, and more
     reasons = verdicts["reason"] if "reason" in verdicts else pd.Series(dtype=object)
-    for ablation, reason in reasons[reasons.fillna("") != ""].items():
+    decided = verdicts["verdict"] != "inconclusive"
+    for ablation, reason in reasons[(reasons.fillna("") != "") & decided].items():
         text += f"\n{ablation}: {verdicts.loc[ablation, 'verdict']}: {reason}"
     for line in undecided_lines(verdicts.reset_index()):  # what would decide the rest
         text += f"\n{line}"

@@ -103,6 +103,12 @@ class Analysis:
         ``decided_at`` column)."""
         return False
 
+    @property
+    def max_failure_rate(self) -> Optional[float]:
+        """The tolerance for divergence recorded before the data (``equivalent`` needs each
+        arm's failure-rate bound below it); None: none."""
+        return (self.planned or {}).get("max_failure_rate")
+
     def recorded_settings(self) -> Optional[dict[str, Any]]:
         """The reference, metric, margin and α recorded before the data; None for an
         experiment recorded before such records."""
@@ -149,8 +155,9 @@ class Analysis:
         """The verdict table of the evaluation rows ``trials`` at ``settings`` (the metric a
         Metric)."""
         if self.pilot is None:
-            return verdict_table(trials, **settings)
-        table = sequential_verdict_table(trials, self.pilot, self.planned["seeds"], **settings)
+            return verdict_table(trials, **settings, max_failure_rate=self.max_failure_rate)
+        table = sequential_verdict_table(trials, self.pilot, self.planned["seeds"], **settings,
+                                         max_failure_rate=self.max_failure_rate)
         table.attrs["pilot"] = True
         return table
 
@@ -323,7 +330,11 @@ class SequentialAnalysis(Analysis):
 
     def decide(self, trials: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
         return sequential_verdict_table(trials, self.seed_design, self.record["seeds"],
-                                        **settings)
+                                        **settings, max_failure_rate=self.max_failure_rate)
+
+    @property
+    def max_failure_rate(self) -> Optional[float]:
+        return (self.planned or self.record).get("max_failure_rate")
 
     def design_note(self, alpha: float) -> Optional[str]:
         return design_note(self.seed_design, alpha)

@@ -248,6 +248,55 @@ def failure_bound_text(diverged: int, runs: int, bound: float) -> str:
     return f"{diverged}/{runs} (≤{bound:.0%})"
 
 
+def seeds_for_tolerance(tolerance: float, alpha: float) -> int:
+    """The fewest runs, none diverged, whose :func:`failure_rate_upper` is below
+    ``tolerance``: ln α / ln(1 − tolerance), rounded up past equality (0 of n bounds the rate
+    at 1 − α^(1/n))."""
+    import math
+
+    n = math.log(alpha) / math.log1p(-tolerance)
+    return int(math.floor(n)) + 1
+
+
+def arm_failure_counts(trials: pd.DataFrame, arms: Sequence[str], *,
+                       seeds: set[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per arm (``arms``' order): its seeds whose training diverged, and its seeds that ended
+    ok or diverged (the machinery's failures are no outcome of the arm); ``seeds``: those
+    only."""
+    rows = trials if seeds is None else trials[trials["seed"].isin(seeds)]
+    diverged = rows[rows["status"].isin(TRAINING_FAILURES)].groupby("ablation")["seed"].nunique()
+    ended = rows[rows["status"].isin((TrialStatus.OK, *TRAINING_FAILURES))]
+    runs = ended.groupby("ablation")["seed"].nunique()
+    return (np.array([int(diverged.get(arm, 0)) for arm in arms]),
+            np.array([int(runs.get(arm, 0)) for arm in arms]))
+
+
+def over_tolerance(trials: pd.DataFrame, arms: Sequence[str], tolerance: float | None, *,
+                   alpha: float, seeds: set[int] | None = None) -> np.ndarray | None:
+    """Per arm: whether its failure-rate bound (:func:`failure_rate_upper` at 1 − ``alpha``)
+    is not below ``tolerance`` (``max_failure_rate``): such an arm is never `equivalent`.
+    None without a tolerance."""
+    if tolerance is None:
+        return None
+    diverged, runs = arm_failure_counts(trials, arms, seeds=seeds)
+    return failure_rate_upper(diverged, runs, alpha) >= tolerance
+
+
+def tolerance_reason(bound: float, tolerance: float) -> str:
+    """The ``reason`` of an arm kept from `equivalent` by the tolerance."""
+    return (f"failure rate ≤{bound:.0%} not below the tolerance {tolerance:.0%}: no "
+            "equivalence claim")
+
+
+def add_tolerance_reasons(table: pd.DataFrame, index: pd.Index, tolerance: float) -> None:
+    """Append :func:`tolerance_reason` to the ``reason`` of the rows ``index`` (their
+    ``failure_rate_upper`` beside it), in place."""
+    for row in index:
+        text = tolerance_reason(float(table.at[row, "failure_rate_upper"]), tolerance)
+        table.at[row, "reason"] = f"{table.at[row, 'reason']}; {text}" if table.at[
+            row, "reason"] else text
+
+
 def add_failure_columns(table: pd.DataFrame, index: pd.Index, failures: FailureTests, *,
                         trials: pd.DataFrame, outlier: np.ndarray, verdict: np.ndarray,
                         alpha: float) -> None:

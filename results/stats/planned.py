@@ -24,15 +24,19 @@ SETTINGS = ("reference", "metric", "margin", "alpha")
 
 
 def planned_record(*, reference: str, metric: str, margin: str | float, alpha: float,
-                   seeds: Sequence[int] = (), max_seeds: Optional[int] = None
-                   ) -> dict[str, Any]:
+                   seeds: Sequence[int] = (), max_seeds: Optional[int] = None,
+                   max_failure_rate: Optional[float] = None) -> dict[str, Any]:
     """experiment.json's ``planned``: the four settings; with ``seeds`` (a fixed table that
     can be continued into rounds), also the design whose pilot look they are and the seed
     order up to ``max_seeds`` (default
     :data:`ablations.results.stats.sequential.DEFAULT_MAX_SEEDS`). A run of at least ``max_seeds``
-    seeds gets a one-look design: the fixed design at full α."""
+    seeds gets a one-look design: the fixed design at full α. ``max_failure_rate``: the
+    tolerance for divergence (recorded where given: `equivalent` needs the failure-rate bound
+    below it)."""
     record: dict[str, Any] = {"reference": reference, "metric": metric,
                               "margin": str(margin), "alpha": float(alpha)}
+    if max_failure_rate is not None:
+        record["max_failure_rate"] = float(max_failure_rate)
     if len(seeds) >= 2:
         fixed = [int(s) for s in seeds]
         most = max_seeds or DEFAULT_MAX_SEEDS

@@ -130,7 +130,8 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
                      relative: bool = False, alpha: float = DEFAULT_ALPHA, direction: int = -1,
                      outlier: np.ndarray | None = None, alpha_diff: float | None = None,
                      worst_rank: tuple[np.ndarray, np.ndarray] | None = None,
-                     unstable: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                     unstable: np.ndarray | None = None,
+                     over_tolerance: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Verdicts of the sequential design from each arm's contrasts at each look.
 
     Args:
@@ -156,6 +157,9 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
         unstable: (..., arms, looks): more training failures than the reference by that
             look: never `equivalent` there (as ``outlier``), and never `better`: each part
             of such a look's test counts only where it points worse.
+        over_tolerance: (..., arms, looks): the arm's failure-rate bound over the look's
+            seeds is not below the tolerance (``max_failure_rate``): never `equivalent` there,
+            so an arm that would stop `equivalent` runs on to more seeds.
 
     The family is every arm on the arms axis, fixed before any data: an arm without a
     comparison at some look (its trials failed, or the reference's) still counts in Holm's
@@ -174,6 +178,8 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
         raise ValueError(f"{diff.shape[-1]} looks given, the design plans {len(design.looks)}")
     outlier = np.zeros(diff.shape, bool) if outlier is None else np.asarray(outlier, bool)
     unstable = np.zeros(diff.shape, bool) if unstable is None else np.asarray(unstable, bool)
+    over = (np.zeros(diff.shape, bool) if over_tolerance is None
+            else np.asarray(over_tolerance, bool))
     p_rank = np.full(diff.shape, np.nan) if worst_rank is None else np.asarray(worst_rank[0])
     composite = ~np.isnan(p_rank)
     looked = (~np.isnan(diff) & ~np.isnan(contrasts.se)) | composite
@@ -182,7 +188,7 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
         p_t = np.where(looked, contrasts.p_value(), np.nan)  # NaN: fewer than 2 finished
         raw_tost = contrasts.p_tost(margin, relative)
         # a flagged or unstable arm stays in the family (in Holm's divisor), never rejected
-        p_tost = np.where(looked, np.where(outlier | unstable, 1.0, raw_tost), np.nan)
+        p_tost = np.where(looked, np.where(outlier | unstable | over, 1.0, raw_tost), np.nan)
     # an arm that failed more often than the reference by a look is not shown better there
     # (its failed seeds are its worst outcomes): each part of its test counts only where it
     # points worse

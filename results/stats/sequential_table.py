@@ -12,6 +12,7 @@ reads trials tables.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -25,7 +26,12 @@ from ablations.config.comparison import (
 )
 from ablations.config.statuses import TrialStatus
 from ablations.results.stats.contrasts import Contrasts
-from ablations.results.stats.failures import failure_tests, verdict_reasons
+from ablations.results.stats.failures import (
+    add_tolerance_reasons,
+    failure_tests,
+    over_tolerance,
+    verdict_reasons,
+)
 from ablations.results.stats.sequential import SeedDesign, sequential_tests
 from ablations.results.stats.verdicts import (
     MetricLike,
@@ -89,6 +95,21 @@ def look_failures(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int]
     return p, sign, unstable
 
 
+def look_tolerance(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int],
+                   arms: Sequence[str], tolerance: Optional[float], *, alpha: float
+                   ) -> Optional[np.ndarray]:
+    """Per arm and look (arms, looks): whether its failure-rate bound over the look's seeds is
+    not below ``tolerance`` (:func:`ablations.results.stats.failures.over_tolerance`); None
+    without a tolerance."""
+    if tolerance is None:
+        return None
+    over = np.zeros((len(arms), len(design.looks)), bool)
+    for k, n in enumerate(design.looks):
+        over[:, k] = over_tolerance(trials, arms, tolerance, alpha=alpha,
+                                    seeds=set(seeds[:n]))
+    return over
+
+
 def repeated_interval(contrasts: Contrasts, look: np.ndarray, *, design: SeedDesign,
                       alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """The repeated confidence interval of Δ at each comparison's look (Jennison and Turnbull
@@ -115,7 +136,8 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
                              reference: str = DEFAULT_REFERENCE,
                              metric: MetricLike = DEFAULT_METRIC,
                              margin: str | float = DEFAULT_MARGIN,
-                             alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
+                             alpha: float = DEFAULT_ALPHA,
+                             max_failure_rate: Optional[float] = None) -> pd.DataFrame:
     """:func:`ablations.results.stats.analysis.verdict_table` for an experiment run with ``--seeds
     auto`` (``metric``: a :class:`~ablations.config.metrics.Metric`, or a built-in column's
     name, as there).
@@ -150,9 +172,12 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     direction = measure.sign
     p_rank, sign, unstable = look_failures(trials, design, seeds, arms, reference=reference,
                                            metric=metric, direction=direction)
+    over = look_tolerance(trials, design, seeds, arms, max_failure_rate, alpha=alpha)
     tests = sequential_tests(contrasts, design=design, margin=value, relative=relative,
                              alpha=alpha, direction=direction, outlier=outlier,
-                             worst_rank=(p_rank, sign), unstable=unstable)
+                             worst_rank=(p_rank, sign), unstable=unstable, over_tolerance=over)
+    over_at_last = (np.zeros(len(arms), bool) if over is None
+                    else over[np.arange(len(arms)), tests["last"]])
     rows = np.arange(len(arms))
     reported = contrasts.take((rows, tests["last"]))
     reported_rank = p_rank[rows, tests["last"]]
@@ -166,7 +191,7 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
         "p_holm": np.full(len(arms), np.nan), "p_tost_holm": np.full(len(arms), np.nan),
         # no margin is supported where an outlying seed or more diverged seeds bar the claim
         "equivalence_bound_holm": np.where(
-            (level_eq > 0) & ~tests["unstable"] & ~tests["outlier"],
+            (level_eq > 0) & ~tests["unstable"] & ~tests["outlier"] & ~over_at_last,
             reported.bound(np.where(level_eq > 0, level_eq, 0.5), relative), np.nan),
         "outlier": tests["outlier"], "unstable": tests["unstable"],
         "significant": tests["significant"],
@@ -206,8 +231,11 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
         table[column] = table[column].astype("boolean")
     table["verdict"] = table["verdict"].fillna("reference")
     table["reason"] = table["reason"].fillna("")
+    if over is not None:  # the tolerance kept these from `equivalent` at their look
+        add_tolerance_reasons(table, table.index[compared][over_at_last[index]],
+                              max_failure_rate)
     table.attrs.update(design=design.to_dict(), seeds=list(seeds), sequential=True,
-                       diff_ci="repeated")
+                       diff_ci="repeated", max_failure_rate=max_failure_rate)
     return table
 
 

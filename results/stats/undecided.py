@@ -33,7 +33,7 @@ def undecided_lines(verdicts: pd.DataFrame) -> list[str]:
     lines = []
     for _, row in rows[rows["verdict"] == "inconclusive"].iterrows():
         parts = [_difference(row, per_look, float(a.get("alpha", math.nan)), direction),
-                 _equivalence(row, margin, relative)]
+                 _equivalence(row, margin, relative, a.get("max_failure_rate"))]
         lines.append(f"{row['ablation']}: inconclusive: " + "; ".join(parts))
     return lines
 
@@ -69,14 +69,19 @@ def _difference(row: pd.Series, per_look: bool, alpha: float, direction: int) ->
     return f"a difference needs p below {level:.3g} {at} (it has {p:.3g})"
 
 
-def _equivalence(row: pd.Series, margin: float | None, relative: bool) -> str:
+def _equivalence(row: pd.Series, margin: float | None, relative: bool,
+                 tolerance: float | None) -> str:
     """What a claim of equivalence needed, and what it had."""
     if _flag(row, "unstable"):
         return "no equivalence claim (more diverged seeds than the reference)"
+    bound = float(row.get("failure_rate_upper", math.nan))
+    if tolerance is not None and bound >= tolerance:
+        return (f"no equivalence claim (failure rate ≤{bound:.0%} not below the tolerance "
+                f"{tolerance:.0%}: more seeds lower it)")
     if _flag(row, "outlier"):
         return "no equivalence claim (an outlying seed)"
     bound = float(row.get("equivalence_bound_holm", math.nan))
-    if math.isnan(bound) or math.isinf(bound) or margin is None:
+    if not math.isfinite(bound) or margin is None:
         return "no equivalence test (fewer than 2 ok seeds on each side)"
     return (f"equivalence needs a margin of {_bound(bound, relative)} (the margin is "
             f"{_bound(float(margin), relative)})")

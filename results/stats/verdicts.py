@@ -35,7 +35,13 @@ from ablations.results.stats.crossed import (
     crossed_cells,
     crossed_family,
 )
-from ablations.results.stats.failures import FailureTests, add_failure_columns, failure_tests
+from ablations.results.stats.failures import (
+    FailureTests,
+    add_failure_columns,
+    add_tolerance_reasons,
+    failure_tests,
+    over_tolerance,
+)
 from ablations.results.stats.phases import evaluation_rows
 from ablations.results.io.directions import (  # noqa: F401 (re-exported)
     METRIC_DIRECTION,
@@ -193,7 +199,8 @@ def comparison_columns(contrasts: Contrasts, *, margin: float, relative: bool,
 def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = False,
                       alpha: float = DEFAULT_ALPHA, direction: int = -1,
                       outlier: np.ndarray | None = None,
-                      failures: FailureTests | None = None) -> dict[str, np.ndarray]:
+                      failures: FailureTests | None = None,
+                      over_tolerance: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Verdicts from the comparisons' contrasts, a family of comparisons along the last axis
     (leading axes: independent families, e.g. simulated experiments). NaN ``diff``: no test
     (counted in no family).
@@ -213,6 +220,8 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
             level each (:meth:`FailureTests.combined_p`; the direction is that of the part
             that decided), and an arm with more failures than its reference is never
             `equivalent`.
+        over_tolerance: comparisons whose failure-rate bound is not below the tolerance
+            (``max_failure_rate``): never `equivalent` (a difference may still be shown).
 
     Returns:
         Arrays of the comparisons' shape: ``p_value`` (two-sided t test of Δ = 0), ``p_holm``,
@@ -251,7 +260,9 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
         # an arm that diverged where the reference did not counts in the TOST family, never
         # rejected, even with no finished seed left to compute its p from
         p_tost = np.where(unstable, 1.0, p_tost)
-    barred = outlier | unstable
+    over = (np.zeros(p_value.shape, bool) if over_tolerance is None
+            else np.asarray(over_tolerance, bool))
+    barred = outlier | unstable | over
     # a barred comparison stays in the family (Holm's divisor) at p = 1, never rejected,
     # as --seeds auto has it
     p_tost_barred = np.where(barred & ~np.isnan(p_tost), 1.0, p_tost)
@@ -267,7 +278,7 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
     verdict = verdict_labels(significant, equivalent, diff, direction)
     # the robustness rule bars a claim about the size, not the difference: a significant arm
     # that would be within the margin but for an outlying seed reads `significant`
-    unbarred = holm(np.where(unstable & ~np.isnan(p_tost), 1.0, p_tost)) < alpha
+    unbarred = holm(np.where((unstable | over) & ~np.isnan(p_tost), 1.0, p_tost)) < alpha
     verdict[significant & outlier & ~unstable & unbarred] = "significant"
     return {**out, "significant": significant, "equivalent": equivalent, "verdict": verdict}
 
@@ -289,7 +300,8 @@ def resolve_margin(margin: str | float, reference_mean: float) -> tuple[float, b
 
 def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
                   metric: MetricLike = DEFAULT_METRIC, margin: str | float = DEFAULT_MARGIN,
-                  alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
+                  alpha: float = DEFAULT_ALPHA, max_failure_rate: float | None = None
+                  ) -> pd.DataFrame:
     """A verdict for every variant against ``reference`` on ``metric``: the question an
     ablation answers (does this component matter, and if not, how sure are we?), with the
     trials tested as one fixed design at full α. For a ``--seeds auto`` experiment these are
@@ -332,6 +344,8 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
         margin: the smallest difference that matters: ``"0.02"`` (or 0.02) in the metric's
             units, or ``"5%"`` of the reference's mean.
         alpha: family-wise error rate of each kind of verdict, in (0, 0.5).
+        max_failure_rate: the tolerance for divergence: a variant is `equivalent` only where
+            its failure-rate bound (``failure_rate_upper``) is below it (None: no tolerance).
 
     Returns:
         :func:`ablation_table`'s columns (the difference's ``diff_ci_*`` at 1 − α) and:
@@ -378,8 +392,10 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
                              direction=direction)
     if crossed_cells(trials, reference) is not None:  # --cross-seeds: no per-cell sign flips
         failures = failures.without_rank_test(np.ones(len(arms), bool))
+    over = over_tolerance(trials, arms, max_failure_rate, alpha=alpha)
     tests = equivalence_tests(contrasts, margin=value, relative=relative, alpha=alpha,
-                              direction=direction, outlier=outlier, failures=failures)
+                              direction=direction, outlier=outlier, failures=failures,
+                              over_tolerance=over)
     columns = [*table.columns, *(c for c in tests if c not in table.columns), "n_diverged",
                "n_outcomes", "failure_rate_upper", "reason", "margin"]
     # p-values: ablation_table's t tests, or the worst-rank test's where a seed is discordant
@@ -390,10 +406,13 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
         table[column] = table[column].astype("boolean")  # <NA> on the reference's row
     add_failure_columns(table, compared.index, failures, trials=trials,
                         outlier=tests["outlier"], verdict=tests["verdict"], alpha=alpha)
+    if over is not None:  # the tolerance kept these from `equivalent`: the row says so
+        add_tolerance_reasons(table, compared.index[over], max_failure_rate)
     table["margin"] = value
     table = table[columns]
     table.attrs.update(metric=metric, reference=reference, reference_mean=reference_mean,
                        margin=value, relative=relative, margin_given=str(margin), alpha=alpha,
+                       max_failure_rate=max_failure_rate,
                        direction=direction, unit=measure.unit,
                        comparisons=int(np.count_nonzero(~np.isnan(tests["p_value"]))),
                        dropped_nan=dropped)
@@ -429,4 +448,7 @@ def verdict_note(table: pd.DataFrame) -> str:
             "negligible = both; inconclusive = neither; a diverged seed ranks below every "
             "finished one (worst-rank test). "
             f"equivalence_bound_holm: the smallest margin the data support, {bound}."
+            + (f" Equivalent also needs the variant's failure-rate bound (diverged column) "
+               f"below the tolerance {a['max_failure_rate']:.0%}."
+               if a.get("max_failure_rate") is not None else "")
             + (f" {CROSSED_NOTE}" if a.get("crossed") else ""))

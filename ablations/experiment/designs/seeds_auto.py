@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import pandas as pd
 
 from ablations.experiment import events
-from ablations.experiment.designs.base import Design
+from ablations.experiment.designs.base import Design, refuse_unreachable_tolerance
 from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.parts import Parts, stopped
 from ablations.experiment.designs.tune_setup import GridTune, Part
@@ -79,6 +79,8 @@ class SequentialRun:
     # seeds,
     # trials, CPU/GPU-hours and command before the continuation; None for one started auto.
     continued: Optional[dict[str, Any]] = None
+    # equivalent only with the failure-rate bound below it (None: no tolerance)
+    max_failure_rate: Optional[float] = None
 
     def record(self) -> dict[str, Any]:
         record = {"design": self.design.to_dict(), "seeds": self.seeds,
@@ -87,6 +89,8 @@ class SequentialRun:
                   "rounds": self.rounds}
         if self.continued is not None:
             record["continued"] = self.continued
+        if self.max_failure_rate is not None:
+            record["max_failure_rate"] = self.max_failure_rate
         return record
 
     @classmethod
@@ -95,7 +99,8 @@ class SequentialRun:
         return cls(SeedDesign.from_dict(record["design"]), list(record["seeds"]),
                    record["reference"], record["metric"], record["margin"],
                    float(record["alpha"]), {spec.name: spec for spec in trials},
-                   list(record["rounds"]), record.get("continued"))
+                   list(record["rounds"]), record.get("continued"),
+                   record.get("max_failure_rate"))
 
     def cells(self, arms: Sequence[str], seeds: Sequence[int]) -> list[TrialSpec]:
         """The plan's trials of ``arms`` at ``seeds``, in the plan's order."""
@@ -123,7 +128,8 @@ class SequentialRun:
         return sequential_verdict_table(trials, self.design, self.seeds,
                                         reference=self.reference,
                                         metric=metric_of(self.metric, declared),
-                                        margin=self.margin, alpha=self.alpha)
+                                        margin=self.margin, alpha=self.alpha,
+                                        max_failure_rate=self.max_failure_rate)
 
 
 def next_arms(table: pd.DataFrame, ran: Sequence[str]) -> list[str]:
@@ -256,7 +262,8 @@ class Rounds(Design):
         seed_design = SeedDesign.plan(*_looks(request))
         run = SequentialRun(seed_design, list(seeds), space.reference, request.metric,
                             request.margin or DEFAULT_MARGIN, request.alpha,
-                            {s.name: s for s in state.trials})
+                            {s.name: s for s in state.trials},
+                            max_failure_rate=request.max_failure_rate)
         pilot = set(seeds[:seed_design.looks[0]])
         state.trials = [s for s in state.trials if s.seed in pilot]  # the dry run shows them
         state.skipped = [(s, why) for s, why in state.skipped if s.seed in pilot]
@@ -272,8 +279,10 @@ class Rounds(Design):
     def planned_settings(self, request: Request, space: Space,
                          seeds: Sequence[int]) -> dict[str, Any]:
         """The settings alone: the design is the sequential record's."""
+        refuse_unreachable_tolerance(request, self.run.design.max_seeds)
         return {"reference": space.reference, "metric": request.metric,
-                "margin": request.margin or DEFAULT_MARGIN, "alpha": request.alpha}
+                "margin": request.margin or DEFAULT_MARGIN, "alpha": request.alpha,
+                "max_failure_rate": request.max_failure_rate}
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
                 skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False

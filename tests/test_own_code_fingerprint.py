@@ -96,25 +96,40 @@ def test_a_command_names_scripts_and_configs_not_data_and_storage_is_not_walked(
     (folder / "frames.csv").write_text("1,2\n")
     (folder / "big.json").write_bytes(b" " * (own.MAX_NAMED_BYTES + 1))
     storage = folder / "runs" / "tiny-1"  # an experiment's storage under the project
-    storage.mkdir(parents=True)
+    (storage / "tune").mkdir(parents=True)
     (storage / "experiment.json").write_text("{}")
     (storage / "copy.py").write_text("X = 1\n")
+    settings = folder / "settings"  # a project's own experiment.json beside its code
+    settings.mkdir()
+    (settings / "experiment.json").write_text("{}")
+    (settings / "paths.py").write_text("ROOT = '.'\n")
+    (folder / "launch").write_text("#!/bin/sh\n")  # a script without a suffix
+    (folder / "CFG.YAML").write_text("a: 1\n")
     space = SPACE.replace("--metrics-file", "--config cfg.yaml --data frames.csv "
-                          "--extra big.json --metrics-file")
+                          "--extra big.json --launcher launch --other CFG.YAML --metrics-file")
     (folder / "space.yaml").write_text(space)
     record = own_code_record(configs(folder), folder)
-    assert set(record["files"]) == {"train.py", "utils.py", "cfg.yaml"}
+    assert set(record["files"]) == {"train.py", "utils.py", "cfg.yaml", "launch", "CFG.YAML",
+                                    "settings/paths.py"}
     assert not record["truncated"]
+    named = {"cfg.yaml", "launch", "CFG.YAML"}
     # exactly at the limit is complete; one more file is truncated
-    monkeypatch.setattr(own, "MAX_FILES", 2)
+    monkeypatch.setattr(own, "MAX_FILES", 3)
     assert not own_code_record(configs(folder), folder)["truncated"]
     (folder / "more.py").write_text("Y = 1\n")
     cut = own_code_record(configs(folder), folder)
-    assert cut["truncated"] and len(set(cut["files"]) - {"cfg.yaml"}) == 2
-    # a walk stops after MAX_ENTRIES entries, whatever they hold
+    assert cut["truncated"] and len(set(cut["files"]) - named) == 3
+    # a walk stops after MAX_ENTRIES entries, whatever they hold, and says so only where
+    # something was left unread
     monkeypatch.setattr(own, "MAX_FILES", 2000)
     monkeypatch.setattr(own, "MAX_ENTRIES", 3)
     assert own_code_record(configs(folder), folder)["truncated"]
+    flat = project(tmp_path / "flat")  # train.py, utils.py, space.yaml, .venv: 4 entries
+    monkeypatch.setattr(own, "MAX_ENTRIES", 1)
+    (flat / ".venv" / "lib" / "site.py").unlink()
+    (flat / ".venv" / "lib").rmdir()
+    (flat / ".venv").rmdir()
+    assert not own_code_record(configs(flat), flat)["truncated"]  # nothing left to walk
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -19,6 +19,7 @@ from ablations.experiment.request import (
     DEFAULT_STORAGE,
     Request,
     alpha_problem,
+    rate_of,
     rate_problem,
     margin_problem,
 )
@@ -185,11 +186,9 @@ def _metric(text: str) -> str:
 
 def rate_flag(text: str) -> float:
     """A rate in (0, 1): ``0.1`` or ``10%``."""
-    try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        value = float("nan")
-    _checked(text, None if rate_problem(value) is None else rate_problem(text))
+    value = rate_of(text)
+    _checked(text, None if rate_problem(value) is None else f"{text!r}: must be a rate in (0, "
+             "1), e.g. 0.1 or 10%")
     return value
 
 

@@ -10,3 +10,4 @@ DEFAULT_METRIC = "test_mae"  # test MAE after the last epoch (km), lower is bett
 DEFAULT_REFERENCE = "baseline"  # the full model: the variant every other one is compared with
 DEFAULT_MARGIN = "5%"  # the smallest difference that matters: 5% of the reference's mean
 DEFAULT_ALPHA = 0.05  # family-wise error rate of each kind of verdict
+DEFAULT_MAX_SEEDS = 10  # the last look of --seeds auto's design (and of a fixed run's rounds)

@@ -36,6 +36,7 @@ from ablations.experiment.request import (
     Request,
     UsageError,
     check_name,
+    rate_of,
     storage_root,
     time_limit_problem,
 )
@@ -204,12 +205,14 @@ def request_of(space: Optional[str], seeds: Seeds, decision: Decision, resources
         values[key] = names(values.get(key))
     if space is not None:
         values["space"] = str(space)
+    rate = rate_of(decision.max_failure_rate)  # NaN (no rate) is not equal to itself
     values.update(
         seeds=None if seeds.seeds is None else Request.seeds_from(seeds.seeds),
         pilot=seeds.pilot, max_seeds=seeds.max_seeds, cross_seeds=seeds.cross,
         null_control=seeds.null_control, seed_sources=seeds.sources,
         metric=decision.metric, alpha=decision.alpha,
-        max_failure_rate=decision.max_failure_rate,
+        # "10%" as the flag takes it; what is no rate reaches the check as given
+        max_failure_rate=rate if rate is None or rate == rate else decision.max_failure_rate,
         margin=None if decision.margin is None else str(decision.margin),
         cpus_per_trial=resources.cpus_per_trial, gpus_per_trial=resources.gpus_per_trial,
         address=resources.address, auto_batch=resources.auto_batch,

@@ -120,18 +120,19 @@ def sequential_seeds(fixed: Sequence[int], max_seeds: int) -> list[int]:
 
 
 def first_look(trials: pd.DataFrame, seeds: Sequence[int], max_seeds: int, *, reference: str,
-               metric: MetricLike, margin: str, alpha: float) -> pd.DataFrame:
+               metric: MetricLike, margin: str, alpha: float,
+               max_failure_rate: Optional[float] = None) -> pd.DataFrame:
     """The sequential design's verdicts on the fixed run's trials as its pilot: what round 1
     of the continuation decides (the arms it leaves are the ones that get seeds). ``metric``:
     a :class:`~ablations.config.metrics.Metric` (own code's, with its declared direction), or
-    a built-in column's name."""
+    a built-in column's name; ``max_failure_rate``: the run's tolerance for divergence."""
     from ablations.results.stats.sequential import SeedDesign
     from ablations.results.stats.sequential_table import sequential_verdict_table
 
     design = SeedDesign.plan(len(seeds), max_seeds)
     return sequential_verdict_table(trials, design, sequential_seeds(seeds, max_seeds),
                                     reference=reference, metric=metric, margin=margin,
-                                    alpha=alpha)
+                                    alpha=alpha, max_failure_rate=max_failure_rate)
 
 
 def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, reference: str,
@@ -192,7 +193,8 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
 
     max_seeds = max_seeds or default_max_seeds(len(seeds))
     look = first_look(trials, seeds, max_seeds, reference=reference, metric=metric,
-                      margin=margin or DEFAULT_MARGIN, alpha=alpha)
+                      margin=margin or DEFAULT_MARGIN, alpha=alpha,
+                      max_failure_rate=verdicts.attrs.get("max_failure_rate"))
     arms = [a for a in next_arms(look, set(look["ablation"])) if a != reference]
     estimate = estimate_continuation(trials, arms, reference=reference,
                                      fixed_seeds=len(seeds), max_seeds=max_seeds, slots=slots,
@@ -311,8 +313,9 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     if len(variants) < 2:
         raise UsageError(f"{name} ran only the reference; there is nothing to decide")
     plan = extended_plan(meta["trials"], seeds)
-    # the tolerance recorded before the first trial, else the one given now
-    tolerance = (planned or {}).get("max_failure_rate", args.max_failure_rate)
+    # the tolerance recorded before the first trial (check_planned refuses another); one
+    # given now only for a run that recorded no plan
+    tolerance = planned.get("max_failure_rate") if planned else args.max_failure_rate
     run = SequentialRun(design, seeds, reference, metric, margin, alpha, plan,
                         max_failure_rate=tolerance)
     run.rounds = [{"round": 1, "tune": "tune", "trials": list(meta["trials"])}]
@@ -342,14 +345,16 @@ def check_planned(args: Request, name: str, planned: dict[str, Any], design: Any
     from ablations.results.stats.planned import same_margin
 
     recorded_values = {"max_seeds": design.max_seeds, "metric": planned["metric"],
-                       "margin": planned["margin"], "alpha": float(planned["alpha"])}
+                       "margin": planned["margin"], "alpha": float(planned["alpha"]),
+                       "max_failure_rate": planned.get("max_failure_rate")}
     for key, recorded in recorded_values.items():
         value = getattr(args, key)
         if key not in args.given or value is None:
             continue
         same = same_margin(value, recorded) if key == "margin" else value == recorded
         if not same:
-            shown = f"{recorded:g}" if isinstance(recorded, float) else recorded
+            shown = ("none" if recorded is None else f"{recorded:g}"
+                     if isinstance(recorded, float) else recorded)
             raise UsageError(f"{arg(key)} {value}: {name} planned its rounds before its "
                              f"first trial with {arg(key)} {shown}; drop {arg(key)} (the "
                              "continuation runs the recorded design)")

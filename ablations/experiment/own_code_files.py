@@ -7,15 +7,16 @@ What counts as the code that ran:
 - a **command** (``command: "{python} train.py ..."``): the ``.py`` files of the folder the
   experiment starts in (the folder its trials run the command in, and the one shipped to a
   cluster's workers), at any depth, plus every script or config file the command line names
-  there (:data:`NAMED_SUFFIXES`, at most :data:`MAX_NAMED_BYTES` each: a data file it names
-  is data, not code);
+  there (:data:`NAMED_SUFFIXES`, or no suffix: ``bash scripts/train``; at most
+  :data:`MAX_NAMED_BYTES` each: a data file it names is data, not code);
 - a **training function** (``--model train:fit``): where its module lies in that folder (a
   flat project: ``from model import Net`` imports a neighbour), the folder's ``.py`` files as
   for a command; otherwise its top-level package (every ``.py`` file in it) or its module
   file.
 
 Left out: the folders results and environments live in (:data:`SKIPPED_FOLDERS`, and any
-folder holding an experiment.json: an experiment's storage), and data (own code loads its
+folder holding an experiment.json and the runner's tables or Tune folder: an experiment's
+storage), and data (own code loads its
 own: a change of data is the code's to notice). At most :data:`MAX_FILES` files are read and
 :data:`MAX_ENTRIES` entries looked at; a folder with more (a home folder) is fingerprinted by
 the files found first and the record says ``truncated``.
@@ -43,9 +44,17 @@ NAMED_SUFFIXES = frozenset({".py", ".sh", ".bash", ".yaml", ".yml", ".json", ".t
 MAX_NAMED_BYTES = 1 << 20
 
 
+def _is_experiment(folder: str) -> bool:
+    """Whether ``folder`` is an experiment's storage: its experiment.json beside the tables
+    or the Tune folder the runner writes (a project's own experiment.json alone is code)."""
+    return os.path.exists(os.path.join(folder, "experiment.json")) and (
+        os.path.exists(os.path.join(folder, "trials.parquet"))
+        or os.path.isdir(os.path.join(folder, "tune")))
+
+
 def _entered(top: str, name: str) -> bool:
     return (name not in SKIPPED_FOLDERS and not name.startswith(".")
-            and not os.path.exists(os.path.join(top, name, "experiment.json")))
+            and not _is_experiment(os.path.join(top, name)))
 
 
 def _python_files(folder: Path) -> tuple[list[Path], bool]:
@@ -55,12 +64,15 @@ def _python_files(folder: Path) -> tuple[list[Path], bool]:
     thousands of files)."""
     found: list[Path] = []
     seen = 0
-    for top, folders, files in os.walk(folder):
+    walk = os.walk(folder)
+    for top, folders, files in walk:
         seen += len(folders) + len(files)
         folders[:] = sorted(name for name in folders if _entered(top, name))
         found += [Path(top) / name for name in sorted(files) if name.endswith(".py")]
         if len(found) > MAX_FILES or seen > MAX_ENTRIES:
-            return sorted(found[:MAX_FILES]), True
+            # stopped early only where something is left: more files, or folders to walk
+            more = len(found) > MAX_FILES or next(walk, None) is not None
+            return sorted(found[:MAX_FILES]), more
     return sorted(found), False
 
 
@@ -76,7 +88,7 @@ def _named_files(run: str, folder: Path) -> list[Path]:
             if not part or "{" in part:
                 continue
             path = (folder / part).resolve()
-            if (path.suffix in NAMED_SUFFIXES and path.is_file()
+            if ((path.suffix.lower() in NAMED_SUFFIXES or not path.suffix) and path.is_file()
                     and path.is_relative_to(folder) and path.stat().st_size <= MAX_NAMED_BYTES):
                 named.append(path)
     return named

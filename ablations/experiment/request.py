@@ -219,15 +219,26 @@ def alpha_problem(value: Any) -> Optional[str]:
     return None if 0 < number < 0.5 else f"{value!r}: must be a number in (0, 0.5), e.g. 0.05"
 
 
+def rate_of(value: Any) -> Optional[float]:
+    """A rate as given: a number, or a percentage's text (``"10%"``); NaN where it is
+    neither, None where none is given."""
+    if value is None:
+        return None
+    try:
+        text = str(value).strip()
+        return float(text[:-1]) / 100 if text.endswith("%") else float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
 def rate_problem(value: Any) -> Optional[str]:
     """Why ``value`` is not a rate in (0, 1); None if it is, or if none is given."""
     if value is None:
         return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = float("nan")
-    return None if 0 < number < 1 else f"{value!r}: must be a rate in (0, 1), e.g. 0.1 or 10%"
+    number = rate_of(value)
+    if isinstance(value, (int, float)) and 0 < number < 1:
+        return None
+    return f"{value!r}: must be a rate in (0, 1), e.g. 0.1"
 
 
 def margin_problem(text: str) -> Optional[str]:

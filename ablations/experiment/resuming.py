@@ -198,6 +198,9 @@ def check_planned_unchanged(now: Any, was: Any, target: str) -> None:
                       f"(planned {SeedDesign.from_dict(was['design']).max_seeds})"
                       if was.get("design") and now.get("design") else
                       f"{arg('max_seeds')} (the design)")
+    if was.get("max_failure_rate") != now.get("max_failure_rate"):
+        differ.append(f"{arg('max_failure_rate')} {now.get('max_failure_rate')} (planned "
+                      f"{was.get('max_failure_rate')})")
     if differ:
         raise UsageError(f"{target} holds an experiment planned before its data with "
                          f"other settings: {'; '.join(differ)}; give those (or "

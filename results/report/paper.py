@@ -68,6 +68,9 @@ def undecided_caption(rows: pd.DataFrame, attrs: dict) -> str:
     flags = [undecided[column].fillna(False).astype(bool) if column in undecided else
              pd.Series(False, index=undecided.index) for column in ("outlier", "unstable")]
     barred = flags[0] | flags[1]
+    tolerance = attrs.get("max_failure_rate")
+    if tolerance is not None and "failure_rate_upper" in undecided:  # the run's tolerance
+        barred |= undecided["failure_rate_upper"].astype(float) >= tolerance
     bounds = undecided.loc[~barred, "equivalence_bound_holm"].astype(float)
     bounds = bounds[np.isfinite(bounds)]
     relative = bool(attrs.get("relative"))
@@ -80,8 +83,10 @@ def undecided_caption(rows: pd.DataFrame, attrs: dict) -> str:
             + (f" to ±{shown(bounds.max())}" if len(bounds) > 1 else "")
             + f" (the margin is ±{shown(float(attrs['margin']))})")
     if barred.any():
-        need += (f"; {int(barred.sum())} cannot be shown equivalent at any margin (an "
-                 "outlying seed, or more diverged seeds than the reference)")
+        why = ("an outlying seed, more diverged seeds than the reference, or a failure-rate "
+               f"bound not below the tolerance {tolerance:.0%}" if tolerance is not None else
+               "an outlying seed, or more diverged seeds than the reference")
+        need += f"; {int(barred.sum())} cannot be shown equivalent at any margin ({why})"
     return (f" ? ({len(undecided)} variant{'s' if len(undecided) > 1 else ''}): neither test "
             f"reached its level at these seeds{need}; more seeds may decide them.")
 

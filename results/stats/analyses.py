@@ -280,7 +280,8 @@ class TunedAnalysis(Analysis):
             return None
         from ablations.results.stats.tuned import side_by_side
 
-        return side_by_side(trials, keys=self.keys, **self.with_metric(self.settings(**given)))
+        return side_by_side(trials, keys=self.keys, **self.with_metric(self.settings(**given)),
+                            max_failure_rate=self.max_failure_rate)
 
     def methods_sentences(self, cite: Cite) -> list[str]:
         record = self.record
@@ -334,7 +335,10 @@ class SequentialAnalysis(Analysis):
 
     @property
     def max_failure_rate(self) -> Optional[float]:
-        return (self.planned or self.record).get("max_failure_rate")
+        """The tolerance the rounds decided with (their record's; a fixed run continued into
+        rounds keeps the one it planned)."""
+        return self.record.get("max_failure_rate", (self.planned or {}).get(
+            "max_failure_rate"))
 
     def design_note(self, alpha: float) -> Optional[str]:
         return design_note(self.seed_design, alpha)

@@ -36,7 +36,7 @@ import pandas as pd
 from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.config.statuses import TrialStatus
 from ablations.results.io.files import join, write_json_atomic
-from ablations.results.stats.dataset_rows import by_dataset
+from ablations.results.stats.dataset_rows import by_dataset, require_one_dataset
 from ablations.results.stats.phases import evaluation_rows
 
 SKILL_FLOOR = 0.1  # skill against the training mean below this: the reference learned little
@@ -189,10 +189,14 @@ def record_baseline_check(directory: Optional[str | Path], trials: pd.DataFrame,
     rows of its evaluation phase), written to ``directory`` when given; else None.
     ``analysis``: the experiment's (results/stats/analyses.py), whose ``baseline_check``
     checks each dataset of an experiment over several (:class:`DatasetChecks`); without one,
-    one check of the trials."""
+    one check of the trials of one dataset (trials of several are refused: a ValueError)."""
     trials = evaluation_rows(trials)
     if trials.empty or trials["ablation"].nunique() < 2:
         return None
+    if analysis is None:  # one check must not pool several datasets' references
+        require_one_dataset(trials, "these trials are of several datasets: pass the "
+                            "experiment's analysis (ablations.results.stats.analyses."
+                            "analysis_of), which checks each")
     checking = baseline_check if analysis is None else analysis.baseline_check
     check = checking(trials, epochs, reference=reference)
     if check is not None and directory is not None:

@@ -181,6 +181,10 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
     effects = dataset_effects(trials, reference=reference, metric=metric)
     names = dataset_names(trials)  # every dataset, with verdicts or not
     log_low, log_high = np.log1p(-value), np.log1p(value)
+    # the run's tolerance for divergence (each dataset's table records it): an arm whose
+    # failure-rate bound is not below it on some dataset is not equivalent across them either
+    tolerance = next((table.attrs["max_failure_rate"] for table in per_dataset.values()
+                      if table.attrs.get("max_failure_rate") is not None), None)
     rows = []
     for variant, frame in effects.groupby("ablation", sort=False):
         usable = frame[np.isfinite(frame["log_ratio"]) & np.isfinite(frame["variance"])]
@@ -190,6 +194,9 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
         labels = [str(row["verdict"]) for row in verdicts.values()]
         unstable = [name for name, row in verdicts.items()  # numpy's True is not `True`
                     if pd.notna(row.get("unstable")) and bool(row.get("unstable"))]
+        over = [] if tolerance is None else [
+            name for name, row in verdicts.items()
+            if float(row.get("failure_rate_upper", np.nan)) >= tolerance]
         row = {"ablation": variant, "n_datasets": len(usable), "ratio": np.nan,
                "ratio_ci_low": np.nan, "ratio_ci_high": np.nan, "tost_ci_low": np.nan,
                "tost_ci_high": np.nan, "pi_low": np.nan, "pi_high": np.nan, "tau": np.nan,
@@ -199,7 +206,7 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
                                              for label in dict.fromkeys(labels)),
                "on_every_dataset": labels[0] if labels and len(set(labels)) == 1
                and len(labels) == len(names) and labels[0] in CLAIMS else "",
-               "unstable": bool(unstable),
+               "unstable": bool(unstable), "over_tolerance": bool(over),
                "reason": "" if len(usable) >= 2 else
                f"a ratio on {len(usable)} of {len(names)} datasets (it needs two seed pairs "
                "with means above 0 on each): nothing to pool"}
@@ -209,6 +216,9 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
         if unstable:
             row["reason"] = ("unstable: more diverged seeds than the reference on "
                              + ", ".join(unstable))
+        elif over:
+            row["reason"] = (f"failure rate not bounded below the tolerance {tolerance:.0%} on "
+                             + ", ".join(over) + ": no equivalence claim")
         if len(usable) >= 2:
             pooled = pool(usable["log_ratio"].to_numpy(), usable["variance"].to_numpy())
             ci = pooled.interval(1 - alpha)
@@ -230,11 +240,13 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
         return table
     table["p_holm"] = holm(table["p_value"].to_numpy(float))
     unstable = table["unstable"].to_numpy(bool)
+    barred = unstable | table["over_tolerance"].to_numpy(bool)
     p_tost = table["p_tost"].to_numpy(float)
-    # an unstable arm is never equivalent: its p is 1 in the family, as on one dataset
-    table["p_tost_holm"] = holm(np.where(unstable & ~np.isnan(p_tost), 1.0, p_tost))
+    # an unstable arm (or one over the tolerance) is never equivalent: its p is 1 in the
+    # family, as on one dataset
+    table["p_tost_holm"] = holm(np.where(barred & ~np.isnan(p_tost), 1.0, p_tost))
     significant = (table["p_holm"] < alpha).to_numpy()
-    equivalent = (table["p_tost_holm"] < alpha).to_numpy() & ~unstable
+    equivalent = (table["p_tost_holm"] < alpha).to_numpy() & ~barred
     table["significant"], table["equivalent"] = significant, equivalent
     table["verdict"] = verdict_labels(significant, equivalent, table["ratio"].to_numpy(float),
                                       direction)

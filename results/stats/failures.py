@@ -254,8 +254,10 @@ def seeds_for_tolerance(tolerance: float, alpha: float) -> int:
     at 1 − α^(1/n))."""
     import math
 
-    n = math.log(alpha) / math.log1p(-tolerance)
-    return int(math.floor(n)) + 1
+    n = max(1, math.ceil(math.log(alpha) / math.log1p(-tolerance)) - 1)
+    while float(failure_rate_upper(0, n, alpha)) >= tolerance:  # the bound decides, not rounding
+        n += 1
+    return n
 
 
 def arm_failure_counts(trials: pd.DataFrame, arms: Sequence[str], *,

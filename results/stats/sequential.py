@@ -40,12 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from ablations.config.comparison import DEFAULT_ALPHA
+from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_MAX_SEEDS  # noqa: F401 (re-exported)
 from ablations.results.stats.boundaries import nominal_levels
 from ablations.results.stats.contrasts import Contrasts
 from ablations.results.stats.verdicts import verdict_labels
 
-DEFAULT_MAX_SEEDS = 10
 # Share of α for `worse`/`better` spent at the pilot; the rest goes to the later looks in
 # proportion to the seeds each adds. The pilot decides the large effects (3 seeds and df = 2
 # need a small p); later looks mostly decide equivalence.
@@ -269,7 +268,8 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
     # an outlying seed bars a claim about the size, not the difference (as the fixed design)
     with np.errstate(invalid="ignore"):
         within = at_last(np.where(looked, raw_tost, np.nan)) < level[True]
-    verdict[significant & at_last(outlier) & ~at_last(unstable) & within] = "significant"
+    verdict[significant & at_last(outlier) & ~at_last(unstable) & ~at_last(over)
+            & within] = "significant"
     return {"verdict": verdict, "significant": significant, "equivalent": equivalent,
             "decided": decided, "last": last, "looks": looked.sum(axis=-1),
             "level_diff": level[False], "level_eq": level[True],

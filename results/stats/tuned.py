@@ -21,7 +21,8 @@ from ablations.results.stats.verdicts import MetricLike, metric_of, verdict_tabl
 
 def side_by_side(trials: pd.DataFrame, *, keys: Sequence[str] = (),
                  reference: str = DEFAULT_REFERENCE, metric: MetricLike = DEFAULT_METRIC,
-                 margin: Any = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
+                 margin: Any = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA,
+                 max_failure_rate: float | None = None) -> pd.DataFrame:
     """Per arm: its verdict at the configuration given (the baseline's hyperparameters) and
     at its own best, each against the reference evaluated the same way, with the means and
     whether the verdict changed. Each evaluation is its own family (Holm over its arms).
@@ -42,7 +43,7 @@ def side_by_side(trials: pd.DataFrame, *, keys: Sequence[str] = (),
     tables = {}
     for label, frame in (("given", given), ("tuned", tuned)):
         table = verdict_table(frame, reference=reference, metric=measure, margin=margin,
-                              alpha=alpha)
+                              alpha=alpha, max_failure_rate=max_failure_rate)
         tables[label] = table.set_index("ablation")[
             [f"{metric}_mean", "verdict", "equivalence_bound_holm"]].rename(columns={
                 f"{metric}_mean": f"mean_{label}", "verdict": f"verdict_{label}",

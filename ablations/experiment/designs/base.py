@@ -28,14 +28,10 @@ if TYPE_CHECKING:
     from ablations.search_spaces import Space, TrialSpec
 
 
-def refuse_unreachable_tolerance(request: Request, most: int) -> None:
+def refuse_unreachable_tolerance(request: Request, most: int, *, rounds: bool) -> None:
     """Refuse a ``max_failure_rate`` that ``most`` seeds per variant cannot meet even where
     none diverges (every variant would stay short of `equivalent`), in one line naming the
-    seeds it needs.
-
-    Raises:
-        UsageError: the tolerance is unreachable.
-    """
+    seeds it needs (``rounds``: the design reaches its seeds in rounds, up to ``max_seeds``)."""
     if request.max_failure_rate is None:
         return
     from ablations.experiment.request import UsageError, arg
@@ -44,12 +40,11 @@ def refuse_unreachable_tolerance(request: Request, most: int) -> None:
     needed = seeds_for_tolerance(request.max_failure_rate, request.alpha)
     if needed > most:
         best = float(failure_rate_upper(0, most, request.alpha))
+        how = (f"{arg('max_seeds')} {needed}" if rounds else f"{arg('seeds')} {needed}")
         raise UsageError(f"{arg('max_failure_rate')} {request.max_failure_rate:.0%}: {most} "
                          f"seeds per variant bound the rate of divergence at {best:.0%} at "
                          f"best (none diverged), so no variant could be equivalent; give "
-                         f"{needed} seeds or more ({arg('seeds')} {needed}, or "
-                         f"{arg('max_seeds')} {needed} to reach them in rounds), or a "
-                         f"tolerance above {best:.0%}")
+                         f"{needed} seeds or more ({how}), or a tolerance above {best:.0%}")
 
 
 class Design:
@@ -147,14 +142,15 @@ class Design:
         """
         from ablations.config.comparison import DEFAULT_MARGIN
         from ablations.experiment.request import UsageError, arg
-        from ablations.results.stats.sequential import DEFAULT_MAX_SEEDS
+        from ablations.config.comparison import DEFAULT_MAX_SEEDS
 
         settings = {"reference": space.reference, "metric": request.metric,
                     "margin": request.margin or DEFAULT_MARGIN, "alpha": request.alpha,
                     "max_failure_rate": request.max_failure_rate}
         pilot = self.continues_into_rounds and not request.cross_seeds
         most = max(len(seeds), request.max_seeds or DEFAULT_MAX_SEEDS) if pilot else len(seeds)
-        refuse_unreachable_tolerance(request, most)
+        if self.has_verdicts:  # a search has no `equivalent` to withhold
+            refuse_unreachable_tolerance(request, most, rounds=pilot)
         if request.max_seeds is not None:
             if not pilot:
                 by = arg("cross_seeds") if request.cross_seeds else self.asked_by

@@ -279,7 +279,7 @@ class Rounds(Design):
     def planned_settings(self, request: Request, space: Space,
                          seeds: Sequence[int]) -> dict[str, Any]:
         """The settings alone: the design is the sequential record's."""
-        refuse_unreachable_tolerance(request, self.run.design.max_seeds)
+        refuse_unreachable_tolerance(request, self.run.design.max_seeds, rounds=True)
         return {"reference": space.reference, "metric": request.metric,
                 "margin": request.margin or DEFAULT_MARGIN, "alpha": request.alpha,
                 "max_failure_rate": request.max_failure_rate}

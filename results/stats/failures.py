@@ -290,10 +290,14 @@ def tolerance_reason(bound: float, tolerance: float) -> str:
             "equivalence claim")
 
 
-def add_tolerance_reasons(table: pd.DataFrame, index: pd.Index, tolerance: float) -> None:
+def add_tolerance_reasons(table: pd.DataFrame, index: pd.Index, tolerance: float,
+                          margin: float) -> None:
     """Append :func:`tolerance_reason` to the ``reason`` of the rows ``index`` (their
-    ``failure_rate_upper`` beside it), in place."""
+    ``failure_rate_upper`` beside it) whose own TOST would have passed (``equivalence_bound``
+    below ``margin``): where the tolerance is what withheld `equivalent`, in place."""
     for row in index:
+        if not float(table.at[row, "equivalence_bound"]) < margin:
+            continue  # the data alone do not show it within the margin: nothing withheld
         text = tolerance_reason(float(table.at[row, "failure_rate_upper"]), tolerance)
         table.at[row, "reason"] = f"{table.at[row, 'reason']}; {text}" if table.at[
             row, "reason"] else text

@@ -233,7 +233,7 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     table["reason"] = table["reason"].fillna("")
     if over is not None:  # the tolerance kept these from `equivalent` at their look
         add_tolerance_reasons(table, table.index[compared][over_at_last[index]],
-                              max_failure_rate)
+                              max_failure_rate, value)
     table.attrs.update(design=design.to_dict(), seeds=list(seeds), sequential=True,
                        diff_ci="repeated", max_failure_rate=max_failure_rate)
     return table

@@ -407,7 +407,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
     add_failure_columns(table, compared.index, failures, trials=trials,
                         outlier=tests["outlier"], verdict=tests["verdict"], alpha=alpha)
     if over is not None:  # the tolerance kept these from `equivalent`: the row says so
-        add_tolerance_reasons(table, compared.index[over], max_failure_rate)
+        add_tolerance_reasons(table, compared.index[over], max_failure_rate, value)
     table["margin"] = value
     table = table[columns]
     table.attrs.update(metric=metric, reference=reference, reference_mean=reference_mean,

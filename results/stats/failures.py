@@ -312,12 +312,7 @@ def add_failure_columns(table: pd.DataFrame, index: pd.Index, failures: FailureT
     row's verdict is what it is where the numbers beside it do not say: training failures, an
     outlying seed) and ``test`` (``t + worst-rank`` where a discordant seed made it so), in
     place."""
-    diverged = trials[trials["status"].isin(TRAINING_FAILURES)]
-    counts = diverged.groupby("ablation")["seed"].nunique()
-    table["n_diverged"] = table["ablation"].map(counts).fillna(0).astype(int)
-    ended = trials[trials["status"].isin((TrialStatus.OK, *TRAINING_FAILURES))]
-    runs = ended.groupby("ablation")["seed"].nunique()
-    table["n_outcomes"] = table["ablation"].map(runs).fillna(0).astype(int)
+    table["n_diverged"], table["n_outcomes"] = arm_failure_counts(trials, table["ablation"])
     table["failure_rate_upper"] = failure_rate_upper(table["n_diverged"].to_numpy(),
                                                      table["n_outcomes"].to_numpy(), alpha)
     table["reason"] = ""

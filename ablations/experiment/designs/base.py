@@ -47,6 +47,16 @@ def refuse_unreachable_tolerance(request: Request, most: int, *, rounds: bool) -
                          f"{needed} seeds or more ({how}), or a tolerance above {best:.0%}")
 
 
+def decision_settings(request: Request, space: Space) -> dict[str, Any]:
+    """The settings every design fixes before the data: the reference, metric, margin, α and
+    the tolerance for divergence."""
+    from ablations.config.comparison import DEFAULT_MARGIN
+
+    return {"reference": space.reference, "metric": request.metric,
+            "margin": request.margin or DEFAULT_MARGIN, "alpha": request.alpha,
+            "max_failure_rate": request.max_failure_rate}
+
+
 class Design:
     """A run kind. The attributes are data the callers read; the methods are the interface."""
 
@@ -140,13 +150,10 @@ class Design:
         Raises:
             UsageError: ``max_seeds`` where no rounds can follow, or below the seeds run.
         """
-        from ablations.config.comparison import DEFAULT_MARGIN
         from ablations.experiment.request import UsageError, arg
         from ablations.config.comparison import DEFAULT_MAX_SEEDS
 
-        settings = {"reference": space.reference, "metric": request.metric,
-                    "margin": request.margin or DEFAULT_MARGIN, "alpha": request.alpha,
-                    "max_failure_rate": request.max_failure_rate}
+        settings = decision_settings(request, space)
         pilot = self.continues_into_rounds and not request.cross_seeds
         most = max(len(seeds), request.max_seeds or DEFAULT_MAX_SEEDS) if pilot else len(seeds)
         if self.has_verdicts:  # a search has no `equivalent` to withhold

@@ -20,7 +20,11 @@ from typing import TYPE_CHECKING, Any, Optional
 import pandas as pd
 
 from ablations.experiment import events
-from ablations.experiment.designs.base import Design, refuse_unreachable_tolerance
+from ablations.experiment.designs.base import (
+    Design,
+    decision_settings,
+    refuse_unreachable_tolerance,
+)
 from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.parts import Parts, stopped
 from ablations.experiment.designs.tune_setup import GridTune, Part
@@ -280,9 +284,7 @@ class Rounds(Design):
                          seeds: Sequence[int]) -> dict[str, Any]:
         """The settings alone: the design is the sequential record's."""
         refuse_unreachable_tolerance(request, self.run.design.max_seeds, rounds=True)
-        return {"reference": space.reference, "metric": request.metric,
-                "margin": request.margin or DEFAULT_MARGIN, "alpha": request.alpha,
-                "max_failure_rate": request.max_failure_rate}
+        return decision_settings(request, space)
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
                 skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False

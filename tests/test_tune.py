@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import ray
@@ -243,16 +244,18 @@ def test_resume_retries_failed_trials_only_when_asked(ray_local, tmp_path):
 
 
 def test_a_reused_worker_does_not_grow_from_trial_to_trial(ray_local, tmp_path):
-    # One worker runs 6 trials in turn. Before return_memory_after_trial() its peak RSS grew
-    # ~47 MiB per trial (glibc arenas of the per-trial threads); the bound below allows noise,
-    # not that.
+    # One worker runs 6 trials in turn. Without return_memory_after_trial() its peak RSS grows
+    # by 47-60 MiB per trial (glibc arenas of the per-trial threads); with it, by 2-18 MiB on
+    # the machines measured. The least-squares slope over trials 2-6 (the first warms the
+    # worker) is bounded between the two, so one noisy trial does not decide it.
     base = TrialConfig.of(epochs=1, synthetic_train=512, synthetic_val=64, synthetic_test=64)
     trials = expand(get_space("components"), base, list(range(6)), only=["baseline"])
     result = run_experiment(trials, RunOptions(storage=tmp_path, name="memory",
                                                space="components", progress=False,
                                                max_concurrent=1))
     peaks = result.trials["peak_mem_mb"].tolist()
-    assert peaks[-1] - peaks[1] < 60, peaks
+    slope = float(np.polyfit(np.arange(5), peaks[1:], 1)[0])
+    assert slope < 32, (slope, peaks)
 
 
 def test_storage_uri(ray_local, tmp_path):

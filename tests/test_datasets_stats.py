@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from scipy import optimize, stats
 
-from ablations.results.stats.datasets import pool, rank_comparison
+from ablations.results.stats.datasets import (NEW_SHARE, pool, rank_comparison, share_beyond,
+                                              tau_upper_bound)
 from ablations.results.stats.decisions import across_datasets_of, dataset_verdicts_of
 from tools.datasets_simulation import ALPHA, scenario_rates
 
@@ -198,3 +199,69 @@ def test_two_datasets_give_verdicts_about_those_two_and_no_prediction_for_a_new_
                            seeds=3))
     assert np.isfinite(three[["pi_low", "pi_high"]].to_numpy(float)).all()
     assert not three["reason"].str.startswith("about these").any()
+
+
+def q_by_least_squares(effects: np.ndarray, variances: np.ndarray, tau2: float) -> float:
+    """The generalised Q statistic as the residual sum of squares of a weighted least-squares
+    fit of the intercept (numpy's lstsq on rows scaled by 1/√(v + τ²))."""
+    scale = 1 / np.sqrt(variances + tau2)
+    design = scale[:, None]
+    _, residual, _, _ = np.linalg.lstsq(design, effects * scale, rcond=None)
+    return float(residual[0])
+
+
+@pytest.mark.parametrize("effects, variances", [
+    ([0.10, 0.30, -0.05, 0.20], [0.010, 0.020, 0.015, 0.005]),
+    ([0.02, 0.03, 0.01, 0.04, -0.01], [1e-4, 2e-4, 1.5e-4, 3e-4, 1e-4]),
+    ([0.05, -0.02], [0.0004, 0.0009]),
+])
+def test_the_tau_bound_is_where_q_crosses_chi_squares_lower_quantile(effects, variances):
+    """The Q-profile bound: at τ_u², Q (computed here as a least-squares residual) equals the
+    α-quantile of χ² on k − 1 df, and Q is above it at every smaller τ² on a grid."""
+    effects, variances = np.asarray(effects), np.asarray(variances)
+    tau = tau_upper_bound(effects, variances, 0.95)
+    target = stats.chi2.ppf(0.05, len(effects) - 1)
+    assert tau > 0
+    assert q_by_least_squares(effects, variances, tau ** 2) == pytest.approx(target, rel=1e-6)
+    grid = np.linspace(0, tau ** 2, 50)[:-1]
+    assert all(q_by_least_squares(effects, variances, t2) > target for t2 in grid)
+    # datasets that agree more closely than their noise predicts: the bound is 0
+    assert tau_upper_bound(np.array([0.01, 0.0101, 0.0099]), np.full(3, 0.01), 0.95) == 0
+
+
+@pytest.mark.parametrize("k, tau", [(3, 0.05), (5, 0.1), (5, 0.0)])
+def test_the_tau_bound_covers_the_true_spread_in_95_percent_of_samples(k, tau):
+    """Datasets whose true log ratios are N(0, τ²) measured with known variances: the 95%
+    bound lies at or above τ in at least 95% of 2000 samples (minus 3 s.e.)."""
+    rng = np.random.default_rng(k)
+    variances = np.linspace(0.5, 2.0, k) * 0.03 ** 2
+    covers = [tau_upper_bound(tau * rng.standard_normal(k) + np.sqrt(variances)
+                              * rng.standard_normal(k), variances, 0.95) >= tau
+              for _ in range(2000)]
+    assert np.mean(covers) >= 0.95 - 3 * np.sqrt(0.95 * 0.05 / 2000)
+
+
+def test_equivalence_over_datasets_that_differ_carries_the_on_average_reason():
+    """Five datasets whose ratios straddle 1 by ±1.4%, measured tightly: the mean is within
+    ±5% (equivalent), and so is the prediction interval, but five datasets bound τ only at
+    about 2.7 times their s.d.: at that bound more than 10% of new datasets lie beyond the
+    margin, and the row says so with the bound; five that agree carry no such reason."""
+    trials = planted({"spread": [0.986, 1.014, 1.0, 0.986, 1.014],
+                      "agree": [1.0, 1.001, 0.999, 1.0, 1.0]}, seeds=5, spread=0.002)
+    table = across(trials)
+    assert (table["verdict"] == "equivalent").all()
+    assert -0.05 < table.loc["spread", "pi_low"] < table.loc["spread", "pi_high"] < 0.05
+    assert table.loc["spread", "tau_upper"] > 0.02
+    assert table.loc["spread", "new_beyond_upper"] > NEW_SHARE
+    assert table.loc["spread", "reason"].startswith(
+        f"on average: the spread between datasets is bounded only by τ ≤ "
+        f"{table.loc['spread', 'tau_upper']:.3g} (95%)")
+    assert table.loc["agree", "new_beyond_upper"] <= NEW_SHARE
+    assert table.loc["agree", "reason"] == ""
+    # the share is the normal tails at the bound, from the worse end of the 1 − 2α interval
+    ends = np.log1p(table.loc["spread", ["tost_ci_low", "tost_ci_high"]].to_numpy(float))
+    worst = max(stats.norm.cdf(np.log(0.95), end, table.loc["spread", "tau_upper"])
+                + stats.norm.sf(np.log(1.05), end, table.loc["spread", "tau_upper"])
+                for end in ends)
+    assert table.loc["spread", "new_beyond_upper"] == pytest.approx(worst)
+    assert share_beyond(0.0, 0.0, np.log(0.95), np.log(1.05)) == 0

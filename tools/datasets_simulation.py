@@ -35,6 +35,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from ablations.results.stats.datasets import NEW_SHARE, share_beyond
 from ablations.results.stats.decisions import across_datasets_of, dataset_verdicts_of
 from tools.simulation import draw_noise
 
@@ -195,7 +196,91 @@ def rate_table(reps: int, seed: int = 20261126) -> str:
     return "\n".join(lines)
 
 
+CAVEAT_TAUS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5)
+CAVEAT_NOISES = ("gaussian", "tight")
+CAVEAT_SEEDS = 5
+
+
+def caveat_outcomes(trials: pd.DataFrame, theta: np.ndarray, tau: float, *,
+                    datasets: tuple[int, ...]) -> dict[int, list[dict[str, float]]]:
+    """Per k, one record per null variant (true mean ratio 1): whether it reads `equivalent`
+    (or `negligible`) across the first k datasets, whether its row carries a caveat about new
+    datasets (the 'on average' reason, or the note that two datasets make no claim about a
+    third), the prediction interval's old rule (its interval reaching past the margin), whether
+    datasets like these truly have more than NEW_SHARE of true ratios beyond the margin, and
+    whether the Q-profile bound covers τ."""
+    per_dataset = dataset_verdicts_of(trials, META, **SETTINGS)
+    names_all = [f"dataset_{i}" for i in range(max(datasets))]
+    truly_beyond = share_beyond(0.0, tau, np.log1p(-MARGIN), np.log1p(MARGIN)) > NEW_SHARE
+    out: dict[int, list[dict[str, float]]] = {}
+    for k in datasets:
+        names = names_all[:k]
+        table = across_datasets_of(trials[trials["dataset"].isin(names)], META,
+                                   {name: per_dataset[name] for name in names}, **SETTINGS)
+        for _, row in table.iterrows():
+            reason = str(row["reason"])
+            out.setdefault(k, []).append({
+                "equivalent": float(row["verdict"] in WITHIN),
+                "caveat": float(reason.startswith("on average") or "datasets only" in reason),
+                "prediction rule": float(row["pi_low"] <= -MARGIN or row["pi_high"] >= MARGIN
+                                         or k == 2),
+                "truly beyond": float(truly_beyond),
+                "covers": float(row["tau_upper"] >= tau)})
+    return out
+
+
+def caveat_rates(rng: np.random.Generator, *, noise: str, tau: float, reps: int,
+                 datasets: tuple[int, ...] = DATASETS) -> dict[int, dict[str, float]]:
+    """Per k over ``reps`` null experiments: the variants called equivalent, and given
+    `equivalent`, the caveat's rate, the error of its absence (no caveat while more than
+    NEW_SHARE of datasets like these lie beyond the margin), the prediction interval rule's
+    caveat rate for comparison, and the τ bound's coverage (over every variant and given
+    `equivalent`)."""
+    records: dict[int, list[dict[str, float]]] = {}
+    for _ in range(reps):
+        trials, _theta = simulate_trials(rng, mu=np.zeros(VARIANTS), tau=tau, noise=noise,
+                                         datasets=max(datasets), seeds=CAVEAT_SEEDS)
+        for k, rows in caveat_outcomes(trials, _theta, tau, datasets=datasets).items():
+            records.setdefault(k, []).extend(rows)
+    rates = {}
+    for k, rows in records.items():
+        frame = pd.DataFrame(rows)
+        equivalent = frame[frame["equivalent"] == 1]
+        silent = equivalent["caveat"] == 0
+        rates[k] = {"variants": len(frame), "equivalent": len(equivalent),
+                    "caveat | eq": equivalent["caveat"].mean(),
+                    "no caveat, truly beyond | eq": (silent & (equivalent["truly beyond"] == 1)
+                                                     ).mean(),
+                    "prediction rule | eq": equivalent["prediction rule"].mean(),
+                    "τ bound covers": frame["covers"].mean(),
+                    "τ bound covers | eq": equivalent["covers"].mean()}
+    return rates
+
+
+CAVEAT_COLUMNS = ("variants", "equivalent", "caveat | eq", "no caveat, truly beyond | eq",
+                  "prediction rule | eq", "τ bound covers", "τ bound covers | eq")
+
+
+def caveat_table(reps: int, seed: int = 20261129) -> str:
+    """docs/datasets.md's table of the 'on average' caveat, given `equivalent`, as Markdown."""
+    lines = ["| noise | τ | k | " + " | ".join(CAVEAT_COLUMNS) + " |",
+             "|---|---|---|" + "---|" * len(CAVEAT_COLUMNS)]
+    for index, (noise, tau) in enumerate((n, t) for n in CAVEAT_NOISES for t in CAVEAT_TAUS):
+        rates = caveat_rates(np.random.default_rng([seed, index]), noise=noise, tau=tau,
+                             reps=reps)
+        for k in DATASETS:
+            cell = rates[k]
+            lines.append(f"| {noise} | {tau:g} | {k} | " + " | ".join(
+                f"{cell[c]:d}" if isinstance(cell[c], int)
+                else "–" if np.isnan(cell[c]) else f"{cell[c]:.3f}"
+                for c in CAVEAT_COLUMNS) + " |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     start = time.perf_counter()
-    print(rate_table(int(sys.argv[1]) if len(sys.argv) > 1 else 80))
+    if len(sys.argv) > 1 and sys.argv[1] == "caveat":
+        print(caveat_table(int(sys.argv[2]) if len(sys.argv) > 2 else 100))
+    else:
+        print(rate_table(int(sys.argv[1]) if len(sys.argv) > 1 else 80))
     print(f"\n{time.perf_counter() - start:.0f} s")

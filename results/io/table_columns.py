@@ -136,6 +136,13 @@ ACROSS_COLUMNS: list[tuple[str, str, str]] = [
      "between-dataset standard deviation of the log ratio (Paule-Mandel; a description)"),
     ("i2", "float64",
      "share of the log ratios' spread that is between datasets (I²; a description)"),
+    ("tau_upper", "float64",
+     "one-sided 1 − α upper bound on tau (Q-profile): the spread between datasets the data "
+     "do not rule out"),
+    ("new_beyond_upper", "float64",
+     "the share of datasets like these whose true ratio may lie beyond the margin: tau at its "
+     "bound, the pooled ratio at the worse end of its 1 − 2α interval; above 10%, an "
+     "equivalence carries the 'on average' reason"),
     ("df", "float64", "degrees of freedom of the pooled t test (k − 1)"),
     ("p_value", "float64", "two-sided p of a pooled ratio of 1"),
     ("p_holm", "float64", "p_value after Holm over the variants"),

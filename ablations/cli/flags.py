@@ -402,4 +402,9 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                         help="resume (--resume, or the same --name) even though the code or "
                         "the data changed since the experiment started; what changed is "
                         "printed and kept in experiment.json")
+    resume.add_argument("--no-reuse", dest="reuse", action="store_false",
+                        help="train every trial, even those another experiment under "
+                        "--storage finished with the same configuration, seeds, data, code "
+                        "and versions (by default their rows are reused and marked "
+                        "reused_from in trials.parquet)")
     given_only(parser, {field.name for field in dataclasses.fields(Request)})

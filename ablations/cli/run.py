@@ -56,7 +56,8 @@ def run_main(args: argparse.Namespace, command: list[str]) -> int:
     if args.name is not None:
         check_name(args.name)
     resources = Resources(max_concurrent=args.max_concurrent, max_failures=args.max_failures,
-                          address=args.address, time_limit=args.time_limit)
+                          address=args.address, time_limit=args.time_limit,
+                          reuse=args.reuse)
     if args.dry_run and not args.resume:
         return dry_run(Experiment.from_request(request, resources=resources), args)
     if any(str(getattr(spec, "target", "")).startswith("file:") for spec in args.log_to):
@@ -119,6 +120,9 @@ def print_results(results: Results, args: argparse.Namespace) -> int:
     for line in results.design_lines:
         print(spoken(line))
     counts, df = results.counts(), results.trials
+    # trials taken from other experiments (trial_store.py): their CPU-hours were spent there
+    reused = df["reused_from"].fillna("").ne("") if "reused_from" in df else df["status"].isna()
+    trained = df[~reused]
     unfinished = results.unfinished
     stopped = (f"{counts[TrialStatus.INTERRUPTED]} interrupted, "
                f"{counts[TrialStatus.NOT_STARTED]} not started, ") if unfinished else ""
@@ -126,9 +130,11 @@ def print_results(results: Results, args: argparse.Namespace) -> int:
           f"{counts[TrialStatus.DIVERGED]} diverged, "
           + (f"{counts[TrialStatus.TIMEOUT]} timed out, " if counts[TrialStatus.TIMEOUT] else "")
           + f"{counts[TrialStatus.STOPPED]} stopped "
-          f"early, {stopped}{counts[TrialStatus.SKIPPED]} skipped of {len(df)} trials; "
-          f"{results.wall_s:.0f} s wall, {df['cpu_hours'].sum():.3f} CPU-hours, "
-          f"{df['gpu_hours'].sum():.3f} GPU-hours.")
+          f"early, {stopped}{counts[TrialStatus.SKIPPED]} skipped of {len(df)} trials"
+          + (f" ({reused.sum()} reused)" if reused.any() else "") + "; "
+          f"{results.wall_s:.0f} s wall, {trained['cpu_hours'].sum():.3f} CPU-hours, "
+          f"{trained['gpu_hours'].sum():.3f} GPU-hours"
+          + (" trained here" if reused.any() else "") + ".")
     shown = [TrialStatus.FAILED, TrialStatus.DIVERGED, TrialStatus.TIMEOUT]
     for _, row in df[df["status"].isin(shown)].iterrows():
         print(f"  {row['trial_name']}: {row['status']}: {row['error']}")

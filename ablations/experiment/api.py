@@ -85,6 +85,9 @@ class Resources:
     auto_batch: Optional[bool] = None  # probe the largest batch that fits the trial's GPU
     # each run of a trial ends past it as ``timeout``: seconds, or "90s", "15m", "2h"
     time_limit: Optional[float | str] = None
+    # False: train every trial, even where another experiment under the same storage finished
+    # one with its identity (None: reuse those, trial_store.py)
+    reuse: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -473,7 +476,8 @@ def _execute(run: _Run, request: Request, resources: Resources, log_to: Sequence
         gpus_per_trial=run.gpus_per_trial, max_concurrent=resources.max_concurrent or 0,
         max_failures=resources.max_failures or 0, retry_failed=run.retry_failed,
         time_limit_s=run.time_limit_s,
-        reuse_workers=run.reuse_workers, dashboard=console.dashboard,
+        reuse_workers=run.reuse_workers, reuse=resources.reuse is not False,
+        dashboard=console.dashboard,
         verbose=1 if console.verbose else 0, progress=progress,
         progress_epochs=console.progress_epochs, command=list(console.command))
     if console.fit_guard is not None:

@@ -32,6 +32,9 @@ class RunOptions:
     retry_failed: bool = False  # on resume: retry failed trials from their last checkpoint
     time_limit_s: Optional[float] = None  # each run of a trial ends past it, as timeout
     reuse_workers: bool = True  # False: a fresh process per trial (clean peak memory)
+    # finished trials of other experiments under ``storage`` with a planned trial's identity
+    # are taken instead of trained (trial_store.py)
+    reuse: bool = True
     dashboard: bool = True
     verbose: int = 0  # Ray Tune's own console output: 0 none, 1 status table, 2 every result
     progress: bool = True  # a line per finished trial, a status line with an ETA every 30 s

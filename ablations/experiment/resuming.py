@@ -169,7 +169,8 @@ def same_name_again(request: Request, target: str, name: str, prepared: Any, *,
         raise UsageError(f"{target} holds a different experiment (space "
                          f"{previous.get('space')}, {len(previous.get('trials', {}))} "
                          f"trials); continue it with {arg('resume')} or choose another "
-                         f"{arg('name')}")
+                         f"{arg('name')} (its finished trials with the same configuration "
+                         "are reused, not trained again)")
     check_planned_unchanged(design.planned, recorded.planned, target)
     warnings, notes = check_unchanged(
         previous, design.configs([*trials, *(t for t, _ in skipped)]) or [base],

@@ -192,21 +192,37 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         pack=options.verbose == 0), resources)  # --verbose: Tune's tables show every figure
     tune_dir = join(root, part.tune_subdir)
     started = time.monotonic()
-    total, planned, default = setup.progress_plan(trials)
+    restoring = resume and tune.Tuner.can_restore(tune_dir)
+    reused = None
+    if options.reuse and setup.reusable:
+        from ablations.experiment import events
+        from ablations.experiment.trial_store import find_reusable, reusable_keys
+
+        reused = find_reusable(str(options.storage), options.name,
+                               reusable_keys(trials, metadata),
+                               specs={spec.name: spec for spec in trials},
+                               round_number=part.round_number, phase=part.phase,
+                               space=options.space)
+        if reused is not None:
+            events.info(reused.summary(len(trials)))
+    to_train = [spec for spec in trials if reused is None or spec.name not in reused.names]
+    total, planned, default = setup.progress_plan(to_train)
     progress = TrialProgress(total, plan=planned, epochs=options.progress_epochs,
                              default=default)
     fail_alike = None
-    if resume and tune.Tuner.can_restore(tune_dir):
+    if not to_train and not restoring:  # every trial reused: nothing for Tune to run
+        tuner = None
+    elif restoring:
         setup.before_restore(root, options)
         with quiet_tune_logs():
             tuner = tune.Tuner.restore(tune_dir, trainable=trainable, resume_unfinished=True,
                                        resume_errored=options.retry_failed,
                                        restart_errored=False)
     else:
-        param_space, tune_config = setup.tune_config(trials, options, root, planned)
+        param_space, tune_config = setup.tune_config(to_train, options, root, planned)
         from ablations.experiment.fail_fast import FailAlike
 
-        fail_alike = FailAlike(len(trials))  # the first trials failing alike stop the run
+        fail_alike = FailAlike(len(to_train))  # the first trials failing alike stop the run
         tuner = tune.Tuner(
             trainable,
             param_space=param_space,
@@ -235,7 +251,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     metadata["cluster_cpus"] = _cluster_cpus()
     with (options.fit_guard or contextlib.nullcontext)(), quiet_tune_logs():
         try:
-            grid = tuner.fit()  # SIGINT/SIGTERM: Tune stops the trials, saves state, returns
+            # SIGINT/SIGTERM: Tune stops the trials, saves state, returns
+            grid = tuner.fit() if tuner is not None else []
         except Exception as error:  # noqa: BLE001 - re-raised unless trials ended
             grid = results_despite(error, tune_dir, state_before)
             if grid is None:
@@ -254,7 +271,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     trials = setup.specs(grid, trials)
     result = collect_results(grid, trials, options, metadata, skipped, state_root=state_root,
                              round_number=part.round_number,
-                             earlier_rows=part.earlier_rows, phase=part.phase)
+                             earlier_rows=part.earlier_rows, phase=part.phase,
+                             reused=reused)
     metadata["collect_s"] = time.monotonic() - collecting  # the three tables read and written
     write_json_atomic(metadata, join(root, METADATA_FILE))  # with the driver's wall time
     if not result.trials["status"].isin(RESUMABLE_STATUSES).any():

@@ -20,6 +20,7 @@ import pandas as pd
 from ablations.config.statuses import TrialStatus
 from ablations.experiment.provenance import trial_columns
 from ablations.experiment.reported import unpacked, unpacked_frame
+from ablations.experiment.trial_store import Reused, row_key
 from ablations.results.io.files import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,
@@ -49,11 +50,13 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
                     skipped: Sequence[tuple[TrialSpec, str]] = (), *,
                     state_root: Optional[str] = None,
                     round_number: int = 1, earlier_rows: Optional[tuple] = None,
-                    phase: str = "evaluation") -> ExperimentResult:
+                    phase: str = "evaluation", reused: Optional[Reused] = None
+                    ) -> ExperimentResult:
     """Turn Tune's ResultGrid into the three tables and write them atomically.
     ``round_number``: trials.parquet's ``round``; ``phase``: its ``phase``; ``earlier_rows``:
     the (trials, epochs, predictions) rows of earlier runs kept before these (a later round of
-    ``--seeds auto``, a later stage of a tuned ablation)."""
+    ``--seeds auto``, a later stage of a tuned ablation); ``reused``: the rows of planned
+    trials taken from other experiments (trial_store.py) where Tune did not run them."""
     root = experiment_dir(options)
     by_name = {spec.name: spec for spec in trials}
     position = {spec.name: i for i, spec in enumerate(trials)}
@@ -73,8 +76,15 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
                 prediction_frames.append(_with_keys(predictions, spec, options))
 
     ran = {result_name(result) for result in grid}
+    taken = set() if reused is None else reused.names - ran
+    if taken:
+        trial_rows += reused.trials[reused.trials["trial_name"].isin(taken)].to_dict("records")
+        epoch_frames += [frame[frame["trial_name"].isin(taken)] for frame in (reused.epochs,)
+                         if "trial_name" in frame]
+        prediction_frames += [frame[frame["trial_name"].isin(taken)]
+                              for frame in (reused.predictions,) if "trial_name" in frame]
     for spec in trials:  # stopped (Ctrl-C, SIGTERM) before Tune created the trial
-        if spec.name not in ran:
+        if spec.name not in ran and spec.name not in taken:
             trial_rows.append(trial_row(spec, {}, None, None, options, metadata))
     for spec, reason in skipped:  # cells that could not run here: a row with the reason
         row = trial_row(spec, {}, None, None, options, metadata)
@@ -248,6 +258,8 @@ def trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExce
     row.update(spec.config.flat())
     # the seeds the trial drew from; data_seed: the draw's, not the configured base
     row.update(spec.config.seeds.columns())
+    row["trial_key"] = row_key(spec.config, row, metadata)  # trial_store.py
+    row["reused_from"] = ""
     return row
 
 

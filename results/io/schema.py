@@ -123,6 +123,13 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
      "(experiment.json provenance.code) and, for own code, the researcher's files "
      "(provenance.own_code) together; trials of a resume with --allow-changed keep the "
      "code they ran on"),
+    ("trial_key", "string",
+     "32 hex: the identity of what the trial computed (its resolved configuration, seeds, "
+     "data and code fingerprints, Python, torch and numpy versions); a later experiment under "
+     "the same storage reuses an ok or diverged trial with the same key"),
+    ("reused_from", "string",
+     "experiment/trial whose numbers this row took instead of training (the trial store); "
+     "empty where the trial was trained in this experiment"),
     ("torch_version", "string", "torch.__version__ in the driver"),
     ("ray_version", "string", "ray.__version__ in the driver"),
     ("python_version", "string", "Python version in the driver"),

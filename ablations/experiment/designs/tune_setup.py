@@ -37,6 +37,9 @@ class TuneSetup:
     needs; ``part`` places the run in its experiment."""
 
     part = Part()
+    # whether finished trials of other experiments with a trial's identity stand in for it
+    # (trial_store.py): fixed trials, yes; a search's samples are not known in advance
+    reusable = False
 
     def trainable_plan(self, trials: Sequence[TrialSpec]) -> dict[str, TrialConfig]:
         """What the trainable receives: plan key -> configuration."""
@@ -74,6 +77,8 @@ class TuneSetup:
 class GridTune(TuneSetup):
     """Every trial once, the longest first: Tune's BasicVariantGenerator over the trial names
     (their configurations go to the trainable)."""
+
+    reusable = True
 
     def __init__(self, part: Part = Part()) -> None:
         self.part = part

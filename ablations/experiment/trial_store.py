@@ -1,0 +1,177 @@
+"""Finished trials reused across the experiments under one storage: a trial is identified by
+what it computes, and one that finished before with the same identity is not trained again.
+
+A trial's identity (:func:`trial_key`, trials.parquet's ``trial_key``) is a hash of its
+resolved configuration (every section, the seed and the seed sources, the epochs, a command's
+line and a training function's name; the variant's name only for own code, which may read
+it), the dataset's fingerprint, the code's (the runner's source with the researcher's own
+files: ``code_fingerprint``) and the versions of Python, torch and numpy. A new experiment
+looks through the others under its storage (:func:`find_reusable`) and takes the rows of every
+trial with its identity that ended ``ok`` or ``diverged`` (a divergence repeats with the same
+identity; a failure may be the machine's, so a failed trial is trained again). A reused row
+keeps its numbers and names where it came from (``reused_from``); the experiment's own names
+(experiment, trial, variant, round, phase) are the new plan's. ``reuse=False`` trains
+everything.
+
+What the identity does not cover: data a training function or a command reads from a path
+that neither its configuration nor its command line names (the code fingerprint covers the
+``.py`` files and the files the command names), and the machine (a cluster's nodes already
+share one experiment's trials).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import pandas as pd
+
+from ablations.config.statuses import TrialStatus
+from ablations.experiment.provenance import run_code_label, trial_columns
+from ablations.results.io.files import (
+    EPOCHS_FILE,
+    PREDICTIONS_FILE,
+    TRIALS_FILE,
+    filesystem,
+    is_file,
+    join,
+    list_dir,
+)
+
+KEY_VERSION = 1  # bumped when what the key hashes changes: older keys then match nothing
+# the statuses a trial of the same identity would end with again
+REUSABLE = (TrialStatus.OK, TrialStatus.DIVERGED)
+NUMERIC_PACKAGES = ("torch", "numpy")  # the versions that change a trial's numbers
+
+
+def trial_key(config: Any, *, code_fingerprint: Optional[str], data_source: Optional[str],
+              data_fingerprint: Optional[str], packages: Mapping[str, Optional[str]],
+              python_version: Optional[str] = None) -> str:
+    """The identity of what a trial computes, as 32 hex digits."""
+    values = config.to_dict()
+    if config.own_code is None:  # the built-in model and a plugin never see the variant's name
+        values.pop("ablation", None)
+    identity = {"version": KEY_VERSION, "config": values, "code": code_fingerprint,
+                "data": [data_source, data_fingerprint],
+                "packages": {name: packages.get(name) for name in NUMERIC_PACKAGES},
+                "python": python_version or platform.python_version()}
+    text = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def planned_key(config: Any, metadata: Mapping[str, Any]) -> str:
+    """The identity of a trial this run would train, from its experiment.json record."""
+    provenance = metadata.get("provenance") or {}
+    columns = trial_columns(provenance, config)
+    return trial_key(config, code_fingerprint=run_code_label(provenance),
+                     data_source=columns["data_source"],
+                     data_fingerprint=columns["data_fingerprint"],
+                     packages=provenance.get("packages") or {},
+                     python_version=metadata.get("python_version"))
+
+
+def row_key(config: Any, row: Mapping[str, Any], metadata: Mapping[str, Any]) -> str:
+    """The identity of a trial that ran, from its trials.parquet row (the code its final
+    result was trained with) and its experiment's record."""
+    provenance = metadata.get("provenance") or {}
+    return trial_key(config, code_fingerprint=row.get("code_fingerprint"),
+                     data_source=row.get("data_source"),
+                     data_fingerprint=row.get("data_fingerprint"),
+                     packages=provenance.get("packages") or {},
+                     python_version=metadata.get("python_version"))
+
+
+@dataclass(frozen=True)
+class Reused:
+    """The rows of the trials taken from other experiments, renamed into this one's plan."""
+
+    trials: pd.DataFrame
+    epochs: pd.DataFrame
+    predictions: pd.DataFrame
+    sources: dict[str, str]  # planned trial name -> "experiment/trial" it came from
+
+    @property
+    def names(self) -> set[str]:
+        return set(self.sources)
+
+    def summary(self, planned: int) -> str:
+        """``12 of 30 trials reused from components-...; 18 to train``."""
+        experiments = sorted({source.split("/", 1)[0] for source in self.sources.values()})
+        return (f"{len(self.sources)} of {planned} trials reused from "
+                f"{', '.join(experiments)}; {planned - len(self.sources)} to train")
+
+
+def read_table(path: str) -> Optional[pd.DataFrame]:
+    """A Parquet table of an experiment folder (local or in a bucket); None if unreadable."""
+    import pyarrow.parquet as pq
+
+    fs, target = filesystem(path)
+    try:
+        return pq.read_table(target, filesystem=fs).to_pandas()
+    except (OSError, ValueError):  # missing, being written, or not a table
+        return None
+
+
+def experiment_folders(storage: str, exclude: str) -> list[str]:
+    """The folders under ``storage`` holding a trials table, by name, ``exclude`` (this
+    experiment) left out."""
+    return [join(storage, entry) for entry in sorted(list_dir(storage))
+            if entry != exclude and is_file(join(storage, entry, TRIALS_FILE))]
+
+
+def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
+                  specs: Mapping[str, Any], round_number: int, phase: str,
+                  space: str) -> Optional[Reused]:
+    """The finished trials under ``storage`` (other experiments than ``name``) whose identity
+    is one of ``keys`` (planned trial name -> key), as rows of this experiment; None if
+    none. The first experiment by folder name that holds a key gives its rows."""
+    wanted: dict[str, list[str]] = {}
+    for trial, key in keys.items():
+        wanted.setdefault(key, []).append(trial)
+    # planned name -> (folder, source trial, where its numbers were trained)
+    found: dict[str, tuple[str, str, str]] = {}
+    for folder in experiment_folders(str(storage), name):
+        if len(found) == len(keys):
+            break
+        table = read_table(join(folder, TRIALS_FILE))
+        if table is None or "trial_key" not in table:  # recorded before trials had keys
+            continue
+        usable = table[table["status"].isin(REUSABLE) & table["trial_key"].isin(wanted)]
+        for row in usable.to_dict("records"):
+            origin = row.get("reused_from") or f"{row['experiment']}/{row['trial_name']}"
+            for trial in wanted[row["trial_key"]]:
+                found.setdefault(trial, (folder, str(row["trial_name"]), str(origin)))
+    if not found:
+        return None
+    frames: dict[str, list[pd.DataFrame]] = {"trials": [], "epochs": [], "predictions": []}
+    for folder in dict.fromkeys(folder for folder, _, _ in found.values()):
+        pairs = [(trial, source) for trial, (where, source, _) in found.items()
+                 if where == folder]
+        for kind, file in (("trials", TRIALS_FILE), ("epochs", EPOCHS_FILE),
+                           ("predictions", PREDICTIONS_FILE)):
+            table = read_table(join(folder, file))
+            if table is None or table.empty:
+                continue
+            for trial, source in pairs:
+                rows = table[table["trial_name"] == source].copy()
+                if rows.empty:
+                    continue
+                rows["experiment"], rows["trial_name"] = name, trial
+                if "ablation" in rows:  # the same computation may be another variant elsewhere
+                    rows["ablation"] = specs[trial].variant
+                if kind == "trials":
+                    rows["round"], rows["phase"], rows["space"] = round_number, phase, space
+                    rows["reused_from"] = found[trial][2]
+                frames[kind].append(rows)
+    tables = {kind: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+              for kind, parts in frames.items()}
+    return Reused(tables["trials"], tables["epochs"], tables["predictions"],
+                  {trial: origin for trial, (_, _, origin) in found.items()})
+
+
+def reusable_keys(trials: Sequence[Any], metadata: Mapping[str, Any]) -> dict[str, str]:
+    """Planned trial name -> identity, for the trials a run would train."""
+    return {spec.name: planned_key(spec.config, metadata) for spec in trials}

@@ -1,0 +1,89 @@
+"""The trial store (ablations/experiment/trial_store.py): an experiment under the same storage
+as a finished one trains only the trials whose identity no earlier experiment finished, and
+its verdicts equal those of a fresh run of its whole table."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from ablations import Experiment
+from ablations.experiment.api import Resources
+from ablations.experiment.trial_store import trial_key
+from tests.conftest import tiny_config
+
+TINY = {"epochs": 2, "batch_size": 16, "synthetic_train": 96, "synthetic_val": 32,
+        "synthetic_test": 48, "cnn_widths": "8,16,16", "embed_dim": 16, "num_heads": 2,
+        "eval_batch_size": 64}
+
+
+def run(storage, name, only, events=None, **kwargs):
+    return Experiment("components", seeds=2, only=only, overrides=TINY, storage=storage,
+                      name=name, resources=Resources(**kwargs)
+                      ).run(on_event=(events if events is not None else []).append)
+
+
+@pytest.fixture(scope="module")
+def runs(ray_local, tmp_path_factory):
+    """A table, the same table plus a variant under the same storage, and a fresh run of the
+    larger table in a storage of its own."""
+    shared = tmp_path_factory.mktemp("store")
+    first = run(shared, "first", ["baseline", "no_images"])
+    told = []
+    second = run(shared, "second", ["baseline", "no_images", "no_scalars"], events=told)
+    fresh = run(tmp_path_factory.mktemp("fresh"), "fresh",
+                ["baseline", "no_images", "no_scalars"])
+    again = run(shared, "again", ["baseline", "no_images", "no_scalars"], reuse=False)
+    return first, second, fresh, again, [str(event) for event in told]
+
+
+@pytest.mark.slow
+def test_a_table_plus_a_variant_trains_only_the_new_arm(runs):
+    first, second, _, _, told = runs
+    rows = second.trials.set_index("trial_name")
+    trained = rows[rows["reused_from"] == ""]
+    assert sorted(trained.index) == ["no_scalars-seed0", "no_scalars-seed1"]
+    reused = rows[rows["reused_from"] != ""]
+    assert sorted(reused.index) == sorted(first.trials["trial_name"])
+    assert (reused["reused_from"] == "first/" + reused.index).all()
+    assert (rows["experiment"] == "second").all()
+    # a reused trial's numbers are the first run's, its epochs and predictions carried over
+    earlier = first.trials.set_index("trial_name")
+    for column in ("test_mae", "val_loss", "trial_key", "code_fingerprint"):
+        assert reused[column].to_dict() == earlier.loc[reused.index, column].to_dict()
+    assert set(second.epochs["trial_name"]) == set(rows.index)
+    assert set(second.predictions["trial_name"]) == set(rows.index)
+    assert (second.epochs["experiment"] == "second").all()
+    assert "4 of 6 trials reused from first; 2 to train" in told
+
+
+@pytest.mark.slow
+def test_the_verdicts_equal_a_fresh_run_of_the_whole_table(runs):
+    _, second, fresh, _, _ = runs
+    pd.testing.assert_frame_equal(second.verdicts, fresh.verdicts, check_exact=True)
+    numbers = ["trial_name", "test_mae", "test_rmse", "val_loss", "trial_key"]
+    pd.testing.assert_frame_equal(second.trials[numbers].reset_index(drop=True),
+                                  fresh.trials[numbers].reset_index(drop=True))
+
+
+@pytest.mark.slow
+def test_no_reuse_trains_every_trial(runs):
+    _, second, _, again, _ = runs
+    assert (again.trials["reused_from"] == "").all()
+    assert again.trials["test_mae"].tolist() == second.trials["test_mae"].tolist()
+
+
+def test_the_key_changes_with_what_the_trial_computes():
+    config = tiny_config()
+    base = dict(code_fingerprint="c", data_source="synthetic:x", data_fingerprint="d",
+                packages={"torch": "2.13.0", "numpy": "2.0"}, python_version="3.11.7")
+    key = trial_key(config, **base)
+    assert key == trial_key(config.replace(ablation="renamed"), **base)  # a name only
+    for other in (trial_key(config.replace(seed=1), **base),
+                  trial_key(config.replace(epochs=3), **base),
+                  trial_key(config, **{**base, "code_fingerprint": "changed"}),
+                  trial_key(config, **{**base, "data_fingerprint": "changed"}),
+                  trial_key(config, **{**base, "packages": {"torch": "2.12.0",
+                                                            "numpy": "2.0"}}),
+                  trial_key(config, **{**base, "python_version": "3.12.0"})):
+        assert other != key

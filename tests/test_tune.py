@@ -122,6 +122,25 @@ def test_paired_seeds_give_identical_data_to_every_variant(experiment):
     assert targets.groupby(level="seed").first().nunique() > 1  # ...each seed its own
 
 
+def test_a_second_experiment_reuses_ok_and_diverged_trials_and_retrains_a_failed_one(
+        experiment):
+    """The same trials under another name in the same storage: the ok and diverged trials
+    are the first experiment's rows (trial_store.py), the failed one trains again (a failure
+    may be the machine's) and fails again."""
+    result, trials = experiment
+    options = RunOptions(storage=result.directory.parent, name="tiny-again",
+                         space="components", progress=False)
+    again = run_experiment(trials, options).trials.set_index("trial_name")
+    first = result.trials.set_index("trial_name")
+    retrained = again.index[again["reused_from"] == ""].tolist()
+    assert retrained == ["broken-seed0"] and again.loc["broken-seed0", "status"] == "failed"
+    assert again.loc["exploding-seed0", "status"] == "diverged"
+    reused = again.drop(index="broken-seed0")
+    assert (reused["reused_from"] == "tiny/" + reused.index).all()
+    assert (reused["trial_key"] == first.loc[reused.index, "trial_key"]).all()
+    assert reused["test_mae"].equals(first.loc[reused.index, "test_mae"])
+
+
 def test_no_temp_files_left_behind(experiment):
     leftovers = [p.name for p in experiment[0].directory.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []

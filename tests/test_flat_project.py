@@ -74,6 +74,17 @@ def test_a_script_importing_its_own_model_and_results_runs_every_trial(project, 
     assert sorted(trials["standardize"].tolist()) == [False, False, True, True]
     # the command it suggests is spelled as the researcher started it: no run_ablations.py here
     assert f"Report: run-ablations report {tmp_path / 'script'}\n" in proc.stdout, proc.stdout
+    # the same command under another name: every trial is the first run's (trial_store.py),
+    # Tune runs nothing
+    again = run_from(project, "--space", "command.yaml", "--seeds", "2", "--quiet",
+                     "--storage", str(tmp_path), "--name", "script-again")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    reused = ok_trials(tmp_path / "script-again", 4)
+    assert (reused["reused_from"] == "script/" + reused["trial_name"]).all()
+    assert reused["test_loss"].tolist() == trials["test_loss"].tolist()
+    assert "4 of 4 trials reused from script; 0 to train" in again.stdout + again.stderr
+    assert "(4 reused)" in again.stdout
+    assert not (tmp_path / "script-again" / "tune").exists()
 
 
 def test_a_function_named_module_colon_name_is_found_in_the_folder_it_starts_from(

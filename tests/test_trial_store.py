@@ -87,3 +87,18 @@ def test_the_key_changes_with_what_the_trial_computes():
                                                             "numpy": "2.0"}}),
                   trial_key(config, **{**base, "python_version": "3.12.0"})):
         assert other != key
+
+
+@pytest.mark.slow
+def test_a_resume_keeps_the_rows_it_reused(runs, tmp_path):
+    """Resuming the experiment that reused trials: nothing trains, its reused rows stay
+    (taken from its own table, where they name their origin), even with the origin gone."""
+    import shutil
+
+    first, second, _, _, _ = runs
+    storage = tmp_path / "moved"
+    shutil.copytree(second.directory, storage / "second")  # without the experiment `first`
+    resumed = Experiment.resume("second", storage=storage)
+    assert resumed.trials["reused_from"].tolist() == second.trials["reused_from"].tolist()
+    assert resumed.trials["test_mae"].tolist() == second.trials["test_mae"].tolist()
+    assert (resumed.trials["status"] == "ok").all()

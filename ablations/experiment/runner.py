@@ -58,9 +58,11 @@ from ablations.experiment.tables import (
     trial_status,
     tune_state_file,
 )
+from ablations.experiment.trial_store import read_table
 from ablations.results.io.files import (
     METADATA_FILE,
     SCHEMA_VERSION,
+    TRIALS_FILE,
     delete_dir,
     first_line,
     is_file,
@@ -368,9 +370,13 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
         else:
             counts["finished"] += 1
     known = {result_name(result) for result in results}
+    table = read_table(join(root, TRIALS_FILE))  # its rows taken from other experiments
+    reused = set() if table is None or "reused_from" not in table else set(
+        table.loc[table["reused_from"].fillna("") != "", "trial_name"])
     for spec in trials:  # not created in Tune before the stop
         if spec.name not in known:
-            counts["continue" if saved(spec.name) else "start"] += 1
+            counts["finished" if spec.name in reused
+                   else "continue" if saved(spec.name) else "start"] += 1
     if num_samples is not None:
         counts["start"] += max(0, num_samples - len(results))
     return counts

@@ -115,19 +115,21 @@ def read_table(path: str) -> Optional[pd.DataFrame]:
         return None
 
 
-def experiment_folders(storage: str, exclude: str) -> list[str]:
-    """The folders under ``storage`` holding a trials table, by name, ``exclude`` (this
-    experiment) left out."""
-    return [join(storage, entry) for entry in sorted(list_dir(storage))
-            if entry != exclude and is_file(join(storage, entry, TRIALS_FILE))]
+def experiment_folders(storage: str, first: str) -> list[str]:
+    """The folders under ``storage`` holding a trials table: ``first`` (this experiment, on a
+    resume), then the others by name."""
+    names = sorted(list_dir(storage), key=lambda entry: (entry != first, entry))
+    return [join(storage, entry) for entry in names
+            if is_file(join(storage, entry, TRIALS_FILE))]
 
 
 def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
                   specs: Mapping[str, Any], round_number: int, phase: str,
                   space: str) -> Optional[Reused]:
-    """The finished trials under ``storage`` (other experiments than ``name``) whose identity
-    is one of ``keys`` (planned trial name -> key), as rows of this experiment; None if
-    none. The first experiment by folder name that holds a key gives its rows."""
+    """The finished trials under ``storage`` whose identity is one of ``keys`` (planned trial
+    name -> key), as rows of this experiment; None if none. Experiment ``name`` itself (a
+    resume) gives the rows it took from others before; then the first other experiment by
+    folder name that holds a key gives its rows."""
     wanted: dict[str, list[str]] = {}
     for trial, key in keys.items():
         wanted.setdefault(key, []).append(trial)
@@ -140,6 +142,8 @@ def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
         if table is None or "trial_key" not in table:  # recorded before trials had keys
             continue
         usable = table[table["status"].isin(REUSABLE) & table["trial_key"].isin(wanted)]
+        if folder == join(str(storage), name):  # its own trained rows are Tune's to resume
+            usable = usable[usable["reused_from"].fillna("") != ""]
         for row in usable.to_dict("records"):
             origin = row.get("reused_from") or f"{row['experiment']}/{row['trial_name']}"
             for trial in wanted[row["trial_key"]]:

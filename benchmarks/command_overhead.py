@@ -5,13 +5,14 @@ line filled, its metrics file polled, its reports sent), no Ray; prints a markdo
     python benchmarks/command_overhead.py --repeats 10 [--digits] [--ray]
 
 The program: a ``python -c`` that writes three epoch lines and a final line to its metrics
-file; with ``--digits`` also examples/digits/train.py (8 epochs). The two paths alternate, so
-drift hits both; medians over the repeats, and the difference. With ``--ray``, the same trivial
-program as a one-trial experiment through the CLI (``run_ablations.py run --space FILE
---seeds 1``): the whole run, Ray's start included, and the trial's own ``wall_s`` (from the
-start of the trial to its final result); and the wall time one more trial adds to a CLI run
-(``--trials`` trials against one, one at a time: Tune's scheduling, the worker and the
-results' collection included); skipped with a message where that fails.
+file; with ``--digits`` also examples/digits/train.py (``--digits-epochs``, default 8). The two
+paths alternate, so drift hits both; medians over the repeats, and the difference. With
+``--ray``, the same trivial program as a one-trial experiment through the CLI
+(``run_ablations.py run --space FILE --seeds 1``): the whole run, Ray's start included, and the
+trial's own ``wall_s`` (from the start of the trial to its final result); and the wall time one
+more trial adds to a CLI run (``--trials`` trials against one, one at a time: Tune's
+scheduling, the worker and the results' collection included); skipped with a message where that
+fails.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ from ablations.trial.run import run_trial  # noqa: E402
 TRIVIAL = ("import json, sys; handle = open(sys.argv[1], 'a'); "
            "[handle.write(json.dumps(dict(epoch=e, score=e / 3)) + chr(10)) for e in (1, 2, 3)]; "
            "handle.write(json.dumps(dict(score=1.0)) + chr(10))")
-DIGITS_FLAGS = "--epochs 8 --seed {seed} --data-seed {data_seed}"
+DIGITS_FLAGS = "--epochs {epochs} --seed {seed} --data-seed {data_seed}"
 
 
-def programs(digits: bool) -> dict[str, tuple[str, list[str]]]:
+def programs(digits: bool, digits_epochs: int = 8) -> dict[str, tuple[str, list[str]]]:
     """name -> (the command line with fields, the line by hand with METRICS for the file)."""
     python = shlex.quote(sys.executable)
     table = {"trivial (python -c, 3 epochs)":
@@ -48,9 +49,12 @@ def programs(digits: bool) -> dict[str, tuple[str, list[str]]]:
               [sys.executable, "-c", TRIVIAL, "METRICS"])}
     if digits:
         train = str(REPO / "examples" / "digits" / "train.py")
-        table["examples/digits/train.py (8 epochs)"] = (
-            f"{python} {shlex.quote(train)} {DIGITS_FLAGS} --metrics-file {{metrics_file}}",
-            [sys.executable, train, *DIGITS_FLAGS.format(seed=0, data_seed=0).split(),
+        # {seed} and {data_seed} stay fields of the command line, filled per trial.
+        flags = DIGITS_FLAGS.replace("{epochs}", str(digits_epochs))
+        epochs = f"{digits_epochs} epoch" + ("s" if digits_epochs != 1 else "")
+        table[f"examples/digits/train.py ({epochs})"] = (
+            f"{python} {shlex.quote(train)} {flags} --metrics-file {{metrics_file}}",
+            [sys.executable, train, *flags.format(seed=0, data_seed=0).split(),
              "--metrics-file", "METRICS"])
     return table
 
@@ -120,6 +124,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--digits", action="store_true", help="also examples/digits/train.py")
+    parser.add_argument("--digits-epochs", type=int, default=8,
+                        help="with --digits: the epochs examples/digits/train.py trains")
     parser.add_argument("--ray", action="store_true", help="also a one-trial run of the CLI")
     parser.add_argument("--trials", type=int, default=21,
                         help="with --ray: the trials of the run whose marginal trial is timed")
@@ -127,7 +133,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="command-overhead-") as directory:
         folder = Path(directory)
-        for name, (run, line) in programs(args.digits).items():
+        for name, (run, line) in programs(args.digits, args.digits_epochs).items():
             command = command_from(run, {}, {"score": "higher"} if "trivial" in name
                                    else {"test_acc": "higher"})
             config = TrialConfig.of(model=command_spec(command))

@@ -72,6 +72,16 @@ def run_cli(args: list[str], storage: str | None = None) -> dict:
         }
 
 
+def key_value(text: str) -> tuple[str, str]:
+    """An argparse type for a ``--set KEY=VALUE`` flag: (KEY, VALUE)."""
+    import argparse
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")

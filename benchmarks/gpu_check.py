@@ -5,6 +5,9 @@
     python benchmarks/gpu_check.py --skip-bench    # the tests only
     python benchmarks/gpu_check.py --systems       # also the systems space, one epoch
 
+``--tests``, ``--pytest-args``, ``--bench-args`` and ``--systems-args`` narrow each part (e.g.
+for a quick check of the script itself); their defaults run all of it.
+
 Prints the device (name, compute capability, memory, torch and CUDA versions), a table of the
 GPU-path test files (passed / failed / skipped, and the skip reasons), the switches benchmark's
 table (benchmarks/switches.py on the same device) and, with ``--systems``, the systems space's
@@ -76,13 +79,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run the systems space (one epoch per cell) on this device")
     parser.add_argument("--bench-args", default="",
                         help="extra arguments for benchmarks/switches.py, e.g. '--steps 5'")
+    parser.add_argument("--tests", default=",".join(GPU_TESTS),
+                        help="comma-separated test files or node ids to run (default: every "
+                             "GPU-path test file)")
+    parser.add_argument("--pytest-args", default="",
+                        help="extra arguments for pytest, e.g. '-n 0'")
+    parser.add_argument("--systems-args", default="",
+                        help="with --systems: extra arguments for run_ablations.py, e.g. "
+                             "'--only nockpt-off-bf16'")
     args = parser.parse_args(argv)
     print(device_line(), flush=True)
     with tempfile.TemporaryDirectory() as scratch:
         junit = Path(scratch) / "gpu.xml"
-        tests = [t for t in GPU_TESTS if (ROOT / t).exists()]
+        # A file not in this checkout is left out; a node id (FILE::TEST) counts by its file.
+        tests = [t for t in args.tests.split(",") if (ROOT / t.split("::")[0]).exists()]
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        f"--junitxml={junit}", *tests], cwd=ROOT, check=False)
+                        f"--junitxml={junit}", *args.pytest_args.split(), *tests], cwd=ROOT,
+                       check=False)
         rows, failed = test_table(junit)
     print("\n" + "\n".join(rows), flush=True)
     if not args.skip_bench:
@@ -97,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as storage:
             subprocess.run([sys.executable, str(ROOT / "run_ablations.py"), "--space", "systems",
                             "--epochs", "1", "--seeds", "1", "--storage", storage, "--quiet",
-                            *gpus], cwd=ROOT, check=False)
+                            *gpus, *args.systems_args.split()], cwd=ROOT, check=False)
     return 1 if failed else 0
 
 

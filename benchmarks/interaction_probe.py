@@ -17,7 +17,10 @@ model that learned each corner alone but never combined them would keep about 0.
 factorial effects with their verdicts.
 
     python benchmarks/interaction_probe.py [--kind product|absdiff|sum] [--beta 3] [--amp 2]
-                                           [--seeds 2] [--epochs 4]
+                                           [--seeds 2] [--epochs 4] [--set KEY=VALUE ...]
+
+``--set`` passes config overrides to the runner as they are (default: none), e.g.
+``max_train_examples=64`` for a quick check of the script itself.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine, markdown, run_cli  # noqa: E402
+from benchmarks.common import key_value, machine, markdown, run_cli  # noqa: E402
 from ablations.model.config import DEFAULT_FRAMES  # noqa: E402
 from ablations.model.synthetic import SyntheticSpec, make_synthetic  # noqa: E402
 from ablations.results.stats.factorial import FactorialDesign, factorial_effects  # noqa: E402
@@ -82,6 +85,9 @@ def main() -> None:
     parser.add_argument("--amp", type=float, default=2.0, help="the markers' amplitude")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--set", dest="overrides", type=key_value, action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="the runner's --set (repeatable; default: none)")
     args = parser.parse_args()
     if args.beta <= 0 or args.seeds < 2:
         parser.error("--beta must be > 0 and --seeds at least 2")
@@ -91,13 +97,16 @@ def main() -> None:
         planted_set(data, args.kind, args.beta, args.amp)
         run = run_cli(["--design", "factorial", "--factors", FACTORS, "--seeds",
                        str(args.seeds), "--epochs", str(args.epochs), "--data", str(data),
-                       "--no-dashboard"], storage=str(storage))
+                       "--no-dashboard",
+                       *(arg for key, value in args.overrides
+                         for arg in ("--set", f"{key}={value}"))], storage=str(storage))
         predictions = pd.read_parquet(storage / "bench" / "predictions.parquet")
     trials = run["trials"]
     shares = kept(predictions, args.beta).groupby("cell")["kept"]
     mae = trials.groupby("ablation")["test_mae"]
+    changed = "".join(f", {key}={value}" for key, value in args.overrides)
     print(f"{args.kind}, beta {args.beta} km, markers x{args.amp}, {args.seeds} seeds, "
-          f"{args.epochs} epochs; {machine()}\n")
+          f"{args.epochs} epochs{changed}; {machine()}\n")
     print(markdown(["cell", "test MAE (km)", "kept (mean)", "kept (range)"], [
         [cell, f"{mae.mean()[cell]:.3f} ± {mae.std()[cell]:.3f}", f"{shares.mean()[cell]:.2f}",
          f"{shares.min()[cell]:.2f}-{shares.max()[cell]:.2f}"] for cell in mae.mean().index]))

@@ -4,7 +4,8 @@ trial through the CLI, each in a fresh process; prints a markdown table.
     python benchmarks/overhead.py --threads 1,2 --repeats 3
 
 The trial: the `components` baseline (full model, synthetic default data, seed 0), --epochs
-epochs, N torch threads (plain: ``num_threads=N``; CLI: ``--cpus-per-trial N``). Reported per
+epochs, N torch threads (plain: ``num_threads=N``; CLI: ``--cpus-per-trial N``), and any
+``--set KEY=VALUE`` config overrides on both paths (default: none). Reported per
 path, medians over the repeats (the two paths alternate, so drift hits both):
 
 - samples/s: the trial's steady-state training throughput (the median over epochs of each
@@ -24,7 +25,7 @@ import statistics
 import sys
 import time
 
-from common import machine, markdown, run_cli, run_plain, run_python
+from common import key_value, machine, markdown, run_cli, run_plain, run_python
 
 RAY_START = """
 import json, sys, time
@@ -61,9 +62,9 @@ def synthetic_load_s() -> dict:
     return run_python(SYNTHETIC)
 
 
-def plain_once(threads: int, epochs: int) -> dict:
+def plain_once(threads: int, epochs: int, overrides: dict[str, str]) -> dict:
     out = run_plain({"ablation": "baseline", "seed": 0, "epochs": epochs,
-                     "num_threads": threads})
+                     "num_threads": threads, **overrides})
     metrics, history = out["metrics"], out["history"]
     first = history[0]
     return {
@@ -75,10 +76,12 @@ def plain_once(threads: int, epochs: int) -> dict:
     }
 
 
-def cli_once(threads: int, epochs: int, dashboard: bool) -> dict:
+def cli_once(threads: int, epochs: int, dashboard: bool, overrides: dict[str, str]) -> dict:
     out = run_cli(["--space", "components", "--only", "baseline", "--seeds", "1",
                    "--epochs", str(epochs), "--cpus-per-trial", str(threads),
-                   "--dashboard", str(dashboard).lower()])
+                   "--dashboard", str(dashboard).lower(),
+                   *(arg for key, value in overrides.items() for arg in
+                     ("--set", f"{key}={value}"))])
     trial = out["trials"].iloc[0]
     assert trial["status"] == "ok", trial["error"]
     first = out["epochs"].sort_values("epoch").iloc[0]
@@ -102,15 +105,21 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dashboard", choices=["true", "false"], default="true",
                         help="the CLI's --dashboard (default on, as users run it)")
+    parser.add_argument("--set", dest="overrides", type=key_value, action="append",
+                        default=[], metavar="KEY=VALUE",
+                        help="override one trial config key on both paths, e.g. "
+                             "synthetic_train=64 (repeatable; default: none)")
     args = parser.parse_args()
+    overrides = dict(args.overrides)
     dashboard = args.dashboard == "true"
     started = time.time()
     rows = []
     for threads in [int(t) for t in args.threads.split(",")]:
         runs: dict[str, list[dict]] = {"plain loop": [], "Tune trial via CLI": []}
         for _ in range(args.repeats):
-            runs["plain loop"].append(plain_once(threads, args.epochs))
-            runs["Tune trial via CLI"].append(cli_once(threads, args.epochs, dashboard))
+            runs["plain loop"].append(plain_once(threads, args.epochs, overrides))
+            runs["Tune trial via CLI"].append(cli_once(threads, args.epochs, dashboard,
+                                                       overrides))
         plain_rate = statistics.median(r["samples_per_s"] for r in runs["plain loop"])
         for path, results in runs.items():
             med = {k: statistics.median(r[k] for r in results) for k in results[0]}
@@ -122,7 +131,8 @@ def main() -> int:
     ray_s = [ray_start_s(dashboard) for _ in range(args.repeats)]
     synthetic = synthetic_load_s()
     print(f"Machine: {machine()}")
-    print(f"Baseline trial, {args.epochs} epochs, {args.repeats} repeats (medians), "
+    changed = "".join(f", {key}={value}" for key, value in overrides.items())
+    print(f"Baseline trial{changed}, {args.epochs} epochs, {args.repeats} repeats (medians), "
           f"dashboard {'on' if dashboard else 'off'}; {time.time() - started:.0f} s in all.\n")
     print(markdown(["threads", "path", "samples/s", "x plain", "torch threads", "start s",
                     "first result s", "wall s", "samples/s per repeat"], rows))

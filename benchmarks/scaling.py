@@ -3,7 +3,8 @@ each, through the CLI; prints a markdown table.
 
     python benchmarks/scaling.py --k 1,2
 
-For each k (``--max-concurrent k``, 1 CPU and 1 thread per trial):
+For each k (``--max-concurrent k``, 1 CPU and 1 thread per trial; ``--epochs`` and
+``--set KEY=VALUE`` go to the CLI as they are, default: neither):
 
 - wall s: the driver's time in ``Tuner.fit`` (Ray already started);
 - sum of trial s: the trials' own wall times (``wall_s``: data, model, training, evaluation);
@@ -22,14 +23,16 @@ import os
 import sys
 import time
 
-from common import machine, markdown, run_cli
+from common import key_value, machine, markdown, run_cli
 
 
-def once(k: int, epochs: int | None) -> dict:
+def once(k: int, epochs: int | None, overrides: list[tuple[str, str]]) -> dict:
     args = ["--space", "components", "--seeds", "1", "--max-concurrent", str(k),
             "--cpus-per-trial", "1"]
     if epochs:
         args += ["--epochs", str(epochs)]
+    for key, value in overrides:
+        args += ["--set", f"{key}={value}"]
     out = run_cli(args)
     trials = out["trials"]
     assert (trials["status"] == "ok").all(), trials[["trial_name", "status", "error"]]
@@ -49,9 +52,13 @@ def main() -> int:
     parser.add_argument("--k", default=",".join(str(k) for k in range(1, cores + 1)),
                         help="concurrent trials to try (default 1..number of cores)")
     parser.add_argument("--epochs", type=int, default=None, help="default: the trials' own (4)")
+    parser.add_argument("--set", dest="overrides", type=key_value, action="append",
+                        default=[], metavar="KEY=VALUE",
+                        help="the CLI's --set, e.g. synthetic_train=64 (repeatable; default: "
+                             "none)")
     args = parser.parse_args()
     started = time.time()
-    results = [once(int(k), args.epochs) for k in args.k.split(",")]
+    results = [once(int(k), args.epochs, args.overrides) for k in args.k.split(",")]
     base = next((r for r in results if r["k"] == 1), None)
     rows = []
     for r in results:
@@ -61,7 +68,9 @@ def main() -> int:
                      f"{speedup:.2f}", f"{speedup / r['k']:.3f}", r["first_result_s"],
                      r["process_s"], r["mean_samples_per_s"]])
     print(f"Machine: {machine()}")
-    print(f"components, 1 seed, 1 CPU per trial; {time.time() - started:.0f} s in all.\n")
+    changed = "".join(f", {key}={value}" for key, value in args.overrides)
+    print(f"components{changed}, 1 seed, 1 CPU per trial; {time.time() - started:.0f} s in "
+          "all.\n")
     print(markdown(["k", "trials", "wall s", "sum of trial s", "occupancy", "speed-up",
                     "efficiency", "first result s", "process s",
                     "median trial samples/s"], rows))

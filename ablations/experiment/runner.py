@@ -58,7 +58,7 @@ from ablations.experiment.tables import (
     trial_status,
     tune_state_file,
 )
-from ablations.experiment.trial_store import read_table
+from ablations.experiment.trial_store import find_reusable, read_table, reusable_keys
 from ablations.results.io.files import (
     METADATA_FILE,
     SCHEMA_VERSION,
@@ -198,7 +198,6 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     reused = None
     if options.reuse and setup.reusable:
         from ablations.experiment import events
-        from ablations.experiment.trial_store import find_reusable, reusable_keys
 
         reused = find_reusable(str(options.storage), options.name,
                                reusable_keys(trials, metadata),

@@ -1,0 +1,104 @@
+"""What iterating on an ablation costs with the trial store and without it: four steps a
+researcher takes, each a command of its own (Ray started each time), run once under one
+storage as they come (finished trials reused) and once with ``--no-reuse``:
+
+1. the main job's table without its last variant (``--space components --only ...``);
+2. the whole table: one variant more;
+3. the ``features`` space, which shares the baseline's configuration and seeds;
+4. the table of step 2 continued with ``--seeds auto`` (``--resume``): the undecided arms'
+   new seeds.
+
+For each step and mode: the trials planned, trained and reused, and the command's wall time.
+
+    python benchmarks/iterate.py [--epochs 4] [--seeds 3] [--max-seeds 10] [--set KEY=VALUE]
+
+The defaults are the main job's (``--space components``, 3 seeds, 4 epochs); ``--epochs 1``
+and ``--set synthetic_train=256`` shorten every trial alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import REPO, _env, key_value, machine, markdown  # noqa: E402
+
+COMPONENTS = ["baseline", "no_temporal_attention", "no_spatial_attention", "no_attention",
+              "no_scalars", "no_images", "single_frame", "reduced_width", "point_estimate"]
+
+
+def steps(seeds: int, max_seeds: int = 10) -> list[tuple[str, str, list[str]]]:
+    """(step, experiment name, the command's arguments) in order. The fixed steps plan the
+    rounds a continuation runs (``--max-seeds``), as a fixed run records them."""
+    fixed = ["--seeds", str(seeds), "--max-seeds", str(max_seeds)]
+    return [
+        ("main table less one variant", "main",
+         ["--space", "components", *fixed, "--only", ",".join(COMPONENTS[:-1])]),
+        ("+ one variant", "plus", ["--space", "components", *fixed]),
+        ("features space", "features", ["--space", "features", *fixed]),
+        ("--seeds auto continuation", "plus", ["--resume", "--seeds", "auto"]),
+    ]
+
+
+def run_step(args: list[str], storage: str, name: str, extra: list[str]) -> tuple[float, int]:
+    """Run one step's command; (its wall seconds, the rows trials.parquet had before it)."""
+    folder = Path(storage) / name
+    before = len(pd.read_parquet(folder / "trials.parquet")) \
+        if (folder / "trials.parquet").is_file() else 0
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "run_ablations.py", *args, *extra, "--storage",
+                           storage, "--name", name, "--quiet"], cwd=REPO, env=_env(),
+                          capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n"
+                           f"{done.stderr[-3000:]}")
+    return wall, before
+
+
+def measure(reuse: bool, seeds: int, max_seeds: int, extra: list[str]) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-iterate-") as storage:
+        for step, name, args in steps(seeds, max_seeds):
+            wall, before = run_step(args + ([] if reuse else ["--no-reuse"]), storage, name,
+                                    [] if "--resume" in args else extra)
+            trials = pd.read_parquet(Path(storage) / name / "trials.parquet").iloc[before:]
+            reused = int((trials["reused_from"].fillna("") != "").sum())
+            rows.append({"step": step, "mode": "reuse" if reuse else "--no-reuse",
+                         "planned": len(trials), "trained": len(trials) - reused,
+                         "reused": reused, "wall_s": wall})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--epochs", type=int, default=4, help="epochs per trial (default 4)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds of the fixed steps")
+    parser.add_argument("--max-seeds", type=int, default=10,
+                        help="the seeds a continuation may reach (default 10)")
+    parser.add_argument("--set", dest="overrides", type=key_value, action="append",
+                        default=[], metavar="KEY=VALUE", help="a config key for every trial")
+    args = parser.parse_args()
+    extra = ["--epochs", str(args.epochs)]
+    for key, value in args.overrides:
+        extra += ["--set", f"{key}={value}"]
+    rows = (measure(True, args.seeds, args.max_seeds, extra)
+            + measure(False, args.seeds, args.max_seeds, extra))
+    order = [step for step, _, _ in steps(args.seeds)]
+    rows.sort(key=lambda row: order.index(row["step"]))  # each step's two modes together
+    print(markdown(["step", "mode", "trials planned", "trained", "reused", "wall (s)"],
+                   [[r["step"], r["mode"], r["planned"], r["trained"], r["reused"], r["wall_s"]]
+                    for r in rows]))
+    print(f"\n{machine()}")
+
+
+if __name__ == "__main__":
+    main()

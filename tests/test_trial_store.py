@@ -9,6 +9,7 @@ import pytest
 
 from ablations import Experiment
 from ablations.experiment.api import Resources
+from ablations.config import TrialConfig
 from ablations.experiment.trial_store import trial_key
 from tests.conftest import tiny_config
 
@@ -85,8 +86,26 @@ def test_the_key_changes_with_what_the_trial_computes():
                   trial_key(config, **{**base, "data_fingerprint": "changed"}),
                   trial_key(config, **{**base, "packages": {"torch": "2.12.0",
                                                             "numpy": "2.0"}}),
-                  trial_key(config, **{**base, "python_version": "3.12.0"})):
+                  trial_key(config, **{**base, "python_version": "3.12.0"}),
+                  trial_key(config, **base, conditions={"isolated": True})):
         assert other != key
+
+
+def test_a_model_plugin_or_a_notebook_function_gives_its_trials_no_identity():
+    """Code outside the fingerprint (a model plugin's module, a function defined in a
+    notebook) could change unseen: such trials are never reused."""
+    from ablations.experiment.options import RunOptions
+    from ablations.experiment.trial_store import planned_key
+
+    options = RunOptions(storage="/tmp", name="x", space="s")
+    metadata = {"provenance": {"code": {"sha256": "c"}, "own_code": None, "packages": {}}}
+    assert planned_key(tiny_config(), metadata, options) is not None  # the built-in model
+    plugin = TrialConfig.of(model="examples.conv3d:PLUGIN")
+    assert planned_key(plugin, metadata, options) is None
+    faulty = TrialConfig.of(model="tests.faulty:FAULTY")  # a function whose files were not read
+    assert planned_key(faulty, metadata, options) is None
+    recorded = {"provenance": {**metadata["provenance"], "own_code": {"sha256": "o"}}}
+    assert planned_key(faulty, recorded, options) is not None
 
 
 @pytest.mark.slow

@@ -61,8 +61,9 @@ RESERVED = frozenset({
     "status", "failure_reason", "error", "epoch", "epochs_run", "resumed_from_epoch", "round",
     "phase", "wall_s", "cpu_hours", "gpu_hours", "device_used", "device_name", "final",
     "own_metrics", "reported_at", "started_at", "data_source", "data_fingerprint",
-    "code_fingerprint", "init_seed", "order_seed", "data_seed", "torch_version",
-    "ray_version", "python_version", "git_commit", "precision_used", "compile_used"})
+    "code_fingerprint", "trial_key", "reused_from", "init_seed", "order_seed", "data_seed",
+    "torch_version", "ray_version", "python_version", "git_commit", "precision_used",
+    "compile_used"})
 KEY_TYPES = (bool, int, float, str)  # a key's default: one of these (a YAML scalar)
 # the runner names each trial's dataset (docs/datasets.md); own code selects it by its own key
 DATASET_HINT = (" (e.g. data_name) and name the datasets in the space file: datasets: "

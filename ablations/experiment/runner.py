@@ -196,15 +196,17 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     started = time.monotonic()
     restoring = resume and tune.Tuner.can_restore(tune_dir)
     reused = None
-    if options.reuse and setup.reusable:
+    # A restored run keeps what it reused before (never in Tune's trials), with or without
+    # reuse; a new run takes what other experiments finished (trial_store.py).
+    if setup.reusable and (restoring or options.reuse):
         from ablations.experiment import events
 
         reused = find_reusable(str(options.storage), options.name,
-                               reusable_keys(trials, metadata),
+                               reusable_keys(trials, metadata, options),
                                specs={spec.name: spec for spec in trials},
                                round_number=part.round_number, phase=part.phase,
-                               space=options.space)
-        if reused is not None:
+                               space=options.space, own_only=restoring)
+        if reused is not None and not restoring:
             events.info(reused.summary(len(trials)))
     to_train = [spec for spec in trials if reused is None or spec.name not in reused.names]
     total, planned, default = setup.progress_plan(to_train)

@@ -76,7 +76,7 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
                 prediction_frames.append(_with_keys(predictions, spec, options))
 
     ran = {result_name(result) for result in grid}
-    taken = set() if reused is None else reused.names - ran
+    taken = set() if reused is None or reused.trials.empty else reused.names - ran
     if taken:
         trial_rows += reused.trials[reused.trials["trial_name"].isin(taken)].to_dict("records")
         epoch_frames += [frame[frame["trial_name"].isin(taken)] for frame in (reused.epochs,)
@@ -258,7 +258,7 @@ def trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExce
     row.update(spec.config.flat())
     # the seeds the trial drew from; data_seed: the draw's, not the configured base
     row.update(spec.config.seeds.columns())
-    row["trial_key"] = row_key(spec.config, row, metadata)  # trial_store.py
+    row["trial_key"] = row_key(spec.config, row, metadata, options)  # trial_store.py
     row["reused_from"] = ""
     return row
 

@@ -5,18 +5,21 @@ A trial's identity (:func:`trial_key`, trials.parquet's ``trial_key``) is a hash
 resolved configuration (every section, the seed and the seed sources, the epochs, a command's
 line and a training function's name; the variant's name only for own code, which may read
 it), the dataset's fingerprint, the code's (the runner's source with the researcher's own
-files: ``code_fingerprint``) and the versions of Python, torch and numpy. A new experiment
-looks through the others under its storage (:func:`find_reusable`) and takes the rows of every
-trial with its identity that ended ``ok`` or ``diverged`` (a divergence repeats with the same
-identity; a failure may be the machine's, so a failed trial is trained again). A reused row
-keeps its numbers and names where it came from (``reused_from``); the experiment's own names
-(experiment, trial, variant, round, phase) are the new plan's. ``reuse=False`` trains
-everything.
+files: ``code_fingerprint``), the versions of Python, torch and numpy, and the conditions its
+measurements depend on (:func:`conditions_of`). A trial whose code is not all in the
+fingerprint (a model plugin's module, a function defined in a notebook) has no identity and
+always trains. A new experiment looks through the others under its storage
+(:func:`find_reusable`) and takes the rows of every trial with its identity that ended ``ok``
+or ``diverged`` (a divergence repeats with the same identity; a failure may be the machine's,
+so a failed trial is trained again). A reused row keeps its numbers and names where it came
+from (``reused_from``); the experiment's own names (experiment, trial, variant, round, phase)
+are the new plan's. ``reuse=False`` trains everything; a resume keeps what it reused before.
 
 What the identity does not cover: data a training function or a command reads from a path
 that neither its configuration nor its command line names (the code fingerprint covers the
-``.py`` files and the files the command names), and the machine (a cluster's nodes already
-share one experiment's trials).
+``.py`` files and the files the command names), the machine (a cluster's nodes already share
+one experiment's trials), and package versions that change between a trial's finish and the
+collection of a resumed run's table (its key takes the resuming driver's versions).
 """
 
 from __future__ import annotations
@@ -49,39 +52,66 @@ NUMERIC_PACKAGES = ("torch", "numpy")  # the versions that change a trial's numb
 
 def trial_key(config: Any, *, code_fingerprint: Optional[str], data_source: Optional[str],
               data_fingerprint: Optional[str], packages: Mapping[str, Optional[str]],
-              python_version: Optional[str] = None) -> str:
-    """The identity of what a trial computes, as 32 hex digits."""
+              python_version: Optional[str] = None,
+              conditions: Optional[Mapping[str, Any]] = None) -> str:
+    """The identity of what a trial computes, as 32 hex digits. ``conditions``: how it runs
+    where that changes its measurements (its CPUs and GPUs, a worker of its own)."""
     values = config.to_dict()
     if config.own_code is None:  # the built-in model and a plugin never see the variant's name
         values.pop("ablation", None)
     identity = {"version": KEY_VERSION, "config": values, "code": code_fingerprint,
                 "data": [data_source, data_fingerprint],
                 "packages": {name: packages.get(name) for name in NUMERIC_PACKAGES},
-                "python": python_version or platform.python_version()}
+                "python": python_version or platform.python_version(),
+                "conditions": dict(conditions or {})}
     text = json.dumps(identity, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def planned_key(config: Any, metadata: Mapping[str, Any]) -> str:
-    """The identity of a trial this run would train, from its experiment.json record."""
+def fingerprinted(config: Any, provenance: Mapping[str, Any]) -> bool:
+    """Whether the code a trial runs is all in its code fingerprint: the runner's own model,
+    or own code whose files were read (provenance.own_code). A model plugin's module and a
+    training function defined in a notebook are not, so their trials have no identity."""
+    if not config.plugin:
+        return True
+    return config.own_code is not None and bool(provenance.get("own_code"))
+
+
+def conditions_of(options: Any) -> dict[str, Any]:
+    """The run's conditions a trial's measurements depend on (peak memory, throughput)."""
+    return {"cpus": options.cpus_per_trial, "gpus": options.gpus_per_trial,
+            "isolated": not options.reuse_workers}
+
+
+def planned_key(config: Any, metadata: Mapping[str, Any], options: Any) -> Optional[str]:
+    """The identity of a trial this run would train, from its experiment.json record; None
+    where its code is not all fingerprinted."""
     provenance = metadata.get("provenance") or {}
+    if not fingerprinted(config, provenance):
+        return None
     columns = trial_columns(provenance, config)
     return trial_key(config, code_fingerprint=run_code_label(provenance),
                      data_source=columns["data_source"],
                      data_fingerprint=columns["data_fingerprint"],
                      packages=provenance.get("packages") or {},
-                     python_version=metadata.get("python_version"))
+                     python_version=metadata.get("python_version"),
+                     conditions=conditions_of(options))
 
 
-def row_key(config: Any, row: Mapping[str, Any], metadata: Mapping[str, Any]) -> str:
+def row_key(config: Any, row: Mapping[str, Any], metadata: Mapping[str, Any],
+            options: Any) -> Optional[str]:
     """The identity of a trial that ran, from its trials.parquet row (the code its final
-    result was trained with) and its experiment's record."""
+    result was trained with) and its experiment's record; None where its code is not all
+    fingerprinted."""
     provenance = metadata.get("provenance") or {}
+    if not fingerprinted(config, provenance):
+        return None
     return trial_key(config, code_fingerprint=row.get("code_fingerprint"),
                      data_source=row.get("data_source"),
                      data_fingerprint=row.get("data_fingerprint"),
                      packages=provenance.get("packages") or {},
-                     python_version=metadata.get("python_version"))
+                     python_version=metadata.get("python_version"),
+                     conditions=conditions_of(options))
 
 
 @dataclass(frozen=True)
@@ -125,24 +155,25 @@ def experiment_folders(storage: str, first: str) -> list[str]:
 
 def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
                   specs: Mapping[str, Any], round_number: int, phase: str,
-                  space: str) -> Optional[Reused]:
+                  space: str, own_only: bool = False) -> Optional[Reused]:
     """The finished trials under ``storage`` whose identity is one of ``keys`` (planned trial
     name -> key), as rows of this experiment; None if none. Experiment ``name`` itself (a
-    resume) gives the rows it took from others before; then the first other experiment by
-    folder name that holds a key gives its rows."""
+    resume) gives the rows it took from others before; then, unless ``own_only``, the first
+    other experiment by folder name that holds a key gives its rows."""
     wanted: dict[str, list[str]] = {}
     for trial, key in keys.items():
         wanted.setdefault(key, []).append(trial)
     # planned name -> (folder, source trial, where its numbers were trained)
     found: dict[str, tuple[str, str, str]] = {}
+    own = join(str(storage), name)
     for folder in experiment_folders(str(storage), name):
-        if len(found) == len(keys):
+        if len(found) == len(keys) or (own_only and folder != own):
             break
         table = read_table(join(folder, TRIALS_FILE))
-        if table is None or "trial_key" not in table:  # recorded before trials had keys
-            continue
+        if table is None or "trial_key" not in table or "reused_from" not in table:
+            continue  # recorded before trials had an identity
         usable = table[table["status"].isin(REUSABLE) & table["trial_key"].isin(wanted)]
-        if folder == join(str(storage), name):  # its own trained rows are Tune's to resume
+        if folder == own:  # its own trained rows are Tune's to resume
             usable = usable[usable["reused_from"].fillna("") != ""]
         for row in usable.to_dict("records"):
             origin = row.get("reused_from") or f"{row['experiment']}/{row['trial_name']}"
@@ -176,6 +207,8 @@ def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
                   {trial: origin for trial, (_, _, origin) in found.items()})
 
 
-def reusable_keys(trials: Sequence[Any], metadata: Mapping[str, Any]) -> dict[str, str]:
-    """Planned trial name -> identity, for the trials a run would train."""
-    return {spec.name: planned_key(spec.config, metadata) for spec in trials}
+def reusable_keys(trials: Sequence[Any], metadata: Mapping[str, Any],
+                  options: Any) -> dict[str, str]:
+    """Planned trial name -> identity, for the trials a run would train that have one."""
+    keys = {spec.name: planned_key(spec.config, metadata, options) for spec in trials}
+    return {name: key for name, key in keys.items() if key is not None}

@@ -125,8 +125,10 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
      "code they ran on"),
     ("trial_key", "string",
      "32 hex: the identity of what the trial computed (its resolved configuration, seeds, "
-     "data and code fingerprints, Python, torch and numpy versions); a later experiment under "
-     "the same storage reuses an ok or diverged trial with the same key"),
+     "data and code fingerprints, Python, torch and numpy versions, CPUs/GPUs per trial and "
+     "isolation); a later experiment under the same storage reuses an ok or diverged trial "
+     "with the same key; empty for a model plugin or a notebook's function, whose code is not "
+     "fingerprinted"),
     ("reused_from", "string",
      "experiment/trial whose numbers this row took instead of training (the trial store); "
      "empty where the trial was trained in this experiment"),

@@ -58,8 +58,9 @@ def test_varying_data_adds_the_seed_to_data_seed_but_not_the_null_controls_offse
 def test_each_trial_row_records_the_seed_each_source_drew_from():
     config = tiny_config(seed=2, seed_offset=1000, seed_sources="order,data")
     spec = SimpleNamespace(name="baseline-seed2", variant="baseline", seed=2, config=config)
-    options = SimpleNamespace(name="exp", space="components", cpus_per_trial=1.0,
-                              gpus_per_trial=0.0)
+    from ablations.experiment.options import RunOptions
+
+    options = RunOptions(storage="unused", name="exp", space="components")
     metadata = dict.fromkeys(("torch_version", "ray_version", "python_version", "git_commit"))
     row = trial_row(spec, {}, None, None, options, metadata)
     assert (row["init_seed"], row["order_seed"], row["data_seed"]) == (1000, 1002, 2)

@@ -213,7 +213,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     progress = TrialProgress(total, plan=planned, epochs=options.progress_epochs,
                              default=default)
     fail_alike = None
-    if not to_train and not restoring:  # every trial reused: nothing for Tune to run
+    # every planned trial reused: nothing for Tune to run (a search plans none: it samples)
+    if reused is not None and not to_train and not restoring:
         tuner = None
     elif restoring:
         setup.before_restore(root, options)

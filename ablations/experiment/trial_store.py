@@ -165,11 +165,12 @@ def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
         wanted.setdefault(key, []).append(trial)
     # planned name -> (folder, source trial, where its numbers were trained)
     found: dict[str, tuple[str, str, str]] = {}
+    scanned: dict[str, Optional[pd.DataFrame]] = {}  # folder -> its trials table
     own = join(str(storage), name)
     for folder in experiment_folders(str(storage), name):
         if len(found) == len(keys) or (own_only and folder != own):
             break
-        table = read_table(join(folder, TRIALS_FILE))
+        table = scanned[folder] = read_table(join(folder, TRIALS_FILE))
         if table is None or "trial_key" not in table or "reused_from" not in table:
             continue  # recorded before trials had an identity
         usable = table[table["status"].isin(REUSABLE) & table["trial_key"].isin(wanted)]
@@ -187,7 +188,8 @@ def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
                  if where == folder]
         for kind, file in (("trials", TRIALS_FILE), ("epochs", EPOCHS_FILE),
                            ("predictions", PREDICTIONS_FILE)):
-            table = read_table(join(folder, file))
+            # the trials table as scanned above: read once, and the rows match what was found
+            table = scanned[folder] if kind == "trials" else read_table(join(folder, file))
             if table is None or table.empty:
                 continue
             for trial, source in pairs:

@@ -121,3 +121,61 @@ def test_a_resume_keeps_the_rows_it_reused(runs, tmp_path):
     assert resumed.trials["reused_from"].tolist() == second.trials["reused_from"].tolist()
     assert resumed.trials["test_mae"].tolist() == second.trials["test_mae"].tolist()
     assert (resumed.trials["status"] == "ok").all()
+
+
+@pytest.mark.slow
+def test_a_finished_table_grows_by_a_variant_under_its_name(runs, tmp_path):
+    """The table plus a variant run under the finished table's name: only the new arm trains,
+    the finished trials are kept as trained there, the verdicts equal a fresh run of the whole
+    table, experiment.json and the methods say the family grew, and a resume keeps it all."""
+    import json
+    import shutil
+
+    from ablations.results.report.methods import methods_text
+
+    first, _, fresh, _, _ = runs
+    storage = tmp_path / "grow"
+    shutil.copytree(first.directory, storage / "first")  # no other experiment to reuse from
+    told = []
+    grown = run(storage, "first", ["baseline", "no_images", "no_scalars"], events=told)
+    told = [str(event) for event in told]
+    assert "4 of 6 trials kept; 2 to train" in told
+    assert any(line.startswith("Experiment first grows: the space adds no_scalars (2 trials")
+               for line in told)
+    rows = grown.trials.set_index("trial_name")
+    assert (rows["reused_from"] == "").all()  # every row trained in this experiment
+    earlier = first.trials.set_index("trial_name")
+    for column in ("test_mae", "val_loss", "trial_key"):
+        assert rows.loc[earlier.index, column].to_dict() == earlier[column].to_dict()
+    pd.testing.assert_frame_equal(grown.verdicts, fresh.verdicts, check_exact=True)
+    meta = json.loads((storage / "first" / "experiment.json").read_text())
+    (entry,) = meta["grown"]
+    assert entry["added"] == ["no_scalars"]
+    assert entry["variants_before"] == ["baseline", "no_images"]
+    assert sorted(entry["kept"]) == sorted(earlier.index)
+    assert len(meta["trials"]) == 6
+    text = methods_text(meta, grown.trials, grown.verdicts)
+    assert "began with 1 comparison with baseline, and no_scalars" in text
+    assert "over the 2 comparisons" in text
+    resumed = Experiment.resume("first", storage=storage)
+    assert resumed.trials["test_mae"].tolist() == grown.trials["test_mae"].tolist()
+    assert (resumed.trials["status"] == "ok").all()
+
+
+@pytest.mark.slow
+def test_a_table_that_changes_a_finished_variant_is_refused_under_its_name(runs, tmp_path):
+    import shutil
+
+    from ablations.experiment.request import UsageError
+
+    first = runs[0]
+    storage = tmp_path / "refuse"
+    shutil.copytree(first.directory, storage / "first")
+    before = (storage / "first" / "trials.parquet").read_bytes()
+    with pytest.raises(UsageError, match="holds a different experiment"):
+        Experiment("components", seeds=2, only=["baseline", "no_scalars"], overrides=TINY,
+                   storage=storage, name="first").run()
+    with pytest.raises(UsageError, match="holds a different experiment"):
+        Experiment("components", seeds=3, only=["baseline", "no_images", "no_scalars"],
+                   overrides=TINY, storage=storage, name="first").run()
+    assert (storage / "first" / "trials.parquet").read_bytes() == before

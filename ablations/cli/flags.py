@@ -395,7 +395,8 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     resume = parser.add_argument_group("resume")
     resume.add_argument("--resume", action="store_true",
                         help="continue the experiment --name (default: the newest in "
-                        "--storage) from where it stopped; finished trials are kept")
+                        "--storage) from where it stopped; finished trials are kept; with "
+                        "--space, a finished table plus new variants trains only those")
     resume.add_argument("--retry-failed", action="store_true",
                         help="with --resume: retry failed trials from their last checkpoint")
     resume.add_argument("--allow-changed", action="store_true",

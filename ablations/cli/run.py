@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -37,8 +38,14 @@ from ablations.experiment.api import (
     resume_request,
 )
 from ablations.experiment.interrupt import resume_command
-from ablations.experiment.request import UsageError, check_name, check_project_folder
-from ablations.results.io.files import join
+from ablations.experiment.request import (
+    UsageError,
+    check_name,
+    check_project_folder,
+    storage_root,
+)
+from ablations.experiment.resuming import latest_experiment
+from ablations.results.io.files import join, read_metadata
 
 # Ray's warning, at every start of a local Ray, that token authentication is on
 TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
@@ -55,6 +62,9 @@ def run_main(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError("--retry-failed only applies with --resume")
     if args.name is not None:
         check_name(args.name)
+    if args.resume and "space" in request.given:  # the recorded table, or it plus new variants
+        request = space_into_experiment(request, args)
+        args.resume = False
     resources = Resources(max_concurrent=args.max_concurrent, max_failures=args.max_failures,
                           address=args.address, time_limit=args.time_limit,
                           reuse=args.reuse)
@@ -90,6 +100,22 @@ def run_main(args: argparse.Namespace, command: list[str]) -> int:
                   file=sys.stderr)
             return EXIT_INTERRUPTED
     return print_results(results, args)
+
+
+def space_into_experiment(request: Any, args: argparse.Namespace) -> Any:
+    """``--resume`` with ``--space``: the request that runs the space under the experiment
+    resumed (``--name``, else the one started or resumed last), as a start under its name
+    does: the recorded table resumes it, the recorded table plus new variants grows it, and
+    another table is refused (ablations/experiment/resuming.py)."""
+    if args.retry_failed:
+        raise UsageError("--resume with --space runs that space under the experiment; "
+                         "--retry-failed continues the recorded plan: drop --space")
+    storage = storage_root(request.storage)
+    name = args.name or latest_experiment(storage)
+    if read_metadata(join(storage, name)) is None:
+        raise UsageError(f"--resume: {join(storage, name)} is not an experiment folder (no "
+                         "experiment.json)")
+    return dataclasses.replace(request, name=name)
 
 
 def dry_run(experiment: Experiment, args: argparse.Namespace) -> int:

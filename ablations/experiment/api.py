@@ -333,17 +333,19 @@ class Experiment:
             storage = storage_root(self.request.storage)
             name = check_name(self.request.name
                               or f"{prepared.space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}")
-            trials, design = prepared.trials, prepared.design
+            trials, design, grown = prepared.trials, prepared.design, None
             try:
                 resume = bool(list_dir(join(storage, name)))
             except OSError as exc:  # the store answered check_bucket, then stopped answering
                 raise UsageError(f"{arg('storage')} {storage}: cannot read "
                                  f"{join(storage, name)}: {first_line(exc)}") from None
-            if resume:  # the same name again: the same plan resumes it, another is refused
+            if resume:  # the same name again: the same plan resumes it, the recorded table
+                # plus new variants grows it, another is refused
                 from ablations.experiment.resuming import same_name_again
 
-                trials, design = same_name_again(self.request, join(storage, name), name,
-                                                 prepared, allow_changed=self.allow_changed)
+                trials, design, grown = same_name_again(
+                    self.request, join(storage, name), name, prepared,
+                    allow_changed=self.allow_changed)
             for note in prepared.notes:  # after the name's checks: a refusal is one line
                 events.warning(note)
             run = _Run(name=name, storage=storage, space=prepared.space.name,
@@ -352,7 +354,7 @@ class Experiment:
                        reuse_workers=not prepared.space.isolate_trials,
                        cpus_per_trial=self.request.cpus_per_trial,
                        gpus_per_trial=self.request.gpus_per_trial,
-                       crossed=bool(self.request.cross_seeds), resume=resume,
+                       crossed=bool(self.request.cross_seeds), resume=resume, grown=grown,
                        time_limit_s=(self.request.time_limit if self.request.time_limit
                                      is not None else prepared.space.time_limit_s))
             return _execute(run, self.request, self.resources, self.log_to, self.progress,
@@ -456,6 +458,7 @@ class _Run:
     resume: bool
     retry_failed: bool = False
     time_limit_s: Optional[float] = None  # each run of a trial (trial/time_limit.py)
+    grown: Optional[dict[str, Any]] = None  # variants added to a finished table (resuming.py)
 
 
 def _execute(run: _Run, request: Request, resources: Resources, log_to: Sequence[Any],
@@ -476,7 +479,7 @@ def _execute(run: _Run, request: Request, resources: Resources, log_to: Sequence
         gpus_per_trial=run.gpus_per_trial, max_concurrent=resources.max_concurrent or 0,
         max_failures=resources.max_failures or 0, retry_failed=run.retry_failed,
         time_limit_s=run.time_limit_s,
-        reuse_workers=run.reuse_workers, reuse=resources.reuse is not False,
+        reuse_workers=run.reuse_workers, reuse=resources.reuse is not False, grown=run.grown,
         dashboard=console.dashboard,
         verbose=1 if console.verbose else 0, progress=progress,
         progress_epochs=console.progress_epochs, command=list(console.command))

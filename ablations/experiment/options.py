@@ -35,6 +35,9 @@ class RunOptions:
     # finished trials of other experiments under ``storage`` with a planned trial's identity
     # are taken instead of trained (trial_store.py)
     reuse: bool = True
+    # a finished table that takes new variants (resuming.growth's record): its own finished
+    # trials are kept and only the new ones train, in a new Tune run beside the first
+    grown: Optional[dict[str, Any]] = None
     dashboard: bool = True
     verbose: int = 0  # Ray Tune's own console output: 0 none, 1 status table, 2 every result
     progress: bool = True  # a line per finished trial, a status line with an ETA every 30 s

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.config import TrialConfig
@@ -20,11 +20,12 @@ from ablations.experiment import events
 from ablations.experiment.continuing import continue_plan
 from ablations.experiment.designs.records import design_from_record
 from ablations.experiment.designs.seeds_auto import Rounds
-from ablations.experiment.plans import plan_from_metadata, skipped_plan
+from ablations.experiment.plans import plan_from_metadata, skipped_plan, trial_plan
 from ablations.experiment.provenance import changes, collect
 from ablations.experiment.request import Request, UsageError, arg
 from ablations.results.io.files import (
     METADATA_FILE,
+    TRIALS_FILE,
     MetadataError,
     first_line,
     join,
@@ -32,6 +33,9 @@ from ablations.results.io.files import (
     read_metadata,
 )
 from ablations.search_spaces import SPACES
+
+if TYPE_CHECKING:
+    from ablations.search_spaces import TrialSpec
 
 
 @dataclass
@@ -138,13 +142,16 @@ def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],
 
 
 def same_name_again(request: Request, target: str, name: str, prepared: Any, *,
-                    allow_changed: bool = False) -> tuple[list, Any]:
+                    allow_changed: bool = False) -> tuple[list, Any, Optional[dict[str, Any]]]:
     """A start whose ``--name`` already holds an experiment at ``target``: the trials and the
     design that resume it when the plan (``prepared``: planning's ``Prepared``) is the one
-    it recorded, with the code and data unchanged (:func:`check_unchanged`). Anything that
-    would change the plan (the space, the trials, another design, a setting the design
-    decides with, the settings planned before its data) is refused with one line, before
-    anything is written."""
+    it recorded, with the code and data unchanged (:func:`check_unchanged`), and None; or,
+    where the plan is the recorded table plus whole new variants of a design that grows
+    (:meth:`~ablations.experiment.designs.base.Design.added_variants`) and every recorded
+    trial finished, the whole table, the design and the growth's record (:func:`growth`).
+    Anything else that would change the plan (another space's trials, another design, a
+    setting the design decides with, the settings planned before its data) is refused with
+    one line, before anything is written."""
     space, base, trials, skipped = (prepared.space, prepared.base, prepared.trials,
                                     prepared.skipped)
     design = prepared.design
@@ -162,16 +169,20 @@ def same_name_again(request: Request, target: str, name: str, prepared: Any, *,
         raise UsageError(f"{target} holds an experiment run with {recorded.asked_by}; "
                          f"continue it with {arg('resume')} or choose another {arg('name')}")
     recorded_trials, _ = plan_from_metadata(previous)
+    same_cells = previous.get("skipped") == skipped_plan(skipped)
     same = (design.same_plan_as(recorded, trials, recorded_trials, target)
-            and previous.get("space") == space.name
-            and previous.get("skipped") == skipped_plan(skipped))
-    if not same:
+            and previous.get("space") == space.name and same_cells)
+    added = [] if same or not same_cells else design.added_variants(trials, recorded_trials)
+    if not same and not added:
         raise UsageError(f"{target} holds a different experiment (space "
                          f"{previous.get('space')}, {len(previous.get('trials', {}))} "
-                         f"trials); continue it with {arg('resume')} or choose another "
+                         f"trials; a table that keeps its trials and adds variants grows "
+                         f"it); continue it with {arg('resume')} or choose another "
                          f"{arg('name')} (its finished trials with the same configuration "
                          "are reused, not trained again)")
     check_planned_unchanged(design.planned, recorded.planned, target)
+    grown = growth(previous, target, recorded_trials, trials, added, space.name) \
+        if added else None
     warnings, notes = check_unchanged(
         previous, design.configs([*trials, *(t for t, _ in skipped)]) or [base],
         allow_changed)
@@ -179,8 +190,46 @@ def same_name_again(request: Request, target: str, name: str, prepared: Any, *,
         events.warning(f"resuming although it changed ({arg('allow_changed')}): {line}")
     if notes:
         events.warning(f"since the experiment started: {'; '.join(notes)}")
-    events.info(f"Experiment {name} exists with the same plan: resuming it.")
-    return trials, recorded
+    if grown is None:
+        events.info(f"Experiment {name} exists with the same plan: resuming it.")
+    else:
+        new = len(trials) - len(recorded_trials)
+        events.info(f"Experiment {name} grows: the space adds {', '.join(added)} "
+                    f"({new} trial{'s' if new != 1 else ''} to train); its "
+                    f"{len(recorded_trials)} finished trials are kept and the verdicts are "
+                    "taken over the whole table")
+    return trials, recorded, grown
+
+
+def growth(previous: dict[str, Any], target: str, recorded_trials: Sequence[TrialSpec],
+           trials: Sequence[TrialSpec], added: Sequence[str], space: str) -> dict[str, Any]:
+    """experiment.json's record of a finished experiment (``previous``, at ``target``) that
+    takes the variants ``added`` (``trials``: the whole new table): when, what it held before
+    and what was added. Its trials must all have ended ``ok`` or ``diverged`` (a grown table
+    is a new Tune run beside the first; an unfinished trial is resumed, not grown around).
+
+    Raises:
+        UsageError: a recorded trial has not finished so.
+    """
+    import datetime as dt
+
+    from ablations.experiment.trial_store import REUSABLE, read_table
+
+    table = read_table(join(target, TRIALS_FILE))
+    ended = {} if table is None else dict(zip(table["trial_name"].astype(str),
+                                              table["status"].astype(str)))
+    open_ = [spec.name for spec in recorded_trials if ended.get(spec.name) not in REUSABLE]
+    if open_:
+        listed = ", ".join(open_[:3]) + (f" and {len(open_) - 3} more" if len(open_) > 3 else "")
+        raise UsageError(f"{target} cannot take new variants: {listed} did not finish ok or "
+                         f"diverged; finish it first with {arg('resume')} (and "
+                         f"{arg('retry_failed')}), or choose another {arg('name')}")
+    variants = list(dict.fromkeys(spec.variant for spec in recorded_trials))
+    return {"at": dt.datetime.now(dt.timezone.utc).isoformat(), "added": list(added),
+            "variants_before": variants, "space_before": previous.get("space"),
+            "space": space, "kept": [spec.name for spec in recorded_trials],
+            "trials_added": [spec.name for spec in trials
+                             if spec.name not in set(trial_plan(recorded_trials))]}
 
 
 def check_planned_unchanged(now: Any, was: Any, target: str) -> None:

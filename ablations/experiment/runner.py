@@ -58,7 +58,7 @@ from ablations.experiment.tables import (
     trial_status,
     tune_state_file,
 )
-from ablations.experiment.trial_store import find_reusable, read_table, reusable_keys
+from ablations.experiment.trial_store import REUSABLE, find_reusable, read_table, reusable_keys
 from ablations.results.io.files import (
     METADATA_FILE,
     SCHEMA_VERSION,
@@ -178,6 +178,10 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         planned = previous.get("planned")
     if planned:
         metadata["planned"] = planned
+    # variants added to the finished table, each time (resuming.growth)
+    grown = [*(previous or {}).get("grown", []), *([options.grown] if options.grown else [])]
+    if grown:
+        metadata["grown"] = grown
     if (resume or part.earlier_rows is not None or part.round_number > 1) \
             and previous is not None:  # a later round or stage of the same experiment
         metadata["started_at"] = previous.get("started_at", metadata["started_at"])
@@ -194,18 +198,21 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         pack=options.verbose == 0), resources)  # --verbose: Tune's tables show every figure
     tune_dir = join(root, part.tune_subdir)
     started = time.monotonic()
-    restoring = resume and tune.Tuner.can_restore(tune_dir)
+    # a grown table's new variants are a new Tune run beside the first (which holds the rest)
+    restoring = resume and options.grown is None and tune.Tuner.can_restore(tune_dir)
     reused = None
     # A restored run keeps what it reused before (never in Tune's trials), with or without
-    # reuse; a new run takes what other experiments finished (trial_store.py).
-    if setup.reusable and (restoring or options.reuse):
+    # reuse, and a grown table the trials it kept; a new run takes what other experiments
+    # finished (trial_store.py).
+    if setup.reusable and (restoring or options.reuse or grown):
         from ablations.experiment import events
 
         reused = find_reusable(str(options.storage), options.name,
                                reusable_keys(trials, metadata, options),
                                specs={spec.name: spec for spec in trials},
                                round_number=part.round_number, phase=part.phase,
-                               space=options.space, own_only=restoring)
+                               space=options.space, own_only=restoring or not options.reuse,
+                               own_trained={name for entry in grown for name in entry["kept"]})
         if reused is not None and not restoring:
             events.info(reused.summary(len(trials)))
     to_train = [spec for spec in trials if reused is None or spec.name not in reused.names]
@@ -372,12 +379,13 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
         else:
             counts["finished"] += 1
     known = {result_name(result) for result in results}
-    table = read_table(join(root, TRIALS_FILE))  # its rows taken from other experiments
-    reused = set() if table is None or "reused_from" not in table else set(
-        table.loc[table["reused_from"].fillna("") != "", "trial_name"])
+    # its rows outside Tune's run: taken from other experiments, or kept when the table grew
+    table = read_table(join(root, TRIALS_FILE))
+    ended = set() if table is None else set(
+        table.loc[table["status"].isin(REUSABLE), "trial_name"])
     for spec in trials:  # not created in Tune before the stop
         if spec.name not in known:
-            counts["finished" if spec.name in reused
+            counts["finished" if spec.name in ended
                    else "continue" if saved(spec.name) else "start"] += 1
     if num_samples is not None:
         counts["start"] += max(0, num_samples - len(results))

@@ -28,7 +28,7 @@ import hashlib
 import json
 import platform
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Collection, Mapping, Optional, Sequence
 
 import pandas as pd
 
@@ -128,10 +128,16 @@ class Reused:
         return set(self.sources)
 
     def summary(self, planned: int) -> str:
-        """``12 of 30 trials reused from components-...; 18 to train``."""
-        experiments = sorted({source.split("/", 1)[0] for source in self.sources.values()})
-        return (f"{len(self.sources)} of {planned} trials reused from "
-                f"{', '.join(experiments)}; {planned - len(self.sources)} to train")
+        """``12 of 30 trials reused from components-...; 18 to train`` (a grown table's
+        kept trials: ``24 of 30 trials kept, 2 reused from ...``)."""
+        foreign = [source for source in self.sources.values() if source]
+        kept = len(self.sources) - len(foreign)
+        experiments = sorted({source.split("/", 1)[0] for source in foreign})
+        parts = [f"{kept} of {planned} trials kept"] if kept else []
+        if foreign:
+            parts.append(f"{len(foreign)}{'' if kept else f' of {planned}'} trials reused "
+                         f"from {', '.join(experiments)}")
+        return f"{', '.join(parts)}; {planned - len(self.sources)} to train"
 
 
 def read_table(path: str) -> Optional[pd.DataFrame]:
@@ -155,11 +161,14 @@ def experiment_folders(storage: str, first: str) -> list[str]:
 
 def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
                   specs: Mapping[str, Any], round_number: int, phase: str,
-                  space: str, own_only: bool = False) -> Optional[Reused]:
+                  space: str, own_only: bool = False,
+                  own_trained: Collection[str] = ()) -> Optional[Reused]:
     """The finished trials under ``storage`` whose identity is one of ``keys`` (planned trial
     name -> key), as rows of this experiment; None if none. Experiment ``name`` itself (a
-    resume) gives the rows it took from others before; then, unless ``own_only``, the first
-    other experiment by folder name that holds a key gives its rows."""
+    resume) gives the rows it took from others before, and those it trained of the trials
+    ``own_trained`` names (a grown table's kept trials, which its new Tune run does not hold);
+    then, unless ``own_only``, the first other experiment by folder name that holds a key
+    gives its rows."""
     wanted: dict[str, list[str]] = {}
     for trial, key in keys.items():
         wanted.setdefault(key, []).append(trial)
@@ -174,10 +183,13 @@ def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
         if table is None or "trial_key" not in table or "reused_from" not in table:
             continue  # recorded before trials had an identity
         usable = table[table["status"].isin(REUSABLE) & table["trial_key"].isin(wanted)]
-        if folder == own:  # its own trained rows are Tune's to resume
-            usable = usable[usable["reused_from"].fillna("") != ""]
+        if folder == own:  # its own trained rows are Tune's to resume, except a grown table's
+            usable = usable[(usable["reused_from"].fillna("") != "")
+                            | usable["trial_name"].isin(list(own_trained))]
         for row in usable.to_dict("records"):
-            origin = row.get("reused_from") or f"{row['experiment']}/{row['trial_name']}"
+            # a kept trial of its own was trained here: no origin elsewhere
+            origin = row.get("reused_from") or ("" if folder == own else
+                                                f"{row['experiment']}/{row['trial_name']}")
             for trial in wanted[row["trial_key"]]:
                 found.setdefault(trial, (folder, str(row["trial_name"]), str(origin)))
     if not found:

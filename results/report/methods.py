@@ -178,6 +178,9 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
         f"{a.get('comparisons', len(variants) - 1)} comparisons with Holm's step-down "
         f"correction{cite('holm1979')}.",
     ]
+    grown = grown_sentence(meta.get("grown") or [], reference)
+    if grown:
+        parts.append(grown)
     parts += analysis.methods_sentences(cite)
     parts.append("Equivalence was withheld from a variant with an outlying seed or with more "
                  "diverged seeds than the reference (a worst-rank test), and a variant with "
@@ -194,6 +197,28 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
                      f"{baseline_line.removeprefix('Baseline check: ')}")
     text = " ".join(parts)
     return _tex(text) if latex else text
+
+
+def grown_sentence(grown: list[dict[str, Any]], reference: str) -> str:
+    """How the family of comparisons grew after the first trials (experiment.json's
+    ``grown``): the variants it started with and those added, each time; "" if it never
+    grew."""
+    if not grown:
+        return ""
+    before = [v for v in grown[0].get("variants_before", []) if v != reference]
+    steps = [f"{_names([str(v) for v in entry.get('added', [])])} "
+             f"(on {str(entry.get('at', ''))[:10]})" for entry in grown]
+    added = sum(len(entry.get("added", [])) for entry in grown)
+    return (f"The family grew after its first trials had finished: the experiment began with "
+            f"{len(before)} comparison{'s' if len(before) != 1 else ''} with {reference}, and "
+            f"{', then '.join(steps)} {'was' if added == 1 else 'were'} added later at the "
+            "same seeds, with the margin and α fixed before the first trial; Holm's "
+            "correction runs over the whole family, so each verdict reads the table as it "
+            "stands.")
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def failure_sentence(verdicts: pd.DataFrame, alpha: float, cite: Any) -> str:

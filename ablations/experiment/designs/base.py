@@ -69,6 +69,9 @@ class Design:
     takes_factors = False  # --factors: the factorial design's
     crosses_seeds = True  # --cross-seeds: a fixed grid of seeds per variant
     continues_into_rounds = False  # inconclusive arms can be continued with --seeds auto
+    # a finished experiment of this design takes more variants under its name (its verdicts
+    # read the whole table): :meth:`added_variants`
+    grows = False
     tensorboard_dir = TUNE_SUBDIR  # what TensorBoard reads, under the experiment's folder
     # the arguments of ablations.results.stats.planned.planned_record, set by planning; the record
     # is made on first use of :attr:`planned` (it loads the analysis modules, which planning does
@@ -211,6 +214,28 @@ class Design:
             UsageError: a setting this design decides with differs, naming it.
         """
         return trial_plan(trials) == trial_plan(recorded_trials)
+
+    def added_variants(self, trials: Sequence[TrialSpec],
+                       recorded_trials: Sequence[TrialSpec]) -> list[str]:
+        """The variants ``trials`` adds to ``recorded_trials`` (what an experiment of this
+        design recorded), in plan order: where every recorded trial is planned again unchanged
+        and every other trial belongs to a new variant run at the recorded seeds. [] where
+        ``trials`` is not the recorded table plus whole variants, or the design does not grow."""
+        if not self.grows:
+            return []
+        now, was = trial_plan(trials), trial_plan(recorded_trials)
+        if any(now.get(name) != config for name, config in was.items()):
+            return []
+        new = [spec for spec in trials if spec.name not in was]
+        added = list(dict.fromkeys(spec.variant for spec in new))
+        if not added or set(added) & {spec.variant for spec in recorded_trials}:
+            return []
+        cells = {(spec.config.dataset, spec.seed) for spec in recorded_trials}
+        for variant in added:
+            if {(spec.config.dataset, spec.seed) for spec in new
+                    if spec.variant == variant} != cells:
+                return []
+        return added
 
     def recorded_plan(self, meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """Tune's trial name -> ``TrialConfig.to_dict()`` of each trial this design runs, from

@@ -108,6 +108,7 @@ class Factorial(Grid):
     record_key = "factorial"
     asked_by = f"{arg('design')} factorial"
     continues_into_rounds = False  # a design's cells share seeds: no per-cell rounds
+    grows = False  # its cells are the factors' combinations, not variants one adds
 
     takes_factors = True
 

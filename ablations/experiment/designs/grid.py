@@ -20,6 +20,7 @@ class Grid(Design):
     """The planned trials, each run once (an ablation table at fixed seeds)."""
 
     continues_into_rounds = True
+    grows = True
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
                 skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False

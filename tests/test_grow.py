@@ -1,0 +1,57 @@
+"""What a finished table may take under its name (Design.added_variants) and what its
+unfinished trials refuse (resuming.growth); the run itself: tests/test_trial_store.py."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from ablations.experiment.designs.factorial import Factorial
+from ablations.experiment.designs.grid import Grid
+from ablations.experiment.request import UsageError
+from ablations.experiment.resuming import growth
+from ablations.search_spaces import TrialSpec
+from tests.conftest import tiny_config
+
+
+def table(variants, seeds=(0, 1), **changes):
+    return [TrialSpec(f"{v}-seed{s}", v, s, tiny_config(ablation=v, seed=s, **changes))
+            for v in variants for s in seeds]
+
+
+def test_a_grid_grows_by_whole_new_variants_at_the_recorded_seeds():
+    was = table(["baseline", "no_images"])
+    assert Grid().added_variants(table(["baseline", "no_images", "no_x", "no_y"]), was) == \
+        ["no_x", "no_y"]
+    assert Grid().added_variants(was, was) == []  # the same table: a resume, not a growth
+    # a new variant at other seeds, a recorded trial changed, a recorded variant dropped
+    assert Grid().added_variants(was + table(["no_x"], seeds=(0,)), was) == []
+    assert Grid().added_variants(table(["baseline", "no_images", "no_x"], epochs=3), was) == []
+    assert Grid().added_variants(table(["baseline", "no_x"]), was) == []
+    # more seeds for a recorded variant is not a new variant
+    assert Grid().added_variants(table(["baseline", "no_images"], seeds=(0, 1, 2)), was) == []
+
+
+def test_a_design_that_does_not_grow_adds_nothing():
+    was = table(["baseline", "no_images"])
+    assert Factorial.grows is False
+    assert Factorial.added_variants(Factorial.__new__(Factorial),
+                                    table(["baseline", "no_images", "no_x"]), was) == []
+
+
+def test_growth_needs_every_recorded_trial_finished(tmp_path):
+    was = table(["baseline", "no_images"])
+    now = was + table(["no_x"])
+    statuses = ["ok", "diverged", "ok", "failed"]
+    pd.DataFrame({"trial_name": [s.name for s in was], "status": statuses}).to_parquet(
+        tmp_path / "trials.parquet")
+    with pytest.raises(UsageError, match=r"no_images-seed1 did not finish ok or diverged; "
+                                         r"finish it first with \S*resume"):
+        growth({"space": "components"}, str(tmp_path), was, now, ["no_x"], "components")
+    statuses[3] = "diverged"
+    pd.DataFrame({"trial_name": [s.name for s in was], "status": statuses}).to_parquet(
+        tmp_path / "trials.parquet")
+    record = growth({"space": "components"}, str(tmp_path), was, now, ["no_x"], "components")
+    assert record["added"] == ["no_x"] and record["variants_before"] == ["baseline", "no_images"]
+    assert record["kept"] == [s.name for s in was]
+    assert record["trials_added"] == ["no_x-seed0", "no_x-seed1"]

@@ -11,6 +11,7 @@ storage as they come (finished trials reused) and once with ``--no-reuse``:
 For each step and mode: the trials planned, trained and reused, and the command's wall time.
 
     python benchmarks/iterate.py [--epochs 4] [--seeds 3] [--max-seeds 10] [--set KEY=VALUE]
+                                 [--modes reuse,no-reuse]
 
 The defaults are the main job's (``--space components``, 3 seeds, 4 epochs); ``--epochs 1``
 and ``--set synthetic_train=256`` shorten every trial alike.
@@ -86,12 +87,17 @@ def main() -> None:
                         help="the seeds a continuation may reach (default 10)")
     parser.add_argument("--set", dest="overrides", type=key_value, action="append",
                         default=[], metavar="KEY=VALUE", help="a config key for every trial")
+    parser.add_argument("--modes", default="reuse,no-reuse",
+                        help="the modes to run, of reuse,no-reuse (default both)")
     args = parser.parse_args()
+    modes = [mode.strip() for mode in args.modes.split(",")]
+    if not modes or set(modes) - {"reuse", "no-reuse"}:
+        parser.error(f"--modes {args.modes!r}: give reuse, no-reuse or both")
     extra = ["--epochs", str(args.epochs)]
     for key, value in args.overrides:
         extra += ["--set", f"{key}={value}"]
-    rows = (measure(True, args.seeds, args.max_seeds, extra)
-            + measure(False, args.seeds, args.max_seeds, extra))
+    rows = [row for mode in modes
+            for row in measure(mode == "reuse", args.seeds, args.max_seeds, extra)]
     order = [step for step, _, _ in steps(args.seeds)]
     rows.sort(key=lambda row: order.index(row["step"]))  # each step's two modes together
     print(markdown(["step", "mode", "trials planned", "trained", "reused", "wall (s)"],

@@ -462,3 +462,26 @@ def test_the_null_paths_of_a_large_last_look_are_drawn_in_bounded_memory():
 
     for k, n in enumerate((3, 200)):
         assert stats.kstest(paths[:100_000, k].astype(float), stats.t(n - 1).cdf).pvalue > 1e-3
+
+
+def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot():
+    """``--seeds auto``'s default design (pilot 3, here ``--max-seeds 4``) on the main job's
+    recorded trials (tests/fixtures/main_job: the default model, data and 4 epochs, seeds 0-2,
+    as the runner trained them) as its pilot look: the ablations that remove a planted signal
+    (no_images, single_frame) are `worse` at the pilot, frozen there, and no arm is left for
+    another round. The rounds themselves run in tests/test_seeds_auto.py and
+    tests/test_continue_auto.py on tiny trials."""
+    from pathlib import Path
+
+    recorded = pd.read_parquet(Path(__file__).with_name("fixtures") / "main_job"
+                               / "trials.parquet")
+    trials = recorded[recorded["ablation"].isin(["baseline", "no_images", "single_frame"])]
+    assert sorted(set(trials["seed"])) == [0, 1, 2] and (trials["epochs"] == 4).all()
+    table = sequential_verdict_table(trials, SeedDesign.plan(3, 4), [0, 1, 2, 3],
+                                     reference="baseline", metric="test_mae", margin="5%",
+                                     alpha=0.05)
+    assert active_arms(table) == []  # no more seeds for anyone
+    table = table.set_index("ablation")
+    for planted in ("no_images", "single_frame"):
+        assert table.loc[planted, "verdict"] == "worse", table.loc[planted].to_dict()
+        assert table.loc[planted, "decided_at"] == 3 and table.loc[planted, "diff_mean"] > 0.2

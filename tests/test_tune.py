@@ -348,35 +348,6 @@ def test_compare_on_real_experiment_folders(experiment, tmp_path, capsys):
     assert err.count("\n") == 1 and "run_ablations.py compare: error:" in err
 
 
-def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot(ray_local,
-                                                                            tmp_path):
-    """``--seeds auto`` at the default settings (model, data, 4 epochs; pilot 3, --max-seeds 4):
-    the ablations that remove a planted signal (no_images, single_frame; no_scalars, the third,
-    costs as much as the baseline and is left to the measured run in docs/spaces.md) are `worse`
-    after the pilot, frozen there, and get no more seeds, so the experiment ends after one
-    round. (True nulls are run in tests/test_seeds_auto.py, the baseline under other training
-    seeds, and tests/test_continue_auto.py; at default settings they would cost a minute of the
-    suite's time.)"""
-    from ablations.experiment.designs.seeds_auto import SequentialRun, run_rounds
-    from ablations.results.stats.sequential import SeedDesign
-
-    base = TrialConfig()
-    seeds = [0, 1, 2, 3]
-    trials = expand(get_space("components"), base, seeds,
-                    only=["baseline", "no_images", "single_frame"])
-    run = SequentialRun(SeedDesign.plan(3, 4), seeds, "baseline", "test_mae", "5%", 0.05,
-                        {spec.name: spec for spec in trials})
-    options = RunOptions(storage=tmp_path, name="planted", space="components", progress=False)
-    result, table = run_rounds(run, options, root=str(tmp_path / "planted"))
-    trials = result.trials
-    assert (trials["status"] == "ok").all(), trials[["trial_name", "status", "error"]]
-    table = table.set_index("ablation")
-    for planted in ("no_images", "single_frame"):
-        assert table.loc[planted, "verdict"] == "worse", table.loc[planted].to_dict()
-        assert table.loc[planted, "decided_at"] == 3 and table.loc[planted, "diff_mean"] > 0.2
-    assert set(trials["round"]) == {1} and len(trials) == 9  # no more seeds for anyone
-
-
 def test_trials_record_their_threads_and_times(experiment):
     result, _ = experiment
     ok = result.trials[result.trials["status"] == "ok"]

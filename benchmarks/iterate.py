@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--modes", default="reuse,no-reuse",
                         help="the modes to run, of reuse,no-reuse (default both)")
     args = parser.parse_args()
-    modes = [mode.strip() for mode in args.modes.split(",")]
+    modes = list(dict.fromkeys(mode.strip() for mode in args.modes.split(",")))
     if not modes or set(modes) - {"reuse", "no-reuse"}:
         parser.error(f"--modes {args.modes!r}: give reuse, no-reuse or both")
     extra = ["--epochs", str(args.epochs)]

@@ -55,3 +55,35 @@ def test_growth_needs_every_recorded_trial_finished(tmp_path):
     assert record["added"] == ["no_x"] and record["variants_before"] == ["baseline", "no_images"]
     assert record["kept"] == [s.name for s in was]
     assert record["trials_added"] == ["no_x-seed0", "no_x-seed1"]
+
+
+def test_a_grown_tables_kept_trials_are_taken_by_name_and_lend_no_key(tmp_path):
+    """A kept trial comes from the table's own rows by its name, whatever its key now (other
+    package versions or CPUs per trial change the key); another planned trial with the key
+    of a row trained here (a variant that computes the same) is not labelled as trained
+    here: it trains."""
+    from ablations.experiment.trial_store import find_reusable
+
+    folder = tmp_path / "first"
+    folder.mkdir()
+    rows = pd.DataFrame({"experiment": "first", "trial_name": ["baseline-seed0", "no_x-seed0"],
+                         "ablation": ["baseline", "no_x"], "status": ["ok", "diverged"],
+                         "trial_key": ["K0", "K1"], "reused_from": ["", ""],
+                         "test_mae": [1.0, 2.0]})
+    rows.to_parquet(folder / "trials.parquet")
+    rows[["experiment", "trial_name"]].to_parquet(folder / "epochs.parquet")
+    rows[["experiment", "trial_name"]].to_parquet(folder / "predictions.parquet")
+    specs = {spec.name: spec for spec in table(["baseline", "no_x", "alias"], seeds=(0,))}
+    found = find_reusable(str(tmp_path), "first",
+                          {"baseline-seed0": "CHANGED", "no_x-seed0": "K1-NOW",
+                           "alias-seed0": "K0"},
+                          specs=specs, round_number=1, phase="evaluation", space="s",
+                          own_trained={"baseline-seed0", "no_x-seed0"})
+    assert found.sources == {"baseline-seed0": "", "no_x-seed0": ""}
+    assert sorted(found.trials["trial_name"]) == ["baseline-seed0", "no_x-seed0"]
+    assert found.trials.set_index("trial_name")["test_mae"].to_dict() == {
+        "baseline-seed0": 1.0, "no_x-seed0": 2.0}
+    assert found.summary(3) == "2 of 3 trials kept; 1 to train"
+    # without the growth's names its own trained rows are Tune's: none is taken
+    assert find_reusable(str(tmp_path), "first", {"alias-seed0": "K0"}, specs=specs,
+                         round_number=1, phase="evaluation", space="s") is None

@@ -140,7 +140,7 @@ def test_a_finished_table_grows_by_a_variant_under_its_name(runs, tmp_path):
     grown = run(storage, "first", ["baseline", "no_images", "no_scalars"], events=told)
     told = [str(event) for event in told]
     assert "4 of 6 trials kept; 2 to train" in told
-    assert any(line.startswith("Experiment first grows: the space adds no_scalars (2 trials")
+    assert any(line.startswith("Experiment first grows: the space adds no_scalars (2 new trials")
                for line in told)
     rows = grown.trials.set_index("trial_name")
     assert (rows["reused_from"] == "").all()  # every row trained in this experiment
@@ -150,7 +150,11 @@ def test_a_finished_table_grows_by_a_variant_under_its_name(runs, tmp_path):
     pd.testing.assert_frame_equal(grown.verdicts, fresh.verdicts, check_exact=True)
     meta = json.loads((storage / "first" / "experiment.json").read_text())
     (entry,) = meta["grown"]
-    assert entry["added"] == ["no_scalars"]
+    assert entry["added"] == ["no_scalars"] and entry["tune"] == "tune-grown-1"
+    # the new arm's trials ran in a Tune run of their own; the kept ones stayed in tune/
+    grown_dirs = {path.name for path in (storage / "first" / "tune-grown-1").iterdir()}
+    assert any(d.startswith("no_scalars-seed") for d in grown_dirs), grown_dirs
+    assert not any(d.startswith(("baseline-", "no_images-")) for d in grown_dirs), grown_dirs
     assert entry["variants_before"] == ["baseline", "no_images"]
     assert sorted(entry["kept"]) == sorted(earlier.index)
     assert len(meta["trials"]) == 6

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_REFERENCE
+from ablations.experiment.options import TUNE_SUBDIR
 from ablations.config import TrialConfig
 from ablations.experiment import events
 from ablations.experiment.continuing import continue_plan
@@ -195,7 +196,7 @@ def same_name_again(request: Request, target: str, name: str, prepared: Any, *,
     else:
         new = len(trials) - len(recorded_trials)
         events.info(f"Experiment {name} grows: the space adds {', '.join(added)} "
-                    f"({new} trial{'s' if new != 1 else ''} to train); its "
+                    f"({new} new trial{'s' if new != 1 else ''}); its "
                     f"{len(recorded_trials)} finished trials are kept and the verdicts are "
                     "taken over the whole table")
     return trials, recorded, grown
@@ -225,7 +226,11 @@ def growth(previous: dict[str, Any], target: str, recorded_trials: Sequence[Tria
                          f"diverged; finish it first with {arg('resume')} (and "
                          f"{arg('retry_failed')}), or choose another {arg('name')}")
     variants = list(dict.fromkeys(spec.variant for spec in recorded_trials))
-    return {"at": dt.datetime.now(dt.timezone.utc).isoformat(), "added": list(added),
+    # each growth's new trials are a Tune run in a folder of their own, which a resume of
+    # the grown table continues (Grid.from_record)
+    tune = f"{TUNE_SUBDIR}-grown-{len(previous.get('grown') or []) + 1}"
+    return {"at": dt.datetime.now(dt.timezone.utc).isoformat(), "tune": tune,
+            "added": list(added),
             "variants_before": variants, "space_before": previous.get("space"),
             "space": space, "kept": [spec.name for spec in recorded_trials],
             "trials_added": [spec.name for spec in trials

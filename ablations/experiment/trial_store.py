@@ -177,19 +177,25 @@ def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
     scanned: dict[str, Optional[pd.DataFrame]] = {}  # folder -> its trials table
     own = join(str(storage), name)
     for folder in experiment_folders(str(storage), name):
-        if len(found) == len(keys) or (own_only and folder != own):
+        if all(trial in found for trial in keys) and folder != own or \
+                (own_only and folder != own):
             break
         table = scanned[folder] = read_table(join(folder, TRIALS_FILE))
-        if table is None or "trial_key" not in table or "reused_from" not in table:
+        if table is None:
+            continue
+        if folder == own and own_trained:  # a grown table's kept trials, by name: trained here
+            kept = table[table["status"].isin(REUSABLE)
+                         & table["trial_name"].isin([t for t in own_trained if t in specs])]
+            for row in kept.to_dict("records"):
+                trial = str(row["trial_name"])
+                found.setdefault(trial, (folder, trial, str(row.get("reused_from") or "")))
+        if "trial_key" not in table or "reused_from" not in table:
             continue  # recorded before trials had an identity
         usable = table[table["status"].isin(REUSABLE) & table["trial_key"].isin(wanted)]
-        if folder == own:  # its own trained rows are Tune's to resume, except a grown table's
-            usable = usable[(usable["reused_from"].fillna("") != "")
-                            | usable["trial_name"].isin(list(own_trained))]
+        if folder == own:  # its own trained rows are Tune's to resume (or kept, above)
+            usable = usable[usable["reused_from"].fillna("") != ""]
         for row in usable.to_dict("records"):
-            # a kept trial of its own was trained here: no origin elsewhere
-            origin = row.get("reused_from") or ("" if folder == own else
-                                                f"{row['experiment']}/{row['trial_name']}")
+            origin = row.get("reused_from") or f"{row['experiment']}/{row['trial_name']}"
             for trial in wanted[row["trial_key"]]:
                 found.setdefault(trial, (folder, str(row["trial_name"]), str(origin)))
     if not found:

@@ -178,7 +178,7 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
         f"{a.get('comparisons', len(variants) - 1)} comparisons with Holm's step-down "
         f"correction{cite('holm1979')}.",
     ]
-    grown = grown_sentence(meta.get("grown") or [], reference)
+    grown = grown_sentence(meta.get("grown") or [], reference, analysis.recorded_settings())
     if grown:
         parts.append(grown)
     parts += analysis.methods_sentences(cite)
@@ -199,10 +199,10 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     return _tex(text) if latex else text
 
 
-def grown_sentence(grown: list[dict[str, Any]], reference: str) -> str:
+def grown_sentence(grown: list[dict[str, Any]], reference: str, recorded: bool = True) -> str:
     """How the family of comparisons grew after the first trials (experiment.json's
     ``grown``): the variants it started with and those added, each time; "" if it never
-    grew."""
+    grew. ``recorded``: the margin and α were recorded before the first trial."""
     if not grown:
         return ""
     before = [v for v in grown[0].get("variants_before", []) if v != reference]
@@ -212,9 +212,10 @@ def grown_sentence(grown: list[dict[str, Any]], reference: str) -> str:
     return (f"The family grew after its first trials had finished: the experiment began with "
             f"{len(before)} comparison{'s' if len(before) != 1 else ''} with {reference}, and "
             f"{', then '.join(steps)} {'was' if added == 1 else 'were'} added later at the "
-            "same seeds, with the margin and α fixed before the first trial; Holm's "
-            "correction runs over the whole family, so each verdict reads the table as it "
-            "stands.")
+            "same seeds"
+            + (", with the margin and α fixed before the first trial" if recorded else "")
+            + "; Holm's correction runs over the whole family, so each verdict reads the "
+            "table as it stands.")
 
 
 def _names(names: list[str]) -> str:

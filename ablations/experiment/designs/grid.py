@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ablations.config.values import arg
 from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.resume_text import counts_line
-from ablations.experiment.designs.tune_setup import GridTune
+from ablations.experiment.designs.tune_setup import GridTune, Part
+from ablations.experiment.options import TUNE_SUBDIR
 from ablations.experiment.runner import run_experiment
 
 if TYPE_CHECKING:
@@ -21,16 +22,27 @@ class Grid(Design):
 
     continues_into_rounds = True
     grows = True
+    tune_subdir = TUNE_SUBDIR  # the Tune run to continue: a grown table's last growth's
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
                 skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False
                 ) -> ExperimentResult:
-        return run_experiment(trials, options, skipped, design=self, setup=GridTune(),
-                              resume=resume)
+        # a growth's new trials are a Tune run of their own (resuming.growth names its folder)
+        subdir = options.grown["tune"] if options.grown else self.tune_subdir
+        return run_experiment(trials, options, skipped, design=self,
+                              setup=GridTune(Part(subdir)), resume=resume)
+
+    @classmethod
+    def from_record(cls, meta: dict[str, Any], root: str) -> Grid:
+        design = super().from_record(meta, root)
+        grown = meta.get("grown") or []
+        if grown and cls.grows:
+            design.tune_subdir = grown[-1]["tune"]
+        return design
 
     def resume_line(self, name: str, space: str, target: str, trials: Sequence[TrialSpec],
                     retry_failed: bool) -> str:
-        counts = counts_line(target, trials, None, retry_failed)
+        counts = counts_line(target, trials, None, retry_failed, self.tune_subdir)
         return f"Resuming experiment {name} ({space}): {counts}"
 
     @classmethod

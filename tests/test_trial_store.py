@@ -183,3 +183,10 @@ def test_a_table_that_changes_a_finished_variant_is_refused_under_its_name(runs,
         Experiment("components", seeds=3, only=["baseline", "no_images", "no_scalars"],
                    overrides=TINY, storage=storage, name="first").run()
     assert (storage / "first" / "trials.parquet").read_bytes() == before
+
+
+def test_the_no_reuse_flag_asks_for_no_reuse():
+    from ablations.cli.commands import parser_of
+
+    assert parser_of("run").parse_args(["--no-reuse"]).reuse is False
+    assert parser_of("run").parse_args([]).reuse is True

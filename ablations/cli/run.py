@@ -62,7 +62,9 @@ def run_main(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError("--retry-failed only applies with --resume")
     if args.name is not None:
         check_name(args.name)
-    if args.resume and "space" in request.given:  # the recorded table, or it plus new variants
+    # --resume with a space (and no seeds: those continue the recorded plan, which refuses a
+    # space): the recorded table, or it plus new variants
+    if args.resume and "space" in request.given and "seeds" not in request.given:
         request = space_into_experiment(request, args)
         args.resume = False
     resources = Resources(max_concurrent=args.max_concurrent, max_failures=args.max_failures,

@@ -341,6 +341,10 @@ the same data; a commit that changes only docs or tests changes no code that run
 `resume_history` has one entry per resume that found a difference: when (`at`), `changed` (code
 or data: the resume had `--allow-changed`), `notes` (git commit or diff, package versions,
 device) and the `previous` provenance (without `environment`).
+`grown` has one entry per time a finished table took new variants under its name
+(docs/resume.md): when (`at`), the Tune folder of its new trials (`tune`), `variants_before`,
+`added`, the trials `kept` and `trials_added`, and the space's name before and after
+(`space_before`, `space`).
 
 ## Verdict tables (returned, not written)
 

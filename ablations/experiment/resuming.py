@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_REFERENCE
-from ablations.experiment.options import TUNE_SUBDIR
 from ablations.config import TrialConfig
 from ablations.experiment import events
 from ablations.experiment.continuing import continue_plan
 from ablations.experiment.designs.records import design_from_record
 from ablations.experiment.designs.seeds_auto import Rounds
-from ablations.experiment.plans import plan_from_metadata, skipped_plan, trial_plan
+from ablations.experiment.options import TUNE_SUBDIR
+from ablations.experiment.plans import plan_from_metadata, skipped_plan
 from ablations.experiment.provenance import changes, collect
 from ablations.experiment.request import Request, UsageError, arg
 from ablations.results.io.files import (
@@ -225,16 +225,16 @@ def growth(previous: dict[str, Any], target: str, recorded_trials: Sequence[Tria
         raise UsageError(f"{target} cannot take new variants: {listed} did not finish ok or "
                          f"diverged; finish it first with {arg('resume')} (and "
                          f"{arg('retry_failed')}), or choose another {arg('name')}")
-    variants = list(dict.fromkeys(spec.variant for spec in recorded_trials))
+    kept = [spec.name for spec in recorded_trials]
+    recorded = set(kept)
     # each growth's new trials are a Tune run in a folder of their own, which a resume of
     # the grown table continues (Grid.from_record)
     tune = f"{TUNE_SUBDIR}-grown-{len(previous.get('grown') or []) + 1}"
     return {"at": dt.datetime.now(dt.timezone.utc).isoformat(), "tune": tune,
             "added": list(added),
-            "variants_before": variants, "space_before": previous.get("space"),
-            "space": space, "kept": [spec.name for spec in recorded_trials],
-            "trials_added": [spec.name for spec in trials
-                             if spec.name not in set(trial_plan(recorded_trials))]}
+            "variants_before": list(dict.fromkeys(spec.variant for spec in recorded_trials)),
+            "space_before": previous.get("space"), "space": space, "kept": kept,
+            "trials_added": [spec.name for spec in trials if spec.name not in recorded]}
 
 
 def check_planned_unchanged(now: Any, was: Any, target: str) -> None:

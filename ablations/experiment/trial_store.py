@@ -177,8 +177,7 @@ def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
     scanned: dict[str, Optional[pd.DataFrame]] = {}  # folder -> its trials table
     own = join(str(storage), name)
     for folder in experiment_folders(str(storage), name):
-        if all(trial in found for trial in keys) and folder != own or \
-                (own_only and folder != own):
+        if folder != own and (own_only or all(trial in found for trial in keys)):
             break
         table = scanned[folder] = read_table(join(folder, TRIALS_FILE))
         if table is None:

@@ -23,6 +23,7 @@ from scipy import stats
 from ablations.config.comparison import DEFAULT_METRIC, DEFAULT_REFERENCE
 from ablations.config.statuses import TrialStatus
 from ablations.results.stats.phases import evaluation_rows
+from ablations.results.stats.seed_tables import seed_table
 
 
 def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -151,7 +152,7 @@ def ablation_table(trials: pd.DataFrame, *, metric: str = DEFAULT_METRIC,
     if reference not in set(trials["ablation"]):
         raise ValueError(f"reference {reference!r} is not among the ablations")
     ok, dropped = usable_trials(trials, metric)
-    by_seed = ok.pivot_table(index="seed", columns="ablation", values=metric, aggfunc="mean")
+    by_seed = seed_table(ok, metric)
     ref_ok = ok[ok["ablation"] == reference]
     ref_values = ref_ok[metric].to_numpy(dtype=float)
     rows = []

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ablations.config.statuses import TrialStatus
+from ablations.results.stats.seed_tables import seed_table
 
 TRAINING_FAILURES = (TrialStatus.DIVERGED,)
 MACHINERY_FAILURES = (TrialStatus.FAILED, TrialStatus.TIMEOUT, TrialStatus.STOPPED,
@@ -54,11 +55,9 @@ def outcome_tables(trials: pd.DataFrame, metric: str, seeds: set | None = None
     rows = trials if seeds is None else trials[trials["seed"].isin(seeds)]
     values = rows[rows["status"] == TrialStatus.OK]
     values = values[np.isfinite(values[metric].to_numpy(dtype=float))]
-    finished = values.pivot_table(index="seed", columns="ablation", values=metric,
-                                  aggfunc="mean")
+    finished = seed_table(values, metric)
     diverged = rows[rows["status"].isin(TRAINING_FAILURES)].assign(_failed=1.0)
-    failed = diverged.pivot_table(index="seed", columns="ablation", values="_failed",
-                                  aggfunc="max")
+    failed = seed_table(diverged, "_failed", "max")
     index = finished.index.union(failed.index)
     columns = finished.columns.union(failed.columns)
     failed = failed.reindex(index=index, columns=columns).fillna(0.0) > 0
@@ -153,18 +152,23 @@ def paired_failure_test(variant: pd.Series, variant_failed: pd.Series, reference
     finished metric or NaN; failed: bool). (p, worse sign) over the seeds where both have an
     outcome; (NaN, NaN) without a discordant seed or without a direction."""
     seeds = variant.index.union(variant_failed.index).union(reference.index)
-    v, r = variant.reindex(seeds), reference.reindex(seeds)
-    vf = variant_failed.reindex(seeds, fill_value=False).astype(bool).to_numpy()
-    rf = reference_failed.reindex(seeds, fill_value=False).astype(bool).to_numpy()
-    v_out = vf | v.notna().to_numpy()
-    r_out = rf | r.notna().to_numpy()
-    both = v_out & r_out
+    return _worst_rank(
+        variant.reindex(seeds).to_numpy(dtype=float),
+        variant_failed.reindex(seeds, fill_value=False).astype(bool).to_numpy(),
+        reference.reindex(seeds).to_numpy(dtype=float),
+        reference_failed.reindex(seeds, fill_value=False).astype(bool).to_numpy(), direction)
+
+
+def _worst_rank(v: np.ndarray, vf: np.ndarray, r: np.ndarray, rf: np.ndarray,
+                direction: int) -> tuple[float, float]:
+    """:func:`paired_failure_test` on arrays aligned by seed (NaN: no finished value)."""
+    both = (vf | ~np.isnan(v)) & (rf | ~np.isnan(r))
     discordant = both & (vf != rf)
     if direction == 0 or not discordant.any():
         return float("nan"), float("nan")
     orient = -1.0 if direction > 0 else 1.0  # score: higher is worse
-    score_v = np.where(vf, np.inf, orient * v.to_numpy(dtype=float))[both]
-    score_r = np.where(rf, np.inf, orient * r.to_numpy(dtype=float))[both]
+    score_v = np.where(vf, np.inf, orient * v)[both]
+    score_r = np.where(rf, np.inf, orient * r)[both]
     with np.errstate(invalid="ignore"):
         d = score_v - score_r  # inf - inf: NaN, a tie, left out
     p, w = signed_rank_p(d)
@@ -177,15 +181,15 @@ def failure_tests(trials: pd.DataFrame, arms: Sequence[str], *, reference: str, 
     ``seeds`` if given), as :func:`ablations.results.stats.verdicts.verdict_table` and the
     sequential looks use them."""
     finished, failed = outcome_tables(trials, metric, seeds)
-    empty_values = pd.Series(np.nan, index=finished.index)
-    empty_failed = pd.Series(False, index=finished.index)
+    empty_values = np.full(len(finished.index), np.nan)
+    empty_failed = np.zeros(len(finished.index), dtype=bool)
 
-    def column(frame: pd.DataFrame, name: str, empty: pd.Series) -> pd.Series:
-        return frame[name] if name in frame else empty
+    def column(frame: pd.DataFrame, name: str, empty: np.ndarray) -> np.ndarray:
+        return frame[name].to_numpy(dtype=empty.dtype) if name in frame else empty
 
     ref_values = column(finished, reference, empty_values)
     ref_failed = column(failed, reference, empty_failed)
-    ref_outcome = ref_failed | ref_values.notna()
+    ref_outcome = ref_failed | ~np.isnan(ref_values)
     out: dict[str, list] = {k: [] for k in ("failed", "ref_failed", "seeds", "pairs", "p",
                                             "sign")}
     for arm in arms:
@@ -193,8 +197,8 @@ def failure_tests(trials: pd.DataFrame, arms: Sequence[str], *, reference: str, 
         arm_failed = column(failed, arm, empty_failed)
         # counted over the seeds where both have an outcome, so a seed the reference lost
         # to the machinery is no failure of either
-        both = (arm_failed | values.notna()) & ref_outcome
-        p, sign = paired_failure_test(values, arm_failed, ref_values, ref_failed, direction)
+        both = (arm_failed | ~np.isnan(values)) & ref_outcome
+        p, sign = _worst_rank(values, arm_failed, ref_values, ref_failed, direction)
         out["failed"].append(int((arm_failed & both).sum()))
         out["ref_failed"].append(int((ref_failed & both).sum()))
         out["seeds"].append(int(both.sum()))

@@ -43,6 +43,7 @@ from ablations.results.stats.failures import (
     over_tolerance,
 )
 from ablations.results.stats.phases import evaluation_rows
+from ablations.results.stats.seed_tables import seed_table
 from ablations.results.io.directions import (  # noqa: F401 (re-exported)
     METRIC_DIRECTION,
     Metric,
@@ -100,7 +101,7 @@ def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, m
     ok, _ = usable_trials(trials, metric)
     if seeds is not None:
         ok = ok[ok["seed"].isin(seeds)]
-    by_seed = ok.pivot_table(index="seed", columns="ablation", values=metric, aggfunc="mean")
+    by_seed = seed_table(ok, metric)
     empty = pd.Series(np.nan, index=by_seed.index)
     ref = by_seed[reference] if reference in by_seed else empty
     items, differences = [], []

@@ -3,7 +3,8 @@ researcher takes, each a command of its own (Ray started each time), run once un
 storage as they come (finished trials reused) and once with ``--no-reuse``:
 
 1. the main job's table without its last variant (``--space components --only ...``);
-2. the whole table: one variant more;
+2. the whole table: one variant more (``--variants K``: the table is the space's first K
+   variants, all 9 by default);
 3. the ``features`` space, which shares the baseline's configuration and seeds;
 4. the table of step 2 continued with ``--seeds auto`` (``--resume``): the undecided arms'
    new seeds.
@@ -11,7 +12,7 @@ storage as they come (finished trials reused) and once with ``--no-reuse``:
 For each step and mode: the trials planned, trained and reused, and the command's wall time.
 
     python benchmarks/iterate.py [--epochs 4] [--seeds 3] [--max-seeds 10] [--set KEY=VALUE]
-                                 [--modes reuse,no-reuse]
+                                 [--modes reuse,no-reuse] [--variants 9]
 
 The defaults are the main job's (``--space components``, 3 seeds, 4 epochs); ``--epochs 1``
 and ``--set synthetic_train=256`` shorten every trial alike.
@@ -36,14 +37,18 @@ COMPONENTS = ["baseline", "no_temporal_attention", "no_spatial_attention", "no_a
               "no_scalars", "no_images", "single_frame", "reduced_width", "point_estimate"]
 
 
-def steps(seeds: int, max_seeds: int = 10) -> list[tuple[str, str, list[str]]]:
+def steps(seeds: int, max_seeds: int = 10, variants: int = len(COMPONENTS)
+          ) -> list[tuple[str, str, list[str]]]:
     """(step, experiment name, the command's arguments) in order. The fixed steps plan the
-    rounds a continuation runs (``--max-seeds``), as a fixed run records them."""
+    rounds a continuation runs (``--max-seeds``), as a fixed run records them; the table is
+    the components space's first ``variants`` variants."""
     fixed = ["--seeds", str(seeds), "--max-seeds", str(max_seeds)]
+    table = COMPONENTS[:variants]
+    only = [] if variants == len(COMPONENTS) else ["--only", ",".join(table)]
     return [
         ("main table less one variant", "main",
-         ["--space", "components", *fixed, "--only", ",".join(COMPONENTS[:-1])]),
-        ("+ one variant", "plus", ["--space", "components", *fixed]),
+         ["--space", "components", *fixed, "--only", ",".join(table[:-1])]),
+        ("+ one variant", "plus", ["--space", "components", *fixed, *only]),
         ("features space", "features", ["--space", "features", *fixed]),
         ("--seeds auto continuation", "plus", ["--resume", "--seeds", "auto"]),
     ]
@@ -65,10 +70,11 @@ def run_step(args: list[str], storage: str, name: str, extra: list[str]) -> tupl
     return wall, before
 
 
-def measure(reuse: bool, seeds: int, max_seeds: int, extra: list[str]) -> list[dict]:
+def measure(reuse: bool, seeds: int, max_seeds: int, variants: int, extra: list[str]
+            ) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-iterate-") as storage:
-        for step, name, args in steps(seeds, max_seeds):
+        for step, name, args in steps(seeds, max_seeds, variants):
             wall, before = run_step(args + ([] if reuse else ["--no-reuse"]), storage, name,
                                     [] if "--resume" in args else extra)
             trials = pd.read_parquet(Path(storage) / name / "trials.parquet").iloc[before:]
@@ -87,17 +93,23 @@ def main() -> None:
                         help="the seeds a continuation may reach (default 10)")
     parser.add_argument("--set", dest="overrides", type=key_value, action="append",
                         default=[], metavar="KEY=VALUE", help="a config key for every trial")
+    parser.add_argument("--variants", type=int, default=len(COMPONENTS),
+                        help="the table: the components space's first K variants, 2 to 9 "
+                             "(default 9)")
     parser.add_argument("--modes", default="reuse,no-reuse",
                         help="the modes to run, of reuse,no-reuse (default both)")
     args = parser.parse_args()
     modes = list(dict.fromkeys(mode.strip() for mode in args.modes.split(",")))
     if not modes or set(modes) - {"reuse", "no-reuse"}:
         parser.error(f"--modes {args.modes!r}: give reuse, no-reuse or both")
+    if not 2 <= args.variants <= len(COMPONENTS):
+        parser.error(f"--variants {args.variants}: give 2 to {len(COMPONENTS)}")
     extra = ["--epochs", str(args.epochs)]
     for key, value in args.overrides:
         extra += ["--set", f"{key}={value}"]
     rows = [row for mode in modes
-            for row in measure(mode == "reuse", args.seeds, args.max_seeds, extra)]
+            for row in measure(mode == "reuse", args.seeds, args.max_seeds, args.variants,
+                               extra)]
     order = [step for step, _, _ in steps(args.seeds)]
     rows.sort(key=lambda row: order.index(row["step"]))  # each step's two modes together
     print(markdown(["step", "mode", "trials planned", "trained", "reused", "wall (s)"],

@@ -95,9 +95,9 @@ BENCHMARK_TINY: dict[str, tuple[str, ...]] = {
                      "--systems-args", " ".join(("--only", "nockpt-off-bf16", "--no-dashboard",
                                                  *TINY_TRIAL))),
     # the four steps with the store (--no-reuse adds a flag to each: tests/test_trial_store.py),
-    # 2 seeds, rounds up to 3
+    # a table of 3 variants at 2 seeds, rounds up to 3
     "iterate.py": ("--epochs", "1", "--seeds", "2", "--max-seeds", "3", "--modes", "reuse",
-                   *TINY_TRIAL),
+                   "--variants", "3", *TINY_TRIAL),
     "interaction_probe.py": ("--seeds", "2", "--epochs", "1", "--set", "max_train_examples=64",
                              "--set", "max_eval_examples=32", "--set", "cnn_widths=8,16,16",
                              "--set", "embed_dim=16", "--set", "batch_size=16"),

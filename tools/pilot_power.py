@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ablations.results.stats.seed_tables import seed_table
 from ablations.results.stats.sequential import PILOT_DIFF_SHARE, SeedDesign
 from tools.simulation import fixed_verdicts, sequential_verdicts
 
@@ -39,8 +40,7 @@ SHARES = (PILOT_DIFF_SHARE, 0.75, 0.9)  # worse/better's share of α at the pilo
 def measured(trials: pd.DataFrame, reference: str = "baseline", metric: str = "test_mae"
              ) -> tuple[float, float, dict[str, tuple[float, float]]]:
     """The reference's mean and spread over its seeds, and per arm (ratio, paired spread)."""
-    ok = trials[trials["status"] == "ok"].pivot_table(index="seed", columns="ablation",
-                                                      values=metric)
+    ok = seed_table(trials[trials["status"] == "ok"], metric)
     r = ok[reference]
     arms = {}
     for arm in ok.columns.drop(reference):

@@ -20,6 +20,7 @@ from ablations.results.report.formatting import decimals_for, tex
 from ablations.results.report.page import markdown_cells
 from ablations.results.stats.comparisons import holm
 from ablations.results.stats.failures import failure_bound_text
+from ablations.results.stats.seed_tables import seed_table
 from ablations.results.stats.verdicts import margin_text
 
 Format = Literal["latex", "markdown", "csv"]
@@ -45,7 +46,7 @@ def not_distinguishable(trials: pd.DataFrame, *, metric: str, direction: int,
     variant whose paired difference to it over the seeds both ran is not significant (paired
     t-test, Holm over the variants, ``alpha``)."""
     ok = trials[trials["status"] == "ok"]
-    values = ok.pivot_table(index="seed", columns="ablation", values=metric, aggfunc="mean")
+    values = seed_table(ok, metric)
     means = values.mean()
     best = means.idxmax() if direction > 0 else means.idxmin()
     others = [arm for arm in values.columns if arm != best]

@@ -52,6 +52,7 @@ from ablations.results.io.table_columns import ACROSS_COLUMNS
 from ablations.results.stats.comparisons import holm
 from ablations.results.stats.dataset_rows import DATASET, by_dataset, dataset_names
 from ablations.results.stats.phases import evaluation_rows
+from ablations.results.stats.seed_tables import seed_table
 from ablations.results.stats.verdicts import parse_margin, verdict_labels
 
 # Under each dataset's verdicts: the design they were tested in, and why the same trials alone
@@ -81,8 +82,7 @@ def dataset_effects(trials: pd.DataFrame, *, reference: str, metric: str) -> pd.
                 & np.isfinite(pd.to_numeric(trials[metric], errors="coerce"))]
     rows = []
     for name, frame in by_dataset(ok).items():
-        values = frame.pivot_table(index="seed", columns="ablation", values=metric,
-                                   aggfunc="mean")
+        values = seed_table(frame, metric)
         for variant in dict.fromkeys(trials.loc[trials["ablation"] != reference, "ablation"]):
             row = {DATASET: name, "ablation": variant, "n_pairs": 0,
                    "variant_mean": np.nan, "reference_mean": np.nan, "log_ratio": np.nan,

@@ -19,6 +19,7 @@ from scipy import stats
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_REFERENCE
 from ablations.results.stats.comparisons import holm
+from ablations.results.stats.seed_tables import seed_table
 
 STRATUM_PREFIX = "stratum_"
 
@@ -183,8 +184,7 @@ def stratified_effects(predictions: pd.DataFrame, *, reference: str = DEFAULT_RE
         raise ValueError(f"metric {metric!r}: use abs_error, squared_error or a numeric "
                          "column of the predictions")
     binned["ablation"] = binned["ablation"].astype(str)
-    overall = binned.pivot_table(index="seed", columns="ablation", values=metric,
-                                 aggfunc="mean")
+    overall = seed_table(binned, metric)
     cells = []
     for column in stratum_columns(binned):
         cell = binned.groupby(["ablation", "seed", column], observed=True)[metric].mean()

@@ -237,24 +237,13 @@ def test_a_driver_ends_the_programs_its_trials_still_run(folder, tmp_path):
     work = root / "trial_state" / "baseline-seed0" / "work"
     work.mkdir(parents=True)
     pids = folder / "pids"
-    pids.mkdir()
-    supervise = Path(__file__).resolve().parents[1] / "ablations" / "trial" / "supervise.py"
-    started = subprocess.Popen(
-        [sys.executable, "-I", str(supervise), str(work / PID_FILE), "--", "/bin/sh",
-         "wrap.sh", sys.executable, "train.py", "--detach", "--epochs", "100",
-         "--metrics-file", str(work / "m.jsonl"), "--resume-dir", str(work)],
-        cwd=folder, env={**os.environ, "TREE_PIDS": str(pids), "TREE_PAUSE": "5"},
-        start_new_session=True)
+    started = start_supervised(folder, work, pids)
     other = subprocess.Popen(["sleep", "300"])  # a process a stale pid file names
     stale = root / "trial_state" / "no_x-seed0" / "work"
     stale.mkdir(parents=True)
     (stale / PID_FILE).write_text(f"{other.pid} {other.pid}\n")
     try:
-        deadline = time.monotonic() + 120  # a deadlock guard, not a speed limit
-        while not list(pids.iterdir()) or not (work / PID_FILE).exists():
-            assert started.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        trainers = [int(path.name) for path in pids.iterdir()]
+        trainers = wait_for_supervised(started, work, pids)
         assert end_programs_under(root) == 1
         assert [pid for pid in trainers if alive(pid)] == []
         assert started.wait(timeout=30) is not None
@@ -267,6 +256,64 @@ def test_a_driver_ends_the_programs_its_trials_still_run(folder, tmp_path):
         for path in pids.iterdir():
             if alive(int(path.name)):
                 os.kill(int(path.name), signal.SIGKILL)
+
+
+def start_supervised(folder: Path, work: Path, pids: Path) -> subprocess.Popen:
+    """A trial's supervisor as the runner starts it (its waiter, in a session of its own),
+    running the shell launcher whose trainer leaves the group; the trainers' ids go to
+    ``pids``."""
+    from ablations.trial.supervise import PID_FILE
+
+    pids.mkdir()
+    supervise = Path(__file__).resolve().parents[1] / "ablations" / "trial" / "supervise.py"
+    return subprocess.Popen(
+        [sys.executable, "-I", str(supervise), str(work / PID_FILE), "--", "/bin/sh",
+         "wrap.sh", sys.executable, "train.py", "--detach", "--epochs", "100",
+         "--metrics-file", str(work / "m.jsonl"), "--resume-dir", str(work)],
+        cwd=folder, env={**os.environ, "TREE_PIDS": str(pids), "TREE_PAUSE": "5"},
+        start_new_session=True)
+
+
+def wait_for_supervised(started: subprocess.Popen, work: Path, pids: Path) -> list[int]:
+    """The trainers' ids, once the trainer and the pid file are there."""
+    from ablations.trial.supervise import PID_FILE
+
+    deadline = time.monotonic() + 120  # a deadlock guard, not a speed limit
+    while not list(pids.iterdir()) or not (work / PID_FILE).exists():
+        assert started.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    return [int(path.name) for path in pids.iterdir()]
+
+
+def test_a_supervisor_that_cannot_end_its_tree_in_time_is_killed_with_all_of_it(folder,
+                                                                               tmp_path):
+    """A Ray worker runs at nice 15, and so does its trial's supervisor: on a busy machine it
+    may not get the CPU to end its tree within the clean-up's time (SIGSTOP stands for that
+    here). The clean-up then kills the supervisor's whole tree, the trainer that left the
+    launcher's group included, not the supervisor and the program's group alone (which would
+    leave that trainer to init, running)."""
+    from ablations.trial.supervise import PID_FILE, end_programs_under
+
+    root = tmp_path / "results" / "exp"
+    work = root / "trial_state" / "baseline-seed0" / "work"
+    work.mkdir(parents=True)
+    pids = folder / "pids"
+    started = start_supervised(folder, work, pids)
+    supervisor = None
+    try:
+        trainers = wait_for_supervised(started, work, pids)
+        supervisor = int((work / PID_FILE).read_text().split()[0])
+        os.kill(supervisor, signal.SIGSTOP)
+        assert end_programs_under(root, timeout_s=0.5) == 1
+        assert Run.gone_within(None, trainers, seconds=30) == [], ancestry(trainers)
+        assert Run.gone_within(None, [supervisor], seconds=30) == []
+    finally:
+        if started.poll() is None:
+            started.kill()
+            started.wait()
+        for pid in [int(path.name) for path in pids.iterdir()] + [supervisor or 0]:
+            if pid and alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_supervisor_ending_its_tree_takes_no_second_stop(tmp_path):

@@ -41,7 +41,7 @@ from typing import Any, Collection, Mapping, Optional
 
 from ablations.config.code import COMMAND_FIELDS, FIELD, FLAG, Command
 from ablations.trial.own_code import OwnCodeError, Trial
-from ablations.trial.supervise import PID_FILE, end_supervised
+from ablations.trial.supervise import PID_FILE, end_supervised, is_supervisor, kill_tree
 from ablations.trial.time_limit import TrialTimeout
 
 METRICS_FILE = "metrics.jsonl"
@@ -368,17 +368,24 @@ def end_previous_run(pid_file: Path, timeout_s: float = 30.0) -> None:
 
 def _stop(process: subprocess.Popen, pid_file: Path) -> None:
     """Stop the supervisor, which ends the program's tree (SIGTERM, then SIGKILL after its
-    grace); if it does not exit in time, kill it and what is left of the program's group."""
+    grace); if it does not exit in time, kill it and its whole tree."""
+    ended = True
     if process.poll() is None:
         process.terminate()
         try:
             process.wait(timeout=STOP_GRACE_S * 2 + 5)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            ended = False
     try:
-        _, program = (int(part) for part in pid_file.read_text().split())
+        supervisor, program = (int(part) for part in pid_file.read_text().split())
     except (OSError, ValueError):
+        supervisor = program = None
+    if not ended:
+        if supervisor is not None and is_supervisor(supervisor, pid_file):
+            kill_tree(supervisor, program)
+        process.kill()  # the waiter
+        process.wait()
+    if program is None:
         return
     # the group's id stays taken while a member lives, so this reaches only the program's own
     _signal_group(program, signal.SIGKILL)

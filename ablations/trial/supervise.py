@@ -151,9 +151,25 @@ def end_supervised(pid_files: Iterable[Path], timeout_s: float = 10.0) -> int:
                                               for pid, path, _ in running):
         time.sleep(0.05)
     for supervisor, pid_file, program in running:
-        if is_supervisor(supervisor, pid_file):  # it did not end in time: it and its program
-            _signal([supervisor], program, signal.SIGKILL)  # group, which stays the program's
+        if is_supervisor(supervisor, pid_file):  # it did not end in time: it and its tree
+            kill_tree(supervisor, program)
     return len(running)
+
+
+def kill_tree(supervisor: int, group: Optional[int]) -> None:
+    """SIGKILL every process below ``supervisor``, the program's ``group``, then the
+    supervisor: what is left of a supervisor that did not end its tree in time. A Ray worker
+    runs at nice 15, and so does the supervisor it starts: on a busy machine it can wait many
+    seconds for the CPU. Its descendants go first, while it lives as their subreaper, so that a
+    launcher's worker that left the group (``torchrun``'s run in sessions of their own) is not
+    re-parented to init unseen; a few passes catch what a dying launcher started meanwhile."""
+    for _ in range(5):
+        below = descendants(supervisor)
+        _signal(below, group, signal.SIGKILL)
+        if not below:
+            break
+        time.sleep(0.05)
+    _signal([supervisor], None, signal.SIGKILL)
 
 
 def end_programs_under(root: str | Path, timeout_s: float = 10.0) -> int:

@@ -190,3 +190,39 @@ def test_the_no_reuse_flag_asks_for_no_reuse():
 
     assert parser_of("run").parse_args(["--no-reuse"]).reuse is False
     assert parser_of("run").parse_args([]).reuse is True
+
+
+@pytest.mark.slow
+def test_a_dry_run_of_a_resume_or_a_growth_says_what_it_keeps_and_writes_nothing(
+        runs, tmp_path, capsys):
+    """``--resume --dry-run`` prints the resume's line and trials and runs nothing; with a
+    space that adds a variant (the settings repeated) it says the table grows and which
+    trials are kept and which would train; without the settings it gives the run's refusal.
+    Not a byte of the experiment's folder changes."""
+    import shutil
+
+    from tests.test_cli import in_process
+
+    first = runs[0]
+    storage = tmp_path / "dry"
+    shutil.copytree(first.directory, storage / "first")
+    files = {path: path.read_bytes() for path in (storage / "first").rglob("*")
+             if path.is_file()}
+    where = ["--storage", str(storage), "--name", "first"]
+    settings = ["--seeds", "2", *(part for key, value in TINY.items()
+                                  for part in ("--set", f"{key}={value}"))]
+    code, out, err = in_process(capsys, "--resume", *where, "--dry-run")
+    assert code == 0, err
+    assert "Resuming experiment first (components): 4 finished (kept), 0 continue" in out
+    assert "Experiment first (dry run of its resume)" in out and "no_images-seed1" in out
+    grow = ["--resume", *where, "--space", "components", "--only",
+            "baseline,no_images,no_scalars", *settings, "--dry-run"]
+    code, out, err = in_process(capsys, *grow)
+    assert code == 0, err
+    assert "Experiment first grows: the space adds no_scalars (2 new trials)" in out
+    assert ("first holds 4 of these 6 trials finished (kept); 2 to train: no_scalars-seed0, "
+            "no_scalars-seed1") in out
+    code, out, err = in_process(capsys, *grow[:-len(settings) - 1], "--dry-run")
+    assert code == 2 and "holds a different experiment" in err and "seeds [0, 1]" in err, err
+    assert {path: path.read_bytes() for path in (storage / "first").rglob("*")
+            if path.is_file()} == files

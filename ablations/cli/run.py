@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import datetime as dt
 import logging
 import os
 import re
@@ -35,6 +34,7 @@ from ablations.experiment.api import (
     Interrupted,
     Resources,
     Results,
+    resume_preview,
     resume_request,
 )
 from ablations.experiment.interrupt import resume_command
@@ -62,16 +62,20 @@ def run_main(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError("--retry-failed only applies with --resume")
     if args.name is not None:
         check_name(args.name)
-    # --resume with a space (and no seeds: those continue the recorded plan, which refuses a
-    # space): the recorded table, or it plus new variants
-    if args.resume and "space" in request.given and "seeds" not in request.given:
+    # --resume with a space and fixed seeds (given or not; --seeds auto continues the
+    # recorded plan into rounds, which refuses a space): the recorded table resumes, it plus
+    # new variants grows, another is refused
+    if args.resume and "space" in request.given and isinstance(request.seeds, list):
         request = space_into_experiment(request, args)
         args.resume = False
     resources = Resources(max_concurrent=args.max_concurrent, max_failures=args.max_failures,
                           address=args.address, time_limit=args.time_limit,
                           reuse=args.reuse)
-    if args.dry_run and not args.resume:
-        return dry_run(Experiment.from_request(request, resources=resources), args)
+    if args.dry_run and args.resume:
+        return dry_run_resume(request, args)
+    if args.dry_run:
+        return dry_run(Experiment.from_request(request, resources=resources,
+                                               allow_changed=args.allow_changed), args)
     if any(str(getattr(spec, "target", "")).startswith("file:") for spec in args.log_to):
         # MLflow 3 keeps its file store in maintenance mode and refuses it unless asked; a
         # file: URI or a directory given to --log-to asks for it (a process-wide setting: the
@@ -121,10 +125,11 @@ def space_into_experiment(request: Any, args: argparse.Namespace) -> Any:
 
 
 def dry_run(experiment: Experiment, args: argparse.Namespace) -> int:
-    """``--dry-run``: the plan, the design and every trial's configuration; nothing runs."""
-    prepared = experiment.prepared()
+    """``--dry-run``: the plan, the design and every trial's configuration, and where the name
+    holds an experiment, what it keeps (the run's checks and refusals); nothing runs."""
+    preview = experiment.preview(on_event=print_event)
+    prepared, name = preview.prepared, preview.name
     space, seeds = prepared.space, prepared.seeds
-    name = check_name(args.name or f"{space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}")
     crossed = f" crossed ({len(seeds)}x{len(seeds)} cells per variant)" \
         if args.cross_seeds else ""
     print(f"Experiment {name} (dry run): space {space.name}, seeds {seeds}{crossed}")
@@ -133,9 +138,33 @@ def dry_run(experiment: Experiment, args: argparse.Namespace) -> int:
     if prepared.data_summary:
         print(f"Data: {prepared.data_summary}")
     base = prepared.base.replace(ablation=space.reference)
-    for line in prepared.design.describe(prepared.trials, base, prepared.skipped):
+    for line in preview.design.describe(preview.trials, base, prepared.skipped):
+        print(spoken(line))
+    if preview.existing:
+        print(kept_line(name, [spec.name for spec in preview.trials], preview.kept))
+    return 0
+
+
+def dry_run_resume(request: Any, args: argparse.Namespace) -> int:
+    """``--resume --dry-run``: the resume's checks and its line on what it keeps, continues
+    and starts, then its trials; nothing runs."""
+    plan = resume_preview(args.name, request, retry_failed=args.retry_failed,
+                          allow_changed=args.allow_changed, on_event=print_event)
+    print(f"Experiment {plan.name} (dry run of its resume): space {plan.space_name}, seeds "
+          f"{plan.seeds}")
+    base = next((spec.config for spec in plan.trials if spec.variant == plan.reference),
+                plan.trials[0].config)
+    for line in plan.design.describe(plan.trials, base, plan.skipped):
         print(spoken(line))
     return 0
+
+
+def kept_line(name: str, trials: list[str], kept: list[str]) -> str:
+    """What a run under an existing experiment's name keeps of it and trains."""
+    left = [trial for trial in trials if trial not in set(kept)]
+    shown = ", ".join(left[:6]) + (f" and {len(left) - 6} more" if len(left) > 6 else "")
+    return (f"{name} holds {len(kept)} of these {len(trials)} trials finished (kept); "
+            f"{len(left)} to train" + (f": {shown}" if left else ""))
 
 
 def print_results(results: Results, args: argparse.Namespace) -> int:

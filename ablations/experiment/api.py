@@ -330,22 +330,7 @@ class Experiment:
         warnings, or with ``progress`` every event goes to stdout)."""
         with listening(self._listener(on_event)):
             prepared = self._prepare()
-            storage = storage_root(self.request.storage)
-            name = check_name(self.request.name
-                              or f"{prepared.space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}")
-            trials, design, grown = prepared.trials, prepared.design, None
-            try:
-                resume = bool(list_dir(join(storage, name)))
-            except OSError as exc:  # the store answered check_bucket, then stopped answering
-                raise UsageError(f"{arg('storage')} {storage}: cannot read "
-                                 f"{join(storage, name)}: {first_line(exc)}") from None
-            if resume:  # the same name again: the same plan resumes it, the recorded table
-                # plus new variants grows it, another is refused
-                from ablations.experiment.resuming import same_name_again
-
-                trials, design, grown = same_name_again(
-                    self.request, join(storage, name), name, prepared,
-                    allow_changed=self.allow_changed)
+            storage, name, trials, design, grown, resume = self._under_name(prepared)
             for note in prepared.notes:  # after the name's checks: a refusal is one line
                 events.warning(note)
             run = _Run(name=name, storage=storage, space=prepared.space.name,
@@ -382,6 +367,45 @@ class Experiment:
                               allow_changed=allow_changed, log_to=tracker_specs(log_to),
                               progress=progress, on_event=on_event, console=console)
 
+    def preview(self, on_event: Optional[Listener] = None) -> Preview:
+        """What :meth:`run` would do, nothing started or written: the plan, and where its name
+        holds an experiment already, whether the plan resumes or grows it (the same events
+        and one-line refusals as :meth:`run`) and which of its trials that experiment has
+        finished (they are kept)."""
+        from ablations.experiment.trial_store import finished_trials
+
+        with listening(self._listener(on_event)):
+            prepared = self._prepare()
+            storage, name, trials, design, grown, existing = self._under_name(prepared)
+            for note in prepared.notes:
+                events.warning(note)
+        kept = finished_trials(join(storage, name)) if existing else set()
+        return Preview(prepared=prepared, name=name, trials=list(trials), design=design,
+                       existing=existing, grown=grown,
+                       kept=[spec.name for spec in trials if spec.name in kept])
+
+    def _under_name(self, prepared: Any) -> tuple[str, str, list, Any, Optional[dict], bool]:
+        """The storage, the name, the trials, the design and the growth's record (None:
+        none) that ``prepared`` runs as under its name, and whether the name holds an
+        experiment: the same plan resumes it, the recorded table plus new variants grows it,
+        another is refused (ablations/experiment/resuming.py)."""
+        storage = storage_root(self.request.storage)
+        name = check_name(self.request.name
+                          or f"{prepared.space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}")
+        trials, design, grown = prepared.trials, prepared.design, None
+        try:
+            existing = bool(list_dir(join(storage, name)))
+        except OSError as exc:  # the store answered check_bucket, then stopped answering
+            raise UsageError(f"{arg('storage')} {storage}: cannot read "
+                             f"{join(storage, name)}: {first_line(exc)}") from None
+        if existing:
+            from ablations.experiment.resuming import same_name_again
+
+            trials, design, grown = same_name_again(
+                self.request, join(storage, name), name, prepared,
+                allow_changed=self.allow_changed)
+        return storage, name, list(trials), design, grown, existing
+
     def _listener(self, on_event: Optional[Listener]) -> Optional[Listener]:
         return on_event or (print_event if self.progress else None)
 
@@ -391,15 +415,14 @@ def print_event(event: Event) -> None:
     print(str(event), flush=True)
 
 
-def resume_request(name: Optional[str], request: Request, *, resources: Resources,
-                   retry_failed: bool = False, allow_changed: bool = False,
-                   log_to: Sequence[Any] = (), progress: bool = False,
-                   on_event: Optional[Listener] = None,
-                   console: Optional[Console] = None) -> Results:
-    """:meth:`Experiment.resume` of a :class:`Request` (the command line's ``--resume``)."""
+def resume_preview(name: Optional[str], request: Request, *, retry_failed: bool = False,
+                   allow_changed: bool = False, on_event: Optional[Listener] = None) -> Any:
+    """What the resume of experiment ``name`` (None: the one started or resumed last) would
+    do, nothing started or written: its plan (resuming.py's ``ResumePlan``), after the same
+    checks, warnings and line on what it keeps, continues and starts as the resume."""
     from ablations.experiment.resuming import resume_plan
 
-    with listening(on_event or (print_event if progress else None)):
+    with listening(on_event):
         storage = storage_root(request.storage)
         plan = resume_plan(storage, name, request, retry_failed=retry_failed,
                            allow_changed=allow_changed)
@@ -413,6 +436,20 @@ def resume_request(name: Optional[str], request: Request, *, resources: Resource
             events.info(plan.design.resume_line(plan.name, plan.space_name,
                                                 join(storage, plan.name), plan.trials,
                                                 retry_failed))
+    return plan
+
+
+def resume_request(name: Optional[str], request: Request, *, resources: Resources,
+                   retry_failed: bool = False, allow_changed: bool = False,
+                   log_to: Sequence[Any] = (), progress: bool = False,
+                   on_event: Optional[Listener] = None,
+                   console: Optional[Console] = None) -> Results:
+    """:meth:`Experiment.resume` of a :class:`Request` (the command line's ``--resume``)."""
+    listener = on_event or (print_event if progress else None)
+    plan = resume_preview(name, request, retry_failed=retry_failed,
+                          allow_changed=allow_changed, on_event=listener)
+    storage = storage_root(request.storage)
+    with listening(listener):
         run = _Run(name=plan.name, storage=storage, space=plan.space_name,
                    reference=plan.reference, trials=list(plan.trials),
                    skipped=list(plan.skipped), design=plan.design, seeds=plan.seeds,
@@ -437,6 +474,19 @@ def tracker_specs(log_to: Sequence[Any]) -> list[Any]:
         except ValueError as exc:
             raise UsageError(f"log_to {item!r}: {exc}") from None
     return out
+
+
+@dataclass
+class Preview:
+    """:meth:`Experiment.preview`: what a run would do."""
+
+    prepared: Any  # planning's Prepared: the space, the base configuration, seeds, design
+    name: str
+    trials: list  # the trials the run would hold (a growth: the whole table)
+    design: Any
+    existing: bool  # the name holds an experiment already (resumed or grown)
+    grown: Optional[dict[str, Any]]  # the growth's record (resuming.growth); None: none
+    kept: list[str]  # the trials that experiment finished (ok or diverged): not trained again
 
 
 @dataclass

@@ -177,8 +177,10 @@ def same_name_again(request: Request, target: str, name: str, prepared: Any, *,
     if not same and not added:
         raise UsageError(f"{target} holds a different experiment (space "
                          f"{previous.get('space')}, {len(previous.get('trials', {}))} "
-                         f"trials; a table that keeps its trials and adds variants grows "
-                         f"it); continue it with {arg('resume')} or choose another "
+                         f"trials at seeds {previous.get('seeds')}; a table that keeps its "
+                         f"trials, with the settings it ran with ({arg('seeds')}, "
+                         f"{arg('epochs')}, {arg('set')}, ...), and adds variants grows it); "
+                         f"continue it with {arg('resume')} or choose another "
                          f"{arg('name')} (its finished trials with the same configuration "
                          "are reused, not trained again)")
     check_planned_unchanged(design.planned, recorded.planned, target)

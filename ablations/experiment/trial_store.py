@@ -140,6 +140,15 @@ class Reused:
         return f"{', '.join(parts)}; {planned - len(self.sources)} to train"
 
 
+def finished_trials(root: str) -> set[str]:
+    """The names of the trials the experiment at ``root`` finished ok or diverged (what a
+    resume or a growth keeps)."""
+    table = read_table(join(root, TRIALS_FILE))
+    if table is None:
+        return set()
+    return set(table.loc[table["status"].isin(REUSABLE), "trial_name"].astype(str))
+
+
 def read_table(path: str) -> Optional[pd.DataFrame]:
     """A Parquet table of an experiment folder (local or in a bucket); None if unreadable."""
     import pyarrow.parquet as pq

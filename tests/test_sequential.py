@@ -485,3 +485,63 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot():
     for planted in ("no_images", "single_frame"):
         assert table.loc[planted, "verdict"] == "worse", table.loc[planted].to_dict()
         assert table.loc[planted, "decided_at"] == 3 and table.loc[planted, "diff_mean"] > 0.2
+
+
+LOOKS, SHARES = (2, 4, 6), (0.5, 0.25, 0.25)
+
+
+def test_levels_computed_once_are_read_back_by_a_later_process(tmp_path, monkeypatch):
+    """The levels a run computes are kept in the cache folder; a later process (the in-process
+    cache cleared, the simulation made to fail) reads the same floats back."""
+    from ablations.results.stats import boundaries
+
+    monkeypatch.setenv(boundaries.CACHE_ENV, str(tmp_path))
+    boundaries.nominal_levels.cache_clear()
+    computed = boundaries.nominal_levels(LOOKS, SHARES, 0.05, True)
+    assert computed == boundaries.simulated_levels(LOOKS, SHARES, 0.05, True)
+    assert len(list(tmp_path.glob("boundaries-*.json"))) == 1
+    boundaries.nominal_levels.cache_clear()
+
+    def no_simulation(*args):
+        raise AssertionError("simulated again instead of read from the cache folder")
+
+    monkeypatch.setattr(boundaries, "simulated_levels", no_simulation)
+    try:
+        assert boundaries.nominal_levels(LOOKS, SHARES, 0.05, True) == computed
+        with pytest.raises(AssertionError, match="simulated again"):  # another level: its own
+            boundaries.nominal_levels(LOOKS, SHARES, 0.025, True)
+    finally:
+        boundaries.nominal_levels.cache_clear()
+
+
+@pytest.mark.parametrize("content", ["{\"key\": ", "[1, 2]",
+                                     "{\"key\": {}, \"levels\": [1, 1, 1]}"],
+                         ids=["cut short", "not a record", "another key"])
+def test_a_damaged_or_foreign_cache_file_is_simulated_again_and_replaced(tmp_path, monkeypatch,
+                                                                         content):
+    from ablations.results.stats import boundaries
+
+    monkeypatch.setenv(boundaries.CACHE_ENV, str(tmp_path))
+    key = boundaries.cache_key(LOOKS, SHARES, 0.05, False)
+    path = boundaries.cache_file(key)
+    path.write_text(content)
+    boundaries.nominal_levels.cache_clear()
+    try:
+        levels = boundaries.nominal_levels(LOOKS, SHARES, 0.05, False)
+    finally:
+        boundaries.nominal_levels.cache_clear()
+    assert levels == boundaries.simulated_levels(LOOKS, SHARES, 0.05, False)
+    assert json.loads(path.read_text()) == {"key": key, "levels": list(levels)}
+
+
+def test_an_empty_cache_setting_keeps_nothing(tmp_path, monkeypatch):
+    from ablations.results.stats import boundaries
+
+    monkeypatch.setenv(boundaries.CACHE_ENV, "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    boundaries.nominal_levels.cache_clear()
+    try:
+        boundaries.nominal_levels(LOOKS, SHARES, 0.05, True)
+    finally:
+        boundaries.nominal_levels.cache_clear()
+    assert boundaries.cache_folder() is None and list(tmp_path.rglob("*")) == []

@@ -19,7 +19,12 @@ failed seed (one df fewer) is tested at the same nominal level.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from functools import lru_cache
+from pathlib import Path
+from typing import Optional
 
 import numpy as np
 from scipy import special
@@ -27,6 +32,10 @@ from scipy import special
 PATHS = 1 << 21  # simulated experiments per set of looks; the one-sided case uses both signs
 PATHS_SEED = 20261123
 PATHS_CHUNK = 1 << 18  # paths drawn at a time
+# Where computed levels are kept between processes: the simulation costs about a second per
+# set of looks, in every run's verdicts and dry run. Unset: $XDG_CACHE_HOME (else ~/.cache)
+# /ablation-runner; "" turns the cache off.
+CACHE_ENV = "ABLATIONS_CACHE_DIR"
 
 
 @lru_cache(maxsize=8)
@@ -69,9 +78,25 @@ def nominal_levels(looks: tuple[int, ...], shares: tuple[float, ...], level: flo
         shares: the share of ``level`` spent at each look (non-negative, summing to 1).
         level: the test's overall size.
         two_sided: the two-sided test of Δ = 0 (|t|), else a one-sided test (TOST's sides).
+
+    The levels are a deterministic function of the arguments, the simulation's constants and
+    NumPy's generator: computed once, they are kept in a file of the cache folder
+    (:data:`CACHE_ENV`) and read back, the same floats, by later processes.
     """
     if len(looks) == 1 or level <= 0:
         return (float(level),) * len(looks)
+    key = cache_key(looks, shares, level, two_sided)
+    kept = _read_cached(key)
+    if kept is not None:
+        return kept
+    levels = simulated_levels(looks, shares, level, two_sided)
+    _write_cached(key, levels)
+    return levels
+
+
+def simulated_levels(looks: tuple[int, ...], shares: tuple[float, ...], level: float,
+                     two_sided: bool) -> tuple[float, ...]:
+    """:func:`nominal_levels` from the simulated paths, without the cache."""
     t = null_paths(looks)
     stat = np.abs(t) if two_sided else np.asfortranarray(np.concatenate([t, -t]))
     total = stat.shape[0]
@@ -99,3 +124,57 @@ def nominal_levels(looks: tuple[int, ...], shares: tuple[float, ...], level: flo
         alive &= stat[:, k] <= crit
         out.append(float(nominal))
     return tuple(out)
+
+
+def cache_key(looks: tuple[int, ...], shares: tuple[float, ...], level: float,
+               two_sided: bool) -> dict:
+    """What the levels depend on: the arguments, the simulation's constants, NumPy."""
+    return {"looks": [int(n) for n in looks], "shares": [float(x) for x in shares],
+            "level": float(level), "two_sided": bool(two_sided), "paths": PATHS,
+            "seed": PATHS_SEED, "chunk": PATHS_CHUNK, "numpy": np.__version__}
+
+
+def cache_folder() -> Optional[Path]:
+    """The folder the levels are kept in; None when the cache is off."""
+    given = os.environ.get(CACHE_ENV)
+    if given is not None:
+        return Path(given) if given else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ablation-runner"
+
+
+def cache_file(key: dict) -> Optional[Path]:
+    """The file ``key``'s levels are kept in; None when the cache is off."""
+    folder = cache_folder()
+    if folder is None:
+        return None
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+    return folder / f"boundaries-{digest}.json"
+
+
+def _read_cached(key: dict) -> Optional[tuple[float, ...]]:
+    """The kept levels of ``key``; None when there are none, or the file is not whole."""
+    path = cache_file(key)
+    try:
+        record = json.loads(path.read_text()) if path is not None else None
+        if not isinstance(record, dict) or record.get("key") != key:
+            return None
+        levels = tuple(float(x) for x in record["levels"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return levels if len(levels) == len(key["looks"]) else None
+
+
+def _write_cached(key: dict, levels: tuple[float, ...]) -> None:
+    """Keep ``levels`` for ``key`` (written whole, then renamed: a reader never sees part of
+    it); a folder that cannot be written keeps nothing."""
+    path = cache_file(key)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps({"key": key, "levels": list(levels)}))
+        os.replace(partial, path)
+    except OSError:
+        pass

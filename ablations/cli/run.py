@@ -153,9 +153,10 @@ def dry_run_resume(request: Any, args: argparse.Namespace) -> int:
     print(f"Experiment {plan.name} (dry run of its resume): space {plan.space_name}, seeds "
           f"{plan.seeds}")
     base = next((spec.config for spec in plan.trials if spec.variant == plan.reference),
-                plan.trials[0].config)
-    for line in plan.design.describe(plan.trials, base, plan.skipped):
-        print(spoken(line))
+                plan.trials[0].config if plan.trials else None)
+    if base is not None:
+        for line in plan.design.describe(plan.trials, base, plan.skipped):
+            print(spoken(line))
     return 0
 
 

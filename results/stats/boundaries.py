@@ -29,13 +29,11 @@ from typing import Optional
 import numpy as np
 from scipy import special
 
+from ablations.model.synthetic import cache_dir
+
 PATHS = 1 << 21  # simulated experiments per set of looks; the one-sided case uses both signs
 PATHS_SEED = 20261123
 PATHS_CHUNK = 1 << 18  # paths drawn at a time
-# Where computed levels are kept between processes: the simulation costs about a second per
-# set of looks, in every run's verdicts and dry run. Unset: $XDG_CACHE_HOME (else ~/.cache)
-# /ablation-runner; "" turns the cache off.
-CACHE_ENV = "ABLATIONS_CACHE_DIR"
 
 
 @lru_cache(maxsize=8)
@@ -80,8 +78,10 @@ def nominal_levels(looks: tuple[int, ...], shares: tuple[float, ...], level: flo
         two_sided: the two-sided test of Δ = 0 (|t|), else a one-sided test (TOST's sides).
 
     The levels are a deterministic function of the arguments, the simulation's constants and
-    NumPy's generator: computed once, they are kept in a file of the cache folder
-    (:data:`CACHE_ENV`) and read back, the same floats, by later processes.
+    NumPy's generator: computed once (about a second per set of looks, in every run's verdicts
+    and dry run), they are kept in a file of the cache folder the synthetic sets use
+    (``$ABLATION_CACHE_DIR``, else ~/.cache/ablation-runner) and read back, the same floats, by
+    later processes.
     """
     if len(looks) == 1 or level <= 0:
         return (float(level),) * len(looks)
@@ -134,29 +134,16 @@ def cache_key(looks: tuple[int, ...], shares: tuple[float, ...], level: float,
             "seed": PATHS_SEED, "chunk": PATHS_CHUNK, "numpy": np.__version__}
 
 
-def cache_folder() -> Optional[Path]:
-    """The folder the levels are kept in; None when the cache is off."""
-    given = os.environ.get(CACHE_ENV)
-    if given is not None:
-        return Path(given) if given else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ablation-runner"
-
-
-def cache_file(key: dict) -> Optional[Path]:
-    """The file ``key``'s levels are kept in; None when the cache is off."""
-    folder = cache_folder()
-    if folder is None:
-        return None
+def cache_file(key: dict) -> Path:
+    """The file ``key``'s levels are kept in."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
-    return folder / f"boundaries-{digest}.json"
+    return cache_dir() / f"boundaries-{digest}.json"
 
 
 def _read_cached(key: dict) -> Optional[tuple[float, ...]]:
     """The kept levels of ``key``; None when there are none, or the file is not whole."""
-    path = cache_file(key)
     try:
-        record = json.loads(path.read_text()) if path is not None else None
+        record = json.loads(cache_file(key).read_text())
         if not isinstance(record, dict) or record.get("key") != key:
             return None
         levels = tuple(float(x) for x in record["levels"])
@@ -169,8 +156,6 @@ def _write_cached(key: dict, levels: tuple[float, ...]) -> None:
     """Keep ``levels`` for ``key`` (written whole, then renamed: a reader never sees part of
     it); a folder that cannot be written keeps nothing."""
     path = cache_file(key)
-    if path is None:
-        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")

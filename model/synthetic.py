@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ablations.model.cache import CACHE_DIR_ENV, cache_dir  # noqa: F401 - re-exported
 from ablations.model.config import SYNTHETIC_SCALARS
 from ablations.model.regression_data import RegressionData
 
@@ -138,13 +139,7 @@ def make_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:
     )
 
 
-CACHE_DIR_ENV = "ABLATION_CACHE_DIR"
 _RECENT: dict[str, RegressionData] = {}  # this process's synthetic sets, newest last
-
-
-def cache_dir() -> Path:
-    """Where synthetic sets are cached: $ABLATION_CACHE_DIR, else ~/.cache/ablation-runner."""
-    return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "ablation-runner")
 
 
 def load_synthetic(spec: SyntheticSpec = SyntheticSpec()) -> RegressionData:

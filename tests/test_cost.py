@@ -36,3 +36,36 @@ def test_trials_without_an_estimate_go_last_in_their_order(tmp_path):
     assert math.isnan(estimated_cost(missing))
     configs = [missing, TrialConfig.of(temporal_frames=1), missing.replace(seed=1), TrialConfig()]
     assert longest_first(configs) == [3, 1, 0, 2]
+
+
+def test_a_count_is_kept_and_read_back_and_a_changed_model_is_counted_again(tmp_path,
+                                                                           monkeypatch):
+    """Counted once, a model's FLOPs are kept in the cache folder: a later process (the
+    in-process cache cleared, the counting made to fail) reads the same number; another
+    configuration, or an edited built-in model (its source's digest), is counted again."""
+    from ablations.model.model import ModelConfig
+    from ablations.trial import cost
+
+    monkeypatch.setenv("ABLATION_CACHE_DIR", str(tmp_path))
+    config = ModelConfig(in_channels=3, image_height=32, image_width=32, num_scalars=4,
+                         cnn_widths="8,16,16", embed_dim=16, num_heads=2)
+    cost.training_flops_per_sample.cache_clear()
+    counted = cost.training_flops_per_sample(config)
+    assert counted == cost.counted_flops_per_sample(config) > 0
+    assert len(list(tmp_path.glob("flops-*.json"))) == 1
+    cost.training_flops_per_sample.cache_clear()
+
+    def no_count(model_config):
+        raise AssertionError("counted again instead of read from the cache folder")
+
+    monkeypatch.setattr(cost, "counted_flops_per_sample", no_count)
+    try:
+        assert cost.training_flops_per_sample(config) == counted
+        with pytest.raises(AssertionError, match="counted again"):
+            cost.training_flops_per_sample(ModelConfig(**{**config.__dict__, "embed_dim": 32}))
+        cost.training_flops_per_sample.cache_clear()
+        monkeypatch.setattr(cost, "_model_source_digest", lambda: "an edited model")
+        with pytest.raises(AssertionError, match="counted again"):
+            cost.training_flops_per_sample(config)
+    finally:
+        cost.training_flops_per_sample.cache_clear()

@@ -516,15 +516,17 @@ def test_levels_computed_once_are_read_back_by_a_later_process(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("content", ["{\"key\": ", "[1, 2]",
-                                     "{\"key\": {}, \"levels\": [1, 1, 1]}"],
+                                     "{\"key\": {}, \"value\": [1.0, 1.0, 1.0]}"],
                          ids=["cut short", "not a record", "another key"])
 def test_a_damaged_or_foreign_cache_file_is_simulated_again_and_replaced(tmp_path, monkeypatch,
                                                                          content):
     from ablations.results.stats import boundaries
 
     monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    from ablations.model.cache import record_path
+
     key = boundaries.cache_key(LOOKS, SHARES, 0.05, False)
-    path = boundaries.cache_file(key)
+    path = record_path(boundaries.CACHE_KIND, key)
     path.write_text(content)
     boundaries.nominal_levels.cache_clear()
     try:
@@ -532,4 +534,4 @@ def test_a_damaged_or_foreign_cache_file_is_simulated_again_and_replaced(tmp_pat
     finally:
         boundaries.nominal_levels.cache_clear()
     assert levels == boundaries.simulated_levels(LOOKS, SHARES, 0.05, False)
-    assert json.loads(path.read_text()) == {"key": key, "levels": list(levels)}
+    assert json.loads(path.read_text()) == {"key": key, "value": list(levels)}

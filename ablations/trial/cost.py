@@ -12,8 +12,11 @@ x training samples. Systems switches (compile, precision) do not enter; nor does
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import math
+from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
@@ -22,13 +25,32 @@ from torch.utils.flop_counter import FlopCounterMode
 from ablations.trial.batches import scalar_columns
 from ablations.config import TrialConfig
 from ablations.trial.model_builder import build_trial_model, builtin_model_config
+from ablations.model import model as model_module
+from ablations.model.cache import keep_record, read_record
 from ablations.model.data import SyntheticSpec, check_directory
 from ablations.model.model import ModelConfig, build_model
+
+FLOPS_KIND = "flops"  # the kept counts' files in the cache folder
 
 
 @functools.lru_cache(maxsize=256)
 def training_flops_per_sample(model_config: ModelConfig) -> float:
-    """FLOPs of one forward + backward pass for one sample."""
+    """FLOPs of one forward + backward pass for one sample. Kept in the cache folder
+    (ablations.model.cache) under the model's configuration, the built-in model's source and
+    torch's version: counting them builds the model on the meta device and runs it under
+    ``FlopCounterMode``, which imports torch._dynamo (about 2 s of every run's start)."""
+    key = {"model": dataclasses.asdict(model_config), "source": _model_source_digest(),
+           "torch": torch.__version__}
+    kept = read_record(FLOPS_KIND, key)
+    if isinstance(kept, float):
+        return kept
+    flops = counted_flops_per_sample(model_config)
+    keep_record(FLOPS_KIND, key, flops)
+    return flops
+
+
+def counted_flops_per_sample(model_config: ModelConfig) -> float:
+    """:func:`training_flops_per_sample`, counted (not read from the cache folder)."""
     config = model_config
     with torch.device("meta"):
         model = build_model(config)
@@ -40,6 +62,11 @@ def training_flops_per_sample(model_config: ModelConfig) -> float:
         loss = mean.sum() if variance is None else mean.sum() + variance.sum()
         loss.backward()
     return float(counter.get_total_flops())
+
+
+@functools.cache
+def _model_source_digest() -> str:
+    return hashlib.sha256(Path(model_module.__file__).read_bytes()).hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=256)

@@ -19,21 +19,17 @@ failed seed (one df fewer) is tested at the same nominal level.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from functools import lru_cache
-from pathlib import Path
-from typing import Optional
 
 import numpy as np
 from scipy import special
 
-from ablations.model.synthetic import cache_dir
+from ablations.model.cache import keep_record, read_record
 
 PATHS = 1 << 21  # simulated experiments per set of looks; the one-sided case uses both signs
 PATHS_SEED = 20261123
 PATHS_CHUNK = 1 << 18  # paths drawn at a time
+CACHE_KIND = "boundaries"  # the kept levels' files in the cache folder (ablations.model.cache)
 
 
 @lru_cache(maxsize=8)
@@ -86,11 +82,12 @@ def nominal_levels(looks: tuple[int, ...], shares: tuple[float, ...], level: flo
     if len(looks) == 1 or level <= 0:
         return (float(level),) * len(looks)
     key = cache_key(looks, shares, level, two_sided)
-    kept = _read_cached(key)
-    if kept is not None:
-        return kept
+    kept = read_record(CACHE_KIND, key)
+    if isinstance(kept, list) and len(kept) == len(looks) \
+            and all(isinstance(x, float) for x in kept):
+        return tuple(kept)
     levels = simulated_levels(looks, shares, level, two_sided)
-    _write_cached(key, levels)
+    keep_record(CACHE_KIND, key, list(levels))
     return levels
 
 
@@ -132,34 +129,3 @@ def cache_key(looks: tuple[int, ...], shares: tuple[float, ...], level: float,
     return {"looks": [int(n) for n in looks], "shares": [float(x) for x in shares],
             "level": float(level), "two_sided": bool(two_sided), "paths": PATHS,
             "seed": PATHS_SEED, "chunk": PATHS_CHUNK, "numpy": np.__version__}
-
-
-def cache_file(key: dict) -> Path:
-    """The file ``key``'s levels are kept in."""
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
-    return cache_dir() / f"boundaries-{digest}.json"
-
-
-def _read_cached(key: dict) -> Optional[tuple[float, ...]]:
-    """The kept levels of ``key``; None when there are none, or the file is not whole."""
-    try:
-        record = json.loads(cache_file(key).read_text())
-        if not isinstance(record, dict) or record.get("key") != key:
-            return None
-        levels = tuple(float(x) for x in record["levels"])
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
-    return levels if len(levels) == len(key["looks"]) else None
-
-
-def _write_cached(key: dict, levels: tuple[float, ...]) -> None:
-    """Keep ``levels`` for ``key`` (written whole, then renamed: a reader never sees part of
-    it); a folder that cannot be written keeps nothing."""
-    path = cache_file(key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        partial.write_text(json.dumps({"key": key, "levels": list(levels)}))
-        os.replace(partial, path)
-    except OSError:
-        pass

@@ -11,6 +11,7 @@ trainers it recorded, by id."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -285,18 +286,13 @@ def wait_for_supervised(started: subprocess.Popen, work: Path, pids: Path) -> li
     return [int(path.name) for path in pids.iterdir()]
 
 
-def test_a_supervisor_that_cannot_end_its_tree_in_time_is_killed_with_all_of_it(folder,
-                                                                               tmp_path):
-    """A Ray worker runs at nice 15, and so does its trial's supervisor: on a busy machine it
-    may not get the CPU to end its tree within the clean-up's time (SIGSTOP stands for that
-    here). The clean-up then kills the supervisor's whole tree, the trainer that left the
-    launcher's group included, not the supervisor and the program's group alone (which would
-    leave that trainer to init, running)."""
-    from ablations.trial.supervise import PID_FILE, end_programs_under
+@contextlib.contextmanager
+def stopped_supervisor(folder: Path, work: Path):
+    """A supervised shell launcher whose trainer left its group, with the supervisor stopped
+    (SIGSTOP: a supervisor that cannot get the CPU): (waiter, trainers, supervisor); what is
+    left of them is killed on exit."""
+    from ablations.trial.supervise import PID_FILE
 
-    root = tmp_path / "results" / "exp"
-    work = root / "trial_state" / "baseline-seed0" / "work"
-    work.mkdir(parents=True)
     pids = folder / "pids"
     started = start_supervised(folder, work, pids)
     supervisor = None
@@ -304,9 +300,7 @@ def test_a_supervisor_that_cannot_end_its_tree_in_time_is_killed_with_all_of_it(
         trainers = wait_for_supervised(started, work, pids)
         supervisor = int((work / PID_FILE).read_text().split()[0])
         os.kill(supervisor, signal.SIGSTOP)
-        assert end_programs_under(root, timeout_s=0.5) == 1
-        assert Run.gone_within(None, trainers, seconds=30) == [], ancestry(trainers)
-        assert Run.gone_within(None, [supervisor], seconds=30) == []
+        yield started, trainers, supervisor
     finally:
         if started.poll() is None:
             started.kill()
@@ -314,6 +308,41 @@ def test_a_supervisor_that_cannot_end_its_tree_in_time_is_killed_with_all_of_it(
         for pid in [int(path.name) for path in pids.iterdir()] + [supervisor or 0]:
             if pid and alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_supervisor_that_cannot_end_its_tree_in_time_is_killed_with_all_of_it(folder,
+                                                                               tmp_path):
+    """A Ray worker runs at nice 15, and so does its trial's supervisor: on a busy machine it
+    may not get the CPU to end its tree within the clean-up's time (SIGSTOP stands for that
+    here). The clean-up then kills the supervisor's whole tree, the trainer that left the
+    launcher's group included, not the supervisor and the program's group alone (which would
+    leave that trainer to init, running)."""
+    from ablations.trial.supervise import end_programs_under
+
+    root = tmp_path / "results" / "exp"
+    work = root / "trial_state" / "baseline-seed0" / "work"
+    work.mkdir(parents=True)
+    with stopped_supervisor(folder, work) as (_, trainers, supervisor):
+        assert end_programs_under(root, timeout_s=0.5) == 1
+        assert Run.gone_within(None, trainers, seconds=30) == [], ancestry(trainers)
+        assert Run.gone_within(None, [supervisor], seconds=30) == []
+
+
+def test_a_trials_stop_kills_the_tree_of_a_supervisor_that_does_not_end_in_time(folder,
+                                                                                tmp_path):
+    """The trial's own stop (ablations/trial/command.py ``stop_program``): the waiter does not exit
+    in time because its supervisor cannot run; the supervisor's whole tree, the detached
+    trainer included, is killed, then the waiter."""
+    from ablations.trial.command import stop_program
+    from ablations.trial.supervise import PID_FILE
+
+    work = tmp_path / "work"
+    work.mkdir()
+    with stopped_supervisor(folder, work) as (waiter, trainers, supervisor):
+        stop_program(waiter, work / PID_FILE)
+        assert waiter.poll() is not None
+        assert Run.gone_within(None, [*trainers, supervisor], seconds=30) == [], \
+            ancestry(trainers)
 
 
 def test_a_supervisor_ending_its_tree_takes_no_second_stop(tmp_path):

@@ -488,7 +488,7 @@ def test_seeds_auto_at_default_settings_stops_planted_effects_after_the_pilot():
 
 
 LOOKS, SHARES = (2, 4, 6), (0.5, 0.25, 0.25)
-CACHE_DIR_ENV = "ABLATION_CACHE_DIR"  # the synthetic sets' cache folder (ablations.model.data)
+CACHE_DIR_ENV = "ABLATION_CACHE_DIR"  # the cache folder (ablations.model.cache)
 
 
 def test_levels_computed_once_are_read_back_by_a_later_process(tmp_path, monkeypatch):

@@ -222,6 +222,12 @@ def test_a_dry_run_of_a_resume_or_a_growth_says_what_it_keeps_and_writes_nothing
     assert "Experiment first grows: the space adds no_scalars (2 new trials)" in out
     assert ("first holds 4 of these 6 trials finished (kept); 2 to train: no_scalars-seed0, "
             "no_scalars-seed1") in out
+    same = [*where, "--space", "components", "--only", "baseline,no_images", *settings,
+            "--dry-run"]
+    code, out, err = in_process(capsys, *same)
+    assert code == 0, err
+    assert "Resuming experiment first (components): 4 finished (kept), 0 continue" in out
+    assert "holds" not in out  # the resume's line says what it keeps, not the growth's
     code, out, err = in_process(capsys, *grow[:-len(settings) - 1], "--dry-run")
     assert code == 2 and "holds a different experiment" in err and "seeds [0, 1]" in err, err
     assert {path: path.read_bytes() for path in (storage / "first").rglob("*")

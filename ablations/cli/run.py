@@ -140,8 +140,11 @@ def dry_run(experiment: Experiment, args: argparse.Namespace) -> int:
     base = prepared.base.replace(ablation=space.reference)
     for line in preview.design.describe(preview.trials, base, prepared.skipped):
         print(spoken(line))
-    if preview.existing:
+    if preview.existing and preview.grown is not None:
         print(kept_line(name, [spec.name for spec in preview.trials], preview.kept))
+    elif preview.existing:  # the same plan: what its resume keeps, continues and starts
+        print(spoken(preview.design.resume_line(name, space.name, preview.target,
+                                                preview.trials, False)))
     return 0
 
 

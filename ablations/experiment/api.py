@@ -368,31 +368,37 @@ class Experiment:
                               progress=progress, on_event=on_event, console=console)
 
     def preview(self, on_event: Optional[Listener] = None) -> Preview:
-        """What :meth:`run` would do, nothing started or written: the plan, and where its name
-        holds an experiment already, whether the plan resumes or grows it (the same events
-        and one-line refusals as :meth:`run`) and which of its trials that experiment has
-        finished (they are kept)."""
+        """What :meth:`run` would do, nothing started and nothing written to the storage: the
+        plan, and where its ``name`` holds an experiment already (the storage is read), whether
+        the plan resumes or grows it (the same events and one-line refusals as :meth:`run`)
+        and which of its trials that experiment finished ok or diverged. Without a name
+        (a new, timestamped one) the storage is not read."""
         from ablations.experiment.trial_store import finished_trials
 
         with listening(self._listener(on_event)):
             prepared = self._prepare()
-            storage, name, trials, design, grown, existing = self._under_name(prepared)
+            storage, name, trials, design, grown, existing = self._under_name(
+                prepared, look=self.request.name is not None)
             for note in prepared.notes:
                 events.warning(note)
         kept = finished_trials(join(storage, name)) if existing else set()
-        return Preview(prepared=prepared, name=name, trials=list(trials), design=design,
-                       existing=existing, grown=grown,
+        return Preview(prepared=prepared, name=name, target=join(storage, name),
+                       trials=list(trials), design=design, existing=existing, grown=grown,
                        kept=[spec.name for spec in trials if spec.name in kept])
 
-    def _under_name(self, prepared: Any) -> tuple[str, str, list, Any, Optional[dict], bool]:
+    def _under_name(self, prepared: Any, look: bool = True
+                    ) -> tuple[str, str, list, Any, Optional[dict], bool]:
         """The storage, the name, the trials, the design and the growth's record (None:
         none) that ``prepared`` runs as under its name, and whether the name holds an
         experiment: the same plan resumes it, the recorded table plus new variants grows it,
-        another is refused (ablations/experiment/resuming.py)."""
-        storage = storage_root(self.request.storage)
+        another is refused (ablations/experiment/resuming.py). ``look=False``: the storage
+        is neither checked nor read (a dry run's new name)."""
+        storage = storage_root(self.request.storage) if look else str(self.request.storage)
         name = check_name(self.request.name
                           or f"{prepared.space.name}-{dt.datetime.now():%Y%m%d-%H%M%S}")
         trials, design, grown = prepared.trials, prepared.design, None
+        if not look:
+            return storage, name, list(trials), design, grown, False
         try:
             existing = bool(list_dir(join(storage, name)))
         except OSError as exc:  # the store answered check_bucket, then stopped answering
@@ -448,7 +454,7 @@ def resume_request(name: Optional[str], request: Request, *, resources: Resource
     listener = on_event or (print_event if progress else None)
     plan = resume_preview(name, request, retry_failed=retry_failed,
                           allow_changed=allow_changed, on_event=listener)
-    storage = storage_root(request.storage)
+    storage = plan.storage
     with listening(listener):
         run = _Run(name=plan.name, storage=storage, space=plan.space_name,
                    reference=plan.reference, trials=list(plan.trials),
@@ -482,11 +488,14 @@ class Preview:
 
     prepared: Any  # planning's Prepared: the space, the base configuration, seeds, design
     name: str
+    target: str  # the experiment's folder under the storage
     trials: list  # the trials the run would hold (a growth: the whole table)
     design: Any
     existing: bool  # the name holds an experiment already (resumed or grown)
     grown: Optional[dict[str, Any]]  # the growth's record (resuming.growth); None: none
-    kept: list[str]  # the trials that experiment finished (ok or diverged): not trained again
+    # of ``trials``, those the experiment finished ok or diverged (a growth keeps them all;
+    # a resume of the same plan also keeps what Tune's state holds: its resume line says)
+    kept: list[str]
 
 
 @dataclass

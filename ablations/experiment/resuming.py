@@ -57,6 +57,7 @@ class ResumePlan:
     continued: bool = False  # a fixed run continued into rounds
     warnings: list[str] = field(default_factory=list)  # what changed, resumed anyway
     notes: list[str] = field(default_factory=list)  # what else differs (packages, device)
+    storage: str = ""  # the storage root it was read from
 
 
 def latest_experiment(storage: str) -> str:
@@ -119,7 +120,7 @@ def resume_plan(storage: str, name: Optional[str], request: Request, *,
         cpus_per_trial=meta.get("cpus_per_trial", request.cpus_per_trial),
         gpus_per_trial=meta.get("gpus_per_trial", request.gpus_per_trial),
         time_limit_s=meta.get("time_limit_s"),
-        continued=continued is not None, warnings=warnings, notes=notes)
+        continued=continued is not None, warnings=warnings, notes=notes, storage=storage)
 
 
 def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],

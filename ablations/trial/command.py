@@ -235,10 +235,10 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
                 if exited:
                     break
         except TrialTimeout:  # the limit passed in the loop or in an epoch's report
-            _stop(process, pid_file)
+            stop_program(process, pid_file)
             raise trial.deadline.error(last_output(folder)) from None
         finally:
-            _stop(process, pid_file)
+            stop_program(process, pid_file)
     if process.returncode != 0:
         raise OwnCodeError(exit_message(process.returncode, folder))
     if not final and not epochs:
@@ -366,7 +366,7 @@ def end_previous_run(pid_file: Path, timeout_s: float = 30.0) -> None:
     pid_file.unlink(missing_ok=True)
 
 
-def _stop(process: subprocess.Popen, pid_file: Path) -> None:
+def stop_program(process: subprocess.Popen, pid_file: Path) -> None:
     """Stop the supervisor, which ends the program's tree (SIGTERM, then SIGKILL after its
     grace); if it does not exit in time, kill it and its whole tree."""
     ended = True

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import inspect
 import math
 from pathlib import Path
 from typing import Optional, Sequence
@@ -25,6 +26,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from ablations.trial.batches import scalar_columns
 from ablations.config import TrialConfig
 from ablations.trial.model_builder import build_trial_model, builtin_model_config
+from ablations.model import config as model_switches
 from ablations.model import model as model_module
 from ablations.model.cache import keep_record, read_record
 from ablations.model.data import SyntheticSpec, check_directory
@@ -66,7 +68,13 @@ def counted_flops_per_sample(model_config: ModelConfig) -> float:
 
 @functools.cache
 def _model_source_digest() -> str:
-    return hashlib.sha256(Path(model_module.__file__).read_bytes()).hexdigest()[:16]
+    """The built-in model's code (its module and the switches' module it reads) and the
+    counting recipe (:func:`counted_flops_per_sample`)."""
+    digest = hashlib.sha256()
+    for module in (model_module, model_switches):
+        digest.update(Path(module.__file__).read_bytes())
+    digest.update(inspect.getsource(counted_flops_per_sample).encode())
+    return digest.hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=256)

@@ -19,9 +19,12 @@ failed seed (one df fewer) is tested at the same nominal level.
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
+import scipy
 from scipy import special
 
 from ablations.model.cache import keep_record, read_record
@@ -125,7 +128,14 @@ def simulated_levels(looks: tuple[int, ...], shares: tuple[float, ...], level: f
 
 def cache_key(looks: tuple[int, ...], shares: tuple[float, ...], level: float,
                two_sided: bool) -> dict:
-    """What the levels depend on: the arguments, the simulation's constants, NumPy."""
+    """What the levels depend on: the arguments, the simulation's constants and code (this
+    module's source), NumPy's generator and SciPy's t distribution."""
     return {"looks": [int(n) for n in looks], "shares": [float(x) for x in shares],
             "level": float(level), "two_sided": bool(two_sided), "paths": PATHS,
-            "seed": PATHS_SEED, "chunk": PATHS_CHUNK, "numpy": np.__version__}
+            "seed": PATHS_SEED, "chunk": PATHS_CHUNK, "source": _source_digest(),
+            "numpy": np.__version__, "scipy": scipy.__version__}
+
+
+@lru_cache(maxsize=1)
+def _source_digest() -> str:
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]

@@ -23,6 +23,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "ablation-runner")
 
 
+def source_digest(*paths: str | Path, extra: str = "") -> str:
+    """A key's digest of code: the bytes of ``paths`` and ``extra`` (e.g. a function's source),
+    so an edit of any of them reads as another key."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(Path(path).read_bytes())
+    digest.update(extra.encode())
+    return digest.hexdigest()[:16]
+
+
 def record_path(kind: str, key: dict[str, Any]) -> Path:
     """The file that keeps ``kind``'s value for ``key``."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]

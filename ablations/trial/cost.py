@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import inspect
 import math
-from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
@@ -28,7 +26,7 @@ from ablations.config import TrialConfig
 from ablations.trial.model_builder import build_trial_model, builtin_model_config
 from ablations.model import config as model_switches
 from ablations.model import model as model_module
-from ablations.model.cache import keep_record, read_record
+from ablations.model.cache import keep_record, read_record, source_digest
 from ablations.model.data import SyntheticSpec, check_directory
 from ablations.model.model import ModelConfig, build_model
 
@@ -70,11 +68,8 @@ def counted_flops_per_sample(model_config: ModelConfig) -> float:
 def _model_source_digest() -> str:
     """The built-in model's code (its module and the switches' module it reads) and the
     counting recipe (:func:`counted_flops_per_sample`)."""
-    digest = hashlib.sha256()
-    for module in (model_module, model_switches):
-        digest.update(Path(module.__file__).read_bytes())
-    digest.update(inspect.getsource(counted_flops_per_sample).encode())
-    return digest.hexdigest()[:16]
+    return source_digest(model_module.__file__, model_switches.__file__,
+                         extra=inspect.getsource(counted_flops_per_sample))
 
 
 @functools.lru_cache(maxsize=256)

@@ -19,15 +19,13 @@ failed seed (one df fewer) is tested at the same nominal level.
 
 from __future__ import annotations
 
-import hashlib
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import scipy
 from scipy import special
 
-from ablations.model.cache import keep_record, read_record
+from ablations.model.cache import keep_record, read_record, source_digest
 
 PATHS = 1 << 21  # simulated experiments per set of looks; the one-sided case uses both signs
 PATHS_SEED = 20261123
@@ -132,10 +130,5 @@ def cache_key(looks: tuple[int, ...], shares: tuple[float, ...], level: float,
     module's source), NumPy's generator and SciPy's t distribution."""
     return {"looks": [int(n) for n in looks], "shares": [float(x) for x in shares],
             "level": float(level), "two_sided": bool(two_sided), "paths": PATHS,
-            "seed": PATHS_SEED, "chunk": PATHS_CHUNK, "source": _source_digest(),
+            "seed": PATHS_SEED, "chunk": PATHS_CHUNK, "source": source_digest(__file__),
             "numpy": np.__version__, "scipy": scipy.__version__}
-
-
-@lru_cache(maxsize=1)
-def _source_digest() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]

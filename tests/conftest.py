@@ -4,10 +4,12 @@ and servers."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,99 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
 REPO = Path(__file__).resolve().parents[1]
+# Seconds each work unit took at the last `pytest --store-durations` (see _order_by_cost).
+DURATIONS = REPO / "tests" / "durations.json"
+
+
+# ------------------------------------------------------------------ scheduling the workers
+# The suite runs on xdist's workers (pyproject.toml: `-n 2 --dist loadfile
+# --no-loadscope-reorder`) in work units: a test file is one unit, so that its module-scoped
+# experiments train once, on one worker; each test of a file in SPLIT_FILES (files of
+# independent end-to-end tests: no module- or class-scoped fixture, which collection checks) is
+# a unit of its own, so that such a file spreads over the workers. Units go out longest first,
+# by the seconds a `--store-durations` run recorded (a unit it did not see counts by its
+# marks), so that no long unit starts last and holds the run's end: the suite is CPU-bound
+# (2 cores busy ~95% of its run), and its end is where a worker idles.
+SPLIT_FILES = frozenset({
+    "tests/test_reproduce_commands.py", "tests/test_time_limit.py", "tests/test_failures.py",
+    "tests/test_gpu_paths.py", "tests/test_plugins.py", "tests/test_fail_fast.py",
+    "tests/test_own_code_fingerprint.py", "tests/test_api.py", "tests/test_factorial.py",
+})
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit a test runs in: its own id in a SPLIT_FILES file, else its file."""
+    path = nodeid.split("::", 1)[0]
+    return nodeid if path in SPLIT_FILES else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return WorkUnits(config, log)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--store-durations", action="store_true",
+                     help=f"record each work unit's seconds in {DURATIONS.relative_to(REPO)} "
+                          "(the workers take the longest first)")
+
+
+def _shared_fixture(item: pytest.Item) -> str | None:
+    """A module-, class- or package-scoped fixture the test uses, if any."""
+    for name, defs in item._fixtureinfo.name2fixturedefs.items():
+        if defs and defs[-1].scope in ("module", "class", "package"):
+            return name
+    return None
+
+
+def _unit_guess(items: list[pytest.Item]) -> float:
+    """Seconds for a unit no recorded run saw: an end-to-end test's typical cost, or a unit
+    test's."""
+    return sum(20.0 if item.get_closest_marker("slow") else 0.2 for item in items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Order the work units longest first; refuse a SPLIT_FILES test that shares a fixture."""
+    recorded = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    units: dict[str, list[pytest.Item]] = defaultdict(list)
+    for item in items:
+        unit = work_unit(item.nodeid)
+        if unit == item.nodeid and (shared := _shared_fixture(item)):
+            raise pytest.UsageError(
+                f"{item.nodeid} uses the module-scoped fixture {shared}: take its file out of "
+                "SPLIT_FILES in tests/conftest.py (its tests must run on one worker)")
+        units[unit].append(item)
+    cost = {unit: recorded.get(unit, _unit_guess(members)) for unit, members in units.items()}
+    # Stable: within a unit, and among units of equal cost, the collection's order holds.
+    items[:] = [item for unit in sorted(units, key=lambda unit: -cost[unit])
+                for item in units[unit]]
+
+
+class UnitSeconds:
+    """With --store-durations, in the controlling process: each phase's seconds added to its
+    unit, merged into the durations file at the session's end."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def pytest_runtest_logreport(self, report):
+        self.seconds[work_unit(report.nodeid)] += report.duration
+
+    def pytest_sessionfinish(self):
+        recorded = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+        recorded.update({unit: round(s, 1) for unit, s in self.seconds.items()})
+        DURATIONS.write_text(json.dumps(dict(sorted(recorded.items())), indent=0) + "\n")
+
+
+def pytest_configure(config):
+    if config.getoption("store_durations") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(UnitSeconds(), "unit-seconds")
 
 
 class EndToEndInUnitTest(RuntimeError):

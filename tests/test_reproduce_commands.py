@@ -152,14 +152,37 @@ def tiny_benchmark(script: str, args: tuple[str, ...]) -> list[str] | None:
 BENCHMARKS = quoted_benchmarks()
 
 
+# Flags that only add a part to what a script runs (its usage says "also ..."): a quoted command
+# whose tiny form is another's less some of these runs within that other's case.
+ADDS_A_PART = {"gpu_check.py": {"--systems"}, "command_overhead.py": {"--digits", "--ray"}}
+
+
+def runs_within(script: str, args: tuple[str, ...], other: tuple[str, ...]) -> bool:
+    """Whether ``other`` runs all that ``args`` runs: the same tiny arguments plus flags that
+    add a part."""
+    added = list(other)
+    for arg in args:
+        if arg not in added:
+            return False
+        added.remove(arg)
+    return bool(added) and set(added) <= ADDS_A_PART.get(script, set())
+
+
 def benchmark_cases() -> list:
-    """One case per distinct tiny command line, named by the quoted commands it stands for."""
+    """One case per distinct tiny command line, named by the quoted commands it stands for (a
+    command that runs within another's, as ADDS_A_PART says, is named by that case)."""
     cases: dict[tuple, list[str]] = {}
     for script, args in BENCHMARKS:
         tiny_args = tiny_benchmark(script, args)
         # A command without a tiny form is a case of its own (args None), which fails.
         key = (script, None, args) if tiny_args is None else (script, tuple(tiny_args), ())
         cases.setdefault(key, []).append(" ".join([f"benchmarks/{script}", *args]))
+    for key in list(cases):
+        script, tiny_args, _ = key
+        within = [other for other in cases if other[0] == script and tiny_args is not None
+                  and other[1] is not None and runs_within(script, tiny_args, other[1])]
+        if within:
+            cases[within[0]] = cases.pop(key) + cases[within[0]]
     return [pytest.param(script, tiny_args, marks=pytest.mark.slow, id=" + ".join(quoted))
             for (script, tiny_args, _), quoted in cases.items()]
 
@@ -177,6 +200,18 @@ def test_every_quoted_benchmark_has_a_tiny_form():
     assert not missing, f"no tiny form in BENCHMARK_TINY for the quoted {missing}"
     for script, _ in BENCHMARKS:
         assert (ROOT / "benchmarks" / script).is_file(), script
+
+
+def test_each_quoted_benchmark_is_run_by_one_case_that_runs_all_of_it():
+    named = [quoted for case in benchmark_cases() for quoted in case.id.split(" + ")]
+    assert sorted(named) == sorted(" ".join([f"benchmarks/{script}", *args])
+                                   for script, args in BENCHMARKS)
+    assert runs_within("gpu_check.py", ("--tests=x",), ("--systems", "--tests=x"))
+    assert not runs_within("gpu_check.py", ("--tests=x",), ("--tests=x",))  # the same
+    assert not runs_within("gpu_check.py", ("--tests=x",), ("--tests=y", "--systems"))
+    assert not runs_within("scale.py", ("--trials=9",), ("--cluster", "--trials=9"))
+    case = next(case for case in benchmark_cases() if "gpu_check.py --systems" in case.id)
+    assert "--systems" in case.values[1], case  # the case runs the command with the part
 
 
 @pytest.mark.parametrize("script, args", benchmark_cases())

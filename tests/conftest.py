@@ -23,7 +23,8 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
 REPO = Path(__file__).resolve().parents[1]
-# Seconds each work unit took at the last `pytest --store-durations` (see _order_by_cost).
+# Seconds each work unit took at the last `pytest --store-durations` (the workers take the
+# longest first: pytest_collection_modifyitems).
 DURATIONS = REPO / "tests" / "durations.json"
 
 
@@ -35,7 +36,7 @@ DURATIONS = REPO / "tests" / "durations.json"
 # a unit of its own, so that such a file spreads over the workers. Units go out longest first,
 # by the seconds a `--store-durations` run recorded (a unit it did not see counts by its
 # marks), so that no long unit starts last and holds the run's end: the suite is CPU-bound
-# (2 cores busy ~95% of its run), and its end is where a worker idles.
+# (2 cores 95-97% busy over its run), and its end is where a worker idles.
 SPLIT_FILES = frozenset({
     "tests/test_reproduce_commands.py", "tests/test_time_limit.py", "tests/test_failures.py",
     "tests/test_gpu_paths.py", "tests/test_plugins.py", "tests/test_fail_fast.py",

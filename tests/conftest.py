@@ -74,6 +74,10 @@ def _shared_fixture(item: pytest.Item) -> str | None:
     return None
 
 
+def _recorded() -> dict[str, float]:
+    return json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+
+
 def _unit_guess(items: list[pytest.Item]) -> float:
     """Seconds for a unit no recorded run saw: an end-to-end test's typical cost, or a unit
     test's."""
@@ -83,7 +87,7 @@ def _unit_guess(items: list[pytest.Item]) -> float:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Order the work units longest first; refuse a SPLIT_FILES test that shares a fixture."""
-    recorded = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    recorded = _recorded()
     units: dict[str, list[pytest.Item]] = defaultdict(list)
     for item in items:
         unit = work_unit(item.nodeid)
@@ -109,7 +113,7 @@ class UnitSeconds:
         self.seconds[work_unit(report.nodeid)] += report.duration
 
     def pytest_sessionfinish(self):
-        recorded = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+        recorded = _recorded()
         recorded.update({unit: round(s, 1) for unit, s in self.seconds.items()})
         DURATIONS.write_text(json.dumps(dict(sorted(recorded.items())), indent=0) + "\n")
 

@@ -14,6 +14,7 @@ import runpy
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -160,12 +161,8 @@ ADDS_A_PART = {"gpu_check.py": {"--systems"}, "command_overhead.py": {"--digits"
 def runs_within(script: str, args: tuple[str, ...], other: tuple[str, ...]) -> bool:
     """Whether ``other`` runs all that ``args`` runs: the same tiny arguments plus flags that
     add a part."""
-    added = list(other)
-    for arg in args:
-        if arg not in added:
-            return False
-        added.remove(arg)
-    return bool(added) and set(added) <= ADDS_A_PART.get(script, set())
+    missing, added = Counter(args) - Counter(other), Counter(other) - Counter(args)
+    return not missing and bool(added) and set(added) <= ADDS_A_PART.get(script, set())
 
 
 def benchmark_cases() -> list:
@@ -177,12 +174,12 @@ def benchmark_cases() -> list:
         # A command without a tiny form is a case of its own (args None), which fails.
         key = (script, None, args) if tiny_args is None else (script, tuple(tiny_args), ())
         cases.setdefault(key, []).append(" ".join([f"benchmarks/{script}", *args]))
-    for key in list(cases):
+    for key in [key for key in cases if key[1] is not None]:
         script, tiny_args, _ = key
-        within = [other for other in cases if other[0] == script and tiny_args is not None
-                  and other[1] is not None and runs_within(script, tiny_args, other[1])]
-        if within:
-            cases[within[0]] = cases.pop(key) + cases[within[0]]
+        outer = next((other for other in cases if other[0] == script and other[1] is not None
+                      and runs_within(script, tiny_args, other[1])), None)
+        if outer is not None:
+            cases[outer] = cases.pop(key) + cases[outer]
     return [pytest.param(script, tiny_args, marks=pytest.mark.slow, id=" + ".join(quoted))
             for (script, tiny_args, _), quoted in cases.items()]
 

@@ -345,6 +345,36 @@ def test_a_trials_stop_kills_the_tree_of_a_supervisor_that_does_not_end_in_time(
             ancestry(trainers)
 
 
+def test_a_trials_stop_ends_the_tree_of_a_supervisor_killed_from_outside(folder, tmp_path):
+    """The supervisor is SIGKILLed (by whatever kills a process on a busy node), so nothing
+    ends the program's tree from within and the waiter exits; the trial's stop then ends the
+    launcher and the trainer that left its group, found below the launcher, not the
+    launcher's group alone (which would leave that trainer to init, running)."""
+    from ablations.trial.command import stop_program
+    from ablations.trial.supervise import PID_FILE
+
+    work = tmp_path / "work"
+    work.mkdir()
+    pids = folder / "pids"
+    waiter = start_supervised(folder, work, pids)
+    try:
+        trainers = wait_for_supervised(waiter, work, pids)
+        supervisor, launcher = (int(part) for part in (work / PID_FILE).read_text().split())
+        os.kill(supervisor, signal.SIGKILL)
+        waiter.wait(timeout=60)  # the supervisor's pipe closed: the waiter is done
+        assert [pid for pid in trainers if alive(pid)] == trainers  # left running, so far
+        stop_program(waiter, work / PID_FILE)
+        assert Run.gone_within(None, [*trainers, launcher], seconds=30) == [], \
+            ancestry(trainers)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait()
+        for path in pids.iterdir():
+            if alive(int(path.name)):
+                os.kill(int(path.name), signal.SIGKILL)
+
+
 def test_a_supervisor_ending_its_tree_takes_no_second_stop(tmp_path):
     """The Ray worker is gone (its waiter killed), so the supervisor is ending a program that
     ignores SIGTERM; a SIGTERM that arrives meanwhile (a driver's clean-up) does not cut its

@@ -362,7 +362,9 @@ def end_previous_run(pid_file: Path, timeout_s: float = 30.0) -> None:
     except (OSError, ValueError):
         return
     end_supervised([pid_file], timeout_s)
-    _signal_group(program, signal.SIGKILL)  # what is left of the group, if anything
+    # What is left of the group, if anything; not what is below the program's id, which an
+    # earlier run's program may have freed for another process since.
+    _signal_group(program, signal.SIGKILL)
     pid_file.unlink(missing_ok=True)
 
 
@@ -381,14 +383,15 @@ def stop_program(process: subprocess.Popen, pid_file: Path) -> None:
     except (OSError, ValueError):
         supervisor = program = None
     if not ended:
-        if supervisor is not None and is_supervisor(supervisor, pid_file):
-            kill_tree(supervisor, program)
+        kill_tree(supervisor if supervisor is not None and is_supervisor(supervisor, pid_file)
+                  else None, program)
         process.kill()  # the waiter
         process.wait()
-    if program is None:
-        return
-    # the group's id stays taken while a member lives, so this reaches only the program's own
-    _signal_group(program, signal.SIGKILL)
+    if program is not None:
+        # What is left: nothing after a supervisor that ended the tree; after one killed from
+        # outside (its waiter then exits too), the program and what it started. The group's
+        # id stays taken while a member lives, so the group is the program's own.
+        kill_tree(None, program)
 
 
 def _signal_group(group: int, signal_number: int) -> None:

@@ -54,8 +54,9 @@ def _prctl(option: int, value: int) -> None:
         pass
 
 
-def descendants(root: int) -> list[int]:
-    """Every live process below ``root`` (children, theirs, ...), from /proc; [] without it."""
+def descendants(*roots: int) -> list[int]:
+    """Every live process below any of ``roots`` (children, theirs, ...), from /proc; []
+    without it."""
     children: dict[int, list[int]] = {}
     try:
         entries = os.listdir("/proc")
@@ -73,7 +74,7 @@ def descendants(root: int) -> list[int]:
         fields = stat[stat.rfind(")") + 2:].split()
         if len(fields) > 1 and fields[0] != "Z":
             children.setdefault(int(fields[1]), []).append(int(entry))
-    found, stack = [], [root]
+    found, stack = [], list(roots)
     while stack:
         for child in children.get(stack.pop(), []):
             found.append(child)
@@ -156,20 +157,39 @@ def end_supervised(pid_files: Iterable[Path], timeout_s: float = 10.0) -> int:
     return len(running)
 
 
-def kill_tree(supervisor: int, group: Optional[int]) -> None:
-    """SIGKILL every process below ``supervisor``, the program's ``group``, then the
-    supervisor: what is left of a supervisor that did not end its tree in time. A Ray worker
-    runs at nice 15, and so does the supervisor it starts: on a busy machine it can wait many
-    seconds for the CPU. Its descendants go first, while it lives as their subreaper, so that a
-    launcher's worker that left the group (``torchrun``'s run in sessions of their own) is not
-    re-parented to init unseen; a few passes catch what a dying launcher started meanwhile."""
+def kill_tree(supervisor: Optional[int], group: Optional[int]) -> None:
+    """SIGKILL every process below ``supervisor`` and below the program (``group``, the
+    program's id, while it still leads its session), the program's group, then the
+    supervisor: what is left of a supervisor that did not end its tree in time, or of one that
+    is gone (None, or killed from outside). A Ray worker runs at nice 15, and so does the
+    supervisor it starts: on a busy machine it can wait many seconds for the CPU. Its
+    descendants go first, while it lives as their subreaper, so that a launcher's worker that
+    left the group (``torchrun``'s run in sessions of their own) is not re-parented to init
+    unseen; without the supervisor they are still the program's children, and are found
+    below it. A few passes catch what a dying launcher started meanwhile."""
     for _ in range(5):
-        below = descendants(supervisor)
+        roots = [supervisor] if supervisor is not None else []
+        if group is not None and leads_session(group):
+            roots.append(group)
+        below = descendants(*roots)
         _signal(below, group, signal.SIGKILL)
         if not below:
             break
         time.sleep(0.05)
-    _signal([supervisor], None, signal.SIGKILL)
+    if supervisor is not None:
+        _signal([supervisor], None, signal.SIGKILL)
+
+
+def leads_session(pid: int) -> bool:
+    """Whether ``pid`` runs and leads a session of its own, as the supervisor starts the
+    program (``start_new_session``); a process that took a freed id rarely does."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode(errors="replace")
+    except OSError:
+        return False
+    fields = stat[stat.rfind(")") + 2:].split()  # state, ppid, group, session, ...
+    return len(fields) > 3 and fields[0] != "Z" and fields[3] == str(pid)
 
 
 def end_programs_under(root: str | Path, timeout_s: float = 10.0) -> int:

@@ -32,6 +32,21 @@ def test_a_grid_grows_by_whole_new_variants_at_the_recorded_seeds():
     assert Grid().added_variants(table(["baseline", "no_images"], seeds=(0, 1, 2)), was) == []
 
 
+def test_a_new_variant_counts_its_skipped_cells_among_the_recorded_datasets():
+    """On two datasets, a new variant whose cell on one of them cannot run (skipped) is still a
+    whole variant; one that just leaves a dataset out is not."""
+    def on(variants, dataset, seeds=(0, 1)):
+        return [TrialSpec(f"{dataset}.{v}-seed{s}", v, s,
+                          tiny_config(ablation=v, seed=s, dataset=dataset))
+                for v in variants for s in seeds]
+
+    was = on(["baseline", "no_images"], "a") + on(["baseline", "no_images"], "b")
+    runs_on_a = was + on(["frames8"], "a")
+    assert Grid().added_variants(runs_on_a, was, on(["frames8"], "b")) == ["frames8"]
+    assert Grid().added_variants(runs_on_a, was) == []
+    assert Grid().added_variants(runs_on_a, was, on(["frames8"], "b", seeds=(0,))) == []
+
+
 def test_a_design_that_does_not_grow_adds_nothing():
     was = table(["baseline", "no_images"])
     assert Factorial.grows is False

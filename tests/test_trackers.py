@@ -99,6 +99,18 @@ def test_a_resume_logs_the_verdicts_to_the_trackers_the_experiment_started_with(
     (warning,) = said
     assert warning.level == "warning"
     assert f"the trackers the experiment started with (mlflow:{store})" in str(warning)
+    # a growth's new variants are a Tune run of their own: they log where --log-to says
+    said.clear()
+    other = f"sqlite:///{tmp_path}/other.db"
+    with listening(said.append):
+        (tracker,) = trackers.tracker_callbacks([runs.TrackerSpec("mlflow", other)], str(root),
+                                                experiment="exp", space="components",
+                                                resume=True, grown={"added": ["no_scalars"]})
+    assert tracker.spec == runs.TrackerSpec("mlflow", other)
+    (note,) = said
+    assert note.level == "info"
+    assert str(note).endswith(f": the new trials (no_scalars) and the verdicts log to "
+                              f"mlflow:{other}; the kept trials logged to mlflow:{store}")
 
 
 # ------------------------------------------------------------- the callbacks, without Ray

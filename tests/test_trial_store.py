@@ -11,16 +11,16 @@ from ablations import Experiment
 from ablations.experiment.api import Resources
 from ablations.config import TrialConfig
 from ablations.experiment.trial_store import trial_key
-from tests.conftest import tiny_config
+from tests.conftest import tiny_config, write_data_dir
 
 TINY = {"epochs": 2, "batch_size": 16, "synthetic_train": 96, "synthetic_val": 32,
         "synthetic_test": 48, "cnn_widths": "8,16,16", "embed_dim": 16, "num_heads": 2,
         "eval_batch_size": 64}
 
 
-def run(storage, name, only, events=None, **kwargs):
+def run(storage, name, only, events=None, log_to=(), **kwargs):
     return Experiment("components", seeds=2, only=only, overrides=TINY, storage=storage,
-                      name=name, resources=Resources(**kwargs)
+                      name=name, resources=Resources(**kwargs), log_to=log_to
                       ).run(on_event=(events if events is not None else []).append)
 
 
@@ -127,9 +127,13 @@ def test_a_resume_keeps_the_rows_it_reused(runs, tmp_path):
 def test_a_finished_table_grows_by_a_variant_under_its_name(runs, tmp_path):
     """The table plus a variant run under the finished table's name: only the new arm trains,
     the finished trials are kept as trained there, the verdicts equal a fresh run of the whole
-    table, experiment.json and the methods say the family grew, and a resume keeps it all."""
+    table, experiment.json and the methods say the family grew, and a resume keeps it all.
+    The growth's --log-to (the first run logged nowhere) gets the new arm's trials and the
+    verdicts, and experiment.json records it."""
     import json
     import shutil
+
+    from mlflow.tracking import MlflowClient
 
     from ablations.results.report.methods import methods_text
 
@@ -137,9 +141,17 @@ def test_a_finished_table_grows_by_a_variant_under_its_name(runs, tmp_path):
     storage = tmp_path / "grow"
     shutil.copytree(first.directory, storage / "first")  # no other experiment to reuse from
     told = []
-    grown = run(storage, "first", ["baseline", "no_images", "no_scalars"], events=told)
+    store = f"sqlite:///{tmp_path / 'grown.db'}"
+    grown = run(storage, "first", ["baseline", "no_images", "no_scalars"], events=told,
+                log_to=[f"mlflow:{store}"])
     told = [str(event) for event in told]
     assert "4 of 6 trials kept; 2 to train" in told
+    assert f"log_to: the new trials (no_scalars) and the verdicts log to mlflow:{store}; " \
+        "the kept trials logged to none" in told  # the library's name of --log-to
+    client = MlflowClient(store)
+    logged = client.search_runs([client.get_experiment_by_name("first").experiment_id])
+    assert sorted(r.info.run_name for r in logged) == \
+        ["first-verdicts", "no_scalars-seed0", "no_scalars-seed1"]
     assert any(line.startswith("Experiment first grows: the space adds no_scalars (2 new trials")
                for line in told)
     rows = grown.trials.set_index("trial_name")
@@ -158,12 +170,46 @@ def test_a_finished_table_grows_by_a_variant_under_its_name(runs, tmp_path):
     assert entry["variants_before"] == ["baseline", "no_images"]
     assert sorted(entry["kept"]) == sorted(earlier.index)
     assert len(meta["trials"]) == 6
+    assert meta["log_to"] == [{"kind": "mlflow", "target": store}]
     text = methods_text(meta, grown.trials, grown.verdicts)
     assert "began with 1 comparison with baseline, and no_scalars" in text
     assert "over the 2 comparisons" in text
     resumed = Experiment.resume("first", storage=storage)
     assert resumed.trials["test_mae"].tolist() == grown.trials["test_mae"].tolist()
     assert (resumed.trials["status"] == "ok").all()
+
+
+@pytest.mark.slow
+def test_a_variant_that_skips_its_cell_on_one_of_two_datasets_grows_the_table(ray_local,
+                                                                             tmp_path):
+    """frames8 cannot run on a dataset of 4 frames (the frames space skips such a cell): added
+    to a finished table over that dataset and the synthetic one (8 frames), it trains on the
+    synthetic data alone, its other cell is recorded as skipped, and the recorded trials are
+    kept."""
+    import json
+
+    write_data_dir(tmp_path / "four", n=96, frames=4)
+
+    def frames(only, told):
+        return Experiment("frames", seeds=2, only=only, overrides=TINY, storage=tmp_path / "r",
+                          data=["synthetic", str(tmp_path / "four")], name="f"
+                          ).run(on_event=told.append)
+
+    first = frames(["frames4", "frames2"], [])
+    told = []
+    grown = frames(["frames4", "frames2", "frames8"], told)
+    told = [str(event) for event in told]
+    assert "8 of 10 trials kept; 2 to train" in told, told
+    rows = grown.trials.set_index("trial_name")
+    new = rows[rows["ablation"] == "frames8"]
+    assert sorted(zip(new["dataset"], new["status"])) == \
+        [("four", "skipped")] * 2 + [("synthetic", "ok")] * 2, new[["dataset", "status"]]
+    earlier = first.trials.set_index("trial_name")
+    assert rows.loc[earlier.index, "test_mae"].to_dict() == earlier["test_mae"].to_dict()
+    meta = json.loads((tmp_path / "r" / "f" / "experiment.json").read_text())
+    assert sorted(name for name in meta["skipped"] if "frames8" in name) == \
+        ["four.frames8-seed0", "four.frames8-seed1"]
+    assert "temporal_frames=8" in next(iter(meta["skipped"].values()))["reason"]
 
 
 @pytest.mark.slow

@@ -548,7 +548,8 @@ def _execute(run: _Run, request: Request, resources: Resources, log_to: Sequence
         from ablations.experiment.trackers.specs import tracker_callbacks
 
         options.trackers = tracker_callbacks(log_to, root, experiment=run.name,
-                                             space=run.space, resume=run.resume)
+                                             space=run.space, resume=run.resume,
+                                             grown=run.grown)
     from ablations.experiment.cluster import ClusterUnreachable, job_runtime_env
 
     if not resources.address and job_runtime_env() is not None:

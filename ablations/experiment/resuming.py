@@ -170,11 +170,18 @@ def same_name_again(request: Request, target: str, name: str, prepared: Any, *,
     if type(recorded) is not type(design):
         raise UsageError(f"{target} holds an experiment run with {recorded.asked_by}; "
                          f"continue it with {arg('resume')} or choose another {arg('name')}")
-    recorded_trials, _ = plan_from_metadata(previous)
+    recorded_trials, recorded_skipped = plan_from_metadata(previous)
     same_cells = previous.get("skipped") == skipped_plan(skipped)
     same = (design.same_plan_as(recorded, trials, recorded_trials, target)
             and previous.get("space") == space.name and same_cells)
-    added = [] if same or not same_cells else design.added_variants(trials, recorded_trials)
+    # a growth keeps the recorded variants' skipped cells; a new variant may skip its own (a
+    # cell its settings cannot run on one of several datasets)
+    before = {spec.variant for spec in recorded_trials} | \
+        {spec.variant for spec, _ in recorded_skipped}
+    kept_cells = (previous.get("skipped") or {}) == \
+        skipped_plan([cell for cell in skipped if cell[0].variant in before])
+    added = [] if same or not kept_cells else \
+        design.added_variants(trials, recorded_trials, [spec for spec, _ in skipped])
     if not same and not added:
         raise UsageError(f"{target} holds a different experiment (space "
                          f"{previous.get('space')}, {len(previous.get('trials', {}))} "

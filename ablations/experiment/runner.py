@@ -441,7 +441,11 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
         "hostname": platform.node(),
         "provenance": provenance,  # code, git, packages, device, data: provenance.py
         "resume_history": history,
-        "log_to": [tracker.spec.to_dict() for tracker in options.trackers],  # trackers/
+        # every tracker that holds the experiment's logs: those recorded before (a resume's
+        # trials go on logging to them) and this run's (trackers/specs.py)
+        "log_to": [*previous.get("log_to", []),
+                   *[spec for spec in (tracker.spec.to_dict() for tracker in options.trackers)
+                     if spec not in previous.get("log_to", [])]],
         # own code's metrics, name -> {direction, unit}: the verdicts' directions and the
         # report's units (results/io/directions.py); null for the built-in model and plugins
         "metrics": declared_metrics_of(configs),

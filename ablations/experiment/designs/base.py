@@ -216,11 +216,14 @@ class Design:
         return trial_plan(trials) == trial_plan(recorded_trials)
 
     def added_variants(self, trials: Sequence[TrialSpec],
-                       recorded_trials: Sequence[TrialSpec]) -> list[str]:
+                       recorded_trials: Sequence[TrialSpec],
+                       skipped: Sequence[TrialSpec] = ()) -> list[str]:
         """The variants ``trials`` adds to ``recorded_trials`` (what an experiment of this
         design recorded), in plan order: where every recorded trial is planned again unchanged
-        and every other trial belongs to a new variant run at the recorded seeds. [] where
-        ``trials`` is not the recorded table plus whole variants, or the design does not grow."""
+        and every other trial belongs to a new variant run at the recorded seeds, on each
+        recorded dataset where the plan does not skip its cell (``skipped``: the plan's cells
+        that cannot run). [] where ``trials`` is not the recorded table plus whole variants, or
+        the design does not grow."""
         if not self.grows:
             return []
         now, was = trial_plan(trials), trial_plan(recorded_trials)
@@ -232,7 +235,7 @@ class Design:
             return []
         cells = {(spec.config.dataset, spec.seed) for spec in recorded_trials}
         for variant in added:
-            if {(spec.config.dataset, spec.seed) for spec in new
+            if {(spec.config.dataset, spec.seed) for spec in [*new, *skipped]
                     if spec.variant == variant} != cells:
                 return []
         return added

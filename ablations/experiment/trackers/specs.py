@@ -28,7 +28,7 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 from urllib.parse import urlparse
 
 import pandas as pd
@@ -87,13 +87,16 @@ def _tracking_uri(target: str, text: str) -> str:
 
 
 def tracker_callbacks(specs: Sequence[TrackerSpec], root: str, *, experiment: str,
-                      space: str, resume: bool = False) -> list[Any]:
+                      space: str, resume: bool = False,
+                      grown: Optional[Mapping[str, Any]] = None) -> list[Any]:
     """The Tune callbacks of ``--log-to`` for the experiment at ``root`` (a path or a URI).
 
     With ``resume``: Tune restores the callbacks the experiment started with (its RunConfig is
     in tuner.pkl), so its trials go on logging where they did; the trackers recorded in
     experiment.json's ``log_to`` are the ones returned when ``specs`` is empty (for the
-    verdicts), and other ``specs`` get a warning.
+    verdicts), and other ``specs`` get a warning. A table that ``grown`` adds variants to
+    trains them in a Tune run of their own: they log to ``specs`` (the recorded trackers when
+    empty), and the console says where the kept trials logged.
 
     Raises:
         UsageError: a tracker that cannot log from here (MLflow's default store with a URI
@@ -105,9 +108,15 @@ def tracker_callbacks(specs: Sequence[TrackerSpec], root: str, *, experiment: st
         recorded = [TrackerSpec(**item) for item in (read_metadata(root) or {}).get("log_to", [])]
         if specs and set(specs) != set(recorded):
             started = ", ".join(f"{spec.kind}:{spec.target}" for spec in recorded) or "none"
-            events.warning(f"{arg('log_to')}: the trials go on logging to the trackers the "
-                           f"experiment started with ({started}); only the verdicts go to "
-                           f"{arg('log_to')}'s")
+            if grown:
+                named = ", ".join(f"{spec.kind}:{spec.target}" for spec in specs)
+                events.info(f"{arg('log_to')}: the new trials ({', '.join(grown['added'])}) "
+                            f"and the verdicts log to {named}; the kept trials logged to "
+                            f"{started}")
+            else:
+                events.warning(f"{arg('log_to')}: the trials go on logging to the trackers "
+                               f"the experiment started with ({started}); only the verdicts "
+                               f"go to {arg('log_to')}'s")
         specs = specs or recorded
     callbacks: list[Any] = []
     for spec in specs:

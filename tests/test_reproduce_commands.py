@@ -85,6 +85,8 @@ BENCHMARK_TINY: dict[str, tuple[str, ...]] = {
     # --trials 2: the marginal trial from a run of 2 trials against one (3 CLI runs in all).
     "command_overhead.py": ("--repeats", "1", "--trials", "2", "--digits-epochs", "1"),
     # 123 samples of 16 x 16; the model step and train() on frames of that size.
+    # one run each way; the session's runs have filled the caches a warm-up run fills
+    "driver_cpu.py": ("--repeats", "1", "--warmups", "0"),
     "data.py": ("--gb", "0.002", "--size", "16", "--train-examples", "32", "--eval-examples", "16",
                 "--model-steps", "1"),
     # One passing test file, one CUDA-only test (skipped without CUDA, so its reason is listed),
@@ -118,6 +120,7 @@ MUST_SHOW = [
     ("gpu_check.py", None, r"^\| off \| off \| fp32 \| \d"),  # the switches table, a measured row
     ("gpu_check.py", "--systems", r"^2 ok, 0 failed"),
     ("scale.py", "--kill-worker", r"^\| \d+ \| runner CLI, worker node killed"),
+    ("driver_cpu.py", None, r"^\| with Tune's callback tag \| 1 \| \d"),
     ("iterate.py", None, r"^\| \+ one variant \| reuse \| (\d+) \| 2 \| "),  # the new arm only
     ("switches.py", None, r"^\| on \| off \| fp32 \| \d"),
 ]

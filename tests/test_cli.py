@@ -30,6 +30,18 @@ def in_process(capsys, *args) -> tuple[int, str, str]:
     return code, out, err
 
 
+def test_a_suggested_command_starts_as_the_user_started_the_tool():
+    from ablations.cli.flags import invoked_as
+
+    assert invoked_as("/venv/bin/run-ablations") == ("run-ablations", "run-ablations")
+    assert invoked_as("/work/x/run_ablations.py") == ("run_ablations.py",
+                                                      "python /work/x/run_ablations.py")
+    assert invoked_as("run_ablations.py") == ("run_ablations.py", "python run_ablations.py")
+    assert invoked_as("/venv/lib/ablations/cli/__main__.py") == (
+        "python -m ablations.cli", "python -m ablations.cli")
+    assert invoked_as("-c") == ("run_ablations.py", "python run_ablations.py")  # main() called
+
+
 def assert_one_line_error(code, err, pattern):
     assert code == 2
     lines = err.strip().splitlines()

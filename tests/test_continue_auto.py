@@ -8,11 +8,8 @@ line, exit 2, before anything is written (ablations/experiment/continuing.py).""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -28,7 +25,7 @@ from ablations.experiment.designs.seeds_auto import SequentialRun, next_arms
 from ablations.results.stats.analysis import verdict_table
 from ablations.results.stats.sequential import SeedDesign
 from ablations.results.io.files import SCHEMA_VERSION
-from tests.conftest import REPO, tiny_config
+from tests.conftest import run_here, tiny_config
 from tests.test_cli import assert_one_line_error, in_process
 
 # Tiny trials (under a second each). At a 1% margin neither variant can be shown equivalent
@@ -44,18 +41,12 @@ ARGS = ["--space", "components", "--only", "baseline,no_images", "--null-control
 MAX_SEEDS = 5
 
 
-def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
-
-
 @pytest.fixture(scope="module")
 def continued(tmp_path_factory):
     """A fixed 3-seed run planned with --max-seeds 5, then the command its summary
     printed."""
     storage = tmp_path_factory.mktemp("continue") / "results"
-    fixed = subprocess.run([sys.executable, "-u", str(REPO / "run_ablations.py"), *ARGS,
-                            "--name", "fixed", "--storage", str(storage)],
-                           capture_output=True, text=True, env=env(), timeout=400, check=False)
+    fixed = run_here(*ARGS, "--name", "fixed", "--storage", str(storage))
     assert fixed.returncode == 0, fixed.stdout[-3000:] + fixed.stderr[-3000:]
     root = storage / "fixed"
     before = {"stdout": fixed.stdout, "trials": pd.read_parquet(root / "trials.parquet"),
@@ -63,13 +54,10 @@ def continued(tmp_path_factory):
               "meta": json.loads((root / "experiment.json").read_text())}
     printed = re.search(r"python \S*run_ablations\.py --resume [^\n]*", fixed.stdout)
     assert printed, fixed.stdout[-3000:]
-    command = shlex.split(printed.group(0))
-    command[:2] = [sys.executable, str(REPO / "run_ablations.py")]
+    command = shlex.split(printed.group(0))[2:]  # after "python run_ablations.py"
     # --allow-changed: other tests may edit the checkout meanwhile (provenance is not tested
     # here); --no-dashboard as in the first run.
-    done = subprocess.run([*command, "--no-dashboard", "--allow-changed"], capture_output=True,
-                          text=True, env=env(),
-                          timeout=400, check=False)
+    done = run_here(*command, "--no-dashboard", "--allow-changed")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return {"root": root, "storage": storage, "before": before, "command": printed.group(0),
             "stdout": done.stdout, "trials": pd.read_parquet(root / "trials.parquet"),
@@ -96,7 +84,9 @@ def test_a_fixed_run_names_its_inconclusive_variants_and_the_command_that_decide
     assert "These 3 seeds are the pilot look of a sequential design planned before the run" \
         in before["stdout"]
     # one command, the same folder, the recorded design's flags (it continues that design)
-    assert continued["command"] == (f"python {REPO / 'run_ablations.py'} --resume --name fixed "
+    # (main() called in this process: the checkout's script, as typed; test_cli.py has the
+    # other spellings)
+    assert continued["command"] == (f"python run_ablations.py --resume --name fixed "
                                     f"--storage {storage} --seeds auto --max-seeds 5 "
                                     "--margin 1%")
     # the bound: the variants the pilot look leaves, and the reference, to --max-seeds

@@ -17,8 +17,7 @@ import pytest
 from ablations.results.io.files import read_metadata
 from ablations.results.stats.decisions import across_datasets_of
 from ablations.results.stats.datasets import FULL_ALPHA_NOTE
-from tests.conftest import REPO, start_until, write_data_dir
-from tests.test_cli import run_cli
+from tests.conftest import REPO, run_here, start_until, write_data_dir
 from tools.browser_check import find_chromium
 
 pytestmark = pytest.mark.slow
@@ -52,8 +51,8 @@ def two_datasets(tmp_path_factory):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    result = run_cli("--resume", "--name", "two", "--storage", str(root / "results"),
-                     "--no-dashboard", "--allow-changed", cwd=root, timeout=600)
+    result = run_here("--resume", "--name", "two", "--storage", str(root / "results"),
+                      "--no-dashboard", "--allow-changed", cwd=root)
     result.first = first
     return root / "results" / "two", result
 
@@ -107,7 +106,7 @@ def test_the_across_table_is_what_the_trials_give(two_datasets):
 
 def test_the_report_leads_with_the_verdicts_across_and_keeps_each_datasets(two_datasets):
     folder, _ = two_datasets
-    result = run_cli("report", str(folder), "--format", "latex")
+    result = run_here("report", str(folder), "--format", "latex")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Across the datasets:" in result.stdout
     assert f"Table (across latex): {folder / 'across_table.tex'}" in result.stdout
@@ -157,7 +156,7 @@ def test_in_a_browser_the_report_across_datasets_fits_1366_px(two_datasets):
 
     folder, _ = two_datasets
     if not (folder / "report.html").exists():
-        assert run_cli("report", str(folder)).returncode == 0
+        assert run_here("report", str(folder)).returncode == 0
     measured = measure(folder / "report.html", find_chromium(), width=1366)
     results = {check.name: check for check in checks(measured, 1366)}
     assert all(check.ok for check in results.values()), results

@@ -185,14 +185,13 @@ def test_real_training_that_diverges_on_most_seeds_is_worse_and_never_equivalent
     end far above the baseline's ~1.0 km. Every seed ranks below the baseline's, so the
     worst-rank half of the level calls it `worse` at 7 seeds (p = 2/128, doubled, against
     α = 0.05; one look: --max-seeds 7); at no prefix of the seeds is it `equivalent`."""
-    from tests.test_cli import run_cli
+    from tests.conftest import run_here
 
     space = tmp_path / "unstable.yaml"
     space.write_text(UNSTABLE_SPACE)
-    result = run_cli("--space", str(space), "--epochs", "2", "--max-train-examples", "256",
-                     "--max-eval-examples", "128", "--seeds", "7", "--max-seeds", "7",
-                     "--quiet", "--no-dashboard", "--storage", str(tmp_path), "--name", "run",
-                     timeout=600)
+    result = run_here("--space", str(space), "--epochs", "2", "--max-train-examples", "256",
+                      "--max-eval-examples", "128", "--seeds", "7", "--max-seeds", "7",
+                      "--quiet", "--no-dashboard", "--storage", str(tmp_path), "--name", "run")
     assert result.returncode == 0, result.stderr[-2000:]
     trials = pd.read_parquet(tmp_path / "run" / "trials.parquet")
     unstable = trials[trials["ablation"] == "unstable"]

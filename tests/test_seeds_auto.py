@@ -25,7 +25,7 @@ import pytest
 from ablations.experiment.designs.seeds_auto import SequentialRun, next_arms
 from ablations.results.report.build import write_report
 from ablations.results.io.files import SCHEMA_VERSION
-from tests.conftest import REPO
+from tests.conftest import REPO, run_here
 from tests.test_cli import assert_one_line_error, in_process
 
 # Tiny trials (about a second each), 8 epochs so a round-2 trial is still running when the
@@ -77,12 +77,10 @@ def stopped_and_resumed(tmp_path_factory):
                "meta": json.loads((root / "experiment.json").read_text())}
     printed = re.search(r"python \S*run_ablations\.py --resume [^\n]*", stopped["text"])
     assert printed, stopped["text"][-3000:]
-    resume = shlex.split(printed.group(0))
-    resume[:2] = [sys.executable, str(REPO / "run_ablations.py")]
+    resume = shlex.split(printed.group(0))[2:]  # after "python .../run_ablations.py"
     # --allow-changed: other tests may edit the checkout meanwhile (provenance is not tested
     # here); --no-dashboard as in the first run.
-    done = subprocess.run([*resume, "--no-dashboard", "--allow-changed"], capture_output=True,
-                          text=True, env=env(), timeout=400, check=False)
+    done = run_here(*resume, "--no-dashboard", "--allow-changed")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return {"root": root, "stopped": stopped, "stdout": done.stdout,
             "trials": pd.read_parquet(root / "trials.parquet"),

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from ablations.cli.main import main
-from tests.conftest import REPO
+from tests.conftest import REPO, run_here
 
 BUDGET = 3
 SEEDS = 2
@@ -64,10 +64,8 @@ def tuned(tmp_path_factory):
                 os.killpg(proc.pid, signal.SIGKILL)
     stopped = pd.read_parquet(root / "trials.parquet")
     stopped_meta = json.loads((root / "experiment.json").read_text())
-    resumed = subprocess.run([sys.executable, str(REPO / "run_ablations.py"), "--resume",
-                              "--name", name, "--storage", str(storage), "--no-dashboard",
-                              "--allow-changed"], capture_output=True, text=True, cwd=tmp,
-                             env=env(), timeout=600, check=False)
+    resumed = run_here("--resume", "--name", name, "--storage", str(storage),
+                       "--no-dashboard", "--allow-changed", cwd=tmp)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     return {"root": root, "first_code": first_code, "first_out": out.read_text(),
             "stopped": stopped, "stopped_meta": stopped_meta, "resumed": resumed,

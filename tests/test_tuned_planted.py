@@ -22,7 +22,7 @@ import re
 import pandas as pd
 import pytest
 
-from tests.test_cli import run_cli
+from tests.conftest import run_here
 
 SEEDS = 3
 FACTOR = 32  # the arm's learning rate over the one it is given
@@ -46,8 +46,8 @@ def planted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("planted_lr")
     space = tmp / "planted_lr.yaml"
     space.write_text(SPACE)
-    run = run_cli("--space", str(space), *ARGS, "--name", "planted",
-                  "--storage", str(tmp / "results"), cwd=tmp, timeout=900)
+    run = run_here("--space", str(space), *ARGS, "--name", "planted",
+                   "--storage", str(tmp / "results"), cwd=tmp)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     root = tmp / "results" / "planted"
     return {"trials": pd.read_parquet(root / "trials.parquet"), "out": run.stdout,

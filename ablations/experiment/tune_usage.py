@@ -15,8 +15,8 @@ def no_unsent_callback_tag() -> Iterator[None]:
     the callbacks it is given (``ray.air._internal.usage.tag_callbacks``). The tag names them
     by importing Ray's MLflow, W&B, Comet and Aim integrations, mlflow and wandb among them
     where they are installed: 1.1 of the 8.7 CPU-s a tiny run's driver spends
-    (docs/benchmarks.md), for statistics that are not sent. With them on, or with a Ray that has neither function, Tune
-    is left as it is."""
+    (docs/benchmarks.md), for statistics that are not sent. With them on, or with a Ray that
+    has neither function, Tune is left as it is."""
     try:
         usage = importlib.import_module("ray.air._internal.usage")
         from ray._common.usage.usage_lib import usage_stats_enabled

@@ -57,6 +57,8 @@ def _prctl(option: int, value: int) -> None:
 def descendants(*roots: int) -> list[int]:
     """Every live process below any of ``roots`` (children, theirs, ...), from /proc; []
     without it."""
+    if not roots:
+        return []
     children: dict[int, list[int]] = {}
     try:
         entries = os.listdir("/proc")

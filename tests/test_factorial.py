@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -18,7 +15,7 @@ import pytest
 from ablations.cli.main import main
 from ablations.results.stats.factorial import factorial_effects, interaction_means
 from ablations.results.stats.factorial_design import GENERATORS, FactorialDesign, pydoe_generator
-from tests.conftest import REPO
+from tests.conftest import run_here
 
 NAMES = ["f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7"]
 
@@ -395,16 +392,13 @@ def test_factorial_run_on_ray_prints_and_records_its_effects(tmp_path):
     """The command line end to end with tiny trials: a 2^2 design over the two attention
     switches at 2 seeds; the summary's factorial section, experiment.json's design, the
     report's section and interaction plot."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
     storage = tmp_path / "results"
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "run_ablations.py"), "--design", "factorial", "--factors",
-         "temporal_attention,spatial_attention", "--seeds", "2", "--epochs", "1",
-         "--set", "synthetic_train=64", "--set", "synthetic_val=16", "--set",
-         "synthetic_test=16", "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16",
-         "--set", "num_heads=2", "--set", "batch_size=16", "--name", "fx", "--storage",
-         str(storage), "--no-dashboard", "--quiet"],
-        capture_output=True, text=True, timeout=600, env=env)
+    proc = run_here(
+        "--design", "factorial", "--factors", "temporal_attention,spatial_attention",
+        "--seeds", "2", "--epochs", "1", "--set", "synthetic_train=64", "--set",
+        "synthetic_val=16", "--set", "synthetic_test=16", "--set", "cnn_widths=8,16,16",
+        "--set", "embed_dim=16", "--set", "num_heads=2", "--set", "batch_size=16", "--name",
+        "fx", "--storage", str(storage), "--no-dashboard", "--quiet")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert "8 trials (4 cells of a 2^2 full factorial x 2 seeds)" in out
@@ -422,8 +416,7 @@ def test_factorial_run_on_ray_prints_and_records_its_effects(tmp_path):
     trials = pd.read_parquet(folder / "trials.parquet")
     assert len(trials) == 8 and (trials["status"] == "ok").all()
     assert sorted(trials["seed"].unique()) == [0, 1]
-    report = subprocess.run([sys.executable, str(REPO / "run_ablations.py"), "report",
-                             str(folder)], capture_output=True, text=True, timeout=300, env=env)
+    report = run_here("report", str(folder))
     assert report.returncode == 0, report.stderr[-3000:]
     text = (folder / "report.md").read_text()
     assert "## Factorial effects" in text and "report_files/interactions.png" in text

@@ -17,18 +17,15 @@ and the medians' difference.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
-from common import REPO, machine, markdown
+from common import machine, markdown, run_python
 
-# The command line in-process; "tag" puts Tune's tag back. Prints the driver's CPU seconds
-# as JSON on stderr's last line.
+# The command line in-process; "tag" puts Tune's tag back. Prints the exit code and the
+# driver's CPU seconds as JSON on stdout's last line.
 PROBE = """
 import contextlib, json, resource, sys
 if sys.argv[1] == "tag":
@@ -37,7 +34,7 @@ if sys.argv[1] == "tag":
 from ablations.cli.main import main
 code = main(sys.argv[2:])
 used = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"code": code, "cpu_s": used.ru_utime + used.ru_stime}), file=sys.stderr)
+print(json.dumps({"code": code, "cpu_s": used.ru_utime + used.ru_stime}))
 """
 TABLE = ["--space", "components", "--only", "baseline,no_images", "--seeds", "2",
          "--epochs", "1", "--set", "synthetic_train=64", "--set", "synthetic_val=16",
@@ -48,15 +45,11 @@ CASES = {"as the runner runs it (no tag)": "no-tag", "with Tune's callback tag":
 
 def driver_run(case: str, storage: str) -> tuple[float, float]:
     """(the driver's CPU seconds, the run's wall seconds) of one run of TABLE."""
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
-           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", PROBE, case, *TABLE, "--storage", storage],
-                          cwd=REPO, env=env, capture_output=True, text=True)
+    report = run_python(PROBE, case, *TABLE, "--storage", storage)
     wall = time.perf_counter() - start
-    report = json.loads(done.stderr.strip().splitlines()[-1]) if done.stderr.strip() else {}
-    if done.returncode or report.get("code") != 0:
-        raise RuntimeError(f"the run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    if report["code"] != 0:
+        raise RuntimeError(f"the run exited {report['code']}")
     return report["cpu_s"], wall
 
 
@@ -65,6 +58,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmups", type=int, default=1, help="runs before, not counted")
     args = parser.parse_args()
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # both cases; the runs inherit it
     cpu: dict[str, list[float]] = {name: [] for name in CASES}
     wall: dict[str, list[float]] = {name: [] for name in CASES}
     with tempfile.TemporaryDirectory(prefix="bench-driver-") as storage:

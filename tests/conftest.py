@@ -167,17 +167,14 @@ def pytest_runtest_teardown(item, nextitem):
     if guard is not None:
         guard.undo()
     outcome = yield
-    if _MODULE_RAY and (nextitem is None or nextitem.module is not item.module):
-        _MODULE_RAY.clear()  # the module's in-process runs are done: its Ray stops
-        import ray
-
-        ray.shutdown()
+    # after a module's last test, the Ray its tests left running (run_here's) stops, so that no
+    # other module finds a Ray it did not start
+    if (nextitem is None or nextitem.module is not item.module) and "ray" in sys.modules \
+            and sys.modules["ray"].is_initialized():
+        sys.modules["ray"].shutdown()
     return outcome
 
 
-# Set while a Ray that run_here started runs: one per test module, stopped after its last test
-# (pytest_runtest_teardown), so no other module finds a Ray it did not start.
-_MODULE_RAY: list[bool] = []
 OFFLINE = ("report", "compare", "list")  # the subcommands that start no Ray
 
 
@@ -200,7 +197,6 @@ def run_here(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProc
 
     if not ray.is_initialized() and (not args or args[0] not in OFFLINE):
         ray.init(address="local", include_dashboard=False, log_to_driver=False)
-        _MODULE_RAY.append(True)
     out, err = io.StringIO(), io.StringIO()
     folder, path, environ = os.getcwd(), list(sys.path), dict(os.environ)
     try:
@@ -273,7 +269,6 @@ def ray_local():
     if not ray.is_initialized():  # else the one the module's in-process runs started
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
-    _MODULE_RAY.clear()
     ray.shutdown()
 
 

@@ -250,13 +250,19 @@ def test_a_driver_ends_the_programs_its_trials_still_run(folder, tmp_path):
         assert started.wait(timeout=30) is not None
         assert other.poll() is None  # not a supervisor: left alone
     finally:
-        for process in (started, other):
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        for path in pids.iterdir():
-            if alive(int(path.name)):
-                os.kill(int(path.name), signal.SIGKILL)
+        end_started([started, other], pids)
+
+
+def end_started(processes: list[subprocess.Popen], pids: Path) -> None:
+    """What a test left running of what it started: ``processes``, and the trainers whose ids
+    are in ``pids``."""
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    for path in pids.iterdir():
+        if alive(int(path.name)):
+            os.kill(int(path.name), signal.SIGKILL)
 
 
 def start_supervised(folder: Path, work: Path, pids: Path) -> subprocess.Popen:
@@ -367,12 +373,7 @@ def test_a_trials_stop_ends_the_tree_of_a_supervisor_killed_from_outside(folder,
         assert Run.gone_within(None, [*trainers, launcher], seconds=30) == [], \
             ancestry(trainers)
     finally:
-        if waiter.poll() is None:
-            waiter.kill()
-            waiter.wait()
-        for path in pids.iterdir():
-            if alive(int(path.name)):
-                os.kill(int(path.name), signal.SIGKILL)
+        end_started([waiter], pids)
 
 
 def test_a_supervisor_ending_its_tree_takes_no_second_stop(tmp_path):

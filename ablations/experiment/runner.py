@@ -412,6 +412,7 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
     # changed and the provenance it replaces.
     previous = read_metadata(experiment_dir(options)) or {}
     history = list(previous.get("resume_history", []))
+    recorded_trackers = previous.get("log_to", [])
     blocking, notes = changes(previous.get("provenance"), provenance)
     if blocking or notes:
         replaced = {k: v for k, v in previous["provenance"].items() if k != "environment"}
@@ -445,9 +446,9 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
         "resume_history": history,
         # every tracker that holds the experiment's logs: those recorded before (a resume's
         # trials go on logging to them) and this run's (trackers/specs.py)
-        "log_to": [*previous.get("log_to", []),
+        "log_to": [*recorded_trackers,
                    *[spec for spec in (tracker.spec.to_dict() for tracker in options.trackers)
-                     if spec not in previous.get("log_to", [])]],
+                     if spec not in recorded_trackers]],
         # own code's metrics, name -> {direction, unit}: the verdicts' directions and the
         # report's units (results/io/directions.py); null for the built-in model and plugins
         "metrics": declared_metrics_of(configs),

@@ -22,6 +22,14 @@ from ablations.config import TrialConfig
 # Tune must not try to reach the network or pop up anything.
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+# One core per test worker: the suite runs on two xdist workers (pyproject.toml), so a local
+# Ray a test starts (in its process or in a command it runs) gets one CPU, through Ray's own
+# override of a node's resources; Tune then runs one trial at a time and starts one trial actor
+# (its imports, ~7 CPU-s, are most of a tiny run's cost), not two that share the core with the
+# other worker's. Ray starts workers when a task needs one, not a pool ahead of it. Clusters
+# started with `ray start` (tests/ray_cluster.py) keep the CPUs they are given.
+os.environ.setdefault("RAY_OVERRIDE_RESOURCES", '{"CPU": 1}')
+os.environ.setdefault("RAY_enable_worker_prestart", "0")
 
 REPO = Path(__file__).resolve().parents[1]
 # Seconds each work unit took at the last `pytest --store-durations` (the workers take the
@@ -267,7 +275,7 @@ def ray_local():
     import ray
 
     if not ray.is_initialized():  # else the one the module's in-process runs started
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 

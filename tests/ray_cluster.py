@@ -60,6 +60,7 @@ class RayCluster:
         self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token,
                     "RAY_USAGE_STATS_ENABLED": "0"}
         self.env.pop("RAY_ADDRESS", None)
+        self.env.pop("RAY_OVERRIDE_RESOURCES", None)  # the nodes' --num-cpus hold
         self.isolated = namespaces_available()
         self.logs = root
         self.processes: list[subprocess.Popen] = []

@@ -59,7 +59,7 @@ def test_run_returns_the_tables_and_resume_continues_it_into_rounds(tmp_path):
     assert not ray.is_initialized()
     result = Experiment("components", seeds=Seeds(2, max_seeds=3),
                         only=["baseline", "no_images"], overrides=TINY, storage=tmp_path,
-                        name="api", resources=Resources(num_cpus=2)).run()
+                        name="api", resources=Resources(num_cpus=1)).run()
     assert not ray.is_initialized()
     assert (result.trials["status"] == "ok").all() and len(result.trials) == 4
     assert result.directory == str(tmp_path / "api")
@@ -74,12 +74,12 @@ def test_run_returns_the_tables_and_resume_continues_it_into_rounds(tmp_path):
         Experiment.resume("api", storage=tmp_path, seeds="auto",
                           decision=Decision(metric="test_rmse"))
     # nothing left to run: the same trials, and the same verdicts
-    again = Experiment.resume("api", storage=tmp_path, resources=Resources(num_cpus=2))
+    again = Experiment.resume("api", storage=tmp_path, resources=Resources(num_cpus=1))
     assert not ray.is_initialized()
     assert again.trials["trial_name"].tolist() == result.trials["trial_name"].tolist()
     assert again.verdicts["verdict"].tolist() == result.verdicts["verdict"].tolist()
     continued = Experiment.resume(storage=tmp_path, seeds="auto",  # the latest
-                                  resources=Resources(num_cpus=2))
+                                  resources=Resources(num_cpus=1))
     record = read_metadata(str(tmp_path / "api"))["sequential"]
     assert record["continued"]["seeds"] == [0, 1] and record["design"]["looks"] == [2, 3]
     assert "decided_at" in continued.verdicts

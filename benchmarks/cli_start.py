@@ -1,6 +1,7 @@
 """How long the command line takes to answer without running anything: ``--help``, a
-subcommand's help, a bad flag's one-line error and ``list``, each in a fresh process, beside
-importing the run command's modules (what every call loaded when the parser lived with them).
+subcommand's help, a bad flag's one-line error, ``list`` and the main job's dry run (every
+trial planned and checked), each in a fresh process, beside importing the run command's modules
+(what every call loaded when the parser lived with them).
 
     python benchmarks/cli_start.py --repeats 7
 
@@ -38,6 +39,7 @@ COMMANDS = {
     "run --help": ["run", "--help"],
     "a bad flag (--alpha 2)": ["--alpha", "2"],
     "list": ["list"],
+    "a dry run (--space components --dry-run)": ["--space", "components", "--dry-run"],
 }
 RUN_MODULES = ("import sys, json, ablations.cli.run; print(json.dumps(sorted(m for m in %r if m "
                "in sys.modules)), file=sys.stderr)" % (HEAVY,))

@@ -12,9 +12,9 @@ _WHERE = {
     **dict.fromkeys(("DataError", "RegressionData", "SyntheticSpec", "check_directory",
                      "load_directory", "load_synthetic", "make_synthetic"),
                     "ablations.model.data"),
-    **dict.fromkeys(("FULL_WIDTHS", "REDUCED_WIDTHS", "MultimodalSwitches"),
+    **dict.fromkeys(("FULL_WIDTHS", "REDUCED_WIDTHS", "ModelConfig", "MultimodalSwitches"),
                     "ablations.model.config"),
-    **dict.fromkeys(("ModelConfig", "MultimodalRegressionModel", "build_model",
+    **dict.fromkeys(("MultimodalRegressionModel", "build_model",
                      "count_parameters"), "ablations.model.model"),
 }
 

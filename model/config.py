@@ -2,14 +2,14 @@
 
 :class:`MultimodalSwitches` is what a researcher ablates in the built-in model; the runner keeps
 it as the ``model`` section of a trial's configuration (``ablations/config/trial.py``), as it
-keeps a plugin's own config. :class:`ablations.model.model.ModelConfig` extends it with the data's
-shapes and the systems flags the model applies itself. No torch here: the command line reads this
-module before any trial starts.
+keeps a plugin's own config. :class:`ModelConfig` extends it with the data's shapes and the
+systems flags the model applies itself. No torch here: the command line reads this module before
+any trial starts, and the driver's cost estimate keys its kept counts by a ``ModelConfig``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 FULL_WIDTHS = (64, 128, 256)
@@ -83,3 +83,48 @@ class MultimodalSwitches:
 # The embedded synthetic set's scalar columns, scalar_0 .. scalar_2 (model/synthetic.py makes
 # them); here so that what names them (`list`, a space generated from them) loads no data code
 SYNTHETIC_SCALARS = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig(MultimodalSwitches):
+    """The switches (:class:`MultimodalSwitches`: defaults and their validation are there), the
+    shapes of the data and the systems flags the model applies itself.
+
+    The shape fields are filled from the data, never from constants here.
+    """
+
+    in_channels: int  # C of the frames (from the data)
+    image_height: int  # H (from the data)
+    image_width: int  # W (from the data)
+    num_scalars: int  # S, length of the scalar feature vector (from the data)
+    temporal_frames: int = DEFAULT_FRAMES  # frames used, the most recent ones; 1: `single_frame`
+    use_images: bool = True  # False: no CNN at all, scalars only; ablation `no_images`
+    use_scalars: bool = True  # False: no scalar branch; ablation `no_scalars`
+    gradient_checkpointing: bool = False  # recompute the CNN and attention in backward
+    channels_last: bool = False  # NHWC memory format for the CNN's input (systems switch)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("in_channels", "image_height", "image_width", "temporal_frames"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_scalars < 0:
+            raise ValueError(f"num_scalars must be >= 0, got {self.num_scalars}")
+        if not (self.use_images or self.use_scalars):
+            raise ValueError("use_images and use_scalars are both False: the model has no input")
+        if self.use_scalars and self.num_scalars == 0:
+            raise ValueError("use_scalars is True but the data has no scalar features")
+
+    @property
+    def feature_map_size(self) -> tuple[int, int]:
+        """(h, w) of the CNN's last map: two stride-2 convolutions."""
+        return _after_stride2(_after_stride2(self.image_height)), _after_stride2(
+            _after_stride2(self.image_width)
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _after_stride2(size: int) -> int:
+    return (size - 1) // 2 + 1  # 3x3 conv, padding 1, stride 2

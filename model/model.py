@@ -14,62 +14,16 @@ Each field of :class:`ModelConfig` names the ablation that switches it off. Shap
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ablations.model.config import DEFAULT_FRAMES, MultimodalSwitches
+from ablations.model.config import ModelConfig
 
 # Lower bound on the predicted variance (standardised target units): keeps the NLL finite.
 MIN_VARIANCE = 1e-4
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelConfig(MultimodalSwitches):
-    """The switches (:class:`ablations.model.config.MultimodalSwitches`: defaults and their
-    validation are there), the shapes of the data and the systems flags the model applies itself.
-
-    The shape fields are filled from the data, never from constants here.
-    """
-
-    in_channels: int  # C of the frames (from the data)
-    image_height: int  # H (from the data)
-    image_width: int  # W (from the data)
-    num_scalars: int  # S, length of the scalar feature vector (from the data)
-    temporal_frames: int = DEFAULT_FRAMES  # frames used, the most recent ones; 1: `single_frame`
-    use_images: bool = True  # False: no CNN at all, scalars only; ablation `no_images`
-    use_scalars: bool = True  # False: no scalar branch; ablation `no_scalars`
-    gradient_checkpointing: bool = False  # recompute the CNN and attention in backward
-    channels_last: bool = False  # NHWC memory format for the CNN's input (systems switch)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("in_channels", "image_height", "image_width", "temporal_frames"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.num_scalars < 0:
-            raise ValueError(f"num_scalars must be >= 0, got {self.num_scalars}")
-        if not (self.use_images or self.use_scalars):
-            raise ValueError("use_images and use_scalars are both False: the model has no input")
-        if self.use_scalars and self.num_scalars == 0:
-            raise ValueError("use_scalars is True but the data has no scalar features")
-
-    @property
-    def feature_map_size(self) -> tuple[int, int]:
-        """(h, w) of the CNN's last map: two stride-2 convolutions."""
-        return _after_stride2(_after_stride2(self.image_height)), _after_stride2(
-            _after_stride2(self.image_width)
-        )
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def _after_stride2(size: int) -> int:
-    return (size - 1) // 2 + 1  # 3x3 conv, padding 1, stride 2
 
 
 def _conv_block(c_in: int, c_out: int, stride: int) -> nn.Sequential:

@@ -152,7 +152,7 @@ def expand(
 
     Each variant's diff is applied to ``base`` and validated here, so a bad cell fails before
     any trial starts. A space generated from the data (``features``) needs the data's
-    ``scalar_names`` (``ablations.trial.batches.scalar_columns(base)``).
+    ``scalar_names`` (``ablations.trial.loading.scalar_columns(base)``).
     """
     if not seeds:
         raise ConfigError(f"no seeds given; pass {arg('seeds')} N (>= 1) or a list like 0,1,2")

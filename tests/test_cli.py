@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from ablations.cli.main import main
+from ablations.config.safety import installed_torch
 from tests.conftest import REPO, write_data_dir
 
 
@@ -142,6 +143,22 @@ def test_a_subprocess_error_has_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
 
+
+@pytest.mark.slow
+@pytest.mark.skipif(not installed_torch().endswith("+cpu"), reason="a CPU-only torch build")
+def test_a_dry_run_plans_every_trial_without_importing_torch(tmp_path):
+    """Planning the main job (its configurations, the safety rules, the device, the data's
+    provenance) needs no torch on a CPU-only build: a dry run answers in the time of its own
+    work, not torch's import (benchmarks/cli_start.py)."""
+    probe = ("import runpy, sys; sys.argv = ['run_ablations.py', *sys.argv[1:]]\n"
+             f"runpy.run_path({str(REPO / 'run_ablations.py')!r}, run_name='__main__')")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONVERBOSE": "1"}
+    proc = subprocess.run([sys.executable, "-c", probe, "--space", "components", "--dry-run"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0 and "27 trials" in proc.stdout, proc.stderr[-2000:]
+    imported = re.findall(r"^import '([\w.]+)'", proc.stderr, flags=re.MULTILINE)
+    assert "ablations.experiment.planning" in imported and "pandas" in imported
+    assert "torch" not in imported
 
 @pytest.mark.slow
 def test_end_to_end_cli_run(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ablations.trial.batches import load_data
+from ablations.trial.loading import load_data
 from ablations.config import ConfigError, TrialConfig, apply_overrides, load_yaml_overrides
 from ablations.trial.cost import estimated_cost
 from ablations.trial.loop import train

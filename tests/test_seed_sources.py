@@ -14,7 +14,7 @@ import torch
 from scipy import optimize
 
 from ablations import Experiment, Seeds
-from ablations.trial.batches import load_data
+from ablations.trial.loading import load_data
 from ablations.trial.host import cpu_model
 from ablations.experiment.tables import trial_row
 from ablations.trial.loop import TrialRun, train

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.metadata
 import shutil
 from typing import Optional
-
-import torch
 
 from ablations.config.sections import CUDA_GRAPH_MODES
 from ablations.config.trial import TrialConfig
@@ -32,10 +31,29 @@ NO_CUDA_GRAPH_MODE = {"reduce-overhead": "default", "max-autotune": "max-autotun
 CUDA_GRAPH_TREES_IN_ANY_THREAD = (2, 13)
 
 
+@functools.lru_cache(maxsize=None)
+def installed_torch() -> str:
+    """The installed torch's version, e.g. '2.13.0+cpu', read from its distribution's metadata:
+    the driver plans and checks trials without importing torch (seconds of CPU); torch's own
+    ``__version__`` where no distribution is installed (a source tree on the path)."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        import torch
+
+        return torch.__version__
+
+
+def cpu_only_torch() -> bool:
+    """Whether the installed torch is a CPU-only build (PyTorch's CPU wheels: '2.13.0+cpu'):
+    then there is no CUDA, known without importing torch."""
+    return installed_torch().endswith("+cpu")
+
+
 def torch_release(version: Optional[str] = None) -> tuple[int, int]:
     """(major, minor) of ``version`` (default: the installed torch), e.g. (2, 13) for
     '2.13.0+cpu'."""
-    major, minor = (version or torch.__version__).split("+")[0].split(".")[:2]
+    major, minor = (version or installed_torch()).split("+")[0].split(".")[:2]
     return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
 
@@ -51,6 +69,8 @@ class Conflict:
 @functools.lru_cache(maxsize=None)
 def cpu_autocast_supported(dtype_name: str) -> bool:
     """Whether autocast on CPU runs a conv and a matmul in ``dtype`` here (checked, not assumed)."""
+    import torch
+
     dtype = getattr(torch, dtype_name)
     try:
         with torch.autocast("cpu", dtype=dtype):
@@ -104,7 +124,7 @@ def find_conflicts(config: TrialConfig, device: str,
         if config.optim.grad_accum_steps > 1:
             reasons.append("gradient accumulation breaks under CUDA graphs (pytorch #169545)")
         if torch_release() < CUDA_GRAPH_TREES_IN_ANY_THREAD:
-            reasons.append(f"torch {torch.__version__} fails from the second such trial in a "
+            reasons.append(f"torch {installed_torch()} fails from the second such trial in a "
                            "reused worker (pytorch #123177; fixed in torch 2.13)")
         if reasons:
             safe = NO_CUDA_GRAPH_MODE[systems.compile]
@@ -150,7 +170,12 @@ def find_conflicts(config: TrialConfig, device: str,
 
 
 def local_cuda_capability() -> Optional[tuple[int, int]]:
-    """The lowest compute capability among this machine's GPUs; None without CUDA."""
+    """The lowest compute capability among this machine's GPUs; None without CUDA (at once,
+    without importing torch, for a CPU-only build)."""
+    if cpu_only_torch():
+        return None
+    import torch
+
     if not torch.cuda.is_available():
         return None
     return min(tuple(torch.cuda.get_device_capability(i))  # type: ignore[misc]
@@ -159,6 +184,8 @@ def local_cuda_capability() -> Optional[tuple[int, int]]:
 
 @functools.lru_cache(maxsize=None)
 def cpu_fused_adamw_supported() -> bool:
+    import torch
+
     try:
         param = torch.nn.Parameter(torch.zeros(2))
         param.grad = torch.ones(2)

@@ -70,7 +70,7 @@ def auto_batch(args: Request, trials: list[Any], *,
     import ray
 
     from ablations.trial.memory import auto_batch_limit, choose_micro_batch, probe_max_batch
-    from ablations.trial.batches import load_data
+    from ablations.trial.loading import load_data
 
     config = trials[0].config
     if probe is None:

@@ -44,12 +44,13 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from ablations.config.safety import cpu_only_torch
 from ablations.experiment.own_code_files import (
     combined_fingerprint,
     own_code_change,
     own_code_record,
 )
-from ablations.trial.batches import synthetic_spec
+from ablations.trial.loading import synthetic_spec
 from ablations.trial.host import cpu_model
 
 KEY_PACKAGES = ("torch", "ray", "numpy", "pandas", "pyarrow", "optuna", "scipy")
@@ -177,11 +178,15 @@ def package_freeze() -> dict[str, str]:
 
 
 def device_info() -> dict[str, Any]:
-    """The driver's device: CUDA device names and capabilities, or the CPU model."""
+    """The driver's device: CUDA device names and capabilities, or the CPU model (torch is not
+    imported for a CPU-only build)."""
+    info: dict[str, Any] = {"cpu": cpu_model(), "hostname": platform.node(),
+                            "cuda_available": False}
+    if cpu_only_torch():
+        return info
     import torch
 
-    info: dict[str, Any] = {"cpu": cpu_model(), "hostname": platform.node(),
-                            "cuda_available": torch.cuda.is_available()}
+    info["cuda_available"] = torch.cuda.is_available()
     if info["cuda_available"]:
         info["cuda"] = [
             {"name": torch.cuda.get_device_name(i),

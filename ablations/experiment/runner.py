@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
+from ablations.config.safety import installed_torch
 from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.config import TrialConfig
 from ablations.experiment.cluster import (
@@ -403,7 +404,6 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
     """experiment.json's fields every design has; ``planned``: the configurations the
     trainable gets (a search's base), whose data the provenance covers too."""
     import ray
-    import torch
 
     configs = [spec.config for spec in trials] + [spec.config for spec, _ in skipped]
     provenance = collect(configs + list(planned))
@@ -437,7 +437,7 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
         "gpus_per_trial": options.gpus_per_trial,
         "time_limit_s": options.time_limit_s,
         "address": options.address or "local",
-        "torch_version": torch.__version__,
+        "torch_version": installed_torch(),
         "ray_version": ray.__version__,
         "python_version": platform.python_version(),
         "git_commit": git_commit_label(provenance["git"]),

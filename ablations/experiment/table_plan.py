@@ -17,7 +17,7 @@ from ablations.experiment.cells import crossed_seeds, with_null_control
 from ablations.experiment.datasets_plan import check_named, named_trials, on_dataset
 from ablations.experiment.request import Request, arg
 from ablations.model.data import MAX_SYNTHETIC_FRAMES, load_directory
-from ablations.trial.batches import scalar_columns
+from ablations.trial.loading import scalar_columns
 from ablations.trial.command import unused_key_problem, value_problem
 
 # a design's table on one dataset: (request, space, base, seeds, scalar names, only) -> trials

@@ -35,15 +35,11 @@ from typing import Any, Optional
 
 import pandas as pd
 import ray
-import torch
 from ray import tune
 
 from ablations.config import TrialConfig
 from ablations.experiment.reported import json_value, packed
-from ablations.trial.memory import gpu_share
 from ablations.trial.own_code import resolved_device, trial_folder
-from ablations.trial.run import run_trial
-from ablations.trial.step import cap_gpu_memory
 from ablations.results.io.files import PREDICTIONS_FILE, atomic_write, is_file, join, read_bytes
 
 STATE_FILE = "state.pt"
@@ -64,6 +60,8 @@ def save_state_atomic(state: dict[str, Any], state_dir: str) -> None:
     (``trial.save_history``: epochs reported after the last save) replaces the history only,
     so the state file keeps the epoch it was saved with."""
     if set(state) != {"history"}:
+        import torch
+
         atomic_write(join(state_dir, STATE_FILE), lambda handle: torch.save(state, handle))
     history = json.dumps(state["history"], default=json_value).encode()
     atomic_write(join(state_dir, HISTORY_FILE), lambda handle: handle.write(history))
@@ -72,6 +70,8 @@ def save_state_atomic(state: dict[str, Any], state_dir: str) -> None:
 def load_state(path: str) -> dict[str, Any]:
     """A saved state, its tensors on the CPU whatever device saved them (a GPU trial's state
     read by a driver or a worker without CUDA); ``load_state_dict`` moves them back."""
+    import torch
+
     return torch.load(io.BytesIO(read_bytes(path)), weights_only=True, map_location="cpu")
 
 
@@ -101,6 +101,8 @@ def newest_state(state_path: Optional[str], checkpoint: Optional[Any]
         with checkpoint.as_directory() as directory:
             path = os.path.join(directory, STATE_FILE)
             if os.path.exists(path):
+                import torch
+
                 return torch.load(path, weights_only=True, map_location="cpu")
     return None
 
@@ -152,6 +154,11 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
                 predictions.to_parquet(os.path.join(directory, PREDICTIONS_FILE), index=False)
             tune.report(sent, checkpoint=tune.Checkpoint.from_directory(directory))
 
+    import torch  # here, in the trial's worker: the driver passes this function without it
+
+    from ablations.trial.run import run_trial
+    from ablations.trial.step import cap_gpu_memory
+
     share = trial_gpu_share(trial, _assigned_gpus())
     cuda = torch.device("cuda")
     if share is not None:
@@ -183,6 +190,8 @@ def trial_gpu_share(trial: TrialConfig, assigned_gpus: float) -> Optional[float]
     it, for a trial on CUDA; None (no cap) on the CPU or with whole GPUs."""
     if trial.systems.device != "cuda" or assigned_gpus <= 0:
         return None
+    from ablations.trial.memory import gpu_share
+
     return gpu_share(assigned_gpus)
 
 
@@ -198,6 +207,8 @@ def return_memory_after_trial(freeze: bool = True) -> None:
     collection took ~90 ms each time here, half the runner's overhead per tiny trial above
     bare Tune (benchmarks/scale.py). Reference counting still frees frozen objects; only a
     cycle among them would stay, and what outlives a trial is the worker's own state anyway."""
+    import torch
+
     gc.collect()
     if freeze:
         gc.freeze()

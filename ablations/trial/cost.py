@@ -14,21 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import inspect
 import math
 from typing import Optional, Sequence
 
-import torch
-from torch.utils.flop_counter import FlopCounterMode
-
-from ablations.trial.batches import scalar_columns
 from ablations.config import TrialConfig
-from ablations.trial.model_builder import build_trial_model, builtin_model_config
+from ablations.config.safety import installed_torch
 from ablations.model import config as model_switches
-from ablations.model import model as model_module
 from ablations.model.cache import keep_record, read_record, source_digest
+from ablations.model.config import ModelConfig
 from ablations.model.data import SyntheticSpec, check_directory
-from ablations.model.model import ModelConfig, build_model
+from ablations.trial.loading import scalar_columns
+from ablations.trial.model_config import builtin_model_config
 
 FLOPS_KIND = "flops"  # the kept counts' files in the cache folder
 
@@ -37,10 +35,11 @@ FLOPS_KIND = "flops"  # the kept counts' files in the cache folder
 def training_flops_per_sample(model_config: ModelConfig) -> float:
     """FLOPs of one forward + backward pass for one sample. Kept in the cache folder
     (ablations.model.cache) under the model's configuration, the built-in model's source and
-    torch's version: counting them builds the model on the meta device and runs it under
-    ``FlopCounterMode``, which imports torch._dynamo (about 2 s of every run's start)."""
+    torch's version: counting them imports torch and builds the model on the meta device under
+    ``FlopCounterMode``, which imports torch._dynamo (about 2 s of every run's start); a kept
+    count is read without importing torch."""
     key = {"model": dataclasses.asdict(model_config), "source": _model_source_digest(),
-           "torch": torch.__version__}
+           "torch": installed_torch()}
     kept = read_record(FLOPS_KIND, key)
     if isinstance(kept, float):
         return kept
@@ -51,6 +50,11 @@ def training_flops_per_sample(model_config: ModelConfig) -> float:
 
 def counted_flops_per_sample(model_config: ModelConfig) -> float:
     """:func:`training_flops_per_sample`, counted (not read from the cache folder)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from ablations.model.model import build_model
+
     config = model_config
     with torch.device("meta"):
         model = build_model(config)
@@ -68,7 +72,8 @@ def counted_flops_per_sample(model_config: ModelConfig) -> float:
 def _model_source_digest() -> str:
     """The built-in model's code (its module and the switches' module it reads) and the
     counting recipe (:func:`counted_flops_per_sample`)."""
-    return source_digest(model_module.__file__, model_switches.__file__,
+    model_file = importlib.util.find_spec("ablations.model.model").origin  # not imported
+    return source_digest(model_file, model_switches.__file__,
                          extra=inspect.getsource(counted_flops_per_sample))
 
 
@@ -76,6 +81,11 @@ def _model_source_digest() -> str:
 def plugin_flops_per_sample(config: TrialConfig, image_shape: tuple[int, int, int],
                             scalars: int) -> float:
     """The same for a model plugin's model (``config.plugin``)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from ablations.trial.model_builder import build_trial_model
+
     config = config.replace(gradient_checkpointing=False, channels_last=False)
     with torch.device("meta"):
         model = build_trial_model(config, image_shape, scalars)

@@ -53,8 +53,8 @@ from ablations.trial.batches import (
     Batches,
     Normaliser,
     epoch_order,
-    load_data,
 )
+from ablations.trial.loading import load_data
 from ablations.trial.divergence import explosion_error
 from ablations.trial.metrics import (
     evaluate_test_split,
@@ -64,8 +64,9 @@ from ablations.trial.metrics import (
     regression_metrics,
 )
 from ablations.model.data import RegressionData
-from ablations.trial.model_builder import build_trial_model, builtin_model_config
-from ablations.model.model import ModelConfig
+from ablations.trial.model_builder import build_trial_model
+from ablations.trial.model_config import builtin_model_config
+from ablations.model.config import ModelConfig
 
 Reporter = Callable[[dict[str, Any], dict[str, Any], Optional[pd.DataFrame]], None]
 

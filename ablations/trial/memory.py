@@ -13,7 +13,7 @@ from typing import Any, Optional
 import torch
 
 from ablations.config import TrialConfig
-from ablations.trial.batches import load_data
+from ablations.trial.loading import load_data
 from ablations.trial.loop import resolve_device
 from ablations.trial.step import (
     NO_HOOKS,

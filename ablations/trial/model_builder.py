@@ -4,7 +4,6 @@ probe (--auto-batch) and the cost estimate, so each sees the model the trial tra
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Sequence
 
 import torch
@@ -12,32 +11,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ablations.config import ConfigError, TrialConfig
-from ablations.config.plugins import DataShape, load_plugin
-from ablations.model.model import ModelConfig, build_model
-
-
-def builtin_model_config(config: TrialConfig, image_shape: tuple[int, int, int],
-                         num_scalars: int) -> ModelConfig:
-    """The built-in model's config for images of ``image_shape`` (C, H, W) and
-    ``num_scalars`` scalars (the columns the model sees: those of the data less
-    ``drop_scalars``)."""
-    channels, height, width = image_shape
-    return ModelConfig(
-        **dataclasses.asdict(config.model),  # the switches, as they are
-        in_channels=channels, image_height=height, image_width=width, num_scalars=num_scalars,
-        temporal_frames=config.data.temporal_frames, use_images=config.data.use_images,
-        use_scalars=config.data.use_scalars,
-        gradient_checkpointing=config.systems.gradient_checkpointing,
-        channels_last=config.systems.channels_last,
-    )
-
-
-def data_shape(config: TrialConfig, image_shape: tuple[int, int, int],
-               num_scalars: int) -> DataShape:
-    channels, height, width = image_shape
-    return DataShape(frames=config.data.temporal_frames, channels=channels, height=height,
-                     width=width, scalars=num_scalars if config.data.use_scalars else 0,
-                     uses_images=config.data.use_images)
+from ablations.config.plugins import load_plugin
+from ablations.model.model import build_model
+from ablations.trial.model_config import builtin_model_config, data_shape
 
 
 def build_trial_model(config: TrialConfig, image_shape: tuple[int, int, int],

@@ -30,19 +30,23 @@ import io
 import math
 import random
 import re
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 import numpy as np
 import pandas as pd
-import torch
 
 from ablations.config import TrialConfig
 from ablations.config.statuses import TrialStatus
-from ablations.trial.switches import Switches
 from ablations.trial.time_limit import Deadline
+
+if TYPE_CHECKING:  # torch is imported where a trial uses it: the driver plans without it
+    import torch
+
+    from ablations.trial.switches import Switches
 
 # send(metrics, final, predictions): one report to Tune; final=True for the last one
 Send = Callable[[dict[str, Any], bool, Optional[pd.DataFrame]], None]
@@ -96,6 +100,8 @@ class Trial:
     def seed_everything(self) -> None:
         """Seed Python's ``random``, NumPy's global generator and torch's (CPU and CUDA) with
         the trial's ``init`` seed. Call it first in ``fit``, before building the model."""
+        import torch
+
         seed = self.seeds.init
         random.seed(seed)
         np.random.seed(seed % 2**32)
@@ -104,6 +110,8 @@ class Trial:
     def generator(self, source: str = "order") -> torch.Generator:
         """A CPU torch generator seeded with one source's seed (e.g. a DataLoader's
         ``generator=`` with ``"order"``, a split with ``"data"``)."""
+        import torch
+
         return torch.Generator().manual_seed(self.seed_of(source))
 
     def seed_of(self, source: str) -> int:
@@ -188,6 +196,8 @@ class Trial:
     def switches(self) -> Switches:
         """Precision, compile, checkpointing and channels-last where the code calls them
         (made on first use: the built-in loop applies its own)."""
+        from ablations.trial.switches import Switches
+
         return Switches(self._config, self.device)
 
     @property
@@ -202,6 +212,8 @@ class Trial:
 def readable(state: Mapping[str, Any]) -> None:
     """Raise :class:`OwnCodeError` unless ``torch.load(weights_only=True)`` reads ``state``
     back (tensors, numbers, strings, lists, dicts, ...)."""
+    import torch
+
     buffer = io.BytesIO()
     torch.save(dict(state), buffer)
     buffer.seek(0)
@@ -221,7 +233,8 @@ def _finite(value: Any) -> bool:
 
 
 def _number(name: str, value: Any) -> float:
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
+    torch = sys.modules.get("torch")  # a tensor comes only from code that imported torch
+    if torch is not None and isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     try:
         return float(value)
@@ -259,6 +272,8 @@ def trial_folder(state_dir: str) -> Path:
 
 def resolved_device(config: TrialConfig) -> torch.device:
     """``cuda`` when the trial was given a GPU and CUDA is there, else the CPU."""
+    import torch
+
     if config.systems.device == "cuda" and torch.cuda.is_available():
         return torch.device("cuda")
     return torch.device("cpu")

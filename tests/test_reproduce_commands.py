@@ -104,6 +104,8 @@ BENCHMARK_TINY: dict[str, tuple[str, ...]] = {
     "interaction_probe.py": ("--seeds", "2", "--epochs", "1", "--set", "max_train_examples=64",
                              "--set", "max_eval_examples=32", "--set", "cnn_widths=8,16,16",
                              "--set", "embed_dim=16", "--set", "batch_size=16"),
+    # one run each way; the session's runs have filled the caches a warm-up run fills
+    "run_cpu.py": ("--repeats", "1", "--warmups", "0"),
     "overhead.py": ("--threads", "1", "--repeats", "1", "--epochs", "1", *TINY_TRIAL),
     "scale.py": ("--trials", "9"),  # one seed of the components space's 9 variants: the fewest
     "scaling.py": ("--k", "1", "--epochs", "1", *TINY_TRIAL),

@@ -255,6 +255,7 @@ def test_variant_under_other_seeds_gets_welch_against_scipy():
 
 
 @pytest.mark.parametrize("paired", [True, False])
+@pytest.mark.slow  # a simulation of many experiments
 def test_holm_table_keeps_the_family_wise_error_rate_under_the_null(paired):
     """Eight ablations that change nothing, 3 seeds each: the chance that the table flags any of
     them (Holm p < 0.05) must stay at or under 5% (500 simulated experiments; without the

@@ -163,6 +163,7 @@ def _array_verdicts(a: np.ndarray, b: np.ndarray, margin: float, relative: bool 
 
 
 @pytest.mark.parametrize("shift", [0.0, 0.02])
+@pytest.mark.slow  # a simulation of many experiments
 def test_error_rates_by_simulation(shift):
     """4000 simulated pairs of experiments, 8 variants, 5 paired seeds: with no change, some
     variant is called worse/better/negligible in at most α (+ 3 Monte Carlo s.e.); with every

@@ -174,6 +174,7 @@ def test_an_arm_that_diverged_on_most_seeds_ranks_last_despite_its_best_finished
     assert ranks.average["exploding"] == 4.0
 
 
+@pytest.mark.slow  # a simulation of many experiments
 def test_simulated_error_rates_at_three_datasets_stay_within_alpha():
     reps = 30  # 30 experiments of each kind: about 5 s
     null = scenario_rates(np.random.default_rng(37), noise="gaussian", tau=0.02, reps=reps,

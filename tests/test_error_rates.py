@@ -33,6 +33,7 @@ BOUND = ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / EXPERIMENTS)  # α + 3 Monte-C
 
 
 @pytest.mark.parametrize("noise", NOISES)
+@pytest.mark.slow  # a simulation of many experiments
 def test_an_arm_a_margin_away_is_called_equivalent_in_at_most_alpha(noise):
     """Every cell of the table: seven arms equal to the reference and one at exactly ±5%, with
     and without a shared seed effect, at the synthetic default's spread and at a tight one

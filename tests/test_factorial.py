@@ -252,6 +252,7 @@ def simulate(d: FactorialDesign, truth: np.ndarray, n_seeds: int, rng, sd: float
     return table_of(d, values, list(range(n_seeds)))
 
 
+@pytest.mark.slow  # a simulation of many experiments
 def test_simulated_runs_find_no_interaction_where_none_is_and_find_a_planted_one():
     """The exact analysis on simulated 2^3 runs at 3 seeds: switches whose effects add up (A
     costs 10%, B and C nothing) get no `worse`/`better` interaction (nor a main effect where

@@ -240,6 +240,7 @@ def _run_rounds(columns: dict[str, np.ndarray], design: SeedDesign, margin="5%"
     return tables, trials
 
 
+@pytest.mark.slow  # a simulation of many experiments
 def test_the_runners_rounds_decide_as_the_simulated_procedure():
     """The runner's path (a trials table grown round by round) gives the verdicts and seeds per
     arm of tools.simulation.sequential_verdicts on the same values: the error-rate table
@@ -268,6 +269,7 @@ def test_the_runners_rounds_decide_as_the_simulated_procedure():
 # ------------------------------------------------------------- one verdict, one story
 
 
+@pytest.mark.slow  # a simulation of many experiments
 def test_a_verdict_is_frozen_at_the_look_that_decided_it():
     """Whatever later rounds bring, an arm's verdict, its deciding look and the numbers its row
     shows stay those of the round that decided it (what the console printed then); the row's
@@ -324,6 +326,7 @@ def test_the_interval_of_delta_is_the_repeated_one_at_the_reported_look():
     assert later >= 2, final[["verdict", "decided_at"]]  # not vacuous
 
 
+@pytest.mark.slow  # a simulation of many experiments
 def test_no_worse_beside_a_difference_in_the_better_direction():
     """`worse` (lower is better: MAE) always sits beside a positive Δ, `better` beside a
     negative one, and the p-value printed beside it is below the level its look was tested at,

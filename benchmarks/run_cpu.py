@@ -1,7 +1,8 @@
 """The CPU seconds a tiny CLI run costs the whole machine (the driver, Ray's daemons, the trial
 workers), with the local Ray as a user gets it (the machine's CPUs: two trials at a time on 2
-cores, workers started ahead) and as the tests start it (tests/conftest.py: one CPU through
-Ray's RAY_OVERRIDE_RESOURCES, one trial at a time, workers started on demand).
+cores, a worker started ahead for the first driver) and as the tests start it
+(tests/conftest.py: one CPU through Ray's RAY_OVERRIDE_RESOURCES, one trial at a time, no
+worker started ahead: RAY_prestart_worker_first_driver=0).
 
     python benchmarks/run_cpu.py --repeats 3
 
@@ -26,15 +27,17 @@ TABLE = ["--space", "components", "--only", "baseline,no_images", "--seeds", "2"
          "--epochs", "1", "--set", "synthetic_train=64", "--set", "synthetic_val=16",
          "--set", "synthetic_test=16", "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16",
          "--set", "batch_size=16", "--no-dashboard", "--no-reuse"]
-TESTS_RAY = {"RAY_OVERRIDE_RESOURCES": '{"CPU": 1}', "RAY_enable_worker_prestart": "0"}
+TESTS_RAY = {"RAY_OVERRIDE_RESOURCES": '{"CPU": 1}', "RAY_prestart_worker_first_driver": "0"}
 CASES = {"the machine's CPUs (as a user runs it)": {},
-         "one CPU, workers on demand (as the tests run it)": TESTS_RAY}
+         "one CPU, no worker ahead (as the tests run it)": TESTS_RAY}
 
 
 def busy_seconds() -> float:
-    """The machine's CPU seconds spent so far, every core (not idle, not waiting for I/O)."""
+    """The machine's CPU seconds spent so far, every core: user, nice, system, irq and softirq
+    time (/proc/stat's first line; not idle, I/O wait, time stolen by a hypervisor, nor guest
+    time, which user time already holds)."""
     with open("/proc/stat") as stat:
-        ticks = [int(field) for field in stat.readline().split()[1:]]
+        ticks = [int(field) for field in stat.readline().split()[1:8]]
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 

@@ -26,10 +26,11 @@ os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 # Ray a test starts (in its process or in a command it runs) gets one CPU, through Ray's own
 # override of a node's resources; Tune then runs one trial at a time and starts one trial actor
 # (its imports, ~7 CPU-s, are most of a tiny run's cost), not two that share the core with the
-# other worker's. Ray starts workers when a task needs one, not a pool ahead of it. Clusters
-# started with `ray start` (tests/ray_cluster.py) keep the CPUs they are given.
+# other worker's. Nor does Ray start a worker ahead for the first driver (an idle one the trial
+# actor does not use). Clusters started with `ray start` (tests/ray_cluster.py) keep the CPUs
+# they are given. benchmarks/run_cpu.py measures both ways.
 os.environ.setdefault("RAY_OVERRIDE_RESOURCES", '{"CPU": 1}')
-os.environ.setdefault("RAY_enable_worker_prestart", "0")
+os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 
 REPO = Path(__file__).resolve().parents[1]
 # Seconds each work unit took at the last `pytest --store-durations` (the workers take the

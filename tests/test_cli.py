@@ -145,7 +145,7 @@ def test_a_subprocess_error_has_no_traceback(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not installed_torch().endswith("+cpu"), reason="a CPU-only torch build")
+@pytest.mark.skipif(not installed_torch().endswith("+cpu"), reason="needs a CPU-only torch build")
 def test_a_dry_run_plans_every_trial_without_importing_torch(tmp_path):
     """Planning the main job (its configurations, the safety rules, the device, the data's
     provenance) needs no torch on a CPU-only build: a dry run answers in the time of its own
@@ -159,6 +159,7 @@ def test_a_dry_run_plans_every_trial_without_importing_torch(tmp_path):
     imported = re.findall(r"^import '([\w.]+)'", proc.stderr, flags=re.MULTILINE)
     assert "ablations.experiment.planning" in imported and "pandas" in imported
     assert "torch" not in imported
+
 
 @pytest.mark.slow
 def test_end_to_end_cli_run(tmp_path):

@@ -22,7 +22,7 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.slow
 
 # 20 epochs of 96 samples: several seconds per trial, so the run is still going when the first
-# trial has saved its first epoch and the signal arrives; two trials run at once, two wait.
+# trial has saved its first epoch and the signal arrives; the others wait their turn.
 ARGS = ["--space", "components", "--only", "baseline,no_images", "--seeds", "2",
         "--epochs", "20", "--set", "synthetic_train=96", "--set", "synthetic_val=16",
         "--set", "synthetic_test=16", "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16",

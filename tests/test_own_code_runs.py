@@ -28,7 +28,7 @@ EXAMPLES = {
     "lightning": "examples/digits/lightning.yaml",
 }
 EPOCHS = 20
-# The reference and one ablation at two seeds: four trials, two at a time
+# The reference and one ablation at two seeds: four trials
 SMALL = ["--only", "no_second_layer", "--seeds", "2", "--set", f"epochs={EPOCHS}",
          "--no-dashboard"]
 

@@ -1,7 +1,7 @@
 """The machine a trial runs on: its CPU's name (the metrics and the provenance record it) and
 what ``run_ablations.py diagnose`` reports (devices, memory, what this torch supports, a
-suggested command). torch, and the safety rules that import it, are imported by
-:func:`diagnose` only: the provenance record needs the CPU's name without them."""
+suggested command). torch and the safety rules are imported by :func:`diagnose` only: the
+provenance record needs the CPU's name without them."""
 
 from __future__ import annotations
 

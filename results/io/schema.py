@@ -132,7 +132,7 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("reused_from", "string",
      "experiment/trial whose numbers this row took instead of training (the trial store); "
      "empty where the trial was trained in this experiment"),
-    ("torch_version", "string", "torch.__version__ in the driver"),
+    ("torch_version", "string", "the driver's installed torch (its distribution's version, = torch.__version__)"),
     ("ray_version", "string", "ray.__version__ in the driver"),
     ("python_version", "string", "Python version in the driver"),
     ("git_commit", "string",

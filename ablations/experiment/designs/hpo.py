@@ -154,7 +154,7 @@ class SearchTune(TuneSetup):
     def progress_plan(self, trials: Sequence[TrialSpec]
                       ) -> tuple[int, dict[str, Planned], Optional[Planned]]:
         from ablations.experiment.progress import Planned  # loads Ray Tune
-        from ablations.trial.cost import estimated_cost  # loads torch
+        from ablations.trial.cost import estimated_cost  # torch only to count FLOPs not kept yet
 
         base = self.search.base
         return self.search.num_samples, {}, Planned(base.optim.epochs, estimated_cost(base))

@@ -49,7 +49,8 @@ class TuneSetup:
                       ) -> tuple[int, dict[str, Planned], Optional[Planned]]:
         """(trials expected, name -> Planned, the Planned of a trial not named in advance)."""
         from ablations.experiment.progress import Planned  # loads Ray Tune
-        from ablations.trial.cost import estimated_cost, planned_epochs  # loads torch
+        # torch only to count FLOPs not kept yet
+        from ablations.trial.cost import estimated_cost, planned_epochs
 
         planned = {spec.name: Planned(planned_epochs(spec.config), estimated_cost(spec.config))
                    for spec in trials}
@@ -88,7 +89,7 @@ class GridTune(TuneSetup):
         from ray import tune
 
         from ablations.experiment.trainable import trial_name  # loads Ray Tune
-        from ablations.trial.cost import longest_first  # loads torch
+        from ablations.trial.cost import longest_first  # torch only to count FLOPs not kept yet
 
         # The grid holds names (readable in the progress table); configs go in the plan.
         # Longest trials first: the short ones fill the slots at the end (ablations/trial/cost.py).

@@ -20,6 +20,7 @@ import argparse
 import os
 import statistics
 import time
+from unittest import mock
 
 from common import machine, markdown, run_cli
 
@@ -43,21 +44,14 @@ def busy_seconds() -> float:
 
 def measured_run(settings: dict[str, str]) -> tuple[float, float]:
     """(the machine's CPU seconds, wall seconds) of one run of TABLE with ``settings`` in its
-    environment."""
-    saved = {name: os.environ.get(name) for name in TESTS_RAY}
-    for name in TESTS_RAY:
-        os.environ.pop(name, None)
-    os.environ.update(settings)
-    try:
+    environment (and no other of TESTS_RAY's); the environment is restored afterwards."""
+    with mock.patch.dict(os.environ):
+        for name in TESTS_RAY:
+            os.environ.pop(name, None)
+        os.environ.update(settings)
         busy, start = busy_seconds(), time.perf_counter()
         run_cli(TABLE)
         return busy_seconds() - busy, time.perf_counter() - start
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def main() -> None:

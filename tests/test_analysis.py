@@ -228,7 +228,7 @@ def test_report_writes_markdown_html_and_figures(tmp_path):
 def test_report_command(tmp_path, capsys):
     from ablations.cli.main import main
 
-    assert main(["report", str(_experiment(tmp_path / "exp"))]) == 0
+    assert main(["report", str(_experiment(tmp_path / "exp")), "--figures", "png"]) == 0
     out = capsys.readouterr().out
     assert "| no_x | 3 |" in out and "report.html" in out
     assert "| inconclusive |" in out and "margin ±5%" in out

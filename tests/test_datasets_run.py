@@ -144,7 +144,7 @@ def test_five_datasets_add_the_ranks_and_the_critical_difference_diagram(tmp_pat
     assert results.across["pi_low"].notna().all()  # k >= 3: a prediction interval
     from ablations.results.report.build import write_report
 
-    report = write_report(results.directory)
+    report = write_report(results.directory, figures="png")
     page = report.markdown.read_text()
     assert "## Ranks across the datasets" in page
     assert (tmp_path / "results" / "five" / "report_files" / "critical_difference.png").is_file()
@@ -156,7 +156,7 @@ def test_in_a_browser_the_report_across_datasets_fits_1366_px(two_datasets):
 
     folder, _ = two_datasets
     if not (folder / "report.html").exists():
-        assert run_here("report", str(folder)).returncode == 0
+        assert run_here("report", str(folder), "--figures", "png").returncode == 0
     measured = measure(folder / "report.html", find_chromium(), width=1366)
     results = {check.name: check for check in checks(measured, 1366)}
     assert all(check.ok for check in results.values()), results

@@ -85,7 +85,7 @@ def test_a_design_of_ones_own_plans_runs_resumes_and_reports(project):
     assert trials.loc["flaky-seed0", "resumed_from_epoch"] == 1
     assert "Long design: every trial trained for 2x the epochs asked." in resumed.stdout
 
-    report = run_cli(project, "report", str(root))
+    report = run_cli(project, "report", str(root), "--figures", "png")
     assert report.returncode == 0, report.stdout + report.stderr
     page = (root / "report.md").read_text()
     assert "Every trial trained for 2x the epochs asked (a long design)." in page

@@ -107,7 +107,7 @@ def test_report_summary_and_verdicts_of_an_own_code_experiment_agree(tmp_path):
     assert direct["no_dropout"] == "better"
     # the experiment's verdicts read its experiment.json: the declared direction
     assert verdicts(experiment_verdicts(str(root), metric="test_acc")) == direct
-    report = write_report(root, metric="test_acc", formats=("markdown",))
+    report = write_report(root, metric="test_acc", formats=("markdown",), figures="png")
     assert verdicts(report.ablation) == direct
     markdown = report.markdown.read_text()
     section = markdown[markdown.index("## Verdicts"):]
@@ -124,7 +124,7 @@ def test_report_summary_and_verdicts_of_an_own_code_experiment_agree(tmp_path):
     assert "better" in lines["no_dropout"] and "worse" in lines["no_augment"]
     assert "test_acc (higher is better)" in summary
     # the declared unit, and no other: test_loss in nats in the report's table of metrics
-    report = write_report(root, metric="test_loss")
+    report = write_report(root, metric="test_loss", figures="png")
     assert "Mean test_loss (nats)" in report.markdown.read_text()
     assert verdicts(report.ablation)["no_dropout"] == "better"  # a lower loss
 

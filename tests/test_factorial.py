@@ -417,7 +417,7 @@ def test_factorial_run_on_ray_prints_and_records_its_effects(tmp_path):
     trials = pd.read_parquet(folder / "trials.parquet")
     assert len(trials) == 8 and (trials["status"] == "ok").all()
     assert sorted(trials["seed"].unique()) == [0, 1]
-    report = run_here("report", str(folder))
+    report = run_here("report", str(folder), "--figures", "png")
     assert report.returncode == 0, report.stderr[-3000:]
     text = (folder / "report.md").read_text()
     assert "## Factorial effects" in text and "report_files/interactions.png" in text

@@ -75,7 +75,7 @@ def example(request, tmp_path_factory):
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=600, **kw)
     report = None
     if kind in ("function", "command"):  # the report reads every kind's tables alike
-        command, kw = cli("report", str(root))
+        command, kw = cli("report", str(root), "--figures", "png")
         report = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
     return {"kind": kind, "root": root, "killed": killed, "resumed": resumed, "report": report}
 

@@ -32,7 +32,7 @@ def written(tmp_path_factory):
         test_mae=lambda f: f["test_mae"] + 2.0)
     write_parquet_atomic(pd.concat([trials, worse], ignore_index=True)
                          .assign(data_source="synthetic:0123"), root / "trials.parquet")
-    report = write_report(root, formats=("latex", "markdown", "csv"))
+    report = write_report(root, formats=("latex", "markdown", "csv"), figures="png")
     return root, report
 
 

@@ -248,7 +248,7 @@ def test_the_example_model_runs_its_ablation_file_end_to_end(tmp_path, data):
         trials["ablation"] == "baseline", "test_nll"].notna().all()
     meta = json.loads((root / "experiment.json").read_text())
     assert meta["space"] == "conv3d" and meta["reference"] == "baseline"
-    report = write_report(root)
+    report = write_report(root, figures="png")
     assert set(report.ablation["ablation"]) == {"baseline", "no_temporal_kernel", "shallow",
                                                 "point_head"}
 

@@ -107,7 +107,24 @@ def test_report_on_a_file_uri_writes_every_file_in_place(experiment, tmp_path, c
     assert (root / "report.html").read_text().count("src='data:image/png;base64,") == 4
     for name in ("forest", "learning_curves", "strata", "calibration"):
         assert (root / "report_files" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+        assert (root / "report_files" / f"{name}-column.pdf").read_bytes()[:4] == b"%PDF"
     assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_figures_png_writes_the_pngs_alone_and_removes_their_earlier_vector_files(
+        experiment, tmp_path):
+    root = _copy(experiment, tmp_path)
+    figures = root / "report_files"
+    assert main(["report", str(root)]) == 0
+    pngs = {name for name in _files(figures) if name.endswith(".png")}
+    assert len(pngs) == 4 and _files(figures) == pngs | {
+        f"{Path(png).stem}{size}.{suffix}" for png in pngs
+        for size in ("", "-page", "-column") for suffix in ("pdf", "svg")}
+    (figures / "forest.png").write_bytes(b"old")
+    (figures / "notes.pdf").write_bytes(b"the researcher's own")
+    assert main(["report", str(root), "--figures", "png"]) == 0
+    assert _files(figures) == pngs | {"notes.pdf"}
+    assert (figures / "forest.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize(("flags", "error"), [
@@ -141,7 +158,7 @@ def test_a_bad_margin_or_alpha_is_one_line(experiment, tmp_path, capsys, flags, 
 def test_margin_and_alpha_flags_set_the_verdicts(experiment, tmp_path, capsys, flags, verdict,
                                                  note):
     root = _copy(experiment, tmp_path)
-    assert main(["report", str(root), *flags]) == 0
+    assert main(["report", str(root), *flags, "--figures", "png"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| no_x |"))
     assert f"| {verdict} |" in row and note in out, out
@@ -154,7 +171,7 @@ def test_a_failed_report_write_keeps_the_previous_report_whole(experiment, tmp_p
     import ablations.results.io.files
 
     root = _copy(experiment, tmp_path)
-    assert main(["report", str(root)]) == 0
+    assert main(["report", str(root), "--figures", "png"]) == 0
     previous = {name: (root / name).read_bytes() for name in _files(root)}
 
     def disk_full(fd):
@@ -218,7 +235,7 @@ def test_a_run_of_the_reference_alone_is_reported_without_verdicts_and_says_so(
     root = _copy(experiment, tmp_path)
     trials = pd.read_parquet(root / "trials.parquet")
     trials[trials["ablation"] == "baseline"].to_parquet(root / "trials.parquet", index=False)
-    assert main(["report", str(root)]) == 0
+    assert main(["report", str(root), "--figures", "png"]) == 0
     said = "Only the reference baseline ran: there is no variant to compare with it, so no " \
            "verdict on test_mae"
     assert said in capsys.readouterr().out and said in (root / "report.md").read_text()
@@ -251,7 +268,7 @@ def test_a_unit_or_name_that_looks_like_html_stays_text_in_report_md(experiment,
         frame["ablation"] = frame["ablation"].replace("no_x", "<script>alert(1)</script>|x")
         frame.to_parquet(root / f"{table}.parquet", index=False)
     _record(root, metrics={"test_mae": {"direction": "lower", "unit": "<b>km</b>"}})
-    assert main(["report", str(root)]) == 0
+    assert main(["report", str(root), "--figures", "png"]) == 0
     capsys.readouterr()
     html = markdown_it.MarkdownIt("commonmark").enable("table").render(
         (root / "report.md").read_text())

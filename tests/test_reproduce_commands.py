@@ -106,6 +106,7 @@ BENCHMARK_TINY: dict[str, tuple[str, ...]] = {
                              "--set", "embed_dim=16", "--set", "batch_size=16"),
     # one run each way; the session's runs have filled the caches a warm-up run fills
     "run_cpu.py": ("--repeats", "1", "--warmups", "0"),
+    "report_figures.py": ("--repeats", "1"),
     "overhead.py": ("--threads", "1", "--repeats", "1", "--epochs", "1", *TINY_TRIAL),
     "scale.py": ("--trials", "9"),  # one seed of the components space's 9 variants: the fewest
     "scaling.py": ("--k", "1", "--epochs", "1", *TINY_TRIAL),

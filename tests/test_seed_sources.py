@@ -294,13 +294,13 @@ def test_only_arms_whose_ok_trials_cross_two_sources_get_a_decomposition():
 def test_the_report_shows_the_decomposition_only_for_a_crossed_run(tmp_path):
     from ablations.results.report.build import write_report
 
-    plain = write_report(_experiment(tmp_path / "plain")).markdown.read_text()
+    plain = write_report(_experiment(tmp_path / "plain"), figures="png").markdown.read_text()
     assert "Seed variance by source" not in plain
     root = _experiment(tmp_path / "crossed")
     trials = _crossed_trials(effect=0.3).assign(
         experiment="exp", trial_name=lambda f: f.ablation + "-seed" + f.seed.astype(str))
     trials.to_parquet(root / "trials.parquet", index=False)
-    markdown = write_report(root).markdown.read_text()
+    markdown = write_report(root, figures="png").markdown.read_text()
     section = markdown[markdown.index("## Seed variance by source"):]
     section = section[:section.index("\n## ", 1)]
     assert "| Variant | Source | Seeds | Variance (km²) | 95% interval | Std (km) |" in section

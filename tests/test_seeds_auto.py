@@ -179,7 +179,7 @@ def test_the_summary_gives_verdicts_seeds_and_compute_against_a_fixed_design(sto
 
 @pytest.mark.slow
 def test_the_report_reads_the_rounds(stopped_and_resumed):
-    report = write_report(stopped_and_resumed["root"])
+    report = write_report(stopped_and_resumed["root"], figures="png")
     text = Path(report.markdown).read_text()
     assert "## Compute spent" in text and "looks at 3, 5 seeds" in text
     run = SequentialRun.from_record(stopped_and_resumed["meta"]["sequential"])

@@ -143,7 +143,7 @@ def test_report_has_a_where_it_hurts_section_after_the_strata(tmp_path):
     from ablations.results.report.build import write_report
     from tests.test_analysis import _experiment
 
-    markdown = write_report(_experiment(tmp_path / "exp")).markdown.read_text()
+    markdown = write_report(_experiment(tmp_path / "exp"), figures="png").markdown.read_text()
     assert markdown.index("### regime") < markdown.index("## Appendix") \
         < markdown.index("### Errors by stratum") < markdown.index("### Where it hurts")
     # two seeds of point_estimate: nothing can be shown to differ

@@ -306,7 +306,7 @@ def test_report_and_notebook_on_a_real_experiment(experiment, monkeypatch):
     from ablations.cli.main import main
 
     directory = experiment[0].directory
-    assert main(["report", str(directory)]) == 0
+    assert main(["report", str(directory), "--figures", "png"]) == 0
     assert (directory / "report.html").stat().st_size > 10_000
     monkeypatch.setenv("ABLATION_EXPERIMENT", str(directory))
     monkeypatch.setenv("PYTHONPATH", str(REPO))
@@ -339,7 +339,7 @@ def test_compare_on_real_experiment_folders(experiment, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Changed: no_images." in out
     # the report's optional section: this experiment against the changed copy
-    assert main(["report", str(directory), "--compare-with", str(changed)]) == 0
+    assert main(["report", str(directory), "--compare-with", str(changed), "--figures", "png"]) == 0
     report = (directory / "report.md").read_text()
     assert "## Compared with changed" in report and "Changed: no_images." in report
     assert "| Variant | Seeds A | Seeds B | Pairs (Δ's seeds) |" in report  # each side's seeds

@@ -167,7 +167,7 @@ def test_console_and_report_put_the_two_verdict_tables_side_by_side(tuned):
     # the compute line counts every trial, the search's too
     assert re.search(r"no_scalars\s+2/2 ", out)
     assert f"of {len(trials)} trials" in out and len(trials) == 4 * SEEDS + 2 * BUDGET
-    report = write_report(tuned["root"])
+    report = write_report(tuned["root"], figures="png")
     text = Path(report.markdown).read_text()
     assert "## Tuned ablations" in text and f"{BUDGET} search trials per arm" in text
     assert "At its own best" in text

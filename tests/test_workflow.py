@@ -145,12 +145,12 @@ def test_report_on_other_settings_than_recorded_is_labelled_exploratory(tmp_path
     pilot = planned_record(reference="baseline", metric="test_mae", margin="5%", alpha=0.05,
                            seeds=[0, 1, 2, 3])
     root = _recorded(_experiment(tmp_path / "exp"), **pilot)
-    assert main(["report", str(root)]) == 0
+    assert main(["report", str(root), "--figures", "png"]) == 0
     assert "EXPLORATORY" not in capsys.readouterr().out
     markdown = (root / "report.md").read_text()
     assert "## Verdicts\n" in markdown and "## Compute spent" not in markdown
     assert "These 4 seeds are the pilot look of a sequential design" in markdown
-    assert main(["report", str(root), "--margin", "0.5", "--alpha", "0.1"]) == 0
+    assert main(["report", str(root), "--margin", "0.5", "--alpha", "0.1", "--figures", "png"]) == 0
     out = capsys.readouterr().out
     label = "EXPLORATORY: decided on margin 0.5 (planned 5%), alpha 0.1 (planned 0.05)"
     assert out.startswith(label), out

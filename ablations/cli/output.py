@@ -93,7 +93,8 @@ def report_main(args: argparse.Namespace) -> int:
     try:
         report = write_report(experiment, reference=args.reference, metric=args.metric,
                               margin=args.margin, alpha=args.alpha,
-                              compare_with=args.compare_with, formats=args.formats or ())
+                              compare_with=args.compare_with, formats=args.formats or (),
+                              figures=args.figures)
     except (ValueError, OSError, pa.ArrowException) as exc:
         message = input_problem(exc)
         if message is None:

@@ -179,6 +179,12 @@ def list_dir(path: str | Path) -> list[str]:
     return [info.base_name for info in fs.get_file_info(pafs.FileSelector(target))]
 
 
+def remove_file(path: str | Path) -> None:
+    """Remove a file (local or in a bucket)."""
+    fs, target = filesystem(path)
+    fs.delete_file(target)
+
+
 def delete_dir(path: str | Path) -> None:
     fs, target = filesystem(path)
     if fs.get_file_info(target).type == pafs.FileType.Directory:

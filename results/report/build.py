@@ -94,13 +94,15 @@ def write_report(directory: str | Path, *, reference: str | None = None,
                  metric: str | None = None, margin: str | float | None = None,
                  alpha: float | None = None,
                  compare_with: str | Path | None = None,
-                 formats: Sequence[str] = ()) -> Report:
+                 formats: Sequence[str] = (), figures: str = "all") -> Report:
     """Analyse the experiment in ``directory`` (a path or a URI such as ``s3://bucket/exp``)
     and write report.md, report.html and the PNGs into it, each atomically. With
     ``compare_with`` (another experiment folder), a section compares this experiment with it
     variant by variant (:func:`ablations.results.stats.compare.compare_experiments`, the other one
     as A). ``formats`` (``latex``, ``markdown``, ``csv``): the ablation table for a paper as
-    table.tex, table.md or table.csv too (:mod:`ablations.results.report.paper`).
+    table.tex, table.md or table.csv too (:mod:`ablations.results.report.paper`). ``figures``:
+    ``all`` writes each figure's PNG with its PDFs and SVGs, ``png`` the PNGs alone
+    (:func:`ablations.results.report.plots.figure_formats`).
 
     ``margin`` and ``alpha`` are :func:`ablations.results.stats.analysis.verdict_table`'s. Each of
     ``reference``, ``metric``, ``margin`` and ``alpha`` left None is what the experiment
@@ -158,7 +160,8 @@ def write_report(directory: str | Path, *, reference: str | None = None,
             table, a=other, b=str(trials["experiment"].iloc[0])), table[[
                 "ablation", "n_a", "n_b", "n_pairs", "a_mean", "b_mean", "diff_mean",
                 "tost_ci_low", "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
-    with tempfile.TemporaryDirectory(prefix="report-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="report-") as scratch, \
+            plots.figure_formats(figures):
         return design.write(directory, trials, epochs, predictions, Path(scratch),
                             write_one=_write_report, write_file=_write_file,
                             report_type=Report, reference=reference, metric=metric,
@@ -326,10 +329,8 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     tables = write_paper_files(directory, _write_file, meta=meta, trials=all_trials,
                                ablation=ablation, formats=formats,
                                baseline_line=check.line() if check is not None else None)
-    figures = [s.figure for s in sections if s.figure is not None]
-    for path in figures:  # each PNG, and its PDF and SVG for a paper
-        for written in (path, *plots.vector_files(path)):
-            _write_file(join(directory, FIGURES_DIR, written.name), written.read_bytes())
+    plots.copy_figures([s.figure for s in sections if s.figure is not None],
+                       join(directory, FIGURES_DIR), _write_file)
     markdown_path = _write_file(join(directory, "report.md"), markdown_page(
         title, summary, sections, FIGURES_DIR).encode())
     html_path = _write_file(join(directory, "report.html"),

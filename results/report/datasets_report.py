@@ -127,10 +127,8 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
                                       verdicts=verdicts, across=across, formats=formats,
                                       baseline_line=checked)
     title = f"Ablation report: {trials['experiment'].iloc[0]}, across datasets"
-    for path in [s.figure for s in sections if s.figure is not None]:
-        for written in (path, *plots.vector_files(path)):
-            if written.exists():
-                write_file(join(directory, FIGURES_DIR, written.name), written.read_bytes())
+    plots.copy_figures([s.figure for s in sections if s.figure is not None],
+                       join(directory, FIGURES_DIR), write_file)
     markdown_path = write_file(join(directory, "report.md"), markdown_page(
         title, summary, sections, FIGURES_DIR).encode())
     html_path = write_file(join(directory, "report.html"),

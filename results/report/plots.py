@@ -3,14 +3,17 @@ the figure three times beside its path: PNG for the report's pages, and PDF and 
 paper (:func:`save_figure`): TrueType fonts embedded in the PDF (Type 42, never Type 3, which
 journals refuse) and glyphs as paths in the SVG, so both look the same without the fonts
 installed. Colours are Okabe and Ito's palette, told apart with the common colour-vision
-deficiencies (:data:`PALETTE`)."""
+deficiencies (:data:`PALETTE`). Inside ``figure_formats("png")`` the PNG alone is written (a
+quick look: embedding the PDFs' fonts is most of a report's time)."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import textwrap
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Iterator, Optional
 
 import matplotlib
 
@@ -23,6 +26,7 @@ import pandas as pd  # noqa: E402
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC  # noqa: E402
 from ablations.results.io.directions import MetricLike, metric_of  # noqa: E402
+from ablations.results.io.files import exists, join, remove_file  # noqa: E402
 from ablations.results.report.formatting import with_unit  # noqa: E402
 
 
@@ -37,6 +41,22 @@ plt.rcParams["axes.prop_cycle"] = plt.cycler(color=[
 VECTOR_FORMATS = ("pdf", "svg")  # written beside each PNG
 # the PDF's fonts as TrueType (Type 42); the SVG's text as glyph outlines
 VECTOR_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "path"}
+# report --figures: all (each PNG with its PDFs and SVGs) or png (the PNGs alone)
+FIGURES = ("all", "png")
+_vector = contextvars.ContextVar("vector_figures", default=True)
+
+
+@contextlib.contextmanager
+def figure_formats(figures: str) -> Iterator[None]:
+    """Inside, :func:`save_figure` writes the PDFs and SVGs too (``all``) or the PNG alone
+    (``png``)."""
+    if figures not in FIGURES:
+        raise ValueError(f"figures {figures!r}: one of {', '.join(FIGURES)}")
+    token = _vector.set(figures == "all")
+    try:
+        yield
+    finally:
+        _vector.reset(token)
 
 
 # A paper's layouts: name -> (the figure's width in inches, the largest font in points): a
@@ -49,11 +69,15 @@ def save_figure(fig, path: str | Path) -> Path:
     """Write ``fig`` as ``path`` (PNG, 110 dpi, the report's size) and as PDF and SVG beside
     it, at the report's size and at each of :data:`LAYOUTS` (``forest-page.pdf``: 6.75 in
     wide, the height scaled alike, no font above 8 pt; ``forest-column.pdf``: 3.25 in, no
-    font above 7 pt, :func:`_narrow`); the PNG's path."""
+    font above 7 pt, :func:`_narrow`), unless :func:`figure_formats` says the PNG alone; the
+    PNG's path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    if not _vector.get():
+        plt.close(fig)
+        return path
     width, height = fig.get_size_inches()
     with plt.rc_context(VECTOR_RC), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # tight_layout on a crowded small figure
@@ -94,6 +118,22 @@ def _narrow(fig, width: float, height: float, points: float) -> None:
                        frameon=False, fontsize=points - 1.5, columnspacing=0.8,
                        handlelength=1.5)
     fig.set_size_inches(width, max(height, 2.4))
+
+
+def copy_figures(figures: list[Path], folder: str, write_file: Callable[[str, bytes], object]
+                 ) -> None:
+    """Each PNG in ``figures``, with the PDFs and SVGs :func:`save_figure` wrote beside it,
+    into ``folder`` (a path or a URI) through ``write_file``; a vector file of the same name
+    already there and not written this time (``--figures png``) is removed, so that no PDF
+    stays beside a PNG it no longer matches."""
+    for path in figures:
+        write_file(join(folder, path.name), path.read_bytes())
+        for vector in vector_files(path):
+            target = join(folder, vector.name)
+            if vector.exists():
+                write_file(target, vector.read_bytes())
+            elif exists(target):
+                remove_file(target)
 
 
 def vector_files(png: Path) -> list[Path]:

@@ -194,7 +194,7 @@ def _experiment(root):
 def test_report_writes_markdown_html_and_figures(tmp_path):
     from ablations.results.report.build import write_report
 
-    report = write_report(_experiment(tmp_path / "exp"))
+    report = write_report(_experiment(tmp_path / "exp"), figures="png")
     markdown = report.markdown.read_text()
     assert "## Ablation table" in markdown and "| no_x |" in markdown
     # it leads with the verdicts: no_x is +0.2 but p = 0.07 over 3 seeds, and its 90% interval

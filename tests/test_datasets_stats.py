@@ -231,6 +231,7 @@ def test_the_tau_bound_is_where_q_crosses_chi_squares_lower_quantile(effects, va
 
 
 @pytest.mark.parametrize("k, tau", [(3, 0.05), (5, 0.1), (5, 0.0)])
+@pytest.mark.slow  # a simulation of many experiments
 def test_the_tau_bound_covers_the_true_spread_in_95_percent_of_samples(k, tau):
     """Datasets whose true log ratios are N(0, τ²) measured with known variances: the 95%
     bound lies at or above τ in at least 95% of 2000 samples (minus 3 s.e.)."""

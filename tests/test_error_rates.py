@@ -63,6 +63,7 @@ class NoSpending(SeedDesign):
         return super().levels(level, equivalence=False)
 
 
+@pytest.mark.slow  # a simulation of many experiments
 def test_the_table_catches_a_procedure_that_does_not_spend_alpha_across_looks(monkeypatch):
     """The same check on a deliberately weakened ``--seeds auto`` (:class:`NoSpending`)."""
     monkeypatch.setattr(simulation, "SeedDesign", NoSpending)
@@ -73,6 +74,7 @@ def test_the_table_catches_a_procedure_that_does_not_spend_alpha_across_looks(mo
 
 
 @pytest.mark.parametrize("noise", NOISES)
+@pytest.mark.slow  # a simulation of many experiments
 def test_no_effect_anywhere_is_called_different_in_at_most_alpha(noise):
     """Eight arms equal to the reference: any `worse`, `better` or `negligible` in at most α +
     3 s.e. of experiments, at fixed 3 and 10 seeds and with ``--seeds auto``."""
@@ -92,6 +94,7 @@ def test_no_effect_anywhere_is_called_different_in_at_most_alpha(noise):
             assert rate <= BOUND, (shared, name, rate)
 
 
+@pytest.mark.slow  # a simulation of many experiments
 def test_an_arm_equal_to_the_reference_is_called_equivalent_at_10_seeds():
     """Power at the synthetic default's spread (paired differences' s.d. 0.017 km, measured on
     its 10-seed run), Gaussian noise, 10 seeds, in the family of the default run (five arms
@@ -143,6 +146,7 @@ def test_a_variant_alone_with_skewed_noise_is_called_different_as_the_docs_state
         assert max(rates.values()) <= BOUND, rates
 
 
+@pytest.mark.slow  # a simulation of many experiments
 def test_a_variant_alone_with_heavy_tailed_noise_at_the_margin_is_rarely_equivalent():
     """The variant-only rows of the false-`equivalent` table inside the guarantee: the arm at
     ±5% alone carries t(3) noise, at the tight spread (Holm's hardest case), fixed 10 seeds and

@@ -144,6 +144,7 @@ def test_an_outlying_seed_bars_the_margin_claim_not_the_difference():
 
 
 @pytest.mark.parametrize("auto", [False, True])
+@pytest.mark.slow  # a simulation of many experiments
 def test_failures_that_do_not_depend_on_the_arm_are_called_worse_or_better_within_alpha(auto):
     """Eight arms equal to the reference, every run of every arm diverging with probability
     0.3: family-wise false worse/better/negligible at most α + 3 MC s.e. (600 experiments)."""
@@ -270,6 +271,7 @@ def test_each_arm_carries_its_diverged_runs_and_a_clopper_pearson_bound_on_the_r
 
 
 @pytest.mark.parametrize("auto", [False, True], ids=["fixed 10", "auto 10"])
+@pytest.mark.slow  # a simulation of many experiments
 def test_the_failure_bound_covers_the_true_rate_and_an_equivalent_rarely_hides_one(auto):
     """The printed bound of an arm that diverges at a rate q (equal to the reference when it
     finishes) is at least q in 95% of experiments, under --seeds auto too (its seeds end where

@@ -6,6 +6,7 @@ without cycles, and a function imports no module its file already imports at the
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,17 @@ def layer_of(module: str) -> int | None:
     return best
 
 
+def parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree; each text is parsed once for the module's checks, which only
+    read the trees."""
+    return _tree(path.read_text(), str(path))
+
+
+@functools.lru_cache(maxsize=None)
+def _tree(text: str, filename: str) -> ast.Module:
+    return ast.parse(text, filename)
+
+
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[0] != "ablations":  # model/, results/, search_spaces/ install as ablations.<folder>
@@ -52,7 +64,7 @@ def module_name(path: Path) -> str:
 def imports(path: Path) -> list[tuple[int, str]]:
     """Every module ``path`` imports: (line, module); ``from a import b`` counts ``a.b`` too,
     so that importing a subpackage's module by name is seen."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -90,7 +102,7 @@ def test_every_module_imports_only_its_own_layer_or_lower_ones():
 
 def test_no_relative_imports_hide_from_the_walk():
     relative = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in sources()
-                for node in ast.walk(ast.parse(path.read_text()))
+                for node in ast.walk(parsed(path))
                 if isinstance(node, ast.ImportFrom) and node.level > 0]
     assert relative == []
 
@@ -139,7 +151,7 @@ def private_imports(files: list[Path]) -> list[str]:
     ``<module alias>._name`` after ``import a.b as m`` / ``from a import b`` (b a module)."""
     found = []
     for path in files:
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parsed(path)
         aliases = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -179,7 +191,7 @@ def process_wide(files: list[Path]) -> list[str]:
     the process's environment or working directory."""
     found = []
     for path in files:
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parsed(path)
         for node in ast.walk(tree):
             names = []
             if isinstance(node, ast.Import):
@@ -309,7 +321,7 @@ def import_targets(node: ast.Import | ast.ImportFrom, known) -> list[str]:
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     graph = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parsed(path)
         graph[name] = {target for node in ast.walk(tree)
                        if isinstance(node, (ast.Import, ast.ImportFrom))
                        for target in import_targets(node, modules) if target != name}
@@ -371,7 +383,7 @@ def function_level_repeats(modules: dict[str, Path]) -> list[str]:
     ``if TYPE_CHECKING:``): the module is loaded already, so the import belongs at the top."""
     found = []
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parsed(path)
         top, inner = set(), []
 
         def walk(node, in_function: bool) -> None:
@@ -453,7 +465,7 @@ def design_record_reads(files: list[Path], keys: set[str]) -> list[str]:
         if any(path == side or side in path.parents for side in DESIGN_SIDES):
             continue
         where = str(path.relative_to(ROOT))
-        for node in ast.walk(ast.parse(path.read_text(), where)):
+        for node in ast.walk(parsed(path)):
             key = None
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                     and node.func.attr in ("get", "pop", "setdefault") and node.args \

@@ -4,6 +4,7 @@ epoch, test metrics, a quiet console, and a restart from the trial's last.ckpt."
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import logging
 import warnings
@@ -15,7 +16,9 @@ from ablations.config import TrialConfig
 from ablations.trial.run import run_trial
 from ablations.trial.own_code import Diverged, Trial
 
-pytest.importorskip("lightning")
+# found, not imported: each xdist worker collects this module, one runs its tests
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("lightning") is None,
+                                reason="needs lightning: pip install -e '.[test]'")
 
 DIGITS_LIGHTNING = "examples.digits.lightning_module:DIGITS_LIGHTNING"
 

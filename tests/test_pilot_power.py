@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from tools.pilot_power import MAIN_JOB, measured, power_table
 
@@ -25,6 +26,7 @@ def test_the_measured_arms_are_the_main_jobs():
     assert large == ["no_images", "no_scalars", "single_frame"]
 
 
+@pytest.mark.slow  # a simulation of many experiments
 def test_the_pilot_trades_power_at_3_seeds_for_a_design_that_continues():
     rows = _rows(power_table(800))
     fixed = rows["fixed, 3 seeds, full α"]

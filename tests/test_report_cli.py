@@ -100,31 +100,14 @@ def test_report_on_what_is_not_a_finished_experiment_is_one_line(experiment, tmp
 def test_report_on_a_file_uri_writes_every_file_in_place(experiment, tmp_path, capsys):
     root = _copy(experiment, tmp_path)
     uri = root.as_uri()  # file:///...
-    assert main(["report", uri]) == 0
+    assert main(["report", uri, "--figures", "png"]) == 0
     out = capsys.readouterr().out
     assert f"Report: {uri}/report.md and {uri}/report.html" in out and "| no_x | 3 |" in out
     assert "## Ablation table" in (root / "report.md").read_text()
     assert (root / "report.html").read_text().count("src='data:image/png;base64,") == 4
     for name in ("forest", "learning_curves", "strata", "calibration"):
         assert (root / "report_files" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
-        assert (root / "report_files" / f"{name}-column.pdf").read_bytes()[:4] == b"%PDF"
     assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]
-
-
-def test_figures_png_writes_the_pngs_alone_and_removes_their_earlier_vector_files(
-        experiment, tmp_path):
-    root = _copy(experiment, tmp_path)
-    figures = root / "report_files"
-    assert main(["report", str(root)]) == 0
-    pngs = {name for name in _files(figures) if name.endswith(".png")}
-    assert len(pngs) == 4 and _files(figures) == pngs | {
-        f"{Path(png).stem}{size}.{suffix}" for png in pngs
-        for size in ("", "-page", "-column") for suffix in ("pdf", "svg")}
-    (figures / "forest.png").write_bytes(b"old")
-    (figures / "notes.pdf").write_bytes(b"the researcher's own")
-    assert main(["report", str(root), "--figures", "png"]) == 0
-    assert _files(figures) == pngs | {"notes.pdf"}
-    assert (figures / "forest.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize(("flags", "error"), [
@@ -179,7 +162,7 @@ def test_a_failed_report_write_keeps_the_previous_report_whole(experiment, tmp_p
 
     monkeypatch.setattr(ablations.results.io.files.os, "fsync", disk_full)
     capsys.readouterr()
-    assert main(["report", str(root)]) == 2
+    assert main(["report", str(root), "--figures", "png"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "No space left on device" in lines[0], lines
     assert {name: (root / name).read_bytes() for name in _files(root)} == previous

@@ -6,6 +6,7 @@ a real browser (headless Chromium, when installed) every figure loads and nothin
 from __future__ import annotations
 
 import re
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -132,3 +133,21 @@ def test_every_figure_comes_as_a_pdf_with_truetype_fonts_and_an_svg_of_paths(rep
             widths[size] = float(box.group(1)) / 72  # inches
         assert widths["page"] == pytest.approx(6.75, abs=0.02)
         assert 2.5 < widths["column"] <= 3.4  # a column, its legend and labels taken in
+
+
+def test_figures_png_writes_the_pngs_alone_and_removes_their_earlier_vector_files(report,
+                                                                                  tmp_path):
+    from ablations.cli.main import main
+
+    root = tmp_path / "exp"
+    shutil.copytree(report.markdown.parent, root)  # the default report's: PNG, PDF and SVG
+    figures = root / "report_files"
+    pngs = {png.name for png in figures.glob("*.png")}
+    assert len(pngs) == 4 and {file.name for file in figures.iterdir()} == pngs | {
+        f"{png.removesuffix('.png')}{size}.{suffix}" for png in pngs
+        for size in ("", "-page", "-column") for suffix in ("pdf", "svg")}
+    (figures / "forest.png").write_bytes(b"old")
+    (figures / "notes.pdf").write_bytes(b"the researcher's own")
+    assert main(["report", str(root), "--figures", "png"]) == 0
+    assert {file.name for file in figures.iterdir()} == pngs | {"notes.pdf"}
+    assert (figures / "forest.png").read_bytes()[:4] == b"\x89PNG"

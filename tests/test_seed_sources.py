@@ -382,6 +382,7 @@ def test_a_crossed_runs_verdicts_use_the_crossed_variance_not_independent_cells(
 
 
 @pytest.mark.parametrize("seeds", [3, 4])
+@pytest.mark.slow  # a simulation of many experiments
 def test_crossed_verdicts_hold_alpha_where_independent_cells_do_not(seeds):
     """Simulated grids (tools/crossed_simulation.py): eight null arms whose paired differences
     have an init part: false `worse`/`better` within alpha + 3 MC s.e. with the crossed

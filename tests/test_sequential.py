@@ -80,6 +80,7 @@ def _independent_crossings(looks: tuple[int, ...], nominal: tuple[float, ...], t
 
 @pytest.mark.parametrize("two_sided", [True, False])
 @pytest.mark.parametrize("level", [0.05, 0.05 / 8])
+@pytest.mark.slow  # a simulation of many experiments
 def test_group_sequential_levels_spend_alpha_as_planned(two_sided, level):
     """Each look's nominal level makes the chance of a first crossing there level·share_k
     (checked on other simulated experiments than the ones the levels came from), so the test's
@@ -102,6 +103,7 @@ def test_group_sequential_levels_spend_alpha_as_planned(two_sided, level):
 
 
 @pytest.mark.parametrize("two_sided", [True, False])
+@pytest.mark.slow  # a simulation of many experiments
 def test_each_later_look_spends_at_most_its_share_of_the_paths_it_was_set_on(two_sided):
     """The search takes the conservative side: on the simulated paths the levels come from, the
     paths that first cross at a later look number at most level·share_k of them (floored), and

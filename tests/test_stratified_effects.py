@@ -93,6 +93,7 @@ def test_interaction_p_and_interval_match_scipy():
     assert row["n_seeds"] == 5
 
 
+@pytest.mark.slow  # a simulation of many experiments
 def test_null_cells_flag_differs_at_most_alpha_of_experiments():
     # 4000 simulated experiments, 3 seeds, 200 samples in two strata of 4 levels (8 cells):
     # an ablation with no effect and one with a uniform effect (no interaction). Per-seed

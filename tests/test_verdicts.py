@@ -510,6 +510,7 @@ def equivalence_rates(seed_counts=(3, 5, 10), noise: str = "gaussian", experimen
     return rates
 
 
+@pytest.mark.slow  # a simulation of many experiments
 def test_an_arm_with_no_effect_is_called_equivalent_more_often_with_more_seeds():
     """Rates pinned here (19%, 88%, 100%; 36%, 89%, 99% with t(3) noise), within
     Monte-Carlo error: at 3 seeds Holm over eight comparisons at df = 2 rarely reaches a 5%

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -147,6 +148,20 @@ def test_margin_and_alpha_flags_set_the_verdicts(experiment, tmp_path, capsys, f
     assert f"| {verdict} |" in row and note in out, out
     markdown = (root / "report.md").read_text()
     assert f"| {verdict} |" in markdown and note in markdown
+
+
+def test_seeds_that_tie_give_the_verdict_and_no_warning(experiment, tmp_path, capsys):
+    """A deterministic program's metric, one value on every seed of a variant: scipy's t-test
+    warns that it lost precision; the report gives the verdict and nothing else."""
+    root = _copy(experiment, tmp_path)
+    trials = pd.read_parquet(root / "trials.parquet")
+    trials["test_mae"] = trials["ablation"].map({"baseline": 1.0}).fillna(1.25)
+    trials.to_parquet(root / "trials.parquet", index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the report
+        assert main(["report", str(root), "--figures", "png"]) == 0
+    assert ("| no_x | 3 | 0/3 (≤63%) | 1.25 | +0.250 | [0.250, 0.250] | [25.0, 25.0] | worse |"
+            in capsys.readouterr().out)
 
 
 def test_a_failed_report_write_keeps_the_previous_report_whole(experiment, tmp_path, capsys,

@@ -4,6 +4,8 @@ fixed-seed procedure that checks its error rates. No Ray."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -396,6 +398,12 @@ def test_an_ok_trial_whose_metric_is_nan_or_inf_is_left_out_and_named():
     text = summary_table(broken, margin="0.02")
     assert ("Left out of the test_mae comparisons (status ok, test_mae NaN or infinite): "
             "baseline-seed4, d-seed2.") in text.splitlines()
+    # the summary's mean ± std leaves them out too: the numbers of the table without them
+    clean = summary_table(trials[~bad_rows], margin="0.02")
+    for arm in ("baseline", "d"):
+        shown = [re.search(rf"^ *{arm} +\S+ +(\S+ ± \S+) ", table, flags=re.M).group(1)
+                 for table in (text, clean)]
+        assert shown[0] == shown[1] and "inf" not in shown[0], shown
     assert "Left out" not in summary_table(trials, margin="0.02")
 
 

@@ -18,7 +18,7 @@ from scipy import stats
 
 from ablations.results.report.formatting import decimals_for, tex
 from ablations.results.report.page import markdown_cells
-from ablations.results.stats.comparisons import holm
+from ablations.results.stats.comparisons import holm, ties_allowed
 from ablations.results.stats.failures import failure_bound_text
 from ablations.results.stats.seed_tables import seed_table
 from ablations.results.stats.verdicts import margin_text
@@ -53,8 +53,9 @@ def not_distinguishable(trials: pd.DataFrame, *, metric: str, direction: int,
     p_values = []
     for arm in others:
         pair = values[[best, arm]].dropna()
-        p_values.append(stats.ttest_rel(pair[best], pair[arm]).pvalue if len(pair) > 1
-                        else np.nan)
+        with ties_allowed():
+            p_values.append(stats.ttest_rel(pair[best], pair[arm]).pvalue if len(pair) > 1
+                            else np.nan)
     adjusted = holm(p_values) if others else np.array([])
     return {best, *(arm for arm, p in zip(others, adjusted) if not p < alpha)}
 

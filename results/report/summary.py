@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import numpy as np
 import pandas as pd
 
 from ablations.config.statuses import TrialStatus
@@ -15,12 +16,13 @@ from ablations.config.statuses import TrialStatus
 
 def declared_columns(ok: Any, declared: dict[str, Any], metric: str) -> dict[str, str]:
     """Own code's metrics as the summary shows them: ``name (unit)``, mean ± std over the ok
-    seeds for the verdicts' metric, the mean for the others."""
+    seeds for the verdicts' metric, the mean for the others; a NaN or infinite value is left
+    out, as the comparisons leave it out (the line under the table names those trials)."""
     columns = {}
     for name in dict.fromkeys([metric, *declared]):
         if name not in ok:
             continue
-        values = ok[name].astype(float)
+        values = _finite(ok[name].astype(float))
         unit = (declared.get(name) or {}).get("unit")
         label = f"{name} ({unit})" if unit else name
         if name == metric and len(values) > 1:
@@ -30,9 +32,14 @@ def declared_columns(ok: Any, declared: dict[str, Any], metric: str) -> dict[str
     return columns
 
 
+def _finite(values: pd.Series) -> pd.Series:
+    return values[np.isfinite(values)]
+
+
 def builtin_columns(ablation: str, ok: Any, group: Any) -> dict[str, str]:
-    """The built-in model's (and plugins') figures as the summary shows them."""
-    mae = ok["test_mae"]
+    """The built-in model's (and plugins') figures as the summary shows them; the test MAE's
+    mean ± std over the ok seeds whose value is finite (:func:`declared_columns`)."""
+    mae = _finite(ok["test_mae"].astype(float))
     return {
         "ablation": ablation,
         "ok": f"{len(ok)}/{len(group)}",

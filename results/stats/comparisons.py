@@ -8,13 +8,16 @@
 - :func:`usable_trials`: the rows every comparison uses (ok, the metric finite) and the names
   of the ok trials left out; :func:`dropped_note` names them in a line.
 - :func:`holm`: Holm-Bonferroni adjusted p-values; :func:`t_interval`: a t confidence interval.
+- :func:`ties_allowed`: scipy's t-tests on seeds that tied, without scipy's warning.
 
 Re-exported by :mod:`ablations.results.stats.analysis`.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import contextlib
+import warnings
+from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -43,6 +46,19 @@ def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
     return out
 
 
+@contextlib.contextmanager
+def ties_allowed() -> Iterator[None]:
+    """Inside, scipy's t-tests take values that are (nearly) all equal, as the seeds of a
+    deterministic program or a coarse metric give, without the warning scipy prints then
+    ("Precision loss occurred in moment calculation"): the result stands as scipy computes it
+    (p 0 for an exact constant difference, NaN for none, which the verdicts read as no test),
+    and a console or report is no place for the warning."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Precision loss occurred in moment",
+                                category=RuntimeWarning)
+        yield
+
+
 def t_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
     """Two-sided t confidence interval of the mean; NaN with fewer than two values."""
     values = np.asarray(values, dtype=float)
@@ -68,10 +84,11 @@ def compare_arms(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
         diff = (pair[ablation] - pair[reference]).to_numpy()
         sd = diff.std(ddof=1)
         d_low, d_high = t_interval(diff, confidence)
+        with ties_allowed():
+            p_value = stats.ttest_rel(pair[ablation], pair[reference]).pvalue
         return {
             "test": "paired t", "n_pairs": len(diff), "diff_mean": diff.mean(),
-            "diff_ci_low": d_low, "diff_ci_high": d_high,
-            "p_value": stats.ttest_rel(pair[ablation], pair[reference]).pvalue,
+            "diff_ci_low": d_low, "diff_ci_high": d_high, "p_value": p_value,
             "effect_size": diff.mean() / sd if sd > 0 else np.nan,
             "relative_change": relative_share(diff.mean(), pair[reference].mean()),
             "se": sd / np.sqrt(len(diff)), "df": float(len(diff) - 1),
@@ -79,8 +96,9 @@ def compare_arms(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
     if len(values) >= 2 and len(ref_values) >= 2:
         diff = values.mean() - ref_values.mean()
         pooled = np.sqrt((np.var(values, ddof=1) + np.var(ref_values, ddof=1)) / 2)
-        welch = stats.ttest_ind(values, ref_values, equal_var=False)
-        interval = welch.confidence_interval(confidence)
+        with ties_allowed():
+            welch = stats.ttest_ind(values, ref_values, equal_var=False)
+            interval = welch.confidence_interval(confidence)
         return {
             "test": "Welch t", "n_pairs": 0, "diff_mean": diff,
             "diff_ci_low": interval.low, "diff_ci_high": interval.high,

@@ -1,17 +1,19 @@
 """The CPU seconds a CLI run's driver process spends (its own user + system time: not Ray's
-daemons', nor the trials'), with and without Ray Tune's usage tag of the run's callbacks,
-which the runner leaves out while Ray's usage statistics are off
-(ablations/experiment/tune_usage.py).
+daemons', nor the trials'), and its peak memory, as the runner runs it and with either of two
+things Tune's driver does by itself put back (ablations/experiment/tune_usage.py): the usage
+tag of the run's callbacks, which the runner leaves out while Ray's usage statistics are off,
+and torch, which Tune's TensorBoard logger imports through tensorboardX.
 
     python benchmarks/driver_cpu.py --repeats 5
 
 Each repeat runs the same tiny table (the components space's baseline and no_images, 2 seeds,
-1 epoch, --no-dashboard, --no-reuse) twice, each in a fresh process with
-RAY_USAGE_STATS_ENABLED=0: once as the runner runs it, once with the tag as Tune takes it
-(imported: mlflow and wandb where installed); the order alternates, after --warmups runs not
-counted (1: it fills the caches of the data and of the cost estimate). Prints a markdown table:
-per case, the median, min and max of the driver's CPU seconds and of the run's wall seconds,
-and the medians' difference.
+1 epoch, --no-dashboard, --no-reuse) once per case, each in a fresh process with
+RAY_USAGE_STATS_ENABLED=0: as the runner runs it, with the tag as Tune takes it (imported:
+mlflow and wandb where installed), and with tensorboardX importing torch; the order rotates,
+after --warmups runs not counted (1: it fills the caches of the data and of the cost
+estimate, without which the estimate imports torch). Prints a markdown table: per case, the
+median, min and max of the driver's CPU seconds, its median peak memory (RSS) and the run's
+median wall seconds, and each case's difference to the first.
 """
 
 from __future__ import annotations
@@ -24,33 +26,39 @@ import time
 
 from common import machine, markdown, run_python
 
-# The command line in-process; "tag" puts Tune's tag back. Prints the exit code and the
-# driver's CPU seconds as JSON on stdout's last line.
+# The command line in-process; "tag" puts Tune's tag back, "torch" lets tensorboardX import
+# torch. Prints the exit code, the driver's CPU seconds, its peak RSS and whether it loaded
+# torch as JSON on stdout's last line.
 PROBE = """
 import contextlib, json, resource, sys
+import ablations.experiment.runner as runner
 if sys.argv[1] == "tag":
-    import ablations.experiment.runner as runner
     runner.no_unsent_callback_tag = contextlib.nullcontext
+if sys.argv[1] == "torch":
+    runner.tensorboardx_without_torch = lambda: None
 from ablations.cli.main import main
 code = main(sys.argv[2:])
 used = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"code": code, "cpu_s": used.ru_utime + used.ru_stime}))
+print(json.dumps({"code": code, "cpu_s": used.ru_utime + used.ru_stime,
+                  "rss_mib": used.ru_maxrss / 1024, "torch": "torch" in sys.modules}))
 """
 TABLE = ["--space", "components", "--only", "baseline,no_images", "--seeds", "2",
          "--epochs", "1", "--set", "synthetic_train=64", "--set", "synthetic_val=16",
          "--set", "synthetic_test=16", "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16",
          "--set", "batch_size=16", "--no-dashboard", "--no-reuse", "--quiet"]
-CASES = {"as the runner runs it (no tag)": "no-tag", "with Tune's callback tag": "tag"}
+CASES = {"as the runner runs it": "runner", "with Tune's callback tag": "tag",
+         "with torch through tensorboardX": "torch"}
 
 
-def driver_run(case: str, storage: str) -> tuple[float, float]:
-    """(the driver's CPU seconds, the run's wall seconds) of one run of TABLE."""
+def driver_run(case: str, storage: str) -> dict:
+    """The driver's CPU seconds, peak RSS (MiB) and whether it loaded torch, and the run's
+    wall seconds, of one run of TABLE."""
     start = time.perf_counter()
     report = run_python(PROBE, case, *TABLE, "--storage", storage)
-    wall = time.perf_counter() - start
+    report["wall_s"] = time.perf_counter() - start
     if report["code"] != 0:
         raise RuntimeError(f"the run exited {report['code']}")
-    return report["cpu_s"], wall
+    return report
 
 
 def main() -> None:
@@ -58,27 +66,31 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmups", type=int, default=1, help="runs before, not counted")
     args = parser.parse_args()
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # both cases; the runs inherit it
-    cpu: dict[str, list[float]] = {name: [] for name in CASES}
-    wall: dict[str, list[float]] = {name: [] for name in CASES}
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # every case; the runs inherit it
+    runs: dict[str, list[dict]] = {name: [] for name in CASES}
     with tempfile.TemporaryDirectory(prefix="bench-driver-") as storage:
         for _ in range(args.warmups):  # not counted: they fill the data and estimate caches
-            driver_run("no-tag", storage)
+            driver_run("runner", storage)
+        names = list(CASES)
         for repeat in range(args.repeats):
-            order = list(CASES) if repeat % 2 == 0 else list(reversed(CASES))
-            for name in order:
-                seconds, elapsed = driver_run(CASES[name], storage)
-                cpu[name].append(seconds)
-                wall[name].append(elapsed)
-    rows = [[name, len(cpu[name]), statistics.median(cpu[name]), min(cpu[name]),
-             max(cpu[name]), statistics.median(wall[name])] for name in CASES]
-    print(f"Machine: {machine()}")
-    print(markdown(["case", "runs", "driver CPU s (median)", "min", "max", "wall s (median)"],
-                   rows))
-    saved = statistics.median(cpu["with Tune's callback tag"]) - \
-        statistics.median(cpu["as the runner runs it (no tag)"])
-    print(f"\nThe tag costs the driver {saved:.2f} CPU-s a run (difference of the medians).")
+            for name in names[repeat % len(names):] + names[:repeat % len(names)]:
+                runs[name].append(driver_run(CASES[name], storage))
 
+    def median(name: str, key: str) -> float:
+        return statistics.median(run[key] for run in runs[name])
+
+    rows = [[name, len(runs[name]), median(name, "cpu_s"),
+             min(run["cpu_s"] for run in runs[name]), max(run["cpu_s"] for run in runs[name]),
+             median(name, "rss_mib"), median(name, "wall_s"),
+             "yes" if any(run["torch"] for run in runs[name]) else "no"] for name in CASES]
+    print(f"Machine: {machine()}")
+    print(markdown(["case", "runs", "driver CPU s (median)", "min", "max",
+                    "driver peak MiB (median)", "wall s (median)", "torch loaded"], rows))
+    first = names[0]
+    for name in names[1:]:
+        print(f"\n{name}: {median(name, 'cpu_s') - median(first, 'cpu_s'):+.2f} CPU-s and "
+              f"{median(name, 'rss_mib') - median(first, 'rss_mib'):+.0f} MiB for the driver "
+              "a run (differences of the medians)")
 
 if __name__ == "__main__":
     main()

@@ -16,9 +16,20 @@ from ablations.config.safety import installed_torch
 from tests.conftest import REPO, write_data_dir
 
 
-def run_cli(*args, cwd=None, timeout=240):
+# run_ablations.py as itself (its path in sys.argv[0]), saying on stderr at exit whether its
+# process loaded torch
+SCRIPT = str(REPO / "run_ablations.py")
+TORCH_PROBE = ("import atexit, runpy, sys\n"
+               "atexit.register(lambda: print('torch in the driver:', 'torch' in sys.modules,"
+               " file=sys.stderr))\n"
+               f"sys.argv = [{SCRIPT!r}, *sys.argv[1:]]\n"
+               f"runpy.run_path({SCRIPT!r}, run_name='__main__')")
+
+
+def run_cli(*args, cwd=None, timeout=240, torch_probe=False):
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
-    return subprocess.run([sys.executable, str(REPO / "run_ablations.py"), *args], cwd=cwd,
+    program = ["-c", TORCH_PROBE] if torch_probe else [SCRIPT]
+    return subprocess.run([sys.executable, *program, *args], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -166,14 +177,28 @@ def test_end_to_end_cli_run(tmp_path):
     """The CLI starts its own local Ray, runs, prints where results are, writes Parquet; here
     the `features` space, whose table comes from the data's scalar columns (one run serves
     both: each CLI run starts a Ray of its own)."""
+    from ablations.experiment.api import Experiment
+    from ablations.trial.cost import estimated_cost
+
+    # the trials' cost estimates counted here first (their FLOPs, kept in the cache folder,
+    # which counting imports torch for): the run reads them
+    for trial in Experiment("features", seeds=2, only=["baseline", "no_images", "no_scalar_2"],
+                            overrides={"synthetic_train": 64, "synthetic_val": 16,
+                                       "synthetic_test": 16, "cnn_widths": "8,16,16",
+                                       "embed_dim": 16, "batch_size": 16}).plan():
+        estimated_cost(trial.config)
     proc = run_cli(
         "--space", "features", "--seeds", "2", "--only", "baseline,no_images,no_scalar_2",
         "--epochs", "1", "--set", "synthetic_train=64", "--set", "synthetic_val=16",
         "--set", "synthetic_test=16", "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16",
         "--set", "batch_size=16", "--name", "e2e", "--no-dashboard", "--margin", "0.5",
-        "--progress", "epochs", cwd=tmp_path,
+        "--progress", "epochs", cwd=tmp_path, torch_probe=True,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the driver trains nothing: with the estimates kept, Tune's TensorBoard logger writes
+    # without torch (below)
+    if installed_torch().endswith("+cpu"):
+        assert "torch in the driver: False" in proc.stderr, proc.stderr[-2000:]
     out_dir = tmp_path / "ablation_results" / "e2e"  # default storage: under the working folder
     assert f"Results in {out_dir}" in proc.stdout
     # spelled as the test started it: python with the script's path
@@ -183,6 +208,9 @@ def test_end_to_end_cli_run(tmp_path):
     # what the trials print is in their folders, not on the console
     assert "pid=" not in proc.stdout + proc.stderr
     assert (out_dir / "tune" / "baseline-seed0" / "stderr").is_file()
+    # TensorBoard's files hold each epoch's metrics (tensorboard --logdir, as the run prints)
+    events = next((out_dir / "tune" / "baseline-seed0").glob("events.out.tfevents.*"))
+    assert b"ray/tune/val_mae" in events.read_bytes()
     # the summary gives each variant a verdict against the baseline, at the margin asked for
     assert "Verdicts on test_mae (lower is better) against baseline, margin ±0.5" in proc.stdout
     dropped = next(line for line in proc.stdout.splitlines() if line.strip().startswith(

@@ -41,7 +41,7 @@ from ablations.experiment.cluster import (
 )
 from ablations.experiment.designs.tune_setup import GridTune, TuneSetup
 from ablations.experiment.interrupt import quiet_tune_logs
-from ablations.experiment.tune_usage import no_unsent_callback_tag
+from ablations.experiment.tune_usage import no_unsent_callback_tag, tensorboardx_without_torch
 from ablations.experiment.options import (
     TUNE_SUBDIR,
     ExperimentResult,
@@ -260,6 +260,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
             ),
         )
     state_before = tune_state_file(tune_dir)  # a resume's: not this run's results
+    tensorboardx_without_torch()  # before Tune's TensorBoard logger imports it with torch
     metadata["fit_started_at"] = time.time()
     metadata["cluster_cpus"] = _cluster_cpus()
     with (options.fit_guard or contextlib.nullcontext)(), quiet_tune_logs(), \

@@ -1,11 +1,35 @@
-"""Ray Tune's usage tag of the callbacks a run passes, left out where Ray's usage statistics
-are switched off."""
+"""What Ray Tune's driver loads and does for nothing a run uses: the usage tag of the callbacks
+a run passes, left out where Ray's usage statistics are switched off
+(:func:`no_unsent_callback_tag`); torch, which Tune's TensorBoard logger loads through
+tensorboardX (:func:`tensorboardx_without_torch`)."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 from typing import Any, Iterator
+
+
+def tensorboardx_without_torch() -> None:
+    """Import tensorboardX, which Tune's TensorBoard logger (``TBXLoggerCallback``) writes
+    the trials' event files with, without torch: tensorboardX imports it only to take a
+    ``torch.Tensor`` as a number (``try: import torch`` in tensorboardX/writer.py), and Tune
+    logs the numbers of the trials' results, never a tensor. torch costs the driver some
+    2.5 CPU-s and 180 MiB (benchmarks/driver_cpu.py). Called before the Tuner starts, when
+    no other thread of the runner imports (the cost estimates' has ended); where torch or
+    tensorboardX is already loaded (an estimate that counted FLOPs, a plugin), or
+    tensorboardX is not installed, nothing changes, and a later ``import torch`` loads it as
+    usual."""
+    if "torch" in sys.modules or "tensorboardX" in sys.modules:
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError
+    try:
+        importlib.import_module("tensorboardX")
+    except ImportError:
+        pass  # not installed (Tune then logs no TensorBoard files), or it needs torch after all
+    finally:
+        del sys.modules["torch"]
 
 
 @contextlib.contextmanager

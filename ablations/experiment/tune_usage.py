@@ -16,7 +16,7 @@ def tensorboardx_without_torch() -> None:
     the trials' event files with, without torch: tensorboardX imports it only to take a
     ``torch.Tensor`` as a number (``try: import torch`` in tensorboardX/writer.py), and Tune
     logs the numbers of the trials' results, never a tensor. torch costs the driver some
-    2.5 CPU-s and 180 MiB (benchmarks/driver_cpu.py). Called before the Tuner starts, when
+    3 CPU-s and 180 MiB (benchmarks/driver_cpu.py). Called before the Tuner starts, when
     no other thread of the runner imports (the cost estimates' has ended); where torch or
     tensorboardX is already loaded (an estimate that counted FLOPs, a plugin), or
     tensorboardX is not installed, nothing changes, and a later ``import torch`` loads it as

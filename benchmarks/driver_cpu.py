@@ -92,5 +92,6 @@ def main() -> None:
               f"{median(name, 'rss_mib') - median(first, 'rss_mib'):+.0f} MiB for the driver "
               "a run (differences of the medians)")
 
+
 if __name__ == "__main__":
     main()

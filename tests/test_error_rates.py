@@ -115,6 +115,7 @@ def test_an_arm_equal_to_the_reference_is_called_equivalent_at_10_seeds():
     assert auto["seeds"][:, :5].mean() < 9.5  # the rest stop before max_seeds on average
 
 
+@pytest.mark.slow  # a simulation of many experiments
 def test_the_interval_of_an_arm_that_stopped_keeps_its_coverage():
     """``--seeds auto`` reports Δ's repeated confidence interval at the look where the arm
     stopped: at a true +2% (where stopping as `worse` picks the seeds that ran high) it covers
@@ -128,6 +129,7 @@ def test_the_interval_of_an_arm_that_stopped_keeps_its_coverage():
     assert rates["Δ of worse (%)"] > 3.0, rates  # true Δ: 2%
 
 
+@pytest.mark.slow  # a simulation of many experiments
 @pytest.mark.parametrize("noise", ["lognormal", "diverging"])
 def test_a_variant_alone_with_skewed_noise_is_called_different_as_the_docs_state(noise):
     """The variant-only rows of docs/verdicts.md's false-difference table at Holm's hardest case

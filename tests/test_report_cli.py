@@ -99,8 +99,12 @@ def test_report_on_what_is_not_a_finished_experiment_is_one_line(experiment, tmp
 
 
 def test_report_on_a_file_uri_writes_every_file_in_place(experiment, tmp_path, capsys):
+    """Through the URI's file system: each file written, a figure's earlier PDF removed
+    (``--figures png``; writing them is test_report_readable's and test_s3's)."""
     root = _copy(experiment, tmp_path)
     uri = root.as_uri()  # file:///...
+    (root / "report_files").mkdir()
+    (root / "report_files" / "forest-column.pdf").write_bytes(b"an earlier report's")
     assert main(["report", uri, "--figures", "png"]) == 0
     out = capsys.readouterr().out
     assert f"Report: {uri}/report.md and {uri}/report.html" in out and "| no_x | 3 |" in out
@@ -108,7 +112,16 @@ def test_report_on_a_file_uri_writes_every_file_in_place(experiment, tmp_path, c
     assert (root / "report.html").read_text().count("src='data:image/png;base64,") == 4
     for name in ("forest", "learning_curves", "strata", "calibration"):
         assert (root / "report_files" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (root / "report_files" / "forest-column.pdf").exists()
     assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_the_figures_flag_offers_what_the_report_writes():
+    from ablations.cli.commands import parser_of
+    from ablations.results.report.plots import FIGURES
+
+    action = next(a for a in parser_of("report")._actions if a.dest == "figures")
+    assert tuple(action.choices) == FIGURES and action.default == "all"
 
 
 @pytest.mark.parametrize(("flags", "error"), [

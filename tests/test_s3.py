@@ -30,7 +30,8 @@ from tests.conftest import REPO, start_until
 
 pytestmark = pytest.mark.slow  # a moto S3 server in a subprocess for the module
 
-if importlib.util.find_spec("moto") is None:  # found, not imported: collecting stays quick
+# found, not imported: collecting stays quick (moto.server needs flask)
+if importlib.util.find_spec("moto") is None or importlib.util.find_spec("flask") is None:
     pytest.skip("the S3 server of the tests: pip install -e '.[test]'", allow_module_level=True)
 
 BUCKET = "ablations"
@@ -225,6 +226,9 @@ def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path, monkeypat
     assert report.returncode == 0, report.stderr[-3000:]
     stored = objects(fs, prefix)
     assert {"report.md", "report.html"} <= set(stored), stored
+    figures = {name for name in stored if name.startswith("report_files/")}
+    assert {"report_files/forest.png", "report_files/forest.pdf",
+            "report_files/forest-column.svg"} <= figures, stored  # --figures all, the default
     with fs.open_input_stream(f"{prefix}/report.md") as handle:
         text = handle.read().decode()
     for variant in ("no_images", "single_frame"):

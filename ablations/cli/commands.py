@@ -46,12 +46,12 @@ def _report_flags(parser: argparse.ArgumentParser) -> None:
                         help="also write the ablation table for a paper: latex (table.tex, "
                         "booktabs), markdown (table.md) or csv (table.csv); give it again for "
                         "another (default: none)")
-    # results/report/plots.py: FIGURES
+    # the choices: results/report/plots.py's FIGURES (tests/test_report_cli.py checks)
     parser.add_argument("--figures", choices=("all", "png"), default="all",
                         help="all: each figure as the PNG the report shows and as PDF and SVG "
                         "at the report's, a page's and a column's width, for a paper; png: the "
-                        "PNGs alone, a quicker report (earlier PDFs and SVGs of its figures "
-                        "are removed) (default: all)")
+                        "PNGs alone, a quicker report, removing earlier PDFs and SVGs of its "
+                        "figures (default: all)")
     parser.add_argument("--compare-with", default=None, metavar="EXPERIMENT_DIR|URI",
                         help="add a section comparing this experiment with another, variant by "
                         "variant, as `compare OTHER THIS` (default: none)")

@@ -11,25 +11,38 @@ import sys
 from typing import Any, Iterator
 
 
+class _NoTorch:
+    """A ``sys.meta_path`` finder under which ``import torch`` (and its submodules) raises
+    ModuleNotFoundError, as where torch is not installed."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
 def tensorboardx_without_torch() -> None:
     """Import tensorboardX, which Tune's TensorBoard logger (``TBXLoggerCallback``) writes
-    the trials' event files with, without torch: tensorboardX imports it only to take a
-    ``torch.Tensor`` as a number (``try: import torch`` in tensorboardX/writer.py), and Tune
-    logs the numbers of the trials' results, never a tensor. torch costs the driver some
-    3 CPU-s and 180 MiB (benchmarks/driver_cpu.py). Called before the Tuner starts, when
-    no other thread of the runner imports (the cost estimates' has ended); where torch or
-    tensorboardX is already loaded (an estimate that counted FLOPs, a plugin), or
-    tensorboardX is not installed, nothing changes, and a later ``import torch`` loads it as
-    usual."""
+    the trials' event files with, without torch: tensorboardX imports it at the top only for
+    a type alias (``try: import torch`` in tensorboardX/writer.py) and imports it again where
+    it converts a tensor, which Tune never passes (it logs the numbers of the trials'
+    results). torch costs the driver some 3 CPU-s and 180 MiB (benchmarks/driver_cpu.py).
+    Called before the Tuner starts, when no other thread of the runner imports (the cost
+    estimates' has ended). Where torch or tensorboardX is already loaded (an estimate that
+    counted FLOPs, a plugin) nothing changes; where tensorboardX cannot be imported so, what
+    it loaded is unloaded and Tune imports it as usual; a later ``import torch`` loads it."""
     if "torch" in sys.modules or "tensorboardX" in sys.modules:
         return
-    sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError
+    before = set(sys.modules)
+    blocker = _NoTorch()
+    sys.meta_path.insert(0, blocker)
     try:
         importlib.import_module("tensorboardX")
-    except ImportError:
-        pass  # not installed (Tune then logs no TensorBoard files), or it needs torch after all
+    except ImportError:  # not installed, or a version that needs torch
+        for name in set(sys.modules) - before:
+            if name == "tensorboardX" or name.startswith("tensorboardX."):
+                del sys.modules[name]
     finally:
-        del sys.modules["torch"]
+        sys.meta_path.remove(blocker)
 
 
 @contextlib.contextmanager

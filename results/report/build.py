@@ -115,8 +115,10 @@ def write_report(directory: str | Path, *, reference: str | None = None,
         NotAnExperimentError: see :func:`check_experiment`.
         MetadataError: a damaged experiment.json (ablations/results/io/record.py).
         ValueError: no ok trial, a ``reference`` that is not a variant, a ``metric`` that is
-            not a numeric column, a bad ``margin`` or ``alpha``.
+            not a numeric column, a bad ``margin``, ``alpha`` or ``figures``.
     """
+    if figures not in plots.FIGURES:
+        raise ValueError(f"figures {figures!r}: one of {', '.join(plots.FIGURES)}")
     check_experiment(directory)
     meta = read_metadata(directory) or {}  # a damaged one is refused, as --resume refuses it
     # each setting not given: the one fixed before the data (results/stats/planned.py)

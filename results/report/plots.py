@@ -26,7 +26,7 @@ import pandas as pd  # noqa: E402
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC  # noqa: E402
 from ablations.results.io.directions import MetricLike, metric_of  # noqa: E402
-from ablations.results.io.files import exists, join, remove_file  # noqa: E402
+from ablations.results.io.files import join, list_dir, remove_file  # noqa: E402
 from ablations.results.report.formatting import with_unit  # noqa: E402
 
 
@@ -43,13 +43,15 @@ VECTOR_FORMATS = ("pdf", "svg")  # written beside each PNG
 VECTOR_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "path"}
 # report --figures: all (each PNG with its PDFs and SVGs) or png (the PNGs alone)
 FIGURES = ("all", "png")
-_vector = contextvars.ContextVar("vector_figures", default=True)
+_vector: contextvars.ContextVar[bool] = contextvars.ContextVar("vector_figures", default=True)
 
 
 @contextlib.contextmanager
 def figure_formats(figures: str) -> Iterator[None]:
     """Inside, :func:`save_figure` writes the PDFs and SVGs too (``all``) or the PNG alone
-    (``png``)."""
+    (``png``), and :func:`copy_figures` copies them or removes their earlier copies. A context
+    variable: a thread started inside would not see it (the report draws its figures in the
+    caller's thread)."""
     if figures not in FIGURES:
         raise ValueError(f"figures {figures!r}: one of {', '.join(FIGURES)}")
     token = _vector.set(figures == "all")
@@ -123,17 +125,18 @@ def _narrow(fig, width: float, height: float, points: float) -> None:
 def copy_figures(figures: list[Path], folder: str, write_file: Callable[[str, bytes], object]
                  ) -> None:
     """Each PNG in ``figures``, with the PDFs and SVGs :func:`save_figure` wrote beside it,
-    into ``folder`` (a path or a URI) through ``write_file``; a vector file of the same name
-    already there and not written this time (``--figures png``) is removed, so that no PDF
-    stays beside a PNG it no longer matches."""
+    into ``folder`` (a path or a URI) through ``write_file``. Under ``figure_formats("png")``
+    the vector files of those figures already in ``folder`` are removed instead, so that no
+    PDF stays beside a PNG it no longer matches."""
+    vectors = _vector.get()
+    present = set() if vectors else set(list_dir(folder))
     for path in figures:
         write_file(join(folder, path.name), path.read_bytes())
         for vector in vector_files(path):
-            target = join(folder, vector.name)
-            if vector.exists():
-                write_file(target, vector.read_bytes())
-            elif exists(target):
-                remove_file(target)
+            if vectors:
+                write_file(join(folder, vector.name), vector.read_bytes())
+            elif vector.name in present:
+                remove_file(join(folder, vector.name))
 
 
 def vector_files(png: Path) -> list[Path]:

@@ -17,7 +17,8 @@ from ablations.config.statuses import TrialStatus
 def declared_columns(ok: Any, declared: dict[str, Any], metric: str) -> dict[str, str]:
     """Own code's metrics as the summary shows them: ``name (unit)``, mean ± std over the ok
     seeds for the verdicts' metric, the mean for the others; a NaN or infinite value is left
-    out, as the comparisons leave it out (the line under the table names those trials)."""
+    out (the comparisons leave out the verdicts' metric's so, and the line under the table
+    names those trials)."""
     columns = {}
     for name in dict.fromkeys([metric, *declared]):
         if name not in ok:

@@ -332,6 +332,16 @@ def test_too_few_seeds_is_inconclusive_not_an_error():
     assert row["verdict"] == "inconclusive" and np.isnan(row["equivalence_bound_holm"])
 
 
+def test_a_variant_that_ties_the_reference_on_every_seed_is_compared_not_alone():
+    """A deterministic program: both arms give 0.5 on every seed. The t test has nothing to
+    test (p NaN), TOST calls it equivalent, and the note explains the verdicts rather than
+    saying that the reference ran alone."""
+    table = verdict_table(_trials({"baseline": [0.5, 0.5, 0.5], "same": [0.5, 0.5, 0.5]}))
+    assert table.set_index("ablation").loc["same", "verdict"] == "equivalent"
+    note = verdict_note(table)
+    assert note.startswith("Verdicts on test_mae") and "Only the reference" not in note
+
+
 def test_margin_relative_or_absolute_and_refused_when_bad():
     assert parse_margin("5%") == (pytest.approx(0.05), True)
     assert parse_margin("0.02") == (0.02, False) and parse_margin(0.02) == (0.02, False)

@@ -416,7 +416,7 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
                        max_failure_rate=max_failure_rate,
                        direction=direction, unit=measure.unit,
                        comparisons=int(np.count_nonzero(~np.isnan(tests["p_value"]))),
-                       dropped_nan=dropped)
+                       variants_compared=len(compared), dropped_nan=dropped)
     if crossed_cells(trials, reference) is not None:  # --cross-seeds: results/stats/crossed.py
         add_crossed_columns(table, compared.index, contrasts, alpha)
     return table
@@ -434,7 +434,9 @@ def margin_text(attrs: dict, unit: str = "") -> str:
 def verdict_note(table: pd.DataFrame) -> str:
     """Two lines saying what :func:`verdict_table`'s verdicts mean, with its margin and α."""
     a = table.attrs
-    if not a["comparisons"]:  # the reference ran alone (e.g. --only with its name)
+    # the reference ran alone (e.g. --only with its name); not a variant whose every seed tied
+    # with the reference's, which has no t test (p NaN) but a verdict
+    if not a.get("variants_compared", a["comparisons"]):
         return (f"Only the reference {a['reference']} ran: there is no variant to compare with "
                 f"it, so no verdict on {a['metric']}; its numbers are in the table.")
     better = {-1: "lower is better", 1: "higher is better", 0: "no better direction"}

@@ -333,13 +333,36 @@ def test_too_few_seeds_is_inconclusive_not_an_error():
 
 
 def test_a_variant_that_ties_the_reference_on_every_seed_is_compared_not_alone():
-    """A deterministic program: both arms give 0.5 on every seed. The t test has nothing to
-    test (p NaN), TOST calls it equivalent, and the note explains the verdicts rather than
-    saying that the reference ran alone."""
+    """A deterministic program: both arms give 0.5 on every seed. The difference test finds no
+    difference (p 1, not t's 0/0), TOST calls it equivalent, and the note explains the verdicts
+    over a family of one rather than saying that the reference ran alone."""
     table = verdict_table(_trials({"baseline": [0.5, 0.5, 0.5], "same": [0.5, 0.5, 0.5]}))
-    assert table.set_index("ablation").loc["same", "verdict"] == "equivalent"
+    row = table.set_index("ablation").loc["same"]
+    assert row["verdict"] == "equivalent" and row["p_value"] == 1.0
     note = verdict_note(table)
     assert note.startswith("Verdicts on test_mae") and "Only the reference" not in note
+    assert "Holm over 1 comparisons" in note
+
+
+def test_a_tied_variant_counts_in_holms_family():
+    """The family is the variants compared: a tie (p 1) beside a variant that differs doubles
+    the other's Holm p-value, as statsmodels' Holm over both p-values does; the plain ablation
+    table and the paper's best-marking test read a tie the same way."""
+    from statsmodels.stats.multitest import multipletests
+
+    from ablations.results.stats.comparisons import ablation_table, paired_p
+
+    trials = _trials({"baseline": [0.5, 0.52, 0.55], "same": [0.5, 0.52, 0.55],
+                      "worse": [0.6, 0.63, 0.64]})
+    table = verdict_table(trials).set_index("ablation")
+    assert table.attrs["comparisons"] == 2 and table.loc["same", "p_value"] == 1.0
+    expected = multipletests(table.loc[["worse", "same"], "p_value"], method="holm")[1]
+    assert table.loc[["worse", "same"], "p_holm"].tolist() == pytest.approx(list(expected))
+    assert table.loc["worse", "p_holm"] == pytest.approx(2 * table.loc["worse", "p_value"])
+    plain = ablation_table(trials, reference="baseline").set_index("ablation")
+    assert plain.loc["same", "p_value"] == 1.0
+    assert plain.loc["worse", "p_holm"] == pytest.approx(table.loc["worse", "p_holm"])
+    assert paired_p(np.array([1.0, 2.0]), np.array([1.0, 2.0])) == 1.0
 
 
 def test_margin_relative_or_absolute_and_refused_when_bad():

@@ -14,11 +14,10 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ablations.results.report.formatting import decimals_for, tex
 from ablations.results.report.page import markdown_cells
-from ablations.results.stats.comparisons import holm, ties_allowed
+from ablations.results.stats.comparisons import holm, paired_p
 from ablations.results.stats.failures import failure_bound_text
 from ablations.results.stats.seed_tables import seed_table
 from ablations.results.stats.verdicts import margin_text
@@ -53,9 +52,7 @@ def not_distinguishable(trials: pd.DataFrame, *, metric: str, direction: int,
     p_values = []
     for arm in others:
         pair = values[[best, arm]].dropna()
-        with ties_allowed():
-            p_values.append(stats.ttest_rel(pair[best], pair[arm]).pvalue if len(pair) > 1
-                            else np.nan)
+        p_values.append(paired_p(pair[best], pair[arm]) if len(pair) > 1 else np.nan)
     adjusted = holm(p_values) if others else np.array([])
     return {best, *(arm for arm, p in zip(others, adjusted) if not p < alpha)}
 

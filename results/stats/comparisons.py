@@ -8,7 +8,8 @@
 - :func:`usable_trials`: the rows every comparison uses (ok, the metric finite) and the names
   of the ok trials left out; :func:`dropped_note` names them in a line.
 - :func:`holm`: Holm-Bonferroni adjusted p-values; :func:`t_interval`: a t confidence interval.
-- :func:`ties_allowed`: scipy's t-tests on seeds that tied, without scipy's warning.
+- :func:`ties_allowed`: scipy's t-tests on seeds that tied, without scipy's warning;
+  :func:`paired_p`: the paired t test, p 1 where every seed ties.
 
 Re-exported by :mod:`ablations.results.stats.analysis`.
 """
@@ -51,12 +52,23 @@ def ties_allowed() -> Iterator[None]:
     """Inside, scipy's t-tests take values that are (nearly) all equal, as the seeds of a
     deterministic program or a coarse metric give, without the warning scipy prints then
     ("Precision loss occurred in moment calculation"): the result stands as scipy computes it
-    (p 0 for an exact constant difference, NaN for none, which the verdicts read as no test),
-    and a console or report is no place for the warning."""
+    (p 0 for an exact constant difference; NaN for none, which :func:`paired_p` and the
+    Welch test here read as p 1), and a console or report is no place for the warning."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Precision loss occurred in moment",
                                 category=RuntimeWarning)
         yield
+
+
+def paired_p(variant: np.ndarray | pd.Series, reference: np.ndarray | pd.Series) -> float:
+    """Two-sided p-value of the paired t test of Δ = 0; 1 where every pair ties (no difference
+    on any seed: scipy's 0/0 is NaN), as :meth:`Contrasts.p_value` has it, so that the
+    comparison stays in Holm's family."""
+    diff = np.asarray(variant, float) - np.asarray(reference, float)
+    if not diff.any():
+        return 1.0
+    with ties_allowed():
+        return float(stats.ttest_rel(variant, reference).pvalue)
 
 
 def t_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
@@ -84,8 +96,7 @@ def compare_arms(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
         diff = (pair[ablation] - pair[reference]).to_numpy()
         sd = diff.std(ddof=1)
         d_low, d_high = t_interval(diff, confidence)
-        with ties_allowed():
-            p_value = stats.ttest_rel(pair[ablation], pair[reference]).pvalue
+        p_value = paired_p(pair[ablation], pair[reference])
         return {
             "test": "paired t", "n_pairs": len(diff), "diff_mean": diff.mean(),
             "diff_ci_low": d_low, "diff_ci_high": d_high, "p_value": p_value,
@@ -102,7 +113,7 @@ def compare_arms(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
         return {
             "test": "Welch t", "n_pairs": 0, "diff_mean": diff,
             "diff_ci_low": interval.low, "diff_ci_high": interval.high,
-            "p_value": welch.pvalue,
+            "p_value": 1.0 if diff == 0 and np.isnan(welch.pvalue) else welch.pvalue,  # ties
             "effect_size": diff / pooled if pooled > 0 else np.nan,
             "relative_change": relative_share(diff, ref_values.mean()),
             "se": np.sqrt(np.var(values, ddof=1) / len(values)

@@ -140,9 +140,13 @@ class Contrasts:
         return np.where(np.isfinite(welch), welch, df)
 
     def p_value(self) -> np.ndarray:
-        """Two-sided p-value of Δ = 0 (the paired or Welch t test)."""
+        """Two-sided p-value of Δ = 0 (the paired or Welch t test). A contrast that is exactly
+        0 with no spread (every seed of both arms tied, as a deterministic program or a coarse
+        metric gives) has p 1, not t's 0/0: it stays in Holm's family as a comparison that
+        shows no difference."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            return 2 * t_cdf(-np.abs(self.diff) / self.se, self.df)
+            p = 2 * t_cdf(-np.abs(self.diff) / self.se, self.df)
+        return np.where((self.diff == 0) & (self.se == 0), 1.0, p)[()]
 
     def p_tost(self, margin: float, relative: bool) -> np.ndarray:
         """TOST p-value: the larger one-sided p of H0 "at or below −margin" and H0 "at or

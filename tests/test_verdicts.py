@@ -345,24 +345,48 @@ def test_a_variant_that_ties_the_reference_on_every_seed_is_compared_not_alone()
 
 
 def test_a_tied_variant_counts_in_holms_family():
-    """The family is the variants compared: a tie (p 1) beside a variant that differs doubles
-    the other's Holm p-value, as statsmodels' Holm over both p-values does; the plain ablation
-    table and the paper's best-marking test read a tie the same way."""
+    """The family is the variants compared: a tie's p is 1 (as the exact sign-flip test finds,
+    every difference being 0), and beside a variant at p = 0.035 it doubles that one's Holm
+    p-value past α, as statsmodels' Holm over both does; the plain ablation table and the
+    paper's best-marking read a tie the same way (the worse arm is then not distinguishable
+    from the best)."""
+    from scipy import stats
     from statsmodels.stats.multitest import multipletests
 
-    from ablations.results.stats.comparisons import ablation_table, paired_p
+    from ablations.results.report.paper import not_distinguishable
+    from ablations.results.stats.comparisons import ablation_table
 
-    trials = _trials({"baseline": [0.5, 0.52, 0.55], "same": [0.5, 0.52, 0.55],
-                      "worse": [0.6, 0.63, 0.64]})
+    reference = np.array([0.5, 0.52, 0.55])
+    trials = _trials({"baseline": list(reference), "same": list(reference),
+                      "worse": list(reference + [0.1, 0.2, 0.15])})
+    exact = stats.permutation_test((reference, reference.copy()), lambda x, y: np.mean(x - y),
+                                   permutation_type="samples").pvalue
     table = verdict_table(trials).set_index("ablation")
-    assert table.attrs["comparisons"] == 2 and table.loc["same", "p_value"] == 1.0
-    expected = multipletests(table.loc[["worse", "same"], "p_value"], method="holm")[1]
+    assert table.attrs["comparisons"] == 2 and table.loc["same", "p_value"] == exact == 1.0
+    assert table.loc["worse", "p_value"] == pytest.approx(0.0351, abs=1e-4)
+    expected = multipletests([table.loc["worse", "p_value"], exact], method="holm")[1]
     assert table.loc[["worse", "same"], "p_holm"].tolist() == pytest.approx(list(expected))
-    assert table.loc["worse", "p_holm"] == pytest.approx(2 * table.loc["worse", "p_value"])
+    assert table.loc["worse", "p_holm"] > 0.05 and table.loc["worse", "verdict"] != "worse"
     plain = ablation_table(trials, reference="baseline").set_index("ablation")
     assert plain.loc["same", "p_value"] == 1.0
     assert plain.loc["worse", "p_holm"] == pytest.approx(table.loc["worse", "p_holm"])
-    assert paired_p(np.array([1.0, 2.0]), np.array([1.0, 2.0])) == 1.0
+    assert not_distinguishable(trials, metric="test_mae", direction=-1, alpha=0.05) == {
+        "baseline", "same", "worse"}
+
+
+def test_a_tie_under_other_seeds_is_no_difference():
+    """Welch's comparison (a variant run under other seeds than the reference) of one value on
+    every seed of both arms: Δ 0 and p 1, though the means of 10 and 3 seeds of 0.3 round
+    apart (t would read -3.0, p 0.015), so the variant is `equivalent`, not `negligible`."""
+    from ablations.results.stats.comparisons import ablation_table
+
+    trials = _trials({"baseline": [0.3] * 3, "same": [0.3] * 10},
+                     seeds={"baseline": [0, 1, 2], "same": list(range(100, 110))})
+    row = verdict_table(trials).set_index("ablation").loc["same"]
+    assert (row["diff_mean"], row["p_value"], row["verdict"]) == (0.0, 1.0, "equivalent")
+    plain = ablation_table(trials, reference="baseline").set_index("ablation").loc["same"]
+    assert (plain["test"], plain["diff_mean"], plain["p_value"]) == ("Welch t", 0.0, 1.0)
+    assert (plain["diff_ci_low"], plain["diff_ci_high"]) == (0.0, 0.0)
 
 
 def test_margin_relative_or_absolute_and_refused_when_bad():

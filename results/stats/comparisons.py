@@ -9,7 +9,7 @@
   of the ok trials left out; :func:`dropped_note` names them in a line.
 - :func:`holm`: Holm-Bonferroni adjusted p-values; :func:`t_interval`: a t confidence interval.
 - :func:`ties_allowed`: scipy's t-tests on seeds that tied, without scipy's warning;
-  :func:`paired_p`: the paired t test, p 1 where every seed ties.
+  :func:`paired_p`: the paired t test, p 1 where every seed ties (:func:`tied` for Welch's).
 
 Re-exported by :mod:`ablations.results.stats.analysis`.
 """
@@ -60,6 +60,12 @@ def ties_allowed() -> Iterator[None]:
         yield
 
 
+def tied(values: np.ndarray, ref_values: np.ndarray) -> bool:
+    """Whether every seed of both arms has one and the same value."""
+    values, ref_values = np.asarray(values, float), np.asarray(ref_values, float)
+    return bool(np.ptp(values) == 0 and np.ptp(ref_values) == 0 and values[0] == ref_values[0])
+
+
 def paired_p(variant: np.ndarray | pd.Series, reference: np.ndarray | pd.Series) -> float:
     """Two-sided p-value of the paired t test of Δ = 0; 1 where every pair ties (no difference
     on any seed: scipy's 0/0 is NaN), as :meth:`Contrasts.p_value` has it, so that the
@@ -105,15 +111,18 @@ def compare_arms(values: np.ndarray, ref_values: np.ndarray, seeds: np.ndarray,
             "se": sd / np.sqrt(len(diff)), "df": float(len(diff) - 1),
         }
     if len(values) >= 2 and len(ref_values) >= 2:
-        diff = values.mean() - ref_values.mean()
-        pooled = np.sqrt((np.var(values, ddof=1) + np.var(ref_values, ddof=1)) / 2)
         with ties_allowed():
             welch = stats.ttest_ind(values, ref_values, equal_var=False)
             interval = welch.confidence_interval(confidence)
+        # one value in both arms: no difference (means of unequal counts round apart)
+        tie = tied(values, ref_values)
+        diff = 0.0 if tie else values.mean() - ref_values.mean()
+        pooled = np.sqrt((np.var(values, ddof=1) + np.var(ref_values, ddof=1)) / 2)
         return {
             "test": "Welch t", "n_pairs": 0, "diff_mean": diff,
-            "diff_ci_low": interval.low, "diff_ci_high": interval.high,
-            "p_value": 1.0 if diff == 0 and np.isnan(welch.pvalue) else welch.pvalue,  # ties
+            "diff_ci_low": 0.0 if tie else interval.low,
+            "diff_ci_high": 0.0 if tie else interval.high,
+            "p_value": 1.0 if tie else welch.pvalue,
             "effect_size": diff / pooled if pooled > 0 else np.nan,
             "relative_change": relative_share(diff, ref_values.mean()),
             "se": np.sqrt(np.var(values, ddof=1) / len(values)

@@ -89,6 +89,10 @@ class Contrasts:
     def unpaired(cls, variant: np.ndarray, reference: np.ndarray) -> Contrasts:
         """Welch's comparison of two sets of values (1-D, at least 2 each)."""
         v, r = np.asarray(variant, float), np.asarray(reference, float)
+        if np.ptp(v) == 0 and np.ptp(r) == 0 and v[0] == r[0]:  # one value in both: a tie
+            n_v, n_r = len(v) - 1.0, len(r) - 1.0  # (means of unequal counts round apart)
+            return cls(*(np.float64(x) for x in (0.0, r[0], 0.0, 0.0, 0.0, n_v + n_r, n_v,
+                                                   n_r)))
         sv, sr = v.var(ddof=1) / len(v), r.var(ddof=1) / len(r)
         df = (sv + sr) ** 2 / (sv ** 2 / (len(v) - 1) + sr ** 2 / (len(r) - 1)) \
             if sv + sr > 0 else len(v) + len(r) - 2.0

@@ -434,7 +434,7 @@ def margin_text(attrs: dict, unit: str = "") -> str:
 def verdict_note(table: pd.DataFrame) -> str:
     """Two lines saying what :func:`verdict_table`'s verdicts mean, with its margin and α."""
     a = table.attrs
-    # the reference ran alone (e.g. --only with its name), or no variant had a test
+    # the reference ran alone (e.g. --only with its name)
     if not a.get("variants_compared", a["comparisons"]):
         return (f"Only the reference {a['reference']} ran: there is no variant to compare with "
                 f"it, so no verdict on {a['metric']}; its numbers are in the table.")

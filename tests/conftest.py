@@ -146,7 +146,7 @@ SOURCE_FOLDERS = ("ablations", "model", "results", "search_spaces", "tools", "te
 
 def compile_sources() -> None:
     """Write the checkout's bytecode once, before the workers start. Where bytecode writing is
-    off (PYTHONDONTWRITEBYTECODE, a read-only image), every driver, Ray worker and benchmark
+    off (PYTHONDONTWRITEBYTECODE), every driver, Ray worker and benchmark
     the suite starts would otherwise compile each module it imports from source again (the
     runner's packages: about half a CPU-second a driver); Python reads bytecode written here
     whether or not it may write its own."""

@@ -9,7 +9,7 @@
   of the ok trials left out; :func:`dropped_note` names them in a line.
 - :func:`holm`: Holm-Bonferroni adjusted p-values; :func:`t_interval`: a t confidence interval.
 - :func:`ties_allowed`: scipy's t-tests on seeds that tied, without scipy's warning;
-  :func:`paired_p`: the paired t test, p 1 where every seed ties (:func:`tied` for Welch's).
+  :func:`paired_p`: the paired t test, p 1 where every seed ties (``contrasts.tied`` for Welch's).
 
 Re-exported by :mod:`ablations.results.stats.analysis`.
 """
@@ -26,6 +26,7 @@ from scipy import stats
 
 from ablations.config.comparison import DEFAULT_METRIC, DEFAULT_REFERENCE
 from ablations.config.statuses import TrialStatus
+from ablations.results.stats.contrasts import tied
 from ablations.results.stats.phases import evaluation_rows
 from ablations.results.stats.seed_tables import seed_table
 
@@ -58,12 +59,6 @@ def ties_allowed() -> Iterator[None]:
         warnings.filterwarnings("ignore", message="Precision loss occurred in moment",
                                 category=RuntimeWarning)
         yield
-
-
-def tied(values: np.ndarray, ref_values: np.ndarray) -> bool:
-    """Whether every seed of both arms has one and the same value."""
-    values, ref_values = np.asarray(values, float), np.asarray(ref_values, float)
-    return bool(np.ptp(values) == 0 and np.ptp(ref_values) == 0 and values[0] == ref_values[0])
 
 
 def paired_p(variant: np.ndarray | pd.Series, reference: np.ndarray | pd.Series) -> float:

@@ -44,6 +44,12 @@ def t_cdf(x: np.ndarray, df: np.ndarray) -> np.ndarray:
     return special.stdtr(df, x)
 
 
+def tied(values: np.ndarray, ref_values: np.ndarray) -> bool:
+    """Whether every seed of both arms has one and the same value."""
+    values, ref_values = np.asarray(values, float), np.asarray(ref_values, float)
+    return bool(np.ptp(values) == 0 and np.ptp(ref_values) == 0 and values[0] == ref_values[0])
+
+
 @dataclass(frozen=True)
 class Contrasts:
     """Moments of the comparisons of variants with the reference, one per element.
@@ -89,7 +95,7 @@ class Contrasts:
     def unpaired(cls, variant: np.ndarray, reference: np.ndarray) -> Contrasts:
         """Welch's comparison of two sets of values (1-D, at least 2 each)."""
         v, r = np.asarray(variant, float), np.asarray(reference, float)
-        if np.ptp(v) == 0 and np.ptp(r) == 0 and v[0] == r[0]:  # one value in both: a tie
+        if tied(v, r):
             n_v, n_r = len(v) - 1.0, len(r) - 1.0  # (means of unequal counts round apart)
             return cls(*(np.float64(x) for x in (0.0, r[0], 0.0, 0.0, 0.0, n_v + n_r, n_v,
                                                    n_r)))

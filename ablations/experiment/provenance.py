@@ -171,9 +171,9 @@ def package_freeze() -> dict[str, str]:
     """Every installed distribution and its version, by lower-case name."""
     out = {}
     for dist in importlib.metadata.distributions():
-        name = dist.metadata["Name"]
-        if name:
-            out[name.lower()] = dist.version
+        metadata = dist.metadata  # parsed on each access: once per distribution
+        if metadata["Name"]:
+            out[metadata["Name"].lower()] = metadata["Version"]
     return dict(sorted(out.items()))
 
 

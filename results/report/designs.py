@@ -20,7 +20,6 @@ from typing import Any, Callable, Optional, Sequence
 
 import pandas as pd
 
-from ablations.results.report import plots
 from ablations.results.report.formatting import plain
 from ablations.results.report.page import Section
 from ablations.results.report.paper import effects_paper_table, tuned_paper_table
@@ -137,6 +136,8 @@ class FactorialReport(DesignReport):
                                           alpha=alpha)
         except ValueError as exc:
             return [Section("Factorial effects", f"No factorial effects: {exc}")]
+        from ablations.results.report import plots  # matplotlib: only where a figure is drawn
+
         figure = plots.interaction_plot(interaction_means(trials, design, metric=metric),
                                         effects, figures_dir / "interactions.png",
                                         metric=metric)

@@ -92,6 +92,23 @@ def seed_contrast(variant: pd.Series, reference: pd.Series
     return None, pd.Series(dtype=float)
 
 
+def aligned_contrast(variant: np.ndarray, reference: np.ndarray
+                     ) -> tuple[Contrasts | None, np.ndarray]:
+    """:func:`seed_contrast` of two arrays of values aligned by seed (NaN: none), as one
+    table's columns are: the same choice and the same numbers, without a Series per arm (the
+    simulations that validate the verdicts call it per arm and look); the paired differences
+    aligned too (NaN where not paired)."""
+    variant_ok, reference_ok = ~np.isnan(variant), ~np.isnan(reference)
+    both = variant_ok & reference_ok
+    if np.count_nonzero(both) >= 2:
+        return (Contrasts.paired(variant[both], reference[both]),
+                np.where(both, variant - reference, np.nan))
+    unpaired = np.full(len(variant), np.nan)
+    if np.count_nonzero(variant_ok) >= 2 and np.count_nonzero(reference_ok) >= 2:
+        return Contrasts.unpaired(variant[variant_ok], reference[reference_ok]), unpaired
+    return None, unpaired
+
+
 def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, metric: str,
                      seeds: set | None = None) -> tuple[Contrasts, np.ndarray, np.ndarray]:
     """Per arm, its :func:`seed_contrast` against ``reference`` over the ok trials with a
@@ -102,13 +119,17 @@ def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, m
     if seeds is not None:
         ok = ok[ok["seed"].isin(seeds)]
     by_seed = seed_table(ok, metric)
-    empty = pd.Series(np.nan, index=by_seed.index)
-    ref = by_seed[reference] if reference in by_seed else empty
+    empty = np.full(len(by_seed.index), np.nan)
+
+    def column(arm: str) -> np.ndarray:
+        return by_seed[arm].to_numpy(dtype=float) if arm in by_seed else empty
+
+    ref = column(reference)
     items, differences = [], []
     for arm in arms:
-        contrast, paired = seed_contrast(by_seed[arm] if arm in by_seed else empty, ref)
+        contrast, paired = aligned_contrast(column(arm), ref)
         items.append(contrast)
-        differences.append(paired.reindex(by_seed.index).to_numpy(dtype=float))
+        differences.append(paired)
     contrasts = Contrasts.stack(items)
     crossed = crossed_family(trials, by_seed, arms, reference=reference)
     if crossed is not None:  # --cross-seeds: cells that share a seed are not independent

@@ -290,6 +290,21 @@ def test_planning_a_factorial_loads_its_design_not_its_analysis():
     assert fresh_stdout(code) == "['ablations.results.stats.factorial_design']"
 
 
+@pytest.mark.slow
+def test_the_modules_that_end_a_run_load_no_matplotlib():
+    """What a run's driver imports to end a run (the CLI's run command, the results, the
+    design's verdicts, a multi-dataset run's across-datasets file) leaves matplotlib to the
+    reports that draw figures (docs/benchmarks.md, the driver's CPU)."""
+    code = ("import sys\nimport ablations.cli.run, ablations.experiment.api\n"
+            "from ablations.results.report.designs import report_of\n"
+            "from ablations.results.report.datasets_report import write_across\n"
+            "from ablations.results.stats.analyses import analysis_of\n"
+            "from ablations.results.stats import decisions\n"
+            "print(sorted(m for m in ('matplotlib', 'ablations.results.report.plots')"
+            " if m in sys.modules))\n")
+    assert fresh_stdout(code) == "[]"
+
+
 # The import graph: one node per module (a package is its __init__), an edge for every import
 # of a project module, at the top of a file or inside a function. ``from a import b`` is an
 # edge to the module a.b when b is a module, else to a.

@@ -20,8 +20,6 @@ import pandas as pd
 from ablations.config.statuses import TrialStatus
 from ablations.results.io.directions import metric_of
 from ablations.results.io.files import join, write_parquet_atomic
-from ablations.results.report import plots
-from ablations.results.report.dataset_plots import critical_difference_diagram, dataset_forest_plots
 from ablations.results.report.dataset_tables import across_view
 from ablations.results.report.methods_files import write_across_paper_files
 from ablations.results.report.page import FIGURES_DIR, Section, html_page, markdown_page
@@ -58,6 +56,13 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
     in ``datasets/<name>/``, then the top report across them. Returns ``report_type`` (build's
     Report) with the verdicts of every dataset, one below the other. The metric's direction
     and unit: those ``meta`` declares (own code), else the built-in model's."""
+    # matplotlib where figures are drawn: a run's driver imports this module for write_across
+    from ablations.results.report import plots
+    from ablations.results.report.dataset_plots import (
+        critical_difference_diagram,
+        dataset_forest_plots,
+    )
+
     measure = metric_of(metric, meta.get("metrics"))
     settings = {"reference": reference, "metric": metric, "margin": margin, "alpha": alpha}
     per_dataset: dict[str, pd.DataFrame] = {}

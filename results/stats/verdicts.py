@@ -111,8 +111,8 @@ def aligned_contrast(variant: np.ndarray, reference: np.ndarray
 
 def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, metric: str,
                      seeds: set | None = None) -> tuple[Contrasts, np.ndarray, np.ndarray]:
-    """Per arm, its :func:`seed_contrast` against ``reference`` over the ok trials with a
-    finite ``metric`` (among ``seeds`` if given); the robustness rule's flag
+    """Per arm, its contrast against ``reference`` (:func:`aligned_contrast`) over the ok
+    trials with a finite ``metric`` (among ``seeds`` if given); the robustness rule's flag
     (:func:`ablations.results.stats.contrasts.robust_outliers` on its paired differences); and the
     seeds paired (0 for Welch's comparison or none)."""
     ok, _ = usable_trials(trials, metric)
@@ -121,8 +121,12 @@ def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, m
     by_seed = seed_table(ok, metric)
     empty = np.full(len(by_seed.index), np.nan)
 
-    def column(arm: str) -> np.ndarray:
-        return by_seed[arm].to_numpy(dtype=float) if arm in by_seed else empty
+    def column(arm: str) -> np.ndarray:  # in the metric's own float type (float32 stays)
+        if arm not in by_seed:
+            return empty
+        dtype = getattr(by_seed[arm].dtype, "numpy_dtype", by_seed[arm].dtype)
+        return by_seed[arm].to_numpy(dtype=dtype if dtype.kind == "f" else float,
+                                     na_value=np.nan)
 
     ref = column(reference)
     items, differences = [], []

@@ -129,6 +129,21 @@ class UnitSeconds:
         DURATIONS.write_text(json.dumps(dict(sorted(recorded.items())), indent=0) + "\n")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    """Collect with bytecode writing on: pytest keeps a test module's assertion-rewritten code
+    (tests/__pycache__/*-pytest-*.pyc) only where bytecode may be written, so that where
+    PYTHONDONTWRITEBYTECODE is set each collecting process of every later run would rewrite
+    every test module again (about 8 CPU-s a process, the unit loop's included). Python's own
+    setting is restored for the tests, and their subprocesses keep the environment's."""
+    previous = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = previous
+
+
 def pytest_collection_finish(session):
     """The modules the collection imported (torch, Ray, pandas, the tests) live to the end:
     frozen, no later garbage collection walks them again, neither Python's own nor the

@@ -586,3 +586,29 @@ def test_an_arm_with_no_effect_is_called_equivalent_more_often_with_more_seeds()
         assert rates[3] < rates[5] <= rates[10], rates
         for seeds, rate in quoted.items():
             assert rates[seeds] == pytest.approx(rate, abs=0.04), (noise, rates)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_tables_columns_compare_as_their_series_do(dtype):
+    """family_contrasts compares a table's columns as arrays (aligned_contrast): the same
+    choice as seed_contrast on the Series (paired over two or more shared seeds, else Welch's,
+    else none), the same numbers, and the same paired differences, in the metric's own type."""
+    from ablations.results.stats.contrasts import FIELDS
+    from ablations.results.stats.verdicts import aligned_contrast, seed_contrast
+
+    rng = np.random.default_rng(11)
+    kinds = set()
+    for _ in range(300):
+        seeds = int(rng.integers(1, 8))
+        values = rng.lognormal(0, 2, size=(2, seeds)).astype(dtype)
+        values[rng.random((2, seeds)) < 0.3] = np.nan
+        variant, reference = (pd.Series(row, index=np.arange(seeds) * 3) for row in values)
+        expected, expected_paired = seed_contrast(variant, reference)
+        got, paired = aligned_contrast(variant.to_numpy(), reference.to_numpy())
+        kinds.add("none" if got is None else "paired" if len(expected_paired) else "welch")
+        assert (got is None) == (expected is None)
+        for field in FIELDS if got is not None else ():
+            assert np.array_equal(getattr(got, field), getattr(expected, field), equal_nan=True)
+        assert np.array_equal(paired, expected_paired.reindex(variant.index).to_numpy(float),
+                              equal_nan=True)
+    assert kinds == {"none", "paired", "welch"}

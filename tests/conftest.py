@@ -50,7 +50,7 @@ DURATIONS = REPO / "tests" / "durations.json"
 # (2 cores 95-97% busy over its run), and its end is where a worker idles.
 SPLIT_FILES = frozenset({
     "tests/test_reproduce_commands.py", "tests/test_time_limit.py", "tests/test_failures.py",
-    "tests/test_gpu_paths.py", "tests/test_plugins.py", "tests/test_fail_fast.py",
+    "tests/test_gpu_paths.py", "tests/test_fail_fast.py",
     "tests/test_own_code_fingerprint.py", "tests/test_api.py", "tests/test_factorial.py",
 })
 

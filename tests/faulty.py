@@ -8,8 +8,7 @@ keys add faults, and the loop's hooks (ablations.trial.step.LoopHooks) that inje
   hooks, so a trial on Ray's workers fails, runs out of memory or compiles as a test asks.
   :func:`faulty` turns a built-in trial's config into FAULTY's.
 - :func:`hooks`: the same faults for a test that calls ``train(...)`` or the auto-batch probe
-  directly; :func:`oom_probe`: the probe a test hands ``auto_batch(..., probe=)``, and
-  :func:`main_with_oom_probe` the command line with that probe, for a process of its own.
+  directly; :func:`oom_probe`: the probe a test hands ``auto_batch(..., probe=)``.
 
 Tests run from the checkout's root, so ``tests`` imports on a local Ray's workers.
 """
@@ -17,9 +16,8 @@ Tests run from the checkout's root, so ``tests`` imports on a local Ray's worker
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 
@@ -79,19 +77,6 @@ def oom_probe(above: int) -> Callable[..., dict[str, Any]]:
         return probe_max_batch(config, limit=limit, gpu_fraction=gpu_fraction,
                                hooks=hooks(oom_above_batch=above))
     return probe
-
-
-def main_with_oom_probe(above: int, argv: Sequence[str]) -> int:
-    """The command line (``run_ablations.py``'s ``main``) with ``--auto-batch``'s probe run on
-    any device, every batch above ``above`` out of memory; for a test that runs it in a
-    process of its own: ``python -c "import sys; from tests.faulty import
-    main_with_oom_probe; sys.exit(main_with_oom_probe(12, sys.argv[1:]))" ARGS``."""
-    from ablations.cli.main import main
-    from ablations.experiment import preflight
-
-    # the run (ablations/experiment/api.py) imports auto_batch from preflight as it starts
-    preflight.auto_batch = functools.partial(preflight.auto_batch, probe=oom_probe(above))
-    return main(list(argv))
 
 
 # ---------------------------------------------------------------------- the training function

@@ -13,7 +13,7 @@ import pytest
 
 from ablations.cli.main import main
 from ablations.config.safety import installed_torch
-from tests.conftest import REPO, write_data_dir
+from tests.conftest import REPO, run_here, write_data_dir
 
 
 # run_ablations.py as itself (its path in sys.argv[0]), saying on stderr at exit whether its
@@ -310,10 +310,11 @@ def test_resume_errors(capsys, tmp_path):
 
 @pytest.fixture(scope="module")
 def file_run(tmp_path_factory):
-    """A run on a file dataset, with --verbose (Ray Tune's own tables on the console)."""
+    """A run on a file dataset, with --verbose (Ray Tune's own tables on the console), in this
+    process (run_here): the module's Ray, which the next test's refusal also reads."""
     tmp_path = tmp_path_factory.mktemp("files")
     root = write_data_dir(tmp_path / "data", n=60, frames=3, size=8)
-    proc = run_cli(
+    proc = run_here(
         "--space", "frames", "--only", "frames1,frames3,frames4", "--seeds", "1",
         "--epochs", "1", "--data", str(root), "--max-train-examples", "32",
         "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16", "--set", "batch_size=8",
@@ -353,8 +354,8 @@ def test_verbose_shows_every_final_figure_in_tunes_result_table(file_run):
 
 @pytest.mark.slow
 def test_more_gpus_than_the_cluster_has_is_refused_before_any_trial(tmp_path):
-    proc = run_cli("--gpus-per-trial", "1", "--only", "baseline", "--seeds", "1",
-                   "--no-dashboard", "--name", "gpu", cwd=tmp_path, timeout=120)
+    proc = run_here("--gpus-per-trial", "1", "--only", "baseline", "--seeds", "1",
+                    "--no-dashboard", "--name", "gpu", cwd=tmp_path)
     assert proc.returncode == 2
     assert "a trial asks for 1 CPU / 1 GPU but the cluster has" in proc.stderr
     assert "Traceback" not in proc.stderr

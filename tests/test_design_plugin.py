@@ -1,9 +1,11 @@
-"""A design of one's own (tests/design_long.py, one file) through the installed command line,
-from a project folder: it plans (the dry run and the run's first line say so), runs (every
-trial at twice the epochs asked: a trial set to fail at epoch 2 fails), resumes (the failed
-trials continue from their saved epoch to 2, not to 4: the recorded plan is not multiplied
-again), and a later process's `report` writes its sentence under the verdicts and in the
-methods paragraph. The refusals are one line each, before anything is planned."""
+"""A design of one's own (tests/design_long.py, one file) from a project folder: it plans (the
+dry run and the run's first line say so) and runs (every trial at twice the epochs asked: a
+trial set to fail at epoch 2 fails), both through the command line in this process
+(run_here); then the installed command line, in processes of their own, imports it again from
+what the run recorded: it resumes (the failed trials continue from their saved epoch to 2, not
+to 4: the recorded plan is not multiplied again), and `report` writes its sentence under the
+verdicts and in the methods paragraph. The refusals are one line each, before anything is
+planned."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_here
 from tests.test_cli import assert_one_line_error, in_process
 
 SPEC = "tests.design_long:Long"
@@ -55,14 +57,14 @@ def plan_args(name: str) -> list[str]:
 
 @pytest.mark.slow
 def test_a_design_of_ones_own_plans_runs_resumes_and_reports(project):
-    dry = run_cli(project, *plan_args("long"), "--dry-run")
+    dry = run_here(*plan_args("long"), "--dry-run", cwd=project)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     listed = [line for line in dry.stdout.splitlines() if "-seed" in line]
     assert len(listed) == 4 and all(re.search(r"\bepochs=2\b", line) for line in listed), \
         dry.stdout
     assert not (project / "ablation_results" / "long").exists()
 
-    first = run_cli(project, *plan_args("long"))
+    first = run_here(*plan_args("long"), cwd=project)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "each trained for 2x the epochs asked" in first.stdout
     assert "Long design: every trial trained for 2x the epochs asked." in first.stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import io
 import json
 import re
@@ -42,8 +43,9 @@ from ablations.experiment.trainable import (
 )
 from ablations.trial.loop import train
 from ablations.model.model import build_model
-from tests.conftest import REPO, tiny_config
-from tests.faulty import InjectedFailure, hooks
+from ablations.experiment import preflight
+from tests.conftest import REPO, run_here, tiny_config
+from tests.faulty import InjectedFailure, hooks, oom_probe
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -342,20 +344,16 @@ def test_auto_batch_keeps_enough_steps_per_epoch():
 
 
 @pytest.mark.slow
-def test_auto_batch_prints_and_records_its_choice_and_a_rerun_resumes(tmp_path):
-    # The command line in a process of its own, its probe on the CPU with every batch above 12
-    # out of memory (auto_batch's probe=, which the command line leaves to the real one on
-    # CUDA); its Ray's workers import tests.faulty through PYTHONPATH
-    import os
-    import subprocess
-    import sys
+def test_auto_batch_prints_and_records_its_choice_and_a_rerun_resumes(tmp_path, monkeypatch):
+    # The command line in this process (run_here), its probe on the CPU with every batch above
+    # 12 out of memory (auto_batch's probe=, which the command line leaves to the real one on
+    # CUDA); the run imports auto_batch from preflight as it starts, and Ray ships the probe
+    # to its worker, which imports tests.faulty from the repository as the driver does
+    monkeypatch.setattr(preflight, "auto_batch",
+                        functools.partial(preflight.auto_batch, probe=oom_probe(12)))
 
     def run_cli(*args):
-        launch = ("import sys; from tests.faulty import main_with_oom_probe; "
-                  "sys.exit(main_with_oom_probe(12, sys.argv[1:]))")
-        env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
-        return subprocess.run([sys.executable, "-c", launch, *args], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=240, env=env)
+        return run_here(*args, cwd=tmp_path)
 
     args = ["--space", "components", "--only", "baseline", "--seeds", "1", "--epochs", "1",
             "--auto-batch", "--set", "synthetic_train=512",

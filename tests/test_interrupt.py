@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_here
 
 pytestmark = pytest.mark.slow
 
@@ -102,12 +102,12 @@ def test_the_printed_resume_command_finishes_every_trial(ctrl_c):
     text = ctrl_c["stdout"] + ctrl_c["stderr"]
     printed = re.search(r"python \S*run_ablations\.py --resume [^\n]*", text).group(0)
     command = shlex.split(printed)
-    command[:2] = [sys.executable, str(REPO / "run_ablations.py")]
-    # --allow-changed: other tests may edit the checkout meanwhile (provenance is not tested
-    # here); --no-dashboard as in the first run.
-    resumed = subprocess.run([*command, "--no-dashboard", "--allow-changed"],
-                             capture_output=True, text=True, cwd=ctrl_c["root"].parent.parent,
-                             env=env(), timeout=300, check=False)
+    assert command[:2] == ["python", str(REPO / "run_ablations.py")], printed
+    # its arguments, run in this process (run_here: Ray's and Tune's warnings reach the
+    # captured stderr); --allow-changed: other tests may edit the checkout meanwhile
+    # (provenance is not tested here); --no-dashboard as in the first run.
+    resumed = run_here(*command[2:], "--no-dashboard", "--allow-changed",
+                       cwd=ctrl_c["root"].parent.parent)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     output = resumed.stdout + resumed.stderr
     # One line on what happens to each trial, and no Tune warning per trial not started.

@@ -18,8 +18,8 @@ import torch
 from ablations.config import ConfigError, TrialConfig, apply_overrides
 from ablations.trial.model_builder import build_trial_model
 from ablations.config.plugins import ModelPlugin, PluginError, load_plugin
-from tests.conftest import REPO, write_data_dir
-from tests.test_cli import assert_one_line_error, in_process, run_cli
+from tests.conftest import REPO, run_here, write_data_dir
+from tests.test_cli import assert_one_line_error, in_process
 
 CONV3D = "examples.conv3d:PLUGIN"
 EXAMPLE_SPACE = str(REPO / "examples" / "conv3d_ablations.yaml")
@@ -229,8 +229,8 @@ def test_the_example_model_runs_its_ablation_file_end_to_end(tmp_path, data):
     extra = []
     if data == "file":
         extra = ["--data", str(write_data_dir(tmp_path / "data", n=80, frames=4))]
-    done = run_cli("--model", CONV3D, "--space", EXAMPLE_SPACE, "--seeds", "2", *TINY, *extra,
-                   "--storage", str(tmp_path / "results"), "--name", "conv3d")
+    done = run_here("--model", CONV3D, "--space", EXAMPLE_SPACE, "--seeds", "2", *TINY, *extra,
+                    "--storage", str(tmp_path / "results"), "--name", "conv3d")
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     assert "verdict" in out and "Verdicts on test_mae" in out

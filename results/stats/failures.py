@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ablations.config.statuses import TrialStatus
-from ablations.results.stats.seed_tables import seed_table
+from ablations.results.stats.seed_tables import cells, plain_float, seed_table
 
 TRAINING_FAILURES = (TrialStatus.DIVERGED,)
 MACHINERY_FAILURES = (TrialStatus.FAILED, TrialStatus.TIMEOUT, TrialStatus.STOPPED,
@@ -53,6 +53,16 @@ def outcome_tables(trials: pd.DataFrame, metric: str, seeds: set | None = None
     (NaN elsewhere), and whether training failed it (a ``diverged`` trial). A cell with
     neither has no outcome (a machinery failure, a NaN metric, or not run)."""
     rows = trials if seeds is None else trials[trials["seed"].isin(seeds)]
+    if plain_float(rows[metric]):  # placed by NumPy where no cell has two finished values
+        v = rows[metric].to_numpy()
+        has_value = (rows["status"] == TrialStatus.OK).to_numpy() & np.isfinite(v)
+        diverged = rows["status"].isin(TRAINING_FAILURES).to_numpy()
+        placed = cells(rows, has_value | diverged)
+        if placed is not None and placed.unique(has_value):
+            failed = placed.table(diverged, diverged, empty=False)
+            finished = placed.table(v, has_value)
+            finished[failed] = np.nan
+            return placed.frame(finished), placed.frame(failed)
     values = rows[rows["status"] == TrialStatus.OK]
     values = values[np.isfinite(values[metric].to_numpy(dtype=float))]
     finished = seed_table(values, metric)
@@ -63,6 +73,8 @@ def outcome_tables(trials: pd.DataFrame, metric: str, seeds: set | None = None
     failed = failed.reindex(index=index, columns=columns).fillna(0.0) > 0
     # a seed with a finished and a diverged trial of one variant (a resumed run): diverged
     finished = finished.reindex(index=index, columns=columns).where(~failed)
+    if plain_float(rows[metric]):  # a column with no value keeps the metric's type too
+        finished = finished.astype(rows[metric].dtype)
     return finished, failed
 
 

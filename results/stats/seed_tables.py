@@ -20,38 +20,69 @@ def seed_table(frame: pd.DataFrame, values: str, aggfunc: str = "mean", *,
     has at most one value (a grid of trials, each seed of each variant once), the values
     are placed by NumPy, a tenth of a group-by's time; otherwise a group-by and an unstack,
     a third of pivot_table's."""
-    if aggfunc in _ONE_ROW_IS_ITSELF:
-        placed = _one_value_per_cell(frame, values, index, columns)
-        if placed is not None:
-            return placed
+    if aggfunc in _ONE_ROW_IS_ITSELF and plain_float(frame[values]):
+        v = frame[values].to_numpy()
+        keep = ~np.isnan(v)
+        placed = cells(frame, keep, index=index, columns=columns)
+        if placed is not None and placed.unique(keep):
+            return placed.frame(placed.table(v, keep))
     table = frame.groupby([index, columns])[values].agg(aggfunc).unstack(columns)
     return table.dropna(how="all").dropna(axis=1, how="all")
 
 
-def _one_value_per_cell(frame: pd.DataFrame, values: str, index: str,
-                        columns: str) -> Optional[pd.DataFrame]:
-    """The table where each (index, columns) cell has at most one non-NaN value, its keys and
-    values of plain NumPy dtypes (float values; integer or object keys with no missing one);
-    None otherwise, for the group-by to compute."""
-    value_col, row_col, col_col = frame[values], frame[index], frame[columns]
-    if not (isinstance(value_col.dtype, np.dtype) and value_col.dtype.kind == "f"):
-        return None
-    for keys in (row_col, col_col):
-        if not (isinstance(keys.dtype, np.dtype) and keys.dtype.kind in "iuO"):
+def plain_float(column: pd.Series) -> bool:
+    """Whether ``column`` holds NumPy floats (not an extension type such as Float64)."""
+    return isinstance(column.dtype, np.dtype) and column.dtype.kind == "f"
+
+
+class Cells:
+    """The (index, columns) cells of a frame's chosen rows: the sorted keys, as a group-by
+    sorts them, and each row's row and column position (-1 for a row not chosen)."""
+
+    def __init__(self, frame: pd.DataFrame, chosen: np.ndarray, index: str, columns: str,
+                 row_keys: np.ndarray, col_keys: np.ndarray, r: np.ndarray, c: np.ndarray):
+        self.index, self.columns = frame[index], frame[columns]
+        self.names = (index, columns)
+        self.row_keys, self.col_keys = row_keys, col_keys
+        self.r, self.c = np.full(len(frame), -1), np.full(len(frame), -1)
+        self.r[chosen], self.c[chosen] = r, c
+
+    def unique(self, where: np.ndarray) -> bool:
+        """Whether the rows ``where`` fall in distinct cells."""
+        flat = self.r[where] * len(self.col_keys) + self.c[where]
+        return np.unique(flat).size == flat.size
+
+    def table(self, values: np.ndarray, where: np.ndarray, empty=np.nan) -> np.ndarray:
+        """A cells-shaped array: ``values`` of the rows ``where`` in their cells, ``empty``
+        elsewhere."""
+        dtype = values.dtype if values.dtype != bool else bool
+        out = np.full((len(self.row_keys), len(self.col_keys)), empty, dtype=dtype)
+        out[self.r[where], self.c[where]] = values[where]
+        return out
+
+    def frame(self, table: np.ndarray) -> pd.DataFrame:
+        return pd.DataFrame(table, index=pd.Index(self.row_keys, dtype=self.index.dtype,
+                                                  name=self.names[0]),
+                            columns=pd.Index(self.col_keys, dtype=self.columns.dtype,
+                                             name=self.names[1]))
+
+
+def cells(frame: pd.DataFrame, chosen: np.ndarray, *, index: str = "seed",
+          columns: str = "ablation") -> Optional[Cells]:
+    """The :class:`Cells` of ``frame``'s ``chosen`` rows (a boolean mask); None where a key
+    column is not of a plain NumPy dtype (integers, or objects with no missing one) or its
+    keys do not sort (mixed types), for a group-by to say what it makes of them."""
+    keys = []
+    for name in (index, columns):
+        column = frame[name]
+        if not (isinstance(column.dtype, np.dtype) and column.dtype.kind in "iuO"):
             return None
-        if keys.dtype.kind == "O" and keys.isna().any():
+        if column.dtype.kind == "O" and column.isna().any():
             return None
-    v = value_col.to_numpy()
-    keep = ~np.isnan(v)
+        keys.append(column.to_numpy()[chosen])
     try:
-        row_keys, r = np.unique(row_col.to_numpy()[keep], return_inverse=True)
-        col_keys, c = np.unique(col_col.to_numpy()[keep], return_inverse=True)
-    except TypeError:  # keys of mixed types: the group-by says what it makes of them
+        row_keys, r = np.unique(keys[0], return_inverse=True)
+        col_keys, c = np.unique(keys[1], return_inverse=True)
+    except TypeError:
         return None
-    cells = r * len(col_keys) + c
-    if np.unique(cells).size != cells.size:
-        return None
-    table = np.full((len(row_keys), len(col_keys)), np.nan, dtype=v.dtype)
-    table[r, c] = v[keep]
-    return pd.DataFrame(table, index=pd.Index(row_keys, dtype=row_col.dtype, name=index),
-                        columns=pd.Index(col_keys, dtype=col_col.dtype, name=columns))
+    return Cells(frame, chosen, index, columns, row_keys, col_keys, r, c)

@@ -26,7 +26,7 @@ import pytest
 
 from ablations.experiment.trainable import load_state
 from ablations.results.io.files import read_bytes
-from tests.conftest import REPO, start_until
+from tests.conftest import REPO, run_here, start_until
 
 pytestmark = pytest.mark.slow  # a moto S3 server in a subprocess for the module
 
@@ -177,9 +177,10 @@ def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path, monkeypat
     assert cut_off and all(epoch >= 1 for epoch in cut_off.values()), (cut_off, done)
     assert not (tmp_path / "ablation_results").exists()  # nothing went to the local disk
 
-    command, kw = cli("--resume", "--name", "killed", "--storage", storage, "--no-dashboard",
-                      cwd=tmp_path, env=env)
-    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
+    # the resume, the rerun, the refusal and the report: a new driver each, in this process
+    # (run_here), whose environment holds the bucket's credentials for it and its Ray
+    resumed = run_here("--resume", "--name", "killed", "--storage", storage, "--no-dashboard",
+                       cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "Resuming experiment killed" in resumed.stdout
     trials = read_parquet(fs, f"{prefix}/trials.parquet")
@@ -207,22 +208,19 @@ def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path, monkeypat
     assert len(read_parquet(fs, f"{prefix}/predictions.parquet")) > 0
 
     # The same --name and plan again: nothing left to run, the same rows.
-    command, kw = cli(*args, cwd=tmp_path, env=env)
-    again = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
+    again = run_here(*args, cwd=tmp_path)
     assert again.returncode == 0 and "resuming it" in again.stdout, again.stderr[-2000:]
     assert len(read_parquet(fs, f"{prefix}/trials.parquet")) == 6
     # The same --name with another plan is refused, and nothing is touched.
     with fs.open_input_stream(f"{prefix}/trials.parquet") as handle:
         before = handle.read()
-    command, kw = cli("--space", "components", "--only", "baseline", "--name", "killed",
-                      "--storage", storage, *TINY, cwd=tmp_path, env=env)
-    other = subprocess.run(command, capture_output=True, text=True, timeout=120, **kw)
+    other = run_here("--space", "components", "--only", "baseline", "--name", "killed",
+                     "--storage", storage, *TINY, cwd=tmp_path)
     assert other.returncode == 2 and "holds a different experiment" in other.stderr
     with fs.open_input_stream(f"{prefix}/trials.parquet") as handle:
         assert handle.read() == before
 
-    command, kw = cli("report", f"{storage}/killed", cwd=tmp_path, env=env)
-    report = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
+    report = run_here("report", f"{storage}/killed", cwd=tmp_path)
     assert report.returncode == 0, report.stderr[-3000:]
     stored = objects(fs, prefix)
     assert {"report.md", "report.html"} <= set(stored), stored

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from ablations.experiment.trainable import load_state
-from tests.conftest import REPO
+from tests.conftest import REPO, run_here
 
 pytestmark = pytest.mark.slow
 
@@ -75,8 +75,7 @@ def example(request, tmp_path_factory):
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=600, **kw)
     report = None
     if kind in ("function", "command"):  # the report reads every kind's tables alike
-        command, kw = cli("report", str(root), "--figures", "png")
-        report = subprocess.run(command, capture_output=True, text=True, timeout=300, **kw)
+        report = run_here("report", str(root), "--figures", "png", cwd=REPO)  # no Ray
     return {"kind": kind, "root": root, "killed": killed, "resumed": resumed, "report": report}
 
 

@@ -39,6 +39,15 @@ def test_t_interval_matches_scipy():
     expected = stats.t.interval(0.95, 3, loc=values.mean(), scale=stats.sem(values))
     np.testing.assert_allclose(t_interval(values), expected)
     assert np.isnan(t_interval(np.array([1.0]))[0])
+    rng = np.random.default_rng(3)  # bit for bit scipy's quantile times its standard error
+    for n in [2, 3, 5, 10, 40] * 20:
+        values = rng.standard_normal(n) * rng.uniform(0.01, 100) + rng.uniform(-50, 50)
+        if rng.random() < 0.05:
+            values[0] = rng.choice([np.nan, np.inf])
+        confidence = rng.choice([0.9, 0.95, 0.99])
+        half = stats.t.ppf(0.5 + confidence / 2, n - 1) * stats.sem(values)
+        expected = (float(values.mean() - half), float(values.mean() + half))
+        np.testing.assert_array_equal(t_interval(values, confidence), expected)
 
 
 def _trials():

@@ -46,6 +46,9 @@ def test_t_interval_matches_scipy():
             values[0] = rng.choice([np.nan, np.inf])
         confidence = rng.choice([0.9, 0.95, 0.99])
         half = stats.t.ppf(0.5 + confidence / 2, n - 1) * stats.sem(values)
+        if rng.random() < 0.2:  # a level given in float32 is the same level
+            confidence = np.float32(confidence)
+            half = stats.t.ppf(0.5 + float(confidence) / 2, n - 1) * stats.sem(values)
         expected = (float(values.mean() - half), float(values.mean() + half))
         np.testing.assert_array_equal(t_interval(values, confidence), expected)
 

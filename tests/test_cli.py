@@ -311,7 +311,7 @@ def test_resume_errors(capsys, tmp_path):
 @pytest.fixture(scope="module")
 def file_run(tmp_path_factory):
     """A run on a file dataset, with --verbose (Ray Tune's own tables on the console), in this
-    process (run_here): the module's Ray, which the next test's refusal also reads."""
+    process (run_here), on the module's Ray."""
     tmp_path = tmp_path_factory.mktemp("files")
     root = write_data_dir(tmp_path / "data", n=60, frames=3, size=8)
     proc = run_here(

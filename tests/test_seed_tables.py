@@ -40,6 +40,11 @@ def test_a_column_of_no_values_and_keys_of_other_dtypes_give_pivot_tables_table(
                       "m": [1.0, 2.0]}),
         pd.DataFrame({"seed": [0, 1], "ablation": ["a", "b"],
                       "m": pd.Series([1.0, None], dtype="Float64")}),
+        # object keys that are not all strings: the group-by infers their type
+        pd.DataFrame({"seed": pd.Series([2, 1], dtype=object), "ablation": ["a", "b"],
+                      "m": [1.0, 2.0]}),
+        pd.DataFrame({"seed": pd.Series([True, 1, 0, False], dtype=object),
+                      "ablation": ["a", "a", "b", "b"], "m": [1.0, 2.0, 3.0, 4.0]}),
     ]
     for frame in frames:
         expected = frame.pivot_table(index="seed", columns="ablation", values="m",
@@ -101,3 +106,20 @@ def test_a_cell_run_twice_is_averaged_and_a_variant_with_no_value_keeps_the_metr
     assert finished.loc[0, "a"] == 1.5 and finished.loc[1, "a"] == 3.0
     assert np.isnan(finished["b"]).all() and failed.loc[0, "b"] and not failed["a"].any()
     assert (finished.dtypes == "float32").all(), finished.dtypes
+
+
+def test_a_grid_of_trials_is_placed_without_a_group_by(monkeypatch):
+    """Each seed of each variant once: NumPy places the values (the simulations' case)."""
+    trials = pd.DataFrame({"seed": [0, 0, 1, 1, 2, 2], "ablation": list("ababab"),
+                           "status": ["ok", "ok", "diverged", "ok", "ok", "failed"],
+                           "m": [1.0, 2.0, 3.0, 4.0, np.nan, 6.0]})
+    table = trials.pivot_table(index="seed", columns="ablation", values="m", aggfunc="mean")
+    outcomes = pivot_outcomes(trials, "m")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a group-by")
+
+    monkeypatch.setattr(pd.DataFrame, "groupby", refuse)
+    pd.testing.assert_frame_equal(seed_table(trials, "m"), table, check_exact=True)
+    for got, expected in zip(outcome_tables(trials, "m"), outcomes):
+        pd.testing.assert_frame_equal(got, expected, check_exact=True)

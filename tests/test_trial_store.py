@@ -66,13 +66,6 @@ def test_the_verdicts_equal_a_fresh_run_of_the_whole_table(runs):
                                   fresh.trials[numbers].reset_index(drop=True))
 
 
-@pytest.mark.slow
-def test_no_reuse_trains_every_trial(runs):
-    _, second, fresh, _ = runs
-    assert (fresh.trials["reused_from"] == "").all()
-    assert fresh.trials["test_mae"].tolist() == second.trials["test_mae"].tolist()
-
-
 def test_the_key_changes_with_what_the_trial_computes():
     config = tiny_config()
     base = dict(code_fingerprint="c", data_source="synthetic:x", data_fingerprint="d",

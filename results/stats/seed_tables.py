@@ -53,10 +53,9 @@ class Cells:
         return np.unique(flat).size == flat.size
 
     def table(self, values: np.ndarray, where: np.ndarray, empty=np.nan) -> np.ndarray:
-        """A cells-shaped array: ``values`` of the rows ``where`` in their cells, ``empty``
-        elsewhere."""
-        dtype = values.dtype if values.dtype != bool else bool
-        out = np.full((len(self.row_keys), len(self.col_keys)), empty, dtype=dtype)
+        """A cells-shaped array: ``values`` of the rows ``where`` (chosen rows only) in their
+        cells, ``empty`` elsewhere."""
+        out = np.full((len(self.row_keys), len(self.col_keys)), empty, dtype=values.dtype)
         out[self.r[where], self.c[where]] = values[where]
         return out
 
@@ -70,14 +69,16 @@ class Cells:
 def cells(frame: pd.DataFrame, chosen: np.ndarray, *, index: str = "seed",
           columns: str = "ablation") -> Optional[Cells]:
     """The :class:`Cells` of ``frame``'s ``chosen`` rows (a boolean mask); None where a key
-    column is not of a plain NumPy dtype (integers, or objects with no missing one) or its
-    keys do not sort (mixed types), for a group-by to say what it makes of them."""
+    column is neither NumPy integers nor objects that are all strings (a group-by infers
+    another type from objects of another kind, and sorts mixed ones its own way), or its
+    keys do not sort, for a group-by to say what it makes of them."""
     keys = []
     for name in (index, columns):
         column = frame[name]
-        if not (isinstance(column.dtype, np.dtype) and column.dtype.kind in "iuO"):
+        if not isinstance(column.dtype, np.dtype) or column.dtype.kind not in "iuO":
             return None
-        if column.dtype.kind == "O" and column.isna().any():
+        if column.dtype.kind == "O" and pd.api.types.infer_dtype(column, skipna=False) \
+                not in ("string", "empty"):
             return None
         keys.append(column.to_numpy()[chosen])
     try:

@@ -53,7 +53,8 @@ def outcome_tables(trials: pd.DataFrame, metric: str, seeds: set | None = None
     (NaN elsewhere), and whether training failed it (a ``diverged`` trial). A cell with
     neither has no outcome (a machinery failure, a NaN metric, or not run)."""
     rows = trials if seeds is None else trials[trials["seed"].isin(seeds)]
-    if plain_float(rows[metric]):  # placed by NumPy where no cell has two finished values
+    float_metric = plain_float(rows[metric])
+    if float_metric:  # placed by NumPy where no cell has two finished values
         v = rows[metric].to_numpy()
         has_value = (rows["status"] == TrialStatus.OK).to_numpy() & np.isfinite(v)
         diverged = rows["status"].isin(TRAINING_FAILURES).to_numpy()
@@ -73,7 +74,7 @@ def outcome_tables(trials: pd.DataFrame, metric: str, seeds: set | None = None
     failed = failed.reindex(index=index, columns=columns).fillna(0.0) > 0
     # a seed with a finished and a diverged trial of one variant (a resumed run): diverged
     finished = finished.reindex(index=index, columns=columns).where(~failed)
-    if plain_float(rows[metric]):  # a column with no value keeps the metric's type too
+    if float_metric:  # a column with no value keeps the metric's type too
         finished = finished.astype(rows[metric].dtype)
     return finished, failed
 

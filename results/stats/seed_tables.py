@@ -20,8 +20,9 @@ def seed_table(frame: pd.DataFrame, values: str, aggfunc: str = "mean", *,
     has at most one value (a grid of trials, each seed of each variant once), the values
     are placed by NumPy, a tenth of a group-by's time; otherwise a group-by and an unstack,
     a third of pivot_table's."""
-    if aggfunc in _ONE_ROW_IS_ITSELF and plain_float(frame[values]):
-        v = frame[values].to_numpy()
+    column = frame[values]
+    if aggfunc in _ONE_ROW_IS_ITSELF and plain_float(column):
+        v = column.to_numpy()
         keep = ~np.isnan(v)
         placed = cells(frame, keep, index=index, columns=columns)
         if placed is not None and placed.unique(keep):
@@ -41,9 +42,8 @@ class Cells:
 
     def __init__(self, frame: pd.DataFrame, chosen: np.ndarray, index: str, columns: str,
                  row_keys: np.ndarray, col_keys: np.ndarray, r: np.ndarray, c: np.ndarray):
-        self.index, self.columns = frame[index], frame[columns]
-        self.names = (index, columns)
-        self.row_keys, self.col_keys = row_keys, col_keys
+        self.row_keys = pd.Index(row_keys, dtype=frame[index].dtype, name=index)
+        self.col_keys = pd.Index(col_keys, dtype=frame[columns].dtype, name=columns)
         self.r, self.c = np.full(len(frame), -1), np.full(len(frame), -1)
         self.r[chosen], self.c[chosen] = r, c
 
@@ -60,10 +60,7 @@ class Cells:
         return out
 
     def frame(self, table: np.ndarray) -> pd.DataFrame:
-        return pd.DataFrame(table, index=pd.Index(self.row_keys, dtype=self.index.dtype,
-                                                  name=self.names[0]),
-                            columns=pd.Index(self.col_keys, dtype=self.columns.dtype,
-                                             name=self.names[1]))
+        return pd.DataFrame(table, index=self.row_keys, columns=self.col_keys)
 
 
 def cells(frame: pd.DataFrame, chosen: np.ndarray, *, index: str = "seed",

@@ -181,3 +181,15 @@ def test_trials_without_epochs_get_an_eta_from_the_ended_trials():
     # a took 10 s; b has 0 s left of its 10, c 6 s, d 10 s: 16 s over two slots
     assert progress.eta_s() == pytest.approx(10.0)
     assert "ETA 10s" in progress.status_line()
+
+
+def test_own_codes_metrics_end_a_trials_line_in_their_declared_units():
+    out = io.StringIO()
+    progress = TrialProgress(1, plan={"a": Planned(epochs=0, cost=float("nan"))}, stream=out,
+                             clock=Clock(), units={"test_mae": "km"})
+    trial = Trial("a", "TERMINATED")
+    trial.last_result = {"own_metrics": "test_acc,test_mae", "test_acc": 0.5,
+                         "test_mae": 5.0321, "epoch": 3}
+    progress.on_trial_complete(0, [trial], trial)
+    # the declared unit after its metric; a metric declared without one stays bare
+    assert "[1/1] a ok test_acc=0.5 test_mae=5.032 km (0s elapsed)" in out.getvalue()

@@ -56,8 +56,10 @@ class TrialProgress(tune.Callback):
     def __init__(self, total: int, *, plan: Optional[Mapping[str, Planned]] = None,
                  default: Optional[Planned] = None, stream: TextIO | None = None,
                  every_s: float = STATUS_EVERY_S, epochs: bool = False,
-                 clock: Callable[[], float] = time.monotonic, live: Optional[bool] = None):
+                 clock: Callable[[], float] = time.monotonic, live: Optional[bool] = None,
+                 units: Optional[Mapping[str, str]] = None):
         self.total = total
+        self.units = dict(units or {})  # own code's declared units by metric (none: bare)
         # a bar on a terminal (None: when the stream is one), plain lines otherwise
         self.live_given = live
         self.live = live if live is not None else _is_terminal(stream or sys.stdout)
@@ -156,10 +158,11 @@ class TrialProgress(tune.Callback):
         if result.get("status") == TrialStatus.DIVERGED:
             parts[-1] = TrialStatus.DIVERGED
         own = [name for name in str(result.get("own_metrics") or "").split(",") if name]
-        if own:  # own code: its test metrics (else all it returned), without units
+        if own:  # own code: its test metrics (else all it returned), in their declared units
             shown = [name for name in own if name.startswith("test_")] or own
-            parts.extend(f"{name}={result[name]:.4g}" for name in shown[:3]
-                         if isinstance(result.get(name), (int, float)))
+            parts.extend(" ".join(filter(None, [f"{name}={result[name]:.4g}",
+                                                self.units.get(name)]))
+                         for name in shown[:3] if isinstance(result.get(name), (int, float)))
         elif "test_mae" in result:
             parts.append(f"test_mae={result['test_mae']:.3f} km")
         elif "val_mae" in result:

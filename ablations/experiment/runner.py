@@ -220,7 +220,10 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     to_train = [spec for spec in trials if reused is None or spec.name not in reused.names]
     total, planned, default = setup.progress_plan(to_train)
     progress = TrialProgress(total, plan=planned, epochs=options.progress_epochs,
-                             default=default)
+                             default=default,
+                             units={name: declared["unit"] for name, declared
+                                    in (metadata.get("metrics") or {}).items()
+                                    if declared.get("unit")})
     fail_alike = None
     # every planned trial reused: nothing for Tune to run (a search plans none: it samples)
     if reused is not None and not to_train and not restoring:

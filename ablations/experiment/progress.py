@@ -160,9 +160,10 @@ class TrialProgress(tune.Callback):
         own = [name for name in str(result.get("own_metrics") or "").split(",") if name]
         if own:  # own code: its test metrics (else all it returned), in their declared units
             shown = [name for name in own if name.startswith("test_")] or own
-            parts.extend(" ".join(filter(None, [f"{name}={result[name]:.4g}",
-                                                self.units.get(name)]))
-                         for name in shown[:3] if isinstance(result.get(name), (int, float)))
+            for name in shown[:3]:
+                if isinstance(result.get(name), (int, float)):
+                    unit = self.units.get(name)
+                    parts.append(f"{name}={result[name]:.4g}" + (f" {unit}" if unit else ""))
         elif "test_mae" in result:
             parts.append(f"test_mae={result['test_mae']:.3f} km")
         elif "val_mae" in result:

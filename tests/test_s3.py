@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pandas as pd
@@ -127,6 +128,65 @@ def test_missing_bucket_unreachable_endpoint_and_uri_options_are_one_line(s3, tm
     report = subprocess.run(command, capture_output=True, text=True, timeout=120, **kw)
     assert report.returncode == 2 and report.stderr.strip().count("\n") == 0, report.stderr
     assert "Traceback" not in report.stderr
+
+
+def _aws_env(monkeypatch, endpoint: str) -> None:
+    for key, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                       "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(key, value)
+
+
+def test_an_endpoint_whose_port_reads_403_is_unreachable_not_a_refusal(monkeypatch):
+    """A refused connection to 127.0.0.1:403xx names the port in pyarrow's message; the
+    bucket's check reads that as an unreachable endpoint, not as credentials refused (which
+    it lets through, for credentials scoped to a prefix)."""
+    from ablations.results.io.files import check_bucket
+
+    with socket.socket() as held:  # bound, never listening: every connection is refused
+        for port in range(40300, 40400):
+            try:
+                held.bind(("127.0.0.1", port))
+                break
+            except OSError:
+                continue
+        else:
+            pytest.skip("no free port in 40300-40399")
+        _aws_env(monkeypatch, f"http://127.0.0.1:{port}")
+        with pytest.raises(ValueError, match=rf"cannot reach bucket 'ablations': .*:{port}"):
+            check_bucket(f"s3://{BUCKET}/results")
+
+
+def test_credentials_the_store_refuses_pass_the_bucket_check(monkeypatch):
+    """A store that answers HeadBucket with 403 (moto enforcing its IAM, which knows no
+    'testing' key: pyarrow's "AWS Error ACCESS_DENIED during HeadBucket") passes the check:
+    credentials for a prefix only may write there without the right to list the bucket."""
+    from ablations.results.io.files import check_bucket
+
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
+                               "-p", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL,
+                              env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"})
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}", timeout=1).close()
+                break
+            except urllib.error.HTTPError:  # it answers, with its refusal
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the moto S3 server did not start") from None
+                time.sleep(0.2)
+        _aws_env(monkeypatch, f"http://127.0.0.1:{port}")
+        with pytest.raises(OSError, match="ACCESS_DENIED"):  # what the check is given
+            pafs.FileSystem.from_uri(f"s3://{BUCKET}")[0].get_file_info(BUCKET)
+        assert check_bucket(f"s3://{BUCKET}/results") is None
+    finally:
+        server.terminate()  # the one process this test started
+        server.wait(timeout=30)
 
 
 def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tempfile
 import uuid
 from pathlib import Path
@@ -72,7 +73,7 @@ def check_bucket(location: str) -> None:
         info = fs.get_file_info(bucket)
     except OSError as exc:  # unreachable endpoint, refused credentials
         first = first_line(exc)
-        if "ACCESS_DENIED" in first.upper() or "403" in first:
+        if access_denied(first):
             return  # credentials for a prefix only (no ListBucket): the writes will tell
         raise ValueError(f"cannot reach bucket {bucket!r}: {first}; check the endpoint "
                          "(AWS_ENDPOINT_URL) and the credentials") from None
@@ -81,6 +82,16 @@ def check_bucket(location: str) -> None:
             else f"gcloud storage buckets create {scheme}://{bucket}"
         raise ValueError(f"bucket {bucket!r} does not exist; create it first (e.g. "
                          f"`{create}`) or name another")
+
+
+def access_denied(message: str) -> bool:
+    """Whether an object store's error line is a refusal of the credentials (AWS's
+    ``ACCESS_DENIED``/``AccessDenied``, or HTTP status 403) rather than a failure to reach the
+    store. A 403 inside a longer number, or after a colon or a dot as in the endpoint's
+    ``127.0.0.1:40345``, is not one."""
+    if "ACCESS_DENIED" in message.upper() or "ACCESSDENIED" in message.upper():
+        return True
+    return re.search(r"(?<![\d:.])403(?!\d)", message) is not None
 
 
 def process_umask() -> int:

@@ -112,6 +112,10 @@ BENCHMARK_TINY: dict[str, tuple[str, ...]] = {
     "scaling.py": ("--k", "1", "--epochs", "1", *TINY_TRIAL),
     "seeds_auto.py": ("--experiments", "20"),
     "skew_tests.py": ("--experiments", "50"),
+    # in place of the suite, in one process: a unit-test file and one slow test that starts
+    # one local Ray (its module's) and runs the command line twice in it
+    "suite_time.py": ("--pytest-args", "tests/test_config.py tests/test_provenance.py::"
+                      "test_allow_changed_resumes_and_records_what_changed -n 0"),
     "switches.py": (*TINY_SWITCHES, "--json", "{tmp}/switches.json"),
 }
 # What a script's output must show beyond a Markdown row, where a part of it catches its own
@@ -126,6 +130,9 @@ MUST_SHOW = [
     ("driver_cpu.py", None, r"^\| with Tune's callback tag \| 1 \| \d"),
     ("iterate.py", None, r"^\| \+ one variant \| reuse \| (\d+) \| 2 \| "),  # the new arm only
     ("switches.py", None, r"^\| on \| off \| fp32 \| \d"),
+    ("suite_time.py", None, r"^\| unit \(not slow\) \| [1-9]\d* \| \d"),  # a measured row
+    ("suite_time.py", None, r"^\| other tests marked slow \| 1 \| \d"),
+    ("suite_time.py", None, r"^local Ray starts: 1$"),
 ]
 MUST_NOT_SHOW = ["| error:", "skipped the CLI run"]  # a switches cell failed; the CLI part did
 

@@ -1,0 +1,127 @@
+"""Where the test suite's time goes: pytest run as the README's test command runs it, with
+every test's duration, summed by kind of test; prints markdown tables.
+
+    python benchmarks/suite_time.py                  # the whole suite: some 35 min on 2 slow cores
+
+The kinds: the quoted benchmarks' whole runs (tests/test_reproduce_commands.py runs every
+`python benchmarks/...` the docs quote, at a tiny size, as a process of its own), the other
+tests marked slow (end to end: a Ray, subprocesses, servers, training runs; and the
+simulations of many experiments), and the unit loop (``-m "not slow"``). The sums are
+worker-seconds: each test's setup, call and teardown, added over the xdist workers, so on 2
+workers they come to about twice pytest's wall. The second table is the files with the most.
+
+Also counted: the local Rays the run started. Every ``ray.init`` or command-line run without
+an address writes a session folder under Ray's temporary folder, which the script points at
+a folder of its own (``RAY_TMPDIR``); the clusters tests start with ``ray start --temp-dir``
+are not among them.
+
+``--pytest-args`` replaces the suite's selection (e.g. ``"-m 'not slow'"``); ``--log FILE``
+reads the output of a ``pytest --durations=0 --durations-min=0`` run already made instead of
+running one (its Ray starts are then not counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from common import REPO, machine, markdown
+
+QUOTED = "tests/test_reproduce_commands.py::test_a_quoted_benchmark_runs_and_prints_its_table"
+DURATION = re.compile(r"^([\d.]+)s (setup|call|teardown) +(tests/\S.*)$", flags=re.M)
+KINDS = ["the quoted benchmarks' whole runs", "other tests marked slow", "unit (not slow)"]
+
+
+def slow_tests() -> set[str]:
+    """The ids of the tests marked slow, from pytest's collection."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+         "-n", "0", "-m", "slow"], cwd=REPO, capture_output=True, text=True, check=True)
+    return {line for line in listed.stdout.splitlines() if line.startswith("tests/")}
+
+
+def run_suite(args: list[str]) -> tuple[str, float, int]:
+    """pytest with every duration shown: (its output, its wall seconds, the local Rays it
+    started)."""
+    with tempfile.TemporaryDirectory(prefix="suite-ray-", dir="/tmp") as ray_dir:
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--durations=0",
+             "--durations-min=0", *args], cwd=REPO, capture_output=True, text=True,
+            env={**os.environ, "RAY_TMPDIR": ray_dir})
+        wall = time.perf_counter() - start
+        starts = sum(1 for path in Path(ray_dir).glob("ray/session_*")
+                     if path.name != "session_latest")
+    if done.returncode != 0:
+        sys.exit(f"pytest exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
+    return done.stdout, wall, starts
+
+
+def kind(test: str, slow: set[str]) -> str:
+    if test.startswith(QUOTED):
+        return KINDS[0]
+    return KINDS[1] if test in slow else KINDS[2]
+
+
+def shortened(test: str, width: int = 60) -> str:
+    """A test's name without its file, cut to ``width`` characters."""
+    name = test.split("::", 1)[-1]
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def tables(output: str, slow: set[str]) -> tuple[str, str]:
+    """The sums by kind and the ten files with the most worker-seconds."""
+    per_test: Counter[str] = Counter()
+    for seconds, _, test in DURATION.findall(output):
+        per_test[test.strip()] += float(seconds)
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    slowest: dict[str, tuple[float, str]] = {}
+    for test, seconds in per_test.items():
+        name = kind(test, slow)
+        by_kind[name].append(seconds)
+        slowest[name] = max(slowest.get(name, (0.0, "")), (seconds, test))
+    total = sum(per_test.values())
+    rows = [[name, len(by_kind[name]), round(sum(by_kind[name]), 1),
+             f"{100 * sum(by_kind[name]) / total:.0f}%",
+             f"{shortened(slowest[name][1])} ({slowest[name][0]:.1f} s)"]
+            for name in KINDS if by_kind[name]]
+    rows.append(["all", len(per_test), round(total, 1), "100%", ""])
+    per_file: Counter[str] = Counter()
+    for test, seconds in per_test.items():
+        per_file[test.split("::")[0]] += seconds
+    files = [[path, round(seconds, 1), f"{100 * seconds / total:.0f}%"]
+             for path, seconds in per_file.most_common(10)]
+    return (markdown(["tests", "count", "worker-s", "share", "the slowest (its s)"], rows),
+            markdown(["file", "worker-s", "share"], files))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pytest-args", default="",
+                        help="pytest's arguments in place of the suite's selection")
+    parser.add_argument("--log", type=Path, default=None,
+                        help="a pytest --durations=0 output to read instead of running one")
+    args = parser.parse_args()
+    if args.log is not None:
+        output, wall, starts = args.log.read_text(errors="replace"), None, None
+    else:
+        output, wall, starts = run_suite(shlex.split(args.pytest_args))
+    by_kind, files = tables(output, slow_tests())
+    summary = re.findall(r"^=+ (.*\d+ passed.*) =+$", output, flags=re.M)
+    print(by_kind, "", files, "", sep="\n")
+    print(f"pytest: {summary[-1] if summary else 'no summary line'}"
+          + (f"; {wall:.0f} s from launch to exit" if wall is not None else ""))
+    print(f"local Ray starts: {starts if starts is not None else 'not counted (--log)'}")
+    print(machine())
+
+
+if __name__ == "__main__":
+    main()

@@ -8,7 +8,8 @@ The kinds: the quoted benchmarks' whole runs (tests/test_reproduce_commands.py r
 tests marked slow (end to end: a Ray, subprocesses, servers, training runs; and the
 simulations of many experiments), and the unit loop (``-m "not slow"``). The sums are
 worker-seconds: each test's setup, call and teardown, added over the xdist workers, so on 2
-workers they come to about twice pytest's wall. The second table is the files with the most.
+workers they come to about twice pytest's wall. A count is of the tests pytest reported a
+duration for, the skipped ones among them. The second table is the files with the most.
 
 Also counted: the local Rays the run started. Every ``ray.init`` or command-line run without
 an address writes a session folder under Ray's temporary folder, which the script points at
@@ -17,7 +18,8 @@ are not among them.
 
 ``--pytest-args`` replaces the suite's selection (e.g. ``"-m 'not slow'"``); ``--log FILE``
 reads the output of a ``pytest --durations=0 --durations-min=0`` run already made instead of
-running one (its Ray starts are then not counted).
+running one (its Ray starts are then not counted). A run whose pytest fails still prints its
+tables, with pytest's exit code in the summary line, and exits with that code.
 """
 
 from __future__ import annotations
@@ -44,13 +46,17 @@ def slow_tests() -> set[str]:
     """The ids of the tests marked slow, from pytest's collection."""
     listed = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
-         "-n", "0", "-m", "slow"], cwd=REPO, capture_output=True, text=True, check=True)
+         "-n", "0", "-m", "slow"], cwd=REPO, capture_output=True, text=True)
+    if listed.returncode != 0:
+        last = (listed.stdout.strip().splitlines() or ["no output"])[-1]
+        sys.exit(f"pytest could not collect the tests marked slow (exit {listed.returncode}: "
+                 f"{last}); run `pytest --collect-only -m slow` to see why")
     return {line for line in listed.stdout.splitlines() if line.startswith("tests/")}
 
 
-def run_suite(args: list[str]) -> tuple[str, float, int]:
+def run_suite(args: list[str]) -> tuple[str, float, int, int]:
     """pytest with every duration shown: (its output, its wall seconds, the local Rays it
-    started)."""
+    started, its exit code)."""
     with tempfile.TemporaryDirectory(prefix="suite-ray-", dir="/tmp") as ray_dir:
         start = time.perf_counter()
         done = subprocess.run(
@@ -60,9 +66,9 @@ def run_suite(args: list[str]) -> tuple[str, float, int]:
         wall = time.perf_counter() - start
         starts = sum(1 for path in Path(ray_dir).glob("ray/session_*")
                      if path.name != "session_latest")
-    if done.returncode != 0:
-        sys.exit(f"pytest exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
-    return done.stdout, wall, starts
+    if done.returncode != 0:  # its failures, then the tables of what ran
+        print(done.stdout[-3000:], done.stderr[-2000:], sep="\n", file=sys.stderr)
+    return done.stdout, wall, starts, done.returncode
 
 
 def kind(test: str, slow: set[str]) -> str:
@@ -71,10 +77,18 @@ def kind(test: str, slow: set[str]) -> str:
     return KINDS[1] if test in slow else KINDS[2]
 
 
-def shortened(test: str, width: int = 60) -> str:
-    """A test's name without its file, cut to ``width`` characters."""
+def shortened(test: str, width: int = 72) -> str:
+    """A test's name without its file, in ``width`` characters: where it is cut, its
+    parameters (``[...]``) keep the room they need, up to all but 24 characters, since they
+    are what tells one case of a test from another."""
     name = test.split("::", 1)[-1]
-    return name if len(name) <= width else name[:width - 1] + "…"
+    if len(name) <= width:
+        return name
+    base, bracket, params = name.partition("[")
+    params = bracket + params
+    if len(params) > width - 24:
+        params = params[:width - 26] + "…]"
+    return base[:width - len(params) - 1] + "…" + params
 
 
 def tables(output: str, slow: set[str]) -> tuple[str, str]:
@@ -111,16 +125,18 @@ def main() -> None:
                         help="a pytest --durations=0 output to read instead of running one")
     args = parser.parse_args()
     if args.log is not None:
-        output, wall, starts = args.log.read_text(errors="replace"), None, None
+        output, wall, starts, code = args.log.read_text(errors="replace"), None, None, 0
     else:
-        output, wall, starts = run_suite(shlex.split(args.pytest_args))
+        output, wall, starts, code = run_suite(shlex.split(args.pytest_args))
     by_kind, files = tables(output, slow_tests())
-    summary = re.findall(r"^=+ (.*\d+ passed.*) =+$", output, flags=re.M)
+    summary = re.findall(r"^=+ (.* in [\d.]+s\b.*?) =+$", output, flags=re.M)
     print(by_kind, "", files, "", sep="\n")
     print(f"pytest: {summary[-1] if summary else 'no summary line'}"
-          + (f"; {wall:.0f} s from launch to exit" if wall is not None else ""))
+          + (f"; {wall:.0f} s from launch to exit" if wall is not None else "")
+          + (f"; exit code {code}" if code else ""))
     print(f"local Ray starts: {starts if starts is not None else 'not counted (--log)'}")
     print(machine())
+    sys.exit(code)
 
 
 if __name__ == "__main__":

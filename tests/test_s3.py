@@ -75,8 +75,17 @@ def s3():
         fs.create_dir(BUCKET)
         yield env, fs
     finally:
-        server.terminate()  # the one process this fixture started
+        stop(server)  # the one process this fixture started
+
+
+def stop(server: subprocess.Popen) -> None:
+    """End a server this module started: SIGTERM, then SIGKILL where it does not exit."""
+    server.terminate()
+    try:
         server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 def cli(*args, cwd, env):
@@ -185,8 +194,7 @@ def test_credentials_the_store_refuses_pass_the_bucket_check(monkeypatch):
             pafs.FileSystem.from_uri(f"s3://{BUCKET}")[0].get_file_info(BUCKET)
         assert check_bucket(f"s3://{BUCKET}/results") is None
     finally:
-        server.terminate()  # the one process this test started
-        server.wait(timeout=30)
+        stop(server)  # the one process this test started
 
 
 def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path, monkeypatch):

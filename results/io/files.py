@@ -85,13 +85,17 @@ def check_bucket(location: str) -> None:
 
 
 def access_denied(message: str) -> bool:
-    """Whether an object store's error line is a refusal of the credentials (AWS's
-    ``ACCESS_DENIED``/``AccessDenied``, or HTTP status 403) rather than a failure to reach the
-    store. A 403 inside a longer number, or after a colon or a dot as in the endpoint's
-    ``127.0.0.1:40345``, is not one."""
-    if "ACCESS_DENIED" in message.upper() or "ACCESSDENIED" in message.upper():
-        return True
-    return re.search(r"(?<![\d:.])403(?!\d)", message) is not None
+    """Whether an object store's error line is a refusal of the credentials rather than a
+    failure to reach the store. Only the forms the stores state a refusal in count: pyarrow's
+    ``AWS Error ACCESS_DENIED`` and ``AWS Error UNKNOWN (HTTP status 403)``, S3's
+    ``AccessDenied`` code, and Google Cloud's ``PERMISSION_DENIED`` or ``http_status_code``
+    403. A 403 anywhere else (the endpoint's port, a bucket's name, a request id, a time in
+    ms) is not one."""
+    return REFUSED.search(message) is not None
+
+
+REFUSED = re.compile(r"AWS Error (?:ACCESS_DENIED|UNKNOWN \(HTTP status 403\))|\bAccessDenied\b"
+                     r"|\bPERMISSION_DENIED\b|http_status_code\W{0,3}403\b")
 
 
 def process_umask() -> int:

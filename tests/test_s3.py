@@ -9,6 +9,7 @@ AWS_ENDPOINT_URL variable, as a user would set it for MinIO, Ceph or another S3 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import signal
@@ -47,25 +48,43 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def s3():
-    """A moto S3 server in a process of its own (a killed driver does not take it along), its
-    bucket, and the environment a user would set: endpoint and credentials."""
+@contextlib.contextmanager
+def moto_server(**env: str):
+    """A moto S3 server on a free port in a process of its own (a killed driver does not take
+    it along), with ``env`` added to its environment: yields its endpoint once it answers
+    (with a refusal too), and ends it after: SIGTERM, then SIGKILL where it does not exit."""
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
                                "-p", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+                              stderr=subprocess.DEVNULL, env={**os.environ, **env})
     try:
         deadline = time.monotonic() + 60
         while True:
             try:
                 urllib.request.urlopen(endpoint, timeout=1).close()
                 break
+            except urllib.error.HTTPError:  # it answers, with its refusal
+                break
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise RuntimeError("the moto S3 server did not start") from None
                 time.sleep(0.2)
+        yield endpoint
+    finally:  # the one process this context started
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server, its bucket, and the environment a user would set: endpoint and
+    credentials."""
+    with moto_server() as endpoint:
         env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
                "AWS_EC2_METADATA_DISABLED": "true"}
@@ -74,18 +93,6 @@ def s3():
                                allow_bucket_creation=True)
         fs.create_dir(BUCKET)
         yield env, fs
-    finally:
-        stop(server)  # the one process this fixture started
-
-
-def stop(server: subprocess.Popen) -> None:
-    """End a server this module started: SIGTERM, then SIGKILL where it does not exit."""
-    server.terminate()
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
 
 
 def cli(*args, cwd, env):
@@ -172,29 +179,11 @@ def test_credentials_the_store_refuses_pass_the_bucket_check(monkeypatch):
     credentials for a prefix only may write there without the right to list the bucket."""
     from ablations.results.io.files import check_bucket
 
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
-                               "-p", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL,
-                              env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"})
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}", timeout=1).close()
-                break
-            except urllib.error.HTTPError:  # it answers, with its refusal
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("the moto S3 server did not start") from None
-                time.sleep(0.2)
-        _aws_env(monkeypatch, f"http://127.0.0.1:{port}")
+    with moto_server(INITIAL_NO_AUTH_ACTION_COUNT="0") as endpoint:
+        _aws_env(monkeypatch, endpoint)
         with pytest.raises(OSError, match="ACCESS_DENIED"):  # what the check is given
             pafs.FileSystem.from_uri(f"s3://{BUCKET}")[0].get_file_info(BUCKET)
         assert check_bucket(f"s3://{BUCKET}/results") is None
-    finally:
-        stop(server)  # the one process this test started
 
 
 def test_killed_then_resumed_from_the_bucket_then_report(s3, tmp_path, monkeypatch):

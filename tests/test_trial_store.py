@@ -4,6 +4,8 @@ its verdicts equal those of a fresh run of its whole table."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -113,6 +115,28 @@ def test_a_resume_keeps_the_rows_it_reused(runs, tmp_path):
     assert resumed.trials["reused_from"].tolist() == second.trials["reused_from"].tolist()
     assert resumed.trials["test_mae"].tolist() == second.trials["test_mae"].tolist()
     assert (resumed.trials["status"] == "ok").all()
+
+
+@pytest.mark.slow
+def test_a_resume_after_a_driver_that_died_before_its_tables_keeps_what_it_reused(runs,
+                                                                                   tmp_path):
+    """A driver killed after its trials trained but before it wrote its tables leaves Tune's
+    saved run, which never holds the reused trials: the resume takes them again from where
+    reused.json says they came from, and trains nothing."""
+    import shutil
+
+    _, second, _, _ = runs
+    storage = tmp_path / "killed"
+    for name in ("first", "second"):
+        shutil.copytree(Path(second.directory).parent / name, storage / name)
+    for table in (storage / "second").glob("*.parquet"):  # none written before the kill
+        table.unlink()
+    resumed = Experiment.resume("second", storage=storage)
+    reused = second.trials["reused_from"] != ""
+    assert reused.sum() == 4 and (resumed.trials["status"] == "ok").all()
+    assert resumed.trials["reused_from"].tolist() == second.trials["reused_from"].tolist()
+    assert resumed.trials["test_mae"].tolist() == second.trials["test_mae"].tolist()
+    assert resumed.verdicts["verdict"].tolist() == second.verdicts["verdict"].tolist()
 
 
 @pytest.mark.slow

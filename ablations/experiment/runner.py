@@ -60,7 +60,14 @@ from ablations.experiment.tables import (
     trial_status,
     tune_state_file,
 )
-from ablations.experiment.trial_store import REUSABLE, find_reusable, read_table, reusable_keys
+from ablations.experiment.trial_store import (
+    REUSABLE,
+    find_reusable,
+    read_table,
+    record_reused,
+    recorded_reused,
+    reusable_keys,
+)
 from ablations.results.io.files import (
     METADATA_FILE,
     SCHEMA_VERSION,
@@ -214,8 +221,11 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                                specs={spec.name: spec for spec in trials},
                                round_number=part.round_number, phase=part.phase,
                                space=options.space, own_only=restoring or not options.reuse,
-                               own_trained={name for entry in grown for name in entry["kept"]})
+                               own_trained={name for entry in grown for name in entry["kept"]},
+                               recorded=recorded_reused(root, part.tune_subdir)
+                               if restoring else None)
         if reused is not None and not restoring:
+            record_reused(root, part.tune_subdir, reused)  # before Tune saves any state
             events.info(reused.summary(len(trials)))
     to_train = [spec for spec in trials if reused is None or spec.name not in reused.names]
     total, planned, default = setup.progress_plan(to_train)
@@ -388,8 +398,8 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
     known = {result_name(result) for result in results}
     # its rows outside Tune's run: taken from other experiments, or kept when the table grew
     table = read_table(join(root, TRIALS_FILE))
-    ended = set() if table is None else set(
-        table.loc[table["status"].isin(REUSABLE), "trial_name"])
+    ended = set(recorded_reused(root, tune_subdir)) | (set() if table is None else set(
+        table.loc[table["status"].isin(REUSABLE), "trial_name"]))
     for spec in trials:  # not created in Tune before the stop
         if spec.name not in known:
             counts["finished" if spec.name in ended

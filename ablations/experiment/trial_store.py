@@ -14,6 +14,9 @@ or ``diverged`` (a divergence repeats with the same identity; a failure may be t
 so a failed trial is trained again). A reused row keeps its numbers and names where it came
 from (``reused_from``); the experiment's own names (experiment, trial, variant, round, phase)
 are the new plan's. ``reuse=False`` trains everything; a resume keeps what it reused before.
+What a run reuses is recorded before its first trial (:func:`record_reused`, ``reused.json``),
+so that a resume after a driver that died before its tables were written (a second Ctrl-C, a
+kill, the OOM killer) takes the same rows again: Tune's saved run never holds them.
 
 What the identity does not cover: data a training function or a command reads from a path
 that neither its configuration nor its command line names (the code fingerprint covers the
@@ -27,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping, Optional, Sequence
 
 import pandas as pd
@@ -42,12 +45,15 @@ from ablations.results.io.files import (
     is_file,
     join,
     list_dir,
+    read_bytes,
+    write_json_atomic,
 )
 
 KEY_VERSION = 1  # bumped when what the key hashes changes: older keys then match nothing
 # the statuses a trial of the same identity would end with again
 REUSABLE = (TrialStatus.OK, TrialStatus.DIVERGED)
 NUMERIC_PACKAGES = ("torch", "numpy")  # the versions that change a trial's numbers
+REUSED_FILE = "reused.json"  # Tune folder -> planned trial -> [experiment, its trial, origin]
 
 
 def trial_key(config: Any, *, code_fingerprint: Optional[str], data_source: Optional[str],
@@ -122,6 +128,9 @@ class Reused:
     epochs: pd.DataFrame
     predictions: pd.DataFrame
     sources: dict[str, str]  # planned trial name -> "experiment/trial" it came from
+    # planned trial name -> [experiment folder's name, its trial, origin]: what record_reused
+    # writes
+    taken: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def names(self) -> set[str]:
@@ -168,16 +177,48 @@ def experiment_folders(storage: str, first: str) -> list[str]:
             if is_file(join(storage, entry, TRIALS_FILE))]
 
 
+def record_reused(root: str, tune_subdir: str, reused: Reused) -> None:
+    """Record in ``root``'s reused.json which trials the Tune run in ``tune_subdir`` takes from
+    where, before it starts."""
+    record = recorded_runs(root)
+    record[tune_subdir] = reused.taken
+    write_json_atomic(record, join(root, REUSED_FILE))
+
+
+def recorded_runs(root: str) -> dict[str, dict[str, list[str]]]:
+    """``root``'s reused.json (Tune folder -> planned trial -> [experiment, trial, origin]);
+    empty where there is none or it cannot be read."""
+    path = join(root, REUSED_FILE)
+    if not is_file(path):
+        return {}
+    try:
+        record = json.loads(read_bytes(path))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def recorded_reused(root: str, tune_subdir: str) -> dict[str, list[str]]:
+    """What the Tune run in ``tune_subdir`` took from other experiments (record_reused)."""
+    entries = recorded_runs(root).get(tune_subdir)
+    return {str(trial): [str(part) for part in entry] for trial, entry in entries.items()
+            if isinstance(entry, list) and len(entry) == 3} if isinstance(entries, dict) else {}
+
+
 def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
                   specs: Mapping[str, Any], round_number: int, phase: str,
                   space: str, own_only: bool = False,
-                  own_trained: Collection[str] = ()) -> Optional[Reused]:
+                  own_trained: Collection[str] = (),
+                  recorded: Optional[Mapping[str, Sequence[str]]] = None
+                  ) -> Optional[Reused]:
     """The finished trials under ``storage`` whose identity is one of ``keys`` (planned trial
     name -> key), as rows of this experiment; None if none. Experiment ``name`` itself (a
     resume) gives the rows it took from others before, and those it trained of the trials
     ``own_trained`` names (a grown table's kept trials, which its new Tune run does not hold);
     then, unless ``own_only``, the first other experiment by folder name that holds a key
-    gives its rows."""
+    gives its rows. ``recorded`` (recorded_reused: planned trial -> [experiment, trial,
+    origin]) gives the rows of the trials a resumed run took before that its own table does
+    not hold (a driver that died before writing it)."""
     wanted: dict[str, list[str]] = {}
     for trial, key in keys.items():
         wanted.setdefault(key, []).append(trial)
@@ -206,6 +247,9 @@ def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
             origin = row.get("reused_from") or f"{row['experiment']}/{row['trial_name']}"
             for trial in wanted[row["trial_key"]]:
                 found.setdefault(trial, (folder, str(row["trial_name"]), str(origin)))
+    for trial, (experiment, source, origin) in (recorded or {}).items():
+        if trial in specs and trial not in found:
+            found[trial] = (join(str(storage), experiment), source, origin)
     if not found:
         return None
     frames: dict[str, list[pd.DataFrame]] = {"trials": [], "epochs": [], "predictions": []}
@@ -215,7 +259,8 @@ def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
         for kind, file in (("trials", TRIALS_FILE), ("epochs", EPOCHS_FILE),
                            ("predictions", PREDICTIONS_FILE)):
             # the trials table as scanned above: read once, and the rows match what was found
-            table = scanned[folder] if kind == "trials" else read_table(join(folder, file))
+            table = scanned[folder] if kind == "trials" and folder in scanned \
+                else read_table(join(folder, file))
             if table is None or table.empty:
                 continue
             for trial, source in pairs:
@@ -232,7 +277,9 @@ def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
     tables = {kind: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
               for kind, parts in frames.items()}
     return Reused(tables["trials"], tables["epochs"], tables["predictions"],
-                  {trial: origin for trial, (_, _, origin) in found.items()})
+                  {trial: origin for trial, (_, _, origin) in found.items()},
+                  {trial: [folder.rstrip("/").rsplit("/", 1)[-1], source, origin]
+                   for trial, (folder, source, origin) in found.items()})
 
 
 def reusable_keys(trials: Sequence[Any], metadata: Mapping[str, Any],

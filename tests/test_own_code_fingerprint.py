@@ -87,6 +87,27 @@ def test_a_commands_record_holds_the_folders_python_files_and_what_it_names(tmp_
     assert own_code_record([TrialConfig()], folder) is None  # the built-in model
 
 
+def test_an_editors_lock_file_and_an_unreadable_file_do_not_stop_the_fingerprint(
+        tmp_path, monkeypatch):
+    folder = project(tmp_path / "proj")
+    # Emacs's lock while train.py is edited: a link to a name that is no file
+    os.symlink("root@host.1234:1700000000", folder / ".#train.py")
+    os.symlink(folder / "gone.py", folder / "dangling.py")
+    (folder / ".hidden.py").write_text("X = 1\n")
+    record = own_code_record(configs(folder), folder)
+    assert set(record["files"]) == {"train.py", "utils.py"}
+    real = Path.read_bytes
+
+    def refuse(path):  # a file made unreadable between the walk and the read
+        if path.name == "utils.py":
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    unreadable = own_code_record(configs(folder), folder)
+    assert own_code_change(record, unreadable) == "your code (utils.py changed)"
+
+
 def test_a_command_names_scripts_and_configs_not_data_and_storage_is_not_walked(
         tmp_path, monkeypatch):
     import ablations.experiment.own_code_files as own

@@ -68,7 +68,10 @@ def _python_files(folder: Path) -> tuple[list[Path], bool]:
     for top, folders, files in walk:
         seen += len(folders) + len(files)
         folders[:] = sorted(name for name in folders if _entered(top, name))
-        found += [Path(top) / name for name in sorted(files) if name.endswith(".py")]
+        # not hidden files (an editor's lock `.#train.py`, a link to nowhere while the file
+        # is open) nor anything but a file
+        found += [Path(top) / name for name in sorted(files) if name.endswith(".py")
+                  and not name.startswith(".") and os.path.isfile(os.path.join(top, name))]
         if len(found) > MAX_FILES or seen > MAX_ENTRIES:
             # stopped early only where something is left: more files, or folders to walk
             more = len(found) > MAX_FILES or next(walk, None) is not None
@@ -139,7 +142,10 @@ def own_code_record(configs: Iterable[Any], folder: Optional[Path] = None
     hashes = {}
     for path in files:
         key = path.relative_to(root).as_posix()
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as exc:  # removed or made unreadable since the walk: recorded as such
+            data = f"unreadable: {exc.strerror or type(exc).__name__}".encode()
         hashes[key] = hashlib.sha256(data).hexdigest()[:16]
         digest.update(key.encode() + b"\0" + data + b"\0")
     return {"root": str(root), "files": hashes, "sha256": digest.hexdigest(),

@@ -335,3 +335,8 @@ def test_allow_changed_resumes_and_records_what_changed(capsys, tmp_path, ray_lo
     assert any("table.parquet changed" in change for change in entry["changed"])
     assert entry["previous"]["data"][source]["fingerprint"] == first["provenance"]["data"][
         source]["fingerprint"]
+    # the trial finished on the old data: its row keeps that data's fingerprint and identity,
+    # so that no later experiment on the new data reuses it
+    again = pd.read_parquet(folder / "trials.parquet")
+    assert again["data_fingerprint"].tolist() == trials["data_fingerprint"].tolist()
+    assert again["trial_key"].tolist() == trials["trial_key"].tolist()

@@ -85,6 +85,34 @@ def test_the_key_changes_with_what_the_trial_computes():
         assert other != key
 
 
+def test_a_rows_identity_takes_the_packages_and_data_its_trial_was_trained_with():
+    """A trial finished before a resume under upgraded packages or changed data: its row's
+    key is that of what it computed, not of what the resuming driver has."""
+    from types import SimpleNamespace
+
+    from ablations.experiment.trial_store import row_key, run_labels, trained_packages
+
+    config = tiny_config()
+    options = SimpleNamespace(cpus_per_trial=1, gpus_per_trial=0, reuse_workers=True)
+    source = "synthetic:x"
+    then = {"packages": {"torch": "2.13.0", "numpy": "2.0", "pandas": "2.2"},
+            "data": {source: {"fingerprint": "old"}}}
+    now = {"packages": {"torch": "2.14.1", "numpy": "2.0"}, "data": {source: {"fingerprint":
+                                                                            "new"}}}
+    labels = run_labels({"baseline-seed0": config}, then)
+    assert trained_packages(labels["baseline-seed0"]) == {"torch": "2.13.0", "numpy": "2.0"}
+    row = {"code_fingerprint": "c", "data_source": source, "data_fingerprint": "old"}
+    resumed = {"provenance": now, "python_version": "3.11.7"}
+    kept = row_key(config, row, resumed, options,
+                   packages=trained_packages(labels["baseline-seed0"]))
+    assert kept == trial_key(config, code_fingerprint="c", data_source=source,
+                             data_fingerprint="old", packages=then["packages"],
+                             python_version="3.11.7", conditions={"cpus": 1, "gpus": 0,
+                                                                  "isolated": False})
+    assert kept != row_key(config, row, resumed, options)  # the resuming driver's versions
+    assert trained_packages({}) is None and trained_packages({"trained_packages": "x"}) is None
+
+
 def test_a_model_plugin_or_a_notebook_function_gives_its_trials_no_identity():
     """Code outside the fingerprint (a model plugin's module, a function defined in a
     notebook) could change unseen: such trials are never reused."""

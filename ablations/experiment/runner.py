@@ -67,6 +67,7 @@ from ablations.experiment.trial_store import (
     record_reused,
     recorded_reused,
     reusable_keys,
+    run_labels,
 )
 from ablations.results.io.files import (
     METADATA_FILE,
@@ -204,6 +205,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         tune_trainable, plan={key: config.to_dict() for key, config in plan.items()},
         state_root=state_root, time_limit_s=options.time_limit_s,
         code_label=run_code_label(metadata["provenance"]),
+        labels=run_labels(plan, metadata["provenance"]),
         pack=options.verbose == 0), resources)  # --verbose: Tune's tables show every figure
     tune_dir = join(root, part.tune_subdir)
     started = time.monotonic()

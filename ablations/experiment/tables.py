@@ -20,7 +20,7 @@ import pandas as pd
 from ablations.config.statuses import TrialStatus
 from ablations.experiment.provenance import trial_columns
 from ablations.experiment.reported import unpacked, unpacked_frame
-from ablations.experiment.trial_store import Reused, row_key
+from ablations.experiment.trial_store import Reused, row_key, trained_packages
 from ablations.results.io.files import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,
@@ -246,8 +246,10 @@ def trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExce
         value = metrics.get(key)
         row[key] = int(value) if value is not None and value == value else None
     row.update(trial_columns(metadata.get("provenance"), spec.config))  # data_source, ...
-    if metrics.get("code_fingerprint"):  # the code its final result was trained with
-        row["code_fingerprint"] = metrics["code_fingerprint"]
+    # the code and data its final result was trained with (trial_store.run_labels)
+    for key in ("code_fingerprint", "data_fingerprint"):
+        if metrics.get(key):
+            row[key] = metrics[key]
     row["device_name"] = metrics.get("device_name")
     for key in ("torch_version", "ray_version", "python_version", "git_commit"):
         row[key] = metadata[key]
@@ -258,7 +260,8 @@ def trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExce
     row.update(spec.config.flat())
     # the seeds the trial drew from; data_seed: the draw's, not the configured base
     row.update(spec.config.seeds.columns())
-    row["trial_key"] = row_key(spec.config, row, metadata, options)  # trial_store.py
+    row["trial_key"] = row_key(spec.config, row, metadata, options,  # trial_store.py
+                               packages=trained_packages(metrics))
     row["reused_from"] = ""
     return row
 

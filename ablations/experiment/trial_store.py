@@ -18,11 +18,13 @@ What a run reuses is recorded before its first trial (:func:`record_reused`, ``r
 so that a resume after a driver that died before its tables were written (a second Ctrl-C, a
 kill, the OOM killer) takes the same rows again: Tune's saved run never holds them.
 
+A trial's row takes the code, the data's fingerprint and the package versions its final
+result was trained with (:func:`run_labels`), not those of a later resume that collects it.
+
 What the identity does not cover: data a training function or a command reads from a path
 that neither its configuration nor its command line names (the code fingerprint covers the
-``.py`` files and the files the command names), the machine (a cluster's nodes already share
-one experiment's trials), and package versions that change between a trial's finish and the
-collection of a resumed run's table (its key takes the resuming driver's versions).
+``.py`` files and the files the command names), and the machine (a cluster's nodes already
+share one experiment's trials).
 """
 
 from __future__ import annotations
@@ -104,18 +106,48 @@ def planned_key(config: Any, metadata: Mapping[str, Any], options: Any) -> Optio
                      conditions=conditions_of(options))
 
 
+def run_labels(plan: Mapping[str, Any], provenance: Mapping[str, Any]
+               ) -> dict[str, dict[str, str]]:
+    """Plan key -> what a trial's identity takes from this run of the experiment: its data's
+    fingerprint and the versions of :data:`NUMERIC_PACKAGES`. The trainable sends them with
+    the trial's final result, so that a trial finished before a resume on changed data
+    (``--allow-changed``) or upgraded packages keeps what it was trained on (:func:`row_key`)."""
+    packages = provenance.get("packages") or {}
+    versions = json.dumps({name: packages.get(name) for name in NUMERIC_PACKAGES},
+                          sort_keys=True)
+    labels = {}
+    for key, config in plan.items():
+        fingerprint = trial_columns(provenance, config)["data_fingerprint"]
+        labels[key] = {"trained_packages": versions,
+                       **({"data_fingerprint": fingerprint} if fingerprint else {})}
+    return labels
+
+
+def trained_packages(metrics: Mapping[str, Any]) -> Optional[dict[str, Optional[str]]]:
+    """The package versions a trial's final result names (run_labels); None where it names
+    none (a result from before they were sent)."""
+    try:
+        versions = json.loads(metrics.get("trained_packages") or "null")
+    except (TypeError, ValueError):
+        return None
+    return versions if isinstance(versions, dict) else None
+
+
 def row_key(config: Any, row: Mapping[str, Any], metadata: Mapping[str, Any],
-            options: Any) -> Optional[str]:
-    """The identity of a trial that ran, from its trials.parquet row (the code its final
-    result was trained with) and its experiment's record; None where its code is not all
-    fingerprinted."""
+            options: Any, packages: Optional[Mapping[str, Optional[str]]] = None
+            ) -> Optional[str]:
+    """The identity of a trial that ran, from its trials.parquet row (the code and data its
+    final result was trained with), the package versions it was trained with (``packages``:
+    trained_packages; else its experiment's record) and its experiment's record; None where
+    its code is not all fingerprinted."""
     provenance = metadata.get("provenance") or {}
     if not fingerprinted(config, provenance):
         return None
     return trial_key(config, code_fingerprint=row.get("code_fingerprint"),
                      data_source=row.get("data_source"),
                      data_fingerprint=row.get("data_fingerprint"),
-                     packages=provenance.get("packages") or {},
+                     packages=packages if packages is not None
+                     else provenance.get("packages") or {},
                      python_version=metadata.get("python_version"),
                      conditions=conditions_of(options))
 

@@ -108,6 +108,21 @@ def test_an_editors_lock_file_and_an_unreadable_file_do_not_stop_the_fingerprint
     assert own_code_change(record, unreadable) == "your code (utils.py changed)"
 
 
+def test_a_partial_of_a_training_function_is_fingerprinted_by_the_functions_files(tmp_path):
+    import functools
+    import types
+
+    from ablations.experiment.own_code_files import own_code_sources
+
+    from tests import faulty
+
+    wrapped = types.SimpleNamespace(fit=functools.partial(faulty.FAULTY.fit))
+    config = types.SimpleNamespace(own_code=wrapped)
+    root, files, _ = own_code_sources([config], tmp_path)
+    assert Path(faulty.__file__).resolve() in files  # the files of its top-level package
+    assert not any(path.name == "functools.py" for path in files)
+
+
 def test_a_command_names_scripts_and_configs_not_data_and_storage_is_not_walked(
         tmp_path, monkeypatch):
     import ablations.experiment.own_code_files as own
@@ -126,14 +141,16 @@ def test_a_command_names_scripts_and_configs_not_data_and_storage_is_not_walked(
     (settings / "paths.py").write_text("ROOT = '.'\n")
     (folder / "launch").write_text("#!/bin/sh\n")  # a script without a suffix
     (folder / "CFG.YAML").write_text("a: 1\n")
+    (folder / "fit.R").write_text("x <- 1\n")  # a script in another language
     space = SPACE.replace("--metrics-file", "--config cfg.yaml --data frames.csv "
-                          "--extra big.json --launcher launch --other CFG.YAML --metrics-file")
+                          "--extra big.json --launcher launch --other CFG.YAML --r fit.R "
+                          "--metrics-file")
     (folder / "space.yaml").write_text(space)
     record = own_code_record(configs(folder), folder)
     assert set(record["files"]) == {"train.py", "utils.py", "cfg.yaml", "launch", "CFG.YAML",
-                                    "settings/paths.py"}
+                                    "fit.R", "settings/paths.py"}
     assert not record["truncated"]
-    named = {"cfg.yaml", "launch", "CFG.YAML"}
+    named = {"cfg.yaml", "launch", "CFG.YAML", "fit.R"}
     # exactly at the limit is complete; one more file is truncated
     monkeypatch.setattr(own, "MAX_FILES", 3)
     assert not own_code_record(configs(folder), folder)["truncated"]

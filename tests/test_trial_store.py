@@ -128,6 +128,9 @@ def test_a_model_plugin_or_a_notebook_function_gives_its_trials_no_identity():
     assert planned_key(faulty, metadata, options) is None
     recorded = {"provenance": {**metadata["provenance"], "own_code": {"sha256": "o"}}}
     assert planned_key(faulty, recorded, options) is not None
+    cut = {"provenance": {**metadata["provenance"],  # a walk that stopped early
+                          "own_code": {"sha256": "o", "truncated": True}}}
+    assert planned_key(faulty, cut, options) is None
 
 
 @pytest.mark.slow

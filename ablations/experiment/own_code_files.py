@@ -24,6 +24,7 @@ the files found first and the record says ``truncated``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -40,7 +41,8 @@ MAX_FILES = 2000
 MAX_ENTRIES = 50_000  # files and folders looked at: a walk of a home folder stops early
 # what a command line may name as code (a data file it names is read by the code, not code)
 NAMED_SUFFIXES = frozenset({".py", ".sh", ".bash", ".yaml", ".yml", ".json", ".toml", ".cfg",
-                            ".ini"})
+                            ".ini", ".r", ".jl", ".js", ".mjs", ".ts", ".rb", ".pl", ".lua",
+                            ".m", ".ipynb"})
 MAX_NAMED_BYTES = 1 << 20
 
 
@@ -108,6 +110,8 @@ def own_code_sources(configs: Iterable[Any], folder: Optional[Path] = None
         return None
     here = (folder or Path.cwd()).resolve()
     fit = getattr(code, "fit", None)
+    while isinstance(fit, functools.partial):  # partial(train, ...): train's module ran
+        fit = fit.func
     if fit is None:  # a command: it runs in the starting folder
         files, truncated = _python_files(here)
         return here, sorted(set(files + _named_files(code.run, here))), truncated

@@ -78,11 +78,14 @@ def trial_key(config: Any, *, code_fingerprint: Optional[str], data_source: Opti
 
 def fingerprinted(config: Any, provenance: Mapping[str, Any]) -> bool:
     """Whether the code a trial runs is all in its code fingerprint: the runner's own model,
-    or own code whose files were read (provenance.own_code). A model plugin's module and a
-    training function defined in a notebook are not, so their trials have no identity."""
+    or own code whose files were all read (provenance.own_code, not ``truncated``). A model
+    plugin's module and a training function defined in a notebook are not, so their trials
+    have no identity."""
     if not config.plugin:
         return True
-    return config.own_code is not None and bool(provenance.get("own_code"))
+    own = provenance.get("own_code")
+    # a walk stopped early (a home folder) may have left the code that ran unread
+    return config.own_code is not None and bool(own) and not own.get("truncated")
 
 
 def conditions_of(options: Any) -> dict[str, Any]:

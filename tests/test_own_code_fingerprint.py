@@ -123,6 +123,29 @@ def test_a_partial_of_a_training_function_is_fingerprinted_by_the_functions_file
     assert not any(path.name == "functools.py" for path in files)
 
 
+def test_a_model_plugins_module_is_fingerprinted_and_an_edit_blocks_a_resume(tmp_path,
+                                                                            monkeypatch):
+    """A plugin in the researcher's flat folder: its folder's files, as a training function's;
+    an edit of its module is a change a resume refuses. The runner's own packages are the
+    runner's code (provenance's ``code``), not the researcher's."""
+    import types
+
+    folder = tmp_path / "plugproj"
+    folder.mkdir()
+    (folder / "myplugin.py").write_text("PLUGIN = None\n")
+    (folder / "helpers.py").write_text("H = 1\n")
+    monkeypatch.syspath_prepend(str(folder))
+    plugin = [types.SimpleNamespace(own_code=None, plugin="myplugin:PLUGIN")]
+    record = own_code_record(plugin, folder)
+    assert set(record["files"]) == {"myplugin.py", "helpers.py"}
+    (folder / "myplugin.py").write_text("PLUGIN = 1\n")
+    blocking, _ = changes({"own_code": record}, {"own_code": own_code_record(plugin, folder)})
+    assert blocking == ["your code (myplugin.py changed)"]
+    runner_own = [types.SimpleNamespace(own_code=None, plugin="ablations.model.x:PLUGIN")]
+    assert own_code_record(runner_own, folder) is None
+    assert own_code_record([types.SimpleNamespace(own_code=None, plugin="")], folder) is None
+
+
 def test_a_command_names_scripts_and_configs_not_data_and_storage_is_not_walked(
         tmp_path, monkeypatch):
     import ablations.experiment.own_code_files as own

@@ -12,7 +12,9 @@ What counts as the code that ran:
 - a **training function** (``--model train:fit``): where its module lies in that folder (a
   flat project: ``from model import Net`` imports a neighbour), the folder's ``.py`` files as
   for a command; otherwise its top-level package (every ``.py`` file in it) or its module
-  file.
+  file;
+- a **model plugin** (``--model mypkg.model:PLUGIN``) outside the runner's packages: its
+  module, as a training function's.
 
 Left out: the folders results and environments live in (:data:`SKIPPED_FOLDERS`, and any
 folder holding an experiment.json and the runner's tables or Tune folder: an experiment's
@@ -102,26 +104,46 @@ def _named_files(run: str, folder: Path) -> list[Path]:
 def own_code_sources(configs: Iterable[Any], folder: Optional[Path] = None
                      ) -> Optional[tuple[Path, list[Path], bool]]:
     """(the folder the paths are relative to, the files, whether a walk stopped early) of the
-    own code ``configs`` run (TrialConfigs; the first with own code decides); None for the
-    built-in model and plugins. ``folder``: the folder the experiment starts in (default:
-    the working one)."""
-    code = next((config.own_code for config in configs if config.own_code is not None), None)
-    if code is None:
-        return None
+    researcher's code ``configs`` run (TrialConfigs; the first with own code decides, else the
+    first with a model plugin outside the runner's packages); None for the built-in model.
+    ``folder``: the folder the experiment starts in (default: the working one)."""
+    configs = list(configs)
     here = (folder or Path.cwd()).resolve()
+    code = next((config.own_code for config in configs if config.own_code is not None), None)
+    if code is None:  # a model plugin: its module, as a training function's
+        spec = next((config.plugin for config in configs if config.plugin), "")
+        module_name = spec.partition(":")[0]
+        if not module_name or module_name.split(".")[0] == "ablations":
+            return None
+        return _module_sources(module_name, here)
     fit = getattr(code, "fit", None)
     while isinstance(fit, functools.partial):  # partial(train, ...): train's module ran
         fit = fit.func
     if fit is None:  # a command: it runs in the starting folder
         files, truncated = _python_files(here)
         return here, sorted(set(files + _named_files(code.run, here))), truncated
-    module = sys.modules.get(fit.__module__)
-    origin = Path(getattr(module, "__file__", "") or "").resolve() if module else None
+    return _module_sources(fit.__module__, here)
+
+
+def _module_sources(module_name: str, here: Path) -> Optional[tuple[Path, list[Path], bool]]:
+    """The files of module ``module_name`` as own_code_sources gives them: the folder ``here``
+    where the module lies in it (a flat project's neighbours), else its top-level package or
+    its file; None for a module with no file (a notebook's, an interactive session's)."""
+    module = sys.modules.get(module_name)
+    if module is not None:
+        where = getattr(module, "__file__", None)
+    else:  # not imported in this process: where it would be
+        try:
+            found = importlib.util.find_spec(module_name)
+        except (ValueError, ImportError):
+            found = None
+        where = found.origin if found is not None and found.has_location else None
+    origin = Path(where).resolve() if where else None
     if origin is None or not origin.is_file():
         return None  # defined in a notebook or an interactive session: no file to read
     if origin.is_relative_to(here):
         return (here, *_python_files(here))
-    top = fit.__module__.split(".")[0]
+    top = module_name.split(".")[0]
     try:
         spec = importlib.util.find_spec(top)
     except (ValueError, ImportError):  # __main__ of a script outside the folder: no spec
@@ -137,7 +159,7 @@ def own_code_record(configs: Iterable[Any], folder: Optional[Path] = None
     """provenance's ``own_code``: ``root`` (the folder), ``files`` (relative path -> the
     first 16 hex digits of its sha256), ``sha256`` (over the paths and contents, sorted) and
     ``truncated`` (the walk stopped at :data:`MAX_FILES` files or :data:`MAX_ENTRIES`
-    entries); None without own code."""
+    entries); None for the built-in model."""
     found = own_code_sources(configs, folder)
     if found is None:
         return None

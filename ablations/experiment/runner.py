@@ -49,7 +49,7 @@ from ablations.experiment.options import (
     experiment_dir,
 )
 from ablations.experiment.plans import skipped_plan, trial_plan
-from ablations.experiment.provenance import changes, collect, git_commit_label, run_code_label
+from ablations.experiment.provenance import changes, collect, git_commit_label
 from ablations.experiment.reported import unpacked
 from ablations.trial.supervise import end_programs_under
 from ablations.experiment.tables import (
@@ -204,7 +204,6 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     trainable = tune.with_resources(tune.with_parameters(
         tune_trainable, plan={key: config.to_dict() for key, config in plan.items()},
         state_root=state_root, time_limit_s=options.time_limit_s,
-        code_label=run_code_label(metadata["provenance"]),
         labels=run_labels(plan, metadata["provenance"]),
         pack=options.verbose == 0), resources)  # --verbose: Tune's tables show every figure
     tune_dir = join(root, part.tune_subdir)

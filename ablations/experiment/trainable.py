@@ -121,18 +121,17 @@ def trial_config(config: dict[str, Any], plan: dict[str, dict[str, Any]]) -> Tri
 def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
                    state_root: str, pack: bool = True,
                    time_limit_s: Optional[float] = None,
-                   code_label: Optional[str] = None,
                    labels: Optional[dict[str, dict[str, str]]] = None) -> None:
     """Train trial ``config["trial"]`` (a name) with its resolved config ``plan[name]``
     (a ``TrialConfig.to_dict()``), with the sampled ``config["params"]`` (flat keys) in a search.
     The runner passes ``plan``, ``state_root`` and ``pack`` with ``tune.with_parameters``;
     ``pack=False`` (``--verbose``) reports every figure to Tune as a number, so that Tune's own
     result tables show them (ablations/experiment/reported.py). ``time_limit_s``: each run of
-    a trial ends past it, as ``timeout`` (ablations/trial/time_limit.py). ``code_label``: the
-    code this run of the experiment trains with (provenance.run_code_label), sent with the
-    trial's final result, so that a trial finished before a resume on changed code keeps the
-    label of the code it ran on; ``labels`` (trial_store.run_labels: plan key -> its data's
-    fingerprint and package versions) are sent with it for the same reason."""
+    a trial ends past it, as ``timeout`` (ablations/trial/time_limit.py). ``labels``
+    (trial_store.run_labels: plan key -> the fingerprints of the code and data this run of the
+    experiment trains with, and its package versions) are sent with the trial's final result,
+    so that a trial finished before a resume on changed code, data or packages keeps those it
+    ran on."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # no line per checkpoint
     trial = trial_config(config, plan)
     name = tune.get_context().get_trial_name()
@@ -144,8 +143,6 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
         if not final:
             tune.report(sent)
             return
-        if code_label is not None:
-            sent = {**sent, "code_fingerprint": code_label}
         sent = {**sent, **(labels or {}).get(config["trial"], {})}
         with tempfile.TemporaryDirectory() as directory:  # the final checkpoint
             if is_file(join(state_dir, STATE_FILE)):

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Optional, Sequence
 
 import pandas as pd
@@ -111,18 +111,20 @@ def planned_key(config: Any, metadata: Mapping[str, Any], options: Any) -> Optio
 
 def run_labels(plan: Mapping[str, Any], provenance: Mapping[str, Any]
                ) -> dict[str, dict[str, str]]:
-    """Plan key -> what a trial's identity takes from this run of the experiment: its data's
-    fingerprint and the versions of :data:`NUMERIC_PACKAGES`. The trainable sends them with
-    the trial's final result, so that a trial finished before a resume on changed data
-    (``--allow-changed``) or upgraded packages keeps what it was trained on (:func:`row_key`)."""
+    """Plan key -> what a trial's identity takes from this run of the experiment: the code's
+    and its data's fingerprints (provenance.trial_columns) and the versions of
+    :data:`NUMERIC_PACKAGES`. The trainable sends them with the trial's final result, so that a
+    trial finished before a resume on changed code or data (``--allow-changed``) or upgraded
+    packages keeps what it was trained on (:func:`row_key`)."""
     packages = provenance.get("packages") or {}
     versions = json.dumps({name: packages.get(name) for name in NUMERIC_PACKAGES},
                           sort_keys=True)
     labels = {}
     for key, config in plan.items():
-        fingerprint = trial_columns(provenance, config)["data_fingerprint"]
+        columns = trial_columns(provenance, config)
         labels[key] = {"trained_packages": versions,
-                       **({"data_fingerprint": fingerprint} if fingerprint else {})}
+                       **{name: columns[name] for name in ("code_fingerprint", "data_fingerprint")
+                          if columns[name]}}
     return labels
 
 
@@ -162,14 +164,18 @@ class Reused:
     trials: pd.DataFrame
     epochs: pd.DataFrame
     predictions: pd.DataFrame
-    sources: dict[str, str]  # planned trial name -> "experiment/trial" it came from
-    # planned trial name -> [experiment folder's name, its trial, origin]: what record_reused
-    # writes
-    taken: dict[str, list[str]] = field(default_factory=dict)
+    # planned trial name -> [experiment folder's name, its trial, "experiment/trial" its
+    # numbers were trained in ("" for a grown table's own kept trial)]: what record_reused writes
+    taken: dict[str, list[str]]
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Planned trial name -> "experiment/trial" it came from ("" where trained here)."""
+        return {trial: origin for trial, (_, _, origin) in self.taken.items()}
 
     @property
     def names(self) -> set[str]:
-        return set(self.sources)
+        return set(self.taken)
 
     def summary(self, planned: int) -> str:
         """``12 of 30 trials reused from components-...; 18 to train`` (a grown table's
@@ -312,7 +318,6 @@ def find_reusable(storage: str, name: str, keys: Mapping[str, str], *,
     tables = {kind: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
               for kind, parts in frames.items()}
     return Reused(tables["trials"], tables["epochs"], tables["predictions"],
-                  {trial: origin for trial, (_, _, origin) in found.items()},
                   {trial: [folder.rstrip("/").rsplit("/", 1)[-1], source, origin]
                    for trial, (folder, source, origin) in found.items()})
 

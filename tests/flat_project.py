@@ -64,6 +64,9 @@ FILES = {
         import uuid
 
         import numpy as np
+        import yaml  # an installed package the trials' identity takes the version of
+
+        VERSION = yaml.__version__
 
 
         def rng(seed):

@@ -6,6 +6,7 @@ researcher's modules, on the driver and on Ray's workers."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -74,6 +75,9 @@ def test_a_script_importing_its_own_model_and_results_runs_every_trial(project, 
     assert sorted(trials["standardize"].tolist()) == [False, False, True, True]
     # the command it suggests is spelled as the researcher started it: no run_ablations.py here
     assert f"Report: run-ablations report {tmp_path / 'script'}\n" in proc.stdout, proc.stdout
+    # what the identity takes beyond the runner's packages: what the researcher's files import
+    record = json.loads((tmp_path / "script" / "experiment.json").read_text())
+    assert set(record["provenance"]["own_code"]["packages"]) == {"numpy", "PyYAML"}
     # the same command under another name: every trial is the first run's (trial_store.py),
     # Tune runs nothing
     again = run_from(project, "--space", "command.yaml", "--seeds", "2", "--quiet",

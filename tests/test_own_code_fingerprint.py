@@ -108,6 +108,34 @@ def test_an_editors_lock_file_and_an_unreadable_file_do_not_stop_the_fingerprint
     assert own_code_change(record, unreadable) == "your code (utils.py changed)"
 
 
+def test_the_record_names_the_installed_packages_the_code_imports_with_their_versions(
+        tmp_path):
+    """What a trial's identity takes beyond torch and numpy (trial_store.own_imports): the
+    distributions the researcher's files import, not the standard library, their own modules
+    (a `yaml.py` of theirs shadows PyYAML), a relative import or the runner."""
+    import importlib.metadata
+
+    from ablations.experiment.own_code_files import imported_packages
+
+    (tmp_path / "train.py").write_text(
+        "import os, json\nimport utils\nfrom . import sibling\nimport ablations.contract\n"
+        "from numpy.random import default_rng\nimport optuna.samplers as s\n")
+    (tmp_path / "utils.py").write_text("def helper():\n    import pyarrow.parquet\n")
+    (tmp_path / "broken.py").write_text("import pandas\ndef (:\n")  # does not parse
+    files = sorted(tmp_path.glob("*.py"))
+    version = importlib.metadata.version
+    assert imported_packages(tmp_path, files) == {
+        "numpy": version("numpy"), "optuna": version("optuna"), "pyarrow": version("pyarrow")}
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "optuna.py").write_text("X = 1\n")  # not the top-level name
+    (tmp_path / "pyarrow.py").write_text("X = 1\n")  # a module of theirs named as a package
+    files = sorted(tmp_path.rglob("*.py"))
+    assert set(imported_packages(tmp_path, files)) == {"numpy", "optuna"}
+    folder = project(tmp_path / "proj")
+    (folder / "utils.py").write_text("import yaml\n")
+    assert own_code_record(configs(folder), folder)["packages"] == {"PyYAML": version("PyYAML")}
+
+
 def test_a_partial_of_a_training_function_is_fingerprinted_by_the_functions_files(tmp_path):
     import functools
     import types

@@ -133,6 +133,35 @@ def test_a_model_plugin_or_a_notebook_function_gives_its_trials_no_identity():
     assert planned_key(faulty, cut, options) is None
 
 
+def test_own_codes_identity_takes_the_versions_of_what_it_imports():
+    """A scikit-learn or Lightning upgrade changes what own code computes: its planned key
+    changes, the key its finished row gets from what the trainable sent (run_labels) is the
+    planned one, and the built-in model's key ignores what own code imports."""
+    from ablations.experiment.options import RunOptions
+    from ablations.experiment.provenance import trial_columns
+    from ablations.experiment.trial_store import planned_key, row_key, run_labels, \
+        trained_packages
+
+    options = RunOptions(storage="/tmp", name="x", space="s")
+    own = TrialConfig.of(model="tests.faulty:FAULTY")
+    imported = {"sha256": "o", "packages": {"scikit-learn": "1.9.1", "numpy": "2.0"}}
+    provenance = {"code": {"sha256": "c"}, "packages": {"torch": "2.13.0", "numpy": "2.0"},
+                  "own_code": imported}
+    metadata = {"provenance": provenance, "python_version": "3.11.7"}
+    key = planned_key(own, metadata, options)
+    upgraded = {**imported, "packages": {"scikit-learn": "1.10.0", "numpy": "2.0"}}
+    assert key != planned_key(own, {**metadata, "provenance": {**provenance,
+                                                               "own_code": upgraded}}, options)
+    labels = run_labels({"baseline-seed0": own}, provenance)["baseline-seed0"]
+    assert trained_packages(labels) == {"torch": "2.13.0", "numpy": "2.0",
+                                        "scikit-learn": "1.9.1"}
+    row = trial_columns(provenance, own)  # the row's code and data, as tables.trial_row has
+    assert row_key(own, row, metadata, options, packages=trained_packages(labels)) == key
+    assert row_key(own, row, metadata, options) == key  # a result that sent no versions
+    assert planned_key(tiny_config(), metadata, options) == planned_key(
+        tiny_config(), {**metadata, "provenance": {**provenance, "own_code": upgraded}}, options)
+
+
 @pytest.mark.slow
 def test_a_resume_keeps_the_rows_it_reused(runs, tmp_path):
     """Resuming the experiment that reused trials: nothing trains, its reused rows stay

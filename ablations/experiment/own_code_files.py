@@ -26,8 +26,10 @@ the files found first and the record says ``truncated``.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
 import shlex
@@ -157,9 +159,9 @@ def _module_sources(module_name: str, here: Path) -> Optional[tuple[Path, list[P
 def own_code_record(configs: Iterable[Any], folder: Optional[Path] = None
                     ) -> Optional[dict[str, Any]]:
     """provenance's ``own_code``: ``root`` (the folder), ``files`` (relative path -> the
-    first 16 hex digits of its sha256), ``sha256`` (over the paths and contents, sorted) and
+    first 16 hex digits of its sha256), ``sha256`` (over the paths and contents, sorted),
     ``truncated`` (the walk stopped at :data:`MAX_FILES` files or :data:`MAX_ENTRIES`
-    entries); None for the built-in model."""
+    entries) and ``packages`` (imported_packages); None for the built-in model."""
     found = own_code_sources(configs, folder)
     if found is None:
         return None
@@ -175,7 +177,45 @@ def own_code_record(configs: Iterable[Any], folder: Optional[Path] = None
         hashes[key] = hashlib.sha256(data).hexdigest()[:16]
         digest.update(key.encode() + b"\0" + data + b"\0")
     return {"root": str(root), "files": hashes, "sha256": digest.hexdigest(),
-            "truncated": truncated}
+            "truncated": truncated, "packages": imported_packages(root, files)}
+
+
+def imported_packages(root: Path, files: Iterable[Path]) -> dict[str, Optional[str]]:
+    """The installed distributions the ``.py`` files among ``files`` import, by name, with
+    their versions: the top-level names of their absolute imports, less the standard library,
+    the researcher's own modules (a file or folder of that name in ``root``) and the runner's
+    package, mapped to distributions (``lightning`` -> lightning, ``sklearn`` ->
+    scikit-learn). A trial's identity includes them (trial_store.py), so that an upgrade of
+    what the researcher's code imports trains its trials again. A file that does not parse
+    adds nothing (its trials fail, and a failure is never reused)."""
+    files = list(files)
+    local = {path.relative_to(root).parts[0].removesuffix(".py") for path in files
+             if path.is_relative_to(root)}
+    names: set[str] = set()
+    for path in files:
+        if path.suffix != ".py":
+            continue
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    names -= local | set(sys.stdlib_module_names) | {"ablations", "__future__"}
+    if not names:
+        return {}
+    where = importlib.metadata.packages_distributions()
+    versions: dict[str, Optional[str]] = {}
+    for name in sorted(names):
+        for dist in where.get(name, ()):
+            try:
+                versions[dist] = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                versions[dist] = None
+    return dict(sorted(versions.items()))
 
 
 def own_code_change(old: Optional[dict[str, Any]], new: Optional[dict[str, Any]]

@@ -61,9 +61,12 @@ REUSED_FILE = "reused.json"  # Tune folder -> planned trial -> [experiment, its 
 def trial_key(config: Any, *, code_fingerprint: Optional[str], data_source: Optional[str],
               data_fingerprint: Optional[str], packages: Mapping[str, Optional[str]],
               python_version: Optional[str] = None,
-              conditions: Optional[Mapping[str, Any]] = None) -> str:
-    """The identity of what a trial computes, as 32 hex digits. ``conditions``: how it runs
-    where that changes its measurements (its CPUs and GPUs, a worker of its own)."""
+              conditions: Optional[Mapping[str, Any]] = None,
+              imports: Optional[Mapping[str, Optional[str]]] = None) -> str:
+    """The identity of what a trial computes, as 32 hex digits. ``packages``: the installed
+    versions (:data:`NUMERIC_PACKAGES` of them count); ``imports``: the versions of the
+    distributions own code imports (:func:`own_imports`); ``conditions``: how it runs where
+    that changes its measurements (its CPUs and GPUs, a worker of its own)."""
     values = config.to_dict()
     if config.own_code is None:  # the built-in model and a plugin never see the variant's name
         values.pop("ablation", None)
@@ -72,6 +75,8 @@ def trial_key(config: Any, *, code_fingerprint: Optional[str], data_source: Opti
                 "packages": {name: packages.get(name) for name in NUMERIC_PACKAGES},
                 "python": python_version or platform.python_version(),
                 "conditions": dict(conditions or {})}
+    if imports:  # absent where there are none, so that the built-in model's keys stay as they are
+        identity["imports"] = dict(sorted(imports.items()))
     text = json.dumps(identity, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -86,6 +91,18 @@ def fingerprinted(config: Any, provenance: Mapping[str, Any]) -> bool:
     own = provenance.get("own_code")
     # a walk stopped early (a home folder) may have left the code that ran unread
     return config.own_code is not None and bool(own) and not own.get("truncated")
+
+
+def own_imports(config: Any, provenance: Mapping[str, Any]) -> dict[str, Optional[str]]:
+    """The versions of the distributions a trial's own code imports, beyond
+    :data:`NUMERIC_PACKAGES` (provenance.own_code's ``packages``, own_code_files.py): a
+    scikit-learn or Lightning upgrade changes what it computes. Empty for the built-in model
+    and a plugin."""
+    if config.own_code is None:
+        return {}
+    imported = (provenance.get("own_code") or {}).get("packages") or {}
+    return {name: version for name, version in imported.items()
+            if name not in NUMERIC_PACKAGES}
 
 
 def conditions_of(options: Any) -> dict[str, Any]:
@@ -106,22 +123,24 @@ def planned_key(config: Any, metadata: Mapping[str, Any], options: Any) -> Optio
                      data_fingerprint=columns["data_fingerprint"],
                      packages=provenance.get("packages") or {},
                      python_version=metadata.get("python_version"),
-                     conditions=conditions_of(options))
+                     conditions=conditions_of(options),
+                     imports=own_imports(config, provenance))
 
 
 def run_labels(plan: Mapping[str, Any], provenance: Mapping[str, Any]
                ) -> dict[str, dict[str, str]]:
     """Plan key -> what a trial's identity takes from this run of the experiment: the code's
     and its data's fingerprints (provenance.trial_columns) and the versions of
-    :data:`NUMERIC_PACKAGES`. The trainable sends them with the trial's final result, so that a
-    trial finished before a resume on changed code or data (``--allow-changed``) or upgraded
-    packages keeps what it was trained on (:func:`row_key`)."""
+    :data:`NUMERIC_PACKAGES` and of what its own code imports (:func:`own_imports`), in one
+    mapping. The trainable sends them with the trial's final result, so that a trial finished
+    before a resume on changed code or data (``--allow-changed``) or upgraded packages keeps
+    what it was trained on (:func:`row_key`)."""
     packages = provenance.get("packages") or {}
-    versions = json.dumps({name: packages.get(name) for name in NUMERIC_PACKAGES},
-                          sort_keys=True)
+    numeric = {name: packages.get(name) for name in NUMERIC_PACKAGES}
     labels = {}
     for key, config in plan.items():
         columns = trial_columns(provenance, config)
+        versions = json.dumps({**numeric, **own_imports(config, provenance)}, sort_keys=True)
         labels[key] = {"trained_packages": versions,
                        **{name: columns[name] for name in ("code_fingerprint", "data_fingerprint")
                           if columns[name]}}
@@ -143,18 +162,21 @@ def row_key(config: Any, row: Mapping[str, Any], metadata: Mapping[str, Any],
             ) -> Optional[str]:
     """The identity of a trial that ran, from its trials.parquet row (the code and data its
     final result was trained with), the package versions it was trained with (``packages``:
-    trained_packages; else its experiment's record) and its experiment's record; None where
-    its code is not all fingerprinted."""
+    trained_packages, what run_labels sent; else its experiment's record) and its
+    experiment's record; None where its code is not all fingerprinted."""
     provenance = metadata.get("provenance") or {}
     if not fingerprinted(config, provenance):
         return None
+    if packages is None:
+        packages, imports = provenance.get("packages") or {}, own_imports(config, provenance)
+    else:  # run_labels' mapping: the numeric packages, then what the own code imports
+        imports = {name: version for name, version in packages.items()
+                   if name not in NUMERIC_PACKAGES} if config.own_code is not None else {}
     return trial_key(config, code_fingerprint=row.get("code_fingerprint"),
                      data_source=row.get("data_source"),
-                     data_fingerprint=row.get("data_fingerprint"),
-                     packages=packages if packages is not None
-                     else provenance.get("packages") or {},
+                     data_fingerprint=row.get("data_fingerprint"), packages=packages,
                      python_version=metadata.get("python_version"),
-                     conditions=conditions_of(options))
+                     conditions=conditions_of(options), imports=imports)
 
 
 @dataclass(frozen=True)

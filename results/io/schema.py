@@ -327,7 +327,7 @@ it is written when the experiment starts and replaced at every resume:
 | key | what |
 |---|---|
 | `code` | `sha256` of the source that runs: every `.py` file of `model/`, `ablations/`, `search_spaces/`, `results/` and `run_ablations.py`, by path and content (a git checkout or not) |
-| `own_code` | the researcher's code a command or training function runs (null for the built-in model): `root` (the folder), `files` (path -> 16 hex of its sha256: the `.py` files of the folder the experiment starts in, and the files the command line names; a function outside it: its package), `sha256`, `truncated`; a resume names the files that changed |
+| `own_code` | the researcher's code a command or training function runs (null for the built-in model): `root` (the folder), `files` (path -> 16 hex of its sha256: the `.py` files of the folder the experiment starts in, and the files the command line names; a function outside it: its package), `sha256`, `truncated`, `packages` (the installed packages those `.py` files import -> version: part of a trial's identity); a resume names the files that changed |
 | `git` | `commit`; `dirty` (tracked files differ from the commit); `diff_sha256` (sha256 of the bytes of `git diff HEAD --binary`, null when clean); `untracked` (names of untracked files git does not ignore, the first 100; their contents are not read: an untracked source file is covered by `code`); null outside a git checkout |
 | `packages` | versions of Python, torch, ray, numpy, pandas, pyarrow, optuna, scipy |
 | `environment` | every installed distribution and its version (a freeze) |

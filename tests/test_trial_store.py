@@ -200,6 +200,27 @@ def test_a_resume_after_a_driver_that_died_before_its_tables_keeps_what_it_reuse
 
 
 @pytest.mark.slow
+def test_a_resume_without_reuse_keeps_the_rows_of_a_run_that_reused_every_trial(runs,
+                                                                               tmp_path):
+    """A run that reused its whole table trained nothing, so Tune saved no run: its resume,
+    even with reuse off, keeps those rows (reused.json) instead of training them."""
+    import shutil
+
+    first, _, _, _ = runs
+    storage = tmp_path / "store"
+    shutil.copytree(first.directory, storage / "first")
+    copy = run(storage, "copy", ["baseline", "no_images"])
+    assert (copy.trials["reused_from"] == "first/" + copy.trials["trial_name"]).all()
+    assert not (storage / "copy" / "tune").exists()
+    told = []
+    resumed = Experiment.resume("copy", storage=storage, resources=Resources(reuse=False),
+                                on_event=told.append)
+    assert resumed.trials["reused_from"].tolist() == copy.trials["reused_from"].tolist()
+    assert resumed.trials["test_mae"].tolist() == copy.trials["test_mae"].tolist()
+    assert not (storage / "copy" / "tune").exists(), [str(event) for event in told]
+
+
+@pytest.mark.slow
 def test_a_finished_table_grows_by_a_variant_under_its_name(runs, tmp_path):
     """The table plus a variant run under the finished table's name: only the new arm trains,
     the finished trials are kept as trained there, the verdicts equal a fresh run of the whole

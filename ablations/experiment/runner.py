@@ -210,11 +210,15 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     started = time.monotonic()
     # a grown table's new variants are a new Tune run beside the first (which holds the rest)
     restoring = resume and options.grown is None and tune.Tuner.can_restore(tune_dir)
+    # what this Tune run took from other experiments before (also where it trained nothing,
+    # so that Tune saved no run to restore)
+    recorded = recorded_reused(root, part.tune_subdir) \
+        if resume and options.grown is None else {}
     reused = None
-    # A restored run keeps what it reused before (never in Tune's trials), with or without
+    # A resumed run keeps what it reused before (never in Tune's trials), with or without
     # reuse, and a grown table the trials it kept; a new run takes what other experiments
     # finished (trial_store.py).
-    if setup.reusable and (restoring or options.reuse or grown):
+    if setup.reusable and (restoring or recorded or options.reuse or grown):
         from ablations.experiment import events
 
         reused = find_reusable(str(options.storage), options.name,
@@ -223,8 +227,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                                round_number=part.round_number, phase=part.phase,
                                space=options.space, own_only=restoring or not options.reuse,
                                own_trained={name for entry in grown for name in entry["kept"]},
-                               recorded=recorded_reused(root, part.tune_subdir)
-                               if restoring else None)
+                               recorded=recorded or None)
         if reused is not None and not restoring:
             record_reused(root, part.tune_subdir, reused)  # before Tune saves any state
             events.info(reused.summary(len(trials)))

@@ -35,7 +35,7 @@ import yaml
 
 from ablations.config import ConfigError
 from ablations.config.code import command_from, command_spec
-from ablations.config.values import QuotedText, TextLoader, arg, yaml_problem
+from ablations.config.values import QuotedText, TextLoader, arg, expanded_path, yaml_problem
 from ablations.config.comparison import DEFAULT_REFERENCE
 
 TOP_LEVEL = ("name", "description", "reference", "model", "variants", "command", "config",
@@ -56,7 +56,7 @@ def load_space_file(path: str | Path) -> dict[str, Any]:
             top-level key, no variants, a variant that is not a mapping, or a reference that
             is not among the variants; one line naming the file.
     """
-    file = Path(path).expanduser()
+    file = expanded_path(path, arg("space"))
     if not file.is_file():
         raise ConfigError(f"{arg('space')} {path}: no such file (a space file is YAML with a "
                           "'variants' mapping; run_ablations.py list shows the built-in "
@@ -132,7 +132,7 @@ def _datasets(file: Path, given: Any) -> dict[str, Any] | None:
             if value.get("data_dir"):
                 value["data_dir"] = str((file.parent / value["data_dir"]).resolve())
         elif isinstance(value, str) and value and value != "synthetic":
-            value = str((file.parent / Path(value).expanduser()).resolve())
+            value = str((file.parent / expanded_path(value, str(file))).resolve())
         elif value != "synthetic":
             raise ConfigError(f"{file}: dataset {name!r}: give a directory, 'synthetic' or a "
                               "mapping of config keys")

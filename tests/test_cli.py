@@ -85,6 +85,14 @@ def assert_one_line_error(code, err, pattern):
         (["--name", "bad name!"], "--name 'bad name!'"),
         (["--address", "not an address"], "--address 'not an address'"),
         (["--storage", "nosuchscheme://bucket/x"], "--storage nosuchscheme://bucket/x"),
+        (["--storage", "s3://"], "--storage s3:// names no bucket"),
+        (["--storage", "~nouser/x"], "--storage ~nouser/x: ~nouser names no user's home"),
+        (["--data", "~nouser/x"], "--data ~nouser/x: ~nouser names no user's home"),
+        (["--space", "~nouser/x.yaml"], "--space ~nouser/x.yaml: ~nouser names no user's home"),
+        (["--cpus-per-trial", "0"], "a trial needs a CPU or a GPU"),
+        (["--set", "seed=5"], "each trial's seed comes from --seeds"),
+        (["--set", "ablation=x"], "each trial's variant name comes from the space's variants"),
+        (["--name", "a" * 101], "--name is 101 characters long: 100 at most"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, args, pattern):
@@ -92,6 +100,16 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, args, pattern):
     code, _, err = in_process(capsys, *args, *storage)
     assert_one_line_error(code, err, pattern)
     assert not (tmp_path / "results").exists()  # nothing started, nothing written
+
+
+def test_a_storage_under_a_file_and_a_home_that_is_no_ones_are_one_line(capsys, tmp_path):
+    (tmp_path / "afile").write_text("")
+    code, _, err = in_process(capsys, "--storage", str(tmp_path / "afile" / "sub"))
+    assert_one_line_error(code, err, f"{tmp_path / 'afile'} is a file, not a directory")
+    for command in (["report", "~nouser/x"], ["compare", "~nouser/x", "~nouser/y"]):
+        code, _, err = in_process(capsys, *command)
+        assert_one_line_error(code, err, f"{command[0]}: error: {command[0]} ~nouser/x: "
+                                         "~nouser names no user's home folder")
 
 
 def test_bad_yaml_key_and_value(capsys, tmp_path):

@@ -83,6 +83,16 @@ def test_the_key_changes_with_what_the_trial_computes():
                   trial_key(config, **{**base, "python_version": "3.12.0"}),
                   trial_key(config, **base, conditions={"isolated": True})):
         assert other != key
+    from types import SimpleNamespace
+
+    from ablations.experiment.trial_store import conditions_of
+
+    # 1 CPU is 1 CPU, from the library's int or the command line's float
+    written = [conditions_of(SimpleNamespace(cpus_per_trial=cpus, gpus_per_trial=gpus,
+                                             reuse_workers=True))
+               for cpus, gpus in ((1, 0), (1.0, 0.0))]
+    assert trial_key(config, **base, conditions=written[0]) == \
+        trial_key(config, **base, conditions=written[1])
 
 
 def test_a_rows_identity_takes_the_packages_and_data_its_trial_was_trained_with():
@@ -107,7 +117,7 @@ def test_a_rows_identity_takes_the_packages_and_data_its_trial_was_trained_with(
                    packages=trained_packages(labels["baseline-seed0"]))
     assert kept == trial_key(config, code_fingerprint="c", data_source=source,
                              data_fingerprint="old", packages=then["packages"],
-                             python_version="3.11.7", conditions={"cpus": 1, "gpus": 0,
+                             python_version="3.11.7", conditions={"cpus": 1.0, "gpus": 0.0,
                                                                   "isolated": False})
     assert kept != row_key(config, row, resumed, options)  # the resuming driver's versions
     assert trained_packages({}) is None and trained_packages({"trained_packages": "x"}) is None

@@ -27,14 +27,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     project_on_path()
     command, args = parse_command(argv)
-    if command == "report":
-        from ablations.cli.output import report_main
+    if command in ("report", "compare"):
+        from ablations.cli.output import compare_main, report_main
 
-        return report_main(args)
-    if command == "compare":
-        from ablations.cli.output import compare_main
-
-        return compare_main(args)
+        try:
+            return (report_main if command == "report" else compare_main)(args)
+        except ConfigError as exc:  # a path or value given (report_main names the rest)
+            print(f"{PROG} {command}: error: {error_text(exc)}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     if command == "list":
         from ablations.cli.output import list_spaces
 

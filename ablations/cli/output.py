@@ -20,6 +20,7 @@ from ablations.config.comparison import (
     DEFAULT_REFERENCE,
 )
 from ablations.cli.flags import EXIT_BAD_INPUT, PROG
+from ablations.config.values import expanded_path
 from ablations.results.io.files import MetadataError, first_line, is_uri, read_metadata
 
 
@@ -89,7 +90,7 @@ def report_main(args: argparse.Namespace) -> int:
     from ablations.results.report.tables import verdict_view
 
     experiment = args.experiment if is_uri(args.experiment) \
-        else str(Path(args.experiment).expanduser())
+        else str(expanded_path(args.experiment, "report"))
     try:
         report = write_report(experiment, reference=args.reference, metric=args.metric,
                               margin=args.margin, alpha=args.alpha,
@@ -129,7 +130,7 @@ def compare_main(args: argparse.Namespace) -> int:
     from ablations.results.report.page import markdown_cells
     from ablations.results.report.tables import comparison_view
 
-    folders = [x if is_uri(x) else str(Path(x).expanduser()) for x in (args.a, args.b)]
+    folders = [x if is_uri(x) else str(expanded_path(x, "compare")) for x in (args.a, args.b)]
     recorded = [_recorded(folder) for folder in folders]
     given = {key: getattr(args, key) for key in ("reference", "metric", "margin", "alpha")
              if getattr(args, key) is not None}

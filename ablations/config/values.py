@@ -75,6 +75,18 @@ class ConfigError(NamesArguments, ValueError):
     """A bad configuration value or key; the message names it and the fix."""
 
 
+def expanded_path(path: str | Path, flag: str) -> Path:
+    """``path`` with a leading ``~`` expanded. A ``~user`` that names no user (``~results``
+    for ``~/results``) is a one-line ConfigError naming ``flag``, not Path.expanduser's
+    RuntimeError."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        given = f"{flag} {path}" if flag else str(path)
+        raise ConfigError(f"{given}: {str(path).split('/')[0]} names no user's home folder; "
+                          "write ~/... for your own, or the full path") from None
+
+
 def parse_bool(value: Any, *, name: str = "value") -> bool:
     """true/false/1/0/yes/no in any case (and real booleans); anything else is an error.
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Literal, Mapping, Optional, Sequence
@@ -588,8 +589,8 @@ def _execute(run: _Run, request: Request, resources: Resources, log_to: Sequence
             events.info(f"Ray dashboard: http://{dashboard_url.removeprefix('http://')} "
                         "(token authentication: `ray get-auth-token` prints the token)")
         events.info(f"Results: {root}")
-        events.info(f"TensorBoard: tensorboard --logdir "
-                    f"{join(run.storage, run.name, run.design.tensorboard_dir)}".rstrip("/"))
+        logdir = join(run.storage, run.name, run.design.tensorboard_dir).rstrip("/")
+        events.info(f"TensorBoard: tensorboard --logdir {shlex.quote(logdir)}")
         for tracker in options.trackers:
             events.info(tracker.describe())
         if request.auto_batch and trials and not run.resume:  # a resume keeps its size

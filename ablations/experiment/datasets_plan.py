@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from ablations.config import TrialConfig, apply_overrides
+from ablations.config.values import expanded_path
 from ablations.experiment.request import Request, UsageError, arg
 
 SYNTHETIC = "synthetic"
@@ -93,7 +94,7 @@ def _keys_of(name: str, value: Any, label: str) -> dict[str, Any]:
     if value is None or value == SYNTHETIC:
         return {}
     if isinstance(value, (str, Path)) and str(value):
-        return {"data_dir": str(Path(value).expanduser().resolve())}
+        return {"data_dir": str(expanded_path(value, arg("datasets")).resolve())}
     raise UsageError(f"{label}: dataset {name!r}: give a directory, 'synthetic' or a "
                      f"mapping of configuration keys, not {value!r}")
 

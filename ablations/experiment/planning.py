@@ -21,6 +21,7 @@ from ablations.experiment.datasets_plan import (
 )
 from ablations.experiment.designs.registry import design_class
 from ablations.experiment.own_code_plan import command_model, refuse_runner_flags, with_metric
+from ablations.config.values import expanded_path
 from ablations.experiment.request import Request, UsageError, arg
 from ablations.experiment.table_plan import PlanState, plan_trials  # noqa: F401 (re-exported)
 from ablations.search_spaces.presets import PRESETS
@@ -38,7 +39,7 @@ def base_config(args: Request, model: Optional[str] = None) -> TrialConfig:
     if args.max_eval_examples is not None:
         flags["max_eval_examples"] = args.max_eval_examples
     if args.data is not None:
-        flags["data_dir"] = str(Path(args.data).expanduser().resolve())
+        flags["data_dir"] = str(expanded_path(args.data, arg("data")).resolve())
     if args.seed_sources is not None:
         flags["seed_sources"] = args.seed_sources
     yaml_path = args.config
@@ -52,6 +53,13 @@ def base_config(args: Request, model: Optional[str] = None) -> TrialConfig:
         config = apply_overrides(config, preset, source=f"preset {args.config}")
     config = config_from_sources(yaml_path=yaml_path, overrides=flags, base=config)
     if args.overrides:
+        # the keys each trial gets from its plan: a value set here would be dropped unseen
+        planned = {"seed": f"each trial's seed comes from {arg('seeds')} (e.g. 5, or "
+                           "0,3,7)", "ablation": "each trial's variant name comes from the "
+                           "space's variants"}
+        for key in sorted(planned.keys() & dict(args.overrides).keys()):
+            raise UsageError(f"{arg('overrides')} {key}=...: {planned[key]}; it is not a key "
+                             "to set")
         config = apply_overrides(config, dict(args.overrides), source=arg("overrides"))
     threads = max(1, int(args.cpus_per_trial))
     device = config.systems.device

@@ -11,13 +11,14 @@ raises :class:`UsageError` (one line, the problem and the fix) naming the Reques
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
-from ablations.config.values import NamesArguments, arg
+from ablations.config.values import NamesArguments, arg, expanded_path
 from ablations.search_spaces.hpo import HPO_SEARCH
 from ablations.results.io.files import check_bucket, first_line, is_uri, join, list_dir
 
@@ -139,6 +140,10 @@ class Request:
         for name, problem in problems.items():
             if problem:
                 raise UsageError(f"{arg(name)}: {problem}")
+        if not problems["cpus_per_trial"] and not problems["gpus_per_trial"] \
+                and float(self.cpus_per_trial) == 0 and float(self.gpus_per_trial) == 0:
+            raise UsageError(f"{arg('cpus_per_trial')} 0 with {arg('gpus_per_trial')} 0: a "
+                             "trial needs a CPU or a GPU; give it at least one")
         return self
 
 
@@ -272,6 +277,9 @@ def resource_problem(value: Any) -> Optional[str]:
 
 def check_name(name: str) -> str:
     """An experiment's name: its folder under the storage, so a name and never a path."""
+    if len(name) > 100:
+        raise UsageError(f"{arg('name')} is {len(name)} characters long: 100 at most (the "
+                         f"experiment's folder is {arg('storage')}/NAME)")
     if not NAME_PATTERN.match(name):
         raise UsageError(f"{arg('name')} {name!r}: use letters, digits, '.', '_' and '-' only "
                          f"(the experiment's folder is {arg('storage')}/NAME)")
@@ -296,6 +304,9 @@ def check_project_folder(folder: Path | str) -> None:
 def storage_root(text: str) -> str:
     """The storage as a local absolute path or a URI (s3://, gs://, file://, ...), checked."""
     if is_uri(text):
+        if not text.split("://", 1)[1].strip("/"):
+            raise UsageError(f"{arg('storage')} {text} names no bucket: give one, e.g. "
+                             f"{text.rstrip('/')}//my-bucket/ablations".replace(":////", "://"))
         if "?" in text:  # the experiment's folder is joined onto the URI: no query there
             raise UsageError(f"{arg('storage')} {text}: options in the URI's query are not "
                              "supported; set them in the environment instead (AWS_ENDPOINT_URL, "
@@ -306,10 +317,19 @@ def storage_root(text: str) -> str:
             first = first_line(exc)
             raise UsageError(f"{arg('storage')} {text}: {first}") from None
         return text.rstrip("/")
-    storage = Path(text).expanduser().resolve()
+    storage = expanded_path(text, arg("storage")).resolve()
     if storage.exists() and not storage.is_dir():
         raise UsageError(f"{arg('storage')} {storage} is a file, not a directory")
+    # the folder that holds it, or would: a file on the way, or a folder this process cannot
+    # write, is refused here rather than after Ray has started
+    existing = next(folder for folder in (storage, *storage.parents) if folder.exists())
+    if not existing.is_dir():
+        raise UsageError(f"{arg('storage')} {storage}: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{arg('storage')} {storage}: {existing} is not writable here; pass "
+                         f"a folder you can write to")
     return str(storage)
+
 
 
 def new_experiment_root(storage: str, name: str) -> str:

@@ -106,8 +106,9 @@ def own_imports(config: Any, provenance: Mapping[str, Any]) -> dict[str, Optiona
 
 
 def conditions_of(options: Any) -> dict[str, Any]:
-    """The run's conditions a trial's measurements depend on (peak memory, throughput)."""
-    return {"cpus": options.cpus_per_trial, "gpus": options.gpus_per_trial,
+    """The run's conditions a trial's measurements depend on (peak memory, throughput); the
+    counts as floats, so that the library's ``cpus_per_trial=1`` is the command line's 1.0."""
+    return {"cpus": float(options.cpus_per_trial), "gpus": float(options.gpus_per_trial),
             "isolated": not options.reuse_workers}
 
 

@@ -34,6 +34,7 @@ from urllib.parse import urlparse
 import pandas as pd
 
 from ablations.experiment import events
+from ablations.config.values import expanded_path
 from ablations.experiment.request import UsageError, arg
 from ablations.experiment.trackers.runs import (
     MLflowTracker,
@@ -78,12 +79,14 @@ def _tracking_uri(target: str, text: str) -> str:
         if not target.startswith("sqlite:///") or target == "sqlite:///":
             raise ValueError(f"{text!r}: an SQLite store is sqlite:///relative/file.db or "
                              "sqlite:////absolute/file.db")
-        return "sqlite:///" + str(Path(target.removeprefix("sqlite:///")).expanduser().resolve())
+        where = expanded_path(target.removeprefix("sqlite:///"), "")
+        return "sqlite:///" + str(where.resolve())
     if target.startswith("file:"):
-        return Path(urlparse(target).path).expanduser().resolve().as_uri()
+        return expanded_path(urlparse(target).path, "").resolve().as_uri()
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", target):
         return target  # a server (http://, https://) or another store MLflow knows
-    return Path(target).expanduser().resolve().as_uri()  # a directory: MLflow's file store
+    # a directory: MLflow's file store
+    return expanded_path(target, "").resolve().as_uri()
 
 
 def tracker_callbacks(specs: Sequence[TrackerSpec], root: str, *, experiment: str,

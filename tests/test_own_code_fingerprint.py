@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -134,6 +135,56 @@ def test_the_record_names_the_installed_packages_the_code_imports_with_their_ver
     folder = project(tmp_path / "proj")
     (folder / "utils.py").write_text("import yaml\n")
     assert own_code_record(configs(folder), folder)["packages"] == {"PyYAML": version("PyYAML")}
+
+
+def test_the_files_trials_name_are_their_data_and_a_script_outside_the_folder_their_code(
+        tmp_path, monkeypatch):
+    """A command's fixed words and each trial's string values that name files: the data
+    (provenance's "own code" source, so in each trial's identity, and a resume after a change
+    is refused naming the file); a script named outside the folder: code, by its path."""
+    from ablations.experiment import own_code_files
+    from ablations.experiment.own_code_files import file_fingerprint, named_data
+    from ablations.experiment.provenance import data_fingerprints
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "fit.py").write_text("print(1)\n")
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "data.csv").write_text("1,2\n")
+    (folder / "a.txt").write_text("a\n")
+    (folder / "b.txt").write_text("b\n")
+    (folder / "space.yaml").write_text(textwrap.dedent(f"""\
+        name: named
+        command: "{{python}} {shared / 'fit.py'} --data data.csv --extra={{extra}} --out results"
+        config: {{extra: a.txt, optimizer: adam}}
+        metrics: {{score: lower}}
+        reference: baseline
+        variants: {{baseline: {{}}, other: {{extra: b.txt}}}}
+        """))
+    (folder / "results").mkdir()  # a folder named: not read
+    planned = configs(folder)
+    assert set(named_data(planned, folder)) == {"data.csv", "a.txt", "b.txt"}
+    record = own_code_record(planned, folder)
+    assert str(shared / "fit.py") in record["files"]
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        before = {"data": data_fingerprints(planned)}
+        (folder / "b.txt").write_text("changed\n")
+        after = {"data": data_fingerprints(planned)}
+    finally:
+        os.chdir(cwd)
+    assert before["data"]["own code"]["fingerprint"] != after["data"]["own code"]["fingerprint"]
+    blocking, _ = changes(before, after)
+    assert blocking == ["the files your trials name (b.txt changed)"]
+    # a file too large to read whole at each start: its ends and middle, and its time
+    monkeypatch.setattr(own_code_files, "WHOLE_FILE_BYTES", 2)
+    monkeypatch.setattr(own_code_files, "SAMPLE_BYTES", 2)
+    large = folder / "data.csv"
+    first = file_fingerprint(large)
+    os.utime(large, ns=(1, 1))
+    assert file_fingerprint(large) != first
 
 
 def test_a_partial_of_a_training_function_is_fingerprinted_by_the_functions_files(tmp_path):

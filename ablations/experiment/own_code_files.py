@@ -85,21 +85,43 @@ def _python_files(folder: Path) -> tuple[list[Path], bool]:
     return sorted(found), False
 
 
-def _named_files(run: str, folder: Path) -> list[Path]:
-    """The files of ``folder`` a command line names (``bash train.sh``, ``--config cfg.yaml``)."""
+def _words(run: str) -> list[str]:
+    """A command line's words that name something as written (no ``{field}`` in them), the
+    value of ``--flag=value`` on its own."""
     try:
         words = shlex.split(run)
     except ValueError:  # an unbalanced quote: the command's own check reports it
         words = run.split()
+    return [word.split("=")[-1] for word in words if word.split("=")[-1]
+            and "{" not in word.split("=")[-1]]
+
+
+def _named_file(text: str, folder: Path) -> Optional[Path]:
+    """The file ``text`` names, relative to ``folder`` or absolute; None where it names no
+    file, or one of the environment's (the interpreter, installed packages: not the
+    researcher's)."""
+    try:
+        path = (folder / text).resolve()
+        if not path.is_file():
+            return None
+    except (OSError, ValueError):  # not a path (a NUL, too long)
+        return None
+    prefixes = {Path(prefix).resolve() for prefix in (sys.prefix, sys.base_prefix,
+                                                       sys.exec_prefix)}
+    if any(path.is_relative_to(prefix) for prefix in prefixes):
+        return None
+    return path
+
+
+def _named_files(run: str, folder: Path) -> list[Path]:
+    """The code a command line names (``bash train.sh``, ``--config cfg.yaml``,
+    ``{python} ../shared/train.py``), in ``folder`` or outside it."""
     named = []
-    for word in words:
-        for part in word.split("=")[-1:]:
-            if not part or "{" in part:
-                continue
-            path = (folder / part).resolve()
-            if ((path.suffix.lower() in NAMED_SUFFIXES or not path.suffix) and path.is_file()
-                    and path.is_relative_to(folder) and path.stat().st_size <= MAX_NAMED_BYTES):
-                named.append(path)
+    for word in _words(run):
+        path = _named_file(word, folder)
+        if path is not None and (path.suffix.lower() in NAMED_SUFFIXES or not path.suffix) \
+                and path.stat().st_size <= MAX_NAMED_BYTES:
+            named.append(path)
     return named
 
 
@@ -169,7 +191,8 @@ def own_code_record(configs: Iterable[Any], folder: Optional[Path] = None
     digest = hashlib.sha256()
     hashes = {}
     for path in files:
-        key = path.relative_to(root).as_posix()
+        key = path.relative_to(root).as_posix() if path.is_relative_to(root) \
+            else path.as_posix()  # a script the command line names outside the folder
         try:
             data = path.read_bytes()
         except OSError as exc:  # removed or made unreadable since the walk: recorded as such
@@ -216,6 +239,81 @@ def imported_packages(root: Path, files: Iterable[Path]) -> dict[str, Optional[s
             except importlib.metadata.PackageNotFoundError:
                 versions[dist] = None
     return dict(sorted(versions.items()))
+
+
+def named_data(configs: Iterable[Any], folder: Optional[Path] = None) -> dict[str, str]:
+    """The files own code's trials name that are not its code: the words of a command's line
+    and the string values of each trial's configuration (``--data data.csv``,
+    ``data_path: values.txt``) that are paths of existing files, relative to ``folder`` (the
+    one the experiment starts in) or absolute, less the files :func:`own_code_record` reads
+    and the environment's, each with :func:`file_fingerprint`. The data own code reads
+    (provenance.data_fingerprints): a trial that names changed data is another trial. A
+    folder named is not read."""
+    import dataclasses
+
+    here = (folder or Path.cwd()).resolve()
+    configs = [config for config in configs if config.own_code is not None]
+    if not configs:
+        return {}
+    sources = own_code_sources(configs, here)
+    code = set(sources[1]) if sources is not None else set()
+    words: set[str] = set()
+    for config in configs:
+        words.update(_words(getattr(config.own_code, "run", None) or ""))
+        words.update(value for value in dataclasses.asdict(config.model).values()
+                     if isinstance(value, str) and value)
+    found = {}
+    for word in sorted(words):
+        path = _named_file(word, here)
+        if path is not None and path not in code:
+            key = path.relative_to(here).as_posix() if path.is_relative_to(here) \
+                else path.as_posix()
+            found[key] = file_fingerprint(path)
+    return dict(sorted(found.items()))
+
+
+WHOLE_FILE_BYTES = 64 << 20  # a file up to this size is hashed whole
+SAMPLE_BYTES = 1 << 20  # of a larger one, this much at its start, middle and end
+
+
+def file_fingerprint(path: Path) -> str:
+    """16 hex digits of a file's sha256 with its size; a file over
+    :data:`WHOLE_FILE_BYTES` is hashed at its start, middle and end, with its modification
+    time (reading tens of GB at each start is not an option), so a copy elsewhere counts as
+    changed. ``unreadable: ...`` where it cannot be read."""
+    try:
+        stat = path.stat()
+        digest = hashlib.sha256(str(stat.st_size).encode())
+        with open(path, "rb") as handle:
+            if stat.st_size <= WHOLE_FILE_BYTES:
+                for chunk in iter(lambda: handle.read(SAMPLE_BYTES), b""):
+                    digest.update(chunk)
+            else:
+                for offset in (0, stat.st_size // 2, stat.st_size - SAMPLE_BYTES):
+                    handle.seek(offset)
+                    digest.update(handle.read(SAMPLE_BYTES))
+                digest.update(str(stat.st_mtime_ns).encode())
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or type(exc).__name__}"
+    return digest.hexdigest()[:16]
+
+
+def named_data_change(old: Optional[dict[str, str]], new: Optional[dict[str, str]]
+                      ) -> Optional[str]:
+    """A phrase naming the data files that changed between two :func:`named_data` records
+    (``the files your trials name (data.csv changed)``); None where none did."""
+    old, new = old or {}, new or {}
+    if old == new:
+        return None
+    parts = []
+    for label, names in (("changed", [n for n in old if n in new and old[n] != new[n]]),
+                         ("added", [n for n in new if n not in old]),
+                         ("removed", [n for n in old if n not in new])):
+        if names:
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5
+                                            else "")
+            parts.append(f"{shown} {label}")
+    return f"the files your trials name ({'; '.join(parts)})"
 
 
 def own_code_change(old: Optional[dict[str, Any]], new: Optional[dict[str, Any]]

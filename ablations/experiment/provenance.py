@@ -47,6 +47,8 @@ import numpy as np
 from ablations.config.safety import cpu_only_torch
 from ablations.experiment.own_code_files import (
     combined_fingerprint,
+    named_data,
+    named_data_change,
     own_code_change,
     own_code_record,
 )
@@ -288,10 +290,14 @@ def synthetic_fingerprint(config: Any) -> dict[str, Any]:
 def data_fingerprints(configs: Iterable[Any]) -> dict[str, dict[str, Any]]:
     """One fingerprint per distinct data source of ``configs``, by :func:`data_source`."""
     out: dict[str, dict[str, Any]] = {}
+    configs = list(configs)
     for config in configs:
         source = data_source(config)
         if source == OWN_CODE_SOURCE:
-            out[source] = {"kind": OWN_CODE_SOURCE, "fingerprint": None}
+            if source not in out:  # the files its trials name (own_code_files.named_data)
+                files = named_data(configs)
+                out[source] = {"kind": OWN_CODE_SOURCE, "files": files,
+                               "fingerprint": _short_hash(files) if files else None}
         elif source not in out:
             out[source] = (file_data_fingerprint(config.data.data_dir) if config.data.data_dir
                            else synthetic_fingerprint(config))
@@ -362,7 +368,12 @@ def changes(recorded: Optional[dict[str, Any]], current: dict[str, Any]
     for source in sorted(set(old_data) | set(new_data)):
         old = (old_data.get(source) or {}).get("fingerprint")
         new = (new_data.get(source) or {}).get("fingerprint")
-        if old != new:
+        if old != new and source == OWN_CODE_SOURCE:
+            blocking.append(named_data_change((old_data.get(source) or {}).get("files"),
+                                              (new_data.get(source) or {}).get("files"))
+                            or f"the files your trials name ({_abbrev(old)} -> "
+                               f"{_abbrev(new)})")
+        elif old != new:
             blocking.append(f"the data {source} ({_abbrev(old)} -> {_abbrev(new)}"
                             f"{_data_detail(old_data.get(source), new_data.get(source))})")
     old_git, new_git = recorded.get("git") or {}, current.get("git") or {}

@@ -332,7 +332,7 @@ it is written when the experiment starts and replaced at every resume:
 | `packages` | versions of Python, torch, ray, numpy, pandas, pyarrow, optuna, scipy |
 | `environment` | every installed distribution and its version (a freeze) |
 | `device` | the driver's: CPU model, hostname, CUDA device names and compute capabilities (the device each trial ran on is `device_name` in trials.parquet) |
-| `data` | per data source (`data_source`): for a file dataset the files' sizes and mtimes, `images.npy`'s shape and dtype, the sha256 of `table.parquet` and of the bytes of 64 samples of `images.npy` picked with a fixed seed (at most 256 KiB of each; the file is never read whole); for the synthetic set its spec and cache key. `fingerprint`: a short hash of all but the mtimes |
+| `data` | per data source (`data_source`): for a file dataset the files' sizes and mtimes, `images.npy`'s shape and dtype, the sha256 of `table.parquet` and of the bytes of 64 samples of `images.npy` picked with a fixed seed (at most 256 KiB of each; the file is never read whole); for the synthetic set its spec and cache key; for own code (`own code`) `files`, the files its trials name that are not code (a command line's words and a configuration's string values that are existing files) -> 16 hex of their sha256 (a file over 64 MiB: its start, middle and end, with its mtime). `fingerprint`: a short hash of all but the mtimes |
 
 A resume (`--resume`, or the same `--name` with the same plan) compares the recorded `code` and
 `data` fingerprints with the current ones and refuses to continue when one changed, unless

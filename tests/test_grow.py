@@ -98,7 +98,7 @@ def test_a_grown_tables_kept_trials_are_taken_by_name_and_lend_no_key(tmp_path):
     assert sorted(found.trials["trial_name"]) == ["baseline-seed0", "no_x-seed0"]
     assert found.trials.set_index("trial_name")["test_mae"].to_dict() == {
         "baseline-seed0": 1.0, "no_x-seed0": 2.0}
-    assert found.summary(3) == "2 of 3 trials kept; 1 to train"
+    assert found.summary(3, "first") == "2 of 3 trials kept; 1 to train"
     # without the growth's names its own trained rows are Tune's: none is taken
     assert find_reusable(str(tmp_path), "first", {"alias-seed0": "K0"}, specs=specs,
                          round_number=1, phase="evaluation", space="s") is None

@@ -123,6 +123,18 @@ def test_a_rows_identity_takes_the_packages_and_data_its_trial_was_trained_with(
     assert trained_packages({}) is None and trained_packages({"trained_packages": "x"}) is None
 
 
+def test_the_summary_counts_a_grown_tables_own_trials_as_kept_also_those_it_once_reused():
+    from ablations.experiment.trial_store import Reused
+
+    taken = {"a-seed0": ["h", "a-seed0", "g/a-seed0"],  # h reused it from g, h keeps it
+             "b-seed0": ["h", "b-seed0", ""],  # trained in h
+             "c-seed0": ["g", "c-seed0", "g/c-seed0"]}  # taken from g now
+    frame = pd.DataFrame()
+    reused = Reused(frame, frame, frame, taken)
+    assert reused.summary(4, "h") == "2 of 4 trials kept, 1 reused from g; 1 to train"
+    assert reused.summary(3, "new") == "3 of 3 trials reused from g, h; 0 to train"
+
+
 def test_a_model_plugin_or_a_notebook_function_gives_its_trials_no_identity():
     """Code outside the fingerprint (a model plugin's module, a function defined in a
     notebook) could change unseen: such trials are never reused."""

@@ -230,7 +230,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                                recorded=recorded or None)
         if reused is not None and not restoring:
             record_reused(root, part.tune_subdir, reused)  # before Tune saves any state
-            events.info(reused.summary(len(trials)))
+            events.info(reused.summary(len(trials), options.name))
     to_train = [spec for spec in trials if reused is None or spec.name not in reused.names]
     total, planned, default = setup.progress_plan(to_train)
     progress = TrialProgress(total, plan=planned, epochs=options.progress_epochs,

@@ -200,16 +200,19 @@ class Reused:
     def names(self) -> set[str]:
         return set(self.taken)
 
-    def summary(self, planned: int) -> str:
-        """``12 of 30 trials reused from components-...; 18 to train`` (a grown table's
-        kept trials: ``24 of 30 trials kept, 2 reused from ...``)."""
-        foreign = [source for source in self.sources.values() if source]
-        kept = len(self.sources) - len(foreign)
-        experiments = sorted({source.split("/", 1)[0] for source in foreign})
+    def summary(self, planned: int, name: str) -> str:
+        """``12 of 30 trials reused from components-...; 18 to train``; the trials experiment
+        ``name`` holds itself (a grown table's, also those it once reused) are kept:
+        ``24 of 30 trials kept, 2 reused from ...``."""
+        foreign = [origin or f"{experiment}/{source}"
+                   for experiment, source, origin in self.taken.values() if experiment != name]
+        kept = len(self.taken) - len(foreign)
+        experiments = sorted({origin.split("/", 1)[0] for origin in foreign})
         parts = [f"{kept} of {planned} trials kept"] if kept else []
         if foreign:
-            parts.append(f"{len(foreign)}{'' if kept else f' of {planned}'} trials reused "
-                         f"from {', '.join(experiments)}")
+            parts.append(f"{len(foreign)} reused" if kept
+                         else f"{len(foreign)} of {planned} trials reused")
+            parts[-1] += f" from {', '.join(experiments)}"
         return f"{', '.join(parts)}; {planned - len(self.sources)} to train"
 
 

@@ -112,6 +112,30 @@ def test_a_storage_under_a_file_and_a_home_that_is_no_ones_are_one_line(capsys, 
                                          "~nouser names no user's home folder")
 
 
+def test_a_resume_refuses_flags_that_would_plan_other_trials(capsys, tmp_path):
+    """A resume continues the recorded plan: --epochs, --set, other seeds or resources given
+    beside it are refused in one line, not dropped unseen; the recorded seeds pass."""
+    import json
+
+    folder = tmp_path / "results" / "p"
+    folder.mkdir(parents=True)
+    record = {"schema_version": 1, "space": "components", "seeds": [0, 1], "trials": {}}
+    (folder / "experiment.json").write_text(json.dumps(record))
+    where = ["--resume", "--name", "p", "--storage", str(tmp_path / "results"), "--dry-run"]
+    for given, named in ((["--epochs", "3"], "--epochs"), (["--set", "lr=0.1"], "--set"),
+                         (["--seeds", "5"], "--seeds"), (["--cpus-per-trial", "2"],
+                                                         "--cpus-per-trial"),
+                         (["--only", "no_images", "--epochs", "3"], "--only, --epochs")):
+        code, _, err = in_process(capsys, *where, *given)
+        assert_one_line_error(code, err, f"--resume continues p as it was planned (space "
+                                         f"components, seeds [0, 1]); {named} would plan other")
+    from ablations.experiment.request import Request
+    from ablations.experiment.resuming import refuse_plan_changes
+
+    refuse_plan_changes(Request(seeds=[0, 1], given=frozenset({"seeds"})), "p", record)
+    assert json.loads((folder / "experiment.json").read_text()) == record
+
+
 def test_bad_yaml_key_and_value(capsys, tmp_path):
     (tmp_path / "a.yaml").write_text("memory_optimised: true\n")
     code, _, err = in_process(capsys, "--config", str(tmp_path / "a.yaml"), "--dry-run")

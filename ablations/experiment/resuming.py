@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.config import TrialConfig
 from ablations.experiment import events
-from ablations.experiment.continuing import continue_plan
+from ablations.experiment.continuing import PLAN_FIELDS, continue_plan
 from ablations.experiment.designs.records import design_from_record
 from ablations.experiment.designs.seeds_auto import Rounds
 from ablations.experiment.options import TUNE_SUBDIR
@@ -98,6 +98,8 @@ def resume_plan(storage: str, name: Optional[str], request: Request, *,
     if meta is None:
         raise UsageError(f"{arg('resume')}: {target} is not an experiment folder (no "
                          "experiment.json)")
+    if not continuing:  # a continuation refuses them in its own words (continue_plan)
+        refuse_plan_changes(request, name, meta)
     missing = [key for key in ("space", "trials") if meta.get(key) is None]
     if missing:
         raise UsageError(f"{join(target, METADATA_FILE)} has no {missing[0]!r}; the experiment's "
@@ -121,6 +123,29 @@ def resume_plan(storage: str, name: Optional[str], request: Request, *,
         gpus_per_trial=meta.get("gpus_per_trial", request.gpus_per_trial),
         time_limit_s=meta.get("time_limit_s"),
         continued=continued is not None, warnings=warnings, notes=notes, storage=storage)
+
+
+# what a resume takes from the record, never from the request: the trials and how they run
+RECORDED_FIELDS = (*PLAN_FIELDS, "datasets", "command", "metrics", "seed_sources", "design",
+                   "factors", "tune_each", "tune_budget", "cross_seeds", "resolve_conflicts",
+                   "cpus_per_trial", "gpus_per_trial")
+
+
+def refuse_plan_changes(request: Request, name: str, meta: dict[str, Any]) -> None:
+    """A resume continues the plan its experiment recorded: the fields ``request`` gives that
+    would plan other trials (other epochs, keys, seeds, resources) are refused in one line
+    rather than dropped unseen. Seeds equal to the recorded ones pass."""
+    given = [arg(key) for key in RECORDED_FIELDS if key in request.given]
+    if "seeds" in request.given and isinstance(request.seeds, list) \
+            and list(request.seeds) != list(meta.get("seeds") or []):
+        given.insert(0, arg("seeds"))
+    if given:
+        raise UsageError(f"{arg('resume')} continues {name} as it was planned (space "
+                         f"{meta.get('space')}, seeds {meta.get('seeds')}); "
+                         f"{', '.join(given)} would plan other trials: drop "
+                         f"{'them' if len(given) > 1 else 'it'}, give {arg('space')} as well to "
+                         f"add variants, or start a new experiment under another {arg('name')} "
+                         "(it reuses the finished trials it shares)")
 
 
 def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],

@@ -397,3 +397,21 @@ def test_a_dry_run_of_a_resume_or_a_growth_says_what_it_keeps_and_writes_nothing
     assert code == 2 and "holds a different experiment" in err and "seeds [0, 1]" in err, err
     assert {path: path.read_bytes() for path in (storage / "first").rglob("*")
             if path.is_file()} == files
+
+
+def test_the_compute_note_says_which_trials_were_reused_and_where_their_hours_were_spent():
+    """The report's compute of a --seeds auto run that took trials from other experiments
+    counts them, and says their hours were spent there (the console counts those trained
+    here)."""
+    from ablations.results.stats.sequential_table import compute_note, compute_spent
+
+    trials = pd.DataFrame({"ablation": ["baseline", "baseline", "x", "x"], "status": ["ok"] * 4,
+                           "round": [1] * 4, "cpu_hours": [0.1, 0.2, 0.3, 0.4],
+                           "gpu_hours": [0.0] * 4,
+                           "reused_from": ["a/baseline-seed0", "", "", "a/x-seed1"]})
+    note = compute_note(compute_spent(trials, 3), trials)
+    assert note.startswith("Compute spent: 4 trials, 1 CPU-hours")
+    assert note.endswith(" 2 of these trials were reused from other experiments; their 0.5 "
+                         "CPU-hours were spent there, not here."), note
+    assert "reused" not in compute_note(compute_spent(trials.assign(reused_from=""), 3), trials
+                                        .assign(reused_from=""))

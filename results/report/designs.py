@@ -116,9 +116,9 @@ class RoundsReport(DesignReport):
 
     def cost_sections(self, trials: pd.DataFrame) -> list[Section]:
         compute = compute_spent(trials, self.analysis.seed_design.max_seeds)
-        return [Section("Compute spent", f"{compute_note(compute)} Per variant: the trials it "
-                        "ran, in how many rounds, their CPU- and GPU-hours; fixed_*: the same "
-                        "variant at the last look's seeds.", plain(compute))]
+        return [Section("Compute spent", f"{compute_note(compute, trials)} Per variant: the "
+                        "trials it ran, in how many rounds, their CPU- and GPU-hours; fixed_*: "
+                        "the same variant at the last look's seeds.", plain(compute))]
 
 
 class FactorialReport(DesignReport):

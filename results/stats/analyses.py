@@ -345,7 +345,7 @@ class SequentialAnalysis(Analysis):
 
     def summary_notes(self, trials: pd.DataFrame, alpha: float) -> list[str]:
         notes = [design_note(self.seed_design, alpha),
-                 compute_note(compute_spent(trials, self.seed_design.max_seeds))]
+                 compute_note(compute_spent(trials, self.seed_design.max_seeds), trials)]
         if self.record.get("continued"):  # a fixed run continued with --seeds auto
             notes.append(continuation_note(trials, self.record["continued"]))
         return notes

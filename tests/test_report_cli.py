@@ -57,7 +57,7 @@ CASES = [
         (root / "experiment.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION,
                                                          "space": "components"})), str(root))[-1],
      [], r"trials\.parquet: missing; the experiment has not finished: continue it with "
-         r"run_ablations.py --resume"),
+         r"python run_ablations.py --resume --name exp --storage /\S+$"),
     ("corrupt trials.parquet", lambda root: ((root / "trials.parquet").write_text("x,y\n1,2\n"),
                                              str(root))[-1],
      [], r"trials\.parquet: not a readable Parquet file"),

@@ -20,7 +20,8 @@ from ablations.config.comparison import (
     DEFAULT_REFERENCE,
 )
 from ablations.cli.flags import EXIT_BAD_INPUT, PROG
-from ablations.config.values import expanded_path
+from ablations.cli.console import error_text
+from ablations.config.values import NamesArguments, expanded_path
 from ablations.results.io.files import MetadataError, first_line, is_uri, read_metadata
 
 
@@ -57,6 +58,8 @@ def input_problem(exc: BaseException) -> Optional[str]:
     if isinstance(exc, OSError):
         filename = getattr(exc, "filename", None)
         return f"{filename}: {exc.strerror or first_line(exc)}" if filename else first_line(exc)
+    if isinstance(exc, NamesArguments):  # its arguments and commands as the user types them
+        return first_line(error_text(exc))
     if isinstance(exc, pa.ArrowException) or raised_by_the_runner(exc):
         return first_line(exc)
     return None

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ablations.config.values import NamesArguments, command
 from ablations.results.io.files import (
     EPOCHS_FILE,
     METADATA_FILE,
@@ -20,7 +21,7 @@ from ablations.results.io.files import (
 )
 
 
-class NotAnExperimentError(ValueError):
+class NotAnExperimentError(NamesArguments, ValueError):
     """The folder given to the report is not a finished experiment; the message says why."""
 
 
@@ -47,9 +48,10 @@ def check_experiment(directory: str | Path) -> None:
         path = join(directory, name)
         if name not in infos:
             if METADATA_FILE in infos:
+                storage, _, name = str(directory).rstrip("/").rpartition("/")
                 raise NotAnExperimentError(
                     f"{path}: missing; the experiment has not finished: continue it with "
-                    "run_ablations.py --resume --name <experiment> --storage <storage>")
+                    f"{command('--resume', '--name', name, '--storage', storage or '.')}")
             raise NotAnExperimentError(f"{path}: missing; is {directory} an experiment folder?")
         try:
             with fs.open_input_file(f"{root}/{name}") as handle:

@@ -76,6 +76,11 @@ CASES = [
      r"metric 'test_accuracy' is not a numeric column of trials\.parquet"),
     ("metric not numeric", lambda root: str(root), ["--metric", "status"],
      r"metric 'status' is not a numeric column"),
+    # own code's trials hold the built-in model's columns empty: name the measured ones
+    ("metric never measured", lambda root: ([_set_metric(root, "test_rmse", float("nan"), arm)
+                                             for arm in ("baseline", "no_x")], str(root))[-1],
+     ["--metric", "test_rmse"], r"metric 'test_rmse' has no value in any ok trial of "
+                                r"trials\.parquet \(e\.g\. test_mae\)"),
     ("unknown URI scheme", lambda root: "nosuch://bucket/exp", [],
      r"nosuch://bucket/exp: cannot be read"),
     ("relative margin of a zero mean", lambda root: (_set_metric(root, "test_mae", 0.0, "baseline"),
@@ -285,3 +290,15 @@ def test_a_unit_or_name_that_looks_like_html_stays_text_in_report_md(experiment,
         (root / "report.md").read_text())
     assert "<script>" not in html and "<b>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;|x" in html and "&lt;b&gt;km&lt;/b&gt;" in html
+
+
+def test_compare_with_a_damaged_record_names_it(experiment, tmp_path, capsys):
+    """A's experiment.json names its metric and units: damaged, the comparison is refused
+    naming it, not run on another metric."""
+    root = _copy(experiment, tmp_path)
+    record = root / "experiment.json"
+    record.write_text('{"schema_version": 1, "space": "components", "metri')  # cut short
+    assert main(["compare", str(root), str(experiment)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("run_ablations.py compare: error: "), lines
+    assert f"{record}: not valid JSON" in lines[0], lines[0]

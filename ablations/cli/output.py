@@ -134,7 +134,11 @@ def compare_main(args: argparse.Namespace) -> int:
     from ablations.results.report.tables import comparison_view
 
     folders = [x if is_uri(x) else str(expanded_path(x, "compare")) for x in (args.a, args.b)]
-    recorded = [_recorded(folder) for folder in folders]
+    try:
+        recorded = [_recorded(folder) for folder in folders]
+    except MetadataError as exc:  # its metric and units unknown: nothing to compare on
+        print(f"{PROG} compare: error: {first_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     given = {key: getattr(args, key) for key in ("reference", "metric", "margin", "alpha")
              if getattr(args, key) is not None}
     defaults = {"reference": DEFAULT_REFERENCE, "metric": DEFAULT_METRIC,
@@ -168,7 +172,7 @@ def _recorded(folder: str) -> Optional[dict[str, Any]]:
 
     try:
         return recorded_settings(read_metadata(folder) or {})
-    except (MetadataError, OSError):  # the comparison itself reads only the tables
+    except OSError:  # unreadable: the comparison itself reads only the tables
         return None
 
 

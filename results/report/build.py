@@ -137,11 +137,20 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     if reference not in variants:
         raise ValueError(f"reference {reference!r} is not a variant of this experiment "
                          f"(variants: {', '.join(variants)}); pass --reference")
-    if metric not in trials.columns or not pd.api.types.is_numeric_dtype(trials[metric]):
-        numeric = [c for c in ("test_mae", "test_rmse", "val_mae", "test_nll") if c in trials]
-        raise ValueError(f"metric {metric!r} is not a numeric column of {TRIALS_FILE} "
-                         f"(e.g. {', '.join(numeric) or DEFAULT_METRIC})")
     ok = trials["status"] == TrialStatus.OK
+
+    def measured(column: str) -> bool:  # a number in some ok trial (own code's NaN built-ins)
+        return column in trials.columns and pd.api.types.is_numeric_dtype(trials[column]) \
+            and bool(trials.loc[ok, column].notna().any())
+
+    if ok.any() and not measured(metric):
+        # what to name instead: the metrics its own code declared, else the built-in model's
+        named = [*(meta.get("metrics") or {}), "test_mae", "test_rmse", "val_mae", "test_nll"]
+        usable = [column for column in dict.fromkeys(named) if measured(column)]
+        numeric = metric in trials.columns and pd.api.types.is_numeric_dtype(trials[metric])
+        problem = "has no value in any ok trial" if numeric else "is not a numeric column"
+        raise ValueError(f"metric {metric!r} {problem} of {TRIALS_FILE} "
+                         f"(e.g. {', '.join(usable[:4]) or DEFAULT_METRIC})")
     if not ok.any():
         counts = trials["status"].value_counts().to_dict()
         raise ValueError(f"{directory}: no trial finished ok "

@@ -55,6 +55,18 @@ def test_each_inconclusive_pilot_row_names_its_p_its_looks_level_and_the_margin_
         assert bound > 0.05
 
 
+def test_at_two_seeds_an_unbounded_equivalence_interval_is_said_so(main_job):
+    """Two ok seeds on each side have a test, but at the level a pilot look may spend their
+    equivalence interval is unbounded: the line says that, not that seeds are missing."""
+    trials, meta = main_job
+    verdicts = verdicts_of(trials[trials["seed"].isin([0, 1])], meta, reference="baseline",
+                           metric="test_mae", margin="5%", alpha=0.05)
+    lines = undecided_lines(verdicts)
+    assert lines and all(line.endswith("no equivalence claim at these seeds (at the level this "
+                                       "test may spend, its interval is unbounded: more seeds "
+                                       "bound it)") for line in lines), lines
+
+
 def test_a_fixed_tables_rows_name_holms_p_against_alpha(main_job):
     trials, _ = main_job
     table = verdict_table(trials, reference="baseline", metric="test_mae", margin="5%")

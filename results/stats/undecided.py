@@ -81,6 +81,9 @@ def _equivalence(row: pd.Series, margin: float | None, relative: bool,
     if _flag(row, "outlier"):
         return "no equivalence claim (an outlying seed)"
     bound = float(row.get("equivalence_bound_holm", math.nan))
+    if math.isinf(bound) and margin is not None:  # a pilot look's small level at few seeds
+        return ("no equivalence claim at these seeds (at the level this test may spend, its "
+                "interval is unbounded: more seeds bound it)")
     if not math.isfinite(bound) or margin is None:
         return "no equivalence test (fewer than 2 ok seeds on each side)"
     return (f"equivalence needs a margin of {_bound(bound, relative)} (the margin is "

@@ -415,3 +415,23 @@ def test_the_compute_note_says_which_trials_were_reused_and_where_their_hours_we
                          "CPU-hours were spent there, not here."), note
     assert "reused" not in compute_note(compute_spent(trials.assign(reused_from=""), 3), trials
                                         .assign(reused_from=""))
+
+
+def test_a_trial_continued_from_its_saved_epoch_on_changed_code_is_told_apart(tmp_path):
+    """A resume with --allow-changed continues an unfinished trial on the new code from an
+    epoch the old code trained: such a trial's result is neither code's, and its final
+    result says so (tables.py gives it no identity)."""
+    from ablations.experiment.trainable import LABELS_FILE, trained_across_a_change
+
+    first = {"code_fingerprint": "a", "trained_packages": '{"torch": "2.13.0"}'}
+    folder = str(tmp_path / "baseline-seed0")
+    assert not trained_across_a_change(folder, first, restored=False)
+    assert (tmp_path / "baseline-seed0" / LABELS_FILE).is_file()
+    assert not trained_across_a_change(folder, first, restored=True)  # a restart, same code
+    assert trained_across_a_change(folder, {**first, "code_fingerprint": "b"}, restored=True)
+    assert trained_across_a_change(folder, {**first, "trained_packages": '{"torch": "2.14"}'},
+                                   restored=True)
+    # retried from its start on the new code (no saved epoch): that code's trial
+    assert not trained_across_a_change(folder, {**first, "code_fingerprint": "b"},
+                                       restored=False)
+    assert not trained_across_a_change(str(tmp_path / "older"), first, restored=True)

@@ -20,7 +20,7 @@ import pandas as pd
 from ablations.config.statuses import TrialStatus
 from ablations.experiment.provenance import trial_columns
 from ablations.experiment.reported import unpacked, unpacked_frame
-from ablations.experiment.trial_store import Reused, row_key, trained_packages
+from ablations.experiment.trial_store import MIXED, Reused, row_key, trained_packages
 from ablations.results.io.files import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,
@@ -260,8 +260,9 @@ def trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExce
     row.update(spec.config.flat())
     # the seeds the trial drew from; data_seed: the draw's, not the configured base
     row.update(spec.config.seeds.columns())
-    row["trial_key"] = row_key(spec.config, row, metadata, options,  # trial_store.py
-                               packages=trained_packages(metrics))
+    # none for a trial whose epochs ran on different code or data (trainable.py)
+    row["trial_key"] = None if metrics.get(MIXED) else row_key(
+        spec.config, row, metadata, options, packages=trained_packages(metrics))
     row["reused_from"] = ""
     return row
 

@@ -39,12 +39,15 @@ from ray import tune
 
 from ablations.config import TrialConfig
 from ablations.experiment.reported import json_value, packed
+from ablations.experiment.trial_store import MIXED
 from ablations.trial.own_code import resolved_device, trial_folder
 from ablations.results.io.files import PREDICTIONS_FILE, atomic_write, is_file, join, read_bytes
 
 STATE_FILE = "state.pt"
 HISTORY_FILE = "history.json"  # the per-epoch metrics, readable without torch or the weights
 STATE_SUBDIR = "trial_state"
+# what a trial's first start trained with (trial_store.run_labels), beside its state
+LABELS_FILE = "labels.json"
 
 
 def trial_name(trial: Any) -> str:
@@ -107,6 +110,21 @@ def newest_state(state_path: Optional[str], checkpoint: Optional[Any]
     return None
 
 
+def trained_across_a_change(state_dir: str, labels: dict[str, str], restored: bool) -> bool:
+    """Whether a trial continues from a saved epoch under other code, data or package
+    versions than it started with (a resume with ``--allow-changed``): its result is then
+    neither run's, and it gets no identity (tables.py), so that it is never reused. A first
+    start records ``labels`` (what it trains with) for later runs to compare."""
+    path = join(state_dir, LABELS_FILE)
+    if not restored:
+        text = json.dumps(labels, sort_keys=True).encode()
+        atomic_write(path, lambda handle: handle.write(text))
+        return False
+    if not is_file(path):  # a state saved without the record: nothing to compare
+        return False
+    return json.loads(read_bytes(path)) != labels
+
+
 def trial_config(config: dict[str, Any], plan: dict[str, dict[str, Any]]) -> TrialConfig:
     """The typed config of the Tune trial whose Tune config is ``config``: ``plan[name]`` (a
     ``TrialConfig.to_dict()``), with the sampled ``config["params"]`` (flat keys) of a search
@@ -137,13 +155,15 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
     name = tune.get_context().get_trial_name()
     state_dir = join(state_root, name)
     resume_state = newest_state(join(state_dir, STATE_FILE), tune.get_checkpoint())
+    trained_with = (labels or {}).get(config["trial"], {})
+    mixed = trained_across_a_change(state_dir, trained_with, resume_state is not None)
 
     def send(metrics: dict[str, Any], final: bool, predictions: Optional[pd.DataFrame]) -> None:
         sent = packed(metrics) if pack else metrics
         if not final:
             tune.report(sent)
             return
-        sent = {**sent, **(labels or {}).get(config["trial"], {})}
+        sent = {**sent, **trained_with, **({MIXED: True} if mixed else {})}
         with tempfile.TemporaryDirectory() as directory:  # the final checkpoint
             if is_file(join(state_dir, STATE_FILE)):
                 with open(os.path.join(directory, STATE_FILE), "wb") as handle:

@@ -56,6 +56,9 @@ KEY_VERSION = 1  # bumped when what the key hashes changes: older keys then matc
 REUSABLE = (TrialStatus.OK, TrialStatus.DIVERGED)
 NUMERIC_PACKAGES = ("torch", "numpy")  # the versions that change a trial's numbers
 REUSED_FILE = "reused.json"  # Tune folder -> planned trial -> [experiment, its trial, origin]
+# in a final result: the trial continued from a saved epoch under other code, data or versions
+# (trainable.trained_across_a_change), so it has no identity
+MIXED = "trained_across_a_change"
 
 
 def trial_key(config: Any, *, code_fingerprint: Optional[str], data_source: Optional[str],

@@ -13,6 +13,7 @@ import contextlib
 import importlib.util
 import os
 import signal
+import re
 import socket
 import sqlite3
 import subprocess
@@ -171,6 +172,34 @@ def test_an_endpoint_whose_port_reads_403_is_unreachable_not_a_refusal(monkeypat
         _aws_env(monkeypatch, f"http://127.0.0.1:{port}")
         with pytest.raises(ValueError, match=rf"cannot reach bucket 'ablations': .*:{port}"):
             check_bucket(f"s3://{BUCKET}/results")
+
+
+def test_a_google_bucket_that_cannot_be_reached_is_refused_in_seconds_not_minutes(
+        tmp_path, monkeypatch):
+    """Google Cloud Storage's client retries for 15 minutes by default: offline or without
+    credentials, the storage check (a --dry-run too) answers within its own retry limit."""
+    import threading
+    import uuid
+
+    from ablations.results.io.files import check_bucket
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # no gcloud credentials of this machine's user
+    outcome: list[BaseException | None] = []
+
+    def check() -> None:
+        try:
+            check_bucket(f"gs://ablations-{uuid.uuid4().hex}/results")
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - the thread hands it to the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=check, daemon=True)
+    thread.start()
+    thread.join(timeout=180)  # 10 s of retries, on a machine 4x slower, with room
+    assert not thread.is_alive(), "the bucket check was still retrying after 3 minutes"
+    # refused: unreachable, or (online, with credentials) a bucket that does not exist
+    assert isinstance(outcome[0], ValueError), outcome
+    assert re.search(r"cannot reach bucket|does not exist", str(outcome[0])), outcome[0]
 
 
 def test_credentials_the_store_refuses_pass_the_bucket_check(monkeypatch):

@@ -7,6 +7,7 @@ Paths are handled as strings joined with ``/``.
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import os
@@ -59,6 +60,9 @@ def filesystem(location: str | Path) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), str(Path(location).resolve())
 
 
+GCS_CHECK_S = 10  # how long the bucket check retries a Google Cloud Storage request
+
+
 def check_bucket(location: str) -> None:
     """Raise ``ValueError`` (one line) when ``location`` is in an object store (``s3://``,
     ``gs://``) whose bucket does not exist or cannot be reached with the credentials at hand:
@@ -69,14 +73,18 @@ def check_bucket(location: str) -> None:
         return
     bucket = path.split("/", 1)[0]
     scheme = str(location).split("://", 1)[0]
+    if fs.type_name == "gcs":  # its client retries for 15 minutes by default: answer in seconds
+        fs = pafs.GcsFileSystem(retry_time_limit=datetime.timedelta(seconds=GCS_CHECK_S))
     try:
         info = fs.get_file_info(bucket)
     except OSError as exc:  # unreachable endpoint, refused credentials
-        first = first_line(exc)
+        first = first_line(exc).split(" error_info=")[0]  # Google's status: its message
         if access_denied(first):
             return  # credentials for a prefix only (no ListBucket): the writes will tell
-        raise ValueError(f"cannot reach bucket {bucket!r}: {first}; check the endpoint "
-                         "(AWS_ENDPOINT_URL) and the credentials") from None
+        check = ("the endpoint (AWS_ENDPOINT_URL) and the credentials" if scheme == "s3" else
+                 "the network and the credentials (GOOGLE_APPLICATION_CREDENTIALS, or "
+                 "`gcloud auth application-default login`)")
+        raise ValueError(f"cannot reach bucket {bucket!r}: {first}; check {check}") from None
     if info.type == pafs.FileType.NotFound:
         create = f"aws s3 mb s3://{bucket}" if scheme == "s3" \
             else f"gcloud storage buckets create {scheme}://{bucket}"

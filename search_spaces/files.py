@@ -35,7 +35,14 @@ import yaml
 
 from ablations.config import ConfigError
 from ablations.config.code import command_from, command_spec
-from ablations.config.values import QuotedText, TextLoader, arg, expanded_path, yaml_problem
+from ablations.config.values import (
+    QuotedText,
+    TextLoader,
+    arg,
+    command,
+    expanded_path,
+    yaml_problem,
+)
 from ablations.config.comparison import DEFAULT_REFERENCE
 
 TOP_LEVEL = ("name", "description", "reference", "model", "variants", "command", "config",
@@ -59,8 +66,7 @@ def load_space_file(path: str | Path) -> dict[str, Any]:
     file = expanded_path(path, arg("space"))
     if not file.is_file():
         raise ConfigError(f"{arg('space')} {path}: no such file (a space file is YAML with a "
-                          "'variants' mapping; run_ablations.py list shows the built-in "
-                          "spaces)")
+                          f"'variants' mapping; {command('list')} shows the built-in spaces)")
     try:
         data = yaml.load(file.read_text(), Loader=TextLoader)
     except (OSError, UnicodeDecodeError) as exc:

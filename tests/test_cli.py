@@ -106,6 +106,23 @@ def test_a_storage_under_a_file_and_a_home_that_is_no_ones_are_one_line(capsys, 
     (tmp_path / "afile").write_text("")
     code, _, err = in_process(capsys, "--storage", str(tmp_path / "afile" / "sub"))
     assert_one_line_error(code, err, f"{tmp_path / 'afile'} is a file, not a directory")
+    experiment = tmp_path / "results" / "p"  # an experiment's folder given as the storage
+    experiment.mkdir(parents=True)
+    (experiment / "experiment.json").write_text("{}")
+    (experiment / "trials.parquet").write_text("")
+    for given in (["--storage", str(experiment), "--name", "inner"],
+                  ["--resume", "--storage", str(experiment)]):
+        code, _, err = in_process(capsys, *given, "--dry-run")
+        assert_one_line_error(code, err, f"--storage {experiment} is an experiment's folder, "
+                                         f"not a storage of experiments: pass --storage "
+                                         f"{experiment.parent} (with --name p to resume")
+    from ablations.config.values import ConfigError, flag_of
+    from ablations.search_spaces.files import load_space_file
+
+    with pytest.raises(ConfigError) as missing:  # the command named as the user runs the tool
+        load_space_file(tmp_path / "missing.yaml")
+    assert "; run-ablations list shows the built-in spaces)" in missing.value.render(
+        flag_of, "run-ablations")
     for command in (["report", "~nouser/x"], ["compare", "~nouser/x", "~nouser/y"]):
         code, _, err = in_process(capsys, *command)
         assert_one_line_error(code, err, f"{command[0]}: error: {command[0]} ~nouser/x: "

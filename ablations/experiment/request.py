@@ -328,6 +328,11 @@ def storage_root(text: str) -> str:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"{arg('storage')} {storage}: {existing} is not writable here; pass "
                          f"a folder you can write to")
+    if (storage / "experiment.json").is_file() and ((storage / "trials.parquet").is_file()
+                                                    or (storage / "tune").is_dir()):
+        raise UsageError(f"{arg('storage')} {storage} is an experiment's folder, not a storage "
+                         f"of experiments: pass {arg('storage')} {storage.parent} (with "
+                         f"{arg('name')} {storage.name} to resume that one)")
     return str(storage)
 
 

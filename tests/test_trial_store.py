@@ -435,3 +435,26 @@ def test_a_trial_continued_from_its_saved_epoch_on_changed_code_is_told_apart(tm
     assert not trained_across_a_change(folder, {**first, "code_fingerprint": "b"},
                                        restored=False)
     assert not trained_across_a_change(str(tmp_path / "older"), first, restored=True)
+
+
+def test_a_row_keeps_the_python_its_trial_ran_on_after_a_resume_under_another():
+    """A trial finished under Python 3.11 keeps 3.11 in its identity when a resume under
+    3.12 writes the tables (experiment.json's python_version is then the resuming one's)."""
+    from types import SimpleNamespace
+
+    from ablations.experiment.provenance import trial_columns
+    from ablations.experiment.trial_store import planned_key, row_key, run_labels, \
+        trained_packages
+
+    config = tiny_config()
+    options = SimpleNamespace(cpus_per_trial=1.0, gpus_per_trial=0.0, reuse_workers=True)
+    provenance = {"code": {"sha256": "c"}, "packages": {"python": "3.11.7", "torch": "2.13.0",
+                                                        "numpy": "2.0"}}
+    started = {"provenance": provenance, "python_version": "3.11.7"}
+    labels = run_labels({"baseline-seed0": config}, provenance)["baseline-seed0"]
+    row = trial_columns(provenance, config)
+    resumed = {"provenance": {**provenance, "packages": {**provenance["packages"],
+                                                         "python": "3.12.0"}},
+               "python_version": "3.12.0"}
+    assert row_key(config, row, resumed, options, packages=trained_packages(labels)) == \
+        planned_key(config, started, options)

@@ -141,6 +141,8 @@ def run_labels(plan: Mapping[str, Any], provenance: Mapping[str, Any]
     what it was trained on (:func:`row_key`)."""
     packages = provenance.get("packages") or {}
     numeric = {name: packages.get(name) for name in NUMERIC_PACKAGES}
+    if packages.get("python"):  # the interpreter, which a resume may have changed too
+        numeric["python"] = packages["python"]
     labels = {}
     for key, config in plan.items():
         columns = trial_columns(provenance, config)
@@ -171,16 +173,18 @@ def row_key(config: Any, row: Mapping[str, Any], metadata: Mapping[str, Any],
     provenance = metadata.get("provenance") or {}
     if not fingerprinted(config, provenance):
         return None
+    python = metadata.get("python_version")
     if packages is None:
         packages, imports = provenance.get("packages") or {}, own_imports(config, provenance)
-    else:  # run_labels' mapping: the numeric packages, then what the own code imports
+    else:  # run_labels' mapping: Python, the numeric packages, then what own code imports
+        python = packages.get("python") or python
         imports = {name: version for name, version in packages.items()
-                   if name not in NUMERIC_PACKAGES} if config.own_code is not None else {}
+                   if name not in (*NUMERIC_PACKAGES, "python")} \
+            if config.own_code is not None else {}
     return trial_key(config, code_fingerprint=row.get("code_fingerprint"),
                      data_source=row.get("data_source"),
                      data_fingerprint=row.get("data_fingerprint"), packages=packages,
-                     python_version=metadata.get("python_version"),
-                     conditions=conditions_of(options), imports=imports)
+                     python_version=python, conditions=conditions_of(options), imports=imports)
 
 
 @dataclass(frozen=True)

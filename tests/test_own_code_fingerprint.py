@@ -139,12 +139,14 @@ def test_the_record_names_the_installed_packages_the_code_imports_with_their_ver
 
 def test_the_files_trials_name_are_their_data_and_a_script_outside_the_folder_their_code(
         tmp_path, monkeypatch):
-    """A command's fixed words and each trial's string values that name files: the data
-    (provenance's "own code" source, so in each trial's identity, and a resume after a change
-    is refused naming the file); a script named outside the folder: code, by its path."""
+    """A command's fixed words and each trial's string values that name files: each trial's
+    data (its data_fingerprint, so its identity: a trial keeps its own when a file only
+    another trial names changes), and a resume after a change of one is refused naming it; a
+    file that appears (an output, a new variant's) is no change. A script named outside the
+    folder: code, by its path."""
     from ablations.experiment import own_code_files
     from ablations.experiment.own_code_files import file_fingerprint, named_data
-    from ablations.experiment.provenance import data_fingerprints
+    from ablations.experiment.provenance import data_fingerprints, trial_columns
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -156,15 +158,15 @@ def test_the_files_trials_name_are_their_data_and_a_script_outside_the_folder_th
     (folder / "b.txt").write_text("b\n")
     (folder / "space.yaml").write_text(textwrap.dedent(f"""\
         name: named
-        command: "{{python}} {shared / 'fit.py'} --data data.csv --extra={{extra}} --out results"
-        config: {{extra: a.txt, optimizer: adam}}
+        command: "{{python}} {shared / 'fit.py'} --data data.csv --extra={{extra}} --out {{out}}"
+        config: {{extra: a.txt, optimizer: adam, out: model.pt}}
         metrics: {{score: lower}}
         reference: baseline
         variants: {{baseline: {{}}, other: {{extra: b.txt}}}}
         """))
     (folder / "results").mkdir()  # a folder named: not read
     planned = configs(folder)
-    assert set(named_data(planned, folder)) == {"data.csv", "a.txt", "b.txt"}
+    assert set(named_data(planned, folder)["files"]) == {"data.csv", "a.txt", "b.txt"}
     record = own_code_record(planned, folder)
     assert str(shared / "fit.py") in record["files"]
     cwd = os.getcwd()
@@ -172,19 +174,49 @@ def test_the_files_trials_name_are_their_data_and_a_script_outside_the_folder_th
     try:
         before = {"data": data_fingerprints(planned)}
         (folder / "b.txt").write_text("changed\n")
+        middle = {"data": data_fingerprints(planned)}
+        (folder / "model.pt").write_bytes(b"weights")  # what a trial wrote
         after = {"data": data_fingerprints(planned)}
     finally:
         os.chdir(cwd)
-    assert before["data"]["own code"]["fingerprint"] != after["data"]["own code"]["fingerprint"]
+    baseline, other = (config for config in planned if config.seed == 0)
+    assert baseline.ablation == "baseline" and other.ablation == "other"
+    assert trial_columns(before, baseline) == trial_columns(middle, baseline)
+    assert trial_columns(before, other)["data_fingerprint"] != \
+        trial_columns(middle, other)["data_fingerprint"]
     blocking, _ = changes(before, after)
     assert blocking == ["the files your trials name (b.txt changed)"]
-    # a file too large to read whole at each start: its ends and middle, and its time
+    # a file too large to read whole at each start: its start, middle and end
     monkeypatch.setattr(own_code_files, "WHOLE_FILE_BYTES", 2)
-    monkeypatch.setattr(own_code_files, "SAMPLE_BYTES", 2)
-    large = folder / "data.csv"
+    monkeypatch.setattr(own_code_files, "SAMPLE_BYTES", 1)
+    large = folder / "data.csv"  # 1,2\n: 4 bytes, read at 0, 2 and 3
     first = file_fingerprint(large)
-    os.utime(large, ns=(1, 1))
+    large.write_text("1;2\n")  # a byte between the samples
+    assert file_fingerprint(large) == first
+    large.write_text("1,3\n")
     assert file_fingerprint(large) != first
+
+
+def test_a_project_under_the_system_pythons_prefix_keeps_its_named_files(tmp_path,
+                                                                        monkeypatch):
+    """A container's /usr/src/app lies under a system Python's /usr: the files its command
+    names are still the researcher's; the interpreter and its libraries are not."""
+    import sys
+
+    from ablations.experiment import own_code_files
+
+    folder = tmp_path / "src" / "app"
+    folder.mkdir(parents=True)
+    (folder / "cfg.yaml").write_text("lr: 1\n")
+    monkeypatch.setattr(sys, "base_prefix", str(tmp_path))
+    monkeypatch.setattr(sys, "base_exec_prefix", str(tmp_path))
+    own_code_files._environment_folders.cache_clear()
+    try:
+        named = own_code_files._named_files(f"{sys.executable} train.py --config cfg.yaml",
+                                            folder)
+    finally:
+        own_code_files._environment_folders.cache_clear()
+    assert named == [(folder / "cfg.yaml").resolve()]
 
 
 def test_a_partial_of_a_training_function_is_fingerprinted_by_the_functions_files(tmp_path):

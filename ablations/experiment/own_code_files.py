@@ -106,11 +106,32 @@ def _named_file(text: str, folder: Path) -> Optional[Path]:
             return None
     except (OSError, ValueError):  # not a path (a NUL, too long)
         return None
-    prefixes = {Path(prefix).resolve() for prefix in (sys.prefix, sys.base_prefix,
-                                                       sys.exec_prefix)}
-    if any(path.is_relative_to(prefix) for prefix in prefixes):
+    if path in _environment_files() or any(path.is_relative_to(folder)
+                                           for folder in _environment_folders()):
         return None
     return path
+
+
+@functools.lru_cache(maxsize=1)
+def _environment_files() -> frozenset[Path]:
+    """The interpreters that may stand in a command line: not the researcher's files."""
+    return frozenset(Path(found).resolve() for found in
+                     (sys.executable, getattr(sys, "_base_executable", None)) if found)
+
+
+@functools.lru_cache(maxsize=1)
+def _environment_folders() -> tuple[Path, ...]:
+    """Where the interpreter's library and installed packages lie, of the environment and of
+    the Python it was made from (not the prefixes themselves: a project in /usr/src/app lies
+    under a system Python's /usr)."""
+    import sysconfig
+
+    folders = set()
+    for base in ({}, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
+        paths = sysconfig.get_paths(vars=base) if base else sysconfig.get_paths()
+        folders.update(Path(paths[key]).resolve() for key in
+                       ("stdlib", "platstdlib", "purelib", "platlib") if key in paths)
+    return tuple(sorted(folders))
 
 
 def _named_files(run: str, folder: Path) -> list[Path]:
@@ -241,35 +262,43 @@ def imported_packages(root: Path, files: Iterable[Path]) -> dict[str, Optional[s
     return dict(sorted(versions.items()))
 
 
-def named_data(configs: Iterable[Any], folder: Optional[Path] = None) -> dict[str, str]:
-    """The files own code's trials name that are not its code: the words of a command's line
-    and the string values of each trial's configuration (``--data data.csv``,
-    ``data_path: values.txt``) that are paths of existing files, relative to ``folder`` (the
-    one the experiment starts in) or absolute, less the files :func:`own_code_record` reads
-    and the environment's, each with :func:`file_fingerprint`. The data own code reads
-    (provenance.data_fingerprints): a trial that names changed data is another trial. A
-    folder named is not read."""
+def config_words(config: Any) -> list[str]:
+    """What a trial of own code may name a file with: its command line's words (without a
+    ``{field}``) and its configuration's string values."""
     import dataclasses
 
+    if config.own_code is None:
+        return []
+    words = _words(getattr(config.own_code, "run", None) or "")
+    words += [value for value in dataclasses.asdict(config.model).values()
+              if isinstance(value, str) and value]
+    return sorted(set(words))
+
+
+def named_data(configs: Iterable[Any], folder: Optional[Path] = None) -> dict[str, Any]:
+    """The files own code's trials name that are not its code (``--data data.csv``,
+    ``data_path: values.txt``: :func:`config_words` that are paths of existing files, relative
+    to ``folder``, the one the experiment starts in, or absolute; not a folder, not the code
+    :func:`own_code_record` reads, not the environment's): ``files`` (path -> its
+    :func:`file_fingerprint`) and ``words`` (the word -> the path it names). A trial's data
+    fingerprint is that of the files its own words name (provenance.trial_columns), so a trial
+    that names changed data is another trial, and one that names none keeps its identity."""
     here = (folder or Path.cwd()).resolve()
     configs = [config for config in configs if config.own_code is not None]
     if not configs:
-        return {}
+        return {"files": {}, "words": {}}
     sources = own_code_sources(configs, here)
     code = set(sources[1]) if sources is not None else set()
-    words: set[str] = set()
-    for config in configs:
-        words.update(_words(getattr(config.own_code, "run", None) or ""))
-        words.update(value for value in dataclasses.asdict(config.model).values()
-                     if isinstance(value, str) and value)
-    found = {}
-    for word in sorted(words):
+    files, named = {}, {}
+    for word in sorted({word for config in configs for word in config_words(config)}):
         path = _named_file(word, here)
         if path is not None and path not in code:
             key = path.relative_to(here).as_posix() if path.is_relative_to(here) \
                 else path.as_posix()
-            found[key] = file_fingerprint(path)
-    return dict(sorted(found.items()))
+            named[word] = key
+            if key not in files:
+                files[key] = file_fingerprint(path)
+    return {"files": dict(sorted(files.items())), "words": named}
 
 
 WHOLE_FILE_BYTES = 64 << 20  # a file up to this size is hashed whole
@@ -278,9 +307,9 @@ SAMPLE_BYTES = 1 << 20  # of a larger one, this much at its start, middle and en
 
 def file_fingerprint(path: Path) -> str:
     """16 hex digits of a file's sha256 with its size; a file over
-    :data:`WHOLE_FILE_BYTES` is hashed at its start, middle and end, with its modification
-    time (reading tens of GB at each start is not an option), so a copy elsewhere counts as
-    changed. ``unreadable: ...`` where it cannot be read."""
+    :data:`WHOLE_FILE_BYTES` is hashed at its start, middle and end (reading tens of GB at
+    each start is not an option), as a file dataset's images are sampled. ``unreadable: ...``
+    where it cannot be read."""
     try:
         stat = path.stat()
         digest = hashlib.sha256(str(stat.st_size).encode())
@@ -292,7 +321,6 @@ def file_fingerprint(path: Path) -> str:
                 for offset in (0, stat.st_size // 2, stat.st_size - SAMPLE_BYTES):
                     handle.seek(offset)
                     digest.update(handle.read(SAMPLE_BYTES))
-                digest.update(str(stat.st_mtime_ns).encode())
     except OSError as exc:
         return f"unreadable: {exc.strerror or type(exc).__name__}"
     return digest.hexdigest()[:16]
@@ -300,20 +328,17 @@ def file_fingerprint(path: Path) -> str:
 
 def named_data_change(old: Optional[dict[str, str]], new: Optional[dict[str, str]]
                       ) -> Optional[str]:
-    """A phrase naming the data files that changed between two :func:`named_data` records
-    (``the files your trials name (data.csv changed)``); None where none did."""
+    """A phrase naming the data files both :func:`named_data` records hold whose contents
+    differ (``the files your trials name (data.csv changed)``); None where none does. A file
+    only one names is no change: a round, a stage or a growth plans other trials (other
+    words), and an output a trial writes under a fixed name did not exist before it ran."""
     old, new = old or {}, new or {}
-    if old == new:
+    changed = [name for name in old if name in new and old[name] != new[name]]
+    if not changed:
         return None
-    parts = []
-    for label, names in (("changed", [n for n in old if n in new and old[n] != new[n]]),
-                         ("added", [n for n in new if n not in old]),
-                         ("removed", [n for n in old if n not in new])):
-        if names:
-            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5
-                                            else "")
-            parts.append(f"{shown} {label}")
-    return f"the files your trials name ({'; '.join(parts)})"
+    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5
+                                      else "")
+    return f"the files your trials name ({shown} changed)"
 
 
 def own_code_change(old: Optional[dict[str, Any]], new: Optional[dict[str, Any]]

@@ -47,6 +47,7 @@ import numpy as np
 from ablations.config.safety import cpu_only_torch
 from ablations.experiment.own_code_files import (
     combined_fingerprint,
+    config_words,
     named_data,
     named_data_change,
     own_code_change,
@@ -295,9 +296,10 @@ def data_fingerprints(configs: Iterable[Any]) -> dict[str, dict[str, Any]]:
         source = data_source(config)
         if source == OWN_CODE_SOURCE:
             if source not in out:  # the files its trials name (own_code_files.named_data)
-                files = named_data(configs)
-                out[source] = {"kind": OWN_CODE_SOURCE, "files": files,
-                               "fingerprint": _short_hash(files) if files else None}
+                named = named_data(configs)
+                out[source] = {"kind": OWN_CODE_SOURCE, **named,
+                               "fingerprint": _short_hash(named["files"]) if named["files"]
+                               else None}
         elif source not in out:
             out[source] = (file_data_fingerprint(config.data.data_dir) if config.data.data_dir
                            else synthetic_fingerprint(config))
@@ -331,7 +333,13 @@ def trial_columns(provenance: Optional[dict[str, Any]], config: Any) -> dict[str
     provenance = provenance or {}
     source = data_source(config)
     data = (provenance.get("data") or {}).get(source) or {}
-    return {"data_source": source, "data_fingerprint": data.get("fingerprint"),
+    fingerprint = data.get("fingerprint")
+    if source == OWN_CODE_SOURCE:  # the files this trial's own words name (named_data)
+        files, words = data.get("files") or {}, data.get("words") or {}
+        mine = {words[word]: files.get(words[word]) for word in config_words(config)
+                if word in words}
+        fingerprint = _short_hash(mine) if mine else None
+    return {"data_source": source, "data_fingerprint": fingerprint,
             "code_fingerprint": run_code_label(provenance)}
 
 
@@ -368,11 +376,11 @@ def changes(recorded: Optional[dict[str, Any]], current: dict[str, Any]
     for source in sorted(set(old_data) | set(new_data)):
         old = (old_data.get(source) or {}).get("fingerprint")
         new = (new_data.get(source) or {}).get("fingerprint")
-        if old != new and source == OWN_CODE_SOURCE:
-            blocking.append(named_data_change((old_data.get(source) or {}).get("files"),
-                                              (new_data.get(source) or {}).get("files"))
-                            or f"the files your trials name ({_abbrev(old)} -> "
-                               f"{_abbrev(new)})")
+        if source == OWN_CODE_SOURCE:  # a file both name, changed (named_data_change)
+            change = named_data_change((old_data.get(source) or {}).get("files"),
+                                       (new_data.get(source) or {}).get("files"))
+            if change:
+                blocking.append(change)
         elif old != new:
             blocking.append(f"the data {source} ({_abbrev(old)} -> {_abbrev(new)}"
                             f"{_data_detail(old_data.get(source), new_data.get(source))})")

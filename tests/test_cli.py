@@ -130,26 +130,38 @@ def test_a_storage_under_a_file_and_a_home_that_is_no_ones_are_one_line(capsys, 
 
 
 def test_a_resume_refuses_flags_that_would_plan_other_trials(capsys, tmp_path):
-    """A resume continues the recorded plan: --epochs, --set, other seeds or resources given
-    beside it are refused in one line, not dropped unseen; the recorded seeds pass."""
+    """A resume continues the recorded plan: --epochs, --set, other seeds, variants or
+    resources given beside it are refused in one line, not dropped unseen; the same values
+    as the record (the starting command given again with --resume) pass."""
     import json
 
+    from ablations.experiment.api import Experiment
+    from ablations.experiment.plans import trial_plan
+    from ablations.experiment.request import Request
+    from ablations.experiment.resuming import refuse_plan_changes
+
+    planned = Experiment("components", seeds=2, only=["no_images"], overrides={"epochs": 4}
+                         ).plan()
     folder = tmp_path / "results" / "p"
     folder.mkdir(parents=True)
-    record = {"schema_version": 1, "space": "components", "seeds": [0, 1], "trials": {}}
+    record = {"schema_version": 1, "space": "components", "seeds": [0, 1], "reference":
+              "baseline", "cpus_per_trial": 1.0, "gpus_per_trial": 0.0,
+              "trials": trial_plan(planned)}
     (folder / "experiment.json").write_text(json.dumps(record))
     where = ["--resume", "--name", "p", "--storage", str(tmp_path / "results"), "--dry-run"]
     for given, named in ((["--epochs", "3"], "--epochs"), (["--set", "lr=0.1"], "--set"),
                          (["--seeds", "5"], "--seeds"), (["--cpus-per-trial", "2"],
                                                          "--cpus-per-trial"),
-                         (["--only", "no_images", "--epochs", "3"], "--only, --epochs")):
+                         (["--only", "no_scalars", "--epochs", "3"], "--only, --epochs"),
+                         (["--set", "no_such_key=1"], "--set")):
         code, _, err = in_process(capsys, *where, *given)
         assert_one_line_error(code, err, f"--resume continues p as it was planned (space "
                                          f"components, seeds [0, 1]); {named} would plan other")
-    from ablations.experiment.request import Request
-    from ablations.experiment.resuming import refuse_plan_changes
-
-    refuse_plan_changes(Request(seeds=[0, 1], given=frozenset({"seeds"})), "p", record)
+    configs = [spec.config for spec in planned]
+    same = Request(seeds=[1, 0], epochs=4, overrides=[("epochs", "4")], only=["no_images"],
+                   cpus_per_trial=1, given=frozenset({"seeds", "epochs", "overrides", "only",
+                                                      "cpus_per_trial"}))
+    refuse_plan_changes(same, "p", record, configs)  # the record's own values: no refusal
     assert json.loads((folder / "experiment.json").read_text()) == record
 
 

@@ -202,6 +202,7 @@ def test_a_project_under_the_system_pythons_prefix_keeps_its_named_files(tmp_pat
     """A container's /usr/src/app lies under a system Python's /usr: the files its command
     names are still the researcher's; the interpreter and its libraries are not."""
     import sys
+    import types
 
     from ablations.experiment import own_code_files
 
@@ -210,12 +211,13 @@ def test_a_project_under_the_system_pythons_prefix_keeps_its_named_files(tmp_pat
     (folder / "cfg.yaml").write_text("lr: 1\n")
     monkeypatch.setattr(sys, "base_prefix", str(tmp_path))
     monkeypatch.setattr(sys, "base_exec_prefix", str(tmp_path))
-    own_code_files._environment_folders.cache_clear()
+    own_code_files.environment_folders.cache_clear()
     try:
-        named = own_code_files._named_files(f"{sys.executable} train.py --config cfg.yaml",
-                                            folder)
+        command = types.SimpleNamespace(run=f"{sys.executable} train.py --config cfg.yaml")
+        _, named, _ = own_code_files.own_code_sources(
+            [types.SimpleNamespace(own_code=command)], folder)
     finally:
-        own_code_files._environment_folders.cache_clear()
+        own_code_files.environment_folders.cache_clear()
     assert named == [(folder / "cfg.yaml").resolve()]
 
 

@@ -106,21 +106,21 @@ def _named_file(text: str, folder: Path) -> Optional[Path]:
             return None
     except (OSError, ValueError):  # not a path (a NUL, too long)
         return None
-    if path in _environment_files() or any(path.is_relative_to(folder)
-                                           for folder in _environment_folders()):
+    if path in environment_files() or any(path.is_relative_to(folder)
+                                           for folder in environment_folders()):
         return None
     return path
 
 
 @functools.lru_cache(maxsize=1)
-def _environment_files() -> frozenset[Path]:
+def environment_files() -> frozenset[Path]:
     """The interpreters that may stand in a command line: not the researcher's files."""
     return frozenset(Path(found).resolve() for found in
                      (sys.executable, getattr(sys, "_base_executable", None)) if found)
 
 
 @functools.lru_cache(maxsize=1)
-def _environment_folders() -> tuple[Path, ...]:
+def environment_folders() -> tuple[Path, ...]:
     """Where the interpreter's library and installed packages lie, of the environment and of
     the Python it was made from (not the prefixes themselves: a project in /usr/src/app lies
     under a system Python's /usr)."""

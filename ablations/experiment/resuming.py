@@ -98,13 +98,13 @@ def resume_plan(storage: str, name: Optional[str], request: Request, *,
     if meta is None:
         raise UsageError(f"{arg('resume')}: {target} is not an experiment folder (no "
                          "experiment.json)")
-    if not continuing:  # a continuation refuses them in its own words (continue_plan)
-        refuse_plan_changes(request, name, meta)
     missing = [key for key in ("space", "trials") if meta.get(key) is None]
     if missing:
         raise UsageError(f"{join(target, METADATA_FILE)} has no {missing[0]!r}; the experiment's "
                          "record is damaged: restore it or use another --name")
     trials, skipped = plan_from_metadata(meta)
+    if not continuing:  # a continuation refuses them in its own words (continue_plan)
+        refuse_plan_changes(request, name, meta, [spec.config for spec in trials])
     continued = None
     if continuing:  # refuses a search and rounds, each in its own words
         continued = Rounds.continuing(continue_plan(request, storage, name, meta,
@@ -131,21 +131,42 @@ RECORDED_FIELDS = (*PLAN_FIELDS, "datasets", "command", "metrics", "seed_sources
                    "cpus_per_trial", "gpus_per_trial")
 
 
-def refuse_plan_changes(request: Request, name: str, meta: dict[str, Any]) -> None:
-    """A resume continues the plan its experiment recorded: the fields ``request`` gives that
-    would plan other trials (other epochs, keys, seeds, resources) are refused in one line
-    rather than dropped unseen. Seeds equal to the recorded ones pass."""
-    given = [arg(key) for key in RECORDED_FIELDS if key in request.given]
+def refuse_plan_changes(request: Request, name: str, meta: dict[str, Any],
+                        configs: Sequence[TrialConfig]) -> None:
+    """A resume continues the plan its experiment recorded (``configs``, its trials'): a
+    field ``request`` gives that would plan other trials (other epochs, keys, seeds,
+    resources) is refused in one line rather than dropped unseen. One that repeats the
+    recorded plan passes (the command that started it, given again with --resume): seeds,
+    epochs, ``--set`` keys, the variants and the resources are compared with the record."""
+    given = [key for key in RECORDED_FIELDS if key in request.given]
+    variants = {config.ablation for config in configs}
+
+    def same(key: str) -> bool:
+        try:
+            if key == "epochs":
+                return all(config.replace(epochs=request.epochs) == config for config in configs)
+            if key == "overrides":
+                return all(config.replace(**dict(request.overrides)) == config
+                           for config in configs)
+        except (ValueError, TypeError):  # a key the recorded trials do not have
+            return False
+        if key == "only":
+            return set(request.only or ()) | {meta.get("reference")} == variants
+        if key in ("cpus_per_trial", "gpus_per_trial"):
+            return float(getattr(request, key)) == float(meta.get(key, -1))
+        return False
+
+    changed = [arg(key) for key in given if not same(key)]
     if "seeds" in request.given and isinstance(request.seeds, list) \
-            and list(request.seeds) != list(meta.get("seeds") or []):
-        given.insert(0, arg("seeds"))
-    if given:
+            and sorted(request.seeds) != sorted(meta.get("seeds") or []):
+        changed.insert(0, arg("seeds"))
+    if changed:
         raise UsageError(f"{arg('resume')} continues {name} as it was planned (space "
                          f"{meta.get('space')}, seeds {meta.get('seeds')}); "
-                         f"{', '.join(given)} would plan other trials: drop "
-                         f"{'them' if len(given) > 1 else 'it'}, give {arg('space')} as well to "
-                         f"add variants, or start a new experiment under another {arg('name')} "
-                         "(it reuses the finished trials it shares)")
+                         f"{', '.join(changed)} would plan other trials: drop "
+                         f"{'them' if len(changed) > 1 else 'it'}, give {arg('space')} as well "
+                         f"to add variants, or start a new experiment under another "
+                         f"{arg('name')} (it reuses the finished trials it shares)")
 
 
 def check_unchanged(meta: dict[str, Any], configs: Sequence[TrialConfig],

@@ -85,7 +85,10 @@ def assert_one_line_error(code, err, pattern):
         (["--name", "bad name!"], "--name 'bad name!'"),
         (["--address", "not an address"], "--address 'not an address'"),
         (["--storage", "nosuchscheme://bucket/x"], "--storage nosuchscheme://bucket/x"),
-        (["--storage", "s3://"], "--storage s3:// names no bucket"),
+        (["--storage", "s3://"], "--storage s3:// names no bucket: give one, e.g. "
+                                 "s3://my-bucket/ablations"),
+        (["--storage", "file:///"], "--storage file:/// names no folder: give one, e.g. "
+                                    "file:///data/ablations"),
         (["--storage", "~nouser/x"], "--storage ~nouser/x: ~nouser names no user's home"),
         (["--data", "~nouser/x"], "--data ~nouser/x: ~nouser names no user's home"),
         (["--space", "~nouser/x.yaml"], "--space ~nouser/x.yaml: ~nouser names no user's home"),

@@ -302,3 +302,16 @@ def test_compare_with_a_damaged_record_names_it(experiment, tmp_path, capsys):
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("run_ablations.py compare: error: "), lines
     assert f"{record}: not valid JSON" in lines[0], lines[0]
+
+
+def test_report_of_an_unfinished_experiment_in_its_own_folder_names_its_name_and_storage(
+        experiment, tmp_path, capsys, monkeypatch):
+    root = _copy(experiment, tmp_path)
+    for name in ("trials.parquet", "epochs.parquet", "predictions.parquet"):
+        (root / name).unlink()
+    (root / "experiment.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION,
+                                                      "space": "components"}))
+    monkeypatch.chdir(root)
+    assert main(["report", "."]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.endswith(f"--resume --name exp --storage {tmp_path.resolve()}"), line

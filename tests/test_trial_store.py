@@ -429,6 +429,7 @@ def test_a_trial_continued_from_its_saved_epoch_on_changed_code_is_told_apart(tm
     assert (tmp_path / "baseline-seed0" / LABELS_FILE).is_file()
     assert not trained_across_a_change(folder, first, restored=True)  # a restart, same code
     assert trained_across_a_change(folder, {**first, "code_fingerprint": "b"}, restored=True)
+    assert trained_across_a_change(folder, first, restored=True)  # back on a: still mixed
     assert trained_across_a_change(folder, {**first, "trained_packages": '{"torch": "2.14"}'},
                                    restored=True)
     # retried from its start on the new code (no saved epoch): that code's trial

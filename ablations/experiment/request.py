@@ -304,9 +304,13 @@ def check_project_folder(folder: Path | str) -> None:
 def storage_root(text: str) -> str:
     """The storage as a local absolute path or a URI (s3://, gs://, file://, ...), checked."""
     if is_uri(text):
-        if not text.split("://", 1)[1].strip("/"):
-            raise UsageError(f"{arg('storage')} {text} names no bucket: give one, e.g. "
-                             f"{text.rstrip('/')}//my-bucket/ablations".replace(":////", "://"))
+        scheme, rest = text.split("://", 1)
+        if not rest.strip("/"):  # nothing left once the URI's trailing slashes go
+            example = "my-bucket/ablations" if scheme in ("s3", "gs", "gcs") \
+                else "/data/ablations"
+            raise UsageError(f"{arg('storage')} {text} names no "
+                             f"{'bucket' if scheme in ('s3', 'gs', 'gcs') else 'folder'}: "
+                             f"give one, e.g. {scheme}://{example}")
         if "?" in text:  # the experiment's folder is joined onto the URI: no query there
             raise UsageError(f"{arg('storage')} {text}: options in the URI's query are not "
                              "supported; set them in the environment instead (AWS_ENDPOINT_URL, "

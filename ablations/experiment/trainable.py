@@ -122,7 +122,11 @@ def trained_across_a_change(state_dir: str, labels: dict[str, str], restored: bo
         return False
     if not is_file(path):  # a state saved without the record: nothing to compare
         return False
-    return json.loads(read_bytes(path)) != labels
+    if json.loads(read_bytes(path)) == labels:
+        return False
+    # for good: a later resume on the first code would not undo the epochs run on this one
+    atomic_write(path, lambda handle: handle.write(b'{"trained_across_a_change": true}'))
+    return True
 
 
 def trial_config(config: dict[str, Any], plan: dict[str, dict[str, Any]]) -> TrialConfig:

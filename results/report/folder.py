@@ -17,6 +17,7 @@ from ablations.results.io.files import (
     TRIALS_FILE,
     filesystem,
     first_line,
+    is_uri,
     join,
 )
 
@@ -48,7 +49,9 @@ def check_experiment(directory: str | Path) -> None:
         path = join(directory, name)
         if name not in infos:
             if METADATA_FILE in infos:
-                storage, _, name = str(directory).rstrip("/").rpartition("/")
+                where = str(directory) if is_uri(str(directory)) \
+                    else str(Path(directory).resolve())  # `report .`: its name and storage
+                storage, _, name = where.rstrip("/").rpartition("/")
                 raise NotAnExperimentError(
                     f"{path}: missing; the experiment has not finished: continue it with "
                     f"{command('--resume', '--name', name, '--storage', storage or '.')}")

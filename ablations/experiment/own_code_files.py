@@ -275,20 +275,30 @@ def config_words(config: Any) -> list[str]:
     return sorted(set(words))
 
 
-def named_data(configs: Iterable[Any], folder: Optional[Path] = None) -> dict[str, Any]:
+def code_paths(record: Optional[dict[str, Any]]) -> Optional[set[Path]]:
+    """The files an :func:`own_code_record` read, as paths; None without a record."""
+    if not record:
+        return None
+    return {Path(record["root"]) / name for name in record.get("files") or {}}
+
+
+def named_data(configs: Iterable[Any], folder: Optional[Path] = None,
+               code: Optional[set[Path]] = None) -> dict[str, Any]:
     """The files own code's trials name that are not its code (``--data data.csv``,
     ``data_path: values.txt``: :func:`config_words` that are paths of existing files, relative
     to ``folder``, the one the experiment starts in, or absolute; not a folder, not the code
-    :func:`own_code_record` reads, not the environment's): ``files`` (path -> its
-    :func:`file_fingerprint`) and ``words`` (the word -> the path it names). A trial's data
-    fingerprint is that of the files its own words name (provenance.trial_columns), so a trial
-    that names changed data is another trial, and one that names none keeps its identity."""
+    :func:`own_code_record` reads, ``code`` where the caller has it, not the environment's):
+    ``files`` (path -> its :func:`file_fingerprint`) and ``words`` (the word -> the path it
+    names). A trial's data fingerprint is that of the files its own words name
+    (provenance.trial_columns), so a trial that names changed data is another trial, and one
+    that names none keeps its identity."""
     here = (folder or Path.cwd()).resolve()
     configs = [config for config in configs if config.own_code is not None]
     if not configs:
         return {"files": {}, "words": {}}
-    sources = own_code_sources(configs, here)
-    code = set(sources[1]) if sources is not None else set()
+    if code is None:  # the code's files, which are not its data
+        sources = own_code_sources(configs, here)
+        code = set(sources[1]) if sources is not None else set()
     files, named = {}, {}
     for word in sorted({word for config in configs for word in config_words(config)}):
         path = _named_file(word, here)
@@ -336,9 +346,12 @@ def named_data_change(old: Optional[dict[str, str]], new: Optional[dict[str, str
     changed = [name for name in old if name in new and old[name] != new[name]]
     if not changed:
         return None
-    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5
-                                      else "")
-    return f"the files your trials name ({shown} changed)"
+    return f"the files your trials name ({_listed(changed)} changed)"
+
+
+def _listed(names: list[str]) -> str:
+    """The first five of ``names``, and how many more."""
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def own_code_change(old: Optional[dict[str, Any]], new: Optional[dict[str, Any]]
@@ -355,9 +368,7 @@ def own_code_change(old: Optional[dict[str, Any]], new: Optional[dict[str, Any]]
             ("added", [n for n in sorted(after) if n not in before]),
             ("removed", [n for n in sorted(before) if n not in after])):
         if names:
-            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5
-                                            else "")
-            parts.append(f"{shown} {label}")
+            parts.append(f"{_listed(names)} {label}")
     return f"your code ({'; '.join(parts) or 'its files moved'})"
 
 

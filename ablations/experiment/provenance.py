@@ -46,6 +46,7 @@ import numpy as np
 
 from ablations.config.safety import cpu_only_torch
 from ablations.experiment.own_code_files import (
+    code_paths,
     combined_fingerprint,
     config_words,
     named_data,
@@ -288,15 +289,18 @@ def synthetic_fingerprint(config: Any) -> dict[str, Any]:
     return {"kind": "synthetic", "spec": asdict(spec), "key": key, "fingerprint": key}
 
 
-def data_fingerprints(configs: Iterable[Any]) -> dict[str, dict[str, Any]]:
-    """One fingerprint per distinct data source of ``configs``, by :func:`data_source`."""
+def data_fingerprints(configs: Iterable[Any], own_code: Optional[dict[str, Any]] = None
+                      ) -> dict[str, dict[str, Any]]:
+    """One fingerprint per distinct data source of ``configs``, by :func:`data_source`.
+    ``own_code``: their own_code_record, when the caller has it (its files are code, not
+    data; else named_data walks the folder for them)."""
     out: dict[str, dict[str, Any]] = {}
     configs = list(configs)
     for config in configs:
         source = data_source(config)
         if source == OWN_CODE_SOURCE:
             if source not in out:  # the files its trials name (own_code_files.named_data)
-                named = named_data(configs)
+                named = named_data(configs, code=code_paths(own_code))
                 out[source] = {"kind": OWN_CODE_SOURCE, **named,
                                "fingerprint": _short_hash(named["files"]) if named["files"]
                                else None}
@@ -316,14 +320,16 @@ def _short_hash(value: Any) -> str:
 def collect(configs: Iterable[Any]) -> dict[str, Any]:
     """The provenance block of ``experiment.json`` for trials with ``configs``."""
     git = git_state(checkout_root())
+    configs = list(configs)
+    own = own_code_record(configs)  # own_code_files.py: the researcher's files
     return {
         "code": {"sha256": code_fingerprint(), "paths": list(RUNNER_PACKAGES)},
-        "own_code": own_code_record(configs),  # own_code_files.py: the researcher's files
+        "own_code": own,
         "git": git,
         "packages": package_versions(),
         "environment": package_freeze(),
         "device": device_info(),
-        "data": data_fingerprints(configs),
+        "data": data_fingerprints(configs, own),
     }
 
 

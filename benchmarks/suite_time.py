@@ -18,8 +18,15 @@ are not among them.
 
 ``--pytest-args`` replaces the suite's selection (e.g. ``"-m 'not slow'"``); ``--log FILE``
 reads the output of a ``pytest --durations=0 --durations-min=0`` run already made instead of
-running one (its Ray starts are then not counted). A run whose pytest fails still prints its
+running one (its Ray starts are counted where the log ends with this script's ``local Ray
+starts: N`` line, as ``--save`` writes it). ``--save FILE`` keeps the run's output with that
+line. ``--baseline FILE`` (such a log, of another commit measured on the same machine) adds
+the before/after table: pytest's time, the worker-seconds by kind, the tests and the Ray
+starts of both, each with its ratio, and the 25 slowest work units (a file, or one test of the
+files tests/conftest.py splits) with both figures. A run whose pytest fails still prints its
 tables, with pytest's exit code in the summary line, and exits with that code.
+
+    python benchmarks/suite_time.py --save /tmp/after.log --baseline /tmp/before.log
 """
 
 from __future__ import annotations
@@ -37,9 +44,14 @@ from pathlib import Path
 
 from common import REPO, machine, markdown
 
+sys.path.insert(0, str(REPO))
+from tests.conftest import work_unit  # noqa: E402  (the units the workers take)
+
 QUOTED = "tests/test_reproduce_commands.py::test_a_quoted_benchmark_runs_and_prints_its_table"
 DURATION = re.compile(r"^([\d.]+)s (setup|call|teardown) +(tests/\S.*)$", flags=re.M)
 KINDS = ["the quoted benchmarks' whole runs", "other tests marked slow", "unit (not slow)"]
+STARTS = re.compile(r"^local Ray starts: (\d+)$", flags=re.M)
+SUMMARY = re.compile(r"^=+ (.* in ([\d.]+)s\b.*?) =+$", flags=re.M)
 
 
 def slow_tests() -> set[str]:
@@ -91,11 +103,17 @@ def shortened(test: str, width: int = 72) -> str:
     return base[:width - len(params) - 1] + "…" + params
 
 
-def tables(output: str, slow: set[str]) -> tuple[str, str]:
-    """The sums by kind and the ten files with the most worker-seconds."""
+def seconds_per_test(output: str) -> Counter[str]:
+    """Each test's setup, call and teardown seconds added, from pytest's durations."""
     per_test: Counter[str] = Counter()
     for seconds, _, test in DURATION.findall(output):
         per_test[test.strip()] += float(seconds)
+    return per_test
+
+
+def tables(output: str, slow: set[str]) -> tuple[str, str]:
+    """The sums by kind and the ten files with the most worker-seconds."""
+    per_test = seconds_per_test(output)
     by_kind: dict[str, list[float]] = defaultdict(list)
     slowest: dict[str, tuple[float, str]] = {}
     for test, seconds in per_test.items():
@@ -117,21 +135,92 @@ def tables(output: str, slow: set[str]) -> tuple[str, str]:
             markdown(["file", "worker-s", "share"], files))
 
 
+def figures(output: str, slow: set[str]) -> dict[str, float | None]:
+    """One run's figures for the before/after table: pytest's seconds, the tests, the
+    worker-seconds of each kind and in all, the local Ray starts (None where not known)."""
+    per_test = seconds_per_test(output)
+    summary = SUMMARY.findall(output)
+    starts = STARTS.findall(output)
+    found: dict[str, float | None] = {
+        "pytest's seconds": float(summary[-1][1]) if summary else None,
+        "tests with a duration": float(len(per_test)),
+        "worker-s in all": sum(per_test.values()),
+    }
+    for name in KINDS:
+        found[f"worker-s: {name}"] = sum(s for test, s in per_test.items()
+                                         if kind(test, slow) == name)
+    found["local Ray starts"] = float(starts[-1]) if starts else None
+    return found
+
+
+def units(output: str) -> Counter[str]:
+    seconds: Counter[str] = Counter()
+    for test, s in seconds_per_test(output).items():
+        seconds[work_unit(test)] += s
+    return seconds
+
+
+def ratio(before: float | None, after: float | None) -> str:
+    return f"{after / before:.2f}" if before and after is not None else "-"
+
+
+def compared(before: str, after: str, slow: set[str], top: int = 25) -> tuple[str, str]:
+    """The before/after table of two runs' outputs and the ``top`` slowest work units of the
+    later run, each with both figures."""
+    old, new = figures(before, slow), figures(after, slow)
+
+    def shown(value: float | None) -> str:
+        return "-" if value is None else f"{value:.0f}"
+
+    rows = [[name, shown(old[name]), shown(new[name]), ratio(old[name], new[name])]
+            for name in new]
+    old_units, new_units = units(before), units(after)
+    slowest = [[shortened(unit, 90) if "::" in unit else unit,
+                shown(old_units.get(unit)), f"{seconds:.0f}", ratio(old_units.get(unit), seconds)]
+               for unit, seconds in new_units.most_common(top)]
+    return (markdown(["", "before", "after", "after/before"], rows),
+            markdown([f"the {top} slowest work units", "before s", "after s", "after/before"],
+                     slowest))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pytest-args", default="",
                         help="pytest's arguments in place of the suite's selection")
     parser.add_argument("--log", type=Path, default=None,
                         help="a pytest --durations=0 output to read instead of running one")
+    parser.add_argument("--save", type=Path, default=None,
+                        help="write the run's output and its Ray starts here (a later "
+                             "--baseline)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a log of another commit's run on this machine (--save's): "
+                             "print the before/after table")
     args = parser.parse_args()
+    for given in (args.log, args.baseline):
+        if given is not None and not given.is_file():
+            sys.exit(f"suite_time.py: {given} is not a file: give a log that --save wrote "
+                     "or a pytest --durations=0 --durations-min=0 output")
     if args.log is not None:
-        output, wall, starts, code = args.log.read_text(errors="replace"), None, None, 0
+        output, wall, code = args.log.read_text(errors="replace"), None, 0
+        counted = STARTS.findall(output)
+        starts = int(counted[-1]) if counted else None
     else:
         output, wall, starts, code = run_suite(shlex.split(args.pytest_args))
-    by_kind, files = tables(output, slow_tests())
-    summary = re.findall(r"^=+ (.* in [\d.]+s\b.*?) =+$", output, flags=re.M)
+        if args.save is not None:
+            args.save.write_text(f"{output}\nlocal Ray starts: {starts}\n")
+    slow = slow_tests()
+    by_kind, files = tables(output, slow)
+    summary = SUMMARY.findall(output)
     print(by_kind, "", files, "", sep="\n")
-    print(f"pytest: {summary[-1] if summary else 'no summary line'}"
+    if args.baseline is not None:
+        baseline = args.baseline.read_text(errors="replace")
+        if starts is not None and not STARTS.findall(output):
+            output += f"\nlocal Ray starts: {starts}\n"
+        before_after, slowest = compared(baseline, output, slow)
+        print(f"Before: {args.baseline}; after: "
+              f"{args.log if args.log is not None else 'this run'}", "", before_after, "",
+              slowest, "", sep="\n")
+    print(f"pytest: {summary[-1][0] if summary else 'no summary line'}"
           + (f"; {wall:.0f} s from launch to exit" if wall is not None else "")
           + (f"; exit code {code}" if code else ""))
     print(f"local Ray starts: {starts if starts is not None else 'not counted (--log)'}")

@@ -1,6 +1,17 @@
-"""Shared fixtures: a tiny trial config, tiny data directories, one local Ray per module;
+"""Shared fixtures: a tiny trial config, tiny data directories, one local Ray per test worker;
 and the guard that keeps the unit loop (``pytest -m "not slow"``) free of Ray, subprocesses
-and servers."""
+and servers.
+
+One Ray per test worker: a test that trains in this process (``ray_local``, ``run_here``)
+gets the worker's shared local Ray, started by the first such test and kept across modules
+until the session ends, as Ray's own tests share ``ray_start_regular_shared``. Its workers keep
+the environment, working folder and module path this process had when it started, so a test
+that needs a Ray of its own says so with ``@pytest.mark.own_ray`` (or the module's
+``pytestmark``) and the reason in its docstring: one that tests Ray's own start or stop, one
+whose trials must see an environment it sets (a bucket's credentials), one that connects to a
+cluster started with ``ray start``. Before such a test the shared Ray stops; the Ray it starts
+stops after its module, and the next test that needs the shared one starts it again. New
+end-to-end tests use the shared Ray unless they test a property of a process."""
 
 from __future__ import annotations
 
@@ -201,7 +212,12 @@ def pytest_runtest_setup(item):
     ``subprocess.run``, ``check_output`` and Ray's own processes) and every listening socket
     (moto's, MLflow's or any other server) from its setup to the end of its call. Installed
     here, before the test's fixtures, so that a module- or session-scoped fixture it is the
-    first to request is refused too; undone before teardown. Importing Ray stays allowed."""
+    first to request is refused too; undone before teardown. Importing Ray stays allowed.
+
+    Before an ``own_ray`` test, the test worker's shared Ray stops (module docstring)."""
+    _OWN_RAY["test"] = item.get_closest_marker("own_ray") is not None
+    if _OWN_RAY["test"]:
+        stop_shared_ray()
     if item.get_closest_marker("slow") is None:
         guard = pytest.MonkeyPatch()
         item.stash[_GUARD] = guard
@@ -222,11 +238,15 @@ def pytest_runtest_teardown(item, nextitem):
     if guard is not None:
         guard.undo()
     outcome = yield
-    # after a module's last test, the Ray its tests left running (run_here's) stops, so that no
-    # other module finds a Ray it did not start
-    if (nextitem is None or nextitem.module is not item.module) and "ray" in sys.modules \
-            and sys.modules["ray"].is_initialized():
-        sys.modules["ray"].shutdown()
+    # after a module's last test, a Ray its tests left running other than the test worker's
+    # shared one stops (an own_ray module's), so that no other module finds a Ray it did not
+    # start; the shared one stops after the session's last test
+    if nextitem is None or nextitem.module is not item.module:
+        running = _running_ray()
+        if running is not None and (nextitem is None or running != _SHARED_RAY["address"]):
+            sys.modules["ray"].shutdown()
+            if running == _SHARED_RAY["address"]:
+                _SHARED_RAY["address"] = None
     return outcome
 
 
@@ -235,10 +255,10 @@ OFFLINE = ("report", "compare", "list")  # the subcommands that start no Ray
 
 def run_here(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
     """``run_ablations.py ARGS`` run in this process (``ablations.cli.main``), in ``cwd``, as
-    a CompletedProcess: its exit code, stdout and stderr. Its runs use one local Ray for the
-    test module (the machine's CPUs, no dashboard, as the command line starts one), started by
-    the first, or the one the module already has (``ray_local``): a run saves Ray's start and
-    the driver's imports, about 17 of a tiny run's 31 CPU-s. For runs of the built-in model
+    a CompletedProcess: its exit code, stdout and stderr. Its runs use the test worker's shared
+    Ray (``shared_ray``; in an ``own_ray`` test, one of the module's own, the machine's CPUs and
+    no dashboard, as the command line starts one): a run saves Ray's start and the driver's
+    imports, about 17 of a tiny run's 31 CPU-s. For runs of the built-in model
     that are not about the process (a signal, the process's own Ray or dashboard, its
     environment): the workers of a shared Ray keep the working folder, module path and
     environment they started with, so a command's program or one's own module would not be
@@ -250,8 +270,12 @@ def run_here(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProc
 
     from ablations.cli.main import main
 
-    if not ray.is_initialized() and (not args or args[0] not in OFFLINE):
-        ray.init(address="local", include_dashboard=False, log_to_driver=False)
+    if not args or args[0] not in OFFLINE:
+        if _OWN_RAY["test"]:
+            if not ray.is_initialized():
+                ray.init(address="local", include_dashboard=False, log_to_driver=False)
+        else:
+            shared_ray()
     out, err = io.StringIO(), io.StringIO()
     folder, path, environ = os.getcwd(), list(sys.path), dict(os.environ)
     try:
@@ -316,11 +340,51 @@ def write_data_dir(root: Path, *, n: int = 40, frames: int = 3, channels: int = 
     return root
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    """One real local Ray per test module, as Ray Tune's own tests do."""
+# This test worker's shared Ray (its GCS address once started), and whether the running test
+# is marked own_ray (set in pytest_runtest_setup, before its fixtures).
+_SHARED_RAY: dict[str, Optional[str]] = {"address": None}
+_OWN_RAY = {"test": False}
+
+
+def _running_ray() -> Optional[str]:
+    """The GCS address of the Ray this process is connected to, None if none."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().gcs_address
+
+
+def shared_ray():
+    """This test worker's local Ray (1 CPU, no dashboard), started on first use and kept
+    until the session ends; a Ray of another test's that is still running is stopped first."""
     import ray
 
+    running = _running_ray()
+    if running is not None and running == _SHARED_RAY["address"]:
+        return ray
+    if running is not None:
+        ray.shutdown()
+    context = ray.init(address="local", num_cpus=1, include_dashboard=False,
+                       log_to_driver=False)
+    _SHARED_RAY["address"] = context.address_info["gcs_address"]
+    return ray
+
+
+def stop_shared_ray() -> None:
+    if _SHARED_RAY["address"] is not None and _running_ray() == _SHARED_RAY["address"]:
+        sys.modules["ray"].shutdown()
+    _SHARED_RAY["address"] = None
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """A real local Ray for the module's tests: the test worker's shared one, or in an
+    ``own_ray`` module one of its own (1 CPU), stopped after the module."""
+    import ray
+
+    if not _OWN_RAY["test"]:
+        yield shared_ray()
+        return
     if not ray.is_initialized():  # else the one the module's in-process runs started
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     yield ray

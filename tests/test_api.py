@@ -51,7 +51,9 @@ def test_plan_raises_the_command_lines_errors(kwargs, error, pattern):
 
 
 @pytest.mark.slow
+@pytest.mark.own_ray
 def test_run_returns_the_tables_and_resume_continues_it_into_rounds(tmp_path):
+    """own_ray: ``Experiment.run()`` starts Ray and stops it, which the test checks."""
     import ray
 
     from ablations.results.io.files import read_metadata

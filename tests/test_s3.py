@@ -31,7 +31,10 @@ from ablations.experiment.trainable import load_state
 from ablations.results.io.files import read_bytes
 from tests.conftest import REPO, run_here, start_until
 
-pytestmark = pytest.mark.slow  # a moto S3 server in a subprocess for the module
+# a moto S3 server in a subprocess for the module; own_ray: the trials of the runs in this
+# process (run_here) write to the bucket with the credentials the tests set, which a Ray
+# started before them would not pass to its workers
+pytestmark = [pytest.mark.slow, pytest.mark.own_ray]
 
 # found, not imported: collecting stays quick (moto.server needs flask)
 if importlib.util.find_spec("moto") is None or importlib.util.find_spec("flask") is None:

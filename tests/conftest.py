@@ -30,6 +30,7 @@ import pandas as pd
 import pytest
 
 from ablations.config import TrialConfig
+from tests.shared_ray import STATE, running_ray, shared_ray, stop_shared_ray
 
 # Tune must not try to reach the network or pop up anything.
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -215,8 +216,8 @@ def pytest_runtest_setup(item):
     first to request is refused too; undone before teardown. Importing Ray stays allowed.
 
     Before an ``own_ray`` test, the test worker's shared Ray stops (module docstring)."""
-    _OWN_RAY["test"] = item.get_closest_marker("own_ray") is not None
-    if _OWN_RAY["test"]:
+    STATE["own_ray"] = item.get_closest_marker("own_ray") is not None
+    if STATE["own_ray"]:
         stop_shared_ray()
     if item.get_closest_marker("slow") is None:
         guard = pytest.MonkeyPatch()
@@ -242,11 +243,11 @@ def pytest_runtest_teardown(item, nextitem):
     # shared one stops (an own_ray module's), so that no other module finds a Ray it did not
     # start; the shared one stops after the session's last test
     if nextitem is None or nextitem.module is not item.module:
-        running = _running_ray()
-        if running is not None and (nextitem is None or running != _SHARED_RAY["address"]):
+        running = running_ray()
+        if running is not None and (nextitem is None or running != STATE["address"]):
             sys.modules["ray"].shutdown()
-            if running == _SHARED_RAY["address"]:
-                _SHARED_RAY["address"] = None
+            if running == STATE["address"]:
+                STATE["address"] = None
     return outcome
 
 
@@ -258,11 +259,12 @@ def run_here(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProc
     a CompletedProcess: its exit code, stdout and stderr. Its runs use the test worker's shared
     Ray (``shared_ray``; in an ``own_ray`` test, one of the module's own, the machine's CPUs and
     no dashboard, as the command line starts one): a run saves Ray's start and the driver's
-    imports, about 17 of a tiny run's 31 CPU-s. For runs of the built-in model
-    that are not about the process (a signal, the process's own Ray or dashboard, its
-    environment): the workers of a shared Ray keep the working folder, module path and
-    environment they started with, so a command's program or one's own module would not be
-    found where the command line's own Ray finds it."""
+    imports, about 17 of a tiny run's 31 CPU-s. For runs that are not about the process (a
+    signal, the process's own Ray or dashboard): the trials run in ``cwd`` and import their own
+    code from it first (ablations/experiment/trainable.py, ``trial_cwd``), and the modules the
+    run imported from ``cwd`` are forgotten afterwards, so that another folder's ``model.py``
+    is its own; but the shared Ray's workers keep the environment they started with, so a
+    run whose trials must see a variable the test sets is an ``own_ray`` test's."""
     import contextlib
     import io
 
@@ -271,13 +273,14 @@ def run_here(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProc
     from ablations.cli.main import main
 
     if not args or args[0] not in OFFLINE:
-        if _OWN_RAY["test"]:
+        if STATE["own_ray"]:
             if not ray.is_initialized():
                 ray.init(address="local", include_dashboard=False, log_to_driver=False)
         else:
             shared_ray()
     out, err = io.StringIO(), io.StringIO()
     folder, path, environ = os.getcwd(), list(sys.path), dict(os.environ)
+    modules = set(sys.modules)
     try:
         if cwd is not None:
             os.chdir(cwd)
@@ -291,6 +294,11 @@ def run_here(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProc
         sys.path[:] = path
         os.environ.clear()
         os.environ.update(environ)
+        if cwd is not None:  # the folder's own modules (a model.py), which another folder has too
+            for name in set(sys.modules) - modules:
+                where = getattr(sys.modules[name], "__file__", None) or ""
+                if Path(where).resolve().is_relative_to(Path(cwd).resolve()):
+                    del sys.modules[name]
     return subprocess.CompletedProcess(["run_ablations.py", *args], code, out.getvalue(),
                                        err.getvalue())
 
@@ -340,49 +348,13 @@ def write_data_dir(root: Path, *, n: int = 40, frames: int = 3, channels: int = 
     return root
 
 
-# This test worker's shared Ray (its GCS address once started), and whether the running test
-# is marked own_ray (set in pytest_runtest_setup, before its fixtures).
-_SHARED_RAY: dict[str, Optional[str]] = {"address": None}
-_OWN_RAY = {"test": False}
-
-
-def _running_ray() -> Optional[str]:
-    """The GCS address of the Ray this process is connected to, None if none."""
-    ray = sys.modules.get("ray")
-    if ray is None or not ray.is_initialized():
-        return None
-    return ray.get_runtime_context().gcs_address
-
-
-def shared_ray():
-    """This test worker's local Ray (1 CPU, no dashboard), started on first use and kept
-    until the session ends; a Ray of another test's that is still running is stopped first."""
-    import ray
-
-    running = _running_ray()
-    if running is not None and running == _SHARED_RAY["address"]:
-        return ray
-    if running is not None:
-        ray.shutdown()
-    context = ray.init(address="local", num_cpus=1, include_dashboard=False,
-                       log_to_driver=False)
-    _SHARED_RAY["address"] = context.address_info["gcs_address"]
-    return ray
-
-
-def stop_shared_ray() -> None:
-    if _SHARED_RAY["address"] is not None and _running_ray() == _SHARED_RAY["address"]:
-        sys.modules["ray"].shutdown()
-    _SHARED_RAY["address"] = None
-
-
 @pytest.fixture(scope="module")
 def ray_local():
     """A real local Ray for the module's tests: the test worker's shared one, or in an
     ``own_ray`` module one of its own (1 CPU), stopped after the module."""
     import ray
 
-    if not _OWN_RAY["test"]:
+    if not STATE["own_ray"]:
         yield shared_ray()
         return
     if not ray.is_initialized():  # else the one the module's in-process runs started

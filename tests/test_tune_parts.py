@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import re
 import weakref
+from pathlib import Path
 
 import pandas as pd
 
@@ -106,3 +107,20 @@ def test_components_table_has_the_baseline_and_eight_ablations():
         "no_scalars", "no_images", "single_frame", "reduced_width", "point_estimate",
     ]
     assert COMPONENT_ABLATIONS["baseline"] == {}
+
+
+def test_a_trial_runs_in_the_drivers_folder_first_on_its_path_where_it_is_there(tmp_path,
+                                                                                monkeypatch):
+    import sys
+
+    from ablations.experiment.trainable import trial_cwd
+
+    monkeypatch.setattr(sys, "path", [str(REPO), str(tmp_path), "/elsewhere"])
+    monkeypatch.setenv("TUNE_ORIG_WORKING_DIR", "/where/the/worker/started")
+    assert trial_cwd(str(tmp_path)) == tmp_path
+    assert sys.path == [str(tmp_path), str(REPO), "/elsewhere"]  # first, and once
+    assert trial_cwd(str(tmp_path)) == tmp_path and sys.path.count(str(tmp_path)) == 1
+    # not given (a cluster: the job's working_dir), or not on this node: where Tune says
+    for folder in (None, str(tmp_path / "not-on-this-node")):
+        assert trial_cwd(folder) == Path("/where/the/worker/started")
+    assert sys.path == [str(tmp_path), str(REPO), "/elsewhere"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import os
 import platform
 import threading
 import time
@@ -205,6 +206,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         tune_trainable, plan={key: config.to_dict() for key, config in plan.items()},
         state_root=state_root, time_limit_s=options.time_limit_s,
         labels=run_labels(plan, metadata["provenance"]),
+        # on this machine's Ray, the trials run in this process's folder (trainable.trial_cwd)
+        folder=None if options.address else os.getcwd(),
         pack=options.verbose == 0), resources)  # --verbose: Tune's tables show every figure
     tune_dir = join(root, part.tune_subdir)
     started = time.monotonic()

@@ -23,12 +23,14 @@ last epoch, so it reports its results again without training.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import io
 import json
 import logging
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
@@ -143,7 +145,8 @@ def trial_config(config: dict[str, Any], plan: dict[str, dict[str, Any]]) -> Tri
 def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
                    state_root: str, pack: bool = True,
                    time_limit_s: Optional[float] = None,
-                   labels: Optional[dict[str, dict[str, str]]] = None) -> None:
+                   labels: Optional[dict[str, dict[str, str]]] = None,
+                   folder: Optional[str] = None) -> None:
     """Train trial ``config["trial"]`` (a name) with its resolved config ``plan[name]``
     (a ``TrialConfig.to_dict()``), with the sampled ``config["params"]`` (flat keys) in a search.
     The runner passes ``plan``, ``state_root`` and ``pack`` with ``tune.with_parameters``;
@@ -153,8 +156,10 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
     (trial_store.run_labels: plan key -> the fingerprints of the code and data this run of the
     experiment trains with, and its package versions) are sent with the trial's final result,
     so that a trial finished before a resume on changed code, data or packages keeps those it
-    ran on."""
+    ran on. ``folder``: the driver's working folder, given where the trials run on a Ray of the
+    driver's own machine (``trial_cwd``)."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # no line per checkpoint
+    here = trial_cwd(folder)  # before the config: it imports the trial's own code
     trial = trial_config(config, plan)
     name = tune.get_context().get_trial_name()
     state_dir = join(state_root, name)
@@ -194,14 +199,28 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
                   saved=resume_state, folder=trial_folder(state_dir),
                   device=resolved_device(trial),
                   resources=ray.get_runtime_context().get_assigned_resources(),
-                  cwd=Path(os.environ.get("TUNE_ORIG_WORKING_DIR", os.getcwd())),
-                  time_limit_s=time_limit_s)
+                  cwd=here, time_limit_s=time_limit_s)
         failed = False
     finally:
         if share is not None:
             cap_gpu_memory(cuda, 1.0)  # the next trial in this worker sets its own
         # not after a failure: the exception's traceback still holds the trial's frames
         return_memory_after_trial(freeze=not failed)
+
+
+def trial_cwd(folder: Optional[str]) -> Path:
+    """The folder a trial's command runs in and its own code is imported from, first on the
+    module path: the driver's ``folder`` where the driver gave it and it is there, whatever
+    folder and path the Ray worker started with (a Ray started earlier in the driver's process,
+    from another folder: a notebook's, or a test session's shared one); else the folder Tune
+    says the worker started in (on a cluster, the job's unpacked working_dir)."""
+    if folder and os.path.isdir(folder):
+        if sys.path[:1] != [folder]:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(folder)
+            sys.path.insert(0, folder)
+        return Path(folder)
+    return Path(os.environ.get("TUNE_ORIG_WORKING_DIR", os.getcwd()))
 
 
 def _assigned_gpus() -> float:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from ablations.experiment.own_code_files import (
     own_code_record,
 )
 from ablations.experiment.provenance import changes
-from tests.conftest import REPO
+from tests.conftest import run_here
 
 SPACE = """\
 name: tiny
@@ -307,9 +306,9 @@ def test_a_command_names_scripts_and_configs_not_data_and_storage_is_not_walked(
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
-    return subprocess.run([sys.executable, "-u", str(REPO / "run_ablations.py"), *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    """The command line in this process, on the test worker's shared Ray: its trials run the
+    project's script in ``cwd`` (tests/conftest.py, ``run_here``)."""
+    return run_here(*args, cwd=cwd)
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 import textwrap
 import time
@@ -26,9 +25,9 @@ from ablations.experiment.tables import trial_status
 from ablations.trial import time_limit
 from ablations.trial.run import run_trial
 from ablations.trial.time_limit import Deadline, TrialTimeout, parse_duration, spoken_duration
+from tests.conftest import run_here
 
 PYTHON = shlex.quote(sys.executable)
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("text, seconds", [("90", 90.0), ("90s", 90.0), ("1.5m", 90.0),
@@ -220,10 +219,9 @@ def test_a_run_records_timeouts_from_the_space_file_and_the_flag_overrides_it(tm
           baseline: {}
           hangs: {hang: true}
         """))
-    run = subprocess.run(
-        [sys.executable, str(REPO / "run_ablations.py"), "run", "--space", "hang.yaml",
-         "--seeds", "1", "--no-dashboard", "--storage", "res", "--name", "h"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    # the command line in this process, on the shared Ray: its trials run in tmp_path
+    run = run_here("run", "--space", "hang.yaml", "--seeds", "1", "--no-dashboard",
+                   "--storage", "res", "--name", "h", cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     trials = pd.read_parquet(tmp_path / "res" / "h" / "trials.parquet").set_index("ablation")
     assert trials.loc["baseline", "status"] == "ok"
@@ -238,11 +236,9 @@ def test_a_run_records_timeouts_from_the_space_file_and_the_flag_overrides_it(tm
                       )["time_limit_s"] == 5.0
     # --time-limit over the file's: the hang.py of the reference would pass 5 s, not 1 s
     (tmp_path / "hang.py").write_text(HANG.format(hang="True"))
-    flagged = subprocess.run(
-        [sys.executable, str(REPO / "run_ablations.py"), "run", "--space", "hang.yaml",
-         "--seeds", "1", "--no-dashboard", "--storage", "res", "--name", "f", "--only",
-         "baseline", "--time-limit", "2"], capture_output=True, text=True, cwd=tmp_path,
-        timeout=600)
+    flagged = run_here("run", "--space", "hang.yaml", "--seeds", "1", "--no-dashboard",
+                       "--storage", "res", "--name", "f", "--only", "baseline",
+                       "--time-limit", "2", cwd=tmp_path)
     trials = pd.read_parquet(tmp_path / "res" / "f" / "trials.parquet")
     assert list(trials["status"]) == ["timeout"], flagged.stdout[-2000:]
     assert trials["error"].iloc[0].startswith("ran past its time limit of 2 s")

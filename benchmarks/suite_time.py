@@ -20,10 +20,12 @@ are not among them.
 reads the output of a ``pytest --durations=0 --durations-min=0`` run already made instead of
 running one (its Ray starts are counted where the log ends with this script's ``local Ray
 starts: N`` line, as ``--save`` writes it). ``--save FILE`` keeps the run's output with that
-line. ``--baseline FILE`` (such a log, of another commit measured on the same machine) adds
-the before/after table: pytest's time, the worker-seconds by kind, the tests and the Ray
-starts of both, each with its ratio, and the 25 slowest work units (a file, or one test of the
-files tests/conftest.py splits) with both figures. A run whose pytest fails still prints its
+line and the ids of the tests marked slow at its commit (``marked slow: ID`` lines: a log
+without them is read with this checkout's marks). ``--baseline FILE`` (such a log, of
+another commit measured on the same machine) adds the before/after table: pytest's time,
+the worker-seconds by kind, the tests and the Ray starts of both, each with its ratio, and the
+25 slowest work units (a file, or one test of the files tests/conftest.py splits) with both
+figures. A run whose pytest fails still prints its
 tables, with pytest's exit code in the summary line, and exits with that code.
 
     python benchmarks/suite_time.py --save /tmp/after.log --baseline /tmp/before.log
@@ -51,6 +53,7 @@ QUOTED = "tests/test_reproduce_commands.py::test_a_quoted_benchmark_runs_and_pri
 DURATION = re.compile(r"^([\d.]+)s (setup|call|teardown) +(tests/\S.*)$", flags=re.M)
 KINDS = ["the quoted benchmarks' whole runs", "other tests marked slow", "unit (not slow)"]
 STARTS = re.compile(r"^local Ray starts: (\d+)$", flags=re.M)
+MARKED = re.compile(r"^marked slow: (tests/\S.*)$", flags=re.M)
 SUMMARY = re.compile(r"^=+ (.* in ([\d.]+)s\b.*?) =+$", flags=re.M)
 
 
@@ -164,10 +167,25 @@ def ratio(before: float | None, after: float | None) -> str:
     return f"{after / before:.2f}" if before and after is not None else "-"
 
 
+def marked_slow(output: str, here: set[str]) -> set[str]:
+    """The tests a log names as marked slow (``--save`` writes them), else ``here``'s (this
+    checkout's, for a plain pytest log)."""
+    named = {test.strip() for test in MARKED.findall(output)}
+    return named or here
+
+
+def saved(output: str, starts: int | None, slow: set[str]) -> str:
+    """A run's log as ``--save`` keeps it: pytest's output, its Ray starts, its slow tests."""
+    return "\n".join([output, f"local Ray starts: {starts}",
+                      *(f"marked slow: {test}" for test in sorted(slow)), ""])
+
+
 def compared(before: str, after: str, slow: set[str], top: int = 25) -> tuple[str, str]:
     """The before/after table of two runs' outputs and the ``top`` slowest work units of the
-    later run, each with both figures."""
-    old, new = figures(before, slow), figures(after, slow)
+    later run, each with both figures; each log's tests are of the kinds it names
+    (``marked_slow``, ``slow`` where it names none)."""
+    old = figures(before, marked_slow(before, slow))
+    new = figures(after, marked_slow(after, slow))
 
     def shown(value: float | None) -> str:
         return "-" if value is None else f"{value:.0f}"
@@ -206,17 +224,18 @@ def main() -> None:
         starts = int(counted[-1]) if counted else None
     else:
         output, wall, starts, code = run_suite(shlex.split(args.pytest_args))
+    here = slow_tests()
+    if args.log is None:
+        output = saved(output, starts, here)
         if args.save is not None:
-            args.save.write_text(f"{output}\nlocal Ray starts: {starts}\n")
-    slow = slow_tests()
+            args.save.write_text(output)
+    slow = marked_slow(output, here)
     by_kind, files = tables(output, slow)
     summary = SUMMARY.findall(output)
     print(by_kind, "", files, "", sep="\n")
     if args.baseline is not None:
         baseline = args.baseline.read_text(errors="replace")
-        if starts is not None and not STARTS.findall(output):
-            output += f"\nlocal Ray starts: {starts}\n"
-        before_after, slowest = compared(baseline, output, slow)
+        before_after, slowest = compared(baseline, output, here)
         print(f"Before: {args.baseline}; after: "
               f"{args.log if args.log is not None else 'this run'}", "", before_after, "",
               slowest, "", sep="\n")

@@ -62,3 +62,13 @@ def test_a_log_without_the_ray_starts_line_shows_them_as_unknown():
     module = suite_time()
     table, _ = module.compared(BEFORE.replace("local Ray starts: 8\n", ""), AFTER, set())
     assert rows(table)["local Ray starts"] == ["-", "2", "-"]
+
+
+def test_a_saved_logs_kinds_are_the_tests_it_names_as_slow_not_this_checkouts():
+    module = suite_time()
+    here = {"tests/test_a.py::test_one", "tests/test_b.py::test_two[x]"}  # as AFTER's
+    before = module.saved(BEFORE, 8, {"tests/test_a.py::test_one"})  # test_b unmarked then
+    found = rows(module.compared(before, AFTER, here)[0])
+    assert found["worker-s: other tests marked slow"] == ["40", "20", "0.50"]
+    assert found["worker-s: unit (not slow)"] == ["24", "4", "0.17"]
+    assert found["local Ray starts"] == ["8", "2", "0.25"]

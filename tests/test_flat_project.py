@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.conftest import run_here
 from tests.flat_project import write_flat_project
 
 pytestmark = pytest.mark.slow
@@ -79,9 +80,10 @@ def test_a_script_importing_its_own_model_and_results_runs_every_trial(project, 
     record = json.loads((tmp_path / "script" / "experiment.json").read_text())
     assert set(record["provenance"]["own_code"]["packages"]) == {"numpy", "PyYAML"}
     # the same command under another name: every trial is the first run's (trial_store.py),
-    # Tune runs nothing
-    again = run_from(project, "--space", "command.yaml", "--seeds", "2", "--quiet",
-                     "--storage", str(tmp_path), "--name", "script-again")
+    # Tune runs nothing (the command line in this process: what is reused is not about the
+    # entry point)
+    again = run_here("--space", "command.yaml", "--seeds", "2", "--quiet",
+                     "--storage", str(tmp_path), "--name", "script-again", cwd=project)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     reused = ok_trials(tmp_path / "script-again", 4)
     assert (reused["reused_from"] == "script/" + reused["trial_name"]).all()

@@ -76,12 +76,10 @@ def test_a_space_files_time_limit_is_read_and_a_bad_one_is_one_line_naming_the_f
 def test_the_watchdog_raises_in_a_block_that_hangs_in_python(monkeypatch):
     monkeypatch.setattr(time_limit, "WATCHDOG_GRACE_S", 0.2)
     deadline = Deadline(0.3)
-    started = time.monotonic()
     with pytest.raises(TrialTimeout, match="ran past its time limit of 0.3 s; spinning"):
         with deadline.watchdog(lambda: "spinning"):
             while True:
                 pass
-    assert time.monotonic() - started < 30
 
 
 def test_a_block_that_ends_in_time_is_never_interrupted_after_it(monkeypatch):
@@ -117,16 +115,15 @@ SLOW = TrainingFunction(name="slow", config=SlowConfig, fit=slow_fit,
 def run_slow(tmp_path, limit_s, **keys):
     sent, stored = [], []
     config = TrialConfig.of(model=f"{__name__}:SLOW", **keys)
-    started = time.monotonic()
     with pytest.raises(TrialTimeout) as error:
         run_trial(config, name="baseline-seed0", send=lambda m, final, p: sent.append(m),
                   store=stored.append, saved=None, folder=tmp_path, device=torch.device("cpu"),
                   resources={"CPU": 1}, time_limit_s=limit_s)
-    return str(error.value), sent, stored, time.monotonic() - started
+    return str(error.value), sent, stored
 
 
 def test_a_function_ends_after_the_epoch_that_passes_its_limit_and_keeps_its_epochs(tmp_path):
-    message, sent, stored, took = run_slow(tmp_path, 1.0)
+    message, sent, stored = run_slow(tmp_path, 1.0)
     epochs = [m["epoch"] for m in sent]
     assert 4 <= len(epochs) < 100 and epochs == list(range(1, len(epochs) + 1))
     assert message == (f"ran past its time limit of 1 s; it stopped after epoch {epochs[-1]}")
@@ -146,10 +143,9 @@ def test_code_that_catches_every_exception_is_still_ended(monkeypatch):
 
 def test_a_function_that_hangs_between_reports_is_ended_by_the_watchdog(tmp_path, monkeypatch):
     monkeypatch.setattr(time_limit, "WATCHDOG_GRACE_S", 0.5)
-    message, sent, _, took = run_slow(tmp_path, 1.0, hang=True)
+    message, sent, _ = run_slow(tmp_path, 1.0, hang=True)
     assert [m["epoch"] for m in sent] == [1]
     assert message == ("ran past its time limit of 1 s; it was in epoch 2 (epoch 1 reported)")
-    assert took < 60
 
 
 @pytest.mark.slow
@@ -165,16 +161,16 @@ def test_a_program_past_its_limit_is_ended_with_its_children_and_its_last_output
             handle.write(json.dumps({"epoch": 1, "score": 0.5}) + "\\n")
         print("waiting on the other rank", file=sys.stderr, flush=True)
         time.sleep(120)
+        open(os.environ["ABLATIONS_TRIAL_DIR"] + "/slept", "w").close()  # if waited for
         """))
     command = command_from(f"{PYTHON} {shlex.quote(str(program))}", {}, {"score": "higher"})
     sent = []
-    started = time.monotonic()
     with pytest.raises(TrialTimeout) as error:
         run_trial(TrialConfig.of(model=command_spec(command)), name="baseline-seed0",
                   send=lambda m, final, p: sent.append(m), store=lambda s: None, saved=None,
                   folder=tmp_path / "trial", device=torch.device("cpu"), resources={"CPU": 1},
                   cwd=tmp_path, time_limit_s=3.0)
-    assert time.monotonic() - started < 60  # not the program's 120 s
+    assert not (tmp_path / "trial" / "slept").exists()  # stopped, not waited for
     assert str(error.value) == ("ran past its time limit of 3 s; the program was stopped; its "
                                 "last output (stderr.log): waiting on the other rank")
     assert [m["epoch"] for m in sent] == [1]

@@ -294,7 +294,7 @@ def test_storage_uri(ray_local, tmp_path):
     # written after it, on the test's one-CPU Ray
     timings = json.loads((on_disk / "experiment.json").read_text())
     assert 0 < timings["fit_s"] <= timings["driver_wall_s"]
-    assert 0 < timings["collect_s"] < 60 and timings["cluster_cpus"] == 1
+    assert 0 < timings["collect_s"] < timings["driver_wall_s"] and timings["cluster_cpus"] == 1
 
 
 def test_report_and_notebook_on_a_real_experiment(experiment, monkeypatch):

@@ -1,9 +1,9 @@
 """A command's program and everything it starts end with its trial: a program started through
-a launcher (a shell wrapper whose trainer leaves the process group with setsid; torch's
-``torch.distributed.run`` with two workers on the CPU) leaves no process behind when the driver
-is killed with SIGKILL or stopped with SIGTERM, or when the Ray worker running the trial is
-killed (ablations/trial/supervise.py); the experiment then resumes, and each epoch is in
-epochs.parquet once.
+a launcher leaves no process behind when the driver is killed with SIGKILL or stopped with
+SIGTERM (torch's ``torch.distributed.run`` with two workers on the CPU, each in a session of
+its own), or when the Ray worker running the trial is killed (a shell wrapper whose trainer
+leaves the process group with setsid) (ablations/trial/supervise.py); after SIGTERM the
+experiment resumes, and each epoch is in epochs.parquet once.
 
 Every trainer writes its process id to a folder of the test's; the test ends only the
 processes it started: the driver's process group (the driver and the Ray it started) and the
@@ -99,6 +99,11 @@ def ancestry(pids: list[int]) -> str:
     return "\n".join(shown)
 
 
+def parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().split(")")[-1].split()[1])
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as handle:
@@ -136,14 +141,28 @@ class Run:
     def trainers(self) -> list[int]:
         return [int(path.name) for path in self.pids.iterdir()]
 
-    def wait_for_trainers(self, count: int, process: subprocess.Popen) -> list[int]:
+    def wait_for_trainers(self, count: int, process: subprocess.Popen, *,
+                          epoch_written: bool = True) -> list[int]:
+        """The ids of the ``count`` trainers once they run; with ``epoch_written``, once their
+        first epoch is written and checkpointed too (what a resume continues from)."""
         deadline = time.monotonic() + 240  # a deadlock guard, not a speed limit
         while len(self.trainers()) < count:
             assert process.poll() is None, process.stdout.read()[-3000:]
             assert time.monotonic() < deadline, "the trainers never started"
             time.sleep(0.1)
-        time.sleep(PAUSE_S + 1.0)  # an epoch written and checkpointed
+        if epoch_written:
+            time.sleep(PAUSE_S + 1.0)
         return self.trainers()
+
+    def pid_file(self) -> Path:
+        """The trial's pid file (the supervisor's and the program's ids), once written."""
+        from ablations.trial.supervise import PID_FILE
+
+        deadline = time.monotonic() + 60  # a deadlock guard, not a speed limit
+        while (found := next(self.storage.rglob(PID_FILE), None)) is None:
+            assert time.monotonic() < deadline, "no pid file"
+            time.sleep(0.05)
+        return found
 
     def gone_within(self, pids: list[int], seconds: float = GONE_WITHIN_S) -> list[int]:
         """The ``pids`` still running after ``seconds``."""
@@ -184,42 +203,66 @@ def each_epoch_once(root: Path) -> None:
     assert sorted(epochs["epoch"]) == list(range(1, EPOCHS + 1)), epochs["epoch"].tolist()
 
 
-@pytest.mark.parametrize("launcher, how", [("shell", signal.SIGKILL),
-                                           ("torchrun", signal.SIGTERM),
-                                           ("torchrun", signal.SIGKILL)],
-                         ids=["shell-sigkill", "torchrun-sigterm", "torchrun-sigkill"])
-def test_a_stopped_driver_leaves_no_trainer_and_the_resume_writes_each_epoch_once(
-        folder, tmp_path, launcher, how):
-    run = Run(folder, launcher, tmp_path / "results")
+def stop_driver(run: Run, how: signal.Signals, *, resumes: bool) -> subprocess.Popen:
+    """Start the torchrun experiment, send ``how`` to the driver alone (not its group) once
+    both trainers run, and check that they are gone within GONE_WITHIN_S; the stopped driver
+    has exited."""
+    driver = run.start()
+    trainers = run.wait_for_trainers(2, driver, epoch_written=resumes)
+    os.kill(driver.pid, how)
+    left = run.gone_within(trainers)
+    assert left == [], (f"left running after {how.name} (driver "
+                        f"{'running' if driver.poll() is None else driver.returncode}):\n"
+                        + ancestry(left))
+    driver.wait(timeout=120)
+    return driver
+
+
+def test_a_driver_stopped_with_sigterm_leaves_no_trainer_and_the_resume_writes_each_epoch_once(
+        folder, tmp_path):
+    """SIGTERM: the driver hands Tune the stop (cli/signals.py), Tune stops the trial and saves
+    its state, and the runner ends what the trial's program still runs; the resume continues
+    from that state and the program's {resume_dir}."""
+    run = Run(folder, "torchrun", tmp_path / "results")
     try:
-        driver = run.start()
-        trainers = run.wait_for_trainers(2 if launcher == "torchrun" else 1, driver)
-        os.kill(driver.pid, how)  # the driver alone, not its group
-        left = run.gone_within(trainers)
-        assert left == [], (f"left running after {how.name} (driver "
-                            f"{'running' if driver.poll() is None else driver.returncode}):\n"
-                            + ancestry(left))
-        driver.wait(timeout=120)
+        stop_driver(run, signal.SIGTERM, resumes=True)
         run.end_drivers()  # what the stopped driver left of its Ray
         resumed = run.start(resume=True)
         output, _ = resumed.communicate(timeout=600)
         assert resumed.returncode == 0, output[-3000:]
-        each_epoch_once(tmp_path / "results" / launcher)
+        each_epoch_once(tmp_path / "results" / "torchrun")
         assert [pid for pid in run.trainers() if alive(pid)] == []
     finally:
         run.clean_up()
 
 
+def test_a_driver_killed_with_sigkill_leaves_no_trainer(folder, tmp_path):
+    """SIGKILL: nothing of the driver runs; its local Ray goes with it, and so do the trial's
+    worker and the supervisor's waiter, whose end the supervisor sees: it ends the tree, the
+    launcher's workers included, each in a session of its own as a trainer that calls setsid
+    is (the shell wrapper's, ended by the supervisor: the tests below). A resume after a driver
+    killed with SIGKILL, each epoch once, is tests/test_own_code_runs.py's (the command
+    example)."""
+    run = Run(folder, "torchrun", tmp_path / "results")
+    try:
+        stop_driver(run, signal.SIGKILL, resumes=False)
+    finally:
+        run.clean_up()
+
+
 def test_a_killed_worker_takes_its_programs_tree_with_it(folder, tmp_path):
+    """The Ray worker running the trial is killed while the driver runs on: its waiter dies
+    with it, and the program's tree (a shell wrapper whose trainer left the group) ends, by
+    the supervisor, which sees the waiter gone, or by the driver, which ends what its trials'
+    programs still run when Tune's run returns; the trial's end is reported."""
     run = Run(folder, "shell", tmp_path / "results")
     try:
         driver = run.start()
-        trainers = run.wait_for_trainers(1, driver)
-        pid_file = next((tmp_path / "results").rglob("program.pid"))
-        supervisor = int(pid_file.read_text().split()[0])
-        with open(f"/proc/{supervisor}/stat") as handle:
-            worker = int(handle.read().split(")")[-1].split()[1])  # the supervisor's parent
-        os.kill(worker, signal.SIGKILL)  # a Ray worker of the driver's local Ray
+        trainers = run.wait_for_trainers(1, driver, epoch_written=False)
+        supervisor = int(run.pid_file().read_text().split()[0])
+        waiter = parent(supervisor)  # supervise.py's waiter forked the supervisor
+        worker = parent(waiter)  # the Ray worker of the driver's local Ray running the trial
+        os.kill(worker, signal.SIGKILL)
         assert run.gone_within([supervisor, *trainers]) == []
         output, _ = driver.communicate(timeout=300)
         assert "baseline-seed0" in output, output[-3000:]  # the trial's end is reported

@@ -5,15 +5,13 @@ message, and resumed with --retry-failed once it is fixed."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import textwrap
 
 import pandas as pd
 import pytest
 
 from ablations.experiment.fail_fast import FIRST_FAILURES, FailAlike
-from tests.conftest import REPO
+from tests.conftest import run_here
 
 
 class Trial:
@@ -100,6 +98,11 @@ with open(os.environ["ABLATIONS_METRICS_FILE"], "a") as handle:
 
 @pytest.mark.slow
 def test_a_program_that_always_fails_stops_after_its_first_trials_and_resumes(tmp_path):
+    """Both runs in this process (``run_here``) on the test worker's shared Ray, their trials
+    in the project's folder; the stop is Tune's own handler, which ``Tuner.fit`` installs in
+    this process's main thread."""
+    from ablations.cli.flags import PROGRAM as INVOKED
+
     (tmp_path / "train.py").write_text(PROGRAM)
     (tmp_path / "space.yaml").write_text(textwrap.dedent("""
         command: "{python} train.py --lr {lr}"
@@ -107,13 +110,11 @@ def test_a_program_that_always_fails_stops_after_its_first_trials_and_resumes(tm
         metrics: {loss: lower}
         variants: {baseline: {}, high: {lr: 0.5}, higher: {lr: 0.9}}
         """))
-    base = [sys.executable, str(REPO / "run_ablations.py"), "run", "--no-dashboard",
-            "--storage", "res", "--name", "ff"]
-    first = subprocess.run([*base, "--space", "space.yaml", "--seeds", "2"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=600)
+    base = ["run", "--no-dashboard", "--storage", "res", "--name", "ff"]
+    first = run_here(*base, "--space", "space.yaml", "--seeds", "2", cwd=tmp_path)
     assert first.returncode == 1, first.stderr[-2000:]  # a failed run, not a Ctrl-C (130)
     assert "Stopped early: 3 trials not run; once the cause is fixed, continue with: " \
-           f"python {REPO / 'run_ablations.py'} --resume --name ff --storage " in first.stdout
+           f"{INVOKED} --resume --name ff --storage " in first.stdout
     said = [line for line in (first.stdout + first.stderr).splitlines()
             if "stopped launching trials" in line]
     assert said == ["warning: stopped launching trials: the first 3 trials failed alike, none "
@@ -124,8 +125,7 @@ def test_a_program_that_always_fails_stops_after_its_first_trials_and_resumes(tm
     assert (statuses == "failed").sum() == FIRST_FAILURES
     assert statuses.isin(["interrupted", "not_started"]).sum() == 6 - FIRST_FAILURES
     (tmp_path / "fixed").write_text("")
-    again = subprocess.run([*base, "--resume", "--retry-failed"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=600)
+    again = run_here(*base, "--resume", "--retry-failed", cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     trials = pd.read_parquet(tmp_path / "res" / "ff" / "trials.parquet")
     assert list(trials["status"]) == ["ok"] * 6 and trials["trial_name"].is_unique

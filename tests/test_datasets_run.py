@@ -7,9 +7,6 @@ library's run adds the ranks and the critical-difference diagram."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sys
 
 import pandas as pd
 import pytest
@@ -17,7 +14,8 @@ import pytest
 from ablations.results.io.files import read_metadata
 from ablations.results.stats.decisions import across_datasets_of
 from ablations.results.stats.datasets import FULL_ALPHA_NOTE
-from tests.conftest import REPO, run_here, start_until, write_data_dir
+from tests.conftest import run_here, write_data_dir
+from tests.interrupting import ctrl_c_when
 from tools.browser_check import find_chromium
 
 pytestmark = pytest.mark.slow
@@ -34,34 +32,33 @@ SMALL = ["--epochs", "1", "--set", "max_train_examples=64", "--set", "max_eval_e
 
 @pytest.fixture(scope="module")
 def two_datasets(tmp_path_factory):
-    """The run, stopped with Ctrl-C once a trial has finished, then resumed to the end: the
-    tests read the resumed run's output and files (the first run's output under "first")."""
+    """The run, stopped with Ctrl-C (SIGINT to the driver, this process: tests/interrupting.py)
+    once a trial has finished (its final checkpoint is in the experiment's tune/ folder), then
+    resumed to the end; both run here, on the test worker's shared Ray. The tests read the
+    resumed run's output and files (the first run's under "first")."""
     root = tmp_path_factory.mktemp("datasets")
     write_data_dir(root / "site_a", n=96, frames=4)
     space = root / "space.yaml"
     space.write_text(SPACE)
-    command = [sys.executable, "-u", str(REPO / "run_ablations.py"), "--space", str(space),
-               "--data", "synthetic", "--data", str(root / "site_a"), "--seeds", "2", *SMALL,
-               "--storage", str(root / "results"), "--name", "two", "--no-dashboard"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
-    proc, seen, _ = start_until(command, {"env": env, "cwd": root}, "[1/", timeout=300)
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C
-    try:
-        first = "".join(seen) + proc.communicate(timeout=120)[0]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    experiment = root / "results" / "two"
+    with ctrl_c_when(lambda: any(experiment.glob("tune/*/checkpoint_*"))) as stop:
+        first = run_here("--space", str(space), "--data", "synthetic", "--data",
+                         str(root / "site_a"), "--seeds", "2", *SMALL, "--storage",
+                         str(root / "results"), "--name", "two", "--no-dashboard", cwd=root)
+    assert stop.sent, first.stdout[-2000:] + first.stderr[-3000:]
     result = run_here("--resume", "--name", "two", "--storage", str(root / "results"),
                       "--no-dashboard", "--allow-changed", cwd=root)
     result.first = first
-    return root / "results" / "two", result
+    return experiment, result
 
 
 def test_the_run_ends_with_each_datasets_verdicts_and_those_across(two_datasets):
     folder, result = two_datasets
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "12 trials (3 variants x 2 seeds x 2 datasets)" in result.first
+    first = result.first
+    assert first.returncode == 130, first.stdout[-3000:] + first.stderr[-3000:]  # Ctrl-C
+    assert "12 trials (3 variants x 2 seeds x 2 datasets)" in first.stdout + first.stderr
     assert "Resuming experiment two" in out  # stopped by Ctrl-C, resumed to the end
     assert "Dataset synthetic (6 trials):" in out and "Dataset site_a (6 trials):" in out
     assert "Across 2 datasets (synthetic, site_a):" in out

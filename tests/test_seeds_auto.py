@@ -10,13 +10,8 @@ tests/test_sequential.py; a run at the default settings is in tests/test_tune.py
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +20,8 @@ import pytest
 from ablations.experiment.designs.seeds_auto import SequentialRun, next_arms
 from ablations.results.report.build import write_report
 from ablations.results.io.files import SCHEMA_VERSION
-from tests.conftest import REPO, run_here
+from tests.conftest import run_here
+from tests.interrupting import ctrl_c_when
 from tests.test_cli import assert_one_line_error, in_process
 
 # Tiny trials (about a second each), 8 epochs so a round-2 trial is still running when the
@@ -39,40 +35,18 @@ ARGS = ["--space", "components", "--only", "no_images", "--null-control", "--see
 VARIANTS = {"baseline", "no_images", "baseline_repeat"}
 
 
-def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
-
-
-def command(storage: Path, name: str, *extra: str) -> list[str]:
-    return [sys.executable, "-u", str(REPO / "run_ablations.py"), *ARGS, "--name", name,
-            "--storage", str(storage), *extra]
-
-
 @pytest.fixture(scope="module")
 def stopped_and_resumed(tmp_path_factory):
-    """Ctrl-C (SIGINT to the process group) once a round-2 trial has saved an epoch, then the
-    printed --resume command."""
+    """Ctrl-C (SIGINT to the driver, this process: tests/interrupting.py) once a round-2 trial
+    has saved an epoch, then the printed --resume command; both run here, on the test worker's
+    shared Ray."""
     storage = tmp_path_factory.mktemp("auto") / "results"
-    tmp = storage.parent
-    out, err = tmp / "stopped.out", tmp / "stopped.err"
-    with out.open("w") as stdout, err.open("w") as stderr:
-        proc = subprocess.Popen(command(storage, "stopped"), stdout=stdout, stderr=stderr,
-                                env=env(), start_new_session=True)
-        deadline = time.monotonic() + 300
-        try:
-            while True:  # a round-2 trial (seeds 3-4) has saved an epoch
-                assert proc.poll() is None and time.monotonic() < deadline, \
-                    out.read_text()[-2000:] + err.read_text()[-3000:]
-                if list((storage / "stopped" / "trial_state").glob("*-seed[34]/state.pt")):
-                    break
-                time.sleep(0.05)
-            os.killpg(proc.pid, signal.SIGINT)
-            returncode = proc.wait(timeout=120)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
     root = storage / "stopped"
-    stopped = {"returncode": returncode, "text": out.read_text() + err.read_text(),
+    # a round-2 trial (seeds 3-4) has saved an epoch
+    with ctrl_c_when(lambda: any((root / "trial_state").glob("*-seed[34]/state.pt"))) as stop:
+        first = run_here(*ARGS, "--name", "stopped", "--storage", str(storage))
+    assert stop.sent, first.stdout[-2000:] + first.stderr[-3000:]
+    stopped = {"returncode": first.returncode, "text": first.stdout + first.stderr,
                "trials": pd.read_parquet(root / "trials.parquet"),
                "meta": json.loads((root / "experiment.json").read_text())}
     printed = re.search(r"python \S*run_ablations\.py --resume [^\n]*", stopped["text"])

@@ -2,20 +2,14 @@
 then evaluated at its own best beside the table at the configuration given; resumable.
 
 One real experiment through the CLI, stopped with Ctrl-C in its first arm's search and
-finished with ``--resume``, is shared by the end-to-end tests; the statistics are checked on
-constructed tables."""
+finished with ``--resume`` (both in this process), is shared by the end-to-end tests; the
+statistics are checked on constructed tables."""
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 import re
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +17,8 @@ import pandas as pd
 import pytest
 
 from ablations.cli.main import main
-from tests.conftest import REPO, run_here
+from tests.conftest import run_here
+from tests.interrupting import ctrl_c_when
 
 BUDGET = 3
 SEEDS = 2
@@ -35,39 +30,28 @@ ARGS = ["--space", "components", "--only", "no_scalars", "--seeds", str(SEEDS),
         "--tune-each", "lr,weight_decay", "--tune-budget", str(BUDGET)]
 
 
-def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
-
-
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
-    """The experiment, stopped (SIGINT to the process group, as Ctrl-C) once the first arm's
-    search has a trial with a saved epoch, then resumed to its end."""
+    """The experiment, stopped (Ctrl-C: SIGINT to the driver, this process:
+    tests/interrupting.py) once the first arm's search has a trial with a saved epoch, then
+    resumed to its end; both run here, on the test worker's shared Ray."""
     tmp = tmp_path_factory.mktemp("tuned")
     storage, name = tmp / "results", "tuned"
     root = storage / name
-    command = [sys.executable, "-u", str(REPO / "run_ablations.py"), *ARGS, "--name", name,
-               "--storage", str(storage)]
-    out, err = tmp / "first.out", tmp / "first.err"
-    with out.open("w") as stdout, err.open("w") as stderr:
-        proc = subprocess.Popen(command, stdout=stdout, stderr=stderr, cwd=tmp, env=env(),
-                                start_new_session=True)
-        deadline = time.monotonic() + 300
-        while not glob.glob(str(root / "trial_state" / "tuning-baseline-*" / "state.pt")):
-            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
-            time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            first_code = proc.wait(timeout=120)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+
+    def searching() -> bool:  # a trial of the first arm's search has saved an epoch
+        return any((root / "trial_state").glob("tuning-baseline-*/state.pt"))
+
+    with ctrl_c_when(searching) as stop:
+        first = run_here(*ARGS, "--name", name, "--storage", str(storage), cwd=tmp)
+    assert stop.sent, first.stdout[-2000:] + first.stderr[-3000:]
     stopped = pd.read_parquet(root / "trials.parquet")
     stopped_meta = json.loads((root / "experiment.json").read_text())
     resumed = run_here("--resume", "--name", name, "--storage", str(storage),
                        "--no-dashboard", "--allow-changed", cwd=tmp)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    return {"root": root, "first_code": first_code, "first_out": out.read_text(),
+    return {"root": root, "first_code": first.returncode,
+            "first_out": first.stdout + first.stderr,
             "stopped": stopped, "stopped_meta": stopped_meta, "resumed": resumed,
             "trials": pd.read_parquet(root / "trials.parquet"),
             "meta": json.loads((root / "experiment.json").read_text())}

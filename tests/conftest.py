@@ -254,6 +254,19 @@ def pytest_runtest_teardown(item, nextitem):
 OFFLINE = ("report", "compare", "list")  # the subcommands that start no Ray
 
 
+def forget_own_modules(cwd: Optional[Path], imported: set[str]) -> None:
+    """Of the modules a run in ``cwd`` imported, forget those of the folder's own (a
+    ``model.py``, which another test's folder has too); not the checkout's (``cwd`` in it: its
+    packages and examples stay the same) nor an environment's libraries."""
+    if cwd is None or Path(cwd).resolve().is_relative_to(REPO):
+        return
+    folder, libraries = Path(cwd).resolve(), Path(sys.prefix).resolve()
+    for name in imported:
+        where = Path(getattr(sys.modules[name], "__file__", None) or "/").resolve()
+        if where.is_relative_to(folder) and not where.is_relative_to(libraries):
+            del sys.modules[name]
+
+
 def run_here(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
     """``run_ablations.py ARGS`` run in this process (``ablations.cli.main``), in ``cwd``, as
     a CompletedProcess: its exit code, stdout and stderr. Its runs use the test worker's shared
@@ -294,11 +307,7 @@ def run_here(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProc
         sys.path[:] = path
         os.environ.clear()
         os.environ.update(environ)
-        if cwd is not None:  # the folder's own modules (a model.py), which another folder has too
-            for name in set(sys.modules) - modules:
-                where = getattr(sys.modules[name], "__file__", None) or ""
-                if Path(where).resolve().is_relative_to(Path(cwd).resolve()):
-                    del sys.modules[name]
+        forget_own_modules(cwd, set(sys.modules) - modules)
     return subprocess.CompletedProcess(["run_ablations.py", *args], code, out.getvalue(),
                                        err.getvalue())
 

@@ -6,7 +6,11 @@
     python benchmarks/gpu_check.py --systems       # also the systems space, one epoch
 
 ``--tests``, ``--pytest-args``, ``--bench-args`` and ``--systems-args`` narrow each part (e.g.
-for a quick check of the script itself); their defaults run all of it.
+for a quick check of the script itself); their defaults run all of it. ``--address
+auto|HOST:PORT`` runs the systems space on that running Ray instead of a local one the command
+starts (docs/cluster.md; its results go to a temporary folder of this machine, which every node
+must be able to write); a cluster's GPUs are then checked in each trial, not at planning, so a
+cell this machine's GPU could not run is planned and fails there rather than being skipped.
 
 Prints the device (name, compute capability, memory, torch and CUDA versions), a table of the
 GPU-path test files (passed / failed / skipped, and the skip reasons), the switches benchmark's
@@ -87,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems-args", default="",
                         help="with --systems: extra arguments for run_ablations.py, e.g. "
                              "'--only nockpt-off-bf16'")
+    parser.add_argument("--address", default=None, metavar="auto|HOST:PORT",
+                        help="with --systems: a running Ray for the run (default: it starts a "
+                             "local one)")
     args = parser.parse_args(argv)
     print(device_line(), flush=True)
     with tempfile.TemporaryDirectory() as scratch:
@@ -106,11 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         gpus = ["--gpus-per-trial", "1"] if torch.cuda.is_available() else []
+        where = ["--address", args.address] if args.address else []
         print("\nsystems space, one epoch per cell:", flush=True)
         with tempfile.TemporaryDirectory() as storage:
             subprocess.run([sys.executable, str(ROOT / "run_ablations.py"), "--space", "systems",
                             "--epochs", "1", "--seeds", "1", "--storage", storage, "--quiet",
-                            *gpus, *args.systems_args.split()], cwd=ROOT, check=False)
+                            *gpus, *where, *args.systems_args.split()], cwd=ROOT, check=False)
     return 1 if failed else 0
 
 

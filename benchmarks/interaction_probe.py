@@ -18,9 +18,13 @@ factorial effects with their verdicts.
 
     python benchmarks/interaction_probe.py [--kind product|absdiff|sum] [--beta 3] [--amp 2]
                                            [--seeds 2] [--epochs 4] [--set KEY=VALUE ...]
+                                           [--address auto|HOST:PORT]
 
 ``--set`` passes config overrides to the runner as they are (default: none), e.g.
-``max_train_examples=64`` for a quick check of the script itself.
+``max_train_examples=64`` for a quick check of the script itself. ``--address`` runs the
+factorial on that running Ray instead of a local one it starts (docs/cluster.md); the data and
+results are in a temporary folder of this machine, which every node must be able to read and
+write (the runner first checks that each node sees the data).
 """
 
 from __future__ import annotations
@@ -88,6 +92,8 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", type=key_value, action="append", default=[],
                         metavar="KEY=VALUE",
                         help="the runner's --set (repeatable; default: none)")
+    parser.add_argument("--address", default=None, metavar="auto|HOST:PORT",
+                        help="a running Ray for the runner (default: it starts a local one)")
     args = parser.parse_args()
     if args.beta <= 0 or args.seeds < 2:
         parser.error("--beta must be > 0 and --seeds at least 2")
@@ -97,7 +103,7 @@ def main() -> None:
         planted_set(data, args.kind, args.beta, args.amp)
         run = run_cli(["--design", "factorial", "--factors", FACTORS, "--seeds",
                        str(args.seeds), "--epochs", str(args.epochs), "--data", str(data),
-                       "--no-dashboard",
+                       "--no-dashboard", *(["--address", args.address] if args.address else []),
                        *(arg for key, value in args.overrides
                          for arg in ("--set", f"{key}={value}"))], storage=str(storage))
         predictions = pd.read_parquet(storage / "bench" / "predictions.parquet")

@@ -1,6 +1,7 @@
 """What iterating on an ablation costs with the trial store and without it: four steps a
-researcher takes, each a command of its own (Ray started each time), run once under one
-storage as they come (finished trials reused) and once with ``--no-reuse``:
+researcher takes, each a command of its own (Ray started each time, unless ``--address``),
+run once under one storage as they come (finished trials reused) and once with
+``--no-reuse``:
 
 1. the main job's table without its last variant (``--space components --only ...``);
 2. the whole table: one variant more (``--variants K``: the table is the space's first K
@@ -13,9 +14,14 @@ For each step and mode: the trials planned, trained and reused, and the command'
 
     python benchmarks/iterate.py [--epochs 4] [--seeds 3] [--max-seeds 10] [--set KEY=VALUE]
                                  [--modes reuse,no-reuse] [--variants 9]
+                                 [--address auto|HOST:PORT]
 
 The defaults are the main job's (``--space components``, 3 seeds, 4 epochs); ``--epochs 1``
-and ``--set synthetic_train=256`` shorten every trial alike.
+and ``--set synthetic_train=256`` shorten every trial alike. ``--address`` goes to every
+command: each connects to that running Ray instead of starting one (docs/cluster.md; the
+storage is a temporary folder of this machine, so every node must be able to write it: a Ray
+on this machine, or ``TMPDIR`` on a shared file system), and a step's wall leaves Ray's start
+out; what is planned, trained and reused is the same either way.
 """
 
 from __future__ import annotations
@@ -70,13 +76,15 @@ def run_step(args: list[str], storage: str, name: str, extra: list[str]) -> tupl
     return wall, before
 
 
-def measure(reuse: bool, seeds: int, max_seeds: int, variants: int, extra: list[str]
-            ) -> list[dict]:
+def measure(reuse: bool, seeds: int, max_seeds: int, variants: int, extra: list[str],
+            where: list[str]) -> list[dict]:
+    """One mode's four steps under a storage of their own; ``where``: the arguments every
+    command takes (``--address``), a continuation's included."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-iterate-") as storage:
         for step, name, args in steps(seeds, max_seeds, variants):
             wall, before = run_step(args + ([] if reuse else ["--no-reuse"]), storage, name,
-                                    [] if "--resume" in args else extra)
+                                    where + ([] if "--resume" in args else extra))
             trials = pd.read_parquet(Path(storage) / name / "trials.parquet").iloc[before:]
             reused = int((trials["reused_from"].fillna("") != "").sum())
             rows.append({"step": step, "mode": "reuse" if reuse else "--no-reuse",
@@ -98,6 +106,9 @@ def main() -> None:
                              "(default 9)")
     parser.add_argument("--modes", default="reuse,no-reuse",
                         help="the modes to run, of reuse,no-reuse (default both)")
+    parser.add_argument("--address", default=None, metavar="auto|HOST:PORT",
+                        help="a running Ray for every command (default: each starts a local "
+                             "one)")
     args = parser.parse_args()
     modes = list(dict.fromkeys(mode.strip() for mode in args.modes.split(",")))
     if not modes or set(modes) - {"reuse", "no-reuse"}:
@@ -107,9 +118,10 @@ def main() -> None:
     extra = ["--epochs", str(args.epochs)]
     for key, value in args.overrides:
         extra += ["--set", f"{key}={value}"]
+    where = ["--address", args.address] if args.address else []
     rows = [row for mode in modes
             for row in measure(mode == "reuse", args.seeds, args.max_seeds, args.variants,
-                               extra)]
+                               extra, where)]
     order = [step for step, _, _ in steps(args.seeds)]
     rows.sort(key=lambda row: order.index(row["step"]))  # each step's two modes together
     print(markdown(["step", "mode", "trials planned", "trained", "reused", "wall (s)"],

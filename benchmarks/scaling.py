@@ -2,9 +2,12 @@
 each, through the CLI; prints a markdown table.
 
     python benchmarks/scaling.py --k 1,2
+    python benchmarks/scaling.py --k 1,2 --address auto   # on a running Ray (docs/cluster.md)
 
-For each k (``--max-concurrent k``, 1 CPU and 1 thread per trial; ``--epochs`` and
-``--set KEY=VALUE`` go to the CLI as they are, default: neither):
+For each k (``--max-concurrent k``, 1 CPU and 1 thread per trial; ``--epochs``,
+``--set KEY=VALUE`` and ``--address`` go to the CLI as they are, default: none of them; with
+``--address`` each run connects to that Ray, which needs k CPUs, instead of starting one, and
+the storage is a temporary folder of this machine that every node must be able to write):
 
 - wall s: the driver's time in ``Tuner.fit`` (Ray already started);
 - sum of trial s: the trials' own wall times (``wall_s``: data, model, training, evaluation);
@@ -13,7 +16,8 @@ For each k (``--max-concurrent k``, 1 CPU and 1 thread per trial; ``--epochs`` a
   k = number of cores). Trials slow each other down when they share memory bandwidth and
   caches, which occupancy does not see and efficiency does;
 - first result s: from launching the process to the first epoch's reported result;
-- process s: the whole CLI process (Ray start and shutdown included).
+- process s: the whole CLI process (Ray's start and shutdown included; with ``--address``,
+  connecting to it).
 """
 
 from __future__ import annotations
@@ -26,9 +30,12 @@ import time
 from common import key_value, machine, markdown, run_cli
 
 
-def once(k: int, epochs: int | None, overrides: list[tuple[str, str]]) -> dict:
+def once(k: int, epochs: int | None, overrides: list[tuple[str, str]],
+         address: str | None = None) -> dict:
     args = ["--space", "components", "--seeds", "1", "--max-concurrent", str(k),
             "--cpus-per-trial", "1"]
+    if address:
+        args += ["--address", address]
     if epochs:
         args += ["--epochs", str(epochs)]
     for key, value in overrides:
@@ -56,9 +63,12 @@ def main() -> int:
                         default=[], metavar="KEY=VALUE",
                         help="the CLI's --set, e.g. synthetic_train=64 (repeatable; default: "
                              "none)")
+    parser.add_argument("--address", default=None, metavar="auto|HOST:PORT",
+                        help="a running Ray for every run (default: each starts a local one)")
     args = parser.parse_args()
     started = time.time()
-    results = [once(int(k), args.epochs, args.overrides) for k in args.k.split(",")]
+    results = [once(int(k), args.epochs, args.overrides, args.address)
+               for k in args.k.split(",")]
     base = next((r for r in results if r["k"] == 1), None)
     rows = []
     for r in results:

@@ -3,7 +3,8 @@ at a tiny size: each is found in the docs, run in this process with its experime
 replaced, and must print its table. (The browser check is run by the report's tests.) So does
 every benchmark command they quote (`python benchmarks/<script>.py ...`), as a subprocess with
 its size flags replaced by tiny values (BENCHMARK_TINY); a quoted benchmark without a tiny
-form fails."""
+form fails. A benchmark whose claim is not about Ray's own start runs on the test worker's
+shared Ray (ON_SHARED_RAY)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import shared_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 QUOTED = re.compile(r"python -m (tools\.\w+)((?: [\w.]+)*)")
@@ -136,6 +139,18 @@ MUST_SHOW = [
 ]
 MUST_NOT_SHOW = ["| error:", "skipped the CLI run"]  # a switches cell failed; the CLI part did
 
+# The scripts whose claim is not about Ray's own start (nor the command line's): each takes
+# `--address`, which goes to every command and Ray it starts, and runs on the test worker's
+# shared Ray (tests/conftest.py) rather than starting Rays of its own, a CLI command's ~7 CPU-s
+# each. Per script, a quoted flag that starts a cluster of its own (scale.py's --cluster: two
+# `ray start` nodes, the claim its case tests) and keeps the script off the shared Ray, or None.
+# cli_start.py, command_overhead.py (--ray), driver_cpu.py, run_cpu.py and overhead.py (its
+# start s, and Ray's start alone) measure the start itself and start their own.
+ON_SHARED_RAY: dict[str, str | None] = {
+    "iterate.py": None, "scale.py": "--cluster", "scaling.py": None,
+    "interaction_probe.py": None, "gpu_check.py": None,  # gpu_check.py: its --systems run
+}
+
 
 def quoted_benchmarks() -> list[tuple[str, tuple[str, ...]]]:
     found = set()
@@ -229,6 +244,10 @@ def test_a_quoted_benchmark_runs_and_prints_its_table(script, args, tmp_path):
     if args is None:
         pytest.fail(f"benchmarks/{script} has no tiny form in BENCHMARK_TINY")
     argv = [arg.replace("{tmp}", str(tmp_path)) for arg in args]
+    if script in ON_SHARED_RAY and ON_SHARED_RAY[script] not in argv:
+        # Its commands connect with the token the shared Ray's start set up (RAY_AUTH_MODE in
+        # this process's environment, which the subprocess inherits; ~/.ray/auth_token).
+        argv += ["--address", shared_ray().get_runtime_context().gcs_address]
     command = [sys.executable, f"benchmarks/{script}", *argv]
     # A session of its own: on a timeout the script and what it started are stopped together.
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,

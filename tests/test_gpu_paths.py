@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import gc
 import io
 import json
 import re
@@ -48,6 +49,16 @@ from tests.conftest import REPO, run_here, tiny_config
 from tests.faulty import InjectedFailure, hooks, oom_probe
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture
+def worker_heap():
+    """The heap as a reused Ray worker's is when a trial starts: what came before survives
+    frozen (ablations.experiment.trainable.return_memory_after_trial), so that the
+    ``gc.collect()`` of each OOM recovery walks what this trial made, not every object the
+    earlier tests of this test worker left behind (up to a second each, late in a run)."""
+    gc.collect()
+    gc.freeze()
 
 
 # ------------------------------------------------------------------ 1. state saved on a GPU
@@ -189,6 +200,7 @@ def test_the_snapshot_is_a_cpu_copy_that_shares_no_storage():
         assert torch.equal(snapshot["model"][name], tensor)
 
 
+@pytest.mark.usefixtures("worker_heap")
 def test_two_ooms_in_one_epoch_with_adam_moments_restart_from_a_clean_snapshot():
     # Epoch 2 starts with Adam moments. Two OOMs in it (16 -> 8 -> 4): after the first
     # restore, a snapshot aliased by the optimizer would hold moments the 8-sample retry
@@ -308,6 +320,7 @@ def test_the_torch_floor_has_out_of_memory_error():
 # ------------------------------------------------------------------ 9. evaluation memory
 
 
+@pytest.mark.usefixtures("worker_heap")
 def test_an_oom_in_evaluation_halves_the_evaluation_batch():
     clean = train(tiny_config(dropout=0.0))
     halved = train(tiny_config(dropout=0.0, batch_size=16), hooks=hooks(oom_above_batch=20))
@@ -426,6 +439,7 @@ def test_out_of_memory_errors_are_recognised_by_type_and_text(error, recoverable
     assert is_out_of_memory(error) is recoverable
 
 
+@pytest.mark.usefixtures("worker_heap")
 def test_a_cuda_runtime_out_of_memory_error_halves_the_micro_batch():
     # raised where a batch's memory peaks, with the text and type of an allocation outside
     # the caching allocator (cuBLAS workspace, a kernel's own cudaMalloc)
@@ -446,8 +460,6 @@ def test_a_cuda_runtime_out_of_memory_error_halves_the_micro_batch():
 def test_memory_is_released_in_order_after_an_oom(monkeypatch):
     # gradients, compiled code, gc, and only then the CUDA cache (a block still referenced
     # when the cache is emptied stays reserved)
-    import gc
-
     calls = []
     monkeypatch.setattr(torch.compiler, "reset", lambda: calls.append("compiler.reset"))
     monkeypatch.setattr(gc, "collect", lambda *args: calls.append("gc.collect") or 0)
@@ -471,9 +483,8 @@ def test_memory_is_released_in_order_after_an_oom(monkeypatch):
     assert calls == [] and compiled.forward is not compiled.model
 
 
+@pytest.mark.usefixtures("worker_heap")
 def test_a_trial_releases_memory_in_order_after_an_oom(monkeypatch):
-    import gc
-
     calls = []
 
     def recorded(name, function):
@@ -510,6 +521,7 @@ def test_a_trial_releases_memory_in_order_after_an_oom(monkeypatch):
 HUGE_MB = 80_000.0  # about a whole GPU: what the allocator's peak says after a failed attempt
 
 
+@pytest.mark.usefixtures("worker_heap")
 @pytest.mark.parametrize(("oom_above", "eval_batch_size", "phase"), [
     (10, 8, "train"),  # 16 -> 8 in training
     (20, 64, "eval"),  # 64 -> 32 -> 16
@@ -568,6 +580,7 @@ def _forced(monkeypatch):
     monkeypatch.setattr(loop, "resolve_systems", lambda config, **kwargs: (config, []))
 
 
+@pytest.mark.usefixtures("worker_heap")
 def test_after_an_oom_a_cuda_graph_trial_reports_the_mode_that_ran(monkeypatch):
     # torch.compile recorded, compiling with the eager backend (fast): what the trial built
     _forced(monkeypatch)

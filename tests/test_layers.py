@@ -47,9 +47,29 @@ def parsed(path: Path) -> ast.Module:
     return _tree(path.read_text(), str(path))
 
 
+def nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of ``path``'s tree (``ast.walk``'s order), walked once for the module's
+    checks."""
+    return _nodes(path.read_text(), str(path))
+
+
 @functools.lru_cache(maxsize=None)
 def _tree(text: str, filename: str) -> ast.Module:
     return ast.parse(text, filename)
+
+
+@functools.lru_cache(maxsize=None)
+def _nodes(text: str, filename: str) -> tuple[ast.AST, ...]:
+    return tuple(ast.walk(_tree(text, filename)))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_the_trees():
+    """The trees (about half a million objects) go with the module's last test: kept, every later
+    garbage collection of the test worker, an OOM recovery's among them, would walk them."""
+    yield
+    _nodes.cache_clear()
+    _tree.cache_clear()
 
 
 def module_name(path: Path) -> str:
@@ -64,9 +84,8 @@ def module_name(path: Path) -> str:
 def imports(path: Path) -> list[tuple[int, str]]:
     """Every module ``path`` imports: (line, module); ``from a import b`` counts ``a.b`` too,
     so that importing a subpackage's module by name is seen."""
-    tree = parsed(path)
     found = []
-    for node in ast.walk(tree):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -102,7 +121,7 @@ def test_every_module_imports_only_its_own_layer_or_lower_ones():
 
 def test_no_relative_imports_hide_from_the_walk():
     relative = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in sources()
-                for node in ast.walk(parsed(path))
+                for node in nodes(path)
                 if isinstance(node, ast.ImportFrom) and node.level > 0]
     assert relative == []
 
@@ -151,9 +170,8 @@ def private_imports(files: list[Path]) -> list[str]:
     ``<module alias>._name`` after ``import a.b as m`` / ``from a import b`` (b a module)."""
     found = []
     for path in files:
-        tree = parsed(path)
         aliases = set()
-        for node in ast.walk(tree):
+        for node in nodes(path):
             if isinstance(node, ast.Import):
                 aliases |= {alias.asname or alias.name.split(".")[0] for alias in node.names
                             if alias.name.split(".")[0] in PROJECT}
@@ -163,7 +181,7 @@ def private_imports(files: list[Path]) -> list[str]:
                           f"{node.module}" for alias in node.names if _private(alias.name)]
                 aliases |= {alias.asname or alias.name for alias in node.names
                             if not alias.name[:1].isupper()}  # modules and functions alike
-        for node in ast.walk(tree):
+        for node in nodes(path):
             if isinstance(node, ast.Attribute) and _private(node.attr) \
                     and isinstance(node.value, (ast.Name, ast.Attribute)) \
                     and ast.unparse(node.value).split(".")[0] in aliases:
@@ -191,8 +209,7 @@ def process_wide(files: list[Path]) -> list[str]:
     the process's environment or working directory."""
     found = []
     for path in files:
-        tree = parsed(path)
-        for node in ast.walk(tree):
+        for node in nodes(path):
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -336,8 +353,7 @@ def import_targets(node: ast.Import | ast.ImportFrom, known) -> list[str]:
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     graph = {}
     for name, path in modules.items():
-        tree = parsed(path)
-        graph[name] = {target for node in ast.walk(tree)
+        graph[name] = {target for node in nodes(path)
                        if isinstance(node, (ast.Import, ast.ImportFrom))
                        for target in import_targets(node, modules) if target != name}
     return graph
@@ -480,7 +496,7 @@ def design_record_reads(files: list[Path], keys: set[str]) -> list[str]:
         if any(path == side or side in path.parents for side in DESIGN_SIDES):
             continue
         where = str(path.relative_to(ROOT))
-        for node in ast.walk(parsed(path)):
+        for node in nodes(path):
             key = None
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                     and node.func.attr in ("get", "pop", "setdefault") and node.args \

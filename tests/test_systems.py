@@ -3,6 +3,7 @@ OOM recovery, auto-batch, and the systems/batch/frames spaces."""
 
 from __future__ import annotations
 
+import gc
 import math
 
 import pytest
@@ -72,35 +73,43 @@ def test_training_refuses_a_cuda_graph_mode_before_the_first_step():
 # ------------------------------------------------------------------ the switches run
 
 
+@pytest.fixture(scope="module")
+def eager_epoch():
+    """One epoch of the tiny trial without dropout, eager, fp32, the optimizer kernel left to
+    ``auto``: what the compiled, checkpointed, accumulated and bf16 runs are compared with
+    (the tests only read it)."""
+    return train(tiny_config(dropout=0.0, batch_size=16, epochs=1))
+
+
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-def test_compile_matches_eager(backend):
+def test_compile_matches_eager(backend, eager_epoch):
     import torch._dynamo
 
     torch._dynamo.reset()
-    eager = train(tiny_config(dropout=0.0, epochs=1))
-    compiled = train(tiny_config(dropout=0.0, epochs=1, compile="default"),
+    compiled = train(tiny_config(dropout=0.0, batch_size=16, epochs=1, compile="default"),
                      hooks=hooks(compile_backend=backend))
     torch._dynamo.reset()
     assert compiled.metrics["compile_used"] == "default"
-    assert compiled.metrics["train_loss"] == pytest.approx(eager.metrics["train_loss"], rel=1e-3)
-    assert compiled.metrics["val_loss"] == pytest.approx(eager.metrics["val_loss"], rel=1e-3)
+    for key in ("train_loss", "val_loss"):
+        assert compiled.metrics[key] == pytest.approx(eager_epoch.metrics[key], rel=1e-3), key
 
 
-def test_checkpointing_trains_to_the_same_result():
-    plain = train(tiny_config(dropout=0.0))
-    checkpointed = train(tiny_config(dropout=0.0, gradient_checkpointing=True))
-    assert checkpointed.metrics["val_loss"] == pytest.approx(plain.metrics["val_loss"], rel=1e-4)
+def test_checkpointing_trains_to_the_same_result(eager_epoch):
+    checkpointed = train(tiny_config(dropout=0.0, batch_size=16, epochs=1,
+                                     gradient_checkpointing=True))
+    assert checkpointed.metrics["val_loss"] == pytest.approx(eager_epoch.metrics["val_loss"],
+                                                             rel=1e-4)
 
 
 @pytest.mark.skipif(not cpu_autocast_supported("bfloat16"),
                     reason="this CPU's autocast has no bf16 (the rules refuse it there)")
-def test_bf16_runs_on_cpu():
-    outcome = train(tiny_config(precision="bf16"))
+def test_bf16_runs_on_cpu(eager_epoch):
+    outcome = train(tiny_config(dropout=0.0, batch_size=16, epochs=1, precision="bf16"))
     assert outcome.status == "ok" and outcome.metrics["precision_used"] == "bf16"
     assert math.isfinite(outcome.metrics["test_mae"])
     # bf16 really ran: the result differs from fp32's (same seed, same data)
-    fp32 = train(tiny_config())
-    assert outcome.metrics["val_loss"] != fp32.metrics["val_loss"]
+    assert eager_epoch.metrics["precision_used"] == "fp32"
+    assert outcome.metrics["val_loss"] != eager_epoch.metrics["val_loss"]
 
 
 def test_fp16_on_cpu_is_refused_or_mapped_to_bf16():
@@ -112,13 +121,13 @@ def test_fp16_on_cpu_is_refused_or_mapped_to_bf16():
     assert find_conflicts(config, "cuda") == []  # fp16 + GradScaler is fine on CUDA
 
 
-def test_accumulation_channels_last_and_optimizer_kernels():
+def test_accumulation_channels_last_and_optimizer_kernels(eager_epoch):
     outcome = train(tiny_config(batch_size=16, grad_accum_steps=4, channels_last=True,
-                                optimizer_impl="single"))
+                                optimizer_impl="single", epochs=1))
     assert outcome.status == "ok"
     assert outcome.metrics["final_micro_batch"] == 4 and outcome.metrics["final_accum_steps"] == 4
     assert outcome.metrics["optimizer_used"] == "single"
-    assert train(tiny_config()).metrics["optimizer_used"] == "foreach"  # auto on CPU
+    assert eager_epoch.metrics["optimizer_used"] == "foreach"  # auto on CPU
 
 
 def test_channels_last_reaches_the_builtin_models_convolutions():
@@ -136,11 +145,10 @@ def test_channels_last_reaches_the_builtin_models_convolutions():
     assert weights and all(t.is_contiguous(memory_format=torch.channels_last) for t in weights)
 
 
-def test_accumulation_gives_the_same_step_as_one_big_batch():
+def test_accumulation_gives_the_same_step_as_one_big_batch(eager_epoch):
     # same samples per optimizer step, no dropout: the same trajectory up to float error
-    one = train(tiny_config(dropout=0.0, batch_size=16, epochs=1))
     four = train(tiny_config(dropout=0.0, batch_size=16, grad_accum_steps=4, epochs=1))
-    assert four.metrics["val_loss"] == pytest.approx(one.metrics["val_loss"], rel=1e-3)
+    assert four.metrics["val_loss"] == pytest.approx(eager_epoch.metrics["val_loss"], rel=1e-3)
 
 
 def test_measurements_are_reported():
@@ -160,6 +168,16 @@ def test_measurements_are_reported():
 # ------------------------------------------------------------------ OOM recovery
 
 
+@pytest.fixture
+def worker_heap():
+    """What came before survives frozen, as in a reused Ray worker at a trial's start
+    (tests/test_gpu_paths.py's fixture of that name): each OOM recovery's ``gc.collect()``
+    walks what this test made."""
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.mark.usefixtures("worker_heap")
 def test_oom_halves_the_micro_batch_and_keeps_the_effective_batch():
     outcome = train(tiny_config(batch_size=16, epochs=2), hooks=hooks(oom_above_batch=5))
     metrics = outcome.metrics
@@ -172,11 +190,13 @@ def test_oom_halves_the_micro_batch_and_keeps_the_effective_batch():
     assert metrics["val_loss"] == pytest.approx(clean.metrics["val_loss"], rel=1e-4)
 
 
+@pytest.mark.usefixtures("worker_heap")
 def test_oom_past_the_floor_fails_with_reason_oom():
     with pytest.raises(TrialOutOfMemory, match="oom: out of memory at micro-batch 8"):
         train(tiny_config(batch_size=16, min_micro_batch=8), hooks=hooks(oom_above_batch=5))
 
 
+@pytest.mark.usefixtures("worker_heap")
 def test_auto_batch_probe_finds_the_largest_fitting_batch():
     found = probe_max_batch(tiny_config(), hooks=hooks(oom_above_batch=20))
     assert found["batch"] == 20 and not found["limited"]

@@ -10,27 +10,69 @@ import importlib.util
 import json
 import os
 import pickle
+import platform
+import shutil
 import struct
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from ablations.experiment.trackers import runs
-from ablations.experiment.trackers import specs as trackers
 from ablations.results.io.files import SCHEMA_VERSION
 from tests.conftest import tiny_config
 from tests.test_cli import assert_one_line_error, in_process, run_cli
+
+# Importing MLflow (in the tests that need it) asks platform for the processor, which
+# platform finds with a subprocess (`uname -p`) that a unit test may not start: asked here, as
+# the file is collected, it is cached for them.
+platform.processor()
 
 VARIANTS = ("baseline", "no_images")
 TRIALS = sorted(f"{variant}-seed{seed}" for variant in VARIANTS for seed in (0, 1))
 EPOCHS = 2
 
 
+@pytest.fixture
+def runs():
+    """ablations.experiment.trackers.runs, imported by the tests that use it: it imports Ray's
+    MLflow and W&B integrations (about 2 CPU-seconds), which every test worker would otherwise
+    import as it collects this file."""
+    from ablations.experiment.trackers import runs
+
+    return runs
+
+
+@pytest.fixture
+def trackers(runs):
+    """ablations.experiment.trackers.specs (``runs``' imports and the flag's parsing)."""
+    from ablations.experiment.trackers import specs
+
+    return specs
+
+
+@pytest.fixture(scope="module")
+def empty_mlflow_store(tmp_path_factory):
+    """An MLflow SQLite store with MLflow's tables made (its migrations take most of a CPU
+    second), copied for each test that logs to one (``mlflow_store``)."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow-store") / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def mlflow_store(tmp_path, empty_mlflow_store):
+    """A tracking URI of this test's own: a copy of the empty store, in its tmp_path."""
+    shutil.copyfile(empty_mlflow_store, tmp_path / "mlflow.db")
+    return f"sqlite:///{tmp_path}/mlflow.db"
+
+
 # ------------------------------------------------------------------------- the flag
 
 
-def test_log_to_values_are_parsed_and_paths_made_absolute(tmp_path, monkeypatch):
+def test_log_to_values_are_parsed_and_paths_made_absolute(tmp_path, monkeypatch, trackers,
+                                                          runs):
     monkeypatch.chdir(tmp_path)
     parse = trackers.parse_log_to
     assert parse("mlflow") == runs.TrackerSpec("mlflow", "")
@@ -75,7 +117,8 @@ def test_wandb_online_without_a_key_stops_before_ray(capsys, tmp_path, monkeypat
     assert not (tmp_path / "r").exists()
 
 
-def test_a_resume_logs_the_verdicts_to_the_trackers_the_experiment_started_with(tmp_path):
+def test_a_resume_logs_the_verdicts_to_the_trackers_the_experiment_started_with(tmp_path,
+                                                                                trackers, runs):
     """Tune restores the callbacks of tuner.pkl on --resume; experiment.json's log_to names
     them, for the verdicts of a resume command without --log-to."""
     root = tmp_path / "exp"
@@ -128,7 +171,7 @@ class FakeTrial:
         return self.name
 
 
-def test_mlflow_callback_resumes_a_trial_in_its_run(tmp_path):
+def test_mlflow_callback_resumes_a_trial_in_its_run(tmp_path, runs, mlflow_store):
     """A second callback on the same experiment (a --resume) continues the trial's run: the same
     run, its params logged once, the metric history going on at the next epoch. A callback that
     has logged pickles (Tune writes its RunConfig to tuner.pkl before every fit)."""
@@ -140,7 +183,7 @@ def test_mlflow_callback_resumes_a_trial_in_its_run(tmp_path):
     config = tiny_config(ablation="no_images", seed=3, use_images=False)
     (root / "experiment.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION,
                                                       "trials": {"t": config.to_dict()}}))
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = mlflow_store
     for epochs in ([1], [2]):  # the first run stops after epoch 1, the resume does epoch 2
         tracker = runs.MLflowTracker(tracking_uri=uri, root=str(root), experiment="exp",
                                          space="components")
@@ -168,7 +211,7 @@ def test_mlflow_callback_resumes_a_trial_in_its_run(tmp_path):
         (tmp_path / "mlartifacts" / "exp").as_uri()
 
 
-def test_a_sampled_trial_logs_its_sampled_values():
+def test_a_sampled_trial_logs_its_sampled_values(runs):
     plan = {"hpo": tiny_config().to_dict()}
     trial = FakeTrial("hpo", "x_00001")
     trial.config = {"trial": "hpo", "params": {"lr": 0.01, "embed_dim": 8}}
@@ -176,7 +219,7 @@ def test_a_sampled_trial_logs_its_sampled_values():
     assert (params["ablation"], params["lr"], params["embed_dim"]) == ("hpo", 0.01, 8)
 
 
-def test_wandb_callback_logs_at_step_epoch_without_tunes_bookkeeping():
+def test_wandb_callback_logs_at_step_epoch_without_tunes_bookkeeping(runs):
     """W&B's logging actor logs at step = the result's training_iteration: the callback makes
     it the epoch (here a trial resumed at epoch 3, Tune's first iteration since)."""
     tracker = runs.WandbTracker(project="p", root="/nowhere", experiment="e",
@@ -335,7 +378,8 @@ def test_wandb_offline_runs_one_per_trial_and_the_verdicts(logged):
     assert any("verdicts" in row for row in verdicts.history)  # the wandb.Table
 
 
-def test_mlflow_tags_each_datasets_verdict_and_the_one_across_them(tmp_path):
+def test_mlflow_tags_each_datasets_verdict_and_the_one_across_them(tmp_path, runs,
+                                                                    mlflow_store):
     """Over several datasets (docs/datasets.md): the verdicts run has the verdict across the
     datasets as ``verdict.<variant>`` and each dataset's as ``verdict.<dataset>.<variant>``;
     each trial's run gets its own dataset's verdict."""
@@ -349,7 +393,7 @@ def test_mlflow_tags_each_datasets_verdict_and_the_one_across_them(tmp_path):
     (root / "experiment.json").write_text(json.dumps({
         "schema_version": SCHEMA_VERSION,
         "trials": {name: config.to_dict() for name, config in configs.items()}}))
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = mlflow_store
     tracker = runs.MLflowTracker(tracking_uri=uri, root=str(root), experiment="exp",
                                  space="components")
     tracker.setup()

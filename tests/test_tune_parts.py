@@ -72,23 +72,24 @@ class _Cycle:
 
 def test_after_a_trial_its_survivors_are_frozen_and_the_next_trials_cycles_still_collected():
     """return_memory_after_trial freezes what survived (the next collection skips the worker's
-    imports), still collects a later trial's cycles, and freezes nothing after a failure."""
+    imports), still collects a later trial's cycles, and freezes nothing after a failure.
+    The test process's own freeze (tests/conftest.py: the collection's imports) stays in
+    place, so that each collection here walks only what came after it, as do the later
+    tests' collections."""
     from ablations.experiment.trainable import return_memory_after_trial
 
-    gc.unfreeze()
-    try:
-        survivor = [object()]
-        return_memory_after_trial()
-        assert gc.get_freeze_count() > 0
-        assert not any(obj is survivor for obj in gc.get_objects())  # not scanned again
-        left = weakref.ref(_Cycle())  # garbage only the collector can free
-        return_memory_after_trial()
-        assert left() is None
-        gc.unfreeze()
-        return_memory_after_trial(freeze=False)
-        assert gc.get_freeze_count() == 0
-    finally:
-        gc.unfreeze()
+    frozen = gc.get_freeze_count()
+    survivor = [object()]
+    return_memory_after_trial()
+    assert gc.get_freeze_count() > frozen
+    assert not any(obj is survivor for obj in gc.get_objects())  # not scanned again
+    left = weakref.ref(_Cycle())  # garbage only the collector can free
+    return_memory_after_trial()
+    assert left() is None
+    frozen, later = gc.get_freeze_count(), [object()]
+    return_memory_after_trial(freeze=False)
+    assert gc.get_freeze_count() == frozen
+    assert any(obj is later for obj in gc.get_objects())  # still scanned
 
 
 def test_results_readme_is_the_rendered_schema():

@@ -339,7 +339,7 @@ def test_the_hint_leaves_out_variants_whose_trials_failed():
 
     text = hint(rows)
     assert text.startswith("Inconclusive after 3 seeds: a, b. To decide them")
-    assert "b: fewer than 2 ok or diverged trials, no more seeds" in text
+    assert "b: no more seeds: fewer than 2 ok or diverged trials" in text
     assert "At most 14 more trials (1 variant(s) + the reference x 7 seeds)" in text
     assert "about 70 s of trial time, 0.0194 CPU-hours, ~35 s wall at 2 trial(s) at a time" \
         in text

@@ -49,8 +49,9 @@ def test_an_arm_a_margin_away_is_called_equivalent_in_at_most_alpha(noise):
                         experiments=EXPERIMENTS, seed=1000 * w + 100 * s + 10 * d + (sign > 0))
     worst = max(rates, key=rates.get)
     assert rates[worst] <= BOUND, (worst, rates[worst])
-    if noise == "gaussian":  # exact there: the hardest case is near α, not far under
-        assert min(rates[(1, 0.0, "fixed", n, 1)] for n in (3, 5, 10)) >= 0.03, rates
+    if noise == "gaussian":  # near α there, not far under: the floor (each arm's own TOST
+        # must pass too) costs little of the size at the hardest case
+        assert min(rates[(1, 0.0, "fixed", n, 1)] for n in (3, 5, 10)) >= 0.015, rates
 
 
 class NoSpending(SeedDesign):
@@ -142,8 +143,8 @@ def test_a_variant_alone_with_skewed_noise_is_called_different_as_the_docs_state
                                                  others=1.5, experiments=EXPERIMENTS,
                                                  seed=40 + d)["any"]
              for d, (kind, seeds) in enumerate((("fixed", 5), ("fixed", 10), ("auto", 10)))}
-    if noise == "diverging":
-        assert max(rates.values()) > BOUND, rates
+    if noise == "diverging":  # above α, named with its figures there
+        assert max(rates.values()) > ALPHA, rates
     else:
         assert max(rates.values()) <= BOUND, rates
 

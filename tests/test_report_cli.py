@@ -168,18 +168,27 @@ def test_margin_and_alpha_flags_set_the_verdicts(experiment, tmp_path, capsys, f
     assert f"| {verdict} |" in markdown and note in markdown
 
 
-def test_seeds_that_tie_give_the_verdict_and_no_warning(experiment, tmp_path, capsys):
-    """A deterministic program's metric, one value on every seed of a variant: scipy's t-test
-    warns that it lost precision; the report gives the verdict and nothing else."""
+def test_seeds_that_tie_are_flagged_without_a_verdict_or_a_warning(experiment, tmp_path,
+                                                                   capsys):
+    """A deterministic program's metric, one value on every seed of every arm: the report
+    shows the difference, no verdict (no seed variance to test it against), says that the
+    program ignores its seed and how to pass it, and raises no warning (scipy's t test warns
+    that it lost precision on such data)."""
     root = _copy(experiment, tmp_path)
     trials = pd.read_parquet(root / "trials.parquet")
     trials["test_mae"] = trials["ablation"].map({"baseline": 1.0}).fillna(1.25)
+    for column in [c for c in trials if c.startswith(("test_", "val_")) and c != "test_mae"]:
+        if pd.api.types.is_numeric_dtype(trials[column]):
+            trials[column] = trials["ablation"].map({"baseline": 0.5}).fillna(0.75)
     trials.to_parquet(root / "trials.parquet", index=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # any warning fails the report
         assert main(["report", str(root), "--figures", "png"]) == 0
-    assert ("| no_x | 3 | 0/3 (≤63%) | 1.25 | +0.250 | [0.250, 0.250] | [25.0, 25.0] | worse |"
-            in capsys.readouterr().out)
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| no_x |"))
+    assert "+0.250" in row and "| worse |" not in row and "inconclusive" in row, row
+    assert "the program ignores the seed it is given" in out and "{seed}" in out, out
+    assert "the program ignores the seed" in (root / "report.md").read_text()
 
 
 def test_a_failed_report_write_keeps_the_previous_report_whole(experiment, tmp_path, capsys,

@@ -18,6 +18,7 @@ from ablations.results.stats.boundaries import nominal_levels
 from ablations.results.stats.contrasts import Contrasts
 from ablations.results.stats.sequential import SeedDesign, sequential_tests
 from ablations.results.stats.sequential_table import active_arms, sequential_verdict_table
+from ablations.results.stats.shared_variance import PAIRED_TEST
 from tools.simulation import simulate_runs, sequential_verdicts
 from ablations.results.stats.verdicts import equivalence_tests, verdict_table
 
@@ -356,7 +357,8 @@ def test_an_arm_undecided_at_the_pilot_is_decided_only_from_its_later_seeds():
     """The audit case: arm x's pilot p-value would pass at Holm's last step (α/1) but not at
     the pilot's α/8; at the next look the seven others are rejected, which opens α/1 to x,
     while x's own 5 seeds no longer differ. x must stay undecided (the old procedure took the
-    smallest p/share over every look and called it `worse` from its pilot alone)."""
+    smallest p/share over every look and called it `worse` from its pilot alone). Each arm's own
+    paired test, whose levels the case is built on."""
     design = SeedDesign.plan(3, 10)
     seeds = list(range(10))
     rng = np.random.default_rng(4)
@@ -368,15 +370,16 @@ def test_an_arm_undecided_at_the_pilot_is_decided_only_from_its_later_seeds():
     # x: the pilot's differences 0.045 ± 0.01 (p ≈ 0.02), then two seeds far the other way
     columns["x"] = base + np.array([0.035, 0.045, 0.055, -0.12, -0.09, 0, 0, 0, 0, 0])
     trials = pd.DataFrame([r for arm in columns for r in _rows(arm, columns[arm], seeds[:3])])
-    pilot = sequential_verdict_table(trials, design, seeds).set_index("ablation")
+    pilot = sequential_verdict_table(trials, design, seeds, test=PAIRED_TEST).set_index(
+        "ablation")
     p_pilot = pilot.loc["x", "p_value"]
     levels = design.levels(ALPHA, equivalence=False), design.levels(ALPHA / 8,
                                                                    equivalence=False)
     assert levels[1][0] < p_pilot < levels[0][0]  # passes at α/1, not at α/8
     assert (pilot.drop(index=["baseline"])["verdict"] == "inconclusive").all()
     more = pd.DataFrame([r for arm in columns for r in _rows(arm, columns[arm], seeds[3:5])])
-    table = sequential_verdict_table(pd.concat([trials, more]), design, seeds).set_index(
-        "ablation")
+    table = sequential_verdict_table(pd.concat([trials, more]), design, seeds,
+                                     test=PAIRED_TEST).set_index("ablation")
     assert (table.loc[[f"mid{j}" for j in range(7)], "verdict"] == "worse").all()
     assert table.loc["x", "verdict"] == "inconclusive"
     assert table.loc["x", "diff_mean"] < 0 and table.loc["x", "p_value"] > 0.3

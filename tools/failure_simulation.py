@@ -24,9 +24,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ablations.results.stats.contrasts import FIELDS, Contrasts
+from ablations.results.stats.contrasts import Contrasts
 from ablations.results.stats.failures import FailureTests, failure_rate_upper, signed_rank_p
 from ablations.results.stats.sequential import SeedDesign, sequential_tests
+from ablations.results.stats.shared_variance import (
+    DEFAULT_TEST,
+    SHARED_TEST,
+    SharedContrasts,
+    shared_contrasts,
+)
 from tools.simulation import REFERENCE_MEAN, SPREAD, simulate_runs
 from ablations.results.stats.verdicts import equivalence_tests
 
@@ -83,12 +89,31 @@ def draw_failures(rng: np.random.Generator, experiments: int, arms: int, seeds: 
     return ref, arm
 
 
+def failure_contrasts(arms: np.ndarray, reference: np.ndarray, arm_failed: np.ndarray,
+                      ref_failed: np.ndarray, *, test: str, floor_diff: float,
+                      floor_eq: float, eligible: np.ndarray | bool = True
+                      ) -> Contrasts | SharedContrasts:
+    """The comparisons as the runner makes them from trials with failed seeds: each arm paired
+    over the seeds both finished; with the shared-variance ``test``, the arms with no failed
+    seed pool their variance, where the reference has none either (the runner's
+    :func:`ablations.results.stats.shared_variance.pool_members`)."""
+    keep = ~arm_failed & ~ref_failed[:, None, :]
+    own = masked_contrasts(arms, np.broadcast_to(reference[:, None, :], arms.shape), keep)
+    if test != SHARED_TEST:
+        return own
+    members = (~arm_failed.any(axis=-1) & ~ref_failed.any(axis=-1)[:, None]
+               & np.asarray(eligible, bool))
+    return shared_contrasts(np.where(arm_failed, np.nan, arms), reference, members,
+                            floor_diff=floor_diff, floor_eq=floor_eq, own=own)
+
+
 def fixed_failure_verdicts(reference: np.ndarray, arms: np.ndarray, ref_failed: np.ndarray,
                            arm_failed: np.ndarray, *, margin: float = 0.05,
-                           alpha: float = 0.05) -> dict[str, np.ndarray]:
+                           alpha: float = 0.05, test: str = DEFAULT_TEST
+                           ) -> dict[str, np.ndarray]:
     """The fixed design's verdicts with failures as outcomes."""
-    keep = ~arm_failed & ~ref_failed[:, None, :]
-    contrasts = masked_contrasts(arms, np.broadcast_to(reference[:, None, :], arms.shape), keep)
+    contrasts = failure_contrasts(arms, reference, arm_failed, ref_failed, test=test,
+                                  floor_diff=alpha, floor_eq=alpha)
     failures = failure_arrays(arms, reference, arm_failed, ref_failed)
     return equivalence_tests(contrasts, margin=margin, relative=True, alpha=alpha,
                              failures=failures)
@@ -97,36 +122,41 @@ def fixed_failure_verdicts(reference: np.ndarray, arms: np.ndarray, ref_failed: 
 def sequential_failure_verdicts(reference: np.ndarray, arms: np.ndarray,
                                 ref_failed: np.ndarray, arm_failed: np.ndarray,
                                 design: SeedDesign, *, margin: float = 0.05,
-                                alpha: float = 0.05, tolerance: float | None = None
-                                ) -> dict[str, np.ndarray]:
+                                alpha: float = 0.05, tolerance: float | None = None,
+                                test: str = DEFAULT_TEST) -> dict[str, np.ndarray]:
     """``--seeds auto`` with stopping and failures as outcomes: at look k the arms still
     running are compared over their first n_k seeds. ``tolerance``: ``max_failure_rate``
     (an arm whose failure-rate bound over the look's seeds is not below it is not
     `equivalent` there)."""
     experiments, count, _ = arms.shape
     shape = (experiments, count, len(design.looks))
-    fields = {f: np.full(shape, np.nan) for f in FIELDS}
+    per_look: list = []
+    floors_diff = design.levels(alpha, equivalence=False)
+    floors_eq = design.levels(alpha, equivalence=True)
     p_rank, sign = np.full(shape, np.nan), np.full(shape, np.nan)
     unstable = np.zeros(shape, bool)
     over = np.zeros(shape, bool)
     running = np.ones((experiments, count), bool)
     tests: dict[str, np.ndarray] = {}
     for k, n in enumerate(design.looks):
-        keep = ~arm_failed[..., :n] & ~ref_failed[:, None, :n]
-        contrasts = masked_contrasts(arms[..., :n], np.broadcast_to(
-            reference[:, None, :n], arms[..., :n].shape), keep)
+        contrasts = failure_contrasts(arms[..., :n], reference[:, :n], arm_failed[..., :n],
+                                      ref_failed[:, :n], test=test,
+                                      floor_diff=floors_diff[k], floor_eq=floors_eq[k],
+                                      eligible=running)
         failures = failure_arrays(arms[..., :n], reference[:, :n], arm_failed[..., :n],
                                   ref_failed[:, :n])
-        for f in fields:
-            fields[f][..., k] = np.where(running, getattr(contrasts, f), np.nan)
+        per_look.append(contrasts.map(lambda values: np.where(running, values, np.nan)))
+        pending = [per_look[0].map(lambda values: np.full(values.shape, np.nan))] * (
+            len(design.looks) - k - 1)
         p_rank[..., k] = np.where(running, failures.p_value, np.nan)
         sign[..., k] = np.where(running, failures.worse_sign, np.nan)
         unstable[..., k] = running & failures.no_equivalence
         if tolerance is not None:  # every seed ends ok or diverged: n outcomes per arm
             over[..., k] = running & (failure_rate_upper(
                 arm_failed[..., :n].sum(-1), n, alpha) >= tolerance)
-        tests = sequential_tests(Contrasts(**fields), design=design, margin=margin,
-                                 relative=True, alpha=alpha, worst_rank=(p_rank, sign),
+        tests = sequential_tests(type(contrasts).join([*per_look, *pending]), design=design,
+                                 margin=margin, relative=True, alpha=alpha,
+                                 worst_rank=(p_rank, sign),
                                  unstable=unstable, over_tolerance=over)
         running = tests["decided"] < 0
     return tests

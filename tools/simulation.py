@@ -33,9 +33,10 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from ablations.results.stats.contrasts import FIELDS, Contrasts, robust_outliers
+from ablations.results.stats.contrasts import Contrasts, robust_outliers
 from ablations.results.stats.sequential import SeedDesign, sequential_tests
 from ablations.results.stats.sequential_table import repeated_interval
+from ablations.results.stats.shared_variance import DEFAULT_TEST, array_contrasts
 from ablations.results.stats.verdicts import equivalence_tests
 
 NOISES = ("gaussian", "t3", "lognormal", "diverging")
@@ -84,48 +85,60 @@ def simulate_runs(rng: np.random.Generator, *, experiments: int, seeds: int,
 
 
 def fixed_verdicts(reference: np.ndarray, arms: np.ndarray, *, margin: float, relative: bool,
-                   alpha: float = 0.05, robust: bool = True) -> dict[str, np.ndarray]:
+                   alpha: float = 0.05, robust: bool = True,
+                   test: str = DEFAULT_TEST) -> dict[str, np.ndarray]:
     """:func:`ablations.results.stats.verdicts.verdict_table`'s procedure on every simulated
-    experiment. ``reference``: (experiments, seeds), or (experiments, arms, seeds) for ``compare``
-    (each variant against its own runs in experiment A)."""
-    if reference.ndim == arms.ndim - 1:
-        reference = reference[:, None, :]
-    contrasts = Contrasts.paired(arms, np.broadcast_to(reference, arms.shape))
-    outlier = robust_outliers(arms - reference) if robust else None
+    experiment (``test``: the verdicts' test). ``reference``: (experiments, seeds), or
+    (experiments, arms, seeds) for ``compare`` (each variant against its own runs in experiment
+    A), which keeps each arm's own paired test."""
+    if reference.ndim == arms.ndim:  # compare: its own test
+        contrasts = Contrasts.paired(arms, reference)
+        outlier = robust_outliers(arms - reference) if robust else None
+    else:
+        outlier = robust_outliers(arms - reference[..., None, :]) if robust else None
+        contrasts = array_contrasts(arms, reference, test=test, floor_diff=alpha,
+                                    floor_eq=alpha, eligible=True if outlier is None
+                                    else ~outlier)
     return equivalence_tests(contrasts, margin=margin, relative=relative, alpha=alpha,
                              outlier=outlier)
 
 
 def sequential_verdicts(reference: np.ndarray, arms: np.ndarray, design: SeedDesign, *,
                         margin: float, relative: bool, alpha: float = 0.05,
-                        robust: bool = True) -> dict[str, np.ndarray]:
+                        robust: bool = True, test: str = DEFAULT_TEST
+                        ) -> dict[str, np.ndarray]:
     """``--seeds auto`` on every simulated experiment, stopping included: at look k the arms
-    still running are compared over their first n_k seeds; an arm that stopped has no values
-    beyond its last look (as in the runner). ``reported``: each arm's contrasts at the look its
-    row reports (``last``)."""
+    still running are compared over their first n_k seeds (with the shared-variance ``test``,
+    they form the look's pool); an arm that stopped has no values beyond its last look (as in
+    the runner). ``reported``: each arm's contrasts at the look its row reports (``last``)."""
     experiments, count, _ = arms.shape
     looks = design.looks
     shape = (experiments, count, len(looks))
-    fields = {f: np.full(shape, np.nan) for f in FIELDS}
     flags = np.zeros(shape, bool)
     seeds_run = np.zeros((experiments, count), dtype=int)
     running = np.ones((experiments, count), bool)
+    floors_diff = design.levels(alpha, equivalence=False)
+    floors_eq = design.levels(alpha, equivalence=True)
+    per_look: list = []
     tests: dict[str, np.ndarray] = {}
     for k, n in enumerate(looks):
         seeds_run = np.where(running, n, seeds_run)
-        contrasts = Contrasts.paired(arms[..., :n], np.broadcast_to(reference[:, None, :n],
-                                                                    arms[..., :n].shape))
-        for f in fields:
-            fields[f][..., k] = np.where(running, getattr(contrasts, f), np.nan)
         if robust:
             paired = arms[..., :n] - reference[:, None, :n]
             beyond = np.arange(n)[None, None, :] >= seeds_run[..., None]
             flags[..., k] = robust_outliers(np.where(beyond, np.nan, paired)) & running
-        tests = sequential_tests(Contrasts(**fields), design=design, margin=margin,
+        contrasts = array_contrasts(arms[..., :n], reference[:, :n], test=test,
+                                    floor_diff=floors_diff[k], floor_eq=floors_eq[k],
+                                    eligible=running & ~flags[..., k])
+        per_look.append(contrasts.map(lambda values: np.where(running, values, np.nan)))
+        # the looks not reached yet: no comparison (NaN), as the runner has them
+        pending = [per_look[0].map(lambda values: np.full(values.shape, np.nan))] * (
+            len(looks) - k - 1)
+        joined = type(contrasts).join([*per_look, *pending])
+        tests = sequential_tests(joined, design=design, margin=margin,
                                  relative=relative, alpha=alpha, outlier=flags)
         running = tests["decided"] < 0
-    reported = Contrasts(**fields).take((*np.indices(tests["last"].shape),
-                                         tests["last"]))
+    reported = joined.take((*np.indices(tests["last"].shape), tests["last"]))
     return {**tests, "seeds": seeds_run, "reference_seeds": seeds_run.max(axis=-1),
             "reported": reported}
 

@@ -30,8 +30,9 @@ import sys
 import numpy as np
 import pandas as pd
 
-from ablations.results.stats.contrasts import FIELDS, Contrasts, robust_outliers
+from ablations.results.stats.contrasts import robust_outliers
 from ablations.results.stats.sequential import DEFAULT_MAX_SEEDS, SeedDesign, sequential_tests
+from ablations.results.stats.shared_variance import DEFAULT_TEST, array_contrasts
 from tools.simulation import (
     MARGIN,
     SPREAD,
@@ -56,20 +57,22 @@ SPREADS = {"default": SPREAD, "tight": TIGHT, "3x default": 3 * SPREAD}
 
 
 def pilot_look(reference: np.ndarray, arms: np.ndarray, design: SeedDesign, *,
-               margin: float = MARGIN, alpha: float = 0.05) -> dict[str, np.ndarray]:
+               margin: float = MARGIN, alpha: float = 0.05,
+               test: str = DEFAULT_TEST) -> dict[str, np.ndarray]:
     """The fixed run's table as the pilot look of ``design``: every arm over the first
     ``design.looks[0]`` seeds, the later looks not reached (NaN), as the runner's
     ``sequential_verdict_table`` computes it on a fixed run's trials."""
     n = design.looks[0]
-    contrasts = Contrasts.paired(arms[..., :n],
-                                 np.broadcast_to(reference[:, None, :n], arms[..., :n].shape))
     shape = (*arms.shape[:-1], len(design.looks))
-    fields = {f: np.full(shape, np.nan) for f in FIELDS}
-    for f in fields:
-        fields[f][..., 0] = getattr(contrasts, f)
     flags = np.zeros(shape, bool)
     flags[..., 0] = robust_outliers(arms[..., :n] - reference[:, None, :n])
-    return sequential_tests(Contrasts(**fields), design=design, margin=margin, relative=True,
+    contrasts = array_contrasts(arms[..., :n], reference[:, :n], test=test,
+                                floor_diff=design.levels(alpha, equivalence=False)[0],
+                                floor_eq=design.levels(alpha, equivalence=True)[0],
+                                eligible=~flags[..., 0])
+    later = contrasts.map(lambda values: np.full(values.shape, np.nan))
+    joined = type(contrasts).join([contrasts, *[later] * (len(design.looks) - 1)])
+    return sequential_tests(joined, design=design, margin=margin, relative=True,
                             alpha=alpha, outlier=flags)
 
 

@@ -121,18 +121,23 @@ def sequential_seeds(fixed: Sequence[int], max_seeds: int) -> list[int]:
 
 def first_look(trials: pd.DataFrame, seeds: Sequence[int], max_seeds: int, *, reference: str,
                metric: MetricLike, margin: str, alpha: float,
-               max_failure_rate: Optional[float] = None) -> pd.DataFrame:
+               max_failure_rate: Optional[float] = None, test: Optional[str] = None
+               ) -> pd.DataFrame:
     """The sequential design's verdicts on the fixed run's trials as its pilot: what round 1
     of the continuation decides (the arms it leaves are the ones that get seeds). ``metric``:
     a :class:`~ablations.config.metrics.Metric` (own code's, with its declared direction), or
-    a built-in column's name; ``max_failure_rate``: the run's tolerance for divergence."""
+    a built-in column's name; ``max_failure_rate``: the run's tolerance for divergence;
+    ``test``: the run's verdicts' test (None: the default)."""
     from ablations.results.stats.sequential import SeedDesign
     from ablations.results.stats.sequential_table import sequential_verdict_table
 
     design = SeedDesign.plan(len(seeds), max_seeds)
+    from ablations.results.stats.shared_variance import DEFAULT_TEST
+
     return sequential_verdict_table(trials, design, sequential_seeds(seeds, max_seeds),
                                     reference=reference, metric=metric, margin=margin,
-                                    alpha=alpha, max_failure_rate=max_failure_rate)
+                                    alpha=alpha, max_failure_rate=max_failure_rate,
+                                    test=test or DEFAULT_TEST)
 
 
 def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, reference: str,
@@ -194,7 +199,8 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
     max_seeds = max_seeds or default_max_seeds(len(seeds))
     look = first_look(trials, seeds, max_seeds, reference=reference, metric=metric,
                       margin=margin or DEFAULT_MARGIN, alpha=alpha,
-                      max_failure_rate=verdicts.attrs.get("max_failure_rate"))
+                      max_failure_rate=verdicts.attrs.get("max_failure_rate"),
+                      test=verdicts.attrs.get("verdict_test"))
     arms = [a for a in next_arms(look, set(look["ablation"])) if a != reference]
     estimate = estimate_continuation(trials, arms, reference=reference,
                                      fixed_seeds=len(seeds), max_seeds=max_seeds, slots=slots,
@@ -203,10 +209,21 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
                                address=address, metric=metric_of(metric).name, margin=margin,
                                alpha=alpha, max_concurrent=max_concurrent)
     named = f"Inconclusive after {len(seeds)} seeds: {', '.join(undecided)}."
-    if not arms:  # next_arms: a variant with fewer than 2 outcomes gets no more seeds
+    rows = look.set_index("ablation")
+    flat = [a for a in undecided if "no_seed_variance" in rows
+            and pd.notna(rows.loc[a, "no_seed_variance"]) and bool(rows.loc[a, "no_seed_variance"])]
+
+    def why(arms_left: list[str]) -> str:  # why these get no more seeds
+        parts = []
+        if [a for a in arms_left if a in flat]:
+            parts.append("no seed variance: more seeds would give the same values")
+        if [a for a in arms_left if a not in flat]:
+            parts.append("fewer than 2 ok or diverged trials, see the failures above")
+        return "; ".join(parts)
+
+    if not arms:  # next_arms: no variant can get more seeds
         return (f"{named} Seeds added in rounds would not decide "
-                f"{'it' if len(undecided) == 1 else 'them'} here: a variant needs 2 ok or "
-                "diverged trials to get more (see the failures above).")
+                f"{'it' if len(undecided) == 1 else 'them'} here: {why(undecided)}.")
     lines = [f"{named} To decide {'it' if len(undecided) == 1 else 'them'}, continue this "
              f"experiment with seeds added in rounds: its {len(seeds)} seeds are the pilot "
              "(kept, not re-run); only variants without a verdict and the reference get more, "
@@ -214,8 +231,7 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
              f"  {command}"]
     stuck = [a for a in undecided if a not in arms]
     if stuck:
-        lines.append(f"{', '.join(stuck)}: fewer than 2 ok or diverged trials, no more seeds "
-                     "(see the failures above).")
+        lines.append(f"{', '.join(stuck)}: no more seeds: {why(stuck)}.")
     extra = [a for a in arms if a not in undecided]
     if extra:  # the design's first look spends part of alpha only
         lines.append(f"The design's first look spends part of alpha, so it also leaves "
@@ -316,8 +332,11 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     # the tolerance recorded before the first trial (check_planned refuses another); one
     # given now only for a run that recorded no plan
     tolerance = planned.get("max_failure_rate") if planned else args.max_failure_rate
+    from ablations.results.stats.planned import verdict_test
+
+    # the test the fixed run's verdicts were decided with (one procedure for the experiment)
     run = SequentialRun(design, seeds, reference, metric, margin, alpha, plan,
-                        max_failure_rate=tolerance)
+                        max_failure_rate=tolerance, test=verdict_test(planned))
     run.rounds = [{"round": 1, "tune": "tune", "trials": list(meta["trials"])}]
     ran = trials[trials["status"] != TrialStatus.SKIPPED]
     run.continued = {"seeds": fixed, "trials": len(ran),

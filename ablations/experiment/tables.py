@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
+from ablations.config.comparison import DEFAULT_METRIC
 from ablations.config.statuses import TrialStatus
 from ablations.experiment.provenance import trial_columns
 from ablations.experiment.reported import unpacked, unpacked_frame
@@ -31,6 +32,7 @@ from ablations.results.io.files import (
     write_parquet_atomic,
 )
 from ablations.results.io.schema import EPOCH_COLUMNS, TRIAL_COLUMNS, column_names
+from ablations.results.stats.seed_ties import seed_tied_column
 from ablations.search_spaces.spaces import TrialSpec
 
 from ablations.experiment.options import ExperimentResult, RunOptions, experiment_dir
@@ -95,6 +97,7 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
     rows = pd.DataFrame(trial_rows)
     rows["round"] = rows["round"].fillna(round_number) if "round" in rows else round_number
     rows["phase"] = phase
+    rows["seed_tied"] = False  # over the whole table below, earlier rounds' rows with it
     trials_df = _order(rows, names)
     epochs_df = (
         pd.concat(epoch_frames, ignore_index=True) if epoch_frames
@@ -109,6 +112,9 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
         trials_df, epochs_df, predictions_df = (
             _after(earlier, frame, names) for earlier, frame in
             zip(earlier_rows, (trials_df, epochs_df, predictions_df)))
+    trials_df["seed_tied"] = seed_tied_column(
+        trials_df, (metadata.get("planned") or {}).get("metric") or DEFAULT_METRIC).astype(
+        "boolean")
     write_parquet_atomic(epochs_df, join(root, EPOCHS_FILE))
     write_parquet_atomic(predictions_df, join(root, PREDICTIONS_FILE))
     write_parquet_atomic(trials_df, join(root, TRIALS_FILE))  # last: its presence = complete

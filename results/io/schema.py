@@ -45,6 +45,10 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
     ("round", "int64",
      "round of a `--seeds auto` experiment the trial ran in: 1 = the pilot (every trial of a "
      "fixed-seed experiment), k = the seeds look k added (experiment.json `sequential`)"),
+    ("seed_tied", "boolean",
+     "every ok seed of this trial's arm (two or more) gave the same value of the verdicts' "
+     "metric: no seed variance was measured, so the arm gets no verdict (a program that sets "
+     "its own seed, or a coarse metric; results/stats/seed_ties.py)"),
     ("phase", "string",
      "evaluation (a trial of the ablation table, at the configuration given) / search (a "
      "sampled trial of a search space) / tuning (a search trial of a `--tune-each` arm) / "

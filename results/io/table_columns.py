@@ -20,7 +20,11 @@ VERDICT_COLUMNS: list[tuple[str, str, str]] = [
     ("<metric>_ci_low", "float64", "lower end of the 1 − α t interval of that mean"),
     ("<metric>_ci_high", "float64", "upper end of the same interval"),
     ("test", "string",
-     "the test of Δ = 0: `paired t` (two or more shared seeds), `Welch t` (fewer), "
+     "the test of Δ = 0: `shared-variance t` (the run noise estimated from every arm of the "
+     "table, the arm's own paired t as a floor; results/stats/shared_variance.py), "
+     "`paired t` (the arm's own seeds: an arm with a failed, diverged or outlying seed, a "
+     "family where the reference has one, a single variant, or an experiment recorded with "
+     "that test), `Welch t` (fewer than two shared seeds), "
      "`t + worst-rank` (a seed where one arm diverged and the other finished), `crossed t` "
      "(`--cross-seeds`), `none (...)`: no test; null on the reference's row"),
     ("n_pairs", "float64", "seeds paired (0: Welch's comparison)"),
@@ -75,7 +79,10 @@ VERDICT_COLUMNS: list[tuple[str, str, str]] = [
      "variant's training diverges, from n_diverged of n_outcomes; 1 where every seed diverged"),
     ("reason", "string",
      "why the row reads as it does where its numbers do not say (diverged seeds, an outlying "
-     "seed); else empty"),
+     "seed, no seed variance); else empty"),
+    ("no_seed_variance", "boolean",
+     "every ok seed of the arm, or of the reference, gave one value: no verdict, and no test's "
+     "numbers (results/stats/seed_ties.py); on the reference's row, its own seeds"),
     ("margin", "float64",
      "the margin tested: in the metric's units, or the share for a percentage"),
 ]

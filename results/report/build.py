@@ -26,6 +26,7 @@ from ablations.config.comparison import DEFAULT_METRIC
 from ablations.config.statuses import TrialStatus
 from ablations.results.report import plots
 from ablations.results.report.formatting import plain
+from ablations.results.stats.seed_ties import seed_tie_lines
 from ablations.results.stats.analyses import analysis_of
 from ablations.results.stats.analysis import (
     calibration_curve,
@@ -208,6 +209,10 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                                  margin=margin, alpha=alpha)
     exploratory = ablation.attrs["exploratory"]
     note = verdict_note(ablation)
+    ties = seed_tie_lines(trials, metric=str(ablation.attrs["metric"]),
+                          reference=str(ablation.attrs["reference"]), epochs=epochs)
+    if ties:  # first: no verdict below means anything without seed variance
+        note = "\n".join([*ties, note])
     how = analysis.design_note(alpha)  # a pilot look's, the rounds' design
     if how:
         note = f"{note} {how}"

@@ -59,14 +59,15 @@ def builtin_columns(ablation: str, ok: Any, group: Any) -> dict[str, str]:
 def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
                   reference: Optional[str] = None, metric: Optional[str] = None,
                   margin: str | float | None = None, alpha: Optional[float] = None,
-                  verdicts: Any = None) -> str:
+                  verdicts: Any = None, epochs: Any = None) -> str:
     """Per variant: ok/total trials (the seeds spent), mean ± std of the test MAE over ok
     trials, ...; where the reference is a variant with an ok trial, also each variant's verdict
     against it and the equivalence bound it reached, and a note under the table with the
     margin and alpha. The verdicts are :func:`ablations.results.stats.decisions.verdicts_of`'s: as
     the experiment's design (``meta``: its experiment.json) decides them, at the settings recorded
     before the data unless others are given (then labelled exploratory); ``verdicts``: that
-    table if the caller has it already."""
+    table if the caller has it already; ``epochs``: epochs.parquet's rows, whose curves tell a
+    program that ignores its seed from a coarse metric (without them, the trials' metrics)."""
     import pandas as pd
 
     from ablations.results.stats.analyses import analysis_of
@@ -122,6 +123,12 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     table = pd.DataFrame(rows).to_string(index=False)
     if verdicts is None:
         return table + no_verdicts
+    from ablations.results.stats.seed_ties import seed_tie_lines
+
+    ties = seed_tie_lines(trials_df, metric=str(verdicts.attrs.get("metric", metric)),
+                          reference=reference, epochs=epochs)
+    if ties:  # first under the table: no verdict below means anything without seed variance
+        table += "\n\n" + "\n".join(ties)
     seeds = verdicts["n_ok"]
     spent = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
     exploratory = verdicts.attrs.get("exploratory")

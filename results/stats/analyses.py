@@ -42,6 +42,7 @@ from ablations.results.stats.planned import (
     departures,
     pilot_design,
     pilot_note,
+    verdict_test,
 )
 from ablations.results.stats.sequential import SeedDesign, design_note, seed_span
 from ablations.results.stats.sequential_table import (
@@ -109,6 +110,12 @@ class Analysis:
         arm's failure-rate bound below it); None: none."""
         return (self.planned or {}).get("max_failure_rate")
 
+    @property
+    def verdict_test(self) -> str:
+        """The test its verdicts are decided with: the one recorded before the data
+        (:func:`~ablations.results.stats.planned.verdict_test`)."""
+        return verdict_test(self.planned)
+
     def recorded_settings(self) -> Optional[dict[str, Any]]:
         """The reference, metric, margin and α recorded before the data; None for an
         experiment recorded before such records."""
@@ -155,9 +162,11 @@ class Analysis:
         """The verdict table of the evaluation rows ``trials`` at ``settings`` (the metric a
         Metric)."""
         if self.pilot is None:
-            return verdict_table(trials, **settings, max_failure_rate=self.max_failure_rate)
+            return verdict_table(trials, **settings, max_failure_rate=self.max_failure_rate,
+                                 test=self.verdict_test)
         table = sequential_verdict_table(trials, self.pilot, self.planned["seeds"], **settings,
-                                         max_failure_rate=self.max_failure_rate)
+                                         max_failure_rate=self.max_failure_rate,
+                                         test=self.verdict_test)
         table.attrs["pilot"] = True
         return table
 
@@ -325,13 +334,19 @@ class SequentialAnalysis(Analysis):
     def decided_at(self) -> bool:
         return True
 
+    @property
+    def verdict_test(self) -> str:
+        # the rounds' record's (a fixed run continued keeps its planned test there)
+        return verdict_test(self.record if self.record.get("test") else self.planned)
+
     def recorded_settings(self) -> Optional[dict[str, Any]]:
         # planned, or (an experiment recorded before it) the rounds' record
         return settings_from(self.planned or self.record, self.meta)
 
     def decide(self, trials: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
         return sequential_verdict_table(trials, self.seed_design, self.record["seeds"],
-                                        **settings, max_failure_rate=self.max_failure_rate)
+                                        **settings, max_failure_rate=self.max_failure_rate,
+                                        test=self.verdict_test)
 
     @property
     def max_failure_rate(self) -> Optional[float]:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from ablations.results.stats.sequential import DEFAULT_MAX_SEEDS, SeedDesign
+from ablations.results.stats.shared_variance import DEFAULT_TEST, PAIRED_TEST, TEST_VERSIONS
 
 PLANNED_KEY = "planned"  # experiment.json's key
 SETTINGS = ("reference", "metric", "margin", "alpha")
@@ -25,16 +26,19 @@ SETTINGS = ("reference", "metric", "margin", "alpha")
 
 def planned_record(*, reference: str, metric: str, margin: str | float, alpha: float,
                    seeds: Sequence[int] = (), max_seeds: Optional[int] = None,
-                   max_failure_rate: Optional[float] = None) -> dict[str, Any]:
+                   max_failure_rate: Optional[float] = None,
+                   test: str = DEFAULT_TEST) -> dict[str, Any]:
     """experiment.json's ``planned``: the four settings; with ``seeds`` (a fixed table that
     can be continued into rounds), also the design whose pilot look they are and the seed
     order up to ``max_seeds`` (default
     :data:`ablations.results.stats.sequential.DEFAULT_MAX_SEEDS`). A run of at least ``max_seeds``
     seeds gets a one-look design: the fixed design at full α. ``max_failure_rate``: the
     tolerance for divergence (recorded where given: `equivalent` needs the failure-rate bound
-    below it)."""
+    below it). ``test``: the test the verdicts are decided with, recorded with its version
+    (:func:`verdict_test`)."""
     record: dict[str, Any] = {"reference": reference, "metric": metric,
-                              "margin": str(margin), "alpha": float(alpha)}
+                              "margin": str(margin), "alpha": float(alpha),
+                              "test": {"name": test, "version": TEST_VERSIONS[test]}}
     if max_failure_rate is not None:
         record["max_failure_rate"] = float(max_failure_rate)
     if len(seeds) >= 2:
@@ -45,6 +49,16 @@ def planned_record(*, reference: str, metric: str, margin: str | float, alpha: f
         record["design"] = design.to_dict()
         record["seeds"] = seed_order(fixed, design.max_seeds)
     return record
+
+
+def verdict_test(planned: Optional[dict[str, Any]]) -> str:
+    """The test an experiment decides with: the one its ``planned`` records, else (an
+    experiment recorded before tests were recorded, or with no record) the seed-paired t test
+    per arm it was decided with then, so a report or a resume never changes its verdicts'
+    test."""
+    recorded = (planned or {}).get("test") or {}
+    name = recorded.get("name")
+    return name if name in TEST_VERSIONS else PAIRED_TEST
 
 
 def seed_order(fixed: Sequence[int], max_seeds: int) -> list[int]:

@@ -130,7 +130,8 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
                      outlier: np.ndarray | None = None, alpha_diff: float | None = None,
                      worst_rank: tuple[np.ndarray, np.ndarray] | None = None,
                      unstable: np.ndarray | None = None,
-                     over_tolerance: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                     over_tolerance: np.ndarray | None = None,
+                     untested: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Verdicts of the sequential design from each arm's contrasts at each look.
 
     Args:
@@ -159,6 +160,8 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
         over_tolerance: (..., arms, looks): the arm's failure-rate bound over the look's
             seeds is not below the tolerance (``max_failure_rate``): never `equivalent` there,
             so an arm that would stop `equivalent` runs on to more seeds.
+        untested: (..., arms, looks): no seed variance (the arm's seeds, or the reference's,
+            all one value): in both families, never rejected.
 
     The family is every arm on the arms axis, fixed before any data: an arm without a
     comparison at some look (its trials failed, or the reference's) still counts in Holm's
@@ -180,12 +183,16 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
     over = (np.zeros(diff.shape, bool) if over_tolerance is None
             else np.asarray(over_tolerance, bool))
     p_rank = np.full(diff.shape, np.nan) if worst_rank is None else np.asarray(worst_rank[0])
+    untested = (np.zeros(diff.shape, bool) if untested is None
+                else np.broadcast_to(np.asarray(untested, bool), diff.shape))
+    p_rank = np.where(untested, np.nan, p_rank)
     composite = ~np.isnan(p_rank)
     looked = (~np.isnan(diff) & ~np.isnan(contrasts.se)) | composite
     arms, looks = diff.shape[-2], diff.shape[-1]
     with np.errstate(invalid="ignore"):
         p_t = np.where(looked, contrasts.p_value(), np.nan)  # NaN: fewer than 2 finished
-        raw_tost = contrasts.p_tost(margin, relative)
+        p_t = np.where(untested & looked, 1.0, p_t)
+        raw_tost = np.where(untested, 1.0, contrasts.p_tost(margin, relative))
         # a flagged or unstable arm stays in the family (in Holm's divisor), never rejected
         p_tost = np.where(looked, np.where(outlier | unstable | over, 1.0, raw_tost), np.nan)
     # an arm that failed more often than the reference by a look is not shown better there

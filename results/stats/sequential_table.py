@@ -12,6 +12,7 @@ reads trials tables.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Optional
 
 import numpy as np
@@ -26,6 +27,12 @@ from ablations.config.comparison import (
 )
 from ablations.config.statuses import TrialStatus
 from ablations.results.stats.contrasts import Contrasts
+from ablations.results.stats.shared_variance import (
+    DEFAULT_TEST,
+    PAIRED_TEST,
+    SHARED_ROW,
+    SharedContrasts,
+)
 from ablations.results.stats.failures import (
     add_tolerance_reasons,
     failure_tests,
@@ -37,7 +44,9 @@ from ablations.results.stats.verdicts import (
     MetricLike,
     comparison_columns,
     family_contrasts,
+    mark_untested,
     metric_of,
+    untested_arms,
     verdict_table,
 )
 
@@ -50,26 +59,38 @@ def reached_look(trials: pd.DataFrame, arms: Sequence[str], added: set) -> np.nd
 
 
 def look_contrasts(trials: pd.DataFrame, design: SeedDesign, seeds: Sequence[int], *,
-                   reference: str, metric: str
-                   ) -> tuple[list[str], Contrasts, np.ndarray, np.ndarray]:
+                   reference: str, metric: str, test: str = PAIRED_TEST,
+                   alpha: float = DEFAULT_ALPHA
+                   ) -> tuple[list[str], Contrasts | SharedContrasts, np.ndarray, np.ndarray]:
     """Per arm (every variant but ``reference``) and look: its contrasts against the reference
     over the look's seeds (``seeds[:n_k]``, the experiment's seed order), the robustness
     rule's flag and the seeds paired (0: Welch's comparison). An arm reached look k when it has
-    a trial (of any status) among the seeds that look added; NaN where it did not."""
+    a trial (of any status) among the seeds that look added; NaN where it did not.
+
+    With the shared-variance ``test``, the pool of look k is the arms that reached it with
+    every one of its seeds finished (an arm decided earlier has none of the seeds it added),
+    each arm's own test the floor at the look's nominal level at ``alpha``."""
     arms = [a for a in dict.fromkeys(trials["ablation"]) if a != reference]
     per_look, flags, paired = [], [], []
     previous = 0
-    for n in design.looks:
+    floors_diff = design.levels(alpha, equivalence=False)
+    floors_eq = design.levels(alpha, equivalence=True)
+    for k, n in enumerate(design.looks):
         added = set(seeds[previous:n])
         previous = n
-        contrasts, outlier, pairs = family_contrasts(trials, arms, reference=reference,
-                                                     metric=metric, seeds=set(seeds[:n]))
+        contrasts, outlier, pairs = family_contrasts(
+            trials, arms, reference=reference, metric=metric, seeds=set(seeds[:n]), test=test,
+            floor_diff=floors_diff[k], floor_eq=floors_eq[k])
         reached = reached_look(trials, arms, added)
+        if isinstance(contrasts, SharedContrasts):  # not reached: no comparison, no pool
+            contrasts = replace(contrasts, shared=contrasts.shared & reached)
         per_look.append(contrasts.map(lambda values: np.where(reached, values, np.nan)))
         flags.append(outlier & reached)
         paired.append(np.where(reached, pairs, np.nan))
     shape = (len(arms), len(design.looks))
-    return (arms, Contrasts.join(per_look).map(lambda values: values.reshape(shape)),
+    joined = (SharedContrasts.join(per_look) if isinstance(per_look[0], SharedContrasts)
+              else Contrasts.join(per_look))
+    return (arms, joined.map(lambda values: values.reshape(shape)),
             np.stack(flags, axis=-1).reshape(shape), np.stack(paired, axis=-1).reshape(shape))
 
 
@@ -137,7 +158,8 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
                              metric: MetricLike = DEFAULT_METRIC,
                              margin: str | float = DEFAULT_MARGIN,
                              alpha: float = DEFAULT_ALPHA,
-                             max_failure_rate: Optional[float] = None) -> pd.DataFrame:
+                             max_failure_rate: Optional[float] = None,
+                             test: str = DEFAULT_TEST) -> pd.DataFrame:
     """:func:`ablations.results.stats.analysis.verdict_table` for an experiment run with ``--seeds
     auto`` (``metric``: a :class:`~ablations.config.metrics.Metric`, or a built-in column's
     name, as there).
@@ -165,17 +187,20 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     measure = metric_of(metric)
     metric = measure.name
     table = verdict_table(trials, reference=reference, metric=measure, margin=margin,
-                          alpha=alpha)
+                          alpha=alpha, test=test)
     value, relative = table.attrs["margin"], table.attrs["relative"]
     arms, contrasts, outlier, pairs = look_contrasts(trials, design, seeds,
-                                                     reference=reference, metric=metric)
+                                                     reference=reference, metric=metric,
+                                                     test=test, alpha=alpha)
     direction = measure.sign
     p_rank, sign, unstable = look_failures(trials, design, seeds, arms, reference=reference,
                                            metric=metric, direction=direction)
     over = look_tolerance(trials, design, seeds, arms, max_failure_rate, alpha=alpha)
+    untested = untested_arms(trials, arms, reference=reference, metric=metric)
     tests = sequential_tests(contrasts, design=design, margin=value, relative=relative,
                              alpha=alpha, direction=direction, outlier=outlier,
-                             worst_rank=(p_rank, sign), unstable=unstable, over_tolerance=over)
+                             worst_rank=(p_rank, sign), unstable=unstable, over_tolerance=over,
+                             untested=untested[:, None])
     over_at_last = (np.zeros(len(arms), bool) if over is None
                     else over[np.arange(len(arms)), tests["last"]])
     rows = np.arange(len(arms))
@@ -219,6 +244,8 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
                                  dtype=object)
     t_test = np.where(np.isnan(reported.diff), "none (fewer than 2 seeds)",
                       np.where(pairs[rows, tests["last"]] > 0, "paired t", "Welch t"))
+    if isinstance(reported, SharedContrasts):
+        t_test = np.where(reported.shared, SHARED_ROW, t_test)
     columns["test"] = np.where(tests["composite"], "t + worst-rank", t_test).astype(object)
     for column, values in columns.items():
         values = np.asarray(values)[index]
@@ -234,6 +261,7 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     if over is not None:  # the tolerance kept these from `equivalent` at their look
         add_tolerance_reasons(table, table.index[compared][over_at_last[index]],
                               max_failure_rate, value)
+    mark_untested(table, table.index[compared], untested[index], trials, metric)
     table.attrs.update(design=design.to_dict(), seeds=list(seeds), sequential=True,
                        diff_ci="repeated", max_failure_rate=max_failure_rate)
     return table

@@ -32,6 +32,10 @@ def undecided_lines(verdicts: pd.DataFrame) -> list[str]:
     direction = int(a.get("direction", -1) or 0)
     lines = []
     for _, row in rows[rows["verdict"] == "inconclusive"].iterrows():
+        if _flag(row, "no_seed_variance"):  # no test: the seed-tie line says why
+            lines.append(f"{row['ablation']}: no verdict: "
+                         f"{row.get('reason') or 'no seed variance'}")
+            continue
         parts = [_difference(row, per_look, float(a.get("alpha", math.nan)), direction),
                  _equivalence(row, margin, relative, a.get("max_failure_rate"))]
         lines.append(f"{row['ablation']}: inconclusive: " + "; ".join(parts))

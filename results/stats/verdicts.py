@@ -44,6 +44,16 @@ from ablations.results.stats.failures import (
 )
 from ablations.results.stats.phases import evaluation_rows
 from ablations.results.stats.seed_tables import seed_table
+from ablations.results.stats.seed_ties import NO_VARIANCE_REASON, tied_arms
+from ablations.results.stats.shared_variance import (
+    DEFAULT_TEST,
+    PAIRED_TEST,
+    SHARED_ROW,
+    SHARED_TEST,
+    SharedContrasts,
+    pool_members,
+    shared_contrasts,
+)
 from ablations.results.io.directions import (  # noqa: F401 (re-exported)
     METRIC_DIRECTION,
     Metric,
@@ -110,11 +120,18 @@ def aligned_contrast(variant: np.ndarray, reference: np.ndarray
 
 
 def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, metric: str,
-                     seeds: set | None = None) -> tuple[Contrasts, np.ndarray, np.ndarray]:
+                     seeds: set | None = None, test: str = PAIRED_TEST,
+                     floor_diff: float = DEFAULT_ALPHA, floor_eq: float = DEFAULT_ALPHA
+                     ) -> tuple[Contrasts | SharedContrasts, np.ndarray, np.ndarray]:
     """Per arm, its contrast against ``reference`` (:func:`aligned_contrast`) over the ok
     trials with a finite ``metric`` (among ``seeds`` if given); the robustness rule's flag
     (:func:`ablations.results.stats.contrasts.robust_outliers` on its paired differences); and the
-    seeds paired (0 for Welch's comparison or none)."""
+    seeds paired (0 for Welch's comparison or none).
+
+    ``test``: :data:`~ablations.results.stats.shared_variance.SHARED_TEST` gives
+    :class:`~ablations.results.stats.shared_variance.SharedContrasts`: the arms that qualify
+    (:func:`pool_members`) share the variance, each with its own test as the floor at
+    ``floor_diff`` (worse/better) and ``floor_eq`` (equivalence)."""
     ok, _ = usable_trials(trials, metric)
     if seeds is not None:
         ok = ok[ok["seed"].isin(seeds)]
@@ -136,11 +153,20 @@ def family_contrasts(trials: pd.DataFrame, arms: list[str], *, reference: str, m
         differences.append(paired)
     contrasts = Contrasts.stack(items)
     crossed = crossed_family(trials, by_seed, arms, reference=reference)
-    if crossed is not None:  # --cross-seeds: cells that share a seed are not independent
-        contrasts = crossed
     matrix = np.array(differences, dtype=float).reshape(len(arms), len(by_seed.index))
     outlier = robust_outliers(matrix) if matrix.size else np.zeros(len(arms), dtype=bool)
     pairs = np.array([np.count_nonzero(~np.isnan(row)) for row in matrix], dtype=float)
+    if crossed is not None:  # --cross-seeds: cells that share a seed are not independent
+        contrasts = crossed
+    elif test == SHARED_TEST:
+        values = np.array([column(arm) for arm in arms], dtype=float).reshape(
+            len(arms), len(by_seed.index))
+        # an arm with an outlying seed keeps its own test: one seed would widen every arm's
+        members = pool_members(values, ref) & ~outlier
+        keep = ~np.isnan(ref)
+        contrasts = shared_contrasts(np.where(members[:, None], values, 0.0)[:, keep],
+                                     ref[keep], members, floor_diff=floor_diff,
+                                     floor_eq=floor_eq, own=contrasts)
     return contrasts, outlier & ~np.isnan(contrasts.diff), pairs
 
 
@@ -226,7 +252,8 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
                       alpha: float = DEFAULT_ALPHA, direction: int = -1,
                       outlier: np.ndarray | None = None,
                       failures: FailureTests | None = None,
-                      over_tolerance: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                      over_tolerance: np.ndarray | None = None,
+                      untested: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Verdicts from the comparisons' contrasts, a family of comparisons along the last axis
     (leading axes: independent families, e.g. simulated experiments). NaN ``diff``: no test
     (counted in no family).
@@ -248,6 +275,8 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
             `equivalent`.
         over_tolerance: comparisons whose failure-rate bound is not below the tolerance
             (``max_failure_rate``): never `equivalent` (a difference may still be shown).
+        untested: comparisons with no seed variance (:mod:`ablations.results.stats.seed_ties`):
+            in both families at p = 1, never rejected.
 
     Returns:
         Arrays of the comparisons' shape: ``p_value`` (two-sided t test of Δ = 0), ``p_holm``,
@@ -288,6 +317,11 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
         p_tost = np.where(unstable, 1.0, p_tost)
     over = (np.zeros(p_value.shape, bool) if over_tolerance is None
             else np.asarray(over_tolerance, bool))
+    if untested is not None:
+        untested = np.asarray(untested, bool)
+        p_value = np.where(untested & ~np.isnan(p_value), 1.0, p_value)
+        out["p_value"] = p_value
+        over = over | untested
     barred = outlier | unstable | over
     # a barred comparison stays in the family (Holm's divisor) at p = 1, never rejected,
     # as --seeds auto has it
@@ -309,6 +343,53 @@ def equivalence_tests(contrasts: Contrasts, *, margin: float, relative: bool = F
     return {**out, "significant": significant, "equivalent": equivalent, "verdict": verdict}
 
 
+# a row without seed variance shows its difference, no test's numbers
+UNTESTED_COLUMNS = ("p_value", "p_holm", "p_tost", "p_tost_holm", "equivalence_bound",
+                    "equivalence_bound_holm", "tost_ci_low", "tost_ci_high", "ratio_ci_low",
+                    "ratio_ci_high", "diff_ci_low", "diff_ci_high", "p_worst_rank")
+
+
+def untested_arms(trials: pd.DataFrame, arms: list[str], *, reference: str,
+                  metric: str) -> np.ndarray:
+    """Per arm, whether its comparison has no seed variance to test against: the arm's seeds,
+    or the reference's, all gave one value (:func:`ablations.results.stats.seed_ties.tied_arms`)."""
+    tied = set(tied_arms(trials, metric))
+    return np.array([arm in tied or reference in tied for arm in arms], dtype=bool)
+
+
+def mark_untested(table: pd.DataFrame, index: pd.Index, untested: np.ndarray,
+                  trials: pd.DataFrame, metric: str) -> None:
+    """The rows of ``untested`` comparisons: ``no_seed_variance``, the reason, and no test's
+    numbers (their difference stays); every other row, the reference's too, says whether its
+    own seeds gave one value."""
+    tied = set(tied_arms(trials, metric))
+    table["no_seed_variance"] = pd.array(table["ablation"].isin(tied), dtype="boolean")
+    table.loc[index, "no_seed_variance"] = untested
+    rows = index[untested]
+    if not len(rows):
+        return
+    for column in UNTESTED_COLUMNS:
+        if column in table:
+            table.loc[rows, column] = np.nan
+    table.loc[rows, "reason"] = NO_VARIANCE_REASON
+
+
+def add_shared_columns(table: pd.DataFrame, index: pd.Index, contrasts: SharedContrasts,
+                       alpha: float) -> None:
+    """The rows of the arms that shared the variance: their ``test``, and the difference's
+    1 − α interval, ``se`` and ``df`` of the pooled test they got."""
+    shared = np.asarray(contrasts.shared, bool)
+    if not shared.any():
+        return
+    low, high = contrasts.interval(alpha / 2, False)
+    rows = index[shared]
+    table.loc[rows, "test"] = SHARED_ROW
+    table.loc[rows, "diff_ci_low"] = low[shared]
+    table.loc[rows, "diff_ci_high"] = high[shared]
+    table.loc[rows, "se"] = contrasts.se[shared]
+    table.loc[rows, "df"] = contrasts.df[shared]
+
+
 def resolve_margin(margin: str | float, reference_mean: float) -> tuple[float, bool]:
     """The margin as tested: (share, True) for a percentage, tested as a ratio against the
     reference's mean (which must be above 0), else (units, False).
@@ -326,8 +407,8 @@ def resolve_margin(margin: str | float, reference_mean: float) -> tuple[float, b
 
 def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
                   metric: MetricLike = DEFAULT_METRIC, margin: str | float = DEFAULT_MARGIN,
-                  alpha: float = DEFAULT_ALPHA, max_failure_rate: float | None = None
-                  ) -> pd.DataFrame:
+                  alpha: float = DEFAULT_ALPHA, max_failure_rate: float | None = None,
+                  test: str = DEFAULT_TEST) -> pd.DataFrame:
     """A verdict for every variant against ``reference`` on ``metric``: the question an
     ablation answers (does this component matter, and if not, how sure are we?), with the
     trials tested as one fixed design at full α. For a ``--seeds auto`` experiment these are
@@ -413,27 +494,32 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
     direction = measure.sign
     compared = table.loc[~is_reference]
     arms = compared["ablation"].tolist()
-    contrasts, outlier, _ = family_contrasts(trials, arms, reference=reference, metric=metric)
+    contrasts, outlier, _ = family_contrasts(trials, arms, reference=reference, metric=metric,
+                                             test=test, floor_diff=alpha, floor_eq=alpha)
     failures = failure_tests(trials, arms, reference=reference, metric=metric,
                              direction=direction)
     if crossed_cells(trials, reference) is not None:  # --cross-seeds: no per-cell sign flips
         failures = failures.without_rank_test(np.ones(len(arms), bool))
     over = over_tolerance(trials, arms, max_failure_rate, alpha=alpha)
+    untested = untested_arms(trials, arms, reference=reference, metric=metric)
     tests = equivalence_tests(contrasts, margin=value, relative=relative, alpha=alpha,
                               direction=direction, outlier=outlier, failures=failures,
-                              over_tolerance=over)
+                              over_tolerance=over, untested=untested)
     columns = [*table.columns, *(c for c in tests if c not in table.columns), "n_diverged",
-               "n_outcomes", "failure_rate_upper", "reason", "margin"]
+               "n_outcomes", "failure_rate_upper", "reason", "no_seed_variance", "margin"]
     # p-values: ablation_table's t tests, or the worst-rank test's where a seed is discordant
     table = table.drop(columns=["p_value", "p_holm"]).join(
         pd.DataFrame(tests, index=compared.index))
     table["verdict"] = table["verdict"].fillna("reference")
     for column in ("significant", "equivalent", "outlier", "unstable"):
         table[column] = table[column].astype("boolean")  # <NA> on the reference's row
+    if isinstance(contrasts, SharedContrasts):
+        add_shared_columns(table, compared.index, contrasts, alpha)
     add_failure_columns(table, compared.index, failures, trials=trials,
                         outlier=tests["outlier"], verdict=tests["verdict"], alpha=alpha)
     if over is not None:  # the tolerance kept these from `equivalent`: the row says so
         add_tolerance_reasons(table, compared.index[over], max_failure_rate, value)
+    mark_untested(table, compared.index, untested, trials, metric)
     table["margin"] = value
     table = table[columns]
     table.attrs.update(metric=metric, reference=reference, reference_mean=reference_mean,
@@ -441,7 +527,8 @@ def verdict_table(trials: pd.DataFrame, *, reference: str = DEFAULT_REFERENCE,
                        max_failure_rate=max_failure_rate,
                        direction=direction, unit=measure.unit,
                        comparisons=int(np.count_nonzero(~np.isnan(tests["p_value"]))),
-                       variants_compared=len(compared), dropped_nan=dropped)
+                       variants_compared=len(compared), dropped_nan=dropped,
+                       verdict_test=test)
     if crossed_cells(trials, reference) is not None:  # --cross-seeds: results/stats/crossed.py
         add_crossed_columns(table, compared.index, contrasts, alpha)
     return table
@@ -466,9 +553,11 @@ def verdict_note(table: pd.DataFrame) -> str:
     better = {-1: "lower is better", 1: "higher is better", 0: "no better direction"}
     bound = ("as a share of the reference's mean" if a.get("relative") else
              "in the metric's units")
+    family = (f"Holm over {a['comparisons']} comparisons" if a["comparisons"] != 1
+              else "one comparison")
     return (f"Verdicts on {a['metric']} ({better[a['direction']]}) against {a['reference']}, "
-            f"margin {margin_text(a)}, alpha {a['alpha']:g}, Holm over {a['comparisons']} "
-            "comparisons: worse/better = differs (two-sided t test);\nequivalent = TOST, the "
+            f"margin {margin_text(a)}, alpha {a['alpha']:g}, {family}: worse/better = differs "
+            "(two-sided t test);\nequivalent = TOST, the "
             f"{1 - 2 * a['alpha']:.0%} interval inside the margin (a percentage is tested as a "
             "ratio), never with an outlying seed or more diverged seeds than the reference "
             "(nor is such a variant better); "

@@ -45,7 +45,9 @@ from ablations.results.stats.sequential import (
     design_note,
     seed_span,
 )
+from ablations.results.stats.planned import verdict_test
 from ablations.results.stats.sequential_table import active_arms, sequential_verdict_table
+from ablations.results.stats.shared_variance import DEFAULT_TEST, TEST_VERSIONS
 from ablations.search_spaces import TrialSpec
 
 if TYPE_CHECKING:
@@ -85,6 +87,8 @@ class SequentialRun:
     continued: Optional[dict[str, Any]] = None
     # equivalent only with the failure-rate bound below it (None: no tolerance)
     max_failure_rate: Optional[float] = None
+    # the verdicts' test (results/stats/shared_variance.py), kept from the first round on
+    test: str = DEFAULT_TEST
 
     def record(self) -> dict[str, Any]:
         record = {"design": self.design.to_dict(), "seeds": self.seeds,
@@ -95,6 +99,7 @@ class SequentialRun:
             record["continued"] = self.continued
         if self.max_failure_rate is not None:
             record["max_failure_rate"] = self.max_failure_rate
+        record["test"] = {"name": self.test, "version": TEST_VERSIONS[self.test]}
         return record
 
     @classmethod
@@ -104,7 +109,7 @@ class SequentialRun:
                    record["reference"], record["metric"], record["margin"],
                    float(record["alpha"]), {spec.name: spec for spec in trials},
                    list(record["rounds"]), record.get("continued"),
-                   record.get("max_failure_rate"))
+                   record.get("max_failure_rate"), verdict_test(record))
 
     def cells(self, arms: Sequence[str], seeds: Sequence[int]) -> list[TrialSpec]:
         """The plan's trials of ``arms`` at ``seeds``, in the plan's order."""
@@ -133,17 +138,22 @@ class SequentialRun:
                                         reference=self.reference,
                                         metric=metric_of(self.metric, declared),
                                         margin=self.margin, alpha=self.alpha,
-                                        max_failure_rate=self.max_failure_rate)
+                                        max_failure_rate=self.max_failure_rate,
+                                        test=self.test)
 
 
 def next_arms(table: pd.DataFrame, ran: Sequence[str]) -> list[str]:
     """Variants that get the next look's seeds: those of the round just run (``ran``) with no
     verdict yet and at least two outcomes, ok or diverged (a diverged seed is evidence, so an
     arm whose training diverges goes on; a variant whose trials fail for the machinery gets no
-    more seeds to fail on; a variant that stopped never resumes)."""
+    more seeds to fail on; a variant that stopped never resumes; one whose seeds measured no
+    variance, results/stats/seed_ties.py, gets none: more seeds would give the same value)."""
     rows = table.set_index("ablation")
     outcomes = rows["n_ok"] + (rows["n_diverged"] if "n_diverged" in rows else 0)
-    return [arm for arm in active_arms(table) if arm in set(ran) and outcomes[arm] >= 2]
+    flat = (rows["no_seed_variance"].fillna(False).astype(bool) if "no_seed_variance" in rows
+            else pd.Series(False, index=rows.index))
+    return [arm for arm in active_arms(table)
+            if arm in set(ran) and outcomes[arm] >= 2 and not flat[arm]]
 
 
 def run_rounds(run: SequentialRun, options: RunOptions,

@@ -216,9 +216,13 @@ def test_report_writes_markdown_html_and_figures(tmp_path):
     # readable: mean 1.20 km, Δ +0.200 km, its 90% interval, the verdict, p to 3 decimals
     assert ("| no_x | 3 | 0/3 (≤63%) | 1.20 | +0.200 | [0.031, 0.369] | [3.8, 31.5] | "
             "inconclusive | 0.074 | 0.944 | 31.5 |") in verdicts  # the ratio's interval beside Δ's
-    # what would decide the inconclusive row: Holm's p against α, the margin the data support
-    assert ("no_x: inconclusive: a difference needs p below 0.05 after Holm (it has 0.0742); "
-            "equivalence needs a margin of ±31.5% (the margin is ±5.0%)") in verdicts
+    # one line under the table; what would decide the inconclusive row (Holm's p against α,
+    # the margin the data support) a section away, in the appendix
+    assert "Verdicts on test_mae (lower is better) against baseline: 1 inconclusive;" in verdicts
+    decided = markdown[markdown.index("### How the verdicts were decided"):]
+    assert ("- no_x: inconclusive: a difference needs p below 0.05 after Holm (it has 0.0742); "
+            "equivalence needs a margin of ±31.5% (the margin is ±5.0%)") in decided
+    assert "needs p below" not in verdicts
     assert "Mean test_mae (km)" in verdicts
     assert "margin ±5% of baseline's mean (1), tested as a ratio," in markdown
     # per stratum, a variant x level grid of differences to the reference, before the appendix
@@ -286,3 +290,14 @@ def test_holm_table_keeps_the_family_wise_error_rate_under_the_null(paired):
         assert set(table["test"].dropna()) == {"paired t" if paired else "Welch t"}
         flagged += bool((table["p_holm"] < 0.05).any())
     assert flagged / 500 <= 0.07  # 0.05 + 2 Monte Carlo standard errors (0.0097)
+
+
+def test_a_sections_lines_stay_lines_and_its_paragraphs_paragraphs_in_html():
+    """The report's text in HTML: a blank line starts a paragraph, a line break stays a line
+    (the appendix's one line per undecided variant), and the text is escaped."""
+    from ablations.results.report.page import Section, html_body
+
+    body = html_body(Section("Verdicts", "one <line>\n- a: inconclusive\n- b: inconclusive\n\n"
+                                          "another paragraph"))
+    assert body == ("<p>one &lt;line&gt;<br>- a: inconclusive<br>- b: inconclusive</p>"
+                    "<p>another paragraph</p>")

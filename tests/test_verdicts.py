@@ -437,7 +437,8 @@ def test_cli_summary_prints_verdicts_margin_and_seeds():
     # verdict, diverged ("0/6 (≤39%)": two words), equiv_bound
     assert lines["d"].split()[-4] == "worse" and lines["a"].split()[-4] == "equivalent"
     assert lines["baseline"].split()[-4:] == ["reference", "0/6", "(≤39%)", "-"]
-    assert "margin ±0.02," in text and "Seeds per variant: 6" in text
+    assert "margin ±0.02," in text and "alpha 0.05 for each kind" in text
+    assert "1 worse" in text  # the verdicts counted in the line under the table
     other = summary_table(trials.assign(ablation=trials["ablation"].replace("baseline", "x")))
     assert "verdict" not in other and "margin" not in other  # no reference: no verdicts
 

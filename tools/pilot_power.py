@@ -11,7 +11,9 @@ sequential design with looks at 3, 5, 7, 10 seeds (:func:`tools.simulation.
 sequential_verdicts`): its pilot look (the default run's table), and where ``--seeds auto``
 ends. The sequential rows are repeated with other shares of α for `worse`/`better` at the
 pilot (the default is :data:`ablations.results.stats.sequential.PILOT_DIFF_SHARE`), the
-trade the design makes: more at the pilot, less for the looks that follow.
+trade the design makes: more at the pilot, less for the looks that follow. The verdicts'
+test is the default, the shared-variance t (results/stats/shared_variance.py); the rows
+``paired t: ...`` decide with each arm's own paired test, as experiments recorded before it do.
 
 ``python -m tools.pilot_power 2000`` prints the table (2000 experiments a row).
 """
@@ -26,6 +28,7 @@ import pandas as pd
 
 from ablations.results.stats.seed_tables import seed_table
 from ablations.results.stats.sequential import PILOT_DIFF_SHARE, SeedDesign
+from ablations.results.stats.shared_variance import PAIRED_TEST
 from tools.simulation import fixed_verdicts, sequential_verdicts
 
 MAIN_JOB = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "main_job" / \
@@ -78,6 +81,14 @@ def power_table(experiments: int, trials: pd.DataFrame | None = None,
     rows = []
     fixed = fixed_verdicts(reference[:, :3], values[..., :3], margin=0.05, relative=True)
     rows.append(("fixed, 3 seeds, full α", fixed["verdict"] == "worse", None))
+    # each arm's own paired test (an experiment recorded before the shared-variance test)
+    own = fixed_verdicts(reference[:, :3], values[..., :3], margin=0.05, relative=True,
+                         test=PAIRED_TEST)
+    rows.append(("paired t: fixed, 3 seeds, full α", own["verdict"] == "worse", None))
+    own_pilot = sequential_verdicts(reference, values, design_with_pilot_share(PILOT_DIFF_SHARE),
+                                    margin=0.05, relative=True, test=PAIRED_TEST)
+    rows.append(("paired t: the pilot look (share 50%)",
+                 (own_pilot["verdict"] == "worse") & (own_pilot["decided"] == 0), None))
     for share in SHARES:
         tests = sequential_verdicts(reference, values, design_with_pilot_share(share),
                                     margin=0.05, relative=True)

@@ -36,6 +36,7 @@ from ablations.results.stats.analysis import (
     stratified_effects,
     stratified_errors,
     uncertainty_table,
+    short_verdict_note,
     verdict_note,
 )
 from ablations.results.stats.baseline_check import baseline_check
@@ -211,8 +212,6 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     note = verdict_note(ablation)
     ties = seed_tie_lines(trials, metric=str(ablation.attrs["metric"]),
                           reference=str(ablation.attrs["reference"]), epochs=epochs)
-    if ties:  # first: no verdict below means anything without seed variance
-        note = "\n".join([*ties, note])
     how = analysis.design_note(alpha)  # a pilot look's, the rounds' design
     if how:
         note = f"{note} {how}"
@@ -259,14 +258,18 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     grids = strata_grids(effects, strata, reference=reference, variants=variants)
     sections = [
         Section("Verdicts (exploratory)" if exploratory else "Verdicts",
+                "\n\n".join([*([exploratory_note(exploratory)] if exploratory else []),
+                             *ties, short_verdict_note(ablation)]),
+                verdict_view(ablation, metric=measure, alpha=alpha,
+                             per_look=analysis.looks)),
+        Section("How the verdicts were decided",
                 f"{note} Seeds: the ok trials per variant. The interval of Δ is "
                 f"the {1 - 2 * alpha:.0%} interval TOST reads; 'equivalent within ±' is the "
                 "smallest margin at which the variant would be equivalent (Holm): it describes "
                 "the data; the verdict is at the margin fixed before them."
                 + design.verdicts_text()
-                + "".join(f"\n\n{line}" for line in undecided_lines(ablation)),
-                verdict_view(ablation, metric=measure, alpha=alpha,
-                             per_look=analysis.looks)),
+                + ("\n\n" + "\n".join(f"- {line}" for line in undecided_lines(ablation))
+                   if undecided_lines(ablation) else ""), appendix=True),
         Section("Differences to the reference", (
             f"Each variant's mean over the reference's, minus 1 (%), with Fieller's "
             f"{1 - 2 * alpha:.0%} interval (the one TOST reads); the shaded band is the margin."
@@ -351,7 +354,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
         title, summary, sections, FIGURES_DIR).encode())
     html_path = _write_file(join(directory, "report.html"),
                             html_page(title, summary, sections).encode())
-    return Report(markdown_path, html_path, ablation, note, tables)
+    return Report(markdown_path, html_path, ablation, "\n\n".join([*ties, note]), tables)
 
 
 def _write_file(path: str, content: bytes) -> Path | str:

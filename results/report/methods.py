@@ -16,6 +16,7 @@ from ablations.results.io.directions import metric_of
 from ablations.results.report.formatting import tex
 from ablations.results.stats.analyses import analysis_of
 from ablations.results.stats.dataset_rows import DATASET, is_across_datasets
+from ablations.results.stats.shared_variance import SHARED_TEST
 from ablations.results.stats.verdicts import margin_text
 
 Style = Literal["markdown", "latex"]
@@ -80,6 +81,12 @@ REFERENCES_BIB = r"""@misc{ablationrunner,
   booktitle = {Proceedings of Machine Learning and Systems},
   volume = {3}, pages = {747--769}, year = {2021}}
 
+@article{satterthwaite1946,
+  author = {Satterthwaite, F. E.},
+  title = {An approximate distribution of estimates of variance components},
+  journal = {Biometrics Bulletin},
+  volume = {2}, number = {6}, pages = {110--114}, year = {1946}}
+
 @article{clopper1934,
   author = {Clopper, C. J. and Pearson, E. S.},
   title = {The use of confidence or fiducial limits illustrated in the case of the binomial},
@@ -91,7 +98,8 @@ CITED = {"ablationrunner": "The ablation-runner contributors 2026",
          "schuirmann1987": "Schuirmann 1987", "holm1979": "Holm 1979",
          "lan1983": "Lan and DeMets 1983", "kim1987": "Kim and DeMets 1987",
          "akiba2019": "Akiba et al. 2019", "demsar2006": "Demšar 2006",
-         "bouthillier2021": "Bouthillier et al. 2021", "clopper1934": "Clopper and Pearson 1934"}
+         "bouthillier2021": "Bouthillier et al. 2021", "clopper1934": "Clopper and Pearson 1934",
+         "satterthwaite1946": "Satterthwaite 1946"}
 SOURCES = {"init": "the weights' initialisation and dropout", "order": "the order of the "
            "training samples", "data": "the draw of the data and its split"}
 
@@ -168,9 +176,17 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
         + (f" {failed} trial{'s' if failed != 1 else ''} failed "
            f"({'they are' if failed > 1 else 'it is'} left out)." if failed else ""),
         f"We compared each variant with {reference} on {metric}"
-        f"{f' ({unit})' if unit else ''} ({direction}): a two-sided paired t-test for a "
-        f"difference (worse or better) and two one-sided tests for equivalence"
-        f"{cite('schuirmann1987')} within a margin of "
+        f"{f' ({unit})' if unit else ''} ({direction}): "
+        + (f"a two-sided t-test of the seed-paired difference whose run noise is estimated "
+           "from every variant of the table (the variants' variant × seed residual mean "
+           "square, and the reference's own part apart, with Satterthwaite's degrees of "
+           f"freedom{cite('satterthwaite1946')}), each variant's own paired t-test required "
+           "at the unadjusted level as well, for a difference (worse or better), and two "
+           "one-sided tests of the same statistic for equivalence"
+           if analysis.verdict_test == SHARED_TEST else
+           "a two-sided paired t-test for a difference (worse or better) and two one-sided "
+           "tests for equivalence")
+        + f"{cite('schuirmann1987')} within a margin of "
         + (f"±{100 * float(a['margin']):.3g}% of the reference's mean on each dataset, tested as "
            "a ratio" if several and a.get("relative") else margin_text(a, unit))
         + (", fixed before the first trial" if analysis.recorded_settings() else "")

@@ -109,7 +109,7 @@ def html_page(title: str, summary: str, sections: list[Section]) -> str:
         if section.appendix and not in_appendix:
             parts.append("<h2>Appendix</h2>")
             in_appendix = True
-        body = _html_body(section)
+        body = html_body(section)
         if section.collapsed or section.appendix:
             parts.append(f"<details><summary>{html.escape(section.title)}</summary>{body}"
                          "</details>")
@@ -120,10 +120,12 @@ def html_page(title: str, summary: str, sections: list[Section]) -> str:
     return "\n".join(parts)
 
 
-def _html_body(section: Section) -> str:
+def html_body(section: Section) -> str:
     parts = []
-    if section.text:
-        parts.append(f"<p>{html.escape(section.text)}</p>")
+    if section.text:  # paragraphs at blank lines; a line meant as a line stays one
+        for paragraph in section.text.split("\n\n"):
+            lines = [html.escape(line) for line in paragraph.strip("\n").split("\n")]
+            parts.append(f"<p>{'<br>'.join(lines)}</p>")
     if section.table is not None:
         parts.append(html_table(section.table) if len(section.table) else "<p>(none)</p>")
     if section.figure is not None:

@@ -71,7 +71,8 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     import pandas as pd
 
     from ablations.results.stats.analyses import analysis_of
-    from ablations.results.stats.analysis import dropped_note, verdict_note
+    from ablations.results.stats.analysis import dropped_note
+    from ablations.results.stats.verdicts import short_verdict_note
     from ablations.results.stats.decisions import verdicts_of
     from ablations.results.stats.failures import failure_bound_text
     from ablations.results.stats.undecided import undecided_lines
@@ -129,18 +130,9 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
                           reference=reference, epochs=epochs)
     if ties:  # first under the table: no verdict below means anything without seed variance
         table += "\n\n" + "\n".join(ties)
-    seeds = verdicts["n_ok"]
-    spent = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
     exploratory = verdicts.attrs.get("exploratory")
     label = f"{exploratory_note(exploratory)}\n" if exploratory else ""
-    text = (f"{table}\n\n{label}{verdict_note(verdicts)} Seeds per variant: {spent} (ok column); "
-            "equiv_bound: equivalence_bound_holm" + (
-                " (a share of the reference's mean)" if verdicts.attrs.get("relative") else "")
-            + (". decided_at: the look that decided the verdict (frozen there)"
-               if analysis.decided_at else "")
-            + ("; diverged: the runs that diverged of those that ended, and the one-sided "
-               f"{1 - alpha:.0%} upper bound on the variant's rate of divergence."
-               if "failure_rate_upper" in verdicts else "."))
+    text = f"{table}\n\n{label}{short_verdict_note(verdicts)}"
     dropped = dropped_note(verdicts.attrs.get("dropped_nan", []), metric)
     if dropped:
         text += f"\n{dropped}"

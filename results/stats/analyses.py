@@ -426,6 +426,10 @@ class AcrossDatasets(Analysis):
                          f"critical difference{cite('demsar2006')}.")
         return [*self.inner.methods_sentences(cite), *words]
 
+    @property
+    def verdict_test(self) -> str:
+        return self.inner.verdict_test
+
     def recorded_settings(self) -> Optional[dict[str, Any]]:
         return self.inner.recorded_settings()
 

@@ -76,6 +76,7 @@ from ablations.results.stats.verdicts import (  # noqa: F401 (re-exported)
     metric_direction,
     metric_of,
     parse_margin,
+    short_verdict_note,
     verdict_note,
     verdict_table,
 )

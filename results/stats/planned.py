@@ -123,12 +123,8 @@ def exploratory_note(differ: Sequence[str]) -> str:
 def pilot_note(design: SeedDesign, alpha: float) -> str:
     """One line under a fixed run's table that is the pilot look of ``design``."""
     share = design.levels(alpha, equivalence=False)[0]
-    eq = design.levels(alpha, equivalence=True)[0]
     looks = ", ".join(str(n) for n in design.looks)
     return (f"These {design.looks[0]} seeds are the pilot look of a sequential design planned "
-            f"before the run (looks at {looks} seeds per variant, --max-seeds "
-            f"{design.max_seeds}): its verdicts are tested at the pilot's levels "
-            f"(worse/better {design.diff_spend[0]:.0%} of alpha, nominal {share:.2g}; "
-            f"equivalent {design.eq_spend[0]:.0%}, nominal {eq:.2g}, before Holm), so "
-            "continuing with --seeds auto changes none of them; --max-seeds "
-            f"{design.looks[0]} gives the fixed design at full alpha.")
+            f"before the run (looks at {looks} seeds per variant): its verdicts are tested at "
+            f"the pilot's share of alpha (worse/better nominal {share:.2g} before Holm), so "
+            "continuing with --seeds auto changes none of them.")

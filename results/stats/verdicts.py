@@ -543,6 +543,24 @@ def margin_text(attrs: dict, unit: str = "") -> str:
     return f"±{attrs['margin']:.3g}{f' {unit}' if unit else ''}"
 
 
+def short_verdict_note(table: pd.DataFrame) -> str:
+    """One line under a verdict table where it is read at a glance (the console's summary):
+    what was tested, with which test, and where the rest is (:func:`verdict_note` words every
+    verdict; the report carries it)."""
+    a = table.attrs
+    if not a.get("variants_compared", a["comparisons"]):
+        return verdict_note(table)
+    better = {-1: "lower is better", 1: "higher is better", 0: "no better direction"}
+    family = (f"Holm over {a['comparisons']} comparisons" if a["comparisons"] != 1
+              else "one comparison")
+    counts = table.loc[table["verdict"] != "reference", "verdict"].value_counts()
+    told = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    return (f"Verdicts on {a['metric']} ({better[a['direction']]}) against {a['reference']}: "
+            f"{told}; margin {margin_text(a)}, alpha {a['alpha']:g} for each kind, {family}, "
+            f"{a.get('verdict_test', DEFAULT_TEST)} test (what each verdict means: the report, "
+            "docs/verdicts.md).")
+
+
 def verdict_note(table: pd.DataFrame) -> str:
     """Two lines saying what :func:`verdict_table`'s verdicts mean, with its margin and α."""
     a = table.attrs

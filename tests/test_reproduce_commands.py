@@ -25,7 +25,8 @@ from tests.conftest import shared_ray
 ROOT = Path(__file__).resolve().parents[1]
 QUOTED = re.compile(r"python -m (tools\.\w+)((?: [\w.]+)*)")
 SKIPPED = {"tools.browser_check"}  # needs Chromium and a report: tests/test_report_readable.py
-SLOW = {"tools.datasets_simulation"}  # 20 s an experiment on 2 busy cores
+SLOW = {"tools.datasets_simulation",  # 20 s an experiment on 2 busy cores
+        "tools.shared_simulation"}  # every noise cell, design and test: 4 s at 10 experiments
 SIZE = {"tools.datasets_simulation": "2"}  # its experiments; every other command's: 10
 
 

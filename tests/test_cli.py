@@ -286,7 +286,8 @@ def test_end_to_end_cli_run(tmp_path):
     events = next((out_dir / "tune" / "baseline-seed0").glob("events.out.tfevents.*"))
     assert b"ray/tune/val_mae" in events.read_bytes()
     # the summary gives each variant a verdict against the baseline, at the margin asked for
-    assert "Verdicts on test_mae (lower is better) against baseline, margin ±0.5" in proc.stdout
+    assert "Verdicts on test_mae (lower is better) against baseline: " in proc.stdout
+    assert "; margin ±0.5, alpha" in proc.stdout
     dropped = next(line for line in proc.stdout.splitlines() if line.strip().startswith(
         "no_scalar_2 "))  # the summary's row (the epoch lines name trials: no_scalar_2-seed0)
     assert dropped.split()[-4] in ("worse", "better", "equivalent", "negligible", "inconclusive")

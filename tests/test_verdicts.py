@@ -592,12 +592,12 @@ def equivalence_rates(seed_counts=(3, 5, 10), noise: str = "gaussian", experimen
 
 @pytest.mark.slow  # a simulation of many experiments
 def test_an_arm_with_no_effect_is_called_equivalent_more_often_with_more_seeds():
-    """Rates pinned here (63%, 98%, 100%; 73%, 93%, 96% with t(3) noise), within
+    """Rates pinned here (53%, 97%, 100%; 65%, 92%, 96% with t(3) noise), within
     Monte-Carlo error: the shared variance's degrees of freedom reach a 5% margin at 3 seeds in
     most experiments, where each arm's own paired test (df = 2) did in 19% (36% with t(3)), and
     at 10 almost always."""
-    for noise, quoted in (("gaussian", {3: 0.63, 5: 0.98, 10: 1.0}),
-                          ("t3", {3: 0.73, 5: 0.93, 10: 0.96})):
+    for noise, quoted in (("gaussian", {3: 0.53, 5: 0.97, 10: 1.0}),
+                          ("t3", {3: 0.65, 5: 0.92, 10: 0.96})):
         rates = equivalence_rates(noise=noise)
         assert rates[3] < rates[5] <= rates[10], rates
         for seeds, rate in quoted.items():

@@ -255,6 +255,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
         calibration = plots.calibration_plot(curve, figures_dir / "calibration.png")
 
     variants = list(ablation["ablation"].astype(str))
+    undecided = undecided_lines(ablation)  # the appendix's lines, one per undecided variant
     grids = strata_grids(effects, strata, reference=reference, variants=variants)
     sections = [
         Section("Verdicts (exploratory)" if exploratory else "Verdicts",
@@ -268,8 +269,8 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                 "smallest margin at which the variant would be equivalent (Holm): it describes "
                 "the data; the verdict is at the margin fixed before them."
                 + design.verdicts_text()
-                + ("\n\n" + "\n".join(f"- {line}" for line in undecided_lines(ablation))
-                   if undecided_lines(ablation) else ""), appendix=True),
+                + ("\n\n" + "\n".join(f"- {line}" for line in undecided)
+                   if undecided else ""), appendix=True),
         Section("Differences to the reference", (
             f"Each variant's mean over the reference's, minus 1 (%), with Fieller's "
             f"{1 - 2 * alpha:.0%} interval (the one TOST reads); the shaded band is the margin."

@@ -1,7 +1,7 @@
 """An `inconclusive` row says what would decide it (results/stats/undecided.py): the p-value
 against the level its test had to beat, and the margin the data support against the margin
-fixed before them; the console's summary prints it under the table, with each arm's diverged
-runs and failure-rate bound beside its verdict."""
+fixed before them; the report's appendix prints it (the console's summary points there), and
+the console's table each arm's diverged runs and failure-rate bound beside its verdict."""
 
 from __future__ import annotations
 
@@ -79,14 +79,19 @@ def test_a_fixed_tables_rows_name_holms_p_against_alpha(main_job):
     assert not any(line.split(":")[0] in decided for line in undecided_lines(table))
 
 
-def test_the_console_summary_prints_them_with_each_arms_failure_bound(main_job):
+def test_the_console_summary_leaves_them_to_the_report_and_shows_each_arms_failure_bound(
+        main_job):
+    """Under the console's table: one line on the verdicts and where the rest is (the report's
+    appendix has the lines), and the design's line; no line per undecided arm."""
     trials, meta = main_job
     text = summary_table(trials, meta)
     verdicts = verdicts_of(trials, meta, reference="baseline", metric="test_mae",
                            margin="5%", alpha=0.05)
-    for line in undecided_lines(verdicts):
-        assert f"\n{line}\n" in text
-    header, *body = text.split("\n\n")[0].splitlines()
+    table, under = text.split("\n\n", 1)
+    assert undecided_lines(verdicts) and not any(line in text for line in undecided_lines(verdicts))
+    assert under.startswith("Verdicts on test_mae") and "the report's appendix" in under
+    assert len(under.splitlines()) == 2, under  # the verdicts' line, the pilot's
+    header, *body = table.splitlines()
     assert "diverged" in header.split()
     assert all("0/3 (≤63%)" in row for row in body)  # no run diverged: 0 of 3, rate ≤ 63%
 
@@ -158,10 +163,29 @@ def test_the_paper_caption_keeps_barred_rows_out_of_the_margins_it_quotes(unstab
     caption = undecided_caption(rows, table.attrs)
     undecided = rows[rows["verdict"] == "inconclusive"]
     assert set(undecided.index) == {"flaky", "flaky_same", "odd"}
-    assert caption.startswith(" ? (3 variants): neither test reached its level")
     assert "margin of" not in caption  # none of the three supports any margin
-    assert ("3 cannot be shown equivalent at any margin (an outlying seed, or more diverged "
-            "seeds than the reference); more seeds may decide them.") in caption
+    assert caption == (" The ? rows would be equivalent at no margin for 3 (an outlying "
+                       "seed, or more diverged seeds than the reference).")
+
+
+def test_the_paper_caption_names_the_test_each_row_got_in_a_few_lines(main_job):
+    from ablations.results.report.paper import paper_table
+    trials, _ = main_job
+    table = verdict_table(trials, metric="test_mae", margin="5%")  # the default test
+
+    def caption(latex: str) -> str:
+        return re.search(r"\\caption\{(.*)\}\n\\label", latex, flags=re.S).group(1)
+
+    shown = caption(paper_table(table, trials, "latex"))
+    assert "shared-variance t test and TOST" in shown and "paired t-test" not in shown
+    assert "by another" not in shown
+    assert len(shown) < 600, shown  # ten lines of a paper's column
+    # a failed seed: that arm keeps its own paired test, and the caption counts it
+    failed = trials.copy()
+    failed.loc[(failed["ablation"] == "no_attention") & (failed["seed"] == 0), "status"] = "failed"
+    one = caption(paper_table(verdict_table(failed, metric="test_mae", margin="5%"), failed,
+                              "latex"))
+    assert "shared-variance t test (1 row by another: the report's Test column)" in one
 
 
 def test_the_methods_sentence_names_each_diverged_arm_and_its_dataset(unstable_trials):

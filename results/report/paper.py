@@ -35,8 +35,7 @@ MARKERS = {"worse": (r"$\dagger$", "†"), "better": (r"$\ddagger$", "‡"),
 ARROWS = {1: "↑", -1: "↓"}  # the metric's better direction, beside its name
 MEANINGS = {"worse": "worse", "better": "better", "equivalent": "equivalent",
             "negligible": "negligible (equivalent, and a difference)",
-            "significant": "differs",
-            "inconclusive": "inconclusive (neither a difference nor equivalence shown)"}
+            "significant": "differs", "inconclusive": "inconclusive"}
 
 
 def not_distinguishable(trials: pd.DataFrame, *, metric: str, direction: int,
@@ -77,17 +76,16 @@ def undecided_caption(rows: pd.DataFrame, attrs: dict) -> str:
     def shown(value: float) -> str:
         return f"{100 * value:.1f}%" if relative else f"{value:.3g}"
 
-    need = ("" if bounds.empty else
-            f"; equivalence would need a margin of ±{shown(bounds.min())}"
-            + (f" to ±{shown(bounds.max())}" if len(bounds) > 1 else "")
-            + f" (the margin is ±{shown(float(attrs['margin']))})")
+    low, high = (shown(bounds.min()), shown(bounds.max())) if len(bounds) else ("", "")
+    need = ([] if bounds.empty else
+            [f"equivalent at a margin of ±{low}" + (f" to ±{high}" if high != low else "")])
     if barred.any():
         why = ("an outlying seed, more diverged seeds than the reference, or a failure-rate "
                f"bound not below the tolerance {tolerance:.0%}" if tolerance is not None else
                "an outlying seed, or more diverged seeds than the reference")
-        need += f"; {int(barred.sum())} cannot be shown equivalent at any margin ({why})"
-    return (f" ? ({len(undecided)} variant{'s' if len(undecided) > 1 else ''}): neither test "
-            f"reached its level at these seeds{need}; more seeds may decide them.")
+        need.append(f"{'' if need else 'equivalent at '}no margin for {int(barred.sum())} "
+                    f"({why})")
+    return f" The ? rows would be {'; '.join(need)}." if need else ""
 
 
 def unpaired_caption(rows: pd.DataFrame, reference: str) -> str:
@@ -115,14 +113,24 @@ def failure_caption(rows: pd.DataFrame, alpha: float) -> str:
     bound."""
     if "failure_rate_upper" not in rows or rows["n_outcomes"].fillna(0).eq(0).all():
         return ""
-    level = f"one-sided {1 - alpha:.0%} Clopper-Pearson bound"
+    level = f"one-sided {1 - alpha:.0%} Clopper-Pearson"
     if rows["n_diverged"].fillna(0).gt(0).any():
-        return (f"Diverged: the variant's diverged runs of those that ended, and the {level} "
-                "on its failure rate.")
-    fewest = int(rows["n_outcomes"][rows["n_outcomes"] > 0].min())
+        return f"Diverged: runs diverged of those that ended, the failure rate's {level} bound."
     worst = float(rows["failure_rate_upper"].max())
-    return (f"No run diverged ({fewest} or more per variant): each variant's failure rate is "
-            f"at most {worst:.0%} ({level}).")
+    return f"No run diverged: each failure rate ≤ {worst:.0%} ({level})."
+
+
+def tests_named(rows: pd.DataFrame, reference: str, attrs: dict) -> str:
+    """The difference test the caption names: the experiment's (``attrs["verdict_test"]``),
+    and how many rows got another (an arm with a failed or outlying seed keeps its own)."""
+    test = str(attrs.get("verdict_test", "paired t"))
+    if "test" not in rows:
+        return f"{test} test"
+    others = rows.loc[[arm for arm in rows.index if arm != reference], "test"].dropna()
+    others = others[others != test]
+    rows_word = "row" if len(others) == 1 else "rows"
+    return f"{test} test" + (f" ({len(others)} {rows_word} by another: the report's Test "
+                             "column)" if len(others) else "")
 
 
 def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
@@ -190,22 +198,19 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
     used = [v for v in MEANINGS if (rows["verdict"] == v).any()]
     markers = "; ".join(f"{MARKERS[v][1]} {MEANINGS[v]}" for v in used)
     span = (f"{seeds[0]}-{seeds[-1]} (n)" if len(seeds) > 1 else f"{seeds[0]}")
+    margin = (f"±{100 * float(a['margin']):.3g}%" if a.get("relative") else
+              f"±{float(a['margin']):.3g}{f' {unit}' if unit else ''}")
+    delta_text = (f"mean over {reference}'s − 1 (%), with Fieller's" if relative else
+                  f"paired difference to {reference}, with the")
+    looks = " (each at its look)" if a.get("sequential") or a.get("pilot") else ""
     caption = (  # plain text; tex() sets it for LaTeX
-        f"{metric}: mean ± half-width of its {1 - alpha:.0%} t interval over {span} seeds "
-        + (f"per variant; Δ: the variant's mean over {reference}'s, minus 1 (%), with "
-           f"Fieller's {1 - 2 * alpha:.0%} interval, the one the equivalence test reads. "
-           if relative else
-           f"per variant; Δ: paired difference to {reference} with its "
-           f"{1 - 2 * alpha:.0%} interval, the one the equivalence test reads. ")
-        + f"Verdicts against {reference}: two-sided paired t-test "
-        f"and TOST equivalence test, margin {margin_text(a, unit)}, alpha = {alpha:g}, Holm "
-        f"over {a.get('comparisons', len(order) - 1)} comparisons"
-        f"{'; ' + markers if markers else ''}. Bold: the best variant and every variant not "
-        "distinguishable from it (paired t-test, Holm)." + (f" {failures}" if failures else "")
+        f"{metric}: mean ± half-width of its {1 - alpha:.0%} t interval, {span} seeds per "
+        f"variant. Δ: {delta_text} {1 - 2 * alpha:.0%} interval the equivalence test reads. "
+        f"Verdicts against {reference}{looks}: {tests_named(rows, reference, a)} and TOST, "
+        f"margin {margin}, α = {alpha:g}, Holm over {a.get('comparisons', len(order) - 1)}"
+        f"{'; ' + markers if markers else ''}. Bold: the best and every variant not "
+        "distinguishable from it (paired t, Holm)." + (f" {failures}" if failures else "")
         + undecided_caption(rows, a) + unpaired_caption(rows, reference))
-    if a.get("sequential") or a.get("pilot"):
-        caption = caption.replace("Verdicts against", "Verdicts (each at its look of the "
-                                  "sequential design, at that look's level) against", 1)
     if not latex:
         marked = cells.copy()
         marked[header] = [f"**{v}**" if arm in bold else v

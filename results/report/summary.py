@@ -75,7 +75,6 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     from ablations.results.stats.verdicts import short_verdict_note
     from ablations.results.stats.decisions import verdicts_of
     from ablations.results.stats.failures import failure_bound_text
-    from ablations.results.stats.undecided import undecided_lines
     from ablations.results.stats.phases import evaluation_rows
     from ablations.results.stats.planned import exploratory_note
 
@@ -136,13 +135,12 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     dropped = dropped_note(verdicts.attrs.get("dropped_nan", []), metric)
     if dropped:
         text += f"\n{dropped}"
-    # why a decided row reads as it does; an undecided row's line below says it, and more
+    # why a decided row reads as it does (what would decide an undecided one: the report's
+    # appendix, undecided_lines)
     reasons = verdicts["reason"] if "reason" in verdicts else pd.Series(dtype=object)
     decided = verdicts["verdict"] != "inconclusive"
     for ablation, reason in reasons[(reasons.fillna("") != "") & decided].items():
         text += f"\n{ablation}: {verdicts.loc[ablation, 'verdict']}: {reason}"
-    for line in undecided_lines(verdicts.reset_index()):  # what would decide the rest
-        text += f"\n{line}"
     for note in analysis.summary_notes(trials_df, alpha):  # how the design decided
         text += f"\n{note}"
     return text

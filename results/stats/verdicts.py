@@ -557,8 +557,8 @@ def short_verdict_note(table: pd.DataFrame) -> str:
     told = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
     return (f"Verdicts on {a['metric']} ({better[a['direction']]}) against {a['reference']}: "
             f"{told}; margin {margin_text(a)}, alpha {a['alpha']:g} for each kind, {family}, "
-            f"{a.get('verdict_test', DEFAULT_TEST)} test (what each verdict means: the report, "
-            "docs/verdicts.md).")
+            f"{a.get('verdict_test', DEFAULT_TEST)} test (what each verdict means and what would "
+            "decide the inconclusive ones: the report's appendix, docs/verdicts.md).")
 
 
 def verdict_note(table: pd.DataFrame) -> str:

@@ -7,6 +7,7 @@ the command line."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import numpy as np
@@ -241,6 +242,25 @@ def test_a_coarse_metric_that_ties_on_one_arm_and_an_arm_equal_to_the_reference_
         ablation == "coarse" for ablation in trials["ablation"]]
 
 
+def test_a_program_that_ignores_its_seed_is_told_where_the_fix_is():
+    """Every arm tied on every metric: the line says how to pass the seed, or, where the
+    command line passes one already, that the program seeds a constant of its own."""
+    trials = _trials({"baseline": [0.5] * 3, "other": [0.6] * 3})
+
+    def line(run: str) -> str:
+        model = "command:" + json.dumps({"run": run, "config": {}})
+        return seed_tie_lines(trials.assign(model=model), metric="test_mae",
+                              reference="baseline")[0]
+
+    assert "Its command line passes the seed ({seed})" in line("{python} t.py --seed {seed}")
+    assert "Its command line passes the seed" in line("{python} t.py --data-seed {data_seed}")
+    unpassed = line("{python} t.py --lr 0.1")
+    assert "Pass the seed to it ({seed} in the command" in unpassed
+    assert "passes the seed" not in unpassed
+    assert "Pass the seed to it" in seed_tie_lines(trials, metric="test_mae",
+                                                   reference="baseline")[0]  # no command
+
+
 def test_seeds_auto_adds_no_seeds_to_an_arm_without_seed_variance():
     from ablations.experiment.designs.seeds_auto import next_arms
 
@@ -296,6 +316,9 @@ def test_a_command_that_ignores_its_seed_is_flagged_and_gets_no_verdict(tmp_path
     trials = pd.read_parquet(tmp_path / "constant" / "trials.parquet")
     assert (trials["status"] == "ok").all() and trials["seed_tied"].all(), trials
     assert "the program ignores the seed it is given" in run.stdout, run.stdout
+    # its line passes --seed {seed}: the fix is in the program, not the command
+    assert "Its command line passes the seed ({seed}) and the program does not use it" \
+        in run.stdout, run.stdout
     rows = [line for line in run.stdout.splitlines()
             if line.strip().startswith(("faster ", "slower "))]  # the summary's rows
     assert len(rows) == 2 and all("inconclusive" in line for line in rows), run.stdout

@@ -9,13 +9,15 @@ seeds, trials.parquet flags its trials (``seed_tied``), and :func:`seed_tie_line
 case it is:
 
 - every arm tied on every metric the trials hold and every curve (epochs.parquet): the program
-  ignores the seed it is given, and how to pass it;
+  ignores the seed it is given, and how to pass it (or, where its command line passes one,
+  that the program seeds a constant of its own);
 - some arms tied on the verdicts' metric alone: no seed variance was measured for them;
 - an arm equal to the reference on every seed: the change may not have reached the program.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Optional
 
@@ -24,6 +26,7 @@ import pandas as pd
 
 from ablations.config.statuses import TrialStatus
 
+SEED_FIELDS = ("{seed}", "{init_seed}", "{order_seed}", "{data_seed}")  # a command's seeds
 NO_VARIANCE_REASON = "no seed variance: every seed gave the same value"
 
 
@@ -116,11 +119,15 @@ def seed_tie_lines(trials: pd.DataFrame, *, metric: str, reference: str,
     tied = tied_arms(trials, metric)
     lines = []
     if tied and ignores_seed(trials, epochs):
+        fix = ("Its command line passes the seed ({seed}) and the program does not use it: "
+               "it seeds a constant of its own (e.g. a fixed set_seed(42)); make it seed from "
+               "the value it is given and run again." if passes_seed(trials) else
+               "Pass the seed to it ({seed} in the command, e.g. --seed {seed}, or read the "
+               "config's seed) and run again.")
         lines.append(
             "Every seed of every variant gave the same metrics and curves: the program ignores "
-            "the seed it is given, so no seed variance was measured and no verdict is given. "
-            "Pass the seed to it ({seed} in the command, e.g. --seed {seed}, or read the "
-            "config's seed) and run again.")
+            f"the seed it is given, so no seed variance was measured and no verdict is given. "
+            f"{fix}")
     elif tied:
         lines.append(f"No seed variance was measured for {_names(tied)}: {metric} is the same "
                      "on every seed (a program that sets its own seed, or a coarse metric), so "
@@ -131,6 +138,22 @@ def seed_tie_lines(trials: pd.DataFrame, *, metric: str, reference: str,
                      "change may not have reached the program (check that it reads the flag "
                      "or config key the variant sets).")
     return lines
+
+
+def passes_seed(trials: pd.DataFrame) -> bool:
+    """Whether the trials ran a command line (trials.parquet's ``model``: ``command:`` and the
+    space's JSON) that hands the program a seed field."""
+    if "model" not in trials:
+        return False
+    for model in trials["model"].dropna().unique():
+        if str(model).startswith("command:"):
+            try:
+                run = str(json.loads(str(model).removeprefix("command:"))["run"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if any(field in run for field in SEED_FIELDS):
+                return True
+    return False
 
 
 def _names(arms: Sequence[str]) -> str:

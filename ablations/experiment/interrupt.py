@@ -26,15 +26,21 @@ def resume_command(storage: str, name: str, address: Optional[str] = None) -> st
 class _DropTuneLines(logging.Filter):
     """Drops Tune's log lines that mislead a CLI user: its resume hint (``Tuner.restore(...)``;
     the CLI prints its own ``--resume`` command), for trials that had not started, "Could
-    not fetch metrics" (there is nothing to fetch), and the warning that the experiment state
-    is snapshotted often (a small file here)."""
+    not fetch metrics" (there is nothing to fetch), the warning that the experiment state
+    is snapshotted often (a small file here), and a failed trial's traceback (some 30 lines
+    each: the progress line says the error, the trial's error.txt keeps the traceback), with
+    the lines after a stop that list the trials it cut off."""
 
     DROPPED = ("has been interrupted, but the most recent state was saved",
                # the stop's own line: the run says why it stopped and how to continue
                "Stop signal received (e.g. via SIGINT/Ctrl+C), ending Ray Tune run",
                "Failed to fetch metrics for",
                # short trials ending together snapshot the (small) experiment state often
-               "Experiment state snapshotting has been triggered multiple times")
+               "Experiment state snapshotting has been triggered multiple times",
+               "Trial task failed for trial",
+               "Trials did not complete:",
+               # a trial the stop cut off, its actor's error never fetched
+               "Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1')")
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -42,7 +48,8 @@ class _DropTuneLines(logging.Filter):
 
 
 _TUNE_LOGGERS = ("ray.tune.tune", "ray.tune.analysis.experiment_analysis",
-                 "ray.tune.execution.experiment_state")
+                 "ray.tune.execution.experiment_state", "ray.tune.execution.tune_controller",
+                 "ray._private.worker")
 
 
 @contextlib.contextmanager

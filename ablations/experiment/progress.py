@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Optional, TextIO
 from ray import tune
 
 from ablations.config.statuses import TrialStatus
+from ablations.experiment.fail_fast import error_line
 from ablations.experiment.reported import unpacked
 
 STATUS_EVERY_S = 30.0
@@ -140,10 +141,13 @@ class TrialProgress(tune.Callback):
         self._line(trial, TrialStatus.OK)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._line(trial, "TIMEOUT" if _timed_out(trial) else "FAILED")
+        if _timed_out(trial):
+            self._line(trial, "TIMEOUT")
+        else:  # the error's last line; its traceback is in the trial's error file
+            self._line(trial, "FAILED", why=error_line(trial))
 
     # ---------------------------------------------------------------- lines
-    def _line(self, trial: Any, status: str) -> None:
+    def _line(self, trial: Any, status: str, why: str = "") -> None:
         self.done += 1
         name = str(trial)
         self.finished.add(name)
@@ -169,7 +173,7 @@ class TrialProgress(tune.Callback):
         elif "val_mae" in result:
             parts.append(f"val_mae={result['val_mae']:.3f} km (epoch {result.get('epoch', '?')})")
         parts.append(f"({self.clock() - self.started:.0f}s elapsed)")
-        self._emit(" ".join(parts))
+        self._emit(" ".join(parts) + (f": {why}" if why else ""))
 
     def _emit(self, line: str) -> None:
         """A line for the log: above the bar on a terminal."""

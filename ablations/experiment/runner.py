@@ -255,7 +255,14 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         param_space, tune_config = setup.tune_config(to_train, options, root, planned)
         from ablations.experiment.fail_fast import FailAlike
 
-        fail_alike = FailAlike(len(to_train))  # the first trials failing alike stop the run
+        # trials failing alike stop the run; the reference's rule only where this run trains
+        # every trial of it (a pilot's or a resumed run's reference has rows from before)
+        reference_trials = {spec.name for spec in trials
+                            if spec.name.rsplit("-seed", 1)[0] == options.reference}
+        fresh_reference = (part.round_number == 1 and part.earlier_rows is None
+                           and reference_trials <= {spec.name for spec in to_train})
+        fail_alike = FailAlike(len(to_train), reference=options.reference,
+                               reference_trials=len(reference_trials) if fresh_reference else 0)
         tuner = tune.Tuner(
             trainable,
             param_space=param_space,

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Optional, TextIO
 from ray import tune
 
 from ablations.config.statuses import TrialStatus
-from ablations.experiment.fail_fast import error_line
+from ablations.experiment.fail_fast import error_line, error_text
 from ablations.experiment.reported import unpacked
 
 STATUS_EVERY_S = 30.0
@@ -298,6 +298,4 @@ def _is_terminal(stream: TextIO) -> bool:
 
 def _timed_out(trial: Any) -> bool:
     """Whether the trial's error is its time limit (ablations/trial/time_limit.py)."""
-    from ablations.experiment.fail_fast import error_text
-
     return "TrialTimeout" in error_text(trial)

@@ -9,7 +9,8 @@ one of these:
   device, predictions) and the metrics it returns a mapping of name -> number.
 - :class:`Command`: any program, run once per trial with its config filled into a command
   line (``python train.py --lr {lr} --seed {seed}``) and the environment, its metrics read
-  from a JSON-lines file it writes (ablations/trial/command.py).
+  from a JSON-lines file it writes, its last JSON line, or the lines it prints by a pattern
+  per metric (ablations/config/printed.py; ablations/trial/command.py).
 
 Both declare their metrics (:func:`ablations.config.metrics.parse_metrics`): a direction, and
 a unit the report prints. The user's keys are the trial's config keys; the runner's own keys
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ablations.config.metrics import Metric, parse_metrics
+from ablations.config.printed import printed_pattern
 from ablations.config.values import ConfigError
 
 COMMAND_PREFIX = "command:"
@@ -136,6 +138,9 @@ class Command:
     defaults: Mapping[str, Any]
     metrics: Mapping[str, Metric]
     name: str = "command"
+    # metric -> the pattern its value is printed in (ablations/config/printed.py); the others
+    # come from the metrics file or the last JSON line
+    printed: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def primary_metric(self) -> str:
@@ -194,16 +199,26 @@ def command_from(run: str, defaults: Mapping[str, Any] | None, metrics: Mapping[
         raise ConfigError(f"{source}: {{{unknown[0]}}} in the command line is not a config key; "
                           f"give it a default in the space file's config: ({unknown[0]}: ...), "
                           f"or use one of the runner's: {', '.join(COMMAND_FIELDS)}")
-    parsed = parse_metrics(metrics, source=f"{source}: metrics")
+    printed, declared = {}, {}
+    for name, value in (metrics.items() if isinstance(metrics, Mapping) else ()):
+        if isinstance(value, Mapping) and "printed" in value:
+            printed[str(name)] = printed_pattern(str(name), value["printed"],
+                                                 source=f"{source}: metrics")
+            value = {key: item for key, item in value.items() if key != "printed"}
+        declared[name] = value
+    parsed = parse_metrics(declared if isinstance(metrics, Mapping) else metrics,
+                           source=f"{source}: metrics")
     check_names(source, defaults, parsed)
-    return Command(run=run, defaults=defaults, metrics=parsed)
+    return Command(run=run, defaults=defaults, metrics=parsed, printed=printed)
 
 
 def command_spec(command: Command) -> str:
     """The ``model`` spec that carries ``command`` to the workers: ``command:<JSON>``."""
+    metrics = {name: {**metric.record(), **({"printed": command.printed[name]}
+                                            if name in command.printed else {})}
+               for name, metric in command.metrics.items()}
     return COMMAND_PREFIX + json.dumps(
-        {"run": command.run, "config": dict(command.defaults),
-         "metrics": {name: metric.record() for name, metric in command.metrics.items()}},
+        {"run": command.run, "config": dict(command.defaults), "metrics": metrics},
         sort_keys=True, separators=(",", ":"))
 
 

@@ -13,7 +13,10 @@ The contract (docs/own-code.md):
 - The program appends one JSON object a line to ``{metrics_file}``: a line with ``"epoch"``
   is that epoch's report; a line without is final metrics. A program that writes no such
   file may print its final metrics as its last JSON line on stdout. ``NaN`` and ``Infinity``
-  read as numbers, ``null`` as NaN; values that are not numbers are left out.
+  read as numbers, ``null`` as NaN; values that are not numbers are left out. A metric
+  declared with ``printed:`` is read from the lines of its stdout instead, by its pattern
+  (ablations/config/printed.py): every match a point of its curve, the last its final value;
+  a pattern that matches no line fails the trial with the program's last lines.
 - It runs in the experiment's folder, with stdout and stderr in ``stdout.log`` and
   ``stderr.log`` of the trial's folder; a non-zero exit fails the trial with stderr's last
   lines.
@@ -40,6 +43,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping, Optional
 
 from ablations.config.code import COMMAND_FIELDS, FIELD, FLAG, Command
+from ablations.config.printed import PrintedMetrics, PrintedValueError
 from ablations.trial.own_code import OwnCodeError, Trial
 from ablations.trial.supervise import PID_FILE, end_supervised, is_supervisor, kill_tree
 from ablations.trial.time_limit import TrialTimeout
@@ -196,12 +200,23 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
     metrics_file.write_bytes(b"")  # this run's lines only
     arguments = command_line(command.run, values)
     environment = command_environment(config, values)
+    printed = PrintedMetrics(command.printed) if command.printed else None
+    if printed is not None:  # lines reach stdout.log as printed, not at exit in one block
+        environment.setdefault("PYTHONUNBUFFERED", "1")
     check_runnable(arguments[0], Path(trial.cwd), environment.get("PATH"))
     pid_file = folder / PID_FILE
     end_previous_run(pid_file)
     lines = NewLines(metrics_file)
+    output = NewText(folder / STDOUT_LOG)
     final: dict[str, Any] = {}
     epochs = 0
+
+    def report(epoch: int, values: Mapping[str, Any]) -> None:
+        nonlocal epochs
+        trial.report(epoch=epoch, **_numbers(values, declared))  # may raise Diverged
+        trial.save({})
+        epochs += 1
+
     with open(folder / STDOUT_LOG, "wb") as stdout, open(folder / STDERR_LOG, "wb") as stderr:
         try:
             process = subprocess.Popen(
@@ -225,13 +240,15 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
                     exited = False
                 for record in lines.read(complete_only=not exited):
                     if "epoch" in record:
-                        epoch = epoch_number(record.pop("epoch"), metrics_file)
-                        # may raise Diverged
-                        trial.report(epoch=epoch, **_numbers(record, declared))
-                        trial.save({})
-                        epochs += 1
+                        report(epoch_number(record.pop("epoch"), metrics_file), record)
                     else:
                         final.update(_numbers(record, declared))
+                if printed is not None:
+                    points = [point for line in output.read(complete_only=not exited)
+                              for point in _fed(printed, line)]
+                    for epoch, values in points + (printed.finish() if exited else []):
+                        if epoch > trial.last_epoch:  # a resumed run prints its epochs again
+                            report(epoch, values)
                 if exited:
                     break
         except TrialTimeout:  # the limit passed in the loop or in an epoch's report
@@ -241,6 +258,15 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
             stop_program(process, pid_file)
     if process.returncode != 0:
         raise OwnCodeError(exit_message(process.returncode, folder))
+    if printed is not None:
+        missing = printed.unmatched()
+        if missing:
+            said = _last_lines(folder / STDOUT_LOG) or "nothing"
+            raise OwnCodeError(
+                f"metric {missing[0]}: no line the program printed matched its pattern "
+                f"{command.printed[missing[0]]!r}; its last lines: {said}")
+        final.update(_numbers(printed.final, declared))
+        return final
     if not final and not epochs:
         printed = last_json_line(folder / STDOUT_LOG)
         if printed is None:
@@ -301,6 +327,35 @@ class NewLines:
                     f"{text[:80]!r}; write one json.dumps({{...}}) a line")
             records.append(record)
         return records
+
+
+class NewText:
+    """The text lines appended to a file since the last read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def read(self, *, complete_only: bool) -> list[str]:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return []
+        if complete_only:  # a line still being written waits for its newline
+            data = data[:data.rfind(b"\n") + 1]
+        self.offset += len(data)
+        # a progress bar's carriage returns end its updates as lines do
+        text = data.decode("utf-8", errors="replace").replace("\r", "\n")
+        return [line for line in text.split("\n") if line.strip()]
+
+
+def _fed(printed: PrintedMetrics, line: str) -> list[tuple[int, dict[str, float]]]:
+    try:
+        return printed.feed(line)
+    except PrintedValueError as exc:
+        raise OwnCodeError(f"{exc}; make the pattern's group match the number alone") from None
 
 
 def epoch_number(value: Any, path: Path) -> int:

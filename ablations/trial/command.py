@@ -290,25 +290,35 @@ def recover_epochs(metrics_file: Path, trial: Trial, declared: Collection[str]) 
                 trial.save({})
 
 
-class NewLines:
-    """The JSON objects of the lines appended to a file since the last read."""
+class NewBytes:
+    """What was appended to a file since the last read."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
-        self.line_number = 0
 
-    def read(self, *, complete_only: bool) -> list[dict[str, Any]]:
+    def read_bytes(self, *, complete_only: bool) -> bytes:
         try:
             with open(self.path, "rb") as handle:
                 handle.seek(self.offset)
                 data = handle.read()
         except FileNotFoundError:
-            return []
+            return b""
         if complete_only:  # a line still being written waits for its newline
             data = data[:data.rfind(b"\n") + 1]
         self.offset += len(data)
-        pieces = data.split(b"\n")
+        return data
+
+
+class NewLines(NewBytes):
+    """The JSON objects of the lines appended to a file since the last read."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.line_number = 0
+
+    def read(self, *, complete_only: bool) -> list[dict[str, Any]]:
+        pieces = self.read_bytes(complete_only=complete_only).split(b"\n")
         if pieces[-1] == b"":  # what follows the last newline
             pieces.pop()
         records = []
@@ -329,23 +339,11 @@ class NewLines:
         return records
 
 
-class NewText:
+class NewText(NewBytes):
     """The text lines appended to a file since the last read."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-
     def read(self, *, complete_only: bool) -> list[str]:
-        try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read()
-        except FileNotFoundError:
-            return []
-        if complete_only:  # a line still being written waits for its newline
-            data = data[:data.rfind(b"\n") + 1]
-        self.offset += len(data)
+        data = self.read_bytes(complete_only=complete_only)
         # a progress bar's carriage returns end its updates as lines do
         text = data.decode("utf-8", errors="replace").replace("\r", "\n")
         return [line for line in text.split("\n") if line.strip()]

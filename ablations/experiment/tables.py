@@ -98,6 +98,7 @@ def collect_results(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
     rows["round"] = rows["round"].fillna(round_number) if "round" in rows else round_number
     rows["phase"] = phase
     rows["seed_tied"] = False  # over the whole table below, earlier rounds' rows with it
+    rows["outputs_dir"] = [outputs_dir(root, name) for name in rows["trial_name"]]
     trials_df = _order(rows, names)
     epochs_df = (
         pd.concat(epoch_frames, ignore_index=True) if epoch_frames
@@ -271,6 +272,18 @@ def trial_row(spec: TrialSpec, metrics: dict[str, Any], error: Optional[BaseExce
         spec.config, row, metadata, options, packages=trained_packages(metrics))
     row["reused_from"] = ""
     return row
+
+
+def outputs_dir(root: str, trial_name: str) -> Optional[str]:
+    """The working folder a command's trial ran in and what its program wrote there
+    (ablations/trial/work_folder.py), where the experiment's storage is local and it exists;
+    else None."""
+    from ablations.experiment.trainable import OUTPUTS_SUBDIR
+
+    if is_uri(root):
+        return None
+    folder = os.path.join(root, OUTPUTS_SUBDIR, str(trial_name))
+    return os.path.abspath(folder) if os.path.isdir(folder) else None
 
 
 def _history(result: Any, state_root: Optional[str]) -> Optional[pd.DataFrame]:

@@ -48,6 +48,7 @@ from ablations.results.io.files import PREDICTIONS_FILE, atomic_write, is_file, 
 STATE_FILE = "state.pt"
 HISTORY_FILE = "history.json"  # the per-epoch metrics, readable without torch or the weights
 STATE_SUBDIR = "trial_state"
+OUTPUTS_SUBDIR = "outputs"  # a command's working folder per trial, kept with the experiment
 # what a trial's first start trained with (trial_store.run_labels), beside its state
 LABELS_FILE = "labels.json"
 
@@ -199,7 +200,9 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
                   saved=resume_state, folder=trial_folder(state_dir),
                   device=resolved_device(trial),
                   resources=ray.get_runtime_context().get_assigned_resources(),
-                  cwd=here, time_limit_s=time_limit_s)
+                  cwd=here, time_limit_s=time_limit_s,
+                  outputs=None if "://" in state_root else
+                  Path(state_root).parent / OUTPUTS_SUBDIR / name)
         failed = False
     finally:
         if share is not None:

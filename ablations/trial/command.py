@@ -17,9 +17,12 @@ The contract (docs/own-code.md):
   declared with ``printed:`` is read from the lines of its stdout instead, by its pattern
   (ablations/config/printed.py): every match a point of its curve, the last its final value;
   a pattern that matches no line fails the trial with the program's last lines.
-- It runs in the experiment's folder, with stdout and stderr in ``stdout.log`` and
-  ``stderr.log`` of the trial's folder; a non-zero exit fails the trial with stderr's last
-  lines.
+- It runs in a working folder of its own laid out as the experiment's folder
+  (ablations/trial/work_folder.py: the project's small top-level files copied, the rest
+  linked), so that trials at once never share a file a script saves under a fixed name; that
+  folder is the experiment's ``outputs/<trial>/`` on local storage, kept after it. Its stdout
+  and stderr are in ``stdout.log`` and ``stderr.log`` of the trial's folder; a non-zero exit
+  fails the trial with stderr's last lines.
 - It runs under a supervisor (ablations/trial/supervise.py) that owns its whole tree, a
   launcher's workers included, and ends it when the trial ends, fails or is stopped, or when
   the worker dies; a restarted trial starts once the previous run of it is gone
@@ -47,6 +50,7 @@ from ablations.config.printed import PrintedMetrics, PrintedValueError
 from ablations.trial.own_code import OwnCodeError, Trial
 from ablations.trial.supervise import PID_FILE, end_supervised, is_supervisor, kill_tree
 from ablations.trial.time_limit import TrialTimeout
+from ablations.trial.work_folder import prepare_work_folder
 
 METRICS_FILE = "metrics.jsonl"
 RESUME_DIR = "resume"
@@ -203,7 +207,10 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
     printed = PrintedMetrics(command.printed) if command.printed else None
     if printed is not None:  # lines reach stdout.log as printed, not at exit in one block
         environment.setdefault("PYTHONUNBUFFERED", "1")
-    check_runnable(arguments[0], Path(trial.cwd), environment.get("PATH"))
+    # a folder of its own, laid out as the project's: trials at once never share an output
+    work = prepare_work_folder(trial.outputs or folder / "run", Path(trial.cwd),
+                               fresh=trial.restore() is None)
+    check_runnable(arguments[0], work, environment.get("PATH"))
     pid_file = folder / PID_FILE
     end_previous_run(pid_file)
     lines = NewLines(metrics_file)
@@ -221,14 +228,14 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
         try:
             process = subprocess.Popen(
                 [sys.executable, "-I", SUPERVISOR, str(pid_file), "--", *arguments],
-                cwd=trial.cwd, env=environment, stdin=subprocess.DEVNULL, stdout=stdout,
+                cwd=work, env=environment, stdin=subprocess.DEVNULL, stdout=stdout,
                 stderr=stderr,
                 # a session of its own: Ray may end a worker by its process group, and the
                 # supervisor must outlive the worker long enough to end the program's tree
                 start_new_session=True)
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
             raise OwnCodeError(f"cannot start the program's supervisor ({exc.strerror}) in "
-                               f"the folder it runs in: {trial.cwd}") from None
+                               f"the folder it runs in: {work}") from None
         try:
             while True:
                 if trial.deadline.passed():

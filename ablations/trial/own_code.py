@@ -70,7 +70,7 @@ class Trial:
     def __init__(self, config: TrialConfig, *, name: str, send: Send, store: Store,
                  saved: Optional[dict[str, Any]], folder: Path, device: torch.device,
                  resources: Mapping[str, float], cwd: Optional[Path] = None,
-                 deadline: Optional[Deadline] = None) -> None:
+                 deadline: Optional[Deadline] = None, outputs: Optional[Path] = None) -> None:
         self._config = config
         self._send = send
         self._store = store
@@ -83,6 +83,9 @@ class Trial:
         self.folder = folder  # the trial's own folder: kept across restarts on local storage
         # where the experiment was started: relative paths (a command's script) resolve here
         self.cwd = cwd or Path.cwd()
+        # the working folder a command runs in, its own (ablations/trial/work_folder.py): kept
+        # with the experiment on local storage; None: one in ``folder``
+        self.outputs = outputs
         self.device = device
         self.resources = dict(resources)
         self.name = name  # the trial's name, e.g. baseline-seed0

@@ -48,7 +48,8 @@ def fit_of(config: TrialConfig) -> Callable[[Trial], Mapping[str, Any]]:
 def run_trial(config: TrialConfig, *, name: str, send: Send, store: Store,
               saved: Optional[dict[str, Any]], folder: Path, device: torch.device,
               resources: Mapping[str, float], cwd: Optional[Path] = None,
-              time_limit_s: Optional[float] = None) -> dict[str, Any]:
+              time_limit_s: Optional[float] = None,
+              outputs: Optional[Path] = None) -> dict[str, Any]:
     """Train the trial ``config`` describes and send its final result; returns it.
 
     The final result holds the last epoch's metrics (reported, or held by
@@ -58,14 +59,16 @@ def run_trial(config: TrialConfig, *, name: str, send: Send, store: Store,
     declared metric that is not finite. A declared metric found nowhere raises
     :class:`OwnCodeError`, a failed trial; a trial past ``time_limit_s`` (seconds of this
     run) raises :class:`~ablations.trial.time_limit.TrialTimeout` once the epochs it
-    reported are stored (ablations/trial/time_limit.py)."""
+    reported are stored (ablations/trial/time_limit.py). ``outputs``: the working folder a
+    command runs in (:attr:`Trial.outputs`)."""
     code = config.own_code
     if code is not None:  # the built-in loop sets its threads itself
         torch.set_num_threads(max(1, config.systems.num_threads))
     folder.mkdir(parents=True, exist_ok=True)
     deadline = Deadline(time_limit_s)
     trial = Trial(config, name=name, send=send, store=store, saved=saved, folder=folder,
-                  device=device, resources=resources, cwd=cwd, deadline=deadline)
+                  device=device, resources=resources, cwd=cwd, deadline=deadline,
+                  outputs=outputs)
     diverged: Optional[str] = None
     returned: Any = {}
     # a command's poll loop ends its program at the limit itself, with its last output

@@ -49,6 +49,10 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
      "every ok seed of this trial's arm (two or more) gave the same value of the verdicts' "
      "metric: no seed variance was measured, so the arm gets no verdict (a program that sets "
      "its own seed, or a coarse metric; results/stats/seed_ties.py)"),
+    ("outputs_dir", "string",
+     "the working folder a command's trial ran in, with what its program wrote there (a model "
+     "saved under a fixed name), kept after the experiment; null for other code and for "
+     "remote storage (ablations/trial/work_folder.py)"),
     ("phase", "string",
      "evaluation (a trial of the ablation table, at the configuration given) / search (a "
      "sampled trial of a search space) / tuning (a search trial of a `--tune-each` arm) / "

@@ -46,7 +46,7 @@ from ablations.config.values import (
 from ablations.config.comparison import DEFAULT_REFERENCE
 
 TOP_LEVEL = ("name", "description", "reference", "model", "variants", "command", "config",
-             "metrics", "datasets", "time_limit")
+             "metrics", "values", "datasets", "time_limit")
 
 
 def is_space_file(name: str) -> bool:
@@ -148,7 +148,8 @@ def _datasets(file: Path, given: Any) -> dict[str, Any] | None:
 
 def _command_model(file: Path, data: dict[str, Any]) -> str:
     """The ``model`` spec of a table about a program: its command, its keys' defaults (typed
-    as YAML reads them: 64 an int, 0.2 a float, true a boolean) and its metrics."""
+    as YAML reads them: 64 an int, 0.2 a float, true a boolean), its metrics and the form its
+    values are written in (``values:``)."""
     if data.get("model"):
         raise ConfigError(f"{file}: give 'model' (Python code) or 'command' (a program), "
                           "not both")
@@ -158,7 +159,7 @@ def _command_model(file: Path, data: dict[str, Any]) -> str:
                           "keys to default values")
     defaults = {str(key): typed(value) for key, value in config.items()}
     return command_spec(command_from(data["command"], defaults, data.get("metrics") or {},
-                                     source=str(file)))
+                                     source=str(file), values=data.get("values")))
 
 
 # YAML 1.2's core schema (yaml.org/spec/1.2.2, 10.3.2): what a plain scalar's text means. Not

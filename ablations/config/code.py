@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ablations.config.metrics import Metric, parse_metrics
 from ablations.config.printed import printed_pattern
+from ablations.config.value_forms import value_forms
 from ablations.config.values import ConfigError
 
 COMMAND_PREFIX = "command:"
@@ -72,7 +73,16 @@ DATASET_HINT = (" (e.g. data_name) and name the datasets in the space file: data
                 "{a: {data_name: a}, b: {data_name: b}}")
 
 
-def check_names(name: str, keys: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
+def flag_kept(key: str) -> str:
+    """The fix for a command's key whose name the runner takes: another key, the program's
+    flag unchanged."""
+    other = {"model": "arch", "dataset": "data_name", "seed": "my_seed"}.get(key, f"{key}_value")
+    return (f"name the key otherwise and keep the program's flag: config: {{{other}: ...}} and "
+            f"--{key.replace('_', '-')} {{{other}}} on the command line")
+
+
+def check_names(name: str, keys: Mapping[str, Any], metrics: Mapping[str, Any], *,
+                command: bool = False) -> None:
     """Own code's keys (name -> default) and metrics: no runner's column among them, no
     metric named like a key, every default a single value.
 
@@ -81,8 +91,9 @@ def check_names(name: str, keys: Mapping[str, Any], metrics: Mapping[str, Any]) 
     """
     for key, value in keys.items():
         if key in RESERVED:
+            fix = flag_kept(key) if command else "rename it"
             raise ConfigError(f"{name}: config key {key!r} is one of the runner's columns; "
-                              f"rename it{DATASET_HINT if key == 'dataset' else ''}")
+                              f"{fix}{DATASET_HINT if key == 'dataset' else ''}")
         if not isinstance(value, KEY_TYPES):
             raise ConfigError(f"{name}: config key {key}: its default {value!r} is not a "
                               "boolean, integer, float or string")
@@ -141,6 +152,8 @@ class Command:
     # metric -> the pattern its value is printed in (ablations/config/printed.py); the others
     # come from the metrics file or the last JSON line
     printed: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # key -> the form its value is written in where not YAML's (ablations/config/value_forms.py)
+    forms: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def primary_metric(self) -> str:
@@ -158,9 +171,10 @@ class Command:
 
 
 def command_from(run: str, defaults: Mapping[str, Any] | None, metrics: Mapping[str, Any],
-                 *, source: str = "command") -> Command:
+                 *, source: str = "command", values: Any = None) -> Command:
     """A checked :class:`Command`: every ``{field}`` of ``run`` is a key of ``defaults`` or
-    the runner's; the defaults are single values.
+    the runner's; the defaults are single values; ``values``: the space file's ``values:``,
+    the form each key is written in (:func:`~ablations.config.value_forms.value_forms`).
 
     Raises:
         ConfigError: one line naming the problem and the fix.
@@ -175,7 +189,8 @@ def command_from(run: str, defaults: Mapping[str, Any] | None, metrics: Mapping[
             raise ConfigError(f"{source}: config key {key!r} is not an identifier")
         if key in COMMAND_FIELDS:
             raise ConfigError(f"{source}: config key {key!r} is filled in by the runner; "
-                              f"rename it{DATASET_HINT if key == 'dataset' else ''}")
+                              f"{flag_kept(key)}"
+                              f"{'; or' + DATASET_HINT if key == 'dataset' else ''}")
     try:
         shlex.split(run)
     except ValueError as exc:  # an unclosed quote
@@ -208,8 +223,9 @@ def command_from(run: str, defaults: Mapping[str, Any] | None, metrics: Mapping[
         declared[name] = value
     parsed = parse_metrics(declared if isinstance(metrics, Mapping) else metrics,
                            source=f"{source}: metrics")
-    check_names(source, defaults, parsed)
-    return Command(run=run, defaults=defaults, metrics=parsed, printed=printed)
+    check_names(source, defaults, parsed, command=True)
+    forms = value_forms(values, defaults, source=source)
+    return Command(run=run, defaults=defaults, metrics=parsed, printed=printed, forms=forms)
 
 
 def command_spec(command: Command) -> str:
@@ -218,14 +234,16 @@ def command_spec(command: Command) -> str:
                                             if name in command.printed else {})}
                for name, metric in command.metrics.items()}
     return COMMAND_PREFIX + json.dumps(
-        {"run": command.run, "config": dict(command.defaults), "metrics": metrics},
+        {"run": command.run, "config": dict(command.defaults), "metrics": metrics,
+         **({"values": dict(command.forms)} if command.forms else {})},
         sort_keys=True, separators=(",", ":"))
 
 
 def command_of(spec: str) -> Command:
     """The :class:`Command` a ``command:<JSON>`` spec carries."""
     values = json.loads(spec[len(COMMAND_PREFIX):])
-    return command_from(values["run"], values["config"], values["metrics"])
+    return command_from(values["run"], values["config"], values["metrics"],
+                        values=values.get("values"))
 
 
 _CONFIGS: dict[str, type] = {}

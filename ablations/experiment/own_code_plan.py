@@ -49,7 +49,13 @@ def command_model(args: Request, space: object, model: str) -> str:
         raise UsageError(f"{arg('command')}: declare the program's metrics, e.g. "
                          f"{arg('metrics')} test_acc:higher,test_loss:lower:nats")
     try:
-        return command_spec(command_from(run, defaults, metrics, source=arg("command")))
+        command = command_from(run, defaults, metrics, source=arg("command"),
+                               values={key: form for key, form in table.forms.items()
+                                       if key in defaults} if table else None)
+        if table is not None and table.printed and args.metrics is None:
+            # the space file's metrics keep where the program prints them
+            command = dataclasses.replace(command, printed=dict(table.printed))
+        return command_spec(command)
     except ConfigError as exc:
         raise UsageError(f"{exc}; or {arg('overrides')} KEY=VALUE gives a key's default") \
             from None

@@ -47,6 +47,7 @@ from typing import Any, Collection, Mapping, Optional
 
 from ablations.config.code import COMMAND_FIELDS, FIELD, FLAG, Command
 from ablations.config.printed import PrintedMetrics, PrintedValueError
+from ablations.config.value_forms import DEFAULT_FORM, written
 from ablations.trial.own_code import OwnCodeError, Trial
 from ablations.trial.supervise import PID_FILE, end_supervised, is_supervisor, kill_tree
 from ablations.trial.time_limit import TrialTimeout
@@ -115,10 +116,13 @@ def unused_key_problem(command: Command, config: Any) -> Optional[str]:
             f"--{key.replace('_', '-')} {{{key}}}) or drop it from the variant")
 
 
-def command_values(config: Any, trial: Trial) -> dict[str, str]:
-    """What fills the command line's fields: the user's keys, then the runner's."""
+def command_values(config: Any, trial: Trial,
+                   forms: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """What fills the command line's fields: the user's keys, each in its form (``forms``: key
+    -> form, ablations/config/value_forms.py), then the runner's."""
     folder = Path(trial.folder).resolve()
-    values = {key: _text(value) for key, value in dataclasses.asdict(config).items()}
+    values = {key: written(value, (forms or {}).get(key, DEFAULT_FORM))
+              for key, value in dataclasses.asdict(config).items()}
     values.update(seed=str(trial.seed), init_seed=str(trial.seeds.init),
                   order_seed=str(trial.seeds.order), data_seed=str(trial.seeds.data),
                   trial=trial.name, ablation=trial.ablation, dataset=trial.dataset,
@@ -133,7 +137,8 @@ def planned_command_line(command: Command, trial: Any, name: str) -> str:
     run shows it: the user's keys and the runner's fields filled as :func:`command_values`
     fills them, the paths made at launch shown as ``<trial_dir>``, ``<metrics_file>`` and
     ``<resume_dir>``, the worker's Python as ``{python}``; quoted as a shell would need it."""
-    values = {key: _text(value) for key, value in dataclasses.asdict(trial.model).items()}
+    values = {key: written(value, command.forms.get(key, DEFAULT_FORM))
+              for key, value in dataclasses.asdict(trial.model).items()}
     seeds = trial.seeds
     values.update(seed=str(trial.seed), init_seed=str(seeds.init), order_seed=str(seeds.order),
                   data_seed=str(seeds.data), trial=name, ablation=trial.ablation,
@@ -192,7 +197,7 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
     """
     folder = Path(trial.folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    values = command_values(config, trial)
+    values = command_values(config, trial, command.forms)
     resume_dir = Path(values["resume_dir"])
     if trial.restore() is None:  # a new trial: no state of an earlier run to continue from
         shutil.rmtree(resume_dir, ignore_errors=True)

@@ -89,35 +89,32 @@ def trivial_space(folder: Path) -> Path:
     return space
 
 
-def marginal_trial_s(repeats: int, folder: Path, trials: int) -> list[float]:
-    """The wall time one more trial adds to a CLI run, one trial at a time: (a run of
-    ``trials`` trials − a run of one) / (``trials`` − 1), per repeat; Tune's scheduling,
-    the worker's reuse and the results' collection included, Ray's start cancelled out."""
-    space, marginals = trivial_space(folder), []
-    for _ in range(repeats):
-        walls = []
-        for seeds in (1, trials):
-            out = run_cli(["run", "--space", str(space), "--seeds", str(seeds),
-                           "--max-seeds", str(max(seeds, 2)), "--max-concurrent", "1"])
-            if set(out["trials"]["status"]) != {"ok"}:
-                raise RuntimeError(f"the CLI's trials ended {set(out['trials']['status'])}")
-            walls.append(out["ended_at"] - out["launched_at"])
-        marginals.append((walls[1] - walls[0]) / (trials - 1))
-    return marginals
+def cli_wall(space: Path, seeds: int) -> dict:
+    """One CLI run of ``seeds`` trials of the trivial program, one at a time: its whole wall
+    (Ray's start included) and its trials."""
+    out = run_cli(["run", "--space", str(space), "--seeds", str(seeds), "--max-seeds",
+                   str(max(seeds, 2)), "--max-concurrent", "1", "--cpus-per-trial", "1"])
+    if set(out["trials"]["status"]) != {"ok"}:
+        raise RuntimeError(f"the CLI's trials ended {set(out['trials']['status'])}")
+    return {"wall": out["ended_at"] - out["launched_at"], "trials": out["trials"]}
 
 
-def through_ray(repeats: int, folder: Path) -> tuple[list[float], list[float]]:
-    """The CLI's whole run (Ray's start included) and its trial's ``wall_s``, per repeat."""
+def through_ray(repeats: int, folder: Path, trials: int
+                ) -> tuple[list[float], list[float], list[float]]:
+    """Per repeat, the CLI's one-trial run (Ray's start included) and its trial's ``wall_s``;
+    and, for every third repeat (at least one), the wall time one more trial adds to a CLI
+    run: (a run of ``trials`` trials − that repeat's run of one) / (``trials`` − 1), Tune's
+    scheduling, the worker's reuse and the results' collection included, Ray's start cancelled
+    out. The two runs of a pair follow each other, so drift hits both."""
     space = trivial_space(folder)
-    walls, trial_walls = [], []
-    for _ in range(repeats):
-        out = run_cli(["run", "--space", str(space), "--seeds", "1", "--cpus-per-trial", "1"])
-        trials = out["trials"]
-        if list(trials["status"]) != ["ok"]:
-            raise RuntimeError(f"the CLI's trial ended {list(trials['status'])}")
-        walls.append(out["ended_at"] - out["launched_at"])
-        trial_walls.append(float(trials["wall_s"].iloc[0]))
-    return walls, trial_walls
+    walls, trial_walls, marginals = [], [], []
+    for repeat in range(repeats):
+        one = cli_wall(space, 1)
+        walls.append(one["wall"])
+        trial_walls.append(float(one["trials"]["wall_s"].iloc[0]))
+        if repeat < max(1, repeats // 3):
+            marginals.append((cli_wall(space, trials)["wall"] - one["wall"]) / (trials - 1))
+    return walls, trial_walls, marginals
 
 
 def main() -> None:
@@ -146,8 +143,7 @@ def main() -> None:
             rows.append([name, hand_s, trial_s, trial_s - hand_s])
         if args.ray:
             try:
-                walls, trial_walls = through_ray(args.repeats, folder)
-                marginal = marginal_trial_s(max(1, args.repeats // 3), folder, args.trials)
+                walls, trial_walls, marginal = through_ray(args.repeats, folder, args.trials)
                 for what, wall in (("the CLI's whole run, Ray's start included", walls),
                                    ("its trial's wall_s (trials.parquet)", trial_walls),
                                    (f"one more trial of a CLI run ({args.trials} trials "

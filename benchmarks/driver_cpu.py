@@ -13,7 +13,9 @@ mlflow and wandb where installed), and with tensorboardX importing torch; the or
 after --warmups runs not counted (1: it fills the caches of the data and of the cost
 estimate, without which the estimate imports torch). Prints a markdown table: per case, the
 median, min and max of the driver's CPU seconds, its median peak memory (RSS) and the run's
-median wall seconds, and each case's difference to the first.
+median wall seconds, and each case's difference to the first. ``--address`` runs every case on
+that Ray instead of a local one each run starts: the differences between the cases stand, and
+each driver's figure then leaves out starting Ray.
 """
 
 from __future__ import annotations
@@ -50,11 +52,11 @@ CASES = {"as the runner runs it": "runner", "with Tune's callback tag": "tag",
          "with torch through tensorboardX": "torch"}
 
 
-def driver_run(case: str, storage: str) -> dict:
+def driver_run(case: str, storage: str, where: list[str]) -> dict:
     """The driver's CPU seconds, peak RSS (MiB) and whether it loaded torch, and the run's
-    wall seconds, of one run of TABLE."""
+    wall seconds, of one run of TABLE (``where``: the CLI's ``--address`` flag, or none)."""
     start = time.perf_counter()
-    report = run_python(PROBE, case, *TABLE, "--storage", storage)
+    report = run_python(PROBE, case, *TABLE, "--storage", storage, *where)
     report["wall_s"] = time.perf_counter() - start
     if report["code"] != 0:
         raise RuntimeError(f"the run exited {report['code']}")
@@ -65,16 +67,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmups", type=int, default=1, help="runs before, not counted")
+    parser.add_argument("--address", default=None, metavar="auto|HOST:PORT",
+                        help="run every case on this Ray, not a local one per run")
     args = parser.parse_args()
+    where = ["--address", args.address] if args.address else []
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # every case; the runs inherit it
     runs: dict[str, list[dict]] = {name: [] for name in CASES}
     with tempfile.TemporaryDirectory(prefix="bench-driver-") as storage:
         for _ in range(args.warmups):  # not counted: they fill the data and estimate caches
-            driver_run("runner", storage)
+            driver_run("runner", storage, where)
         names = list(CASES)
         for repeat in range(args.repeats):
             for name in names[repeat % len(names):] + names[:repeat % len(names)]:
-                runs[name].append(driver_run(CASES[name], storage))
+                runs[name].append(driver_run(CASES[name], storage, where))
 
     def median(name: str, key: str) -> float:
         return statistics.median(run[key] for run in runs[name])

@@ -86,7 +86,8 @@ TINY_SWITCHES = ("--size", "16", "--steps", "1", "--warmup", "1", "--batch", "2"
 BENCHMARK_TINY: dict[str, tuple[str, ...]] = {
     "boundaries.py": ("--paths", "4096"),
     "cli_start.py": ("--repeats", "1"),
-    # --trials 2: the marginal trial from a run of 2 trials against one (3 CLI runs in all).
+    # --trials 2: the marginal trial from a run of 2 trials against the one-trial run (2 CLI
+    # runs in all).
     "command_overhead.py": ("--repeats", "1", "--trials", "2", "--digits-epochs", "1"),
     # 123 samples of 16 x 16; the model step and train() on frames of that size.
     # one run each way; the session's runs have filled the caches a warm-up run fills
@@ -145,10 +146,11 @@ MUST_NOT_SHOW = ["| error:", "skipped the CLI run"]  # a switches cell failed; t
 # shared Ray (tests/conftest.py) rather than starting Rays of its own, a CLI command's ~7 CPU-s
 # each. Per script, a quoted flag that starts a cluster of its own (scale.py's --cluster: two
 # `ray start` nodes, the claim its case tests) and keeps the script off the shared Ray, or None.
-# cli_start.py, command_overhead.py (--ray), driver_cpu.py, run_cpu.py and overhead.py (its
-# start s, and Ray's start alone) measure the start itself and start their own.
+# cli_start.py, command_overhead.py (--ray), run_cpu.py and overhead.py (its start s, and
+# Ray's start alone) measure the start itself and start their own; driver_cpu.py's claim is the
+# difference between its cases, which holds on any Ray.
 ON_SHARED_RAY: dict[str, str | None] = {
-    "iterate.py": None, "scale.py": "--cluster", "scaling.py": None,
+    "iterate.py": None, "scale.py": "--cluster", "scaling.py": None, "driver_cpu.py": None,
     "interaction_probe.py": None, "gpu_check.py": None,  # gpu_check.py: its --systems run
 }
 

@@ -29,11 +29,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ablations.config.metrics import Metric, parse_metrics
+from ablations.config.metric_files import KINDS, file_source
 from ablations.config.printed import printed_pattern
 from ablations.config.value_forms import value_forms
 from ablations.config.values import ConfigError
 
 COMMAND_PREFIX = "command:"
+SOURCE_KEYS = ("printed", *KINDS, "key")  # where a command's metric is read from
 # What the runner fills into a command line beside the user's keys (ablations/trial/command.py)
 COMMAND_FIELDS = ("seed", "init_seed", "order_seed", "data_seed", "trial", "ablation", "dataset",
                   "trial_dir", "metrics_file", "resume_dir", "device",
@@ -154,6 +156,9 @@ class Command:
     printed: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # key -> the form its value is written in where not YAML's (ablations/config/value_forms.py)
     forms: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # metric -> the log file it is read from once the program ends, {"kind", "path", "key"}
+    # (ablations/config/metric_files.py)
+    files: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
 
     @property
     def primary_metric(self) -> str:
@@ -214,29 +219,45 @@ def command_from(run: str, defaults: Mapping[str, Any] | None, metrics: Mapping[
         raise ConfigError(f"{source}: {{{unknown[0]}}} in the command line is not a config key; "
                           f"give it a default in the space file's config: ({unknown[0]}: ...), "
                           f"or use one of the runner's: {', '.join(COMMAND_FIELDS)}")
-    printed, declared = {}, {}
+    printed, files, declared = {}, {}, {}
     for name, value in (metrics.items() if isinstance(metrics, Mapping) else ()):
-        if isinstance(value, Mapping) and "printed" in value:
-            printed[str(name)] = printed_pattern(str(name), value["printed"],
-                                                 source=f"{source}: metrics")
-            value = {key: item for key, item in value.items() if key != "printed"}
+        if isinstance(value, Mapping):
+            found = file_source(str(name), value, source=f"{source}: metrics")
+            if found is not None:
+                files[str(name)] = found
+            if "printed" in value:
+                printed[str(name)] = printed_pattern(str(name), value["printed"],
+                                                     source=f"{source}: metrics")
+            value = {key: item for key, item in value.items() if key not in SOURCE_KEYS}
         declared[name] = value
     parsed = parse_metrics(declared if isinstance(metrics, Mapping) else metrics,
                            source=f"{source}: metrics")
     check_names(source, defaults, parsed, command=True)
     forms = value_forms(values, defaults, source=source)
-    return Command(run=run, defaults=defaults, metrics=parsed, printed=printed, forms=forms)
+    return Command(run=run, defaults=defaults, metrics=parsed, printed=printed, forms=forms,
+                   files=files)
 
 
 def command_spec(command: Command) -> str:
     """The ``model`` spec that carries ``command`` to the workers: ``command:<JSON>``."""
-    metrics = {name: {**metric.record(), **({"printed": command.printed[name]}
-                                            if name in command.printed else {})}
+    metrics = {name: {**metric.record(), **_source_record(command, name)}
                for name, metric in command.metrics.items()}
     return COMMAND_PREFIX + json.dumps(
         {"run": command.run, "config": dict(command.defaults), "metrics": metrics,
          **({"values": dict(command.forms)} if command.forms else {})},
         sort_keys=True, separators=(",", ":"))
+
+
+def _source_record(command: Command, name: str) -> dict[str, str]:
+    """Where metric ``name`` is read from, as its declaration says it: ``printed:``, or a
+    file's ``csv:`` / ``json:`` / ``tensorboard:`` with ``key:``; {} for the metrics file."""
+    if name in command.printed:
+        return {"printed": command.printed[name]}
+    if name in command.files:
+        spec = command.files[name]
+        return {spec["kind"]: spec["path"], **({"key": spec["key"]} if spec["key"] != name
+                                               else {})}
+    return {}
 
 
 def command_of(spec: str) -> Command:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping, Optional
 
 from ablations.config.code import COMMAND_FIELDS, FIELD, FLAG, Command
+from ablations.config.metric_files import MetricFileError, read_points
 from ablations.config.printed import PrintedMetrics, PrintedValueError
 from ablations.config.value_forms import DEFAULT_FORM, written
 from ablations.trial.own_code import OwnCodeError, Trial
@@ -278,6 +279,9 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
                 f"metric {missing[0]}: no line the program printed matched its pattern "
                 f"{command.printed[missing[0]]!r}; its last lines: {said}")
         final.update(_numbers(printed.final, declared))
+    if command.files:
+        final.update(_from_files(command, trial, work, folder, declared))
+    if printed is not None or command.files:
         return final
     if not final and not epochs:
         printed = last_json_line(folder / STDOUT_LOG)
@@ -288,6 +292,35 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
                 "the file it names, or print the final metrics as one JSON line")
         final = _numbers(printed, declared)
     return final
+
+
+def _from_files(command: Command, trial: Trial, work: Path, folder: Path,
+                declared: Collection[str]) -> dict[str, float]:
+    """The metrics a program wrote to its own log files (ablations/config/metric_files.py),
+    read once it has ended: each epoch's values reported (those a resumed run has not), the
+    last value of each its final one."""
+    by_epoch: dict[int, dict[str, float]] = {}
+    final = {}
+    for name, spec in command.files.items():
+        try:
+            points = read_points(spec, str(work))
+        except MetricFileError as exc:
+            said = _last_lines(folder / STDERR_LOG) or _last_lines(folder / STDOUT_LOG)
+            raise OwnCodeError(f"metric {name}: {exc}"
+                               + (f"; the program's last lines: {said}" if said else "")) \
+                from None
+        if not points:
+            raise OwnCodeError(f"metric {name}: its {spec['kind']} file {spec['path']} holds "
+                               "no value of it")
+        for epoch, value in points:
+            by_epoch.setdefault(epoch, {})[name] = value
+        final[name] = points[-1][1]
+    if len(by_epoch) > 1:  # a curve (one point alone: a final value, e.g. all_results.json)
+        for epoch in sorted(by_epoch):
+            if epoch > trial.last_epoch:
+                trial.report(epoch=epoch, **_numbers(by_epoch[epoch], declared))
+                trial.save({})
+    return _numbers(final, declared)
 
 
 def recover_epochs(metrics_file: Path, trial: Trial, declared: Collection[str]) -> None:

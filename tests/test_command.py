@@ -92,6 +92,17 @@ def test_the_trial_fills_the_users_keys_and_the_runners(tmp_path):
     assert values["init_seed"] == str(trial.seeds.init) and values["trial"] == "baseline-seed0"
     assert values["metrics_file"] == str(folder / "metrics.jsonl")
     assert values["resume_dir"] == str(folder / "resume") and values["device"] == "cpu"
+    # a free port per trial (a launcher's rendezvous: two on one node never share 29500), and
+    # the GPUs Ray gave it
+    import socket
+
+    port = int(values["port"])
+    with socket.socket() as probe:
+        probe.bind(("", port))  # free: nothing listens there
+    assert values["gpus"] == "0"  # resources={"CPU": 1}
+    two = trial_of("prog {gpus}", {}, tmp_path)
+    two.resources = {"CPU": 2, "GPU": 2.0}
+    assert command_values(two._config.model, two)["gpus"] == "2"
 
 
 def test_the_environment_carries_the_config_as_json_and_each_runner_field(tmp_path):

@@ -39,7 +39,9 @@ SOURCE_KEYS = ("printed", *KINDS, "key")  # where a command's metric is read fro
 # What the runner fills into a command line beside the user's keys (ablations/trial/command.py)
 COMMAND_FIELDS = ("seed", "init_seed", "order_seed", "data_seed", "trial", "ablation", "dataset",
                   "trial_dir", "metrics_file", "resume_dir", "device",
-                  "python")  # the Python that runs the trial: the runner's, on every node
+                  "python",  # the Python that runs the trial: the runner's, on every node
+                  "port",  # a free TCP port on the trial's node (a launcher's rendezvous)
+                  "gpus")  # the GPUs Ray gave the trial (CUDA_VISIBLE_DEVICES names them)
 FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # A flag that is there or not: {standardize:--standardize} is --standardize where the boolean
 # key standardize is true, and nothing where it is false (an argument left empty is dropped).

@@ -40,6 +40,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -129,15 +130,25 @@ def command_values(config: Any, trial: Trial,
                   trial=trial.name, ablation=trial.ablation, dataset=trial.dataset,
                   trial_dir=str(folder),
                   metrics_file=str(folder / METRICS_FILE), resume_dir=str(folder / RESUME_DIR),
-                  device=trial.device.type, python=sys.executable)
+                  device=trial.device.type, python=sys.executable, port=str(free_port()),
+                  gpus=str(int(trial.resources.get("GPU", 0))))
     return values
+
+
+def free_port() -> int:
+    """A TCP port no process listens on now, on this node: two launcher-started trials on one
+    node (torchrun's default 29500) each get their own."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return int(probe.getsockname()[1])
 
 
 def planned_command_line(command: Command, trial: Any, name: str) -> str:
     """The command line the trial ``name`` (its TrialConfig: ``trial``) will run, as a dry
     run shows it: the user's keys and the runner's fields filled as :func:`command_values`
     fills them, the paths made at launch shown as ``<trial_dir>``, ``<metrics_file>`` and
-    ``<resume_dir>``, the worker's Python as ``{python}``; quoted as a shell would need it."""
+    ``<resume_dir>``, the port and GPUs given at launch as ``<port>`` and ``<gpus>``, the
+    worker's Python as ``{python}``; quoted as a shell would need it."""
     values = {key: written(value, command.forms.get(key, DEFAULT_FORM))
               for key, value in dataclasses.asdict(trial.model).items()}
     seeds = trial.seeds
@@ -145,7 +156,8 @@ def planned_command_line(command: Command, trial: Any, name: str) -> str:
                   data_seed=str(seeds.data), trial=name, ablation=trial.ablation,
                   dataset=trial.dataset, trial_dir="<trial_dir>",
                   metrics_file="<metrics_file>", resume_dir="<resume_dir>",
-                  device=trial.systems.device, python="{python}")
+                  device=trial.systems.device, python="{python}", port="<port>",
+                  gpus="<gpus>")
     return shlex.join(command_line(command.run, values)).replace("'{python}'", "{python}")
 
 

@@ -76,6 +76,15 @@ def test_a_script_that_prints_text_and_saves_a_fixed_name_runs_unedited(tmp_path
                    "--max-concurrent", "2", "--no-dashboard", "--storage", str(tmp_path),
                    "--name", "lm", cwd=project)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    dry = run_here("--space", "space.yaml", "--seeds", "2", "--dry-run", cwd=project)
+    # the dry run shows the program, its keys and where each metric is read, and no runner key
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert ("4 trials. The program:\n  command: {python} main.py --lr {lr} {tied:--tied} --seed "
+            "{seed}\n  keys: lr=20, tied=false\n  metric test_ppl (lower): printed, pattern "
+            in dry.stdout), dry.stdout
+    for internal in ("seed_offset", "precision:", "channels_last", "command:{"):
+        assert internal not in dry.stdout, dry.stdout
+    assert "$ {python} main.py --lr 20 --tied --seed 1" in dry.stdout
     trials = pd.read_parquet(tmp_path / "lm" / "trials.parquet").set_index("trial_name")
     assert (trials["status"] == "ok").all(), trials["error"]
     assert "Verdicts on test_ppl (lower is better) against baseline" in run.stdout

@@ -20,17 +20,22 @@ def describe_trials(trials: Sequence[Any], base: TrialConfig,
     reasons."""
     from ablations.trial.command import planned_command_line
 
-    lines = [f"{len(trials)} trials" + (f" ({len(skipped)} more skipped)" if skipped else "")
-             + ". Base configuration:"]
-    shown = base.flat()
-    for key, value in shown.items():
-        # a requested setting only where it was mapped: the base runs with another
-        mapped = key in REQUESTED and value and value != shown[REQUESTED[key]]
-        if key not in ("ablation", "seed", *REQUESTED) or mapped:
-            lines.append(f"  {key}: {value}")
-    lines.append("Trials (name: differences from the base):")
     code = base.own_code
     command = code if code is not None and not hasattr(code, "fit") else None
+    if command is not None:  # a program: its line, keys and metrics, not the runner's config
+        lines = [f"{len(trials)} trials" + (f" ({len(skipped)} more skipped)" if skipped
+                                            else "") + ". The program:",
+                 *program_lines(command)]
+    else:
+        lines = [f"{len(trials)} trials" + (f" ({len(skipped)} more skipped)" if skipped
+                                            else "") + ". Base configuration:"]
+        shown = base.flat()
+        for key, value in shown.items():
+            # a requested setting only where it was mapped: the base runs with another
+            mapped = key in REQUESTED and value and value != shown[REQUESTED[key]]
+            if key not in ("ablation", "seed", *REQUESTED) or mapped:
+                lines.append(f"  {key}: {value}")
+    lines.append("Trials (name: differences from the base):")
     for index, spec in enumerate(trials, 1):
         diff = spec.config.diff(base)
         flat = spec.config.flat()
@@ -48,3 +53,27 @@ def describe_trials(trials: Sequence[Any], base: TrialConfig,
         for spec, reason in skipped:
             lines.append(f"   SKIP {spec.name:<32} {reason}")
     return "\n".join(lines)
+
+
+def program_lines(command: Any) -> list[str]:
+    """A program's description in the dry run: its command line, its keys' defaults (in the
+    form its line fills them) and where each metric is read from."""
+    from ablations.config.value_forms import DEFAULT_FORM, written
+
+    lines = [f"  command: {command.run}"]
+    if command.defaults:
+        lines.append("  keys: " + ", ".join(
+            f"{key}={written(value, command.forms.get(key, DEFAULT_FORM))}"
+            for key, value in command.defaults.items()))
+    for name, metric in command.metrics.items():
+        if name in command.printed:
+            where = f"printed, pattern {command.printed[name]!r}"
+        elif name in command.files:
+            spec = command.files[name]
+            where = f"{spec['kind']} {spec['path']}" + (
+                f", {spec['key']}" if spec["key"] != name else "")
+        else:
+            where = "{metrics_file} lines or the last JSON line on stdout"
+        unit = f" {metric.unit}" if metric.unit else ""
+        lines.append(f"  metric {name} ({metric.direction}{unit}): {where}")
+    return lines

@@ -139,6 +139,11 @@ def test_a_failed_trial_is_one_line_on_the_console_its_traceback_left_to_its_fil
         logging.getLogger("ray.tune.tune").error("Trials did not complete: [high-seed0]")
         logging.getLogger("ray.tune.execution.tune_controller").error("another error")
     assert [record.getMessage() for record in caplog.records] == ["another error"]
+    with quiet_tune_logs():  # Tune's reporter prints its own block for the trial
+        print("Trial high-seed0 errored after 0 iterations at 2026-12-02 14:25:07. Total "
+              "running time: 6s\nError file: /tmp/ray/session/high-seed0/error.txt")
+        print("[2/2] next")
+    assert capsys.readouterr().out == "[2/2] next\n"
 
 
 PROGRAM = """\

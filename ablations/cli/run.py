@@ -197,8 +197,11 @@ def print_results(results: Results, args: argparse.Namespace) -> int:
           f"{trained['gpu_hours'].sum():.3f} GPU-hours"
           + (" trained here" if reused.any() else "") + ".")
     shown = [TrialStatus.FAILED, TrialStatus.DIVERGED, TrialStatus.TIMEOUT]
-    for _, row in df[df["status"].isin(shown)].iterrows():
+    failed = df[df["status"].isin(shown)]
+    for _, row in failed.iterrows():
         print(f"  {row['trial_name']}: {row['status']}: {row['error']}")
+    if (failed["status"] == TrialStatus.FAILED).any():  # where the tracebacks are, once
+        print(f"  (each failed trial's traceback: {results.directory}/tune/<trial>/error.txt)")
     for line in results.closing_lines:
         print(spoken(line))
     print(f"Results in {results.directory}: trials.parquet, epochs.parquet, "

@@ -8,8 +8,11 @@ a stop inside ``Tuner.fit`` lets Tune stop the trials and save its state, and th
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
-from typing import Iterator, Optional
+import re
+import sys
+from typing import Any, Iterator, Optional
 
 from ablations.config.values import command
 
@@ -52,13 +55,47 @@ _TUNE_LOGGERS = ("ray.tune.tune", "ray.tune.analysis.experiment_analysis",
                  "ray._private.worker")
 
 
+# Tune's reporter prints each failed trial's block itself (print(), no logger): "Trial X errored
+# after N iterations at ... Error file: ...", beside the runner's own line for it
+_TRIAL_ERRORED = re.compile(r"^Trial \S+ errored after \d+ iterations at .*\nError file: \S+\n?$")
+
+
+class _DropErroredBlocks(io.TextIOBase):
+    """``stream`` less Tune's printed block for a failed trial (the progress line says it, with
+    the error; the trial's error file keeps the traceback)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.dropped = False  # the block went: print()'s newline after it goes too
+
+    def write(self, text: str) -> int:
+        if _TRIAL_ERRORED.match(text) or (self.dropped and text == "\n"):
+            self.dropped = not self.dropped
+            return len(text)
+        self.dropped = False
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def __getattr__(self, name: str) -> Any:  # encoding, fileno, ...: the stream's
+        return getattr(self.stream, name)
+
+
 @contextlib.contextmanager
 def quiet_tune_logs() -> Iterator[None]:
     drop = _DropTuneLines()
     for name in _TUNE_LOGGERS:
         logging.getLogger(name).addFilter(drop)
+    stdout = sys.stdout
+    sys.stdout = _DropErroredBlocks(stdout)
     try:
         yield
     finally:
+        if isinstance(sys.stdout, _DropErroredBlocks) and sys.stdout.stream is stdout:
+            sys.stdout = stdout
         for name in _TUNE_LOGGERS:
             logging.getLogger(name).removeFilter(drop)

@@ -8,7 +8,6 @@ a stop inside ``Tuner.fit`` lets Tune stop the trials and save its state, and th
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import re
 import sys
@@ -60,7 +59,7 @@ _TUNE_LOGGERS = ("ray.tune.tune", "ray.tune.analysis.experiment_analysis",
 _TRIAL_ERRORED = re.compile(r"^Trial \S+ errored after \d+ iterations at .*\nError file: \S+\n?$")
 
 
-class _DropErroredBlocks(io.TextIOBase):
+class _DropErroredBlocks:
     """``stream`` less Tune's printed block for a failed trial (the progress line says it, with
     the error; the trial's error file keeps the traceback)."""
 
@@ -78,10 +77,7 @@ class _DropErroredBlocks(io.TextIOBase):
     def flush(self) -> None:
         self.stream.flush()
 
-    def isatty(self) -> bool:
-        return bool(getattr(self.stream, "isatty", lambda: False)())
-
-    def __getattr__(self, name: str) -> Any:  # encoding, fileno, ...: the stream's
+    def __getattr__(self, name: str) -> Any:  # isatty, encoding, fileno, ...: the stream's
         return getattr(self.stream, name)
 
 

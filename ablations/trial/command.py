@@ -44,7 +44,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Collection, Mapping, Optional
+from typing import Any, Callable, Collection, Mapping, Optional
 
 from ablations.config.code import COMMAND_FIELDS, FIELD, FLAG, Command
 from ablations.config.metric_files import MetricFileError, read_points
@@ -292,7 +292,7 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
                 f"{command.printed[missing[0]]!r}; its last lines: {said}")
         final.update(_numbers(printed.final, declared))
     if command.files:
-        final.update(_from_files(command, trial, work, folder, declared))
+        final.update(_from_files(command, trial, work, folder, declared, report))
     if printed is not None or command.files:
         return final
     if not final and not epochs:
@@ -307,10 +307,11 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
 
 
 def _from_files(command: Command, trial: Trial, work: Path, folder: Path,
-                declared: Collection[str]) -> dict[str, float]:
+                declared: Collection[str],
+                report: Callable[[int, Mapping[str, Any]], None]) -> dict[str, float]:
     """The metrics a program wrote to its own log files (ablations/config/metric_files.py),
-    read once it has ended: each epoch's values reported (those a resumed run has not), the
-    last value of each its final one."""
+    read once it has ended: each epoch's values given to ``report`` (those a resumed run has
+    not), the last value of each its final one."""
     by_epoch: dict[int, dict[str, float]] = {}
     final = {}
     for name, spec in command.files.items():
@@ -330,8 +331,7 @@ def _from_files(command: Command, trial: Trial, work: Path, folder: Path,
     if len(by_epoch) > 1:  # a curve (one point alone: a final value, e.g. all_results.json)
         for epoch in sorted(by_epoch):
             if epoch > trial.last_epoch:
-                trial.report(epoch=epoch, **_numbers(by_epoch[epoch], declared))
-                trial.save({})
+                report(epoch, by_epoch[epoch])
     return _numbers(final, declared)
 
 

@@ -6,8 +6,8 @@ and torch, which Tune's TensorBoard logger imports through tensorboardX.
 
     python benchmarks/driver_cpu.py --repeats 5
 
-Each repeat runs the same tiny table (the components space's baseline and no_images, 2 seeds,
-1 epoch, --no-dashboard, --no-reuse) once per case, each in a fresh process with
+Each repeat runs the same tiny table (the components space's baseline and no_images, --seeds
+seeds: 2, 1 epoch, --no-dashboard, --no-reuse) once per case, each in a fresh process with
 RAY_USAGE_STATS_ENABLED=0: as the runner runs it, with the tag as Tune takes it (imported:
 mlflow and wandb where installed), and with tensorboardX importing torch; the order rotates,
 after --warmups runs not counted (1: it fills the caches of the data and of the cost
@@ -44,7 +44,7 @@ used = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"code": code, "cpu_s": used.ru_utime + used.ru_stime,
                   "rss_mib": used.ru_maxrss / 1024, "torch": "torch" in sys.modules}))
 """
-TABLE = ["--space", "components", "--only", "baseline,no_images", "--seeds", "2",
+TABLE = ["--space", "components", "--only", "baseline,no_images",
          "--epochs", "1", "--set", "synthetic_train=64", "--set", "synthetic_val=16",
          "--set", "synthetic_test=16", "--set", "cnn_widths=8,16,16", "--set", "embed_dim=16",
          "--set", "batch_size=16", "--no-dashboard", "--no-reuse", "--quiet"]
@@ -52,11 +52,13 @@ CASES = {"as the runner runs it": "runner", "with Tune's callback tag": "tag",
          "with torch through tensorboardX": "torch"}
 
 
-def driver_run(case: str, storage: str, where: list[str]) -> dict:
+def driver_run(case: str, storage: str, where: list[str], seeds: int = 2) -> dict:
     """The driver's CPU seconds, peak RSS (MiB) and whether it loaded torch, and the run's
-    wall seconds, of one run of TABLE (``where``: the CLI's ``--address`` flag, or none)."""
+    wall seconds, of one run of TABLE at ``seeds`` seeds (``where``: the CLI's ``--address``
+    flag, or none)."""
     start = time.perf_counter()
-    report = run_python(PROBE, case, *TABLE, "--storage", storage, *where)
+    report = run_python(PROBE, case, *TABLE, "--seeds", str(seeds), "--storage", storage,
+                        *where)
     report["wall_s"] = time.perf_counter() - start
     if report["code"] != 0:
         raise RuntimeError(f"the run exited {report['code']}")
@@ -69,17 +71,18 @@ def main() -> None:
     parser.add_argument("--warmups", type=int, default=1, help="runs before, not counted")
     parser.add_argument("--address", default=None, metavar="auto|HOST:PORT",
                         help="run every case on this Ray, not a local one per run")
+    parser.add_argument("--seeds", type=int, default=2, help="the table's seeds (2: 4 trials)")
     args = parser.parse_args()
     where = ["--address", args.address] if args.address else []
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # every case; the runs inherit it
     runs: dict[str, list[dict]] = {name: [] for name in CASES}
     with tempfile.TemporaryDirectory(prefix="bench-driver-") as storage:
         for _ in range(args.warmups):  # not counted: they fill the data and estimate caches
-            driver_run("runner", storage, where)
+            driver_run("runner", storage, where, args.seeds)
         names = list(CASES)
         for repeat in range(args.repeats):
             for name in names[repeat % len(names):] + names[:repeat % len(names)]:
-                runs[name].append(driver_run(CASES[name], storage, where))
+                runs[name].append(driver_run(CASES[name], storage, where, args.seeds))
 
     def median(name: str, key: str) -> float:
         return statistics.median(run[key] for run in runs[name])

@@ -30,7 +30,7 @@ tables), with ``reuse_actors=True`` as the runner does. Columns, per path and N:
 - per node: trials whose last result came from each node (Tune's ``hostname`` in each trial's
   result.json; with ``--cluster`` the worker node has its own hostname where ``unshare`` works).
 
-With ``--kill-worker F``, one more runner run at the largest N on a fresh two-node cluster, with
+With ``--kill-worker F``, one more runner run at the largest N on the same two nodes, last, with
 ``--max-failures 2``: once a fraction F of its trials has finished, the worker node is killed
 (SIGKILL of its raylet and workers, as a lost machine); the trials it ran fail and Tune runs
 them again on the head. Its row says how many trials had finished when the worker was killed,
@@ -244,15 +244,15 @@ def main() -> None:
             bare_overhead = overhead(measured["bare Tune"])
             for path, m in measured.items():
                 rows.append(row(path, m, overhead(m) / bare_overhead))
-    if args.kill_worker is not None:
-        seeds = math.ceil(max(counts) / VARIANTS)
-        with cluster_or_none(True) as cluster, \
-                tempfile.TemporaryDirectory(prefix="bench-scale-") as storage:
-            m = run_runner(seeds, storage, cluster.address, kill=(args.kill_worker, cluster))
-        print(f"runner CLI, worker killed: {json.dumps(m)}", file=sys.stderr, flush=True)
-        m["slots"] = math.nan  # 2, then 1: no overhead per slot
-        rows.append(row(f"runner CLI, worker node killed after {m['killed_after']} trials "
-                        f"({m['failed_once']} failed and ran again)", m, math.nan))
+        if args.kill_worker is not None:
+            # last, on the same two nodes: the runs above have ended and left no trial running
+            seeds = math.ceil(max(counts) / VARIANTS)
+            with tempfile.TemporaryDirectory(prefix="bench-scale-") as storage:
+                m = run_runner(seeds, storage, cluster.address, kill=(args.kill_worker, cluster))
+            print(f"runner CLI, worker killed: {json.dumps(m)}", file=sys.stderr, flush=True)
+            m["slots"] = math.nan  # 2, then 1: no overhead per slot
+            rows.append(row(f"runner CLI, worker node killed after {m['killed_after']} trials "
+                            f"({m['failed_once']} failed and ran again)", m, math.nan))
     print(markdown(["trials", "path", "ok", "fit s", "s/trial", "slot-s/trial", "train s/trial",
                     "overhead s/trial", "x bare", "driver MiB", "driver CPU s", "collect s",
                     "report s", "process s", "per node"], rows))

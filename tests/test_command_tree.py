@@ -27,10 +27,11 @@ pytestmark = pytest.mark.slow
 
 RUN_ABLATIONS = Path(sys.executable).with_name("run-ablations")
 EPOCHS = 30
-# A first run's epoch takes PAUSE_S: its trainers would run on for over two minutes after the
-# stop, far longer than the GONE_WITHIN_S they have to be gone (the supervisor takes a few
-# seconds once the trial is stopped; after SIGTERM the driver first gives Tune up to
-# cli/signals.py's STOP_GRACE_S to stop it; the rest is room for a slow, loaded machine)
+# A first run's epochs after its first take PAUSE_S each (the first is quick: a resume finds its
+# state at once): its trainers would run on for over two minutes after the stop, far longer
+# than the GONE_WITHIN_S they have to be gone (the supervisor takes a few seconds once the
+# trial is stopped; after SIGTERM the driver first gives Tune up to cli/signals.py's
+# STOP_GRACE_S to stop it; the rest is room for a slow, loaded machine)
 PAUSE_S = 5.0
 GONE_WITHIN_S = 75.0
 TRAIN = """
@@ -50,7 +51,7 @@ TRAIN = """
     state = os.path.join(args.resume_dir, "epoch")
     start = int(open(state).read()) if os.path.exists(state) else 0
     for epoch in range(start + 1, args.epochs + 1):
-        time.sleep(float(os.environ["TREE_PAUSE"]))
+        time.sleep(float(os.environ["TREE_PAUSE"]) if epoch > 1 else 0.05)
         if rank == 0:
             with open(args.metrics_file, "a") as handle:
                 handle.write(json.dumps({"epoch": epoch, "loss": 1.0 / epoch}) + "\\n")
@@ -150,8 +151,12 @@ class Run:
             assert process.poll() is None, process.stdout.read()[-3000:]
             assert time.monotonic() < deadline, "the trainers never started"
             time.sleep(0.1)
-        if epoch_written:
-            time.sleep(PAUSE_S + 1.0)
+        if epoch_written:  # the program's state of epoch 1, then a second for the runner
+            while next(self.storage.rglob("epoch"), None) is None:
+                assert process.poll() is None, process.stdout.read()[-3000:]
+                assert time.monotonic() < deadline, "no epoch was written"
+                time.sleep(0.1)
+            time.sleep(1.0)
         return self.trainers()
 
     def pid_file(self) -> Path:

@@ -89,9 +89,10 @@ BENCHMARK_TINY: dict[str, tuple[str, ...]] = {
     # --trials 2: the marginal trial from a run of 2 trials against the one-trial run (2 CLI
     # runs in all).
     "command_overhead.py": ("--repeats", "1", "--trials", "2", "--digits-epochs", "1"),
+    # one run per case, of one seed (2 trials); the session's runs have filled the caches a
+    # warm-up run fills
+    "driver_cpu.py": ("--repeats", "1", "--warmups", "0", "--seeds", "1"),
     # 123 samples of 16 x 16; the model step and train() on frames of that size.
-    # one run each way; the session's runs have filled the caches a warm-up run fills
-    "driver_cpu.py": ("--repeats", "1", "--warmups", "0"),
     "data.py": ("--gb", "0.002", "--size", "16", "--train-examples", "32", "--eval-examples", "16",
                 "--model-steps", "1"),
     # One passing test file, one CUDA-only test (skipped without CUDA, so its reason is listed),
@@ -109,8 +110,9 @@ BENCHMARK_TINY: dict[str, tuple[str, ...]] = {
     "interaction_probe.py": ("--seeds", "2", "--epochs", "1", "--set", "max_train_examples=64",
                              "--set", "max_eval_examples=32", "--set", "cnn_widths=8,16,16",
                              "--set", "embed_dim=16", "--set", "batch_size=16"),
-    # one run each way; the session's runs have filled the caches a warm-up run fills
-    "run_cpu.py": ("--repeats", "1", "--warmups", "0"),
+    # one run each way, of one seed (2 trials); the session's runs have filled the caches a
+    # warm-up run fills
+    "run_cpu.py": ("--repeats", "1", "--warmups", "0", "--seeds", "1"),
     "report_figures.py": ("--repeats", "1"),
     "overhead.py": ("--threads", "1", "--repeats", "1", "--epochs", "1", *TINY_TRIAL),
     "scale.py": ("--trials", "9"),  # one seed of the components space's 9 variants: the fewest

@@ -187,6 +187,8 @@ def test_a_google_bucket_that_cannot_be_reached_is_refused_in_seconds_not_minute
     from ablations.results.io.files import check_bucket
 
     monkeypatch.setenv("HOME", str(tmp_path))  # no gcloud credentials of this machine's user
+    # a limit of 1 s (10 s in use): without one, the client's 15 minutes outlast the join below
+    monkeypatch.setattr("ablations.results.io.files.GCS_CHECK_S", 1)
     outcome: list[BaseException | None] = []
 
     def check() -> None:
@@ -198,7 +200,7 @@ def test_a_google_bucket_that_cannot_be_reached_is_refused_in_seconds_not_minute
 
     thread = threading.Thread(target=check, daemon=True)
     thread.start()
-    thread.join(timeout=180)  # 10 s of retries, on a machine 4x slower, with room
+    thread.join(timeout=180)  # 1 s of retries, on a machine 4x slower, with room
     assert not thread.is_alive(), "the bucket check was still retrying after 3 minutes"
     # refused: unreachable, or (online, with credentials) a bucket that does not exist
     assert isinstance(outcome[0], ValueError), outcome

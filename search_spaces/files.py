@@ -177,7 +177,12 @@ _CORE_SPECIAL = {".inf": math.inf, ".Inf": math.inf, ".INF": math.inf,
 
 def typed(value: Any) -> Any:
     """A scalar read as text, typed by YAML 1.2's core schema: 64 an int, 0.2 a float, true a
-    boolean; anything else (off, NO, 12:30, a word) and anything quoted the text as written."""
+    boolean; anything else (off, NO, 12:30, a word) and anything quoted the text as written;
+    a list's items and a mapping's values each typed so."""
+    if isinstance(value, list):
+        return [typed(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): typed(item) for key, item in value.items()}
     if not isinstance(value, str) or isinstance(value, QuotedText):
         return str(value) if isinstance(value, QuotedText) else value
     if value in _CORE_BOOL:

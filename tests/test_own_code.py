@@ -16,6 +16,7 @@ import torch
 from ablations.config import ConfigError, TrialConfig
 from ablations.config.code import TrainingFunction, command_from, command_spec
 from ablations.config.metrics import Metric, parse_metrics
+from ablations.config.plugins import held_like
 from ablations.experiment.planning import prepare
 from ablations.experiment.request import Request, UsageError
 from ablations.trial.own_code import OwnCodeError, Trial
@@ -261,6 +262,15 @@ def test_a_config_field_without_a_default_or_of_another_type_is_refused():
     for config in (NoDefault, Widths):
         with pytest.raises(ConfigError, match="widths|width"):
             TrainingFunction(name="t", config=config, fit=toy_fit, metrics={"s": "higher"})
+
+
+def test_a_config_field_holding_a_list_is_taken_and_a_variants_list_typed_like_it():
+    @dataclass(frozen=True)
+    class Layers:
+        widths: list = dataclasses.field(default_factory=lambda: [8, 16])
+
+    TrainingFunction(name="t", config=Layers, fit=toy_fit, metrics={"s": "higher"})
+    assert held_like(["32", "64"], Layers().widths) == [32, 64]  # a variant's YAML list
 
 
 def test_a_search_space_is_refused_with_own_code(tmp_path):

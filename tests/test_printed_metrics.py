@@ -13,6 +13,7 @@ import pytest
 from ablations.config import ConfigError
 from ablations.config.code import command_from, command_of, command_spec
 from ablations.config.printed import PrintedMetrics, PrintedValueError, default_pattern
+from ablations.config.values import load_yaml_overrides
 from ablations.trial.own_code import OwnCodeError
 from tests.test_command import run, script
 
@@ -95,6 +96,17 @@ def test_the_spec_carries_the_patterns_and_leaves_a_command_without_them_as_it_w
     plain = command_from("python t.py", {}, {"loss": "lower nats"})
     assert command_spec(plain) == ('command:{"config":{},"metrics":{"loss":{"direction":'
                                    '"lower","unit":"nats"}},"run":"python t.py"}')
+
+
+def test_printed_true_in_a_space_file_is_the_default_pattern(tmp_path):
+    """A space file's YAML reaches the command as text (every scalar a string): its
+    ``printed: true`` is the default pattern, not the regular expression ``true``."""
+    space = tmp_path / "space.yaml"
+    space.write_text("metrics:\n  val_loss: {direction: lower, printed: true}\n")
+    metrics = load_yaml_overrides(space)["metrics"]
+    assert metrics["val_loss"]["printed"] == "true"
+    command = command_from("python t.py", {}, metrics)
+    assert command.printed == {"val_loss": default_pattern("val_loss")}
 
 
 WORD_LM = """

@@ -12,7 +12,9 @@ import yaml
 
 from ablations.config import ConfigError
 from ablations.config.code import command_from, command_of, command_spec
+from ablations.config.plugins import PluginError, plugin_config
 from ablations.config.value_forms import written
+from search_spaces.files import load_space_file
 
 VALUES = [True, False, None, 0, -3, 0.1, 1e-4, "shakespeare", "a b", "1.5", "true", "it's",
           "x,y=z[0]"]
@@ -37,6 +39,27 @@ def test_yaml_reads_back_the_same_value(value):
 ])
 def test_a_hydra_override_quotes_what_its_grammar_would_split_or_retype(value, shown):
     assert written(value, "hydra") == shown
+
+
+LISTS = [[8, 16], [], [True, None, 0.5], ["a b", "x,y", "1.5"], {"lr": 0.1, "name": "a b"},
+         {"widths": [8, 16]}]
+
+
+@pytest.mark.parametrize("value", LISTS)
+@pytest.mark.parametrize("form", ["yaml", "python"])
+def test_a_list_or_mapping_reads_back_as_itself(value, form):
+    text = written(value, form)
+    assert (yaml.safe_load(text) if form == "yaml" else ast.literal_eval(text)) == value
+
+
+@pytest.mark.parametrize("value", VALUES + LISTS)
+def test_hydras_own_parser_reads_each_override_back_as_the_value(value):
+    """Hydra's override grammar as Hydra itself parses it (its OverridesParser, what
+    ``@hydra.main`` runs on the command line's overrides)."""
+    parser = pytest.importorskip("hydra.core.override_parser.overrides_parser")
+    override = parser.OverridesParser.create().parse_override(f"key={written(value, 'hydra')}")
+    back = override.value()
+    assert back == value, (written(value, "hydra"), back)
 
 
 def test_the_form_is_given_for_every_key_or_per_key_and_travels_in_the_spec():
@@ -116,3 +139,27 @@ def test_a_python_literal_configurator_is_ablated_on_a_boolean_unedited(tmp_path
     assert (trials["status"] == "ok").all(), trials["error"].tolist()
     seen = trials.groupby("ablation")["bias_seen"].agg(set).to_dict()
     assert seen == {"baseline": {1.0}, "no_bias": {0.0}}
+
+
+def test_a_list_key_is_typed_from_the_space_file_and_each_variant_like_its_default(tmp_path):
+    """``widths: [8, 16]`` in a space file (YAML read as text) is a list of integers, and a
+    variant's list (or its text, as ``--set`` gives it) takes the same item type."""
+    (tmp_path / "space.yaml").write_text(textwrap.dedent("""
+        command: "{python} t.py model.widths={widths} opt={opt}"
+        config: {widths: [8, 16], opt: {lr: 0.1, nesterov: true}}
+        values: hydra
+        metrics: {loss: lower}
+        variants: {baseline: {}, wide: {widths: [32, 64]}}
+        """))
+    table = load_space_file(tmp_path / "space.yaml")
+    assert command_of(table["model"]).defaults == {"widths": [8, 16],
+                                                    "opt": {"lr": 0.1, "nesterov": True}}
+    wide = plugin_config(table["model"], table["variants"]["wide"])
+    assert wide.widths == [32, 64] and wide.opt == {"lr": 0.1, "nesterov": True}
+    assert plugin_config(table["model"], {"widths": "[4, 2]"}).widths == [4, 2]
+    assert plugin_config(table["model"], {"opt": {"nesterov": "false"}}).opt == {
+        "nesterov": False}
+    with pytest.raises(PluginError, match=r"widths='x' is not a list, as its default \[8, 16\]"):
+        plugin_config(table["model"], {"widths": "x"})
+    with pytest.raises(PluginError, match=r"widths=\['a'\] is not a list"):
+        plugin_config(table["model"], {"widths": ["a"]})

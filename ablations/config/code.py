@@ -77,6 +77,17 @@ DATASET_HINT = (" (e.g. data_name) and name the datasets in the space file: data
                 "{a: {data_name: a}, b: {data_name: b}}")
 
 
+def key_value(value: Any) -> bool:
+    """True for what a config key holds: a scalar (:data:`KEY_TYPES`), or a list or mapping
+    of them (``widths: [8, 16]``), as YAML and JSON write them (a tuple is not: JSON would
+    give it back as a list, another value)."""
+    if isinstance(value, list):
+        return all(isinstance(item, KEY_TYPES) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(item, KEY_TYPES) for item in value.values())
+    return isinstance(value, KEY_TYPES)
+
+
 def flag_kept(key: str) -> str:
     """The fix for a command's key whose name the runner takes: another key, the program's
     flag unchanged."""
@@ -98,9 +109,9 @@ def check_names(name: str, keys: Mapping[str, Any], metrics: Mapping[str, Any], 
             fix = flag_kept(key) if command else "rename it"
             raise ConfigError(f"{name}: config key {key!r} is one of the runner's columns; "
                               f"{fix}{DATASET_HINT if key == 'dataset' else ''}")
-        if not isinstance(value, KEY_TYPES):
+        if not key_value(value):
             raise ConfigError(f"{name}: config key {key}: its default {value!r} is not a "
-                              "boolean, integer, float or string")
+                              "boolean, integer, float or string, or a list or mapping of them")
     for metric in metrics:
         if metric in RESERVED or metric in keys:
             what = "a config key" if metric in keys else "one of the runner's columns"
@@ -133,10 +144,10 @@ class TrainingFunction:
             raise ConfigError(f"model {self.name}: config must be a dataclass of its keys")
         defaults = {}
         for field in dataclasses.fields(self.config):
-            if field.default is dataclasses.MISSING:
+            if field_default(field) is dataclasses.MISSING:
                 raise ConfigError(f"model {self.name}: config key {field.name!r} has no "
                                   "default; give every key one")
-            defaults[field.name] = field.default
+            defaults[field.name] = field_default(field)
         check_names(f"model {self.name}", defaults, self.metrics)
 
     @property
@@ -276,9 +287,25 @@ def _command_config(spec: str) -> type:
     if spec not in _CONFIGS:
         defaults = json.loads(spec[len(COMMAND_PREFIX):])["config"]
         _CONFIGS[spec] = dataclasses.make_dataclass(
-            "CommandConfig", [(key, type(value), dataclasses.field(default=value))
+            "CommandConfig", [(key, type(value), _default(value))
                               for key, value in defaults.items()], frozen=True)
     return _CONFIGS[spec]
+
+
+def field_default(field: dataclasses.Field) -> Any:
+    """A config field's default (made by its factory for a list or a mapping), MISSING where
+    it has none."""
+    if field.default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
+
+
+def _default(value: Any) -> Any:
+    """A config key's field: a list or mapping (``widths: [8, 16]``) made afresh for each
+    config, as a dataclass takes a mutable default; any other value as it is."""
+    if isinstance(value, (list, dict)):
+        return dataclasses.field(default_factory=lambda: json.loads(json.dumps(value)))
+    return dataclasses.field(default=value)
 
 
 def is_own_code(model: Any) -> bool:
@@ -289,4 +316,4 @@ def is_own_code(model: Any) -> bool:
 __all__ = ["COMMAND_FIELDS", "FIELD", "FLAG", "OWN_CODE_RUNNER_KEYS", "OWN_CODE_SWITCHES",
            "RESERVED",
            "Command", "Metric", "TrainingFunction", "command_from",
-           "command_of", "command_spec", "is_own_code"]
+           "command_of", "command_spec", "field_default", "is_own_code", "key_value"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
@@ -151,6 +152,38 @@ def plugin_keys(spec: str) -> dict[str, Any]:
     return {f.name: f.type for f in dataclasses.fields(load_plugin(spec).config)}
 
 
+def held_like(value: Any, default: list | dict) -> list | dict:
+    """A list or mapping key's value (a YAML list or mapping, its items as text, or its text
+    as YAML's flow style writes it: ``[32, 64]``), each item typed as the default's items are
+    (its first item's type for a list, the same key's for a mapping).
+
+    Raises:
+        ValueError: a value that is not of the default's kind, or an item that is not of its
+            type.
+    """
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError(value) from None
+    if isinstance(default, list):
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(value)
+        return [_item_like(item, default[0] if default else None) for item in value]
+    if not isinstance(value, Mapping):
+        raise ValueError(value)
+    return {str(key): _item_like(item, default.get(str(key))) for key, item in value.items()}
+
+
+def _item_like(item: Any, example: Any) -> Any:
+    """``item`` of type ``example``'s where it is text and the example a boolean or number."""
+    if not isinstance(item, str) or isinstance(example, str) or example is None:
+        return item
+    if isinstance(example, bool):
+        return parse_bool(item)
+    return type(example)(item.strip())
+
+
 def plugin_config(spec: str, options: Mapping[str, Any], *, source: str = "model") -> Any:
     """The plugin's config with ``options`` (key -> value, values as strings or typed)
     applied to its defaults, parsed like the runner's keys and validated.
@@ -179,12 +212,15 @@ def plugin_config(spec: str, options: Mapping[str, Any], *, source: str = "model
                 values[key] = kind(str(value).strip()) if isinstance(value, str) else kind(value)
                 if kind is int and isinstance(value, float) and value != int(value):
                     raise ValueError
+            elif kind in (list, dict):
+                values[key] = held_like(value, getattr(defaults, key))
             elif isinstance(value, (list, tuple)):  # a YAML list for a text key: 64,128,256
                 values[key] = ",".join(str(item).strip() for item in value)
             else:
                 values[key] = kind(value)
         except (ValueError, TypeError, ConfigError):
-            wanted = {int: "an integer", float: "a number", bool: "true or false"}.get(
+            wanted = {int: "an integer", float: "a number", bool: "true or false",
+                      list: "a list", dict: "a mapping"}.get(
                 kind, kind.__name__)
             raise PluginError(f"{source}: {key}={value!r} is not {wanted}, as its default "
                               f"{getattr(defaults, key)!r} is") from None

@@ -50,8 +50,8 @@ def printed_pattern(name: str, declared: Any, *, source: str) -> str:
     """
     example = (f"e.g. {name}: {{direction: lower, printed: '{name.replace('_', ' ')} "
                r"+(?P<value>\S+)'}, or printed: true for " f"{name}=0.5 and {name}: 0.5")
-    if declared is True:
-        return default_pattern(name)
+    if declared is True or (isinstance(declared, str) and declared.strip().lower() == "true"):
+        return default_pattern(name)  # a space file's YAML reaches here as text
     if not isinstance(declared, str) or not declared.strip():
         raise ConfigError(f"{source}: {name}: printed: {declared!r} is not a pattern; {example}")
     try:

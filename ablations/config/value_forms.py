@@ -11,6 +11,7 @@ or a boolean is quoted to stay a text. A command's space file names the form, fo
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Mapping
 
@@ -26,9 +27,19 @@ _HYDRA_TYPED = re.compile(r"(?i)(true|false|null|[-+]?(\d+(\.\d*)?|\.\d+)(e[-+]?
 
 
 def written(value: Any, form: str = DEFAULT_FORM) -> str:
-    """``value`` as a program that parses ``form`` reads it back as the same value."""
+    """``value`` as a program that parses ``form`` reads it back as the same value: a list or
+    a mapping as the form writes one (YAML's flow style as JSON writes it, which YAML and JSON
+    readers both take; Python's literal; Hydra's ``[a,b]`` and ``{k:v}``), its items each in
+    the form."""
     if form == "python":
         return repr(value)
+    if isinstance(value, (list, tuple, Mapping)):
+        if form == "hydra":
+            if isinstance(value, Mapping):
+                return "{" + ",".join(f"{key}:{written(item, form)}"
+                                      for key, item in value.items()) + "}"
+            return "[" + ",".join(written(item, form) for item in value) + "]"
+        return json.dumps(value, allow_nan=False)
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:

@@ -46,7 +46,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Optional
 
-from ablations.config.code import COMMAND_FIELDS, FIELD, FLAG, Command
+from ablations.config.code import COMMAND_FIELDS, FIELD, FLAG, Command, field_default
 from ablations.config.metric_files import MetricFileError, read_points
 from ablations.config.printed import PrintedMetrics, PrintedValueError
 from ablations.config.value_forms import DEFAULT_FORM, written
@@ -107,7 +107,7 @@ def unused_key_problem(command: Command, config: Any) -> Optional[str]:
     on_line = set(FIELD.findall(command.run)) | {key for key, _ in FLAG.findall(command.run)}
     if not on_line & set(values):
         return None
-    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    defaults = {f.name: field_default(f) for f in dataclasses.fields(config)}
     changed = [key for key, value in values.items()
                if key not in on_line and value != defaults.get(key)]
     if not changed:

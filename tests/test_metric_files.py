@@ -1,12 +1,14 @@
 """Metrics a program writes to log files of its own (ablations/config/metric_files.py): a CSV log
 (Lightning's CSVLogger), JSON (the Hugging Face Trainer's all_results.json and
-trainer_state.json), TensorBoard events (SummaryWriter), read once the program has ended; each
-value a point of the curve, the last the final value. The runs are marked slow."""
+trainer_state.json), TensorBoard events (SummaryWriter), read while the program runs and once it
+has ended; each value a point of the curve, the last the final value. The runs are marked
+slow."""
 
 from __future__ import annotations
 
 import json
 import textwrap
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from ablations.config import ConfigError
 from ablations.config.code import command_from, command_of, command_spec
 from ablations.config.metric_files import MetricFileError, read_points
+from ablations.trial.command import epochs_written
 
 # Lightning's CSVLogger: a row per log call, each with the columns it logged; epoch from 0
 LIGHTNING_CSV = """epoch,step,train_loss,val_loss,val_acc
@@ -45,6 +48,29 @@ def test_a_csv_log_gives_each_columns_values_at_the_epochs_counted_from_1(tmp_pa
         read_points({**spec, "path": "out/log.csv"}, str(tmp_path))
 
 
+def test_while_it_runs_an_epoch_is_read_once_every_file_has_a_point_past_it(tmp_path):
+    command = command_from("{python} t.py", {}, {
+        "val_loss": {"direction": "lower", "csv": "log.csv"},
+        "val_acc": {"direction": "higher", "json": "state.json"}})
+    trial = SimpleNamespace(last_epoch=0)
+    assert epochs_written(command, trial, tmp_path) == []  # no file yet
+    (tmp_path / "log.csv").write_text("epoch,val_loss\n0,0.9\n1,0.8\n2,0.7\n")
+    assert epochs_written(command, trial, tmp_path) == []  # the other file not yet
+    history = [{"epoch": 1.0, "val_acc": 0.5}, {"epoch": 2.0, "val_acc": 0.6}]
+    (tmp_path / "state.json").write_text(json.dumps({"log_history": history}))
+    # epoch 2 of the JSON file may still grow a key: epoch 1 alone is complete in both
+    assert epochs_written(command, trial, tmp_path) == [(1, {"val_loss": 0.9, "val_acc": 0.5})]
+    trial.last_epoch = 1  # reported
+    assert epochs_written(command, trial, tmp_path) == []
+    (tmp_path / "state.json").write_text('{"log_history": [{"epo')  # being rewritten
+    assert epochs_written(command, trial, tmp_path) == []
+    history += [{"epoch": 3.0, "val_acc": 0.7}, {"epoch": 4.0, "val_acc": 0.7}]
+    (tmp_path / "state.json").write_text(json.dumps({"log_history": history}))
+    (tmp_path / "log.csv").write_text("epoch,val_loss\n0,0.9\n1,0.8\n3,0.6\n")
+    # the CSV has no epoch 3 (its 2): the epochs read stop before it
+    assert epochs_written(command, trial, tmp_path) == [(2, {"val_loss": 0.8, "val_acc": 0.6})]
+
+
 def test_json_files_give_a_final_value_or_the_trainers_log_history(tmp_path):
     (tmp_path / "all_results.json").write_text(json.dumps({"eval_accuracy": 0.81,
                                                            "epoch": 3.0}))
@@ -52,9 +78,14 @@ def test_json_files_give_a_final_value_or_the_trainers_log_history(tmp_path):
                        str(tmp_path)) == [(1, 0.81)]
     (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": [
         {"epoch": 1.0, "eval_loss": 0.9}, {"epoch": 1.0, "loss": 1.1, "step": 10},
-        {"epoch": 2.0, "eval_loss": 0.7}]}))
+        {"epoch": 2.0, "eval_loss": 0.7}, {"epoch": 2.0, "eval_loss": 0.69}]}))
+    # the script's own evaluate() after training logs epoch 2 again: its value is the last
     assert read_points({"kind": "json", "path": "trainer_state.json", "key": "eval_loss"},
-                       str(tmp_path)) == [(1, 0.9), (2, 0.7)]
+                       str(tmp_path)) == [(1, 0.9), (2, 0.69)]
+    (tmp_path / "restarted.json").write_text(json.dumps({"log_history": [
+        {"epoch": 1.0, "loss": 0.9}, {"epoch": 2.0, "loss": 0.8}, {"epoch": 1.0, "loss": 0.7}]}))
+    assert read_points({"kind": "json", "path": "restarted.json", "key": "loss"},
+                       str(tmp_path)) == [(1, 0.9), (2, 0.8), (3, 0.7)]  # back: the ordinal
 
 
 def test_tensorboard_events_give_a_tags_values_at_their_steps(tmp_path):
@@ -154,3 +185,59 @@ def test_a_script_that_writes_only_its_own_log_runs_unedited(tmp_path, script, m
     assert epochs.groupby("trial_name")["epoch"].apply(list).to_dict() == {
         name: [1, 2, 3] for name in trials.index}
     assert "Verdicts on val_loss (lower is better) against baseline" in run.stdout
+
+
+# A CSVLogger-like script that, after writing its second epoch's row, waits until the runner
+# has saved its first epoch (the trial's history.json, which a resume continues from): that
+# happens while it runs only if the log is read while it runs.
+LIVE_SCRIPT = """
+import argparse, json, os, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--trial-dir")
+args = parser.parse_args()
+# the trial's state folder, which holds its folder: its history.json
+history = os.path.join(os.path.dirname(os.path.abspath(args.trial_dir)), "history.json")
+
+
+def saved(epoch):
+    try:
+        return any(entry.get("epoch") == epoch for entry in json.load(open(history)))
+    except (OSError, ValueError):
+        return False
+
+
+with open("metrics.csv", "w") as log:
+    log.write("epoch,val_loss\\n")
+    for epoch in range(3):
+        log.write(f"{epoch},{1 - epoch / 10}\\n")
+        log.flush()
+        if epoch == 1:
+            deadline = time.time() + 60  # a deadlock guard: 'late' fails the test
+            while not saved(1) and time.time() < deadline:
+                time.sleep(0.1)
+            open("seen.txt", "w").write("live" if saved(1) else "late")
+"""
+
+
+@pytest.mark.slow  # trains through the command line, on the test worker's shared Ray
+def test_a_log_file_reaches_the_trials_saved_state_while_the_program_runs(tmp_path):
+    from tests.conftest import run_here
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(LIVE_SCRIPT.lstrip())
+    (project / "space.yaml").write_text(textwrap.dedent("""
+        command: "{python} train.py --trial-dir {trial_dir}"
+        metrics: {val_loss: {direction: lower, csv: metrics.csv}}
+        variants: {baseline: {}}
+        """).lstrip())
+    run = run_here("--space", "space.yaml", "--seeds", "1", "--no-dashboard", "--storage",
+                   str(tmp_path), "--name", "live", cwd=project)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    trials = pd.read_parquet(tmp_path / "live" / "trials.parquet")
+    outputs = trials["outputs_dir"].iloc[0]
+    assert (tmp_path / "live" / "outputs").is_dir() and outputs
+    assert open(f"{outputs}/seen.txt").read() == "live"
+    epochs = pd.read_parquet(tmp_path / "live" / "epochs.parquet")
+    assert epochs["epoch"].tolist() == [1, 2, 3]  # each once: read live and at the end

@@ -11,10 +11,13 @@ where it differs from the metric's name, the column, key or tag::
       eval_accuracy: {direction: higher, json: out/all_results.json}
       val_acc: {direction: higher, tensorboard: runs, key: val/acc}
 
-The file is read once the program has ended (:func:`read_points`): each value is a point of
-the metric's curve, the last its final value. A point's epoch is the CSV's ``epoch`` column,
+The file is read every two seconds while the program runs (an epoch once a later point of
+every file metric follows it: ablations/trial/command.py's ``epochs_written``) and once more
+when it has ended (:func:`read_points`): each value is a point of the metric's curve, the last
+its final value. A point's epoch is the CSV's ``epoch`` column,
 the TensorBoard step, a JSON ``log_history`` entry's ``epoch`` (each counted from 1: a count
-that starts at 0 is shifted by one), else the value's ordinal. A JSON file's top-level key is a
+that starts at 0 is shifted by one; an epoch logged twice keeps its last value), else the
+value's ordinal. A JSON file's top-level key is a
 final value alone. TensorBoard files are read with the ``tensorboard`` package
 (``pip install -e ".[tensorboard]"``), imported only when such a metric is read.
 """
@@ -92,10 +95,13 @@ def _counted_from_1(epochs: list[float]) -> Optional[list[int]]:
 
 
 def _points(values: list[float], epochs: Optional[list[float]]) -> list[tuple[int, float]]:
+    """One point per epoch: an epoch logged again (a Trainer's last ``evaluate()`` at the
+    epoch its evaluation strategy logged, a step-logged metric's rows) keeps its last value;
+    epochs that go back, or are not whole, give way to the values' ordinals."""
     counted = _counted_from_1(epochs) if epochs is not None else None
-    if counted is None or any(b <= a for a, b in zip(counted, counted[1:])):
-        counted = list(range(1, len(values) + 1))  # the ordinal
-    return list(zip(counted, values))
+    if counted is None or any(b < a for a, b in zip(counted, counted[1:])):
+        return list(zip(range(1, len(values) + 1), values))
+    return list(dict(zip(counted, values)).items())
 
 
 def _number(value: Any, key: str, path: str) -> float:

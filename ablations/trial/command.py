@@ -43,6 +43,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Optional
 
@@ -60,6 +61,7 @@ RESUME_DIR = "resume"
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
 POLL_S = 0.05  # how often the metrics file is read while the program runs
+FILE_POLL_S = 2.0  # how often the program's own log files are read while it runs
 SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
 STOP_GRACE_S = 2.0  # a stopped program's time to exit on SIGTERM before SIGKILL
 TAIL_BYTES = 65536  # how much of the end of a log is read for stderr's last lines
@@ -235,6 +237,7 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
     output = NewText(folder / STDOUT_LOG)
     final: dict[str, Any] = {}
     epochs = 0
+    files_read_at = 0.0
 
     def report(epoch: int, values: Mapping[str, Any]) -> None:
         nonlocal epochs
@@ -276,6 +279,10 @@ def run_command(command: Command, config: Any, trial: Trial) -> dict[str, Any]:
                             report(epoch, values)
                 if exited:
                     break
+                if command.files and time.monotonic() > files_read_at + FILE_POLL_S:
+                    for epoch, values in epochs_written(command, trial, work):
+                        report(epoch, values)
+                    files_read_at = time.monotonic()
         except TrialTimeout:  # the limit passed in the loop or in an epoch's report
             stop_program(process, pid_file)
             raise trial.deadline.error(last_output(folder)) from None
@@ -333,6 +340,29 @@ def _from_files(command: Command, trial: Trial, work: Path, folder: Path,
             if epoch > trial.last_epoch:
                 report(epoch, by_epoch[epoch])
     return _numbers(final, declared)
+
+
+def epochs_written(command: Command, trial: Trial, work: Path) -> list[tuple[int, dict]]:
+    """While the program runs: the epochs after the trial's last whose values every file
+    metric holds and which a later point of each follows (so no row or record of them is still
+    being written), in order, up to the first that is not so. A file not there yet, or one
+    that does not read (a JSON file being rewritten), gives none this time."""
+    curves = []
+    for spec in command.files.values():
+        try:
+            curves.append(dict(read_points(spec, str(work))))
+        except (OSError, ValueError):  # MetricFileError, a file half written or replaced
+            return []
+    if not curves or not all(curves):
+        return []
+    complete = min(max(curve) for curve in curves)  # each metric has a point past these
+    written = []
+    for epoch in sorted(e for e in curves[0] if trial.last_epoch < e < complete):
+        if not all(epoch in curve for curve in curves[1:]):
+            break
+        written.append((epoch, {name: curve[epoch]
+                                for name, curve in zip(command.files, curves)}))
+    return written
 
 
 def recover_epochs(metrics_file: Path, trial: Trial, declared: Collection[str]) -> None:

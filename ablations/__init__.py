@@ -5,7 +5,8 @@
 
 - the experiment: :class:`Experiment` (with :class:`Decision`, :class:`Seeds`,
   :class:`Resources`), what it returns (:class:`Results`), what it says while it runs
-  (:class:`Event`), a stop before its results (:class:`Interrupted`);
+  (:class:`Event`; its progress: :class:`TrialEnded`, :class:`EpochEnded`, :class:`Status`,
+  :class:`FitEnded`), a stop before its results (:class:`Interrupted`);
 - own code (docs/own-code.md): :class:`TrainingFunction`, :class:`Command`, :class:`Metric`,
   :class:`Trial`, :class:`Diverged`; the built-in model's loop, :func:`train`;
 - the analysis of an experiment folder (docs/report.md): :func:`load_experiments`,
@@ -69,7 +70,8 @@ from ablations.config import ConfigError, TrialConfig, parse_bool  # noqa: E402,
 LAZY = {
     **dict.fromkeys(("Experiment", "Decision", "Seeds", "Resources", "Results", "Console",
                      "Interrupted"), "ablations.experiment.api"),
-    "Event": "ablations.experiment.events",
+    **dict.fromkeys(("Event", "TrialEnded", "EpochEnded", "Status", "FitEnded"),
+                    "ablations.experiment.events"),
     "UsageError": "ablations.experiment.request",
     "DataError": "ablations.model.data",
     **dict.fromkeys(("TrainingFunction", "Command", "Metric", "Trial", "Diverged"),
@@ -85,6 +87,9 @@ LAZY = {
     "register_design": "ablations.experiment.designs.registry",
     **dict.fromkeys(("Analysis", "register_analysis"), "ablations.results.stats.analyses"),
     **dict.fromkeys(("DesignReport", "register_report"), "ablations.results.report.designs"),
+    # a tracker of one's own (docs/trackers.md)
+    **dict.fromkeys(("TrackerKind", "register_tracker"), "ablations.experiment.trackers.registry"),
+    "TrialTracker": "ablations.experiment.trackers.trials",
 }
 
 

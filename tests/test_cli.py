@@ -26,8 +26,11 @@ TORCH_PROBE = ("import atexit, runpy, sys\n"
                f"runpy.run_path({SCRIPT!r}, run_name='__main__')")
 
 
-def run_cli(*args, cwd=None, timeout=240, torch_probe=False):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+def run_cli(*args, cwd=None, timeout=240, torch_probe=False, path=()):
+    """``run_ablations.py ARGS`` in a fresh process, with ``path`` (folders) on its sys.path
+    after the checkout."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *map(str, path)]),
+           "RAY_USAGE_STATS_ENABLED": "0"}
     program = ["-c", TORCH_PROBE] if torch_probe else [SCRIPT]
     return subprocess.run([sys.executable, *program, *args], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout, env=env)

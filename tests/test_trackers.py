@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from ablations.results.io.files import SCHEMA_VERSION
-from tests.conftest import tiny_config
+from tests.conftest import REPO, tiny_config
 from tests.test_cli import assert_one_line_error, in_process, run_cli
 
 # Importing MLflow (in the tests that need it) asks platform for the processor, which
@@ -94,6 +94,30 @@ def test_a_bad_log_to_is_one_line_and_exit_2(capsys, tmp_path, value, pattern):
     code, _, err = in_process(capsys, "--log-to", value, "--storage", str(tmp_path / "r"))
     assert_one_line_error(code, err, pattern)
     assert not (tmp_path / "r").exists()
+
+
+def test_a_registered_tracker_is_parsed_by_its_name_with_its_own_target_check(monkeypatch,
+                                                                             trackers):
+    from ablations.experiment.trackers import registry
+
+    monkeypatch.setattr(registry, "TRACKERS", dict(registry.TRACKERS))  # this test's own
+
+    def upper(target: str, text: str) -> str:
+        if not target.isalpha():
+            raise ValueError(f"{text!r}: a label is letters")
+        return target.upper()
+
+    registry.register_tracker(registry.TrackerKind("mine", dict, usage="mine:LABEL",
+                                                   target=upper))
+    assert trackers.parse_log_to("mine:abc") == trackers.TrackerSpec("mine", "ABC")
+    assert trackers.parse_log_to("mine") == trackers.TrackerSpec("mine", "")
+    with pytest.raises(ValueError, match="'mine:a1': a label is letters"):
+        trackers.parse_log_to("mine:a1")
+    with pytest.raises(ValueError, match=r"'other': use mlflow\[:TRACKING_URI\], "
+                                         r"wandb\[:PROJECT\] or mine:LABEL "):
+        trackers.parse_log_to("other")
+    with pytest.raises(ValueError, match="tracker name 'my-tracker'"):
+        registry.register_tracker(registry.TrackerKind("my-tracker", dict))
 
 
 @pytest.mark.parametrize("kind", ["mlflow", "wandb"])
@@ -236,10 +260,31 @@ def test_wandb_callback_logs_at_step_epoch_without_tunes_bookkeeping(runs):
 # ------------------------------------------------------------------- one real run
 
 
+def own_tracker() -> str:
+    """The tracker of one's own that docs/trackers.md shows, in one file: each trial's start,
+    reports and end, and the verdicts, as JSON lines in the file its target names (the page's
+    first Python block under "A tracker of one's own")."""
+    page = (REPO / "docs" / "trackers.md").read_text()
+    section = page.split("## A tracker of one's own", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def installed_tracker(folder: Path) -> Path:
+    """``folder`` holding the documented tracker's module and the metadata of a package
+    that installed it with an entry point in ``ablations.trackers`` (as pip writes it)."""
+    folder.mkdir()
+    (folder / "json_tracker.py").write_text(own_tracker())
+    info = folder / "json_tracker-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: json-tracker\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[ablations.trackers]\njsonlines = json_tracker:KIND\n")
+    return folder
+
+
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory):
     """One tiny experiment through the CLI, logged to MLflow's default store (SQLite in the
-    experiment folder), an MLflow file store and W&B offline."""
+    experiment folder), an MLflow file store, W&B offline and a tracker of one's own."""
     tmp = tmp_path_factory.mktemp("trackers")
     env = {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp / "wandb-dir"),
            "WANDB_CONFIG_DIR": str(tmp / "wandb-config"), "WANDB_SILENT": "true"}
@@ -254,7 +299,8 @@ def logged(tmp_path_factory):
             "--set", "batch_size=16", "--name", "tracked", "--no-dashboard", "--margin", "0.5",
             "--storage", str(tmp / "results"), "--log-to", "mlflow",
             "--log-to", f"mlflow:{tmp / 'file-store'}", "--log-to", "wandb:ablation-tests",
-            cwd=tmp,
+            "--log-to", f"jsonlines:{tmp / 'own.jsonl'}",
+            cwd=tmp, path=[installed_tracker(tmp / "site")],
         )
     finally:
         for name, value in saved.items():
@@ -309,6 +355,37 @@ def test_mlflow_default_store_is_sqlite_in_the_experiment_folder(logged):
         logged.proc.stdout
     check_mlflow(f"sqlite:///{database}")
     assert (logged.root / "mlruns" / "mlartifacts" / "tracked").is_dir()
+
+
+@pytest.mark.slow
+def test_a_tracker_of_ones_own_gets_every_trials_metrics_through_the_protocol(logged):
+    """Registered by an entry point and written in one file: each trial started with its
+    labels, every epoch's report with the values epochs.parquet holds at step = epoch, each
+    end, and the verdicts; its describe() line on the console; recorded for a resume."""
+    import pandas as pd
+
+    records = [json.loads(line) for line in (logged.tmp / "own.jsonl").read_text().splitlines()]
+    assert f"JSON lines: {logged.tmp / 'own.jsonl'}" in logged.proc.stdout
+    epochs = pd.read_parquet(logged.root / "epochs.parquet")
+    for trial in TRIALS:
+        mine = [record for record in records if record.get("trial") == trial]
+        variant, seed = trial.split("-seed")
+        assert mine[0] == {"event": "start", "trial": trial, "seed": int(seed),
+                           "variant": variant}
+        assert mine[-1] == {"event": "end", "trial": trial, "status": "ok"}
+        reports = [record for record in mine if record["event"] == "report"]
+        assert [record["step"] for record in reports] == list(range(1, EPOCHS + 1))
+        rows = epochs[epochs["trial_name"] == trial].sort_values("epoch")
+        assert [record["metrics"]["val_mae"] for record in reports] == \
+            pytest.approx(rows["val_mae"].tolist(), rel=1e-6)
+        assert "test_mae" in reports[-1]["metrics"]
+        assert "training_iteration" not in reports[-1]["metrics"]
+    verdicts, = [record for record in records if record["event"] == "verdicts"]
+    assert verdicts["files"] == ["summary.txt", "verdicts.csv", "verdicts.md"]
+    assert set(verdicts["verdicts"]) == set(VARIANTS)
+    assert verdicts["verdicts"]["baseline"] == "reference"
+    recorded = json.loads((logged.root / "experiment.json").read_text())["log_to"]
+    assert {"kind": "jsonlines", "target": str(logged.tmp / "own.jsonl")} in recorded
 
 
 @pytest.mark.slow

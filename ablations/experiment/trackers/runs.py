@@ -1,18 +1,17 @@
 """The trackers' Tune callbacks: :class:`MLflowTracker` (Ray Tune's
 ``MLflowLoggerCallback``) and :class:`WandbTracker` (its ``WandbLoggerCallback``), one tracker run
 per trial with the trial's flat config as parameters, its metrics at step = epoch and its labels
-as tags; ``publish`` adds the experiment's verdicts run. :mod:`ablations.experiment.trackers.specs`
-parses
-``--log-to`` and makes these; docs/trackers.md is the user's guide.
+as tags; ``publish`` adds the experiment's verdicts run. :class:`TrialTracker` is the same
+translation for a tracker of one's own. :mod:`ablations.experiment.trackers.specs` parses
+``--log-to`` and makes these by name (:mod:`ablations.experiment.trackers.registry`);
+docs/trackers.md is the user's guide.
 """
 
 from __future__ import annotations
 
 import logging
-import numbers
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -20,57 +19,18 @@ import pandas as pd
 from ray.air.constants import TRAINING_ITERATION
 from ray.air.integrations.mlflow import MLflowLoggerCallback
 from ray.air.integrations.wandb import WandbLoggerCallback, _WandbLoggingActor
-from ray.tune.result import AUTO_RESULT_KEYS
 
 from ablations.config.statuses import TrialStatus
 from ablations.experiment.reported import unpacked
-from ablations.results.io.files import is_uri, read_metadata
+from ablations.experiment.trackers.trials import (
+    TrackerSpec,
+    tracked_metrics,
+    trial_params,
+    trial_plan,
+)
+from ablations.results.io.files import is_uri
 
 SUMMARY_SUFFIX = "-verdicts"  # the summary run of an experiment: <experiment>-verdicts
-# Keys of a result that are not the trial's metrics: Tune's bookkeeping, wall-clock stamps.
-NOT_METRICS = frozenset({*AUTO_RESULT_KEYS, "done", "should_checkpoint", "trial_id",
-                         "experiment_tag", "reported_at", "started_at"})
-
-
-@dataclass(frozen=True)
-class TrackerSpec:
-    """One ``--log-to`` value."""
-
-    kind: str  # "mlflow" or "wandb"
-    # mlflow: the tracking URI, absolute ("" = SQLite in the experiment folder);
-    # wandb: the project ("" = ablations.experiment.trackers.specs.DEFAULT_WANDB_PROJECT)
-    target: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        """As experiment.json's ``log_to`` keeps it (the target resolved)."""
-        return {"kind": self.kind, "target": self.target}
-
-
-def tracked_metrics(result: dict[str, Any]) -> dict[str, float]:
-    """The numbers a trial reported (train/val metrics each epoch, test and final metrics at
-    the last), without Tune's bookkeeping (training_iteration, time_total_s, pid, ...)."""
-    return {key: float(value) for key, value in unpacked(result).items()
-            if key not in NOT_METRICS and isinstance(value, numbers.Real)
-            and not isinstance(value, bool)}
-
-
-def trial_plan(root: str) -> dict[str, dict[str, Any]]:
-    """Trial name -> ``TrialConfig.to_dict()``, from the experiment.json at ``root`` (written
-    before each Tuner starts), as its design recorded it (a search's trials: the base config
-    and sampled params)."""
-    from ablations.experiment.designs.records import design_from_record
-
-    meta = read_metadata(root) or {}
-    return design_from_record(meta, root).recorded_plan(meta) if meta else {}
-
-
-def trial_params(trial: Any, plan: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """A Tune trial's ``TrialConfig.flat()``: what trials.parquet has for it."""
-    from ablations.experiment.trainable import trial_config
-
-    return trial_config(trial.config, plan).flat()
-
-
 class MLflowTracker(MLflowLoggerCallback):
     """Ray Tune's MLflow callback, one MLflow run per trial in the MLflow experiment named like
     the runner's: the trial's flat config as params, metrics at step = epoch, tags variant,

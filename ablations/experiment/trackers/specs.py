@@ -36,6 +36,7 @@ import pandas as pd
 from ablations.experiment import events
 from ablations.config.values import expanded_path
 from ablations.experiment.request import UsageError, arg
+from ablations.experiment.trackers.registry import TrackerKind, register_tracker, tracker_kind
 from ablations.experiment.trackers.runs import (
     MLflowTracker,
     TrackerSpec,
@@ -43,31 +44,35 @@ from ablations.experiment.trackers.runs import (
 )
 from ablations.results.io.files import first_line, is_uri, read_metadata
 
-KINDS = ("mlflow", "wandb")
 DISTRIBUTION = "ablation-runner"  # pip install 'ablation-runner[mlflow]' installs a tracker
 DEFAULT_WANDB_PROJECT = "ablation-runner"
 MLFLOW_SUBDIR = "mlruns"  # the default MLflow store: <experiment>/mlruns/mlflow.db
 
 
 def parse_log_to(text: str) -> TrackerSpec:
-    """``mlflow``, ``mlflow:URI`` (``sqlite:///FILE``, ``file:DIR``, a directory, or any
+    """``NAME[:TARGET]`` of a registered tracker (ablations/experiment/trackers/registry.py):
+    ``mlflow``, ``mlflow:URI`` (``sqlite:///FILE``, ``file:DIR``, a directory, or any
     ``scheme://`` URI MLflow takes, e.g. ``http://host:5000``), ``wandb``, ``wandb:PROJECT``.
 
     Raises:
         ValueError: one line, for a bad value or a tracker whose package is not installed.
     """
-    kind, _, target = text.strip().partition(":")
-    if kind not in KINDS:
-        raise ValueError(f"{text!r}: use mlflow[:TRACKING_URI] or wandb[:PROJECT]")
-    if importlib.util.find_spec(kind) is None:
-        raise ValueError(f"{text!r}: the {kind} package is not installed; "
-                         f"pip install '{DISTRIBUTION}[{kind}]'")
-    if kind == "mlflow":
-        return TrackerSpec(kind, _tracking_uri(target.strip(), text))
+    name, _, target = text.strip().partition(":")
+    try:
+        kind = tracker_kind(name)
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: {exc}") from None
+    if kind.package and importlib.util.find_spec(kind.package) is None:
+        raise ValueError(f"{text!r}: the {kind.package} package is not installed; "
+                         f"pip install {kind.install or kind.package}")
+    return TrackerSpec(name, kind.target(target.strip(), text) if target.strip() else "")
+
+
+def _wandb_project(target: str, text: str) -> str:
     if re.search(r"[/\\#?%:]", target) or len(target) > 128:
         raise ValueError(f"{text!r}: a W&B project name has at most 128 characters and none "
                          "of / \\ # ? % :")
-    return TrackerSpec(kind, target.strip())
+    return target
 
 
 def _tracking_uri(target: str, text: str) -> str:
@@ -123,16 +128,17 @@ def tracker_callbacks(specs: Sequence[TrackerSpec], root: str, *, experiment: st
         specs = specs or recorded
     callbacks: list[Any] = []
     for spec in specs:
-        if importlib.util.find_spec(spec.kind) is None:
+        try:
+            kind = tracker_kind(spec.kind)
+        except ValueError as exc:  # a recorded tracker of one's own, not registered here
+            raise UsageError(f"{experiment} logs to {spec.kind}: {exc}") from None
+        if kind.package and importlib.util.find_spec(kind.package) is None:
             raise UsageError(f"{experiment} logs to {spec.kind}, which is not installed; "
-                             f"pip install '{DISTRIBUTION}[{spec.kind}]'")
-        if spec.kind == "mlflow":
-            callbacks.append(MLflowTracker(tracking_uri=spec.target, root=root,
-                                           experiment=experiment, space=space))
-        else:
-            _check_wandb_credentials()
-            callbacks.append(WandbTracker(project=spec.target, root=root,
-                                          experiment=experiment, space=space))
+                             f"pip install {kind.install or kind.package}")
+        kind.check()
+        tracker = kind.make(target=spec.target, root=root, experiment=experiment, space=space)
+        tracker.spec = spec  # recorded in experiment.json: a resume's verdicts go there too
+        callbacks.append(tracker)
     return callbacks
 
 
@@ -140,16 +146,14 @@ def _resolved(spec: TrackerSpec, root: str) -> TrackerSpec:
     """The default store or project filled in."""
     if spec.target:
         return spec
-    if spec.kind == "mlflow":
-        return TrackerSpec("mlflow", _default_store(root))
-    return TrackerSpec("wandb", DEFAULT_WANDB_PROJECT)
+    return TrackerSpec(spec.kind, tracker_kind(spec.kind).default(root))
 
 
 def _default_store(root: str) -> str:
     if is_uri(root):
-        raise UsageError("--log-to mlflow: the experiment is at a URI and MLflow's default store "
-                         "is a local file; give one: --log-to mlflow:sqlite:////path/mlflow.db "
-                         "or mlflow:http://HOST:PORT")
+        raise UsageError(f"{arg('log_to')} mlflow: the experiment is at a URI and MLflow's "
+                         f"default store is a local file; give one: {arg('log_to')} "
+                         "mlflow:sqlite:////path/mlflow.db or mlflow:http://HOST:PORT")
     return f"sqlite:///{Path(root) / MLFLOW_SUBDIR / 'mlflow.db'}"
 
 
@@ -161,7 +165,7 @@ def _check_wandb_credentials() -> None:
     import wandb
 
     if not wandb.login(prompt=False, verify=False):
-        raise UsageError("--log-to wandb: no W&B API key (run `wandb login` or set "
+        raise UsageError(f"{arg('log_to')} wandb: no W&B API key (run `wandb login` or set "
                          "WANDB_API_KEY); WANDB_MODE=offline logs to local files instead")
 
 
@@ -199,3 +203,20 @@ def publish_summary(trackers: Sequence[Any], summary: str,
         except tracker.errors as exc:
             first = first_line(exc)
             events.warning(f"{type(tracker).__name__}: the verdicts were not logged: {first}")
+
+
+def _mlflow(*, target: str, root: str, experiment: str, space: str) -> MLflowTracker:
+    return MLflowTracker(tracking_uri=target, root=root, experiment=experiment, space=space)
+
+
+def _wandb(*, target: str, root: str, experiment: str, space: str) -> WandbTracker:
+    return WandbTracker(project=target, root=root, experiment=experiment, space=space)
+
+
+register_tracker(TrackerKind("mlflow", _mlflow, usage="mlflow[:TRACKING_URI]", package="mlflow",
+                             install=f"'{DISTRIBUTION}[mlflow]'",
+                             target=_tracking_uri, default=_default_store))
+register_tracker(TrackerKind("wandb", _wandb, usage="wandb[:PROJECT]", package="wandb",
+                             install=f"'{DISTRIBUTION}[wandb]'",
+                             target=_wandb_project, default=lambda root: DEFAULT_WANDB_PROJECT,
+                             check=_check_wandb_credentials))

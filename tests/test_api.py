@@ -52,16 +52,20 @@ def test_plan_raises_the_command_lines_errors(kwargs, error, pattern):
 
 @pytest.mark.slow
 @pytest.mark.own_ray
-def test_run_returns_the_tables_and_resume_continues_it_into_rounds(tmp_path):
-    """own_ray: ``Experiment.run()`` starts Ray and stops it, which the test checks."""
+def test_run_returns_the_tables_and_resume_continues_it_into_rounds(tmp_path, capfd):
+    """own_ray: ``Experiment.run()`` starts Ray and stops it, which the test checks. Without a
+    listener it writes nothing to stdout or stderr (its progress and its warning, the reference
+    added to ``only``, are events), Ray's start and stop included."""
     import ray
 
     from ablations.results.io.files import read_metadata
 
     assert not ray.is_initialized()
-    result = Experiment("components", seeds=Seeds(2, max_seeds=3),
-                        only=["baseline", "no_images"], overrides=TINY, storage=tmp_path,
-                        name="api", resources=Resources(num_cpus=1)).run()
+    capfd.readouterr()
+    result = Experiment("components", seeds=Seeds(2, max_seeds=3), only=["no_images"],
+                        overrides=TINY, storage=tmp_path, name="api", progress=True,
+                        resources=Resources(num_cpus=1)).run()
+    assert capfd.readouterr() == ("", "")
     assert not ray.is_initialized()
     assert (result.trials["status"] == "ok").all() and len(result.trials) == 4
     assert result.directory == str(tmp_path / "api")

@@ -417,6 +417,15 @@ def test_factorial_run_on_ray_prints_and_records_its_effects(tmp_path):
     trials = pd.read_parquet(folder / "trials.parquet")
     assert len(trials) == 8 and (trials["status"] == "ok").all()
     assert sorted(trials["seed"].unique()) == [0, 1]
+    # the design's own table, as Results.tables["effects"] holds it: the printed effects
+    from ablations.experiment.designs.records import design_from_record
+    from ablations.results.stats.decisions import decision_settings
+
+    meta = json.loads((folder / "experiment.json").read_text())
+    tables = design_from_record(meta, str(folder)).tables(
+        trials, meta, decision_settings(meta, reference="baseline"))
+    assert list(tables) == ["effects"] and len(tables["effects"]) == 3
+    assert tables["effects"]["verdict"].tolist() == [row[-2] for row in effects]
     report = run_here("report", str(folder), "--figures", "png")
     assert report.returncode == 0, report.stderr[-3000:]
     text = (folder / "report.md").read_text()

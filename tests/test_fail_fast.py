@@ -123,13 +123,16 @@ def test_a_failed_trial_is_one_line_on_the_console_its_traceback_left_to_its_fil
     tune_controller's record, some 30 lines) and the stop's lists are dropped from the log."""
     import logging
 
+    from ablations.cli.progress import ConsoleView
+    from ablations.experiment.events import listening
     from ablations.experiment.interrupt import quiet_tune_logs
     from ablations.experiment.progress import TrialProgress
 
-    progress = TrialProgress(2, stream=None, live=False, clock=lambda: 0.0)
+    progress = TrialProgress(2, clock=lambda: 0.0)
     trial = Trial("high-seed0", "command exited with code 2: --bias: invalid choice", tmp_path)
     trial.last_result = {}
-    progress.on_trial_error(0, [], trial)
+    with listening(ConsoleView(live=False)):  # the command line's view of the events
+        progress.on_trial_error(0, [], trial)
     assert capsys.readouterr().out.splitlines() == [
         "[1/2] high-seed0 FAILED (0s elapsed): command exited with code 2: --bias: invalid "
         "choice"]

@@ -240,6 +240,32 @@ def test_the_library_layers_parse_no_flags_exit_no_process_and_leave_signals_and
     assert library and process_wide(library) == []
 
 
+PRINTS = {"print", "sys.stdout.write", "sys.stderr.write", "pprint", "pprint.pprint"}
+
+
+def printing(files: list[Path]) -> list[str]:
+    """Where a module writes to the console itself (``print``, ``sys.stdout.write``, ...):
+    only the command line may; the library emits events and raises errors."""
+    return [f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node.func)}"
+            for path in files for node in nodes(path)
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in PRINTS]
+
+
+def test_the_library_prints_nothing_the_command_line_alone_does():
+    library = [f for f in sources()
+               if f.is_relative_to(ROOT / "ablations") and not f.is_relative_to(
+                   ROOT / "ablations" / "cli") and f not in PROGRAMS]
+    assert library and printing(library) == []
+
+
+@pytest.mark.parametrize("text", ["print('x')\n", "import sys\nsys.stderr.write('x')\n",
+                                  "import sys\nprint('x', file=sys.stderr)\n"])
+def test_the_print_check_sees_each_form(monkeypatch, text):
+    probe = ROOT / "ablations" / "experiment" / "_probe.py"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text)
+    assert printing([probe]), text
+
+
 @pytest.mark.parametrize("text", [
     "from ablations.trial.loop import _hidden\n",
     "import ablations.trial.memory as m\nm._hidden(1)\n",

@@ -1,5 +1,7 @@
-"""The live progress display (ablations/experiment/progress.py) driven through Tune's callback hooks
-with stand-in trials and a fake clock; a real run's lines are checked in tests/test_cli.py."""
+"""The live progress (ablations/experiment/progress.py) driven through Tune's callback hooks with
+stand-in trials and a fake clock: the events it emits, and the command line's view of them
+(ablations/cli/progress.py: lines, a status line every 30 s, a bar on a terminal); a real run's
+lines are checked in tests/test_cli.py."""
 
 from __future__ import annotations
 
@@ -7,7 +9,17 @@ import io
 
 import pytest
 
+from ablations.cli.progress import ConsoleView
+from ablations.experiment.events import EpochEnded, FitEnded, Status, TrialEnded, listening
 from ablations.experiment.progress import Planned, TrialProgress, format_duration
+
+
+@pytest.fixture
+def heard():
+    """The events emitted within the test."""
+    events: list = []
+    with listening(events.append):
+        yield events
 
 
 class Trial:
@@ -27,14 +39,14 @@ class Clock:
 
 
 def make(**kwargs):
-    clock, out = Clock(), io.StringIO()
+    clock = Clock()
     plan = {"a": Planned(epochs=4, cost=100.0), "b": Planned(epochs=4, cost=200.0)}
-    progress = TrialProgress(2, plan=plan, stream=out, clock=clock, **kwargs)
-    return progress, clock, out, [Trial("a", "RUNNING"), Trial("b", "RUNNING")]
+    progress = TrialProgress(2, plan=plan, clock=clock, **kwargs)
+    return progress, clock, [Trial("a", "RUNNING"), Trial("b", "RUNNING")]
 
 
 def test_eta_from_measured_epochs_carried_over_by_cost():
-    progress, clock, out, trials = make()
+    progress, clock, trials = make()
     progress.on_step_begin(0, trials)
     assert progress.eta_s() is None
     assert "ETA after the first epoch" in progress.status_line()
@@ -50,31 +62,63 @@ def test_eta_from_measured_epochs_carried_over_by_cost():
     assert "best 0.700 km (b), worst 0.900 km (a)" in line and "ETA 1m30s" in line
 
 
-def test_a_status_line_every_30_seconds_and_epoch_lines_on_request():
-    progress, clock, out, trials = make(epochs=True)
-    progress.on_step_begin(0, trials)
-    clock.now = 29.0
+def test_a_status_each_second_epochs_on_request_and_a_line_per_trial(heard):
+    progress, clock, trials = make(epochs=True)
+    progress.on_step_begin(0, trials)  # the first step's status at once
+    clock.now = 0.5
     progress.on_step_begin(1, trials)
-    assert "[status]" not in out.getvalue()
-    clock.now = 31.0
+    assert [type(event) for event in heard] == [Status]
+    clock.now = 1.5
     progress.on_step_begin(2, trials)
-    assert out.getvalue().count("[status]") == 1
+    status = heard[-1]
+    assert isinstance(status, Status) and len(heard) == 2 and status.level == "status"
+    assert (status.done, status.total, status.running, status.pending) == (0, 2, 2, 0)
+    assert status.epochs_total == 8 and status.eta_s is None and status.elapsed_s == 1.5
+    assert status.message.startswith("[status] 0/2 done, 2 running, 0 pending; epochs 0/8")
+    assert status.short.startswith("0/2 done, 2 running, 0 pending; ETA after")
     progress.on_trial_result(2, trials, trials[0], {"epoch": 1, "epoch_s": 10.0,
                                                      "val_mae": 0.9})
-    assert "  a epoch 1/4 val_mae=0.900 km 10.0 s/epoch" in out.getvalue()
+    epoch = heard[-1]
+    assert isinstance(epoch, EpochEnded) and epoch.level == "info"
+    assert epoch.message == "  a epoch 1/4 val_mae=0.900 km 10.0 s/epoch"
+    assert (epoch.trial, epoch.epoch, epoch.epochs, epoch.val_mae, epoch.epoch_s) == (
+        "a", 1, 4, 0.9, 10.0)
     trials[0].status, trials[0].last_result = "TERMINATED", {"test_mae": 0.8}
     progress.on_trial_complete(3, trials, trials[0])
-    assert "[1/2] a ok test_mae=0.800 km" in out.getvalue()
+    ended = heard[-1]
+    assert isinstance(ended, TrialEnded)
+    assert ended.message.startswith("[1/2] a ok test_mae=0.800 km")
+    assert (ended.trial, ended.status, ended.done, ended.metrics) == ("a", "ok", 1,
+                                                                     {"test_mae": 0.8})
     progress.on_step_begin(4, trials)
     assert progress.running == ["b"]
     assert progress.eta_s() == pytest.approx(4 * 10 / 25 * 50)  # a is done: b alone
+    progress.on_experiment_end(trials)
+    assert [type(event) for event in heard[-2:]] == [Status, FitEnded]
 
 
-def test_without_epoch_lines_an_epoch_prints_nothing():
-    progress, clock, out, trials = make()
+def test_in_a_log_the_view_prints_a_status_line_every_30_seconds_and_the_lines(capsys):
+    view = ConsoleView(live=False)
+    progress, clock, trials = make()
+    with listening(view):
+        for second in range(0, 62):
+            clock.now = float(second)
+            progress.on_step_begin(second, trials)
+        trials[0].status, trials[0].last_result = "TERMINATED", {"test_mae": 0.8}
+        progress.on_trial_complete(99, trials, trials[0])
+        progress.on_experiment_end(trials)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(";")[0] for line in lines] == [
+        "[status] 0/2 done, 2 running, 0 pending", "[status] 0/2 done, 2 running, 0 pending",
+        "[1/2] a ok test_mae=0.800 km (61s elapsed)"], lines  # at 30 s and 60 s
+    assert view.last_line_s == 0.0  # the next fit's status lines count from its start
+
+
+def test_without_epoch_lines_an_epoch_emits_nothing(heard):
+    progress, clock, trials = make()
     progress.on_step_begin(0, trials)
     progress.on_trial_result(0, trials, trials[0], {"epoch": 1, "epoch_s": 10.0})
-    assert out.getvalue() == ""
+    assert [type(event) for event in heard] == [Status]
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(42.4, "42s"), (250, "4m10s"),
@@ -86,9 +130,9 @@ def test_durations_read_as_people_write_them(seconds, text):
 def test_the_eta_counts_each_trials_time_outside_its_epochs():
     """A trial that has ended teaches the time a trial spends outside its epochs (start, data,
     test): the trials not yet started get it on top of their epochs."""
-    clock, out = Clock(), io.StringIO()
+    clock = Clock()
     plan = {name: Planned(epochs=2, cost=100.0) for name in ("a", "b", "c")}
-    progress = TrialProgress(3, plan=plan, stream=out, clock=clock)
+    progress = TrialProgress(3, plan=plan, clock=clock)
     trials = [Trial("a", "RUNNING"), Trial("b", "PENDING"), Trial("c", "PENDING")]
     progress.on_step_begin(0, trials)
     progress.on_trial_result(0, trials, trials[0], {"epoch": 1, "epoch_s": 10.0})
@@ -112,63 +156,61 @@ def test_on_a_terminal_a_bar_redrawn_in_place_with_the_lines_above_it():
 
     clock, out = Clock(), Terminal()
     plan = {"a": Planned(epochs=4, cost=100.0), "b": Planned(epochs=4, cost=200.0)}
-    progress = TrialProgress(2, plan=plan, stream=out, clock=clock)
+    progress = TrialProgress(2, plan=plan, clock=clock)
+    view = ConsoleView(out)
     trials = [Trial("a", "RUNNING"), Trial("b", "RUNNING")]
-    assert progress.live
-    progress.on_step_begin(0, trials)
-    progress.on_trial_result(0, trials, trials[0], {"epoch": 1, "epoch_s": 10.0,
-                                                     "val_mae": 0.9})
-    clock.now = 0.5
-    progress.on_step_begin(1, trials)  # within a second: not redrawn
-    drawn = out.getvalue()
-    assert "0/8 epochs" in drawn and "1/8 epochs" not in drawn
-    clock.now = 1.5
-    progress.on_step_begin(2, trials)
-    drawn = out.getvalue()
-    assert "\r" in drawn and "1/8 epochs |" in drawn.split("\r")[-1]
-    assert "0/2 done, 2 running" in drawn.split("\r")[-1] and "ETA" in drawn
-    assert "[status]" not in drawn  # no 30-second lines on a terminal
-    pickle.loads(pickle.dumps(progress))  # Tune pickles its callbacks: the bar stays out
-    trials[0].status, trials[0].last_result = "TERMINATED", {"test_mae": 0.5}
-    progress.on_trial_complete(3, trials, trials[0])
-    text = out.getvalue()
-    assert "[1/2] a ok test_mae=0.500 km" in text  # the line, above the redrawn bar
-    assert text.rindex("[1/2] a ok") < text.rindex("1/2 done")
-    assert "1/2 done, 1 running, 0 pending" in text  # a is no longer counted as running
-    progress.on_experiment_end(trials)
-    assert progress.bar is None and out.getvalue().endswith("\n")
-    plain = make()[0]
-    assert not plain.live and plain.bar is None  # a file or a pipe: plain lines
+    assert view.live
+    with listening(view):
+        progress.on_step_begin(0, trials)
+        progress.on_trial_result(0, trials, trials[0], {"epoch": 1, "epoch_s": 10.0,
+                                                         "val_mae": 0.9})
+        clock.now = 0.5
+        progress.on_step_begin(1, trials)  # within a second: not redrawn
+        drawn = out.getvalue()
+        assert "0/8 epochs" in drawn and "1/8 epochs" not in drawn
+        clock.now = 1.5
+        progress.on_step_begin(2, trials)
+        drawn = out.getvalue()
+        assert "\r" in drawn and "1/8 epochs |" in drawn.split("\r")[-1]
+        assert "0/2 done, 2 running" in drawn.split("\r")[-1] and "ETA" in drawn
+        assert "[status]" not in drawn  # no 30-second lines on a terminal
+        pickle.loads(pickle.dumps(progress))  # Tune pickles its callbacks
+        trials[0].status, trials[0].last_result = "TERMINATED", {"test_mae": 0.5}
+        progress.on_trial_complete(3, trials, trials[0])
+        clock.now = 2.5
+        progress.on_step_begin(4, trials)
+        text = out.getvalue()
+        assert "[1/2] a ok test_mae=0.500 km" in text  # the line, above the redrawn bar
+        assert text.rindex("[1/2] a ok") < text.rindex("1/2 done")
+        assert "1/2 done, 1 running, 0 pending" in text  # a is no longer counted as running
+        progress.on_experiment_end(trials)
+    assert view.bar is None and out.getvalue().endswith("\n")
+    assert not ConsoleView(io.StringIO()).live  # a file or a pipe: plain lines
+    assert ConsoleView(io.StringIO(), live=True).live  # asked for: kept
 
 
-def test_a_search_bar_counts_its_samples_epochs_and_a_resume_looks_at_its_stream_again():
+def test_a_search_bar_counts_its_samples_epochs():
     clock, out = Clock(), Terminal()
-    progress = TrialProgress(3, default=Planned(epochs=4, cost=float("nan")), stream=out,
+    progress = TrialProgress(3, default=Planned(epochs=4, cost=float("nan")),
                              clock=clock)  # a search: no plan, each sample 4 epochs
-    progress.on_step_begin(0, [Trial("hpo-1", "RUNNING")])
-    assert "0/12 epochs |" in out.getvalue()
-    progress.on_experiment_end([])
-    progress.stream = io.StringIO()  # resumed in a log file: plain lines again
-    progress.setup()
-    assert not progress.live
-    forced = TrialProgress(3, stream=io.StringIO(), live=True)
-    forced.setup()
-    assert forced.live  # asked for: kept
+    with listening(ConsoleView(out)):
+        progress.on_step_begin(0, [Trial("hpo-1", "RUNNING")])
+        assert "0/12 epochs |" in out.getvalue()
+        progress.on_experiment_end([])
 
 
-def test_own_code_without_planned_epochs_prints_the_epoch_alone():
-    clock, out = Clock(), io.StringIO()
-    progress = TrialProgress(1, plan={"a": Planned(epochs=0, cost=float("nan"))}, stream=out,
-                             clock=clock, epochs=True)
+def test_own_code_without_planned_epochs_shows_the_epoch_alone(heard):
+    progress = TrialProgress(1, plan={"a": Planned(epochs=0, cost=float("nan"))},
+                             clock=Clock(), epochs=True)
     progress.on_step_begin(0, [Trial("a", "RUNNING")])
     progress.on_trial_result(0, [], Trial("a", "RUNNING"), {"epoch": 1, "epoch_s": 2.0})
-    assert "  a epoch 1 2.0 s/epoch" in out.getvalue() and "1/0" not in out.getvalue()
+    assert heard[-1].message == "  a epoch 1 2.0 s/epoch" and heard[-1].epochs == 0
 
 
 def test_trials_without_epochs_get_an_eta_from_the_ended_trials():
-    clock, out = Clock(), io.StringIO()
+    clock = Clock()
     plan = {name: Planned(epochs=0, cost=float("nan")) for name in "abcd"}
-    progress = TrialProgress(4, plan=plan, stream=out, clock=clock)
+    progress = TrialProgress(4, plan=plan, clock=clock)
     trials = [Trial(name, "RUNNING") for name in "ab"]
     progress.on_step_begin(0, trials)
     assert "ETA after the first epoch or trial" in progress.status_line()
@@ -183,13 +225,13 @@ def test_trials_without_epochs_get_an_eta_from_the_ended_trials():
     assert "ETA 10s" in progress.status_line()
 
 
-def test_own_codes_metrics_end_a_trials_line_in_their_declared_units():
-    out = io.StringIO()
-    progress = TrialProgress(1, plan={"a": Planned(epochs=0, cost=float("nan"))}, stream=out,
+def test_own_codes_metrics_end_a_trials_line_in_their_declared_units(heard):
+    progress = TrialProgress(1, plan={"a": Planned(epochs=0, cost=float("nan"))},
                              clock=Clock(), units={"test_mae": "km"})
     trial = Trial("a", "TERMINATED")
     trial.last_result = {"own_metrics": "test_acc,test_mae", "test_acc": 0.5,
                          "test_mae": 5.0321, "epoch": 3}
     progress.on_trial_complete(0, [trial], trial)
     # the declared unit after its metric; a metric declared without one stays bare
-    assert "[1/1] a ok test_acc=0.5 test_mae=5.032 km (0s elapsed)" in out.getvalue()
+    assert heard[-1].message == "[1/1] a ok test_acc=0.5 test_mae=5.032 km (0s elapsed)"
+    assert heard[-1].metrics == {"test_acc": 0.5, "test_mae": 5.0321}

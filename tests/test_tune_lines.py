@@ -1,12 +1,13 @@
-"""What reaches the console while Tune runs (ablations/cli/output.py TuneLines): Tune's own
-start-up lines (its box, its folder, its TensorBoard command) go to the experiment's
-tune_console.log; a trial's error and anything else still reach the console."""
+"""What reaches the console while Tune runs (ablations/experiment/tune_console.py TuneLines):
+Tune's own start-up lines (its box, its folder, its TensorBoard command) go to the experiment's
+tune_console.log; a trial's error and anything else reach the command line's console, or the
+log too for the library, which prints nothing."""
 
 from __future__ import annotations
 
 import io
 
-from ablations.cli.output import TuneLines
+from ablations.experiment.tune_console import TuneLines
 
 TUNE_START = """\
 \u256d\u2500\u2500\u2500\u2500\u256e
@@ -33,3 +34,11 @@ def test_tunes_own_lines_go_to_the_log_and_a_trials_error_to_the_console():
     assert "View detailed results here" in log.getvalue()
     assert "tensorboard --logdir /tmp/ray" in log.getvalue()
     assert "errored" not in log.getvalue()
+
+
+def test_without_a_console_every_line_goes_to_the_log():
+    log = io.StringIO()
+    stream = TuneLines(None, log)
+    stream.write(TUNE_START + ERROR)
+    stream.flush()
+    assert log.getvalue() == TUNE_START + ERROR

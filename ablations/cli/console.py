@@ -5,7 +5,7 @@ line (:func:`error_text`) and planning's warnings (:func:`say_notes`)."""
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from typing import Optional, Sequence, TextIO
 
 from ablations.cli.flags import PROGRAM
 from ablations.config.values import NamesArguments, flag_of, named
@@ -18,13 +18,16 @@ def spoken(text: str) -> str:
     return named(text, flag_of, PROGRAM)
 
 
-def print_event(event: Event) -> None:
+def print_event(event: Event, stream: Optional[TextIO] = None) -> None:
     """What the library says while it runs, as the command line says it: a warning on
-    stderr, the rest on stdout."""
+    stderr, the rest on ``stream`` (None: stdout); the progress snapshots (level ``status``)
+    are drawn by ablations/cli/progress.py's view, not printed as lines."""
+    if event.level == "status":
+        return
     if event.level == "warning":
         print(f"warning: {spoken(event.message)}", file=sys.stderr, flush=True)
     else:
-        print(spoken(event.message), flush=True)
+        print(spoken(event.message), file=stream or sys.stdout, flush=True)
 
 
 def error_text(error: Exception) -> str:

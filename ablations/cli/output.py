@@ -1,17 +1,13 @@
 """What the command line prints: the spaces (``list``), the end-of-run summary with the
-verdicts, the ``report`` and ``compare`` subcommands, and what reaches the console while Tune
-runs (:func:`tune_lines`)."""
+verdicts, the ``report`` and ``compare`` subcommands."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
-import io
-import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ablations.config.comparison import (
     DEFAULT_ALPHA,
@@ -194,56 +190,3 @@ def _compare_departures(recorded: Sequence[Optional[dict[str, Any]]],
             planned, **{"reference": DEFAULT_REFERENCE, "metric": DEFAULT_METRIC,
                         "margin": DEFAULT_MARGIN, "alpha": DEFAULT_ALPHA, **settings})]
     return differ
-
-
-TUNE_CONSOLE_FILE = "tune_console.log"
-
-
-class TuneLines(io.TextIOBase):
-    """The console while Tune runs: Tune's own start-up lines (its configuration box, "View
-    detailed results here" with its folder, and a TensorBoard command for that folder) go to
-    ``log``; every other line (a trial's error and its error file, anything else) reaches
-    ``console``. The runner prints its own lines for the first three (the results folder,
-    TensorBoard on the experiment, progress)."""
-
-    OWN = ("View detailed results here:", "To visualize your results with TensorBoard")
-    BOX = ("\u256d", "\u2502", "\u251c", "\u2570")  # the corners and sides of Tune's table
-
-    def __init__(self, console: Any, log: Any) -> None:
-        self.console, self.log, self.pending = console, log, ""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        self.pending += text
-        while "\n" in self.pending:
-            line, self.pending = self.pending.split("\n", 1)
-            self._route(line + "\n")
-        return len(text)
-
-    def _route(self, line: str) -> None:
-        stripped = line.strip()
-        tunes = not stripped or stripped.startswith(self.BOX) or stripped.startswith(self.OWN)
-        (self.log if tunes else self.console).write(line)
-
-    def flush(self) -> None:
-        if self.pending:
-            self._route(self.pending)
-            self.pending = ""
-        self.console.flush()
-        self.log.flush()
-
-
-@contextlib.contextmanager
-def tune_lines(root: str) -> Iterator[None]:
-    """While it is open, Tune's own start-up lines go to ``<experiment>/tune_console.log`` (a
-    local experiment; nowhere for a bucket) instead of the console (:class:`TuneLines`)."""
-    target = os.devnull if is_uri(root) else str(Path(root) / TUNE_CONSOLE_FILE)
-    with open(target, "a") as log:
-        stream = TuneLines(sys.stdout, log)
-        with contextlib.redirect_stdout(stream):
-            try:
-                yield
-            finally:
-                stream.flush()

@@ -23,7 +23,7 @@ from typing import Any, Iterator, Optional
 
 from ablations.cli.console import print_event, spoken
 from ablations.cli.flags import EXIT_INTERRUPTED
-from ablations.cli.output import tune_lines
+from ablations.cli.progress import ConsoleView
 from ablations.cli.requests import request_from
 from ablations.cli.signals import sigterm_as_sigint, sigterm_is_ctrl_c
 from ablations.config.statuses import TrialStatus
@@ -86,20 +86,20 @@ def run_main(args: argparse.Namespace, command: list[str]) -> int:
     with handling_sigterm() as after_ray_start:
         console = Console(dashboard=args.dashboard, verbose=args.verbose,
                           progress_epochs=args.progress == "epochs", command=command,
-                          fit_guard=lambda options: fit_guard(options, quiet_tune=not args.verbose),
-                          after_ray_start=after_ray_start)
+                          fit_guard=sigterm_as_sigint, after_ray_start=after_ray_start,
+                          tune_console=sys.stdout)
         try:
             if args.resume:
                 results = resume_request(args.name, request, resources=resources,
                                          retry_failed=args.retry_failed,
                                          allow_changed=args.allow_changed, log_to=args.log_to,
-                                         progress=not args.quiet, on_event=print_event,
+                                         progress=not args.quiet, on_event=ConsoleView(),
                                          console=console)
             else:
                 results = Experiment.from_request(
                     request, resources=resources, log_to=args.log_to,
                     allow_changed=args.allow_changed, progress=not args.quiet
-                ).run(on_event=print_event, console=console)
+                ).run(on_event=ConsoleView(), console=console)
         except Interrupted as stop:  # a second Ctrl-C / SIGTERM, or one outside Tuner.fit
             print(f"\nInterrupted before the results were written; continue with: "
                   f"{spoken(resume_command(stop.storage, stop.name, stop.address))}",
@@ -276,13 +276,3 @@ def enter_again(path: Optional[str]) -> bool:
     os.chdir(path)
     importlib.invalidate_caches()
     return True
-
-
-def fit_guard(options: Any, *, quiet_tune: bool) -> contextlib.ExitStack:
-    """What the command line puts around ``Tuner.fit``: SIGTERM as Ctrl-C, and (unless
-    --verbose) Tune's own start-up lines in the experiment's tune_console.log."""
-    stack = contextlib.ExitStack()
-    stack.enter_context(sigterm_as_sigint(options))
-    if quiet_tune:
-        stack.enter_context(tune_lines(join(str(options.storage), options.name)))
-    return stack

@@ -20,7 +20,9 @@ from typing import Optional
 
 from ablations.config.sections import CUDA_GRAPH_MODES
 from ablations.config.trial import TrialConfig
-from ablations.config.values import ConfigError
+from ablations.config.values import ConfigError, arg
+
+RESOLVE = arg("resolve_conflicts")  # the argument that maps an unsafe combination instead
 
 # The nearest mode without CUDA graphs.
 NO_CUDA_GRAPH_MODE = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
@@ -112,7 +114,7 @@ def find_conflicts(config: TrialConfig, device: str,
                     f"native support; this GPU has {capability[0]}.{capability[1]}"
                     + (" (bf16 would be emulated, slowly)" if systems.precision == "bf16" else
                        " (TF32 would silently be fp32)"),
-            fix=f"use precision={safe} (or --resolve-conflicts to map it)",
+            fix=f"use precision={safe} (or {RESOLVE} to map it)",
             replacement={"precision": safe},
         ))
     if systems.compile in CUDA_GRAPH_MODES:
@@ -130,13 +132,13 @@ def find_conflicts(config: TrialConfig, device: str,
             safe = NO_CUDA_GRAPH_MODE[systems.compile]
             found.append(Conflict(
                 problem=f"compile={systems.compile} uses CUDA graphs but " + "; ".join(reasons),
-                fix=f"use compile={safe} (or --resolve-conflicts to map it)",
+                fix=f"use compile={safe} (or {RESOLVE} to map it)",
                 replacement={"compile": safe},
             ))
     if systems.precision == "tf32" and device != "cuda":
         found.append(Conflict(
             problem=f"precision=tf32 is a CUDA tensor-core mode; {device} has none",
-            fix="use precision=fp32 (or --resolve-conflicts to map it)",
+            fix=f"use precision=fp32 (or {RESOLVE} to map it)",
             replacement={"precision": "fp32"},
         ))
     if systems.precision == "fp16" and device == "cpu":
@@ -144,26 +146,26 @@ def find_conflicts(config: TrialConfig, device: str,
         found.append(Conflict(
             problem="precision=fp16 on CPU has no fast kernels (measured 14x slower than fp32, "
                     "docs/benchmarks.md)",
-            fix="use precision=bf16 (or --resolve-conflicts to map it)",
+            fix=f"use precision=bf16 (or {RESOLVE} to map it)",
             replacement={"precision": "bf16"},
         ))
     if systems.precision == "bf16" and device == "cpu" and not cpu_autocast_supported("bfloat16"):
         found.append(Conflict(
             problem="precision=bf16: autocast on this CPU does not support it",
-            fix="use precision=fp32 (or --resolve-conflicts to map it)",
+            fix=f"use precision=fp32 (or {RESOLVE} to map it)",
             replacement={"precision": "fp32"},
         ))
     if systems.compile != "off" and device == "cpu" and not has_cpp_compiler():
         found.append(Conflict(
             problem=f"compile={systems.compile} on CPU needs a C++ compiler (inductor generates "
                     "C++); none found",
-            fix="install g++ or use compile=off (or --resolve-conflicts to map it)",
+            fix=f"install g++ or use compile=off (or {RESOLVE} to map it)",
             replacement={"compile": "off"},
         ))
     if systems.optimizer_impl == "fused" and device == "cpu" and not cpu_fused_adamw_supported():
         found.append(Conflict(
             problem="optimizer_impl=fused: this torch has no fused AdamW on CPU",
-            fix="use optimizer_impl=foreach (or --resolve-conflicts)",
+            fix=f"use optimizer_impl=foreach (or {RESOLVE})",
             replacement={"optimizer_impl": "foreach"},
         ))
     return found

@@ -19,7 +19,6 @@ nothing; :meth:`Experiment.run`'s ``on_event`` receives them.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import shlex
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ import pandas as pd
 from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.config.values import arg, named
 from ablations.experiment import events
-from ablations.experiment.events import Event, Listener, listening
+from ablations.experiment.events import Listener, listening
 from ablations.experiment.request import (
     DEFAULT_STORAGE,
     Request,
@@ -105,6 +104,9 @@ class Console:
     command: Sequence[str] = ("ablations.Experiment",)
     fit_guard: Optional[Callable[[Any], ContextManager[Any]]] = None
     after_ray_start: Optional[Callable[[], None]] = None
+    # where the lines Tune prints beyond its start-up ones go (a trial's error block the
+    # progress does not replace; None: with the start-up ones, in tune_console.log)
+    tune_console: Any = None
 
 
 @dataclass
@@ -121,17 +123,13 @@ class Results:
     # dataset's verdicts, one below the other, with a ``dataset`` column
     verdicts: Optional[pd.DataFrame]
     wall_s: float
-    # design="factorial": ablations.results.stats.factorial's effects
-    effects: Optional[pd.DataFrame] = None
     # the reference against the training mean and its last epoch
     # (ablations.results.stats.baseline_check); None without verdicts
     baseline_check: Optional[BaselineCheck | DatasetChecks] = None
-    # tune_each: each arm's verdict at the configuration given and at its own best, side by
-    # side (ablations.results.stats.decisions.tuned_comparison_of)
-    tuned: Optional[pd.DataFrame] = None
-    # several datasets: each variant's verdict across them (ablations.results.stats.datasets;
-    # across_datasets.parquet)
-    across: Optional[pd.DataFrame] = None
+    # the design's own tables by name (a factorial design's ``effects``, a tuned ablation's
+    # ``tuned``: Design.tables) and over several datasets ``across``, each variant's verdict
+    # across them (ablations.results.stats.datasets; across_datasets.parquet)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     name: str = ""
     storage: str = ""
     # the reference, metric, margin and alpha the verdicts were decided with
@@ -146,6 +144,11 @@ class Results:
     # why the run stopped launching trials (its first trials failed alike,
     # ablations/experiment/fail_fast.py); None when it did not
     stopped_early: Optional[str] = None
+
+    @property
+    def across(self) -> Optional[pd.DataFrame]:
+        """``tables["across"]``: over several datasets, the verdicts across them."""
+        return self.tables.get("across")
 
     @property
     def unfinished(self) -> int:
@@ -253,7 +256,8 @@ class Experiment:
         name, storage: the experiment's folder is ``storage/name``; a folder of the same
             plan is resumed, with ``allow_changed`` even where the code or data changed.
         log_to: trackers, e.g. ``["mlflow", "wandb:project"]`` (docs/trackers.md).
-        progress: a line per finished trial and a status line while it runs, on stdout.
+        progress: the run's progress as events to ``run``'s ``on_event``: each trial's end,
+            a status about once a second (ablations/experiment/events.py).
     """
 
     def __init__(self, space: str | Path = "components", *,
@@ -327,9 +331,10 @@ class Experiment:
         that holds the same plan already is resumed (finished trials kept); one that holds
         another experiment is refused. Uses the Ray already initialised in this process, else
         connects to ``resources.address`` or starts a local one, and shuts down what it
-        started. ``on_event`` receives the run's events (None: Python's logging shows the
-        warnings, or with ``progress`` every event goes to stdout)."""
-        with listening(self._listener(on_event)):
+        started. ``on_event`` receives the run's events (None: they go to Python's logging,
+        ``ablations.events``; nothing is printed). The command line's view of them, a bar
+        on a terminal: ``on_event=ablations.cli.progress.ConsoleView()``."""
+        with listening(on_event):
             prepared = self._prepare()
             storage, name, trials, design, grown, resume = self._under_name(prepared)
             for note in prepared.notes:  # after the name's checks: a refusal is one line
@@ -376,7 +381,7 @@ class Experiment:
         (a new, timestamped one) the storage is not read."""
         from ablations.experiment.trial_store import finished_trials
 
-        with listening(self._listener(on_event)):
+        with listening(on_event):
             prepared = self._prepare()
             storage, name, trials, design, grown, existing = self._under_name(
                 prepared, look=self.request.name is not None)
@@ -413,15 +418,6 @@ class Experiment:
                 allow_changed=self.allow_changed)
         return storage, name, list(trials), design, grown, existing
 
-    def _listener(self, on_event: Optional[Listener]) -> Optional[Listener]:
-        return on_event or (print_event if self.progress else None)
-
-
-def print_event(event: Event) -> None:
-    """``progress=True``'s listener: every event on stdout, as the library words it."""
-    print(str(event), flush=True)
-
-
 def resume_preview(name: Optional[str], request: Request, *, retry_failed: bool = False,
                    allow_changed: bool = False, on_event: Optional[Listener] = None) -> Any:
     """What the resume of experiment ``name`` (None: the one started or resumed last) would
@@ -452,11 +448,10 @@ def resume_request(name: Optional[str], request: Request, *, resources: Resource
                    on_event: Optional[Listener] = None,
                    console: Optional[Console] = None) -> Results:
     """:meth:`Experiment.resume` of a :class:`Request` (the command line's ``--resume``)."""
-    listener = on_event or (print_event if progress else None)
     plan = resume_preview(name, request, retry_failed=retry_failed,
-                          allow_changed=allow_changed, on_event=listener)
+                          allow_changed=allow_changed, on_event=on_event)
     storage = plan.storage
-    with listening(listener):
+    with listening(on_event):
         run = _Run(name=plan.name, storage=storage, space=plan.space_name,
                    reference=plan.reference, trials=list(plan.trials),
                    skipped=list(plan.skipped), design=plan.design, seeds=plan.seeds,
@@ -542,7 +537,8 @@ def _execute(run: _Run, request: Request, resources: Resources, log_to: Sequence
         reuse_workers=run.reuse_workers, reuse=resources.reuse is not False, grown=run.grown,
         dashboard=console.dashboard,
         verbose=1 if console.verbose else 0, progress=progress,
-        progress_epochs=console.progress_epochs, command=list(console.command))
+        progress_epochs=console.progress_epochs, command=list(console.command),
+        tune_console=console.tune_console)
     if console.fit_guard is not None:
         options.fit_guard = lambda: console.fit_guard(options)
     if log_to or run.resume:  # MLflow / W&B: Ray Tune's callbacks (trackers/specs.py)
@@ -608,17 +604,13 @@ def results_of(result: Any, run: _Run, request: Request, options: Any,
                slots: Optional[int]) -> Results:
     """An ended run's :class:`Results`: its tables, the baseline check, the verdicts at the
     settings recorded before its data unless the request gives others
-    (:func:`ablations.results.stats.decisions.verdicts_of`), the summary, a factorial
-    design's effects and a tuned ablation's side-by-side table at the same settings, the
-    verdicts across datasets (written beside trials.parquet), the trackers' copy of the
-    verdicts, and the command that decides the inconclusive variants."""
+    (:func:`ablations.results.stats.decisions.verdicts_of`), the summary, the design's own
+    tables at the same settings (:meth:`Design.tables`), the verdicts across datasets
+    (written beside trials.parquet), the trackers' copy of the verdicts, and the command
+    that decides the inconclusive variants."""
     from ablations.results.report.designs import report_of
     from ablations.results.stats.analyses import analysis_of
-    from ablations.results.stats.decisions import (
-        decision_settings,
-        factorial_effects_of,
-        tuned_comparison_of,
-    )
+    from ablations.results.stats.decisions import decision_settings
 
     design, df = run.design, result.trials
     meta = read_metadata(str(result.directory)) or {}
@@ -637,14 +629,11 @@ def results_of(result: Any, run: _Run, request: Request, options: Any,
     if design.has_verdicts:  # one line above the verdicts; baseline_check.json in the folder
         check = record_baseline_check(result.directory, df, result.epochs,
                                       reference=settings["reference"], analysis=analysis)
-    effects = tuned = None
-    with contextlib.suppress(ValueError, KeyError):
-        effects = factorial_effects_of(df, meta, **settings)
-    with contextlib.suppress(ValueError, KeyError):
-        tuned = tuned_comparison_of(df, meta, **settings)
+    tables = {**design.tables(df, meta, settings),
+              **({"across": across} if across is not None else {})}
     results = Results(
         str(result.directory), df, result.epochs, result.predictions, verdicts, result.wall_s,
-        effects, check, tuned, across, name=run.name, storage=run.storage,
+        check, tables, name=run.name, storage=run.storage,
         settings=settings, summary=summary,
         design_lines=design.summary_lines(df, meta, settings),
         closing_lines=design.closing_lines(result.directory),

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+from ablations.config.values import arg
 from ablations.experiment.provenance import checkout_root, code_fingerprint, runner_source
 
 
@@ -200,7 +201,7 @@ def check_cluster_address(address: str) -> str:
         resolved = services.canonicalize_bootstrap_address(address)
     except (ConnectionError, ValueError) as exc:  # `auto` with no cluster recorded
         raise ClusterUnreachable(
-            f"--address {address}: no running Ray cluster found on this machine (neither "
+            f"{arg('address')} {address}: no running Ray cluster found on this machine (neither "
             f"RAY_ADDRESS nor `ray start` names one: {str(exc).splitlines()[0]}); pass the "
             f"head's host:port or {start_head}") from None
     named = address if resolved == address else f"{address} (= {resolved})"

@@ -40,7 +40,7 @@ class RunOptions:
     grown: Optional[dict[str, Any]] = None
     dashboard: bool = True
     verbose: int = 0  # Ray Tune's own console output: 0 none, 1 status table, 2 every result
-    progress: bool = True  # a line per finished trial, a status line with an ETA every 30 s
+    progress: bool = True  # events: each finished trial, a status with an ETA (progress.py)
     progress_epochs: bool = False  # also a line per trial per epoch (--progress epochs)
     command: list[str] = field(default_factory=list)
     trackers: list[Any] = field(default_factory=list)  # Tune callbacks of --log-to (trackers/)
@@ -48,6 +48,9 @@ class RunOptions:
     # Entered around Tuner.fit: the command line's SIGTERM handling (cli/signals.py); the
     # library installs no signal handler.
     fit_guard: Optional[Callable[[], ContextManager[Any]]] = None
+    # where Tune's lines other than its start-up ones go with verbose 0 (None: with those, in
+    # the experiment's tune_console.log; the command line: its stdout)
+    tune_console: Any = None
 
 
 @dataclass

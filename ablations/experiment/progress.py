@@ -1,9 +1,9 @@
-"""Live progress while trials run: a line per finished trial, a status line every ~30 s with
-an ETA, and (``--progress epochs``) a line per epoch. Ray's own table: ``--verbose``.
-
-On a terminal the status is a tqdm bar at the bottom instead (epochs done of the total,
-redrawn every second, with the trials, the best and worst running trial and the ETA), and the
-lines scroll above it; piped to a file or in CI, the plain lines.
+"""Live progress while trials run, as events (ablations/experiment/events.py): a
+:class:`~ablations.experiment.events.TrialEnded` per finished trial, a
+:class:`~ablations.experiment.events.Status` about once a second with the ETA, and
+(``--progress epochs``) an :class:`~ablations.experiment.events.EpochEnded` per epoch. This
+Tune callback prints nothing: the command line draws the events (ablations/cli/progress.py:
+a bar on a terminal, a status line every ~30 s in a log). Ray's own table: ``--verbose``.
 
 The ETA comes from the measured epoch times, carried over to the trials not yet measured by
 their estimated cost (``ablations/trial/cost.py``: training FLOPs): seconds per FLOP measured so far
@@ -16,19 +16,18 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, TextIO
+from typing import Any, Callable, Mapping, Optional
 
 from ray import tune
 
 from ablations.config.statuses import TrialStatus
+from ablations.experiment.events import EpochEnded, FitEnded, Status, TrialEnded, emit
 from ablations.experiment.fail_fast import error_line, error_text
 from ablations.experiment.reported import unpacked
 
-STATUS_EVERY_S = 30.0
-LIVE_EVERY_S = 1.0  # a terminal's bar: redrawn at most this often
+STATUS_EVERY_S = 1.0  # a Status at most this often (a terminal's bar is redrawn with each)
 
 
 @dataclass(frozen=True)
@@ -50,28 +49,24 @@ def format_duration(seconds: float) -> str:
 
 
 class TrialProgress(tune.Callback):
-    """Prints ``[done/total] name status metric (seconds)`` as each trial ends, a status line
-    (done / running / pending trials, epochs, best and worst running trial, ETA) every
-    ``every_s`` seconds, and with ``epochs`` a line per reported epoch."""
+    """Emits a :class:`TrialEnded` (``[done/total] name status metric (seconds)``) as each
+    trial ends, a :class:`Status` (done / running / pending trials, epochs, best and worst
+    running trial, ETA) at most every ``every_s`` seconds, and with ``epochs`` an
+    :class:`EpochEnded` per reported epoch."""
 
     def __init__(self, total: int, *, plan: Optional[Mapping[str, Planned]] = None,
-                 default: Optional[Planned] = None, stream: TextIO | None = None,
-                 every_s: float = STATUS_EVERY_S, epochs: bool = False,
-                 clock: Callable[[], float] = time.monotonic, live: Optional[bool] = None,
+                 default: Optional[Planned] = None, every_s: float = STATUS_EVERY_S,
+                 epochs: bool = False, clock: Callable[[], float] = time.monotonic,
                  units: Optional[Mapping[str, str]] = None):
         self.total = total
         self.units = dict(units or {})  # own code's declared units by metric (none: bare)
-        # a bar on a terminal (None: when the stream is one), plain lines otherwise
-        self.live_given = live
-        self.live = live if live is not None else _is_terminal(stream or sys.stdout)
-        self.bar: Any = None
         self.plan = dict(plan or {})
         self.default = default  # for trials not in ``plan`` (a search's samples)
-        self.stream = stream or sys.stdout
         self.every_s, self.epoch_lines, self.clock = every_s, epochs, clock
         self.done = 0
         self.started = self.last_status = clock()
         self.counted = False
+        self.reported = False  # a Status emitted in this fit
         self.epochs_done: dict[str, int] = {}
         self.epoch_s: dict[str, float] = {}
         self.val: dict[str, float] = {}
@@ -84,10 +79,7 @@ class TrialProgress(tune.Callback):
     def setup(self, **info: Any) -> None:
         """Each fit; after ``--resume`` too, on the callback Tune restores with the experiment."""
         self.started = self.last_status = self.clock()
-        self.counted = False
-        # a resumed experiment may run where the first did not (a terminal, a log file)
-        if getattr(self, "live_given", None) is None:
-            self.live = _is_terminal(self.stream)
+        self.counted = self.reported = False
 
     # ---------------------------------------------------------------- Tune's hooks
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
@@ -99,22 +91,14 @@ class TrialProgress(tune.Callback):
         self.running = [str(t) for t in trials if t.status == "RUNNING"]
         for name in self.running:
             self.first_seen.setdefault(name, self.clock())
-        if self.live:
-            self._draw()
-        elif self.clock() - self.last_status >= self.every_s:
-            self.last_status = self.clock()
-            print(self.status_line(), file=self.stream, flush=True)
+        # the first step's at once (a bar starts drawn), then one every every_s
+        if not self.reported or \
+                self.clock() - self.last_status >= self.every_s:
+            self._status()
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        if self.bar is not None:
-            self._draw(force=True)
-            self.bar.close()
-            self.bar = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()  # Tune pickles its callbacks (tuner.pkl): not the bar
-        state["bar"] = None
-        return state
+        self._status()
+        emit(FitEnded("status", "fit ended"))
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
                         **info: Any) -> None:
@@ -128,14 +112,16 @@ class TrialProgress(tune.Callback):
             self.val[name] = float(result["val_mae"])
         if self.epoch_lines:
             planned = self._planned(name)
+            epochs = planned.epochs if planned and planned.epochs else 0
             # own code plans no epochs the runner knows (0): the epoch alone
-            of = f"/{planned.epochs}" if planned and planned.epochs else ""
-            parts = [f"  {name} epoch {result['epoch']}{of}"]
+            parts = [f"  {name} epoch {result['epoch']}" + (f"/{epochs}" if epochs else "")]
             if "val_mae" in result:
                 parts.append(f"val_mae={result['val_mae']:.3f} km")
             if result.get("epoch_s") is not None:
                 parts.append(f"{result['epoch_s']:.1f} s/epoch")
-            self._emit(" ".join(parts))
+            emit(EpochEnded("info", " ".join(parts), trial=name, epoch=int(result["epoch"]),
+                            epochs=epochs, val_mae=_number(result.get("val_mae")),
+                            epoch_s=_number(result.get("epoch_s"))))
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._line(trial, TrialStatus.OK)
@@ -146,7 +132,7 @@ class TrialProgress(tune.Callback):
         else:  # the error's last line; its traceback is in the trial's error file
             self._line(trial, "FAILED", why=error_line(trial))
 
-    # ---------------------------------------------------------------- lines
+    # ---------------------------------------------------------------- events
     def _line(self, trial: Any, status: str, why: str = "") -> None:
         self.done += 1
         name = str(trial)
@@ -158,52 +144,40 @@ class TrialProgress(tune.Callback):
             self.outside_epochs.append(max(0.0, self.clock() - self.first_seen[name]
                                            - epochs * self.epoch_s[name]))
         result = unpacked(trial.last_result)
-        parts = [f"[{self.done}/{self.total}]", f"{trial}", status]
         if result.get("status") == TrialStatus.DIVERGED:
-            parts[-1] = TrialStatus.DIVERGED
+            status = TrialStatus.DIVERGED
+        parts = [f"[{self.done}/{self.total}]", f"{trial}", status]
+        shown: dict[str, float] = {}
         own = [name for name in str(result.get("own_metrics") or "").split(",") if name]
         if own:  # own code: its test metrics (else all it returned), in their declared units
-            shown = [name for name in own if name.startswith("test_")] or own
-            for name in shown[:3]:
-                if isinstance(result.get(name), (int, float)):
-                    unit = self.units.get(name)
-                    parts.append(f"{name}={result[name]:.4g}" + (f" {unit}" if unit else ""))
+            for metric in ([name for name in own if name.startswith("test_")] or own)[:3]:
+                if isinstance(result.get(metric), (int, float)):
+                    unit = self.units.get(metric)
+                    shown[metric] = result[metric]
+                    parts.append(f"{metric}={result[metric]:.4g}" + (f" {unit}" if unit else ""))
         elif "test_mae" in result:
+            shown["test_mae"] = result["test_mae"]
             parts.append(f"test_mae={result['test_mae']:.3f} km")
         elif "val_mae" in result:
+            shown["val_mae"] = result["val_mae"]
             parts.append(f"val_mae={result['val_mae']:.3f} km (epoch {result.get('epoch', '?')})")
-        parts.append(f"({self.clock() - self.started:.0f}s elapsed)")
-        self._emit(" ".join(parts) + (f": {why}" if why else ""))
+        elapsed = self.clock() - self.started
+        parts.append(f"({elapsed:.0f}s elapsed)")
+        emit(TrialEnded("info", " ".join(parts) + (f": {why}" if why else ""), trial=name,
+                        status=str(status), done=self.done, total=self.total,
+                        elapsed_s=elapsed, metrics=shown, why=why))
 
-    def _emit(self, line: str) -> None:
-        """A line for the log: above the bar on a terminal."""
-        if self.bar is not None:
-            self.bar.write(line, file=self.stream)
-            self._draw(force=True)
-        else:
-            print(line, file=self.stream, flush=True)
-
-    def _draw(self, force: bool = False) -> None:
-        """The terminal's bar: epochs done of the total, the rest of the status line after it."""
-        if not force and self.bar is not None and self.clock() - self.last_status < LIVE_EVERY_S:
-            return
-        import shutil
-
-        from tqdm import tqdm
-
-        self.last_status = self.clock()
-        total = sum(p.epochs for p in self.plan.values()) or (
+    def _status(self) -> None:
+        self.last_status, self.reported = self.clock(), True
+        running_now = [name for name in self.running if name not in self.finished]
+        epochs_total = sum(p.epochs for p in self.plan.values()) or (
             self.default.epochs * self.total if self.default else None)
-        if self.bar is None:
-            # the terminal's size as shutil reads it (80 x 24 where a pty reports 0, where
-            # tqdm's own reading would draw nothing)
-            columns, lines = shutil.get_terminal_size()
-            self.bar = tqdm(total=total, file=self.stream, unit="epoch", ncols=columns,
-                            nrows=lines, mininterval=0, leave=True,
-                            bar_format="{n_fmt}/{total_fmt} epochs |{bar:20}| {desc}")
-        self.bar.n = sum(self.epochs_done.values())
-        self.bar.set_description_str(self.status_line(live=True), refresh=False)
-        self.bar.refresh()
+        emit(Status("status", self.status_line(), done=self.done, total=self.total,
+                    running=len(running_now),
+                    pending=max(0, self.total - self.done - len(running_now)),
+                    epochs_done=sum(self.epochs_done.values()), epochs_total=epochs_total,
+                    eta_s=self.eta_s(), elapsed_s=self.clock() - self.started,
+                    short=self.status_line(live=True)))
 
     def _planned(self, name: str) -> Optional[Planned]:
         return self.plan.get(name, self.default)
@@ -289,11 +263,8 @@ class TrialProgress(tune.Callback):
         return "; ".join(parts)
 
 
-def _is_terminal(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):  # closed, or not a file
-        return False
+def _number(value: Any) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _timed_out(trial: Any) -> bool:

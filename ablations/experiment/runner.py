@@ -42,6 +42,7 @@ from ablations.experiment.cluster import (
 )
 from ablations.experiment.designs.tune_setup import GridTune, TuneSetup
 from ablations.experiment.interrupt import quiet_tune_logs
+from ablations.experiment.tune_console import tune_lines
 from ablations.experiment.tune_usage import no_unsent_callback_tag, tensorboardx_without_torch
 from ablations.experiment.options import (
     TUNE_SUBDIR,
@@ -290,7 +291,10 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     tensorboardx_without_torch()  # before Tune's TensorBoard logger imports it with torch
     metadata["fit_started_at"] = time.time()
     metadata["cluster_cpus"] = _cluster_cpus()
-    with (options.fit_guard or contextlib.nullcontext)(), quiet_tune_logs(), \
+    # Tune's own lines in tune_console.log (--verbose: on stdout as Tune prints them)
+    tune_output = contextlib.nullcontext() if options.verbose else \
+        tune_lines(root, options.tune_console)
+    with (options.fit_guard or contextlib.nullcontext)(), tune_output, quiet_tune_logs(), \
             no_unsent_callback_tag():
         try:
             # SIGINT/SIGTERM: Tune stops the trials, saves state, returns

@@ -290,6 +290,13 @@ class Design:
         experiment.json; ``settings``: the summary's reference, metric, margin and alpha)."""
         return []
 
+    def tables(self, trials: Any, meta: dict[str, Any],
+               settings: dict[str, Any]) -> dict[str, Any]:
+        """The design's own tables of a finished run, by name (``Results.tables``: e.g. a
+        factorial design's ``effects``), at the summary's ``settings``; none it cannot make
+        from these trials."""
+        return {}
+
     def closing_lines(self, directory: Any) -> list[str]:
         """Lines at the end of the run (e.g. where the best configuration is)."""
         return []

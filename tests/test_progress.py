@@ -5,7 +5,9 @@ lines are checked in tests/test_cli.py."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import re
 
 import pytest
 
@@ -181,12 +183,27 @@ def test_on_a_terminal_a_bar_redrawn_in_place_with_the_lines_above_it():
         progress.on_step_begin(4, trials)
         text = out.getvalue()
         assert "[1/2] a ok test_mae=0.500 km" in text  # the line, above the redrawn bar
+        assert re.search(r"\r +\r\[1/2\] a ok", text), text  # the bar cleared before it
         assert text.rindex("[1/2] a ok") < text.rindex("1/2 done")
         assert "1/2 done, 1 running, 0 pending" in text  # a is no longer counted as running
         progress.on_experiment_end(trials)
     assert view.bar is None and out.getvalue().endswith("\n")
     assert not ConsoleView(io.StringIO()).live  # a file or a pipe: plain lines
     assert ConsoleView(io.StringIO(), live=True).live  # asked for: kept
+
+
+def test_the_views_lines_reach_the_console_it_started_on_while_tune_holds_stdout():
+    """While Tune runs, sys.stdout is the filter that keeps Tune's own lines in a log
+    (ablations/experiment/tune_console.py): the view writes to the stdout it was made on."""
+    console, elsewhere = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(console):
+        view = ConsoleView(live=False)
+    progress = TrialProgress(1, clock=Clock())
+    trial = Trial("a", "TERMINATED")
+    trial.last_result = {"test_mae": 0.5}
+    with contextlib.redirect_stdout(elsewhere), listening(view):
+        progress.on_trial_complete(0, [trial], trial)
+    assert console.getvalue().startswith("[1/1] a ok") and elsewhere.getvalue() == ""
 
 
 def test_a_search_bar_counts_its_samples_epochs():

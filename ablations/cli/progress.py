@@ -22,8 +22,10 @@ class ConsoleView:
 
     def __init__(self, stream: Optional[TextIO] = None, *, live: Optional[bool] = None,
                  every_s: float = LINE_EVERY_S):
-        self.stream = stream
-        self.live = live if live is not None else is_terminal(stream or sys.stdout)
+        # the console as it is now: while Tune runs, sys.stdout is the filter that keeps Tune's
+        # own lines in tune_console.log
+        self.stream = stream or sys.stdout
+        self.live = live if live is not None else is_terminal(self.stream)
         self.every_s = every_s
         self.bar: Any = None
         self.last_line_s = 0.0  # the run's elapsed time at the last status line
@@ -44,16 +46,17 @@ class ConsoleView:
             self._draw(status)
         elif status.elapsed_s - self.last_line_s >= self.every_s:
             self.last_line_s = status.elapsed_s
-            print(status.message, file=self._out(), flush=True)
+            print(status.message, file=self.stream, flush=True)
 
     def _line(self, event: Event) -> None:
         """A line for the log: above the bar on a terminal (a warning on stderr)."""
         if self.bar is None:
             print_event(event, stream=self.stream)
             return
-        self.bar.clear()
-        print_event(event, stream=self.stream)
-        self.bar.refresh()
+        from tqdm import tqdm
+
+        with tqdm.external_write_mode(file=self.stream):  # the bar cleared, then redrawn
+            print_event(event, stream=self.stream)
 
     def _draw(self, status: Status) -> None:
         if self.bar is None:
@@ -64,15 +67,12 @@ class ConsoleView:
             # the terminal's size as shutil reads it (80 x 24 where a pty reports 0, where
             # tqdm's own reading would draw nothing)
             columns, lines = shutil.get_terminal_size()
-            self.bar = tqdm(total=status.epochs_total, file=self._out(), unit="epoch",
+            self.bar = tqdm(total=status.epochs_total, file=self.stream, unit="epoch",
                             ncols=columns, nrows=lines, mininterval=0, leave=True,
                             bar_format="{n_fmt}/{total_fmt} epochs |{bar:20}| {desc}")
         self.bar.n = status.epochs_done
         self.bar.set_description_str(status.short, refresh=False)
         self.bar.refresh()
-
-    def _out(self) -> TextIO:
-        return self.stream or sys.stdout
 
 
 def is_terminal(stream: TextIO) -> bool:

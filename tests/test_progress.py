@@ -12,7 +12,14 @@ import re
 import pytest
 
 from ablations.cli.progress import ConsoleView
-from ablations.experiment.events import EpochEnded, FitEnded, Status, TrialEnded, listening
+from ablations.experiment.events import (
+    EpochEnded,
+    FitEnded,
+    Status,
+    TrialEnded,
+    emit,
+    listening,
+)
 from ablations.experiment.progress import Planned, TrialProgress, format_duration
 
 
@@ -96,7 +103,21 @@ def test_a_status_each_second_epochs_on_request_and_a_line_per_trial(heard):
     assert progress.running == ["b"]
     assert progress.eta_s() == pytest.approx(4 * 10 / 25 * 50)  # a is done: b alone
     progress.on_experiment_end(trials)
-    assert [type(event) for event in heard[-2:]] == [Status, FitEnded]
+    assert type(heard[-1]) is Status  # the last; FitEnded is the runner's, once fit returns
+
+
+def test_a_callback_pickled_by_an_earlier_version_takes_this_ones_pace_at_setup(heard):
+    """Tune restores the callback of tuner.pkl on --resume: one that printed to a stream every
+    30 s drops its stream and bar and emits a status a second."""
+    progress, clock, trials = make()
+    progress.__dict__.update(stream=io.StringIO(), bar=None, live=False, live_given=None,
+                             every_s=30.0)
+    progress.setup()
+    assert not {"stream", "bar", "live", "live_given"} & set(vars(progress))
+    for second in range(3):
+        clock.now = float(second)
+        progress.on_step_begin(second, trials)
+    assert [type(event) for event in heard] == [Status] * 3
 
 
 def test_in_a_log_the_view_prints_a_status_line_every_30_seconds_and_the_lines(capsys):
@@ -109,6 +130,7 @@ def test_in_a_log_the_view_prints_a_status_line_every_30_seconds_and_the_lines(c
         trials[0].status, trials[0].last_result = "TERMINATED", {"test_mae": 0.8}
         progress.on_trial_complete(99, trials, trials[0])
         progress.on_experiment_end(trials)
+        emit(FitEnded("status", "fit ended"))  # as the runner does after the fit
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(";")[0] for line in lines] == [
         "[status] 0/2 done, 2 running, 0 pending", "[status] 0/2 done, 2 running, 0 pending",
@@ -187,6 +209,7 @@ def test_on_a_terminal_a_bar_redrawn_in_place_with_the_lines_above_it():
         assert text.rindex("[1/2] a ok") < text.rindex("1/2 done")
         assert "1/2 done, 1 running, 0 pending" in text  # a is no longer counted as running
         progress.on_experiment_end(trials)
+        emit(FitEnded("status", "fit ended"))
     assert view.bar is None and out.getvalue().endswith("\n")
     assert not ConsoleView(io.StringIO()).live  # a file or a pipe: plain lines
     assert ConsoleView(io.StringIO(), live=True).live  # asked for: kept
@@ -214,6 +237,7 @@ def test_a_search_bar_counts_its_samples_epochs():
         progress.on_step_begin(0, [Trial("hpo-1", "RUNNING")])
         assert "0/12 epochs |" in out.getvalue()
         progress.on_experiment_end([])
+        emit(FitEnded("status", "fit ended"))
 
 
 def test_own_code_without_planned_epochs_shows_the_epoch_alone(heard):

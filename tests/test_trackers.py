@@ -154,15 +154,15 @@ def test_a_resume_logs_the_verdicts_to_the_trackers_the_experiment_started_with(
 
     said = []
     with listening(said.append):
-        (tracker,) = trackers.tracker_callbacks([], str(root), experiment="exp",
+        ((spec, tracker),) = trackers.tracker_callbacks([], str(root), experiment="exp",
                                                 space="components", resume=True)
-    assert tracker.spec == runs.TrackerSpec("mlflow", store)
+    assert spec == tracker.spec == runs.TrackerSpec("mlflow", store)
     assert said == []
     with listening(said.append):
-        (tracker,) = trackers.tracker_callbacks([runs.TrackerSpec("mlflow")], str(root),
+        ((spec, tracker),) = trackers.tracker_callbacks([runs.TrackerSpec("mlflow")], str(root),
                                                 experiment="exp", space="components",
                                                 resume=True)
-    assert tracker.spec.target == f"sqlite:///{root}/mlruns/mlflow.db"  # the default store
+    assert spec.target == f"sqlite:///{root}/mlruns/mlflow.db"  # the default store
     (warning,) = said
     assert warning.level == "warning"
     assert f"the trackers the experiment started with (mlflow:{store})" in str(warning)
@@ -170,10 +170,10 @@ def test_a_resume_logs_the_verdicts_to_the_trackers_the_experiment_started_with(
     said.clear()
     other = f"sqlite:///{tmp_path}/other.db"
     with listening(said.append):
-        (tracker,) = trackers.tracker_callbacks([runs.TrackerSpec("mlflow", other)], str(root),
-                                                experiment="exp", space="components",
-                                                resume=True, grown={"added": ["no_scalars"]})
-    assert tracker.spec == runs.TrackerSpec("mlflow", other)
+        ((spec, _),) = trackers.tracker_callbacks(
+            [runs.TrackerSpec("mlflow", other)], str(root), experiment="exp",
+            space="components", resume=True, grown={"added": ["no_scalars"]})
+    assert spec == runs.TrackerSpec("mlflow", other)
     (note,) = said
     assert note.level == "info"
     assert str(note).endswith(f": the new trials (no_scalars) and the verdicts log to "

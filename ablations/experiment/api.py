@@ -544,9 +544,10 @@ def _execute(run: _Run, request: Request, resources: Resources, log_to: Sequence
     if log_to or run.resume:  # MLflow / W&B: Ray Tune's callbacks (trackers/specs.py)
         from ablations.experiment.trackers.specs import tracker_callbacks
 
-        options.trackers = tracker_callbacks(log_to, root, experiment=run.name,
-                                             space=run.space, resume=run.resume,
-                                             grown=run.grown)
+        tracked = tracker_callbacks(log_to, root, experiment=run.name, space=run.space,
+                                    resume=run.resume, grown=run.grown)
+        options.trackers = [callback for _, callback in tracked]
+        options.tracker_specs = [spec for spec, _ in tracked]
     from ablations.experiment.cluster import ClusterUnreachable, job_runtime_env
 
     if not resources.address and job_runtime_env() is not None:

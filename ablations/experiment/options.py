@@ -44,6 +44,7 @@ class RunOptions:
     progress_epochs: bool = False  # also a line per trial per epoch (--progress epochs)
     command: list[str] = field(default_factory=list)
     trackers: list[Any] = field(default_factory=list)  # Tune callbacks of --log-to (trackers/)
+    tracker_specs: list[Any] = field(default_factory=list)  # theirs, as experiment.json keeps them
     auto_batch: Optional[dict[str, Any]] = None  # what --auto-batch probed and chose
     # Entered around Tuner.fit: the command line's SIGTERM handling (cli/signals.py); the
     # library installs no signal handler.

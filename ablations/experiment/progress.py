@@ -14,6 +14,7 @@ epoch ends there is no measured time; the status line says so.
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import time
@@ -23,7 +24,7 @@ from typing import Any, Callable, Mapping, Optional
 from ray import tune
 
 from ablations.config.statuses import TrialStatus
-from ablations.experiment.events import EpochEnded, FitEnded, Status, TrialEnded, emit
+from ablations.experiment.events import LOGGER, EpochEnded, Status, TrialEnded, emit
 from ablations.experiment.fail_fast import error_line, error_text
 from ablations.experiment.reported import unpacked
 
@@ -77,7 +78,12 @@ class TrialProgress(tune.Callback):
         self.trial_s: list[float] = []  # per ended trial: its wall time since first seen
 
     def setup(self, **info: Any) -> None:
-        """Each fit; after ``--resume`` too, on the callback Tune restores with the experiment."""
+        """Each fit; after ``--resume`` too, on the callback Tune restores with the experiment
+        (one pickled by an earlier version drops the stream and bar it held, and takes this
+        version's pace of a status a second)."""
+        for legacy in ("stream", "bar", "live", "live_given"):
+            self.__dict__.pop(legacy, None)
+        self.every_s = min(self.every_s, STATUS_EVERY_S)
         self.started = self.last_status = self.clock()
         self.counted = self.reported = False
 
@@ -97,8 +103,7 @@ class TrialProgress(tune.Callback):
             self._status()
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        self._status()
-        emit(FitEnded("status", "fit ended"))
+        self._status()  # the last; the runner emits FitEnded once the fit returns or raises
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
                         **info: Any) -> None:
@@ -169,6 +174,8 @@ class TrialProgress(tune.Callback):
 
     def _status(self) -> None:
         self.last_status, self.reported = self.clock(), True
+        if not LOGGER.isEnabledFor(logging.DEBUG):  # no listener: not worth its ETA's cost
+            return
         running_now = [name for name in self.running if name not in self.finished]
         epochs_total = sum(p.epochs for p in self.plan.values()) or (
             self.default.epochs * self.total if self.default else None)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 from ablations.config.safety import installed_torch
 from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.config import TrialConfig
+from ablations.experiment import events
 from ablations.experiment.cluster import (
     check_cluster_address,
     runtime_env_for_cluster,
@@ -223,8 +224,6 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     # reuse, and a grown table the trials it kept; a new run takes what other experiments
     # finished (trial_store.py).
     if setup.reusable and (restoring or recorded or options.reuse or grown):
-        from ablations.experiment import events
-
         reused = find_reusable(str(options.storage), options.name,
                                reusable_keys(trials, metadata, options),
                                specs={spec.name: spec for spec in trials},
@@ -306,9 +305,9 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
             metadata["tune_error"] = f"{type(error).__name__}: {first_line(error)}"
         finally:  # however fit ended (a second Ctrl-C raises from it)
             end_local_programs(options)
+            if options.progress:  # a listener's bar of this fit is complete
+                events.emit(events.FitEnded("status", "fit ended"))
     if fail_alike is not None and fail_alike.reason:
-        from ablations.experiment import events
-
         events.warning(fail_alike.reason)
         metadata["stopped_early"] = fail_alike.reason
     metadata["driver_wall_s"] = time.monotonic() - started
@@ -479,7 +478,7 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
         # every tracker that holds the experiment's logs: those recorded before (a resume's
         # trials go on logging to them) and this run's (trackers/specs.py)
         "log_to": [*recorded_trackers,
-                   *[spec for spec in (tracker.spec.to_dict() for tracker in options.trackers)
+                   *[spec for spec in (spec.to_dict() for spec in options.tracker_specs)
                      if spec not in recorded_trackers]],
         # own code's metrics, name -> {direction, unit}: the verdicts' directions and the
         # report's units (results/io/directions.py); null for the built-in model and plugins

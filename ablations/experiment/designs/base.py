@@ -293,9 +293,20 @@ class Design:
     def tables(self, trials: Any, meta: dict[str, Any],
                settings: dict[str, Any]) -> dict[str, Any]:
         """The design's own tables of a finished run, by name (``Results.tables``: e.g. a
-        factorial design's ``effects``), at the summary's ``settings``; none it cannot make
-        from these trials."""
-        return {}
+        factorial design's ``effects``), at the summary's ``settings``: each table its
+        recorded analysis names (``Analysis.table_names``), less those these trials cannot
+        make (a cell without an ok trial: the summary's lines say why)."""
+        from ablations.results.stats.analyses import analysis_of
+
+        analysis, tables = analysis_of(meta), {}
+        for name in analysis.table_names:
+            try:
+                table = analysis.table(name, trials, **settings)
+            except (ValueError, KeyError):
+                continue
+            if table is not None:
+                tables[name] = table
+        return tables
 
     def closing_lines(self, directory: Any) -> list[str]:
         """Lines at the end of the run (e.g. where the best configuration is)."""

@@ -154,17 +154,6 @@ class Factorial(Grid):
     def dry_run_lines(self, alpha: float) -> list[str]:
         return self.factorial.lines()
 
-    def tables(self, trials: Any, meta: dict[str, Any],
-               settings: dict[str, Any]) -> dict[str, Any]:
-        """``effects``: each factor's and interaction's effect
-        (:func:`ablations.results.stats.decisions.factorial_effects_of`)."""
-        from ablations.results.stats.decisions import factorial_effects_of
-
-        try:
-            return {"effects": factorial_effects_of(trials, meta, **settings)}
-        except (ValueError, KeyError):  # e.g. no ok trial of a cell: summary_lines says why
-            return {}
-
     def summary_lines(self, trials: Any, meta: dict[str, Any],
                       settings: dict[str, Any]) -> list[str]:
         from ablations.results.stats.decisions import factorial_effects_of

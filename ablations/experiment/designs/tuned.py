@@ -342,17 +342,6 @@ class Stages(Design):
                 "its own best at the evaluation seeds. The evaluation at the configuration "
                 "given:"]
 
-    def tables(self, trials: Any, meta: dict[str, Any],
-               settings: dict[str, Any]) -> dict[str, Any]:
-        """``tuned``: each arm's verdict at the configuration given and at its own best, side
-        by side (:func:`ablations.results.stats.decisions.tuned_comparison_of`)."""
-        from ablations.results.stats.decisions import tuned_comparison_of
-
-        try:
-            return {"tuned": tuned_comparison_of(trials, meta, **settings)}
-        except (ValueError, KeyError):  # e.g. a stage without ok trials: summary_lines says why
-            return {}
-
     def summary_lines(self, trials: Any, meta: dict[str, Any],
                       settings: dict[str, Any]) -> list[str]:
         from ablations.results.stats.decisions import tuned_comparison_of

@@ -11,7 +11,7 @@ the group ``ablations.trackers`` that names its :class:`TrackerKind`::
     mine = "my_package.tracking:KIND"
 
 MLflow and W&B are registered so (ablations/experiment/trackers/specs.py); a tracker of one's
-own in four methods: :class:`ablations.experiment.trackers.runs.TrialTracker`
+own in four methods: :class:`ablations.experiment.trackers.trials.TrialTracker`
 (docs/trackers.md, "A tracker of one's own").
 """
 

@@ -96,8 +96,9 @@ def _tracking_uri(target: str, text: str) -> str:
 
 def tracker_callbacks(specs: Sequence[TrackerSpec], root: str, *, experiment: str,
                       space: str, resume: bool = False,
-                      grown: Optional[Mapping[str, Any]] = None) -> list[Any]:
-    """The Tune callbacks of ``--log-to`` for the experiment at ``root`` (a path or a URI).
+                      grown: Optional[Mapping[str, Any]] = None) -> list[tuple[TrackerSpec, Any]]:
+    """The Tune callbacks of ``--log-to`` for the experiment at ``root`` (a path or a URI),
+    each with its spec (the target resolved: what experiment.json's ``log_to`` records).
 
     With ``resume``: Tune restores the callbacks the experiment started with (its RunConfig is
     in tuner.pkl), so its trials go on logging where they did; the trackers recorded in
@@ -126,7 +127,7 @@ def tracker_callbacks(specs: Sequence[TrackerSpec], root: str, *, experiment: st
                                f"the experiment started with ({started}); only the verdicts "
                                f"go to {arg('log_to')}'s")
         specs = specs or recorded
-    callbacks: list[Any] = []
+    callbacks: list[tuple[TrackerSpec, Any]] = []
     for spec in specs:
         try:
             kind = tracker_kind(spec.kind)
@@ -136,9 +137,8 @@ def tracker_callbacks(specs: Sequence[TrackerSpec], root: str, *, experiment: st
             raise UsageError(f"{experiment} logs to {spec.kind}, which is not installed; "
                              f"pip install {kind.install or kind.package}")
         kind.check()
-        tracker = kind.make(target=spec.target, root=root, experiment=experiment, space=space)
-        tracker.spec = spec  # recorded in experiment.json: a resume's verdicts go there too
-        callbacks.append(tracker)
+        callbacks.append((spec, kind.make(target=spec.target, root=root,
+                                          experiment=experiment, space=space)))
     return callbacks
 
 

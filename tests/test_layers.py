@@ -233,10 +233,15 @@ def process_wide(files: list[Path]) -> list[str]:
 PROGRAMS = {ROOT / "ablations" / "trial" / "supervise.py"}
 
 
+def library_sources() -> list[Path]:
+    """The modules below the command line (``ablations/`` less ``cli/`` and the programs)."""
+    return [f for f in sources()
+            if f.is_relative_to(ROOT / "ablations") and not f.is_relative_to(
+                ROOT / "ablations" / "cli") and f not in PROGRAMS]
+
+
 def test_the_library_layers_parse_no_flags_exit_no_process_and_leave_signals_and_env_alone():
-    library = [f for f in sources()
-               if f.is_relative_to(ROOT / "ablations") and not f.is_relative_to(
-                   ROOT / "ablations" / "cli") and f not in PROGRAMS]
+    library = library_sources()
     assert library and process_wide(library) == []
 
 
@@ -252,9 +257,7 @@ def printing(files: list[Path]) -> list[str]:
 
 
 def test_the_library_prints_nothing_the_command_line_alone_does():
-    library = [f for f in sources()
-               if f.is_relative_to(ROOT / "ablations") and not f.is_relative_to(
-                   ROOT / "ablations" / "cli") and f not in PROGRAMS]
+    library = library_sources()
     assert library and printing(library) == []
 
 

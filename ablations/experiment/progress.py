@@ -179,12 +179,13 @@ class TrialProgress(tune.Callback):
         running_now = [name for name in self.running if name not in self.finished]
         epochs_total = sum(p.epochs for p in self.plan.values()) or (
             self.default.epochs * self.total if self.default else None)
-        emit(Status("status", self.status_line(), done=self.done, total=self.total,
+        eta = self.eta_s()  # once: O(trials), and both lines show it
+        emit(Status("status", self._status_text(False, eta), done=self.done, total=self.total,
                     running=len(running_now),
                     pending=max(0, self.total - self.done - len(running_now)),
                     epochs_done=sum(self.epochs_done.values()), epochs_total=epochs_total,
-                    eta_s=self.eta_s(), elapsed_s=self.clock() - self.started,
-                    short=self.status_line(live=True)))
+                    eta_s=eta, elapsed_s=self.clock() - self.started,
+                    short=self._status_text(True, eta)))
 
     def _planned(self, name: str) -> Optional[Planned]:
         return self.plan.get(name, self.default)
@@ -246,6 +247,9 @@ class TrialProgress(tune.Callback):
     def status_line(self, live: bool = False) -> str:
         """The status; ``live``: for the terminal's bar, which shows the epochs itself, with
         the ETA before the running trials (a narrow terminal cuts the end)."""
+        return self._status_text(live, self.eta_s())
+
+    def _status_text(self, live: bool, eta: Optional[float]) -> str:
         epochs_total = sum(p.epochs for p in self.plan.values()) or None
         epochs_done = sum(self.epochs_done.values())
         # as of now: a trial that has just ended is not running, and pending is the rest
@@ -255,7 +259,6 @@ class TrialProgress(tune.Callback):
                   f"{len(running_now)} running, {pending} pending")
         epochs = (f"epochs {epochs_done}/{epochs_total}" if epochs_total
                   else f"epochs {epochs_done}")
-        eta = self.eta_s()
         timing = [f"ETA {format_duration(eta)}" if eta is not None
                   else "ETA after the first epoch or trial",
                   f"{format_duration(self.clock() - self.started)} elapsed"]

@@ -18,6 +18,7 @@ own in four methods: :class:`ablations.experiment.trackers.trials.TrialTracker`
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
@@ -68,6 +69,13 @@ class TrackerKind:
     target: Callable[[str, str], str] = _same
     default: Callable[[str], str] = _none
     check: Callable[[], None] = _nothing
+
+    def not_installed(self) -> Optional[str]:
+        """What is missing for this tracker to log, with how to install it (None: nothing)."""
+        if self.package and importlib.util.find_spec(self.package) is None:
+            return f"the {self.package} package is not installed; " \
+                f"pip install {self.install or self.package}"
+        return None
 
 
 TRACKERS: dict[str, TrackerKind] = {}

@@ -24,7 +24,6 @@ Nothing here is imported unless ``--log-to`` is given (ray's W&B module imports 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from pathlib import Path
@@ -62,9 +61,9 @@ def parse_log_to(text: str) -> TrackerSpec:
         kind = tracker_kind(name)
     except ValueError as exc:
         raise ValueError(f"{text!r}: {exc}") from None
-    if kind.package and importlib.util.find_spec(kind.package) is None:
-        raise ValueError(f"{text!r}: the {kind.package} package is not installed; "
-                         f"pip install {kind.install or kind.package}")
+    missing = kind.not_installed()
+    if missing:
+        raise ValueError(f"{text!r}: {missing}")
     return TrackerSpec(name, kind.target(target.strip(), text) if target.strip() else "")
 
 
@@ -133,9 +132,9 @@ def tracker_callbacks(specs: Sequence[TrackerSpec], root: str, *, experiment: st
             kind = tracker_kind(spec.kind)
         except ValueError as exc:  # a recorded tracker of one's own, not registered here
             raise UsageError(f"{experiment} logs to {spec.kind}: {exc}") from None
-        if kind.package and importlib.util.find_spec(kind.package) is None:
-            raise UsageError(f"{experiment} logs to {spec.kind}, which is not installed; "
-                             f"pip install {kind.install or kind.package}")
+        missing = kind.not_installed()
+        if missing:
+            raise UsageError(f"{experiment} logs to {spec.kind}: {missing}")
         kind.check()
         callbacks.append((spec, kind.make(target=spec.target, root=root,
                                           experiment=experiment, space=space)))

@@ -71,8 +71,7 @@ class Long(Grid):
         return (f"{super().count_text(trials, seeds, crossed)}, each trained for "
                 f"{self.factor}x the epochs asked")
 
-    def summary_lines(self, trials: Any, meta: dict[str, Any],
-                      settings: dict[str, Any]) -> list[str]:
+    def summary_lines(self, trials: Any, meta: dict[str, Any], decision: Any) -> list[str]:
         return [f"Long design: every trial trained for {factor_of(meta)}x the epochs asked."]
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from ablations.config.comparison import Decision
 from ablations.experiment.continuing import (
     estimate_continuation,
     first_look,
@@ -334,8 +335,8 @@ def test_the_hint_leaves_out_variants_whose_trials_failed():
 
     def hint(trials):
         return continuation_hint(trials, verdict_table(trials), storage="/s", name="n",
-                                 reference="baseline", metric="test_mae", margin=None,
-                                 alpha=0.05, slots=2)
+                                 decision=Decision(reference="baseline", metric="test_mae",
+                                                   alpha=0.05), slots=2)
 
     text = hint(rows)
     assert text.startswith("Inconclusive after 3 seeds: a, b. To decide them")

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ablations.config.comparison import Decision
 from ablations.config.metrics import Metric
 from ablations.results.io.directions import metric_of
 from ablations.results.io.files import SCHEMA_VERSION, write_parquet_atomic
@@ -180,8 +181,8 @@ def test_the_continuation_hint_takes_a_metric_and_names_it_in_its_command():
                             "cpu_hours": 5 / 3600, "gpu_hours": 0.0}
                            for arm in ("baseline", "a") for seed in range(3)])
     text = continuation_hint(trials, verdict_table(trials, metric=ACC), storage="/s",
-                             name="n", reference="baseline", metric=ACC, margin=None,
-                             alpha=0.05)
+                             name="n", decision=Decision(reference="baseline", metric=ACC,
+                                                       alpha=0.05))
     assert text.startswith("Inconclusive after 3 seeds: a.")
     assert "--metric test_acc" in text
 

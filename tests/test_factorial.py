@@ -419,11 +419,12 @@ def test_factorial_run_on_ray_prints_and_records_its_effects(tmp_path):
     assert sorted(trials["seed"].unique()) == [0, 1]
     # the design's own table, as Results.tables["effects"] holds it: the printed effects
     from ablations.experiment.designs.records import design_from_record
-    from ablations.results.stats.decisions import decision_settings
+    from ablations.config.comparison import Decision
+    from ablations.results.stats.decisions import decision_of
 
     meta = json.loads((folder / "experiment.json").read_text())
     tables = design_from_record(meta, str(folder)).tables(
-        trials, meta, decision_settings(meta, reference="baseline"))
+        trials, meta, decision_of(meta, Decision(reference="baseline")))
     assert list(tables) == ["effects"] and len(tables["effects"]) == 3
     assert tables["effects"]["verdict"].tolist() == [row[-2] for row in effects]
     report = run_here("report", str(folder), "--figures", "png")

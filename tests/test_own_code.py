@@ -115,7 +115,7 @@ def test_a_space_file_names_a_program_with_its_keys_and_metrics(tmp_path):
     code = prepared.base.own_code
     assert code.defaults == {"hidden": 64, "rate": 0.5, "augment": True}
     assert [spec.config.model.hidden for spec in prepared.trials] == [64, 64, 8, 8]
-    assert prepared.design.plan_spec["metric"] == "test_acc"  # the first declared
+    assert prepared.design.plan_spec["decision"].metric == "test_acc"  # the first declared
     space.write_text("metrics: {a: higher}\nvariants:\n  baseline: {}\n")
     with pytest.raises(ConfigError, match="give its 'command' too"):
         prepare(Request(space=str(space)))
@@ -124,9 +124,9 @@ def test_a_space_file_names_a_program_with_its_keys_and_metrics(tmp_path):
 def test_the_verdicts_metric_must_be_one_the_code_declares(tmp_path):
     space = tmp_path / "table.yaml"
     space.write_text(f"model: {SPEC}\nvariants:\n  baseline: {{}}\n  wide: {{width: 8}}\n")
-    assert prepare(Request(space=str(space))).design.plan_spec["metric"] == "test_score"
+    assert prepare(Request(space=str(space))).design.plan_spec["decision"].metric == "test_score"
     given = Request(space=str(space), metric="val_score", given=frozenset({"metric"}))
-    assert prepare(given).design.plan_spec["metric"] == "val_score"
+    assert prepare(given).design.plan_spec["decision"].metric == "val_score"
     with pytest.raises(UsageError, match="'test_mae' is not a metric the code declares"):
         prepare(Request(space=str(space), metric="test_mae", given=frozenset({"metric"})))
     with pytest.raises(UsageError, match="own code loads"):

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from ablations.config.comparison import Decision
 from ablations.results.stats.planned import planned_record, verdict_test
 from ablations.results.stats.sequential import SeedDesign
 from ablations.results.stats.sequential_table import sequential_verdict_table
@@ -173,8 +174,8 @@ def test_several_noisy_arms_share_the_floor():
 
 
 def test_an_experiment_keeps_the_test_it_was_planned_with():
-    record = planned_record(reference="baseline", metric="test_mae", margin="5%", alpha=0.05,
-                            seeds=[0, 1, 2])
+    record = planned_record(Decision(reference="baseline", metric="test_mae", margin="5%",
+                                              alpha=0.05), seeds=[0, 1, 2])
     assert record["test"] == {"name": SHARED_TEST, "version": 1}
     assert verdict_test(record) == SHARED_TEST
     before = {k: v for k, v in record.items() if k != "test"}  # recorded before the test was

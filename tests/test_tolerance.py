@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from ablations.config.comparison import Decision
 from ablations.experiment.request import Request, UsageError
 from ablations.results.stats.sequential import SeedDesign
 from ablations.results.stats.sequential_table import sequential_verdict_table
@@ -40,8 +41,9 @@ def test_the_continuation_hint_reads_the_verdicts_with_the_runs_tolerance():
         wall_s=10.0, cpu_hours=0.001, gpu_hours=0.0)
     held = verdict_table(trials, max_failure_rate=0.3)
     assert set(held["verdict"]) == {"reference", "inconclusive"}
-    hint = continuation_hint(trials, held, storage="/s", name="exp", reference="baseline",
-                             metric="test_mae", margin="5%", alpha=0.05)
+    hint = continuation_hint(trials, held, storage="/s", name="exp", decision=Decision(
+                                 reference="baseline", metric="test_mae", margin="5%",
+                                 alpha=0.05))
     assert "--seeds auto" in hint and "would not decide" not in hint, hint
 
 

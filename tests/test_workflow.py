@@ -17,6 +17,7 @@ from ablations.cli.main import main
 from ablations.experiment.planning import prepare
 from ablations.experiment.request import Request
 from ablations.results.stats.analysis import verdict_table
+from ablations.config.comparison import Decision
 from ablations.results.stats.planned import planned_record
 from ablations.results.stats.sequential import SeedDesign
 from ablations.results.stats.decisions import experiment_verdicts
@@ -95,8 +96,8 @@ def _trials(seeds: int) -> pd.DataFrame:
 
 def test_a_fixed_runs_verdicts_are_its_pilot_looks_and_continuing_keeps_them(tmp_path):
     # each arm's own paired test, recorded as an experiment's (the levels the case is built on)
-    planned = planned_record(reference="baseline", metric="test_mae", margin="5%", alpha=0.05,
-                             seeds=[0, 1, 2], test=PAIRED_TEST)
+    planned = planned_record(Decision(reference="baseline", metric="test_mae", margin="5%",
+                                               alpha=0.05), seeds=[0, 1, 2], test=PAIRED_TEST)
     (tmp_path / "experiment.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION,
                                                           "planned": planned}))
     pilot = _trials(3)
@@ -145,8 +146,8 @@ def _recorded(root: Path, **settings) -> Path:
 
 def test_report_on_other_settings_than_recorded_is_labelled_exploratory(tmp_path, capsys):
     # a fixed run of 4 seeds, the pilot look of the design up to 10
-    pilot = planned_record(reference="baseline", metric="test_mae", margin="5%", alpha=0.05,
-                           seeds=[0, 1, 2, 3])
+    pilot = planned_record(Decision(reference="baseline", metric="test_mae", margin="5%",
+                                             alpha=0.05), seeds=[0, 1, 2, 3])
     root = _recorded(_experiment(tmp_path / "exp"), **pilot)
     assert main(["report", str(root), "--figures", "png"]) == 0
     assert "EXPLORATORY" not in capsys.readouterr().out

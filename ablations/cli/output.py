@@ -9,12 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ablations.config.comparison import (
-    DEFAULT_ALPHA,
-    DEFAULT_MARGIN,
-    DEFAULT_METRIC,
-    DEFAULT_REFERENCE,
-)
+from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_DECISION, Decision
 from ablations.cli.flags import EXIT_BAD_INPUT, PROG
 from ablations.cli.console import error_text
 from ablations.config.values import NamesArguments, expanded_path
@@ -135,17 +130,14 @@ def compare_main(args: argparse.Namespace) -> int:
     except MetadataError as exc:  # its metric and units unknown: nothing to compare on
         print(f"{PROG} compare: error: {first_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    given = {key: getattr(args, key) for key in ("reference", "metric", "margin", "alpha")
-             if getattr(args, key) is not None}
-    defaults = {"reference": DEFAULT_REFERENCE, "metric": DEFAULT_METRIC,
-                "margin": DEFAULT_MARGIN, "alpha": DEFAULT_ALPHA}
-    for key, value in defaults.items():  # A's settings, fixed before its data, else these
-        if getattr(args, key) is None:
-            setattr(args, key, (recorded[0] or {}).get(key) or value)
-    args.alpha = float(args.alpha)
+    given = Decision(reference=args.reference, metric=args.metric, margin=args.margin,
+                     alpha=args.alpha)
+    # each setting not given: A's, fixed before its data, else the default
+    decision = given.over(Decision(**(recorded[0] or {}))).over(DEFAULT_DECISION)
+    metric, alpha = decision.metric, float(decision.alpha)
     try:
-        table = compare_experiments(*folders, metric=args.metric, margin=args.margin,
-                                    alpha=args.alpha, reference=args.reference)
+        table = compare_experiments(*folders, metric=metric, margin=decision.margin,
+                                    alpha=alpha, reference=decision.reference)
     except (ValueError, OSError, pa.ArrowException) as exc:
         message = input_problem(exc)
         if message is None:
@@ -157,7 +149,7 @@ def compare_main(args: argparse.Namespace) -> int:
         from ablations.results.stats.planned import exploratory_note
 
         print(exploratory_note(differ))
-    print(markdown_cells(comparison_view(table, metric=args.metric, alpha=args.alpha)))
+    print(markdown_cells(comparison_view(table, metric=metric, alpha=alpha)))
     print(f"\n{compare_note(table, a=Path(args.a).name or 'A', b=Path(args.b).name or 'B')}")
     return 0
 
@@ -173,7 +165,7 @@ def _recorded(folder: str) -> Optional[dict[str, Any]]:
 
 
 def _compare_departures(recorded: Sequence[Optional[dict[str, Any]]],
-                        given: dict[str, Any]) -> list[str]:
+                        given: Decision) -> list[str]:
     """The settings ``compare`` was given on its command line that differ from those either
     experiment recorded before its data, each naming the experiment (a setting left out is
     A's, so no departure from A)."""
@@ -183,10 +175,6 @@ def _compare_departures(recorded: Sequence[Optional[dict[str, Any]]],
     for label, planned in zip(("A", "B"), recorded):
         if not planned:
             continue
-        settings = {key: given.get(key, planned.get(key)) for key in
-                    ("reference", "metric", "margin", "alpha")}
-        settings = {key: value for key, value in settings.items() if value is not None}
-        differ += [f"{item} in {label}" for item in departures(
-            planned, **{"reference": DEFAULT_REFERENCE, "metric": DEFAULT_METRIC,
-                        "margin": DEFAULT_MARGIN, "alpha": DEFAULT_ALPHA, **settings})]
+        decision = given.over(Decision(**planned)).over(DEFAULT_DECISION)
+        differ += [f"{item} in {label}" for item in departures(planned, **decision.terms())]
     return differ

@@ -27,6 +27,7 @@ from typing import Any, Callable, ContextManager, Literal, Mapping, Optional, Se
 
 import pandas as pd
 
+from ablations.config.comparison import NOT_GIVEN, Decision
 from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.config.values import arg, named
 from ablations.experiment import events
@@ -46,18 +47,6 @@ from ablations.results.stats.baseline_check import (
     DatasetChecks,
     record_baseline_check,
 )
-
-
-@dataclass(frozen=True)
-class Decision:
-    """How the verdicts are decided. None: not given (the default, or for a resumed
-    experiment the settings it recorded before its data)."""
-
-    metric: Optional[str] = None  # a numeric column (own code: its first declared metric)
-    margin: Optional[str | float] = None  # "5%" of the reference's mean, or metric units
-    alpha: Optional[float] = None  # the family-wise error rate of each kind of verdict
-    # `equivalent` only where each arm's failure-rate bound is below it, e.g. 0.1
-    max_failure_rate: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -132,8 +121,8 @@ class Results:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     name: str = ""
     storage: str = ""
-    # the reference, metric, margin and alpha the verdicts were decided with
-    settings: dict[str, Any] = field(default_factory=dict)
+    # the reference, metric, margin, alpha and tolerance the verdicts were decided with
+    decision: Decision = NOT_GIVEN
     # the summary's table and notes (ablations/results/report/summary.py), the design's lines
     # after it and at the end, and the command that decides the inconclusive variants (None:
     # nothing to decide); text with the library's markers, str(...)-ready via ``named``
@@ -212,6 +201,11 @@ def request_of(space: Optional[str], seeds: Seeds, decision: Decision, resources
         values[key] = names(values.get(key))
     if space is not None:
         values["space"] = str(space)
+    if decision.reference is not None:
+        raise UsageError(f"decision reference {decision.reference!r}: an experiment compares "
+                         "every variant with its space's reference; name it in the space "
+                         "file (reference: NAME); a finished one is read against another "
+                         "by the report's reference")
     rate = rate_of(decision.max_failure_rate)  # NaN (no rate) is not equal to itself
     values.update(
         seeds=None if seeds.seeds is None else Request.seeds_from(seeds.seeds),
@@ -611,17 +605,17 @@ def results_of(result: Any, run: _Run, request: Request, options: Any,
     that decides the inconclusive variants."""
     from ablations.results.report.designs import report_of
     from ablations.results.stats.analyses import analysis_of
-    from ablations.results.stats.decisions import decision_settings
+    from ablations.results.stats.decisions import decision_of
 
     design, df = run.design, result.trials
     meta = read_metadata(str(result.directory)) or {}
     given = {key: getattr(request, key) for key in ("metric", "margin", "alpha")
              if key in request.given}
-    settings = decision_settings(meta, reference=run.reference, **given)
+    decision = decision_of(meta, Decision(reference=run.reference, **given))
     # the design's analysis: over several datasets each one's verdicts, then across them
     analysis = analysis_of(meta, df)
     summary, verdicts, across = report_of(analysis).summary(
-        df, settings, with_verdicts=design.has_verdicts)
+        df, decision, with_verdicts=design.has_verdicts)
     if across is not None:  # beside trials.parquet, as the report writes it too
         from ablations.results.report.datasets_report import write_across
 
@@ -629,14 +623,14 @@ def results_of(result: Any, run: _Run, request: Request, options: Any,
     check = None
     if design.has_verdicts:  # one line above the verdicts; baseline_check.json in the folder
         check = record_baseline_check(result.directory, df, result.epochs,
-                                      reference=settings["reference"], analysis=analysis)
-    tables = {**design.tables(df, meta, settings),
+                                      reference=decision.reference, analysis=analysis)
+    tables = {**design.tables(df, meta, decision),
               **({"across": across} if across is not None else {})}
     results = Results(
         str(result.directory), df, result.epochs, result.predictions, verdicts, result.wall_s,
         check, tables, name=run.name, storage=run.storage,
-        settings=settings, summary=summary,
-        design_lines=design.summary_lines(df, meta, settings),
+        decision=decision, summary=summary,
+        design_lines=design.summary_lines(df, meta, decision),
         closing_lines=design.closing_lines(result.directory),
         stopped_early=meta.get("stopped_early"))
     if options.trackers:  # the verdicts as each tracker's <name>-verdicts run
@@ -666,7 +660,7 @@ def _continuation(results: Results, meta: dict[str, Any], options: Any,
                                  max_concurrent=options.max_concurrent, slots=slots,
                                  fixed_wall_s=results.wall_s,
                                  max_seeds=design.max_seeds if design else None,
-                                 **with_declared_metric(meta, results.settings))
+                                 decision=with_declared_metric(meta, results.decision))
     except (ValueError, KeyError):  # the pilot look's table cannot be made: nothing to decide
         return None
 

@@ -32,6 +32,7 @@ from ablations.config.comparison import (
     DEFAULT_MARGIN,
     DEFAULT_METRIC,
     DEFAULT_REFERENCE,
+    Decision,
 )
 from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.config.values import command
@@ -178,17 +179,19 @@ def estimate_continuation(trials: pd.DataFrame, arms: Sequence[str], *, referenc
 
 
 def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: str, name: str,
-                      reference: str, metric: MetricLike, margin: Optional[str], alpha: float,
-                      address: Optional[str] = None, max_concurrent: int = 0,
-                      slots: Optional[int] = None,
+                      decision: Decision, address: Optional[str] = None,
+                      max_concurrent: int = 0, slots: Optional[int] = None,
                       fixed_wall_s: Optional[float] = None,
                       max_seeds: Optional[int] = None) -> Optional[str]:
     """The end of a fixed run's summary when variants are ``inconclusive``: which, the
     command that decides them and what it adds at most (``slots``, ``fixed_wall_s``: trials
     at a time and the run's time in Tune, for the wall time); None when none is (or the run
-    had fewer than 2 seeds: no pilot). ``max_seeds``: the last look of the design the run
-    recorded (``verdicts`` are then its pilot look's), else :func:`default_max_seeds`.
-    ``metric``: as :func:`first_look` takes it."""
+    had fewer than 2 seeds: no pilot). ``decision``: the verdicts' reference, metric (as
+    :func:`first_look` takes it), margin and α. ``max_seeds``: the last look of the design
+    the run recorded (``verdicts`` are then its pilot look's), else
+    :func:`default_max_seeds`."""
+    reference, metric, margin, alpha = (decision.reference, decision.metric, decision.margin,
+                                        decision.alpha)
     undecided = verdicts.loc[verdicts["verdict"] == "inconclusive", "ablation"].tolist()
     ran = trials["status"] != TrialStatus.SKIPPED
     seeds = sorted(int(s) for s in trials.loc[ran, "seed"].unique())

@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 import pandas as pd
 import pyarrow as pa
 
-from ablations.config.comparison import DEFAULT_METRIC
+from ablations.config.comparison import DEFAULT_METRIC, Decision
 from ablations.config.statuses import TrialStatus
 from ablations.results.report import plots
 from ablations.results.report.formatting import plain
@@ -124,10 +124,10 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     check_experiment(directory)
     meta = read_metadata(directory) or {}  # a damaged one is refused, as --resume refuses it
     # each setting not given: the one fixed before the data (results/stats/planned.py)
-    settings = analysis_of(meta).settings(reference=reference, metric=metric, margin=margin,
-                                          alpha=alpha)
-    reference, metric, margin, alpha = (settings[key] for key in
-                                        ("reference", "metric", "margin", "alpha"))
+    decision = analysis_of(meta).decision(Decision(reference=reference, metric=metric,
+                                                   margin=margin, alpha=alpha))
+    reference, metric, margin, alpha = (decision.reference, decision.metric, decision.margin,
+                                        decision.alpha)
     try:
         tables = load_experiments(directory)
     except (OSError, pa.ArrowException) as exc:
@@ -177,17 +177,16 @@ def write_report(directory: str | Path, *, reference: str | None = None,
             plots.figure_formats(figures):
         return design.write(directory, trials, epochs, predictions, Path(scratch),
                             write_one=_write_report, write_file=_write_file,
-                            report_type=Report, reference=reference, metric=metric,
-                            margin=margin, alpha=alpha, meta=meta, comparison=comparison,
-                            formats=formats)
+                            report_type=Report, decision=decision, meta=meta,
+                            comparison=comparison, formats=formats)
 
 
 def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
-                  predictions: pd.DataFrame, scratch: Path, *, reference: str,
-                  metric: str, margin: str | float, alpha: float,
+                  predictions: pd.DataFrame, scratch: Path, *, decision: Decision,
                   meta: dict, comparison: tuple[str, str, pd.DataFrame] | None = None,
                   formats: Sequence[str] = (), title_suffix: str = "") -> Report:
-    """Figures are drawn in ``scratch`` and moved into place with the other files.
+    """Figures are drawn in ``scratch`` and moved into place with the other files; the
+    verdicts at ``decision`` (its four settings filled in).
     ``meta``: the experiment.json whose design decides the verdicts and adds its sections
     (:func:`ablations.results.stats.analyses.analysis_of`, :func:`ablations.results.report.
     designs.report_of`); settings that differ from those it recorded before the data label
@@ -206,8 +205,8 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                                             "sample_index", "target", "pred_mean", "pred_std"])
     analysis = analysis_of(meta)  # this dataset's
     design = report_of(analysis)
-    ablation = analysis.verdicts(all_trials, reference=reference, metric=metric,
-                                 margin=margin, alpha=alpha)
+    reference, metric, alpha = decision.reference, decision.metric, decision.alpha
+    ablation = analysis.verdicts(all_trials, decision)
     exploratory = ablation.attrs["exploratory"]
     note = verdict_note(ablation)
     ties = seed_tie_lines(trials, metric=str(ablation.attrs["metric"]),
@@ -280,8 +279,7 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
                if ablation.attrs.get("diff_ci") == "repeated" else "")
             + f") and {1 - 2 * alpha:.0%} interval (thick); the shaded band is the margin."),
             figure=forest),
-        *design.outcome_sections(all_trials, figures_dir, reference=reference,
-                                 metric=metric, margin=margin, alpha=alpha),
+        *design.outcome_sections(all_trials, figures_dir, decision),
         *([Section(comparison[0], comparison[1], comparison_view(
             comparison[2], metric=measure, alpha=alpha))] if comparison else []),
         *design.cost_sections(trials),

@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from ablations.config.comparison import Decision
 from ablations.config.statuses import TrialStatus
 from ablations.results.io.directions import metric_of
 from ablations.results.io.files import join, write_parquet_atomic
@@ -32,7 +33,7 @@ from ablations.results.stats.datasets import (
     dataset_effects,
     rank_comparison,
 )
-from ablations.results.stats.decisions import across_datasets_of, one_below_the_other
+from ablations.results.stats.analyses import analysis_of, one_below_the_other
 from ablations.results.stats.phases import evaluation_rows
 from ablations.results.stats.verdicts import margin_text
 
@@ -48,9 +49,8 @@ def write_across(directory: str | Path, across: pd.DataFrame) -> str:
 
 
 def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
-                          predictions: pd.DataFrame, scratch: Path, *, reference: str,
-                          metric: str, margin: str | float, alpha: float, meta: dict,
-                          formats: Sequence[str], write_one: Callable[..., Any],
+                          predictions: pd.DataFrame, scratch: Path, *, decision: Decision,
+                          meta: dict, formats: Sequence[str], write_one: Callable[..., Any],
                           write_file: Callable[[str, bytes], Any], report_type: type) -> Any:
     """Each dataset's report (``write_one``: ablations.results.report.build's single-dataset writer)
     in ``datasets/<name>/``, then the top report across them. Returns ``report_type`` (build's
@@ -63,8 +63,8 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
         dataset_forest_plots,
     )
 
+    reference, metric, alpha = decision.reference, decision.metric, decision.alpha
     measure = metric_of(metric, meta.get("metrics"))
-    settings = {"reference": reference, "metric": metric, "margin": margin, "alpha": alpha}
     per_dataset: dict[str, pd.DataFrame] = {}
     problems: dict[str, str] = {}
     for name, rows in by_dataset(trials).items():
@@ -74,14 +74,14 @@ def write_datasets_report(directory: str | Path, trials: pd.DataFrame, epochs: p
                                epochs[epochs["trial_name"].isin(names)],
                                predictions[predictions["trial_name"].isin(names)],
                                scratch / name, meta=meta, formats=formats,
-                               title_suffix=f", dataset {name}", **settings)
+                               title_suffix=f", dataset {name}", decision=decision)
             per_dataset[name] = report.ablation
         except ValueError as exc:  # e.g. no ok trial of the reference on this dataset
             problems[name] = str(exc)
     if not per_dataset:
         raise ValueError("no dataset has verdicts: " + "; ".join(
             f"{name}: {problem}" for name, problem in problems.items()))
-    across = across_datasets_of(trials, meta, per_dataset, **settings)
+    across = analysis_of(meta, trials).across(trials, per_dataset, decision)
     write_across(directory, across)
     figures_dir = scratch / FIGURES_DIR
     effects = dataset_effects(trials, reference=reference, metric=metric)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import pandas as pd
 
+from ablations.config.comparison import Decision
 from ablations.results.report.formatting import plain
 from ablations.results.report.page import Section
 from ablations.results.report.paper import effects_paper_table, tuned_paper_table
@@ -61,20 +62,21 @@ class DesignReport:
         drawing in ``scratch``; ``options``: its settings, meta, comparison and formats."""
         return write_one(directory, trials, epochs, predictions, scratch, **options)
 
-    def summary(self, trials: pd.DataFrame, settings: dict[str, Any], *, with_verdicts: bool
+    def summary(self, trials: pd.DataFrame, decision: Decision, *, with_verdicts: bool
                 ) -> tuple[str, Optional[pd.DataFrame], Optional[pd.DataFrame]]:
-        """The end-of-run summary: (its text, the verdicts, the verdicts across datasets: None
-        here). ``with_verdicts``: the design's trials form an ablation table (a search's do
-        not); verdicts that are not possible are None, and the text says why."""
+        """The end-of-run summary at ``decision``: (its text, the verdicts, the verdicts
+        across datasets: None here). ``with_verdicts``: the design's trials form an ablation
+        table (a search's do not); verdicts that are not possible are None, and the text says
+        why."""
         from ablations.results.report.summary import summary_table
 
         verdicts = None
         if with_verdicts:
             try:  # once, for the summary, the trackers and the continuation hint
-                verdicts = self.analysis.verdicts(trials, **settings)
+                verdicts = self.analysis.verdicts(trials, decision)
             except (ValueError, KeyError):  # no verdicts: the summary says why
                 verdicts = None
-        text = summary_table(trials, self.analysis.meta, verdicts=verdicts, **settings)
+        text = summary_table(trials, self.analysis.meta, verdicts=verdicts, decision=decision)
         return text, verdicts, None
 
     def verdicts_text(self) -> str:
@@ -85,20 +87,21 @@ class DesignReport:
                 "look's, decided at its nominal level ('Decided at': its seeds per "
                 "variant) and kept if the run is continued with --seeds auto.")
 
-    def outcome_sections(self, trials: pd.DataFrame, figures_dir: Path, *, reference: str,
-                         metric: str, margin: str | float, alpha: float) -> list[Section]:
-        """The design's outcome beside the verdicts, after the differences to the reference
-        (``trials``: every row of trials.parquet; figures drawn in ``figures_dir``)."""
+    def outcome_sections(self, trials: pd.DataFrame, figures_dir: Path,
+                         decision: Decision) -> list[Section]:
+        """The design's outcome beside the verdicts at ``decision``, after the differences to
+        the reference (``trials``: every row of trials.parquet; figures drawn in
+        ``figures_dir``)."""
         return []
 
     def cost_sections(self, trials: pd.DataFrame) -> list[Section]:
         """What the design spent, after the outcome (``trials``: the evaluation rows)."""
         return []
 
-    def paper_tables(self, trials: pd.DataFrame, settings: dict[str, Any]
+    def paper_tables(self, trials: pd.DataFrame, decision: Decision
                      ) -> dict[str, tuple[Optional[pd.DataFrame], Render]]:
-        """The design's tables for a paper beside the ablation table: a file stem ->
-        (the table, or None; how a format renders it)."""
+        """The design's tables for a paper beside the ablation table, at ``decision``: a file
+        stem -> (the table, or None; how a format renders it)."""
         return {}
 
 
@@ -127,13 +130,12 @@ class FactorialReport(DesignReport):
 
     analysis: FactorialAnalysis
 
-    def outcome_sections(self, trials: pd.DataFrame, figures_dir: Path, *, reference: str,
-                         metric: str, margin: str | float, alpha: float) -> list[Section]:
-        design = self.analysis.design
+    def outcome_sections(self, trials: pd.DataFrame, figures_dir: Path,
+                         decision: Decision) -> list[Section]:
+        design, metric = self.analysis.design, decision.metric
         trials = evaluation_rows(trials)
         try:
-            effects = self.analysis.table("effects", trials, metric=metric, margin=margin,
-                                          alpha=alpha)
+            effects = self.analysis.table("effects", trials, decision)
         except ValueError as exc:
             return [Section("Factorial effects", f"No factorial effects: {exc}")]
         from ablations.results.report import plots  # matplotlib: only where a figure is drawn
@@ -152,9 +154,9 @@ class FactorialReport(DesignReport):
                         "factors, averaged over the other factors and the seeds; parallel lines "
                         "mean additive effects.", figure=figure, level=3)]
 
-    def paper_tables(self, trials: pd.DataFrame, settings: dict[str, Any]
+    def paper_tables(self, trials: pd.DataFrame, decision: Decision
                      ) -> dict[str, tuple[Optional[pd.DataFrame], Render]]:
-        return {"factorial": (self.analysis.table("effects", trials, **settings),
+        return {"factorial": (self.analysis.table("effects", trials, decision),
                               effects_paper_table)}
 
 
@@ -164,14 +166,13 @@ class TunedReport(DesignReport):
 
     analysis: TunedAnalysis
 
-    def outcome_sections(self, trials: pd.DataFrame, figures_dir: Path, *, reference: str,
-                         metric: str, margin: str | float, alpha: float) -> list[Section]:
+    def outcome_sections(self, trials: pd.DataFrame, figures_dir: Path,
+                         decision: Decision) -> list[Section]:
         if not has_tuning(trials):
             return []
         keys = self.analysis.keys
         try:
-            table = self.analysis.table("tuned", trials, reference=reference, metric=metric,
-                                        margin=margin, alpha=alpha)
+            table = self.analysis.table("tuned", trials, decision)
         except ValueError as exc:
             return [Section("Tuned ablations", f"No tuned comparison: {exc}")]
         changed = table.loc[table["changed"], "ablation"].tolist()
@@ -196,9 +197,9 @@ class TunedReport(DesignReport):
         })
         return [Section("Tuned ablations", text, view)]
 
-    def paper_tables(self, trials: pd.DataFrame, settings: dict[str, Any]
+    def paper_tables(self, trials: pd.DataFrame, decision: Decision
                      ) -> dict[str, tuple[Optional[pd.DataFrame], Render]]:
-        return {"tuned": (self.analysis.table("tuned", trials, **settings), tuned_paper_table)}
+        return {"tuned": (self.analysis.table("tuned", trials, decision), tuned_paper_table)}
 
 
 class DatasetsReport(DesignReport):
@@ -214,12 +215,12 @@ class DatasetsReport(DesignReport):
             raise ValueError(f"margin {margin!r}: {directory} ran on several datasets, where "
                              "the effect is a ratio; give a percentage (e.g. 5%)")
 
-    def summary(self, trials: pd.DataFrame, settings: dict[str, Any], *, with_verdicts: bool
+    def summary(self, trials: pd.DataFrame, decision: Decision, *, with_verdicts: bool
                 ) -> tuple[str, Optional[pd.DataFrame], Optional[pd.DataFrame]]:
         """Each dataset's summary, then the verdicts across them and the ranks."""
         from ablations.results.report.summary import datasets_summary
 
-        return datasets_summary(trials, self.analysis.meta, settings)
+        return datasets_summary(trials, self.analysis.meta, decision)
 
     def write(self, directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
               predictions: pd.DataFrame, scratch: Path, *, write_one: Callable[..., Any],
@@ -253,11 +254,11 @@ def report_of(analysis: Analysis) -> DesignReport:
     return REPORTS[cls](analysis)
 
 
-def paper_tables(analysis: Analysis, trials: pd.DataFrame, settings: dict[str, Any],
+def paper_tables(analysis: Analysis, trials: pd.DataFrame, decision: Decision,
                  formats: Sequence[str]) -> dict[str, tuple[pd.DataFrame, Render]]:
     """The design's paper tables that exist (none when no format is asked)."""
     if not formats:
         return {}
-    tables = report_of(analysis).paper_tables(trials, settings)
+    tables = report_of(analysis).paper_tables(trials, decision)
     return {stem: (table, render) for stem, (table, render) in tables.items()
             if table is not None}

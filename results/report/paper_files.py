@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import pandas as pd
 
+from ablations.config.comparison import Decision
 from ablations.results.io.files import join
 from ablations.results.report.methods_files import write_methods
 from ablations.results.report.designs import paper_tables
@@ -32,10 +33,9 @@ def write_paper_files(directory: str, write: Callable[[str, bytes], Any], *,
     write_methods(directory, write, meta, evaluation, ablation, baseline_line)
     if not formats:
         return {}
-    settings = {key: ablation.attrs["settings"][key]
-                for key in ("reference", "metric", "margin", "alpha")}
+    decision = Decision(**ablation.attrs["settings"])  # the four the verdicts were decided on
     # the design's own: a factorial design's effects, a tuned ablation's verdicts
-    extra = paper_tables(analysis_of(meta), trials, settings, formats)
+    extra = paper_tables(analysis_of(meta), trials, decision, formats)
     written = {}
     for fmt in formats:
         written[fmt] = write(join(directory, FILES[fmt]),

@@ -11,6 +11,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from ablations.config.comparison import NOT_GIVEN, Decision
 from ablations.config.statuses import TrialStatus
 
 
@@ -59,7 +60,8 @@ def builtin_columns(ablation: str, ok: Any, group: Any) -> dict[str, str]:
 def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
                   reference: Optional[str] = None, metric: Optional[str] = None,
                   margin: str | float | None = None, alpha: Optional[float] = None,
-                  verdicts: Any = None, epochs: Any = None) -> str:
+                  verdicts: Any = None, epochs: Any = None,
+                  decision: Optional[Decision] = None) -> str:
     """Per variant: ok/total trials (the seeds spent), mean ± std of the test MAE over ok
     trials, ...; where the reference is a variant with an ok trial, also each variant's verdict
     against it and the equivalence bound it reached, and a note under the table with the
@@ -67,29 +69,30 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     the experiment's design (``meta``: its experiment.json) decides them, at the settings recorded
     before the data unless others are given (then labelled exploratory); ``verdicts``: that
     table if the caller has it already; ``epochs``: epochs.parquet's rows, whose curves tell a
-    program that ignores its seed from a coarse metric (without them, the trials' metrics)."""
+    program that ignores its seed from a coarse metric (without them, the trials' metrics);
+    ``decision``: the four settings as one :class:`~ablations.config.comparison.Decision`
+    (those it leaves None: the keywords')."""
     import pandas as pd
 
     from ablations.results.stats.analyses import analysis_of
     from ablations.results.stats.analysis import dropped_note
     from ablations.results.stats.verdicts import short_verdict_note
-    from ablations.results.stats.decisions import verdicts_of
     from ablations.results.stats.failures import failure_bound_text
     from ablations.results.stats.phases import evaluation_rows
     from ablations.results.stats.planned import exploratory_note
 
     meta = meta or {}
     analysis = analysis_of(meta)  # one dataset's (datasets_summary: each in turn)
-    settings = analysis.settings(reference=reference, metric=metric, margin=margin,
-                                 alpha=alpha)
-    reference, metric, alpha = settings["reference"], settings["metric"], settings["alpha"]
+    decision = analysis.decision((decision or NOT_GIVEN).over(Decision(
+        reference=reference, metric=metric, margin=margin, alpha=alpha)))
+    reference, metric, alpha = decision.reference, decision.metric, decision.alpha
     trials_df = evaluation_rows(trials_df)  # a tuned ablation's: beside it, summary_lines
     known, verdicts, no_verdicts = verdicts, None, ""
     ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == TrialStatus.OK)
     if ok_reference.any() and trials_df["ablation"].nunique() > 1:
         try:
-            verdicts = (known if known is not None else
-                        verdicts_of(trials_df, meta, **settings)).set_index("ablation")
+            verdicts = (known if known is not None else analysis_of(meta, trials_df).verdicts(
+                trials_df, decision)).set_index("ablation")
         except (ValueError, KeyError) as exc:  # e.g. a relative margin of a mean of 0
             no_verdicts = f"\n\nNo verdicts: {exc}"
     elif (trials_df["ablation"] == reference).any() and trials_df["ablation"].nunique() > 1:
@@ -146,33 +149,33 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     return text
 
 
-def datasets_summary(trials_df: pd.DataFrame, meta: dict[str, Any], settings: dict[str, Any]
+def datasets_summary(trials_df: pd.DataFrame, meta: dict[str, Any], decision: Decision
                      ) -> tuple[str, Optional[pd.DataFrame], Optional[pd.DataFrame]]:
-    """The summary of each dataset (:func:`summary_table` on its trials),
+    """The summary of each dataset at ``decision`` (:func:`summary_table` on its trials),
     then the across-dataset table, its note and the ranks; with the verdicts of every dataset,
     one below the other, and the table across them (each None where none is possible). Each
     dataset's verdicts are decided once, for all three."""
     from ablations.results.report.dataset_tables import across_view
     from ablations.results.stats.dataset_rows import by_dataset
     from ablations.results.stats.datasets import FULL_ALPHA_NOTE, across_note, rank_comparison
-    from ablations.results.stats.decisions import (
-        across_datasets_of,
-        dataset_verdicts_of,
+    from ablations.results.stats.analyses import (
+        AcrossDatasets,
+        analysis_of,
         one_below_the_other,
     )
     from ablations.results.io.directions import metric_of
     from ablations.results.stats.phases import evaluation_rows
 
-    per_dataset = dataset_verdicts_of(trials_df, meta, **settings)
+    per_dataset = AcrossDatasets(analysis_of(meta)).per_dataset(trials_df, decision)
     blocks = []
     for name, rows in by_dataset(trials_df).items():
         known = per_dataset[name] if len(per_dataset[name]) else None  # else it says why
         blocks.append(f"Dataset {name} ({len(rows)} trials):\n"
-                      f"{summary_table(rows, meta, verdicts=known, **settings)}")
+                      f"{summary_table(rows, meta, verdicts=known, decision=decision)}")
     blocks.append(FULL_ALPHA_NOTE)
     try:
         verdicts = one_below_the_other(per_dataset)
-        across = across_datasets_of(trials_df, meta, per_dataset, **settings)
+        across = analysis_of(meta, trials_df).across(trials_df, per_dataset, decision)
     except (ValueError, KeyError) as exc:
         blocks.append(f"No verdicts across the datasets: {exc}")
         return "\n\n".join(blocks), None, None
@@ -185,8 +188,8 @@ def datasets_summary(trials_df: pd.DataFrame, meta: dict[str, Any], settings: di
     blocks.append(text)
     # own code's declared direction, else the built-in model's
     ranks = rank_comparison(evaluation_rows(trials_df),
-                            metric=metric_of(settings["metric"], meta.get("metrics")),
-                            alpha=settings["alpha"])
+                            metric=metric_of(decision.metric, meta.get("metrics")),
+                            alpha=decision.alpha)
     if ranks is not None:
         blocks.append(ranks_text(ranks))
     return "\n\n".join(blocks), verdicts, across

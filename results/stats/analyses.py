@@ -20,6 +20,7 @@ dataset and the verdicts across them. :func:`register_analysis` adds a design's 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Optional
 
 import pandas as pd
@@ -30,6 +31,8 @@ from ablations.config.comparison import (
     DEFAULT_MARGIN,
     DEFAULT_METRIC,
     DEFAULT_REFERENCE,
+    NOT_GIVEN,
+    Decision,
 )
 from ablations.results.io.directions import metric_of
 from ablations.results.io.files import DESIGN_PLUGIN_KEY
@@ -121,59 +124,61 @@ class Analysis:
         experiment recorded before such records."""
         return settings_from(self.planned, self.meta)
 
-    def settings(self, *, reference: Optional[str] = None, metric: Optional[str] = None,
-                 margin: str | float | None = None,
-                 alpha: Optional[float] = None) -> dict[str, Any]:
-        """(reference, metric, margin, alpha) to decide with: each one given, else the one
-        recorded before the data, else the defaults (the space's reference, test_mae, 5%,
-        0.05)."""
+    def decision(self, given: Decision = NOT_GIVEN) -> Decision:
+        """The decision to decide with: each of ``given``'s settings, else the one recorded
+        before the data, else the defaults (the space's reference, test_mae, 5%, 0.05); the
+        tolerance for divergence is always the recorded one (:attr:`max_failure_rate`)."""
         planned = self.recorded_settings() or {}
-        return {
-            "reference": reference or planned.get("reference") or self.meta.get("reference")
+        return Decision(
+            reference=given.reference or planned.get("reference") or self.meta.get("reference")
             or DEFAULT_REFERENCE,
-            "metric": metric or planned.get("metric") or DEFAULT_METRIC,
-            "margin": margin if margin is not None else planned.get("margin")
+            metric=given.metric or planned.get("metric") or DEFAULT_METRIC,
+            margin=given.margin if given.margin is not None else planned.get("margin")
             or DEFAULT_MARGIN,
-            "alpha": alpha if alpha is not None else float(planned.get("alpha")
-                                                           or DEFAULT_ALPHA),
-        }
+            alpha=given.alpha if given.alpha is not None else float(planned.get("alpha")
+                                                                     or DEFAULT_ALPHA),
+            max_failure_rate=self.max_failure_rate)
 
-    def with_metric(self, settings: dict[str, Any]) -> dict[str, Any]:
-        """``settings`` with the metric as its :class:`~ablations.config.metrics.Metric`:
+    def with_metric(self, decision: Decision) -> Decision:
+        """``decision`` with the metric as its :class:`~ablations.config.metrics.Metric`:
         the direction and unit the experiment's own code declared (``meta``'s ``metrics``),
         else the built-in model's."""
-        return {**settings, "metric": metric_of(settings["metric"], self.meta.get("metrics"))}
+        return replace(decision, metric=metric_of(decision.metric, self.meta.get("metrics")))
 
-    def verdicts(self, trials: pd.DataFrame, **given: Any) -> pd.DataFrame:
+    def verdicts(self, trials: pd.DataFrame, given: Decision = NOT_GIVEN) -> pd.DataFrame:
         """The verdict table of ``trials`` as the design decides it, at the settings
-        ``given`` (None: recorded); a table decided on others is exploratory:
-        ``attrs["exploratory"]`` lists what differs.
+        ``given`` (those not given: recorded); a table decided on others is exploratory:
+        ``attrs["exploratory"]`` lists what differs, ``attrs["settings"]`` the four it was
+        decided on.
 
         Raises:
             ValueError: no verdicts are possible; the message says why.
         """
-        settings = self.settings(**given)
-        table = self.decide(evaluation_rows(trials), self.with_metric(settings))
-        table.attrs["exploratory"] = departures(self.recorded_settings() or {}, **settings)
-        table.attrs["settings"] = settings
+        decision = self.decision(given)
+        table = self.decide(evaluation_rows(trials), self.with_metric(decision))
+        table.attrs["exploratory"] = departures(self.recorded_settings() or {},
+                                                **decision.terms())
+        table.attrs["settings"] = decision.terms()
         return table
 
-    def decide(self, trials: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
-        """The verdict table of the evaluation rows ``trials`` at ``settings`` (the metric a
+    def decide(self, trials: pd.DataFrame, decision: Decision) -> pd.DataFrame:
+        """The verdict table of the evaluation rows ``trials`` at ``decision`` (its metric a
         Metric)."""
         if self.pilot is None:
-            return verdict_table(trials, **settings, max_failure_rate=self.max_failure_rate,
-                                 test=self.verdict_test)
-        table = sequential_verdict_table(trials, self.pilot, self.planned["seeds"], **settings,
+            return verdict_table(trials, **decision.terms(),
+                                 max_failure_rate=self.max_failure_rate, test=self.verdict_test)
+        table = sequential_verdict_table(trials, self.pilot, self.planned["seeds"],
+                                         **decision.terms(),
                                          max_failure_rate=self.max_failure_rate,
                                          test=self.verdict_test)
         table.attrs["pilot"] = True
         return table
 
-    def table(self, name: str, trials: pd.DataFrame, **given: Any) -> Optional[pd.DataFrame]:
+    def table(self, name: str, trials: pd.DataFrame,
+              given: Decision = NOT_GIVEN) -> Optional[pd.DataFrame]:
         """The design's table ``name`` (one of :attr:`table_names`) of ``trials`` (every row
-        of trials.parquet) at the settings ``given`` (None: recorded); None for a name the
-        design has no table of.
+        of trials.parquet) at the settings ``given`` (those not given: recorded); None for a
+        name the design has no table of.
 
         Raises:
             ValueError: the table is not possible (the message says why).
@@ -182,7 +187,7 @@ class Analysis:
 
     def across(self, trials: pd.DataFrame,
                per_dataset: Optional[dict[str, pd.DataFrame]] = None,
-               **given: Any) -> Optional[pd.DataFrame]:
+               given: Decision = NOT_GIVEN) -> Optional[pd.DataFrame]:
         """Each variant's verdict across the datasets; None for an experiment on one
         (:class:`AcrossDatasets` has them)."""
         return None
@@ -242,14 +247,15 @@ class FactorialAnalysis(Analysis):
 
         return FactorialDesign.from_dict(self.record)
 
-    def table(self, name: str, trials: pd.DataFrame, **given: Any) -> Optional[pd.DataFrame]:
+    def table(self, name: str, trials: pd.DataFrame,
+              given: Decision = NOT_GIVEN) -> Optional[pd.DataFrame]:
         if name != "effects":
             return None
         from ablations.results.stats.factorial import factorial_effects  # statsmodels
 
-        settings = self.with_metric(self.settings(**given))
-        return factorial_effects(trials, self.design, metric=settings["metric"],
-                                 margin=settings["margin"], alpha=settings["alpha"])
+        decision = self.with_metric(self.decision(given))
+        return factorial_effects(trials, self.design, metric=decision.metric,
+                                 margin=decision.margin, alpha=decision.alpha)
 
     def methods_sentences(self, cite: Cite) -> list[str]:
         design = self.design
@@ -284,12 +290,14 @@ class TunedAnalysis(Analysis):
         """The tuned keys."""
         return self.record.get("keys", [])
 
-    def table(self, name: str, trials: pd.DataFrame, **given: Any) -> Optional[pd.DataFrame]:
+    def table(self, name: str, trials: pd.DataFrame,
+              given: Decision = NOT_GIVEN) -> Optional[pd.DataFrame]:
         if name != "tuned":
             return None
         from ablations.results.stats.tuned import side_by_side
 
-        return side_by_side(trials, keys=self.keys, **self.with_metric(self.settings(**given)),
+        return side_by_side(trials, keys=self.keys,
+                            **self.with_metric(self.decision(given)).terms(),
                             max_failure_rate=self.max_failure_rate)
 
     def methods_sentences(self, cite: Cite) -> list[str]:
@@ -343,9 +351,10 @@ class SequentialAnalysis(Analysis):
         # planned, or (an experiment recorded before it) the rounds' record
         return settings_from(self.planned or self.record, self.meta)
 
-    def decide(self, trials: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
+    def decide(self, trials: pd.DataFrame, decision: Decision) -> pd.DataFrame:
         return sequential_verdict_table(trials, self.seed_design, self.record["seeds"],
-                                        **settings, max_failure_rate=self.max_failure_rate,
+                                        **decision.terms(),
+                                        max_failure_rate=self.max_failure_rate,
                                         test=self.verdict_test)
 
     @property
@@ -433,20 +442,21 @@ class AcrossDatasets(Analysis):
     def recorded_settings(self) -> Optional[dict[str, Any]]:
         return self.inner.recorded_settings()
 
-    def verdicts(self, trials: pd.DataFrame, **given: Any) -> pd.DataFrame:
+    def verdicts(self, trials: pd.DataFrame, given: Decision = NOT_GIVEN) -> pd.DataFrame:
         """Each dataset's verdicts, one below the other, with a ``dataset`` column first (a
         dataset with no verdicts possible is left out and named in
         ``attrs["dataset_errors"]``)."""
-        return one_below_the_other(self.per_dataset(trials, **given))
+        return one_below_the_other(self.per_dataset(trials, given))
 
-    def per_dataset(self, trials: pd.DataFrame, **given: Any) -> dict[str, pd.DataFrame]:
+    def per_dataset(self, trials: pd.DataFrame,
+                    given: Decision = NOT_GIVEN) -> dict[str, pd.DataFrame]:
         """The design's verdicts on each dataset's trials, by dataset. A dataset whose
         verdicts are not possible (no ok trial of its reference) maps to an empty table
         whose ``attrs["error"]`` says why."""
         out = {}
         for name, rows in by_dataset(trials).items():
             try:
-                out[name] = self.inner.verdicts(rows, **given)
+                out[name] = self.inner.verdicts(rows, given)
             except ValueError as exc:
                 empty = pd.DataFrame(columns=["ablation", "verdict", "unstable"])
                 empty.attrs["error"] = str(exc)
@@ -455,7 +465,7 @@ class AcrossDatasets(Analysis):
 
     def across(self, trials: pd.DataFrame,
                per_dataset: Optional[dict[str, pd.DataFrame]] = None,
-               **given: Any) -> Optional[pd.DataFrame]:
+               given: Decision = NOT_GIVEN) -> Optional[pd.DataFrame]:
         """Each variant's verdict across the datasets (:func:`ablations.results.stats.
         datasets.across_datasets`); ``per_dataset``: :meth:`per_dataset`'s, if computed.
 
@@ -463,11 +473,11 @@ class AcrossDatasets(Analysis):
             ValueError: a margin in the metric's units (the message says to give a
                 percentage).
         """
-        settings = self.settings(**given)
+        decision = self.decision(given)
         if per_dataset is None:
-            per_dataset = self.per_dataset(trials, **settings)
+            per_dataset = self.per_dataset(trials, decision)
         usable = {name: table for name, table in per_dataset.items() if len(table)}
-        return across_datasets(trials, usable, **self.with_metric(settings))
+        return across_datasets(trials, usable, **self.with_metric(decision).terms())
 
 
 def one_below_the_other(per_dataset: dict[str, pd.DataFrame]) -> pd.DataFrame:

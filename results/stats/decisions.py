@@ -19,27 +19,25 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from ablations.config.comparison import NOT_GIVEN, Decision
 from ablations.results.io.files import read_experiment, read_metadata
 from ablations.results.stats.analyses import AcrossDatasets, Analysis, analysis_of
 from ablations.results.stats.analyses import one_below_the_other as one_below_the_other
 
 
-def decision_settings(meta: dict[str, Any], *, reference: Optional[str] = None,
-                      metric: Optional[str] = None, margin: str | float | None = None,
-                      alpha: Optional[float] = None) -> dict[str, Any]:
-    """(reference, metric, margin, alpha) to decide with: each one given, else the one the
-    experiment recorded before its data (:mod:`ablations.results.stats.planned`), else the defaults
-    (the space's reference, test_mae, 5%, 0.05)."""
-    return analysis_of(meta).settings(reference=reference, metric=metric, margin=margin,
-                                      alpha=alpha)
+def decision_of(meta: dict[str, Any], given: Decision = NOT_GIVEN) -> Decision:
+    """The :class:`~ablations.config.comparison.Decision` to decide with: each setting
+    ``given``, else the one the experiment recorded before its data
+    (:mod:`ablations.results.stats.planned`), else the defaults (the space's reference,
+    test_mae, 5%, 0.05)."""
+    return analysis_of(meta).decision(given)
 
 
-def with_declared_metric(meta: dict[str, Any], settings: dict[str, Any]
-                         ) -> dict[str, Any]:
-    """``settings`` (:func:`decision_settings`') with the metric as its
+def with_declared_metric(meta: dict[str, Any], decision: Decision) -> Decision:
+    """``decision`` (:func:`decision_of`'s) with the metric as its
     :class:`~ablations.config.metrics.Metric`: the direction and unit the experiment's own code
     declared (``meta``'s ``metrics``), else the built-in model's."""
-    return Analysis(meta).with_metric(settings)
+    return Analysis(meta).with_metric(decision)
 
 
 def verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
@@ -60,8 +58,8 @@ def verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
         ValueError: no verdicts are possible (e.g. no ok trial of the reference, a relative
             margin of a mean of 0); the message says why.
     """
-    return analysis_of(meta, trials).verdicts(trials, reference=reference, metric=metric,
-                                              margin=margin, alpha=alpha)
+    return analysis_of(meta, trials).verdicts(trials, Decision(
+        reference=reference, metric=metric, margin=margin, alpha=alpha))
 
 
 def experiment_verdicts(directory: str, trials: Optional[pd.DataFrame] = None, *,
@@ -88,8 +86,8 @@ def factorial_effects_of(trials: pd.DataFrame, meta: dict[str, Any], *,
     Raises:
         ValueError: no effects are possible (the message says why).
     """
-    return analysis_of(meta).table("effects", trials, reference=reference, metric=metric,
-                                   margin=margin, alpha=alpha)
+    return analysis_of(meta).table("effects", trials, Decision(
+        reference=reference, metric=metric, margin=margin, alpha=alpha))
 
 
 def tuned_comparison_of(trials: pd.DataFrame, meta: dict[str, Any], *,
@@ -103,8 +101,8 @@ def tuned_comparison_of(trials: pd.DataFrame, meta: dict[str, Any], *,
     Raises:
         ValueError: no comparison is possible (the message says why).
     """
-    return analysis_of(meta).table("tuned", trials, reference=reference, metric=metric,
-                                   margin=margin, alpha=alpha)
+    return analysis_of(meta).table("tuned", trials, Decision(
+        reference=reference, metric=metric, margin=margin, alpha=alpha))
 
 
 def dataset_verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
@@ -115,8 +113,8 @@ def dataset_verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
     one entry for an experiment on one dataset). A dataset whose verdicts are not possible
     (no ok trial of its reference) maps to an empty table whose ``attrs["error"]`` says why.
     """
-    return AcrossDatasets(analysis_of(meta)).per_dataset(
-        trials, reference=reference, metric=metric, margin=margin, alpha=alpha)
+    return AcrossDatasets(analysis_of(meta)).per_dataset(trials, Decision(
+        reference=reference, metric=metric, margin=margin, alpha=alpha))
 
 
 def across_datasets_of(trials: pd.DataFrame, meta: dict[str, Any],
@@ -131,5 +129,5 @@ def across_datasets_of(trials: pd.DataFrame, meta: dict[str, Any],
     Raises:
         ValueError: a margin in the metric's units (the message says to give a percentage).
     """
-    return analysis_of(meta, trials).across(trials, per_dataset, reference=reference,
-                                            metric=metric, margin=margin, alpha=alpha)
+    return analysis_of(meta, trials).across(trials, per_dataset, Decision(
+        reference=reference, metric=metric, margin=margin, alpha=alpha))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from ablations.config.comparison import Decision
 from ablations.results.stats.sequential import DEFAULT_MAX_SEEDS, SeedDesign
 from ablations.results.stats.shared_variance import DEFAULT_TEST, PAIRED_TEST, TEST_VERSIONS
 
@@ -24,23 +25,21 @@ PLANNED_KEY = "planned"  # experiment.json's key
 SETTINGS = ("reference", "metric", "margin", "alpha")
 
 
-def planned_record(*, reference: str, metric: str, margin: str | float, alpha: float,
-                   seeds: Sequence[int] = (), max_seeds: Optional[int] = None,
-                   max_failure_rate: Optional[float] = None,
-                   test: str = DEFAULT_TEST) -> dict[str, Any]:
-    """experiment.json's ``planned``: the four settings; with ``seeds`` (a fixed table that
-    can be continued into rounds), also the design whose pilot look they are and the seed
-    order up to ``max_seeds`` (default
-    :data:`ablations.results.stats.sequential.DEFAULT_MAX_SEEDS`). A run of at least ``max_seeds``
-    seeds gets a one-look design: the fixed design at full α. ``max_failure_rate``: the
-    tolerance for divergence (recorded where given: `equivalent` needs the failure-rate bound
-    below it). ``test``: the test the verdicts are decided with, recorded with its version
-    (:func:`verdict_test`)."""
-    record: dict[str, Any] = {"reference": reference, "metric": metric,
-                              "margin": str(margin), "alpha": float(alpha),
+def planned_record(decision: Decision, *, seeds: Sequence[int] = (),
+                   max_seeds: Optional[int] = None, test: str = DEFAULT_TEST) -> dict[str, Any]:
+    """experiment.json's ``planned``: the four settings of ``decision`` (each given); with
+    ``seeds`` (a fixed table that can be continued into rounds), also the design whose pilot
+    look they are and the seed order up to ``max_seeds`` (default
+    :data:`ablations.results.stats.sequential.DEFAULT_MAX_SEEDS`). A run of at least
+    ``max_seeds`` seeds gets a one-look design: the fixed design at full α. The decision's
+    ``max_failure_rate``, the tolerance for divergence, is recorded where given (`equivalent`
+    needs the failure-rate bound below it). ``test``: the test the verdicts are decided with,
+    recorded with its version (:func:`verdict_test`)."""
+    record: dict[str, Any] = {"reference": decision.reference, "metric": decision.metric,
+                              "margin": str(decision.margin), "alpha": float(decision.alpha),
                               "test": {"name": test, "version": TEST_VERSIONS[test]}}
-    if max_failure_rate is not None:
-        record["max_failure_rate"] = float(max_failure_rate)
+    if decision.max_failure_rate is not None:
+        record["max_failure_rate"] = float(decision.max_failure_rate)
     if len(seeds) >= 2:
         fixed = [int(s) for s in seeds]
         most = max_seeds or DEFAULT_MAX_SEEDS

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
+from ablations.config.comparison import DEFAULT_MARGIN, DEFAULT_MAX_SEEDS, Decision
 from ablations.experiment.options import TUNE_SUBDIR
 from ablations.experiment.plans import trial_plan
 
@@ -47,14 +48,12 @@ def refuse_unreachable_tolerance(request: Request, most: int, *, rounds: bool) -
                          f"{needed} seeds or more ({how}), or a tolerance above {best:.0%}")
 
 
-def decision_settings(request: Request, space: Space) -> dict[str, Any]:
-    """The settings every design fixes before the data: the reference, metric, margin, α and
+def planned_decision(request: Request, space: Space) -> Decision:
+    """The decision every design fixes before the data: the reference, metric, margin, α and
     the tolerance for divergence."""
-    from ablations.config.comparison import DEFAULT_MARGIN
-
-    return {"reference": space.reference, "metric": request.metric,
-            "margin": request.margin or DEFAULT_MARGIN, "alpha": request.alpha,
-            "max_failure_rate": request.max_failure_rate}
+    return Decision(reference=space.reference, metric=request.metric,
+                    margin=request.margin or DEFAULT_MARGIN, alpha=request.alpha,
+                    max_failure_rate=request.max_failure_rate)
 
 
 class Design:
@@ -144,8 +143,9 @@ class Design:
     def planned_settings(self, request: Request, space: Space,
                          seeds: Sequence[int]) -> dict[str, Any]:
         """The arguments of :func:`ablations.results.stats.planned.planned_record`
-        (experiment.json's ``planned``): the reference, metric, margin and α fixed before the
-        data; for a fixed table that can be continued into rounds, its seeds and
+        (experiment.json's ``planned``): the ``decision`` fixed before the data (reference,
+        metric, margin, α, tolerance); for a fixed table that can be continued into rounds,
+        its ``seeds`` and
         ``max_seeds`` (default 10), the sequential design whose pilot look they are. A
         design that keeps the fixed design at full α (and ``cross_seeds``) refuses
         ``max_seeds``.
@@ -154,9 +154,8 @@ class Design:
             UsageError: ``max_seeds`` where no rounds can follow, or below the seeds run.
         """
         from ablations.experiment.request import UsageError, arg
-        from ablations.config.comparison import DEFAULT_MAX_SEEDS
 
-        settings = decision_settings(request, space)
+        spec: dict[str, Any] = {"decision": planned_decision(request, space)}
         pilot = self.continues_into_rounds and not request.cross_seeds
         most = max(len(seeds), request.max_seeds or DEFAULT_MAX_SEEDS) if pilot else len(seeds)
         if self.has_verdicts:  # a search has no `equivalent` to withhold
@@ -172,8 +171,8 @@ class Design:
                                  f"{len(seeds)} seeds run; give {arg('max_seeds')} {len(seeds)} "
                                  "for the fixed design at full alpha, or more to plan rounds")
         if not pilot:
-            return settings
-        return {**settings, "seeds": list(seeds), "max_seeds": request.max_seeds}
+            return spec
+        return {**spec, "seeds": list(seeds), "max_seeds": request.max_seeds}
 
     @classmethod
     def plan(cls, request: Request, space: Space,
@@ -285,15 +284,15 @@ class Design:
         return [describe_trials(trials, base, skipped)]
 
     def summary_lines(self, trials: Any, meta: dict[str, Any],
-                      settings: dict[str, Any]) -> list[str]:
+                      decision: Decision) -> list[str]:
         """Lines after the summary's table (``trials``: trials.parquet's rows, ``meta``:
-        experiment.json; ``settings``: the summary's reference, metric, margin and alpha)."""
+        experiment.json; ``decision``: the summary's reference, metric, margin and alpha)."""
         return []
 
     def tables(self, trials: Any, meta: dict[str, Any],
-               settings: dict[str, Any]) -> dict[str, Any]:
+               decision: Decision) -> dict[str, Any]:
         """The design's own tables of a finished run, by name (``Results.tables``: e.g. a
-        factorial design's ``effects``), at the summary's ``settings``: each table its
+        factorial design's ``effects``), at the summary's ``decision``: each table its
         recorded analysis names (``Analysis.table_names``), less those these trials cannot
         make (a cell without an ok trial: the summary's lines say why)."""
         from ablations.results.stats.analyses import analysis_of
@@ -301,7 +300,7 @@ class Design:
         analysis, tables = analysis_of(meta), {}
         for name in analysis.table_names:
             try:
-                table = analysis.table(name, trials, **settings)
+                table = analysis.table(name, trials, decision)
             except (ValueError, KeyError):
                 continue
             if table is not None:

@@ -19,6 +19,7 @@ from ablations.results.stats.factorial_design import MAX_FACTORS, MIN_FACTORS, F
 from ablations.search_spaces import TrialSpec
 
 if TYPE_CHECKING:
+    from ablations.config.comparison import Decision
     from ablations.experiment.table_plan import PlanState
     from ablations.search_spaces import Space
 
@@ -155,12 +156,12 @@ class Factorial(Grid):
         return self.factorial.lines()
 
     def summary_lines(self, trials: Any, meta: dict[str, Any],
-                      settings: dict[str, Any]) -> list[str]:
-        from ablations.results.stats.decisions import factorial_effects_of
+                      decision: Decision) -> list[str]:
+        from ablations.results.stats.analyses import analysis_of
         from ablations.results.stats.factorial import effects_view, factorial_note
 
         try:
-            table = factorial_effects_of(trials, meta, **settings)
+            table = analysis_of(meta).table("effects", trials, decision)
         except (ValueError, KeyError) as exc:
             return ["", f"No factorial effects: {exc}"]
         return ["", f"Factorial effects ({self.factorial.legend()}):",

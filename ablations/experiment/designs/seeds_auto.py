@@ -22,7 +22,7 @@ import pandas as pd
 from ablations.experiment import events
 from ablations.experiment.designs.base import (
     Design,
-    decision_settings,
+    planned_decision,
     refuse_unreachable_tolerance,
 )
 from ablations.experiment.designs.resume_text import counts_line
@@ -292,9 +292,9 @@ class Rounds(Design):
 
     def planned_settings(self, request: Request, space: Space,
                          seeds: Sequence[int]) -> dict[str, Any]:
-        """The settings alone: the design is the sequential record's."""
+        """The decision alone: the design is the sequential record's."""
         refuse_unreachable_tolerance(request, self.run.design.max_seeds, rounds=True)
-        return decision_settings(request, space)
+        return {"decision": planned_decision(request, space)}
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
                 skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False

@@ -52,6 +52,7 @@ from ablations.search_spaces import TrialSpec
 from ablations.search_spaces.hpo import HPO_METRIC, HPO_MODE, HPO_SEARCH
 
 if TYPE_CHECKING:
+    from ablations.config.comparison import Decision
     from ablations.experiment.table_plan import PlanState
     from ablations.search_spaces import Space
 
@@ -343,12 +344,12 @@ class Stages(Design):
                 "given:"]
 
     def summary_lines(self, trials: Any, meta: dict[str, Any],
-                      settings: dict[str, Any]) -> list[str]:
-        from ablations.results.stats.decisions import tuned_comparison_of
+                      decision: Decision) -> list[str]:
+        from ablations.results.stats.analyses import analysis_of
         from ablations.results.stats.tuned import side_by_side_text
 
         try:
-            table = tuned_comparison_of(trials, meta, **settings)
+            table = analysis_of(meta).table("tuned", trials, decision)
         except (ValueError, KeyError) as exc:
             return [f"\nNo tuned comparison: {exc}"]
         return ["", *side_by_side_text(table).splitlines()]

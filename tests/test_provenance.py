@@ -253,7 +253,7 @@ def write_experiment(storage: Path, name: str, argv: list[str]) -> Path:
     from ablations.experiment.options import RunOptions
     from ablations.experiment.planning import prepare
     from ablations.cli.requests import request_from
-    from ablations.experiment.runner import experiment_metadata
+    from ablations.experiment.experiment_record import experiment_metadata
     from ablations.results.io.files import METADATA_FILE, write_json_atomic
 
     run = parser_of("run")

@@ -20,18 +20,23 @@ nothing; :meth:`Experiment.run`'s ``on_event`` receives them.
 from __future__ import annotations
 
 import datetime as dt
-import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Literal, Mapping, Optional, Sequence
+from typing import Any, Literal, Mapping, Optional, Sequence
 
-import pandas as pd
 
-from ablations.config.comparison import NOT_GIVEN, Decision
-from ablations.config.statuses import UNFINISHED, TrialStatus
-from ablations.config.values import arg, named
+from ablations.config.comparison import Decision
+from ablations.config.values import arg
 from ablations.experiment import events
 from ablations.experiment.events import Listener, listening
+from ablations.experiment.execute import Run, execute
+from ablations.experiment.groups import (
+    Console,
+    Interrupted,
+    Preview,
+    Resources,
+    Results,
+    Seeds,
+)
 from ablations.experiment.request import (
     DEFAULT_STORAGE,
     Request,
@@ -41,126 +46,7 @@ from ablations.experiment.request import (
     storage_root,
     time_limit_problem,
 )
-from ablations.results.io.files import first_line, join, list_dir, read_metadata
-from ablations.results.stats.baseline_check import (
-    BaselineCheck,
-    DatasetChecks,
-    record_baseline_check,
-)
-
-
-@dataclass(frozen=True)
-class Seeds:
-    """Which seeds every variant runs. None: not given."""
-
-    seeds: int | Sequence[int] | Literal["auto"] | None = None  # 3: seeds 0, 1, 2; "auto": rounds
-    pilot: Optional[int] = None  # seeds="auto": the first round's seeds
-    max_seeds: Optional[int] = None  # the last look of the sequential design
-    cross: Optional[bool] = None  # every init seed with every order seed (docs/seed-sources.md)
-    null_control: Optional[bool] = None  # the reference again at other seeds, a null arm
-    sources: Optional[str] = None  # which sources vary with the seed: "init,order,data"
-
-
-@dataclass(frozen=True)
-class Resources:
-    """Where and how wide the trials run. None: not given."""
-
-    cpus_per_trial: Optional[float] = None
-    gpus_per_trial: Optional[float] = None
-    max_concurrent: Optional[int] = None  # 0: as many as the resources allow
-    max_failures: Optional[int] = None  # retries of a failed trial from its last checkpoint
-    address: Optional[str] = None  # a Ray cluster; None: this process's Ray, or a local one
-    num_cpus: Optional[int] = None  # the CPUs of the local Ray a run starts
-    auto_batch: Optional[bool] = None  # probe the largest batch that fits the trial's GPU
-    # each run of a trial ends past it as ``timeout``: seconds, or "90s", "15m", "2h"
-    time_limit: Optional[float | str] = None
-    # False: train every trial, even where another experiment under the same storage finished
-    # one with its identity (None: reuse those, trial_store.py)
-    reuse: Optional[bool] = None
-
-
-@dataclass(frozen=True)
-class Console:
-    """What a front end puts around a run (the command line sets these; a notebook need not):
-    the Ray dashboard, Tune's own output, a line per epoch, the command recorded in
-    experiment.json, a context around ``Tuner.fit`` (given the run's options: the command
-    line's SIGTERM handling) and what to do once Ray has started (the command line re-enters a
-    Ray job's working folder and installs its signal handler)."""
-
-    dashboard: bool = False
-    verbose: bool = False
-    progress_epochs: bool = False
-    command: Sequence[str] = ("ablations.Experiment",)
-    fit_guard: Optional[Callable[[Any], ContextManager[Any]]] = None
-    after_ray_start: Optional[Callable[[], None]] = None
-    # where the lines Tune prints beyond its start-up ones go (a trial's error block the
-    # progress does not replace; None: with the start-up ones, in tune_console.log)
-    tune_console: Any = None
-
-
-@dataclass
-class Results:
-    """What :meth:`Experiment.run` and :meth:`Experiment.resume` return: the experiment's
-    folder and tables, its verdicts as its design decides them, and the text the command line
-    prints of them."""
-
-    directory: str
-    trials: pd.DataFrame
-    epochs: pd.DataFrame
-    predictions: pd.DataFrame
-    # None when no verdict is possible (e.g. no ok reference); over several datasets each
-    # dataset's verdicts, one below the other, with a ``dataset`` column
-    verdicts: Optional[pd.DataFrame]
-    wall_s: float
-    # the reference against the training mean and its last epoch
-    # (ablations.results.stats.baseline_check); None without verdicts
-    baseline_check: Optional[BaselineCheck | DatasetChecks] = None
-    # the design's own tables by name (a factorial design's ``effects``, a tuned ablation's
-    # ``tuned``: Design.tables) and over several datasets ``across``, each variant's verdict
-    # across them (ablations.results.stats.datasets; across_datasets.parquet)
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    name: str = ""
-    storage: str = ""
-    # the reference, metric, margin, alpha and tolerance the verdicts were decided with
-    decision: Decision = NOT_GIVEN
-    # the summary's table and notes (ablations/results/report/summary.py), the design's lines
-    # after it and at the end, and the command that decides the inconclusive variants (None:
-    # nothing to decide); text with the library's markers, str(...)-ready via ``named``
-    summary: str = ""
-    design_lines: list[str] = field(default_factory=list)
-    closing_lines: list[str] = field(default_factory=list)
-    continuation: Optional[str] = None
-    # why the run stopped launching trials (its first trials failed alike,
-    # ablations/experiment/fail_fast.py); None when it did not
-    stopped_early: Optional[str] = None
-
-    @property
-    def across(self) -> Optional[pd.DataFrame]:
-        """``tables["across"]``: over several datasets, the verdicts across them."""
-        return self.tables.get("across")
-
-    @property
-    def unfinished(self) -> int:
-        """Trials a stop left unfinished (interrupted or not started): resume to end them."""
-        return int(self.trials["status"].isin(list(UNFINISHED)).sum())
-
-    def counts(self) -> dict[str, int]:
-        """How many trials ended in each status."""
-        return {str(status): int((self.trials["status"] == status).sum())
-                for status in TrialStatus}
-
-    def __str__(self) -> str:
-        return named(self.summary)
-
-
-class Interrupted(KeyboardInterrupt):
-    """A stop (Ctrl-C, or SIGTERM where the command line makes it one) before the results were
-    written; the trials' saved state is kept: resume the experiment ``name`` in
-    ``storage`` to continue."""
-
-    def __init__(self, storage: str, name: str, address: Optional[str] = None) -> None:
-        super().__init__(f"{name} interrupted before its results were written")
-        self.storage, self.name, self.address = storage, name, address
+from ablations.results.io.files import first_line, join, list_dir
 
 
 def seeds_of(seeds: int | Sequence[int] | str | Seeds | None) -> Seeds:
@@ -333,7 +219,7 @@ class Experiment:
             storage, name, trials, design, grown, resume = self._under_name(prepared)
             for note in prepared.notes:  # after the name's checks: a refusal is one line
                 events.warning(note)
-            run = _Run(name=name, storage=storage, space=prepared.space.name,
+            run = Run(name=name, storage=storage, space=prepared.space.name,
                        reference=prepared.space.reference, trials=list(trials),
                        skipped=list(prepared.skipped), design=design, seeds=prepared.seeds,
                        reuse_workers=not prepared.space.isolate_trials,
@@ -342,7 +228,7 @@ class Experiment:
                        crossed=bool(self.request.cross_seeds), resume=resume, grown=grown,
                        time_limit_s=(self.request.time_limit if self.request.time_limit
                                      is not None else prepared.space.time_limit_s))
-            return _execute(run, self.request, self.resources, self.log_to, self.progress,
+            return execute(run, self.request, self.resources, self.log_to, self.progress,
                             console or Console())
 
     @staticmethod
@@ -446,7 +332,7 @@ def resume_request(name: Optional[str], request: Request, *, resources: Resource
                           allow_changed=allow_changed, on_event=on_event)
     storage = plan.storage
     with listening(on_event):
-        run = _Run(name=plan.name, storage=storage, space=plan.space_name,
+        run = Run(name=plan.name, storage=storage, space=plan.space_name,
                    reference=plan.reference, trials=list(plan.trials),
                    skipped=list(plan.skipped), design=plan.design, seeds=plan.seeds,
                    reuse_workers=plan.reuse_workers, cpus_per_trial=plan.cpus_per_trial,
@@ -454,7 +340,7 @@ def resume_request(name: Optional[str], request: Request, *, resources: Resource
                    retry_failed=retry_failed,
                    time_limit_s=(request.time_limit if request.time_limit is not None
                                  else plan.time_limit_s))
-        return _execute(run, request, resources, log_to, progress, console or Console())
+        return execute(run, request, resources, log_to, progress, console or Console())
 
 
 def tracker_specs(log_to: Sequence[Any]) -> list[Any]:
@@ -470,199 +356,6 @@ def tracker_specs(log_to: Sequence[Any]) -> list[Any]:
         except ValueError as exc:
             raise UsageError(f"log_to {item!r}: {exc}") from None
     return out
-
-
-@dataclass
-class Preview:
-    """:meth:`Experiment.preview`: what a run would do."""
-
-    prepared: Any  # planning's Prepared: the space, the base configuration, seeds, design
-    name: str
-    target: str  # the experiment's folder under the storage
-    trials: list  # the trials the run would hold (a growth: the whole table)
-    design: Any
-    existing: bool  # the name holds an experiment already (resumed or grown)
-    grown: Optional[dict[str, Any]]  # the growth's record (resuming.growth); None: none
-    # of ``trials``, those the experiment finished ok or diverged (a growth keeps them all;
-    # a resume of the same plan also keeps what Tune's state holds: its resume line says)
-    kept: list[str]
-
-
-@dataclass
-class _Run:
-    """What one run of an experiment needs, new or resumed."""
-
-    name: str
-    storage: str
-    space: str
-    reference: str
-    trials: list
-    skipped: list
-    design: Any
-    seeds: Sequence[int]
-    reuse_workers: bool
-    cpus_per_trial: float
-    gpus_per_trial: float
-    crossed: bool
-    resume: bool
-    retry_failed: bool = False
-    time_limit_s: Optional[float] = None  # each run of a trial (trial/time_limit.py)
-    grown: Optional[dict[str, Any]] = None  # variants added to a finished table (resuming.py)
-
-
-def _execute(run: _Run, request: Request, resources: Resources, log_to: Sequence[Any],
-             progress: bool, console: Console) -> Results:
-    """The one run path: Ray, the checks that need it, the trials, then the verdicts, the
-    summary, the trackers' verdicts and what continues the experiment."""
-    import ray
-
-    from ablations.experiment.continuing import trial_slots
-    from ablations.experiment.options import RunOptions
-    from ablations.experiment.preflight import auto_batch, check_data_on_workers
-    from ablations.experiment.runner import estimating_costs, init_ray
-
-    root = join(run.storage, run.name)
-    options = RunOptions(
-        storage=run.storage, name=run.name, space=run.space, reference=run.reference,
-        address=resources.address, cpus_per_trial=run.cpus_per_trial,
-        gpus_per_trial=run.gpus_per_trial, max_concurrent=resources.max_concurrent or 0,
-        max_failures=resources.max_failures or 0, retry_failed=run.retry_failed,
-        time_limit_s=run.time_limit_s,
-        reuse_workers=run.reuse_workers, reuse=resources.reuse is not False, grown=run.grown,
-        dashboard=console.dashboard,
-        verbose=1 if console.verbose else 0, progress=progress,
-        progress_epochs=console.progress_epochs, command=list(console.command),
-        tune_console=console.tune_console)
-    if console.fit_guard is not None:
-        options.fit_guard = lambda: console.fit_guard(options)
-    if log_to or run.resume:  # MLflow / W&B: Ray Tune's callbacks (trackers/specs.py)
-        from ablations.experiment.trackers.specs import tracker_callbacks
-
-        tracked = tracker_callbacks(log_to, root, experiment=run.name, space=run.space,
-                                    resume=run.resume, grown=run.grown)
-        options.trackers = [callback for _, callback in tracked]
-        options.tracker_specs = [spec for spec, _ in tracked]
-    from ablations.experiment.cluster import ClusterUnreachable, job_runtime_env
-
-    if not resources.address and job_runtime_env() is not None:
-        raise UsageError(f"running as a Ray job without {arg('address')}: this would start "
-                         f"a private Ray on one node; pass {arg('address')} auto to use "
-                         "the job's cluster")
-    trials = run.trials
-    try:
-        with estimating_costs(trials):  # in a thread, while Ray starts
-            started, dashboard_url = init_ray(options, trials, resources.num_cpus)
-    except ClusterUnreachable as exc:
-        raise UsageError(str(exc)) from None
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise UsageError(f"cannot connect to Ray at {resources.address or 'local'}: "
-                         f"{first_line(exc)}") from None
-    try:
-        if console.after_ray_start is not None:
-            console.after_ray_start()
-        cluster = ray.cluster_resources()
-        slots = trial_slots(cluster, run.cpus_per_trial, run.gpus_per_trial,
-                            options.max_concurrent)
-        events.info(f"Experiment {run.name}: space {run.space}, "
-                    f"{run.design.count_text(trials, run.seeds, crossed=run.crossed)}, "
-                    f"{run.cpus_per_trial:g} CPU + {run.gpus_per_trial:g} GPU per trial, "
-                    f"Ray with {cluster.get('CPU', 0):g} CPUs / {cluster.get('GPU', 0):g} "
-                    "GPUs")
-        if run.cpus_per_trial > cluster.get("CPU", 0) or \
-                run.gpus_per_trial > cluster.get("GPU", 0):
-            raise UsageError(
-                f"a trial asks for {run.cpus_per_trial:g} CPU / {run.gpus_per_trial:g} GPU but "
-                f"the cluster has {cluster.get('CPU', 0):g} / {cluster.get('GPU', 0):g}; "
-                f"lower {arg('cpus_per_trial')} / {arg('gpus_per_trial')}")
-        if resources.address:
-            check_data_on_workers(run.design.configs(trials), request)
-        if dashboard_url:
-            events.info(f"Ray dashboard: http://{dashboard_url.removeprefix('http://')} "
-                        "(token authentication: `ray get-auth-token` prints the token)")
-        events.info(f"Results: {root}")
-        logdir = join(run.storage, run.name, run.design.tensorboard_dir).rstrip("/")
-        events.info(f"TensorBoard: tensorboard --logdir {shlex.quote(logdir)}")
-        for tracker in options.trackers:
-            events.info(tracker.describe())
-        if request.auto_batch and trials and not run.resume:  # a resume keeps its size
-            trials, options.auto_batch = auto_batch(request, trials)
-        result = run.design.execute(trials, options, run.skipped, resume=run.resume)
-    except KeyboardInterrupt:  # outside Tuner.fit (a stop inside it ends the run normally)
-        raise Interrupted(run.storage, run.name, resources.address) from None
-    finally:
-        if started:
-            ray.shutdown()
-    return results_of(result, run, request, options, slots)
-
-
-def results_of(result: Any, run: _Run, request: Request, options: Any,
-               slots: Optional[int]) -> Results:
-    """An ended run's :class:`Results`: its tables, the baseline check, the verdicts at the
-    settings recorded before its data unless the request gives others
-    (:func:`ablations.results.stats.decisions.verdicts_of`), the summary, the design's own
-    tables at the same settings (:meth:`Design.tables`), the verdicts across datasets
-    (written beside trials.parquet), the trackers' copy of the verdicts, and the command
-    that decides the inconclusive variants."""
-    from ablations.results.report.designs import report_of
-    from ablations.results.stats.analyses import analysis_of
-    from ablations.results.stats.decisions import decision_of
-
-    design, df = run.design, result.trials
-    meta = read_metadata(str(result.directory)) or {}
-    given = {key: getattr(request, key) for key in ("metric", "margin", "alpha")
-             if key in request.given}
-    decision = decision_of(meta, Decision(reference=run.reference, **given))
-    # the design's analysis: over several datasets each one's verdicts, then across them
-    analysis = analysis_of(meta, df)
-    summary, verdicts, across = report_of(analysis).summary(
-        df, decision, with_verdicts=design.has_verdicts)
-    if across is not None:  # beside trials.parquet, as the report writes it too
-        from ablations.results.report.datasets_report import write_across
-
-        write_across(str(result.directory), across)
-    check = None
-    if design.has_verdicts:  # one line above the verdicts; baseline_check.json in the folder
-        check = record_baseline_check(result.directory, df, result.epochs,
-                                      reference=decision.reference, analysis=analysis)
-    tables = {**design.tables(df, meta, decision),
-              **({"across": across} if across is not None else {})}
-    results = Results(
-        str(result.directory), df, result.epochs, result.predictions, verdicts, result.wall_s,
-        check, tables, name=run.name, storage=run.storage,
-        decision=decision, summary=summary,
-        design_lines=design.summary_lines(df, meta, decision),
-        closing_lines=design.closing_lines(result.directory),
-        stopped_early=meta.get("stopped_early"))
-    if options.trackers:  # the verdicts as each tracker's <name>-verdicts run
-        from ablations.experiment.trackers.specs import publish_summary
-
-        publish_summary(options.trackers, named(summary), verdicts, across)
-    if not results.unfinished and design.continues_into_rounds:
-        results.continuation = _continuation(results, meta, options, slots)
-    return results
-
-
-def _continuation(results: Results, meta: dict[str, Any], options: Any,
-                  slots: Optional[int]) -> Optional[str]:
-    """A fixed run's inconclusive variants and the one command that decides them; None for a
-    run planned at one look (its seeds reached its last: final verdicts) or crossed."""
-    from ablations.experiment.continuing import continuation_hint
-    from ablations.results.stats.decisions import with_declared_metric
-    from ablations.results.stats.planned import pilot_design
-
-    planned = meta.get("planned")
-    design = pilot_design(planned)
-    if results.verdicts is None or (planned is not None and design is None):
-        return None
-    try:
-        return continuation_hint(results.trials, results.verdicts, storage=results.storage,
-                                 name=results.name, address=options.address,
-                                 max_concurrent=options.max_concurrent, slots=slots,
-                                 fixed_wall_s=results.wall_s,
-                                 max_seeds=design.max_seeds if design else None,
-                                 decision=with_declared_metric(meta, results.decision))
-    except (ValueError, KeyError):  # the pilot look's table cannot be made: nothing to decide
-        return None
 
 
 __all__ = ["Console", "Decision", "Experiment", "Interrupted", "Resources", "Results", "Seeds"]

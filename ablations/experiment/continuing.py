@@ -27,13 +27,8 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from ablations.config import TrialConfig
-from ablations.config.comparison import (
-    DEFAULT_ALPHA,
-    DEFAULT_MARGIN,
-    DEFAULT_METRIC,
-    DEFAULT_REFERENCE,
-    Decision,
-)
+from ablations.config.comparison import (DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_METRIC,
+                                         DEFAULT_REFERENCE, Decision)
 from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.config.values import command
 from ablations.experiment.request import Request, UsageError, arg

@@ -23,17 +23,12 @@ Layout of an experiment folder ``<storage>/<name>/``::
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import logging
 import os
-import platform
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
-from ablations.config.safety import installed_torch
-from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.config import TrialConfig
 from ablations.experiment import events
 from ablations.experiment.cluster import (
@@ -46,43 +41,32 @@ from ablations.experiment.interrupt import quiet_tune_logs
 from ablations.experiment.tune_console import tune_lines
 from ablations.experiment.tune_usage import no_unsent_callback_tag, tensorboardx_without_torch
 from ablations.experiment.options import (
-    TUNE_SUBDIR,
     ExperimentResult,
     RunOptions,
     experiment_dir,
 )
-from ablations.experiment.plans import skipped_plan, trial_plan
-from ablations.experiment.provenance import changes, collect, git_commit_label
-from ablations.experiment.reported import unpacked
 from ablations.trial.supervise import end_programs_under
 from ablations.experiment.tables import (
     RESUMABLE_STATUSES,
     collect_results,
-    result_name,
-    saved_results,
-    trial_status,
     tune_state_file,
 )
+from ablations.experiment.experiment_record import start_record
 from ablations.experiment.trial_store import (
-    REUSABLE,
+    Reused,
     find_reusable,
-    read_table,
     record_reused,
     recorded_reused,
     reusable_keys,
     run_labels,
 )
+from ablations.experiment.tune_state import results_despite
 from ablations.results.io.files import (
     METADATA_FILE,
-    SCHEMA_VERSION,
-    TRIALS_FILE,
     delete_dir,
     first_line,
-    is_file,
     is_uri,
     join,
-    read_metadata,
-    remove_stale_temp_files,
     write_json_atomic,
 )
 from ablations.search_spaces.spaces import TrialSpec
@@ -153,7 +137,10 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
 
     The setup gives the trainable's plan, Tune's search and scheduler, its callbacks, the
     Tune folder and the rows' round and phase (``setup.part``); this function does the same
-    for every design.
+    for every design, in named steps: the record of the start (:func:`start_record`), the
+    trainable (:func:`trainable_of`), what other experiments trained already
+    (:func:`reused_trials`), the progress (:func:`progress_of`), the Tuner (:func:`tuner_of`),
+    the fit (:func:`fit`) and the tables (:func:`finish`).
 
     Uses the Ray already initialised in this process if there is one (tests do
     ``ray.init(num_cpus=2)``); else starts a local one, or connects to ``options.address``.
@@ -163,84 +150,23 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     """
     from ray import tune
 
-    from ablations.experiment.progress import TrialProgress
-    from ablations.experiment.trainable import STATE_SUBDIR, tune_trainable
+    from ablations.experiment.trainable import STATE_SUBDIR
 
     setup = setup or GridTune()
     part = setup.part
-    root = experiment_dir(options)
-    if not is_uri(root):
-        Path(root).mkdir(parents=True, exist_ok=True)
-    remove_stale_temp_files(root)
-    started_at = dt.datetime.now(dt.timezone.utc)
     plan = setup.trainable_plan(trials)
-    metadata = experiment_metadata(trials, options, started_at, skipped, list(plan.values()))
-    if design is not None:
-        design.record(metadata)
-        if design.spec:  # a plug-in design: a resume and `report` import it again
-            from ablations.experiment.designs.registry import PLUGIN_KEY
-
-            metadata[PLUGIN_KEY] = design.spec
-    previous = read_metadata(root)
-    metadata["auto_batch"] = options.auto_batch or (previous or {}).get("auto_batch")
-    # the settings fixed before the first trial (results/stats/planned.py): a resume or a later
-    # round keeps the first record, and an experiment recorded without one gets none
-    if previous is None:
-        planned = design.planned if design is not None else None
-    else:
-        planned = previous.get("planned")
-    if planned:
-        metadata["planned"] = planned
-    # variants added to the finished table, each time (resuming.growth)
-    grown = [*(previous or {}).get("grown", []), *([options.grown] if options.grown else [])]
-    if grown:
-        metadata["grown"] = grown
-    if (resume or part.earlier_rows is not None or part.round_number > 1) \
-            and previous is not None:  # a later round or stage of the same experiment
-        metadata["started_at"] = previous.get("started_at", metadata["started_at"])
-        metadata["resumed_at"] = [*previous.get("resumed_at", []),
-                                  *([started_at.isoformat()] if resume else [])]
-    write_json_atomic(metadata, join(root, METADATA_FILE))
-
-    resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
+    root, metadata = start_record(trials, options, skipped, list(plan.values()),
+                                  design=design, part=part, resume=resume)
     state_root = join(root, STATE_SUBDIR)
-    trainable = tune.with_resources(tune.with_parameters(
-        tune_trainable, plan={key: config.to_dict() for key, config in plan.items()},
-        state_root=state_root, time_limit_s=options.time_limit_s,
-        labels=run_labels(plan, metadata["provenance"]),
-        # on this machine's Ray, the trials run in this process's folder (trainable.trial_cwd)
-        folder=None if options.address else os.getcwd(),
-        pack=options.verbose == 0), resources)  # --verbose: Tune's tables show every figure
+    trainable = trainable_of(plan, metadata, options, state_root)
     tune_dir = join(root, part.tune_subdir)
     started = time.monotonic()
     # a grown table's new variants are a new Tune run beside the first (which holds the rest)
     restoring = resume and options.grown is None and tune.Tuner.can_restore(tune_dir)
-    # what this Tune run took from other experiments before (also where it trained nothing,
-    # so that Tune saved no run to restore)
-    recorded = recorded_reused(root, part.tune_subdir) \
-        if resume and options.grown is None else {}
-    reused = None
-    # A resumed run keeps what it reused before (never in Tune's trials), with or without
-    # reuse, and a grown table the trials it kept; a new run takes what other experiments
-    # finished (trial_store.py).
-    if setup.reusable and (restoring or recorded or options.reuse or grown):
-        reused = find_reusable(str(options.storage), options.name,
-                               reusable_keys(trials, metadata, options),
-                               specs={spec.name: spec for spec in trials},
-                               round_number=part.round_number, phase=part.phase,
-                               space=options.space, own_only=restoring or not options.reuse,
-                               own_trained={name for entry in grown for name in entry["kept"]},
-                               recorded=recorded or None)
-        if reused is not None and not restoring:
-            record_reused(root, part.tune_subdir, reused)  # before Tune saves any state
-            events.info(reused.summary(len(trials), options.name))
+    reused = reused_trials(trials, options, setup, metadata, root, resume=resume,
+                           restoring=restoring)
     to_train = [spec for spec in trials if reused is None or spec.name not in reused.names]
-    total, planned, default = setup.progress_plan(to_train)
-    progress = TrialProgress(total, plan=planned, epochs=options.progress_epochs,
-                             default=default,
-                             units={name: declared["unit"] for name, declared
-                                    in (metadata.get("metrics") or {}).items()
-                                    if declared.get("unit")})
+    progress, planned = progress_of(setup, to_train, options, metadata)
     fail_alike = None
     # every planned trial reused: nothing for Tune to run (a search plans none: it samples)
     if reused is not None and not to_train and not restoring:
@@ -252,40 +178,132 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                                        resume_errored=options.retry_failed,
                                        restart_errored=False)
     else:
-        param_space, tune_config = setup.tune_config(to_train, options, root, planned)
-        from ablations.experiment.fail_fast import FailAlike
+        fail_alike = fail_alike_of(trials, to_train, options, part)
+        tuner = tuner_of(trainable, setup, to_train, options, root, planned,
+                         [*([progress] if options.progress else []), *options.trackers,
+                          *setup.callbacks(root, options), fail_alike])
+    grid = fit(tuner, options, root, tune_dir, metadata)
+    if fail_alike is not None and fail_alike.reason:
+        events.warning(fail_alike.reason)
+        metadata["stopped_early"] = fail_alike.reason
+    metadata["driver_wall_s"] = time.monotonic() - started
+    metadata["fit_s"] = time.time() - metadata["fit_started_at"]  # Tuner.fit alone
+    return finish(grid, setup.specs(grid, trials), options, metadata, skipped, root=root,
+                  state_root=state_root, part=part, reused=reused)
 
-        # trials failing alike stop the run; the reference's rule only where this run trains
-        # every trial of it (a pilot's or a resumed run's reference has rows from before)
-        reference_trials = {spec.name for spec in trials
-                            if spec.name.rsplit("-seed", 1)[0] == options.reference}
-        fresh_reference = (part.round_number == 1 and part.earlier_rows is None
-                           and reference_trials <= {spec.name for spec in to_train})
-        fail_alike = FailAlike(len(to_train), reference=options.reference,
-                               reference_trials=len(reference_trials) if fresh_reference else 0)
-        tuner = tune.Tuner(
-            trainable,
-            param_space=param_space,
-            tune_config=tune_config,
-            run_config=tune.RunConfig(
-                name=part.tune_subdir,
-                storage_path=root,
-                # Trials report one Ray checkpoint, at their end (trainable.py), so all are
-                # kept: with num_to_keep, Tune forces an experiment-state snapshot (every
-                # trial's state, as JSON) at each trial's end, O(trials) each time: at 108
-                # tiny trials, 110 snapshots took 3 s of the driver's CPU. Without it, snapshots
-                # come every TUNE_GLOBAL_CHECKPOINT_S (Tune's adaptive default) and at the end.
-                checkpoint_config=tune.CheckpointConfig(),
-                failure_config=tune.FailureConfig(max_failures=options.max_failures,
-                                                  fail_fast=False),
-                verbose=options.verbose,
-                callbacks=[*([progress] if options.progress else []), *options.trackers,
-                           *setup.callbacks(root, options), fail_alike],
-                # the trial's stdout and stderr: files in its working directory, synced to
-                # its folder beside the Tune results (tune/<trial>/stdout, stderr)
-                log_to_file=True, sync_config=tune.SyncConfig(sync_artifacts=True),
-            ),
-        )
+
+def trainable_of(plan: dict[str, TrialConfig], metadata: dict[str, Any], options: RunOptions,
+                 state_root: str) -> Any:
+    """The trainable Tune runs: each trial's configuration by name, where its state is saved,
+    its time limit and labels, and the resources each trial takes."""
+    from ray import tune
+
+    from ablations.experiment.trainable import tune_trainable
+
+    resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
+    return tune.with_resources(tune.with_parameters(
+        tune_trainable, plan={key: config.to_dict() for key, config in plan.items()},
+        state_root=state_root, time_limit_s=options.time_limit_s,
+        labels=run_labels(plan, metadata["provenance"]),
+        # on this machine's Ray, the trials run in this process's folder (trainable.trial_cwd)
+        folder=None if options.address else os.getcwd(),
+        pack=options.verbose == 0), resources)  # --verbose: Tune's tables show every figure
+
+
+def reused_trials(trials: Sequence[TrialSpec], options: RunOptions, setup: TuneSetup,
+                  metadata: dict[str, Any], root: str, *, resume: bool,
+                  restoring: bool) -> Optional[Reused]:
+    """The trials this run takes instead of training them (trial_store.py), or None. A resumed
+    run keeps what it reused before (never in Tune's trials), with or without reuse, and a
+    grown table the trials it kept; a new run takes what other experiments finished."""
+    part = setup.part
+    # what this Tune run took from other experiments before (also where it trained nothing,
+    # so that Tune saved no run to restore)
+    recorded = recorded_reused(root, part.tune_subdir) \
+        if resume and options.grown is None else {}
+    grown = metadata.get("grown", [])
+    if not (setup.reusable and (restoring or recorded or options.reuse or grown)):
+        return None
+    reused = find_reusable(str(options.storage), options.name,
+                           reusable_keys(trials, metadata, options),
+                           specs={spec.name: spec for spec in trials},
+                           round_number=part.round_number, phase=part.phase,
+                           space=options.space, own_only=restoring or not options.reuse,
+                           own_trained={name for entry in grown for name in entry["kept"]},
+                           recorded=recorded or None)
+    if reused is not None and not restoring:
+        record_reused(root, part.tune_subdir, reused)  # before Tune saves any state
+        events.info(reused.summary(len(trials), options.name))
+    return reused
+
+
+def progress_of(setup: TuneSetup, to_train: Sequence[TrialSpec], options: RunOptions,
+                metadata: dict[str, Any]) -> tuple[Any, Any]:
+    """The run's progress callback (events: ablations/experiment/progress.py), and the
+    setup's plan of the trials' epochs it was made from."""
+    from ablations.experiment.progress import TrialProgress
+
+    total, planned, default = setup.progress_plan(to_train)
+    progress = TrialProgress(total, plan=planned, epochs=options.progress_epochs,
+                             default=default,
+                             units={name: declared["unit"] for name, declared
+                                    in (metadata.get("metrics") or {}).items()
+                                    if declared.get("unit")})
+    return progress, planned
+
+
+def fail_alike_of(trials: Sequence[TrialSpec], to_train: Sequence[TrialSpec],
+                  options: RunOptions, part: Any) -> Any:
+    """The callback that stops a run whose trials fail alike; the reference's rule only where
+    this run trains every trial of it (a pilot's or a resumed run's reference has rows from
+    before)."""
+    from ablations.experiment.fail_fast import FailAlike
+
+    reference_trials = {spec.name for spec in trials
+                        if spec.name.rsplit("-seed", 1)[0] == options.reference}
+    fresh_reference = (part.round_number == 1 and part.earlier_rows is None
+                       and reference_trials <= {spec.name for spec in to_train})
+    return FailAlike(len(to_train), reference=options.reference,
+                     reference_trials=len(reference_trials) if fresh_reference else 0)
+
+
+def tuner_of(trainable: Any, setup: TuneSetup, to_train: Sequence[TrialSpec],
+             options: RunOptions, root: str, planned: Any, callbacks: list[Any]) -> Any:
+    """A new Tuner of ``to_train`` under ``root``: the setup's search space and Tune config,
+    every trial's logs kept, and ``callbacks``."""
+    from ray import tune
+
+    param_space, tune_config = setup.tune_config(to_train, options, root, planned)
+    return tune.Tuner(
+        trainable,
+        param_space=param_space,
+        tune_config=tune_config,
+        run_config=tune.RunConfig(
+            name=setup.part.tune_subdir,
+            storage_path=root,
+            # Trials report one Ray checkpoint, at their end (trainable.py), so all are
+            # kept: with num_to_keep, Tune forces an experiment-state snapshot (every
+            # trial's state, as JSON) at each trial's end, O(trials) each time: at 108
+            # tiny trials, 110 snapshots took 3 s of the driver's CPU. Without it, snapshots
+            # come every TUNE_GLOBAL_CHECKPOINT_S (Tune's adaptive default) and at the end.
+            checkpoint_config=tune.CheckpointConfig(),
+            failure_config=tune.FailureConfig(max_failures=options.max_failures,
+                                              fail_fast=False),
+            verbose=options.verbose,
+            callbacks=callbacks,
+            # the trial's stdout and stderr: files in its working directory, synced to
+            # its folder beside the Tune results (tune/<trial>/stdout, stderr)
+            log_to_file=True, sync_config=tune.SyncConfig(sync_artifacts=True),
+        ),
+    )
+
+
+def fit(tuner: Any, options: RunOptions, root: str, tune_dir: str,
+        metadata: dict[str, Any]) -> Any:
+    """``tuner.fit()`` (None: nothing to run, no result) inside the run's guards: Tune's own
+    lines to tune_console.log, its logs quiet, the front end's context (SIGTERM as a stop);
+    the trials' programs ended however it ends, and the results of the trials that ended
+    even where Tune raised after them (:func:`results_despite`, its error recorded)."""
     state_before = tune_state_file(tune_dir)  # a resume's: not this run's results
     tensorboardx_without_torch()  # before Tune's TensorBoard logger imports it with torch
     metadata["fit_started_at"] = time.time()
@@ -297,23 +315,26 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
             no_unsent_callback_tag():
         try:
             # SIGINT/SIGTERM: Tune stops the trials, saves state, returns
-            grid = tuner.fit() if tuner is not None else []
+            return tuner.fit() if tuner is not None else []
         except Exception as error:  # noqa: BLE001 - re-raised unless trials ended
             grid = results_despite(error, tune_dir, state_before)
             if grid is None:
                 raise
             metadata["tune_error"] = f"{type(error).__name__}: {first_line(error)}"
+            return grid
         finally:  # however fit ended (a second Ctrl-C raises from it)
             end_local_programs(options)
             if options.progress:  # a listener's bar of this fit is complete
                 events.emit(events.FitEnded("status", "fit ended"))
-    if fail_alike is not None and fail_alike.reason:
-        events.warning(fail_alike.reason)
-        metadata["stopped_early"] = fail_alike.reason
-    metadata["driver_wall_s"] = time.monotonic() - started
-    metadata["fit_s"] = time.time() - metadata["fit_started_at"]  # Tuner.fit alone
+
+
+def finish(grid: Any, trials: Sequence[TrialSpec], options: RunOptions,
+           metadata: dict[str, Any], skipped: Sequence[tuple[TrialSpec, str]], *, root: str,
+           state_root: str, part: Any, reused: Optional[Reused]) -> ExperimentResult:
+    """The three tables of the fit's results, experiment.json with the driver's times, and
+    the trials' saved state dropped once nothing is left to resume (final checkpoints stay in
+    tune/)."""
     collecting = time.monotonic()
-    trials = setup.specs(grid, trials)
     result = collect_results(grid, trials, options, metadata, skipped, state_root=state_root,
                              round_number=part.round_number,
                              earlier_rows=part.earlier_rows, phase=part.phase,
@@ -321,7 +342,6 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     metadata["collect_s"] = time.monotonic() - collecting  # the three tables read and written
     write_json_atomic(metadata, join(root, METADATA_FILE))  # with the driver's wall time
     if not result.trials["status"].isin(RESUMABLE_STATUSES).any():
-        # Nothing left to resume: drop the per-trial state (final checkpoints stay in tune/).
         delete_dir(state_root)
     return result
 
@@ -345,152 +365,3 @@ def _cluster_cpus() -> Optional[float]:
     import ray
 
     return float(ray.cluster_resources().get("CPU", 0)) if ray.is_initialized() else None
-
-
-def results_despite(error: Exception, tune_dir: str, state_before: Optional[tuple[str, Any]]
-                    ) -> Optional[Any]:
-    """When ``Tuner.fit`` raised after trials ended: their results, read from the state Tune
-    saved during this run (``saved_results``), so that the tables of the trials that ended are
-    written whatever Tune's last step did. None (the caller re-raises) if Tune saved no state
-    during this run, no trial in it ended, or it cannot be read.
-
-    The case seen: a Ray job's driver whose working directory was deleted under it (the job's
-    working_dir, unpacked again by a second node's runtime-env agent that shares the head's
-    temp dir); ``Tuner.fit`` ends with ``ExperimentAnalysis``, which needs ``os.getcwd()``
-    (``saved_results``) and raised FileNotFoundError after every trial had ended ok."""
-    try:
-        state = tune_state_file(tune_dir)
-        if state is None or state == state_before:
-            return None
-        with quiet_tune_logs():
-            grid = saved_results(tune_dir, state)
-        ended = any(trial_status(unpacked(result.metrics), result.error, None)[0]
-                    not in UNFINISHED for result in grid)
-    except Exception as unreadable:  # noqa: BLE001 - the caller re-raises ``error``
-        logging.getLogger(__name__).warning(
-            "Ray Tune raised %s: %s; the state it saved in %s could not be read either: %s",
-            type(error).__name__, first_line(error), tune_dir, first_line(unreadable))
-        return None
-    if not ended:
-        return None
-    logging.getLogger(__name__).warning(
-        "Ray Tune raised %s: %s after the trials ran; their results were read from the state "
-        "it saved (%s)", type(error).__name__, first_line(error), state[0])
-    return grid
-
-
-def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool = False,
-                  num_samples: Optional[int] = None, tune_subdir: str = TUNE_SUBDIR
-                  ) -> dict[str, int]:
-    """What ``--resume`` will do with each trial of the experiment at ``root``, from Tune's
-    saved state and the trials' own: ``finished`` (kept: ok, diverged, stopped), ``failed``
-    (kept; with ``retry_failed`` counted in ``continue``), ``continue`` (resumes from its
-    saved state) and ``start`` (from scratch). ``trials`` is the plan (empty for a search of
-    ``num_samples`` trials)."""
-    from ray.tune import Tuner
-
-    from ablations.experiment.trainable import STATE_FILE, STATE_SUBDIR
-
-    def saved(name: str) -> bool:  # the trainable resumes from this even if Tune never saw it
-        return is_file(join(root, STATE_SUBDIR, name, STATE_FILE))
-
-    tune_dir = join(root, tune_subdir)
-    results = []
-    if Tuner.can_restore(tune_dir):
-        with quiet_tune_logs():  # by the state file's path: no working directory needed
-            results = list(saved_results(tune_dir) or [])
-    counts = {"finished": 0, "failed": 0, "continue": 0, "start": 0}
-    for result in results:
-        status, _, _ = trial_status(unpacked(result.metrics), result.error, None,
-                                    may_stop_early=num_samples is not None)
-        if status in (TrialStatus.FAILED, TrialStatus.TIMEOUT):
-            counts["continue" if retry_failed else "failed"] += 1
-        elif status == TrialStatus.INTERRUPTED or (status == TrialStatus.NOT_STARTED
-                                                   and saved(result_name(result))):
-            counts["continue"] += 1
-        elif status == TrialStatus.NOT_STARTED:
-            counts["start"] += 1
-        else:
-            counts["finished"] += 1
-    known = {result_name(result) for result in results}
-    # its rows outside Tune's run: taken from other experiments, or kept when the table grew
-    table = read_table(join(root, TRIALS_FILE))
-    ended = set(recorded_reused(root, tune_subdir)) | (set() if table is None else set(
-        table.loc[table["status"].isin(REUSABLE), "trial_name"]))
-    for spec in trials:  # not created in Tune before the stop
-        if spec.name not in known:
-            counts["finished" if spec.name in ended
-                   else "continue" if saved(spec.name) else "start"] += 1
-    if num_samples is not None:
-        counts["start"] += max(0, num_samples - len(results))
-    return counts
-
-
-# ------------------------------------------------------------------------------------ helpers
-
-
-def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
-                        started_at: dt.datetime, skipped: Sequence[tuple[TrialSpec, str]],
-                        planned: Sequence[TrialConfig] = ()) -> dict[str, Any]:
-    """experiment.json's fields every design has; ``planned``: the configurations the
-    trainable gets (a search's base), whose data the provenance covers too."""
-    import ray
-
-    configs = [spec.config for spec in trials] + [spec.config for spec, _ in skipped]
-    provenance = collect(configs + list(planned))
-    # A resume (the folder already holds an experiment) that found the code, data, packages or
-    # device changed (the CLI refuses code/data changes without --allow-changed) keeps what
-    # changed and the provenance it replaces.
-    previous = read_metadata(experiment_dir(options)) or {}
-    history = list(previous.get("resume_history", []))
-    recorded_trackers = previous.get("log_to", [])
-    blocking, notes = changes(previous.get("provenance"), provenance)
-    if blocking or notes:
-        replaced = {k: v for k, v in previous["provenance"].items() if k != "environment"}
-        history.append({"at": started_at.isoformat(), "changed": blocking, "notes": notes,
-                        "previous": replaced})
-    return {
-        "schema_version": SCHEMA_VERSION,  # results/io/files.py; read_metadata refuses others
-        "experiment": options.name,
-        "space": options.space,
-        "reference": options.reference,
-        "started_at": started_at.isoformat(),
-        "command": options.command,
-        "trials": trial_plan(trials),
-        # the plan's order (JSON keeps "trials" sorted by name): the tables' order on a resume
-        "trial_order": [spec.name for spec in trials],
-        "skipped": skipped_plan(skipped),
-        "hpo": None,  # a search's: designs/hpo.py
-        "max_concurrent": options.max_concurrent,
-        "max_failures": options.max_failures,
-        "seeds": sorted({spec.seed for spec in trials}),
-        "cpus_per_trial": options.cpus_per_trial,
-        "gpus_per_trial": options.gpus_per_trial,
-        "time_limit_s": options.time_limit_s,
-        "address": options.address or "local",
-        "torch_version": installed_torch(),
-        "ray_version": ray.__version__,
-        "python_version": platform.python_version(),
-        "git_commit": git_commit_label(provenance["git"]),
-        "hostname": platform.node(),
-        "provenance": provenance,  # code, git, packages, device, data: provenance.py
-        "resume_history": history,
-        # every tracker that holds the experiment's logs: those recorded before (a resume's
-        # trials go on logging to them) and this run's (trackers/specs.py)
-        "log_to": [*recorded_trackers,
-                   *[spec for spec in (spec.to_dict() for spec in options.tracker_specs)
-                     if spec not in recorded_trackers]],
-        # own code's metrics, name -> {direction, unit}: the verdicts' directions and the
-        # report's units (results/io/directions.py); null for the built-in model and plugins
-        "metrics": declared_metrics_of(configs),
-    }
-
-
-def declared_metrics_of(configs: Sequence[TrialConfig]) -> Optional[dict[str, Any]]:
-    """What own code declares about its metrics, as experiment.json's ``metrics`` (None for
-    the built-in model and plugins): what the analysis is given to read own code's metrics
-    (ablations.results.io.directions.metric_of)."""
-    codes = [config.own_code for config in configs if config.own_code is not None]
-    if not codes:
-        return None
-    return {name: metric.record() for name, metric in codes[0].metrics.items()}

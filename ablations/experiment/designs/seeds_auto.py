@@ -37,7 +37,7 @@ from ablations.experiment.options import (
 from ablations.experiment.plans import plan_from_metadata, trial_plan
 from ablations.config.comparison import DEFAULT_MARGIN
 from ablations.experiment.request import Request, UsageError, arg
-from ablations.experiment.runner import declared_metrics_of
+from ablations.experiment.experiment_record import declared_metrics_of
 from ablations.results.io.directions import metric_of
 from ablations.results.stats.sequential import (
     DEFAULT_MAX_SEEDS,

@@ -4,7 +4,8 @@
     results = Experiment("components", seeds=Seeds("auto")).run()
 
 - the experiment: :class:`Experiment` (with :class:`Decision`, :class:`Seeds`,
-  :class:`Resources`), what it returns (:class:`Results`), what it says while it runs
+  :class:`Resources`, and a built-in design's options: :class:`Factorial`, :class:`Tuned`,
+  :class:`Search`), what it returns (:class:`Results`), what it says while it runs
   (:class:`Event`; its progress: :class:`TrialEnded`, :class:`EpochEnded`, :class:`Status`,
   :class:`FitEnded`), a stop before its results (:class:`Interrupted`);
 - own code (docs/own-code.md): :class:`TrainingFunction`, :class:`Command`, :class:`Metric`,
@@ -70,6 +71,7 @@ from ablations.config import ConfigError, TrialConfig, parse_bool  # noqa: E402,
 LAZY = {
     **dict.fromkeys(("Experiment", "Decision", "Seeds", "Resources", "Results", "Console",
                      "Interrupted"), "ablations.experiment.api"),
+    **dict.fromkeys(("Factorial", "Tuned", "Search"), "ablations.experiment.designs.options"),
     **dict.fromkeys(("Event", "TrialEnded", "EpochEnded", "Status", "FitEnded"),
                     "ablations.experiment.events"),
     "UsageError": "ablations.experiment.request",

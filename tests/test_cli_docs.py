@@ -194,7 +194,7 @@ def test_the_run_flags_keep_their_dest_names():
     assert args.overrides == [("lr", "0.1")] and args.dashboard is False
     # a field of the library's Request is in the namespace only where the command gave it
     assert not hasattr(args, "space") and request_from(args).given == {"overrides"}
-    for dest in ("space", "seeds", "max_seeds", "tune_each", "log_to", "cpus_per_trial",
+    for dest in ("space", "seeds", "max_seeds", "design", "log_to", "cpus_per_trial",
                  "retry_failed", "allow_changed", "dry_run", "resume", "storage", "name"):
         assert hasattr(args, dest), dest  # request_from filled in the rest
 

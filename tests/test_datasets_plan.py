@@ -8,6 +8,7 @@ import argparse
 
 import pytest
 
+from ablations.experiment.designs.options import Factorial
 from ablations.cli.flags import add_run_flags
 from ablations.cli.requests import request_from
 from ablations.experiment.planning import prepare
@@ -83,7 +84,7 @@ def test_repeated_data_flags_are_the_datasets():
     ({"seeds": "auto"}, "--seeds auto with several datasets"),
     ({"margin": "0.02"}, "give a percentage"),
     ({"max_seeds": 8}, "max_seeds"),
-    ({"design": "factorial", "factors": ["use_images"]}, "factorial"),
+    ({"design": Factorial(factors=["use_images"])}, "factorial"),
     ({"cross_seeds": True}, "cross_seeds"),
     ({"auto_batch": True}, "auto_batch"),
 ])

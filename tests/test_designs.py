@@ -15,6 +15,7 @@ import pytest
 from ablations.experiment.designs.text import describe_trials
 from ablations.config import TrialConfig
 from ablations.experiment.designs.base import Design
+from ablations.experiment.request import UsageError
 from ablations.experiment.designs.factorial import Factorial
 from ablations.experiment.designs.grid import Grid
 from ablations.experiment.designs.hpo import HpoSearch, Search, SearchTune
@@ -187,3 +188,48 @@ def test_the_dry_run_lists_only_what_differs_and_a_mapped_setting_with_what_was_
     assert lines[-1].split(None, 2)[2] == ("use_images=False, compile=default, "
                                            "compile_requested=max-autotune")
     assert not any("requested:" in line for line in lines)  # not in the base's listing
+
+
+# the built-in designs' options (designs/options.py), kept off the request and the experiment
+DESIGN_OPTIONS = {"factors", "tune_each", "tune_budget", "num_samples", "scheduler"}
+
+
+def test_neither_the_request_nor_the_experiment_holds_a_design_option():
+    import dataclasses
+    from ablations.experiment.api import Experiment
+    from ablations.experiment.request import Request
+
+    fields = {field.name for field in dataclasses.fields(Request)}
+    arguments = set(inspect.signature(Experiment).parameters)
+    assert not (fields | arguments) & DESIGN_OPTIONS
+    assert {"design"} <= fields & arguments
+
+
+def test_a_design_asked_for_with_its_options_plans_from_them():
+    from ablations import Experiment, Factorial, Search, Tuned
+    from ablations.experiment.designs.factorial import Factorial as FactorialDesign
+    from ablations.experiment.designs.hpo import Search as SearchDesign
+
+    factors = ("temporal_attention", "spatial_attention")
+    prepared = Experiment(design=Factorial(factors=list(factors)), seeds=2).prepared()
+    assert isinstance(prepared.design, FactorialDesign)
+    assert tuple(prepared.design.factorial.factors) == factors
+    search = Experiment("hpo", design=Search(num_samples=5, scheduler="fifo")).prepared()
+    assert isinstance(search.design, SearchDesign)
+    assert (search.design.search.num_samples, search.design.search.scheduler) == (5, "fifo")
+    with pytest.raises(UsageError, match=r"tune_budget: 1 must be an integer >= 2"):
+        Experiment(design=Tuned(each=["lr"], budget=1)).plan()
+    with pytest.raises(UsageError, match="num_samples: space components is an ablation table"):
+        Experiment(design=Search(num_samples=5)).plan()
+
+
+@pytest.mark.parametrize("given, error", [
+    ({"factors": "a,b"}, "factors applies with design factorial only"),
+    ({"tune_budget": 4}, "tune_budget applies with tune_each only"),
+    ({"tune_each": "lr", "scheduler": "asha"}, "tune_each and num_samples or scheduler"),
+])
+def test_the_flags_of_two_designs_or_of_none_are_refused(given, error):
+    from ablations.experiment.designs.options import options_from
+
+    with pytest.raises(UsageError, match=error):
+        options_from("table", given)

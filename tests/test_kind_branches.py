@@ -7,7 +7,7 @@ design or the seeds with a design's name (``args.design == "factorial"``, ``seed
 
 None remains outside the designs (:data:`REMAINING` is empty): this test fails on any new one.
 What is not a branch on the kind: a function that parses a field's value (:data:`PARSERS`),
-and a design's capability read as its flag (``kind.takes_scheduler``)."""
+and a design's capability read as its flag (``kind.crosses_seeds``)."""
 
 from __future__ import annotations
 

@@ -327,8 +327,9 @@ def test_planning_a_grid_loads_no_ray_and_no_design_analysis():
 def test_planning_a_factorial_loads_its_design_not_its_analysis():
     code = ("import sys\nfrom ablations.experiment.planning import prepare\n"
             "from ablations.experiment.request import Request\n"
-            "prepare(Request(design='factorial',"
-            " factors=['temporal_attention', 'spatial_attention'],"
+            "from ablations.experiment.designs.options import Factorial\n"
+            "prepare(Request(design=Factorial("
+            "factors=['temporal_attention', 'spatial_attention']),"
             " seeds=[0, 1]))\n"
             "print(sorted(m for m in ('ray', 'ablations.results.stats.factorial',\n"
             "                         'ablations.results.stats.factorial_design')"

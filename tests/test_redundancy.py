@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
+from ablations.experiment.designs.options import Factorial
 from ablations.experiment.planning import prepare
 from ablations.experiment.request import Request
 from ablations.trial.run import run_trial
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.slow  # 12 real (tiny) trainings, a few seconds
 @pytest.fixture(scope="module")
 def cells(tmp_path_factory):
     prepared = prepare(Request(space="examples/digits/redundancy.yaml", seeds=[0, 1, 2],
-                               design="factorial", factors=["branch_a", "branch_b"],
+                               design=Factorial(factors=["branch_a", "branch_b"]),
                                overrides=[("epochs", 6)]))
     rows = []
     for spec in prepared.trials:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from ablations.experiment.designs.options import Factorial, Tuned
 from ablations.config.comparison import Decision
 from ablations.experiment.request import Request, UsageError
 from ablations.results.stats.sequential import SeedDesign
@@ -101,15 +102,14 @@ def test_planning_refuses_in_the_words_of_the_design_asked_for():
     from ablations.experiment.planning import prepare
 
     with pytest.raises(UsageError, match="does not combine with a search space"):
-        prepare(Request(space="hpo", tune_each=["lr"], scheduler="asha"))
+        prepare(Request(space="hpo", design=Tuned(each=["lr"])))
     with pytest.raises(UsageError, match="design factorial: space hpo is a search"):
-        prepare(Request(space="hpo", design="factorial", factors=["a", "b"], scheduler="asha",
-                        seeds=[0, 1]))
+        prepare(Request(space="hpo", design=Factorial(factors=["a", "b"]), seeds=[0, 1]))
     # a search has no `equivalent` to withhold: no tolerance refusal there
     assert prepare(Request(space="hpo", max_failure_rate=0.2)).design.has_verdicts is False
     with pytest.raises(UsageError, match=r"give 14 seeds or more \(seeds 14\)"):
-        prepare(Request(design="factorial", factors=["temporal_attention",
-                                                     "spatial_attention"], seeds=[0, 1],
+        prepare(Request(design=Factorial(factors=["temporal_attention", "spatial_attention"]),
+                        seeds=[0, 1],
                         max_failure_rate=0.2))
 
 

@@ -232,7 +232,8 @@ def test_side_by_side_names_an_arm_that_is_worse_only_at_the_baseline_configurat
     (["--tune-each", "lr", "--space", "hpo"], r"does not combine with a search space"),
     (["--tune-each", "lr", "--auto-batch"], r"does not combine with --auto-batch"),
     (["--tune-each", "lr", "--design", "factorial", "--factors",
-      "temporal_attention,spatial_attention"], r"does not combine with --design factorial"),
+      "temporal_attention,spatial_attention"],
+     r"--design factorial and --tune-each each ask for another design; give one"),
 ])
 def test_bad_tuning_flags_are_one_line_exit_2(tmp_path, capsys, extra, error):
     code = main(["--space", "components", "--dry-run", "--storage", str(tmp_path / "r"),

@@ -15,6 +15,7 @@ from typing import Any, NoReturn, Optional
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
 from ablations.config import ConfigError, parse_bool, parse_seed_sources
+from ablations.cli.requests import DESIGN_FLAGS
 from ablations.experiment.request import (
     DEFAULT_STORAGE,
     Request,
@@ -408,4 +409,4 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                         "--storage finished with the same configuration, seeds, data, code "
                         "and versions (by default their rows are reused and marked "
                         "reused_from in trials.parquet)")
-    given_only(parser, {field.name for field in dataclasses.fields(Request)})
+    given_only(parser, {field.name for field in dataclasses.fields(Request)} | set(DESIGN_FLAGS))

@@ -11,6 +11,8 @@ from dataclasses import fields
 from ablations.experiment.request import Request
 
 LISTS = ("only", "factors", "tune_each")  # flags that take KEY,KEY,... and fields that are lists
+# the flags of the built-in designs' options (ablations/experiment/designs/options.py)
+DESIGN_FLAGS = ("factors", "tune_each", "tune_budget", "num_samples", "scheduler")
 
 
 def comma_list(text: str | None) -> list[str] | None:
@@ -27,7 +29,11 @@ def request_from(args: argparse.Namespace) -> Request:
     for name in LISTS:
         if name in values:
             values[name] = comma_list(values[name])
-    given = set(values)
+    values["design"] = design_from(args)
+    if values["design"] is None:
+        values.pop("design")
+    given = set(values) | (values["design"].given() if hasattr(values.get("design"), "given")
+                           else set())
     data = values.get("data")
     if data is not None:  # --data repeated, or one named: datasets (docs/datasets.md)
         several = len(data) > 1 or "=" in data[0] or data[0] == "synthetic"
@@ -39,3 +45,14 @@ def request_from(args: argparse.Namespace) -> Request:
         if field.name != "given":
             setattr(args, field.name, getattr(request, field.name))
     return request
+
+
+
+def design_from(args: argparse.Namespace) -> object:
+    """The design the flags ask for (:func:`~ablations.experiment.designs.options.
+    options_from` of ``--design`` and the designs' option flags given)."""
+    from ablations.experiment.designs.options import options_from
+
+    return options_from(getattr(args, "design", "table"),
+                        {name: getattr(args, name) for name in DESIGN_FLAGS
+                         if hasattr(args, name)}, split=comma_list)

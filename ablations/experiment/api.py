@@ -27,6 +27,7 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 from ablations.config.comparison import Decision
 from ablations.config.values import arg
 from ablations.experiment import events
+from ablations.experiment.designs.options import DesignOptions
 from ablations.experiment.events import Listener, listening
 from ablations.experiment.execute import Run, execute
 from ablations.experiment.groups import (
@@ -83,8 +84,7 @@ def request_of(space: Optional[str], seeds: Seeds, decision: Decision, resources
     overrides = values.pop("overrides", None)
     if overrides is not None:
         values["overrides"] = [(str(k), v) for k, v in dict(overrides).items()]
-    for key in ("only", "factors", "tune_each"):
-        values[key] = names(values.get(key))
+    values["only"] = names(values.get("only"))
     if space is not None:
         values["space"] = str(space)
     if decision.reference is not None:
@@ -106,8 +106,12 @@ def request_of(space: Optional[str], seeds: Seeds, decision: Decision, resources
         time_limit=time_limit_of(resources.time_limit))
     if values.get("storage") is not None:
         values["storage"] = str(values["storage"])
+    if values.get("design") == "table":  # the default, named
+        values["design"] = None
     given = {key: value for key, value in values.items() if value is not None}
-    return Request(**given, given=frozenset(given))
+    design = given.get("design")
+    return Request(**given, given=frozenset(given) | (
+        design.given() if hasattr(design, "given") else set()))
 
 
 class Experiment:
@@ -128,11 +132,12 @@ class Experiment:
         data: a data directory or ``"synthetic"``; several datasets as a list
             (``["NAME=DIR", "DIR", "synthetic"]``) or a mapping name -> a directory,
             ``"synthetic"`` or the keys that select it (docs/datasets.md).
-        design: ``"factorial"`` with ``factors`` (docs/factorial.md), or a design of one's
-            own (a registered name or ``"package.module:Class"``, docs/architecture.md);
-            ``tune_each`` keys and
-            ``tune_budget`` (docs/tuned.md); a search space's ``num_samples`` and
-            ``scheduler``; ``resolve_conflicts`` maps unsafe switch combinations.
+        design: a built-in design with its options (``Factorial(factors=[...])``,
+            docs/factorial.md; ``Tuned(each=[...], budget=8)``, docs/tuned.md; a search
+            space's ``Search(num_samples=16, scheduler="asha")``), or a design of one's own
+            (a registered name or ``"package.module:Class"``, docs/architecture.md); None: a
+            table, rounds with ``seeds="auto"``, a search space's search.
+        resolve_conflicts: map unsafe switch combinations.
         name, storage: the experiment's folder is ``storage/name``; a folder of the same
             plan is resumed, with ``allow_changed`` even where the code or data changed.
         log_to: trackers, e.g. ``["mlflow", "wandb:project"]`` (docs/trackers.md).
@@ -150,11 +155,7 @@ class Experiment:
                  data: str | Path | Sequence[str] | Mapping[str, Any] | None = None,
                  max_train_examples: Optional[int] = None,
                  max_eval_examples: Optional[int] = None,
-                 design: Optional[str] = None,
-                 factors: Optional[Sequence[str]] = None,
-                 tune_each: Optional[Sequence[str]] = None, tune_budget: Optional[int] = None,
-                 num_samples: Optional[int] = None,
-                 scheduler: Optional[Literal["asha", "fifo"]] = None,
+                 design: DesignOptions | str | None = None,
                  resolve_conflicts: Optional[bool] = None, name: Optional[str] = None,
                  storage: str | Path | None = None, log_to: Sequence[str] = (),
                  allow_changed: bool = False, progress: bool = False) -> None:
@@ -164,9 +165,7 @@ class Experiment:
             command=command, metrics=None if metrics is None else dict(metrics),
             config=config, overrides=overrides, only=only, epochs=epochs, data=data,
             max_train_examples=max_train_examples, max_eval_examples=max_eval_examples,
-            design=design, factors=factors, tune_each=tune_each, tune_budget=tune_budget,
-            num_samples=num_samples, scheduler=scheduler,
-            resolve_conflicts=resolve_conflicts, name=name, storage=storage)
+            design=design, resolve_conflicts=resolve_conflicts, name=name, storage=storage)
         self._setup(request, resources, tracker_specs(log_to), progress, allow_changed)
 
     @classmethod

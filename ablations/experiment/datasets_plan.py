@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from ablations.experiment.designs.options import Factorial, Tuned
 from ablations.config import TrialConfig, apply_overrides
 from ablations.config.values import expanded_path
 from ablations.experiment.request import Request, UsageError, arg
@@ -111,9 +112,10 @@ def refuse_across(args: Request, space: Any) -> None:
     refused = [
         (args.seeds == "auto", f"{arg('seeds')} auto",
          f"give fixed seeds ({arg('seeds')} 5) or run --seeds auto on each dataset"),
-        (args.design == "factorial", f"{arg('design')} factorial",
+        (isinstance(args.design, Factorial), f"{arg('design')} factorial",
          "run the factorial design on each dataset"),
-        (bool(args.tune_each), arg("tune_each"), "run the tuned ablation on each dataset"),
+        (isinstance(args.design, Tuned), arg("tune_each"),
+         "run the tuned ablation on each dataset"),
         (space.is_search, f"space {space.name} (a search)", "give an ablation table"),
         (args.max_seeds is not None, arg("max_seeds"),
          "across datasets the seeds are fixed; drop it"),

@@ -9,6 +9,7 @@ import dataclasses
 import re
 from typing import Mapping, Optional
 
+from ablations.experiment.designs.options import Tuned
 from ablations.config import ConfigError, TrialConfig
 from ablations.config.code import (
     COMMAND_PREFIX,
@@ -83,10 +84,11 @@ def refuse_runner_flags(args: Request, model: Optional[str]) -> None:
     code, which loads and trains on its data itself."""
     if not model or not is_own_code(load_plugin(model)):
         return
-    for name in ("data", "auto_batch", "max_train_examples", "max_eval_examples",
-                 "tune_each"):
-        if getattr(args, name) not in (None, False):
-            raise UsageError(f"{arg(name)} applies to the built-in model and plugins; own code "
+    given = [name for name in ("data", "auto_batch", "max_train_examples", "max_eval_examples")
+             if getattr(args, name) not in (None, False)]
+    given += ["tune_each"] if isinstance(args.design, Tuned) else []
+    if given:
+        raise UsageError(f"{arg(given[0])} applies to the built-in model and plugins; own code "
                              "loads and trains on its data itself: drop it")
 
 

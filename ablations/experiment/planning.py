@@ -114,12 +114,6 @@ def prepare(args: Request) -> Prepared:
                          "drop one of the two")
     kind = design_class(args, space)
     kind.check_request(args, space)  # its own words first: what it is asked that it is not
-    if args.scheduler is not None and not kind.takes_scheduler:
-        raise UsageError(f"{arg('scheduler')}: space {space.name} is an ablation table; every "
-                         "trial runs to the same budget so comparisons stay unbiased (schedulers "
-                         "are for search spaces such as hpo)")
-    if args.factors and not kind.takes_factors:
-        raise UsageError(f"{arg('factors')} applies with {arg('design')} factorial only")
     if args.command is not None or args.metrics is not None:
         model = command_model(args, space, model)
     refuse_runner_flags(args, model)

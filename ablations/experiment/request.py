@@ -25,10 +25,9 @@ from ablations.results.io.files import check_bucket, first_line, is_uri, join, l
 DEFAULT_STORAGE = "ablation_results"
 DEFAULT_SEEDS = (0, 1, 2)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-DESIGNS = ("table", "factorial")  # Request.design's built-ins
 # a registered design's name or package.module:Class (designs/registry.py)
 DESIGN_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?")
-SCHEDULERS = ("asha", "fifo")  # Request.scheduler, search spaces only
+SCHEDULERS = ("asha", "fifo")  # designs/options.py's Search.scheduler
 
 
 class UsageError(NamesArguments, Exception):
@@ -71,16 +70,12 @@ class Request:
     max_seeds: Optional[int] = None
     null_control: bool = False
     cross_seeds: bool = False
-    num_samples: int = 16  # trials of a search space
-    scheduler: Optional[Literal["asha", "fifo"]] = None  # search spaces only; None: asha
     auto_batch: bool = False
     resolve_conflicts: bool = False
-    # factorial: the cells over ``factors``; a design of one's own: its registered name or
-    # package.module:Class (ablations/experiment/designs/registry.py)
-    design: str = "table"
-    factors: Optional[list[str]] = None  # boolean config keys (design="factorial")
-    tune_each: Optional[list[str]] = None  # keys every arm is tuned over
-    tune_budget: int = 8  # search trials per arm (tune_each)
+    # a built-in design with its options (designs/options.py: Factorial, Tuned, Search), or
+    # a design of one's own by its registered name or package.module:Class
+    # (designs/registry.py); None: a table, or rounds (seeds "auto"), or a space's search
+    design: Any = None
     metric: str = DEFAULT_METRIC
     margin: Optional[str | float] = None  # None: DEFAULT_MARGIN (5% of the reference's mean)
     alpha: float = DEFAULT_ALPHA
@@ -123,14 +118,9 @@ class Request:
             "pilot": at_least_problem(self.pilot, 2),
             "max_seeds": at_least_problem(self.max_seeds, 2),
             "epochs": at_least_problem(self.epochs, 1),
-            "num_samples": at_least_problem(self.num_samples, 1),
-            "tune_budget": at_least_problem(self.tune_budget, 2),
             "only": names_problem(self.only),
-            "factors": names_problem(self.factors),
-            "tune_each": tune_keys_problem(self.tune_each),
             "design": design_problem(self.design),
-            "scheduler": None if self.scheduler is None else choice_problem(self.scheduler,
-                                                                            SCHEDULERS),
+            **(self.design.problems() if hasattr(self.design, "problems") else {}),
             "max_train_examples": at_least_problem(self.max_train_examples, 0),
             "max_eval_examples": at_least_problem(self.max_eval_examples, 0),
             "cpus_per_trial": resource_problem(self.cpus_per_trial),
@@ -170,13 +160,15 @@ def names_problem(names: Optional[Sequence[str]]) -> Optional[str]:
     return f"{repeated[0]} is given twice; give each once" if repeated else None
 
 
-def design_problem(design: str) -> Optional[str]:
-    """Why ``design`` cannot name a design: a built-in's name, a registered design's or
-    ``package.module:Class`` (ablations/experiment/designs/registry.py finds it)."""
-    if design in DESIGNS or DESIGN_NAME.fullmatch(design):
+def design_problem(design: Any) -> Optional[str]:
+    """Why ``design`` asks for no design: a built-in's options (designs/options.py), a
+    registered design's name or ``package.module:Class`` (designs/registry.py finds it)."""
+    if design is None or hasattr(design, "problems"):
         return None
-    return (f"{design!r}: choose one of {', '.join(DESIGNS)}, or name a design of your own as "
-            "package.module:Class")
+    if isinstance(design, str) and DESIGN_NAME.fullmatch(design):
+        return None
+    return (f"{design!r}: give a design's options (Factorial, Tuned, Search) or name a design "
+            "of your own as package.module:Class")
 
 
 def choice_problem(value: Any, choices: Sequence[str]) -> Optional[str]:

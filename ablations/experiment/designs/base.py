@@ -64,8 +64,6 @@ class Design:
     spec: Optional[str] = None  # the --design a plug-in design was chosen by (recorded)
     asked_by = "fixed seeds"  # what asks for this design, as an error message names it
     has_verdicts = True  # its trials form an ablation table with verdicts
-    takes_scheduler = False  # --scheduler: a search's trials are stopped early; a table's not
-    takes_factors = False  # --factors: the factorial design's
     crosses_seeds = True  # --cross-seeds: a fixed grid of seeds per variant
     continues_into_rounds = False  # inconclusive arms can be continued with --seeds auto
     # a finished experiment of this design takes more variants under its name (its verdicts
@@ -103,8 +101,7 @@ class Design:
         from ablations.experiment.request import UsageError, arg
 
         what = (f"space {space.name} is a search" if space.is_search else
-                f"{arg('seeds')} auto runs rounds" if request.seeds == "auto" else
-                f"{arg('tune_each')} tunes each variant" if request.tune_each else None)
+                f"{arg('seeds')} auto runs rounds" if request.seeds == "auto" else None)
         if what:
             raise UsageError(f"{arg('design')} {request.design}: {what}; this design runs an "
                              "ablation table's variants at fixed seeds")

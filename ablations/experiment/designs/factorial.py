@@ -44,12 +44,9 @@ def parse_factors(given: Optional[Sequence[str]]) -> list[str]:
 
 def check_request(args: Request, space: Space) -> None:
     """The flags a factorial design refuses or needs (one line each, before any trial)."""
-    if not args.factors:
+    if not args.design.factors:
         raise UsageError(f"{arg('design')} factorial needs {arg('factors')} KEY,KEY,... (boolean "
                          f"config keys, {MIN_FACTORS} to {MAX_FACTORS})")
-    if args.tune_each:
-        raise UsageError(f"{arg('tune_each')} tunes the arms of an ablation table at fixed "
-                         f"seeds; it does not combine with {arg('design')} factorial (yet)")
     if space.is_search:
         raise UsageError(f"{arg('design')} factorial: space {space.name} is a search, not an "
                          "ablation table; the reference cell is a table's reference variant "
@@ -72,7 +69,7 @@ def factorial_trials(args: Request, space: Space, base: TrialConfig, seeds: Sequ
                      ) -> tuple[list[TrialSpec], FactorialDesign]:
     """The design's cells at every seed: the reference cell is ``space``'s reference variant
     (``base`` + its diff); each factor's other level is the negation of its value there."""
-    factors = parse_factors(args.factors)
+    factors = parse_factors(args.design.factors)
     table = space.table(scalar_names, base.data.dropped_scalars)
     where = space.source_file or f"space {space.name}"
     reference = apply_overrides(base, {**table[space.reference], "ablation": space.reference},
@@ -111,7 +108,6 @@ class Factorial(Grid):
     continues_into_rounds = False  # a design's cells share seeds: no per-cell rounds
     grows = False  # its cells are the factors' combinations, not variants one adds
 
-    takes_factors = True
 
     def __init__(self, factorial: FactorialDesign) -> None:
         self.factorial = factorial

@@ -23,6 +23,7 @@ from ablations.config import TrialConfig, apply_overrides
 from ablations.config.values import arg, command, named
 from ablations.experiment.request import UsageError
 from ablations.experiment.designs.base import Design
+from ablations.experiment.designs.options import Search as SearchOptions
 from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.tune_setup import Part, TuneSetup
 from ablations.experiment.options import experiment_dir
@@ -221,7 +222,6 @@ class Search(Design):
     record_key = "hpo"
     asked_by = "a search"
     has_verdicts = False
-    takes_scheduler = True  # its trials may stop early (ASHA); a table's run to one budget
     crosses_seeds = False
 
     def __init__(self, search: HpoSearch) -> None:
@@ -229,6 +229,12 @@ class Search(Design):
 
     @classmethod
     def check_request(cls, request: Request, space: Space) -> None:
+        if not space.is_search:  # a search's options given for a table
+            given = "scheduler" if request.design.scheduler is not None else "num_samples"
+            raise UsageError(f"{arg(given)}: space {space.name} is an ablation table; every "
+                             "trial runs to the same budget so comparisons stay unbiased "
+                             "(a scheduler and a number of samples are for search spaces such "
+                             "as hpo)")
         if request.seeds == "auto":
             raise UsageError(f"{arg('seeds')} auto: space {space.name} is a search, not an "
                              "ablation table; give a number of seeds")
@@ -257,9 +263,10 @@ class Search(Design):
                                            capability=state.capability)
         state.base = planned[0].config
         state.notes += notes
+        options = request.design or SearchOptions()  # a search space's defaults
         return cls(HpoSearch(base=state.base, space=dict(space.search),
-                             num_samples=request.num_samples,
-                             scheduler=request.scheduler or "asha"))
+                             num_samples=options.num_samples,
+                             scheduler=options.scheduler or "asha"))
 
     def execute(self, trials: Sequence[TrialSpec], options: RunOptions,
                 skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False

@@ -18,15 +18,16 @@ import importlib
 import re
 from typing import TYPE_CHECKING
 
-from ablations.experiment.request import DESIGNS, Request, UsageError, arg
+from ablations.experiment.request import Request, UsageError, arg
 from ablations.results.io.files import DESIGN_PLUGIN_KEY as PLUGIN_KEY  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from ablations.experiment.designs.base import Design
     from ablations.search_spaces import Space
 
-# the built-in designs, by the kind of run that asks for them; only the chosen one's module is
-# imported (the rounds and the stages load scipy, which planning a grid does not need)
+# the built-in designs, by the kind of run that asks for them (options.py's DesignOptions.kind);
+# only the chosen one's module is imported (the rounds and the stages load scipy, which
+# planning a grid does not need)
 BUILT_IN = {"factorial": "ablations.experiment.designs.factorial:Factorial",
             "tuned": "ablations.experiment.designs.tuned:Stages",
             "search": "ablations.experiment.designs.hpo:Search",
@@ -47,7 +48,7 @@ def register_design(design: type[Design]) -> type[Design]:
     if not design.name or not design.record_key:
         raise ValueError(f"{design.__name__}: a registered design needs a name and a "
                          "record_key (experiment.json's key of its record)")
-    if design.name in DESIGNS:
+    if design.name in BUILT_IN:
         raise ValueError(f"{design.__name__}: {design.name!r} is a built-in design's name")
     for name, known in REGISTERED.items():
         if known is not design and (name == design.name or known.record_key == design.record_key):
@@ -57,20 +58,20 @@ def register_design(design: type[Design]) -> type[Design]:
     return design
 
 
-def is_plugin(design: str) -> bool:
+def is_plugin(design: object) -> bool:
     """Whether ``design`` (a Request's) names a plug-in design rather than a built-in."""
-    return design not in DESIGNS
+    return isinstance(design, str)
 
 
 def design_class(request: Request, space: Space) -> type[Design]:
     """The design ``request`` asks for on ``space``: a plug-in (``--design NAME``), a
-    factorial design (``--design factorial``), tuned ablations (``--tune-each``), a search
-    (a search space), rounds (``--seeds auto``), else a grid of fixed seeds. Each refuses the
-    rest of the request it cannot run (:meth:`Design.check_request`)."""
+    built-in with its options (designs/options.py: a factorial design, tuned ablations, a
+    search's trials), a search (a search space), rounds (``--seeds auto``), else a grid of
+    fixed seeds. Each refuses the rest of the request it cannot run
+    (:meth:`Design.check_request`)."""
     if is_plugin(request.design):
         return design_named(request.design)
-    kind = ("factorial" if request.design == "factorial" else
-            "tuned" if request.tune_each else
+    kind = (request.design.kind if request.design is not None else
             "search" if space.is_search else
             "auto" if request.seeds == "auto" else "table")
     module, _, name = BUILT_IN[kind].partition(":")
@@ -89,8 +90,12 @@ def design_named(spec: str) -> type[Design]:
 
     if spec in REGISTERED:
         return REGISTERED[spec]
+    if spec in BUILT_IN:  # asked for with its options, or by the request's other fields
+        raise UsageError(f"{arg('design')} {spec!r}: a built-in design is asked for with its "
+                         "options: design=Factorial(factors=[...]), Tuned(each=[...]) or "
+                         "Search(...) (ablations.Factorial, ...)")
     if not SPEC.fullmatch(spec):
-        known = [*DESIGNS, *REGISTERED]
+        known = ["table", "factorial", *REGISTERED]
         raise UsageError(f"{arg('design')} {spec!r}: choose one of {', '.join(known)}, or name "
                          "a design of your own as package.module:Class")
     module_name, _, attribute = spec.partition(":")

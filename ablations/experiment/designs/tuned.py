@@ -292,7 +292,7 @@ class Stages(Design):
         if space.reference not in variants:
             raise UsageError(f"{arg('tune_each')}: the reference {space.reference!r} cannot run "
                              "here; every arm is compared with it")
-        return cls(TunedRun(list(request.tune_each), request.tune_budget,
+        return cls(TunedRun(list(request.design.each), request.design.budget,
                             tuning_seed(state.seeds), space.reference,
                             {s.name: s for s in state.trials}))
 

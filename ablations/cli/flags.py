@@ -225,6 +225,17 @@ def _log_to(text: str):
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of ``run``, in groups; their dest names are the fields of
     :class:`~ablations.experiment.request.Request` and of the run's options."""
+    add_what_flags(parser)
+    add_seed_flags(parser)
+    add_config_flags(parser)
+    add_resource_flags(parser)
+    add_output_flags(parser)
+    add_resume_flags(parser)
+    given_only(parser, {field.name for field in dataclasses.fields(Request)} | set(DESIGN_FLAGS))
+
+
+def add_what_flags(parser: argparse.ArgumentParser) -> None:
+    """``run``'s flags of what to run: the space, the code, the design."""
     what = parser.add_argument_group("what to run")
     what.add_argument("--space", default="components", metavar="NAME|FILE.yaml",
                       help=f"a built-in search space (`{PROG} list` shows them) or an "
@@ -277,6 +288,9 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--dry-run", action="store_true",
                       help="print the trials and their resolved configs; run nothing")
 
+
+def add_seed_flags(parser: argparse.ArgumentParser) -> None:
+    """``run``'s flags of the seeds and how the verdicts are decided."""
     seeds = parser.add_argument_group("seeds and decisions")
     seeds.add_argument("--seeds", type=_seeds, default=[0, 1, 2], metavar="N|S1,S2,...|auto",
                        help="number of seeds (3 = seeds 0,1,2) or an explicit list; the same "
@@ -317,6 +331,9 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                        "one-sided upper bound on its rate of diverged runs is below it, e.g. "
                        "10%% (default: none; docs/verdicts.md)")
 
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """``run``'s flags of the base configuration and the data."""
     config = parser.add_argument_group("configuration")
     config.add_argument("--config", default=None, metavar="FILE.yaml|PRESET",
                         help="base configuration: a YAML mapping of config keys, or a preset "
@@ -347,6 +364,9 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                         "(one step per size, on a worker with the trial's resources) and use "
                         "it")
 
+
+def add_resource_flags(parser: argparse.ArgumentParser) -> None:
+    """``run``'s flags of the trials' resources and the cluster."""
     where = parser.add_argument_group("resources and cluster")
     where.add_argument("--address", default=None, metavar="auto|HOST:PORT|ray://HOST:PORT",
                        help="an existing Ray cluster (default: start a local Ray)")
@@ -369,6 +389,9 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--no-dashboard", dest="dashboard", action="store_false",
                        help="same as --dashboard false")
 
+
+def add_output_flags(parser: argparse.ArgumentParser) -> None:
+    """``run``'s flags of where the results go, what is printed and tracked."""
     output = parser.add_argument_group("output and tracking")
     output.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR|URI",
                         help="results root: a path or a URI such as s3://bucket/results; the "
@@ -393,6 +416,9 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                         "experiment-state snapshots per trial), and what the trials print "
                         "(else in each trial's folder: stdout, stderr)")
 
+
+def add_resume_flags(parser: argparse.ArgumentParser) -> None:
+    """``run``'s flags of resuming an experiment."""
     resume = parser.add_argument_group("resume")
     resume.add_argument("--resume", action="store_true",
                         help="continue the experiment --name (default: the newest in "
@@ -409,4 +435,3 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                         "--storage finished with the same configuration, seeds, data, code "
                         "and versions (by default their rows are reused and marked "
                         "reused_from in trials.parquet)")
-    given_only(parser, {field.name for field in dataclasses.fields(Request)} | set(DESIGN_FLAGS))

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from ablations.experiment.request import Request
+from ablations.experiment.request import Request, given_names
 
-LISTS = ("only", "factors", "tune_each")  # flags that take KEY,KEY,... and fields that are lists
+LISTS = ("only",)  # Request fields whose flags take NAME,NAME,... (a design's: options_from)
 # the flags of the built-in designs' options (ablations/experiment/designs/options.py)
 DESIGN_FLAGS = ("factors", "tune_each", "tune_budget", "num_samples", "scheduler")
 
@@ -32,8 +32,7 @@ def request_from(args: argparse.Namespace) -> Request:
     values["design"] = design_from(args)
     if values["design"] is None:
         values.pop("design")
-    given = set(values) | (values["design"].given() if hasattr(values.get("design"), "given")
-                           else set())
+    given = set(given_names(values, values.get("design")))
     data = values.get("data")
     if data is not None:  # --data repeated, or one named: datasets (docs/datasets.md)
         several = len(data) > 1 or "=" in data[0] or data[0] == "synthetic"

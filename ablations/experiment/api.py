@@ -43,6 +43,7 @@ from ablations.experiment.request import (
     Request,
     UsageError,
     check_name,
+    given_names,
     rate_of,
     storage_root,
     time_limit_problem,
@@ -109,9 +110,7 @@ def request_of(space: Optional[str], seeds: Seeds, decision: Decision, resources
     if values.get("design") == "table":  # the default, named
         values["design"] = None
     given = {key: value for key, value in values.items() if value is not None}
-    design = given.get("design")
-    return Request(**given, given=frozenset(given) | (
-        design.given() if hasattr(design, "given") else set()))
+    return Request(**given, given=given_names(given, given.get("design")))
 
 
 class Experiment:

@@ -89,7 +89,7 @@ def refuse_runner_flags(args: Request, model: Optional[str]) -> None:
     given += ["tune_each"] if isinstance(args.design, Tuned) else []
     if given:
         raise UsageError(f"{arg(given[0])} applies to the built-in model and plugins; own code "
-                             "loads and trains on its data itself: drop it")
+                         "loads and trains on its data itself: drop it")
 
 
 def with_metric(args: Request, base: TrialConfig) -> Request:

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence
+from typing import Any, Iterable, Literal, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
 from ablations.config.values import NamesArguments, arg, expanded_path
@@ -135,6 +135,13 @@ class Request:
             raise UsageError(f"{arg('cpus_per_trial')} 0 with {arg('gpus_per_trial')} 0: a "
                              "trial needs a CPU or a GPU; give it at least one")
         return self
+
+
+def given_names(fields: Iterable[str], design: Any = None) -> frozenset[str]:
+    """``Request.given``: the fields given, and the argument names of the options a built-in
+    design was given with (designs/options.py: a resume refuses those that would change the
+    recorded plan)."""
+    return frozenset(fields) | (design.given() if hasattr(design, "given") else set())
 
 
 def time_limit_problem(value: Any) -> Optional[str]:

@@ -1,9 +1,8 @@
 """The product's modules stay within 400 lines and its functions within 80.
 
-A module or function past its limit is one listed here with the reason it is still long, and
-the lists match what is measured exactly: a new one past its limit fails, and so does a listed
-one cut within it (take it off the list). The aim is at most three, each with a reason that
-holds; until then the lists are what is left to split.
+A module or function past its limit is one listed here with the reason it is long, at most
+three in all, and the lists match what is measured exactly: a new one past its limit fails,
+and so does a listed one cut within it (take it off the list).
 """
 
 from __future__ import annotations
@@ -16,40 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("ablations", "model", "results", "search_spaces")
 MODULE_LINES, FUNCTION_LINES = 400, 80
 
-NOT_YET_SPLIT = "one piece of work still to split into named steps"
-LONG_MODULES = {
+# file -> why it is longer than MODULE_LINES; file:function -> why it is longer than
+# FUNCTION_LINES. At most three in all (MOST_EXCEPTIONS), each with a reason that holds.
+LONG_MODULES: dict[str, str] = {
     "ablations/cli/flags.py": "every command's flags and their parsers: to move beside each group",
-    "ablations/experiment/provenance.py": "code, git, packages, device and data fingerprints",
-    "ablations/trial/command.py": "a program's launch, supervision, metrics and state",
-    "ablations/trial/step.py": "the training step with its precision, compile and OOM paths",
-    "results/io/schema.py": "the tables' documented columns, rendered into results/README.md",
-    "results/report/plots.py": "every figure of the report",
-    "results/stats/analyses.py": "every design's analysis, to move beside its design",
-    "results/stats/verdicts.py": "the verdict table and its tests",
 }
-LONG_FUNCTIONS = {
-    **dict.fromkeys((
-        "ablations/experiment/continuing.py:continue_plan",
-        "ablations/experiment/table_plan.py:plan_trials",
-        "ablations/trial/command.py:run_command",
-        "results/io/schema.py:render_markdown",
-        "results/report/build.py:write_report",
-        "results/report/build.py:_write_report",
-        "results/report/datasets_report.py:write_datasets_report",
-        "results/report/methods.py:methods_text",
-        "results/report/paper.py:paper_table",
-        "results/report/plots.py:forest_figure",
-        "results/report/summary.py:summary_table",
-        "results/stats/compare.py:compare_experiments",
-        "results/stats/datasets.py:across_datasets",
-        "results/stats/factorial.py:factorial_effects",
-        "results/stats/sequential.py:sequential_tests",
-        "results/stats/sequential_table.py:sequential_verdict_table",
-        "results/stats/strata.py:stratified_effects",
-        "results/stats/verdicts.py:equivalence_tests",
-        "results/stats/verdicts.py:verdict_table",
-    ), NOT_YET_SPLIT),
-}
+LONG_FUNCTIONS: dict[str, str] = {}
+MOST_EXCEPTIONS = 3
 
 
 def product_files() -> list[Path]:
@@ -83,8 +55,10 @@ def test_no_function_is_past_80_lines_but_the_listed_ones():
     assert long_functions(product_files()) == set(LONG_FUNCTIONS)
 
 
-def test_every_listed_one_gives_its_reason():
-    assert all(reason.strip() for reason in {**LONG_MODULES, **LONG_FUNCTIONS}.values())
+def test_at_most_three_are_listed_each_with_its_reason():
+    listed = {**LONG_MODULES, **LONG_FUNCTIONS}
+    assert len(listed) <= MOST_EXCEPTIONS
+    assert all(reason.strip() for reason in listed.values())
 
 
 def test_the_measure_sees_a_long_module_and_a_long_method(tmp_path):

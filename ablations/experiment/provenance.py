@@ -15,12 +15,10 @@ mix two different experiments. Pure functions over the file system and git; no R
   ``environment``: every installed distribution with its version (a freeze);
 - ``device``: the driver's: CUDA device name and compute capability when CUDA is available, else
   the CPU model (the trials report their own in ``device_name``);
-- ``data``: one fingerprint per data source (:func:`data_source`). A file dataset: the files'
-  sizes and mtimes, the header of ``images.npy`` (shape, dtype), ``sha256`` of
-  ``table.parquet`` and of the bytes of :data:`IMAGE_SAMPLES` samples of ``images.npy`` picked
-  with a fixed seed (plain file reads of at most :data:`IMAGE_SAMPLE_MAX_BYTES` per sample,
-  never the whole file). The synthetic set: its spec and cache key (the generator's source and
-  constants are part of the key).
+- ``data``: one fingerprint per data source
+  (:func:`~ablations.experiment.data_fingerprint.data_source`): a file dataset's sizes,
+  header and sampled bytes, the synthetic set's spec and cache key, own code's named files
+  (:mod:`ablations.experiment.data_fingerprint`).
 
 :func:`changes` compares a recorded block with the current one: a change of the code (the
 runner's or the researcher's, naming the files) or of the data blocks a resume
@@ -35,33 +33,33 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
-import json
 import platform
 import subprocess
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-import numpy as np
-
 from ablations.config.safety import cpu_only_torch
+from ablations.experiment.data_fingerprint import (
+    OWN_CODE_SOURCE,
+    data_fingerprints,
+    data_source,
+    short_hash,
+)
+from ablations.experiment.data_fingerprint import (  # noqa: F401 (re-exported)
+    IMAGE_SAMPLES,
+    file_data_fingerprint,
+    sampled_indices,
+)
 from ablations.experiment.own_code_files import (
-    code_paths,
     combined_fingerprint,
     config_words,
-    named_data,
     named_data_change,
     own_code_change,
     own_code_record,
 )
-from ablations.trial.loading import synthetic_spec
 from ablations.trial.host import cpu_model
 
 KEY_PACKAGES = ("torch", "ray", "numpy", "pandas", "pyarrow", "optuna", "scipy")
-IMAGE_SAMPLES = 64  # samples of images.npy whose bytes are hashed
-IMAGE_SAMPLE_MAX_BYTES = 1 << 18  # per sample: all of it, or 256 KiB at a seeded offset
-SAMPLE_SEED = 0
-_CHUNK = 1 << 20
 _GIT_TIMEOUT_S = 10
 # The runner's packages, by import name (pyproject.toml installs them under one root)
 RUNNER_PACKAGES = ("ablations", "ablations.model", "ablations.results", "ablations.search_spaces")
@@ -201,119 +199,6 @@ def device_info() -> dict[str, Any]:
     return info
 
 
-# ------------------------------------------------------------------------------------- data
-
-
-def synthetic_key(spec: Any) -> str:
-    """The synthetic set's cache key: its spec and the generator (``model/synthetic.py``)."""
-    from ablations.model import synthetic
-
-    return synthetic.synthetic_cache_key(spec)
-
-
-OWN_CODE_SOURCE = "own code"  # the data_source of own code's trials
-
-
-def data_source(config: Any) -> str:
-    """What trials.parquet's ``data_source`` holds: the data directory, or
-    ``synthetic:<cache key>``; ``own code`` for a training function or a command, which loads
-    its data itself."""
-    if config.own_code is not None:
-        return OWN_CODE_SOURCE
-    return config.data.data_dir or f"synthetic:{synthetic_key(synthetic_spec(config))}"
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def sampled_indices(count: int, samples: int = IMAGE_SAMPLES, seed: int = SAMPLE_SEED
-                    ) -> np.ndarray:
-    """The samples of an ``images.npy`` of ``count`` samples whose bytes are hashed, sorted."""
-    rng = np.random.default_rng(seed)
-    return np.sort(rng.choice(count, size=min(samples, count), replace=False))
-
-
-def file_data_fingerprint(directory: Path | str, *, samples: int = IMAGE_SAMPLES,
-                          seed: int = SAMPLE_SEED,
-                          max_bytes_per_sample: int = IMAGE_SAMPLE_MAX_BYTES) -> dict[str, Any]:
-    """Fingerprint of a data directory (``images.npy``, ``table.parquet``) without reading the
-    images whole: see the module docstring. ``fingerprint`` is a short hash of every compared
-    field.
-
-    Raises:
-        OSError, ValueError: when a file is missing or not a .npy array.
-    """
-    root = Path(directory)
-    images_path, table_path = root / "images.npy", root / "table.parquet"
-    files = {}
-    for path in (images_path, table_path):
-        stat = path.stat()
-        files[path.name] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    array = np.load(images_path, mmap_mode="r")  # the header only; no data is read
-    shape, dtype, offset = tuple(int(s) for s in array.shape), array.dtype, int(array.offset)
-    nbytes = int(array.nbytes)
-    del array
-    count = shape[0] if shape else 0
-    picked = sampled_indices(count, samples, seed) if count else np.array([], dtype=int)
-    sample_bytes = nbytes // count if count else 0
-    rng = np.random.default_rng(seed + 1)
-    digest = hashlib.sha256()
-    with open(images_path, "rb") as handle:
-        for index in picked:
-            start, length = offset + int(index) * sample_bytes, sample_bytes
-            if sample_bytes > max_bytes_per_sample:  # a window of the sample, item-aligned
-                items = (sample_bytes - max_bytes_per_sample) // dtype.itemsize
-                start += int(rng.integers(0, items + 1)) * dtype.itemsize
-                length = max_bytes_per_sample
-            handle.seek(start)
-            digest.update(int(index).to_bytes(8, "little") + handle.read(length))
-    compared = {
-        "sizes": {name: item["bytes"] for name, item in files.items()},
-        "images": {"shape": list(shape), "dtype": dtype.str, "samples": len(picked),
-                   "sample_sha256": digest.hexdigest()},
-        "table_sha256": _sha256_file(table_path),
-    }
-    return {"kind": "files", "directory": str(root), "files": files,
-            "images": compared["images"], "table_sha256": compared["table_sha256"],
-            "fingerprint": _short_hash(compared)}
-
-
-def synthetic_fingerprint(config: Any) -> dict[str, Any]:
-    spec = synthetic_spec(config)
-    key = synthetic_key(spec)
-    return {"kind": "synthetic", "spec": asdict(spec), "key": key, "fingerprint": key}
-
-
-def data_fingerprints(configs: Iterable[Any], own_code: Optional[dict[str, Any]] = None
-                      ) -> dict[str, dict[str, Any]]:
-    """One fingerprint per distinct data source of ``configs``, by :func:`data_source`.
-    ``own_code``: their own_code_record, when the caller has it (its files are code, not
-    data; else named_data walks the folder for them)."""
-    out: dict[str, dict[str, Any]] = {}
-    configs = list(configs)
-    for config in configs:
-        source = data_source(config)
-        if source == OWN_CODE_SOURCE:
-            if source not in out:  # the files its trials name (own_code_files.named_data)
-                named = named_data(configs, code=code_paths(own_code))
-                out[source] = {"kind": OWN_CODE_SOURCE, **named,
-                               "fingerprint": _short_hash(named["files"]) if named["files"]
-                               else None}
-        elif source not in out:
-            out[source] = (file_data_fingerprint(config.data.data_dir) if config.data.data_dir
-                           else synthetic_fingerprint(config))
-    return out
-
-
-def _short_hash(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
-
-
 # -------------------------------------------------------------------------- all, compare
 
 
@@ -344,7 +229,7 @@ def trial_columns(provenance: Optional[dict[str, Any]], config: Any) -> dict[str
         files, words = data.get("files") or {}, data.get("words") or {}
         mine = {words[word]: files.get(words[word]) for word in config_words(config)
                 if word in words}
-        fingerprint = _short_hash(mine) if mine else None
+        fingerprint = short_hash(mine) if mine else None
     return {"data_source": source, "data_fingerprint": fingerprint,
             "code_fingerprint": run_code_label(provenance)}
 

@@ -18,7 +18,7 @@ from ablations.experiment.datasets_plan import check_named, named_trials, on_dat
 from ablations.experiment.request import Request, arg
 from ablations.model.data import MAX_SYNTHETIC_FRAMES, load_directory
 from ablations.trial.loading import scalar_columns
-from ablations.trial.command import unused_key_problem, value_problem
+from ablations.trial.command_fields import unused_key_problem, value_problem
 
 # a design's table on one dataset: (request, space, base, seeds, scalar names, only) -> trials
 Table = Callable[[Request, Any, TrialConfig, Sequence[int], Optional[Sequence[str]],
@@ -95,8 +95,47 @@ def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool,
     A cell that cannot run is skipped in spaces with ``skip_invalid``, else an error.
     """
     runnable, skipped, notes = [], [], []
+    data_info, scalar_names, summary = _data_facts(trials)
+    for spec in trials:
+        config = spec.config
+        if config.own_code is not None:  # its data is its own; its switches are checked
+            _check_command_values(spec)
+            config, mapped = resolve_systems(config, device=config.systems.device,
+                                             resolve=resolve, capability=capability)
+            notes.extend(f"{spec.name}: {note}" for note in mapped)
+            runnable.append(dataclasses.replace(spec, config=config))
+            continue
+        frames, counts, data = data_info[config.data.data_dir]
+        where = config.data.data_dir or "the synthetic data"
+        _check_scalars(spec.name, config, scalar_names[config.data.data_dir], where)
+        problem = _run_problem(space, config, frames, where, capability)
+        if problem is not None:
+            if space.skip_invalid:
+                skipped.append((spec, problem))
+                continue
+            raise ConfigError(f"trial {spec.name}: {problem}")
+        config, mapped = resolve_systems(config, device=config.systems.device, resolve=resolve,
+                                         capability=capability)
+        notes.extend(f"{spec.name}: {note}" for note in mapped)
+        if counts is not None:
+            _check_fits_data(spec.name, config, counts, data)
+        runnable.append(dataclasses.replace(spec, config=config))
+    if not runnable:
+        raise ConfigError(f"no trial of space {space.name} can run here: "
+                          f"{skipped[0][1] if skipped else 'none selected'}")
+    return runnable, skipped, notes, "; ".join(summary) or None
+
+
+# a data directory ("": the synthetic data) -> (its frames, its split's counts, the data;
+# None for the synthetic data)
+DataFacts = dict[str, tuple[int, Optional[dict], Any]]
+
+
+def _data_facts(trials: Sequence[Any]) -> tuple[DataFacts, dict[str, list[str]], list[str]]:
+    """Each data directory the trials train on, loaded once: its facts, its scalar columns
+    (data directory -> names), and a summary line of each directory."""
     summary = []
-    data_info: dict[str, tuple[int, Optional[dict], Any]] = {}
+    data_info: DataFacts = {}
     scalar_names: dict[str, list[str]] = {}
     for data_dir in sorted({spec.config.data.data_dir for spec in trials}):
         if data_dir:
@@ -111,60 +150,58 @@ def plan_trials(space: Any, trials: Sequence[Any], *, resolve: bool,
         else:
             data_info[data_dir] = (MAX_SYNTHETIC_FRAMES, None, None)
             scalar_names[data_dir] = scalar_columns(TrialConfig())
-    for spec in trials:
-        config = spec.config
-        if config.own_code is not None:  # its data is its own; its switches are checked
-            if isinstance(config.own_code, Command):  # values a program cannot receive
-                problem = (value_problem(config.model)
-                           or unused_key_problem(config.own_code, config.model))
-                if problem:
-                    raise ConfigError(f"trial {spec.name}: {problem}")
-            config, mapped = resolve_systems(config, device=config.systems.device,
-                                             resolve=resolve, capability=capability)
-            notes.extend(f"{spec.name}: {note}" for note in mapped)
-            runnable.append(dataclasses.replace(spec, config=config))
-            continue
-        frames, counts, data = data_info[config.data.data_dir]
-        where = config.data.data_dir or "the synthetic data"
-        columns = scalar_names[config.data.data_dir]
-        unknown = [name for name in config.data.dropped_scalars if name not in columns]
-        if unknown:
-            raise ConfigError(f"trial {spec.name}: drop_scalars: {where} has no scalar column "
-                              f"{unknown[0]!r}; its scalar columns: {', '.join(columns) or 'none'}")
-        if config.data.use_scalars and config.data.dropped_scalars and \
-                not set(columns) - set(config.data.dropped_scalars):
-            raise ConfigError(f"trial {spec.name}: drop_scalars={config.data.drop_scalars} leaves "
-                              "out "
-                              f"every scalar column of {where}; to train without scalars set "
-                              "use_scalars=false (components' no_scalars variant) instead")
-        problem = None
-        if config.data.temporal_frames > frames:
-            problem = (f"temporal_frames={config.data.temporal_frames} but {where} has {frames} "
-                       "frames; lower temporal_frames")
-        elif space.skip_invalid:
-            problem = skip_reason(config, config.systems.device, capability)
-        if problem is not None:
-            if space.skip_invalid:
-                skipped.append((spec, problem))
-                continue
+    return data_info, scalar_names, summary
+
+
+def _check_command_values(spec: Any) -> None:
+    """Refuse a command's trial with a value its program cannot receive, or with a key
+    changed that its command line never names."""
+    config = spec.config
+    if isinstance(config.own_code, Command):  # values a program cannot receive
+        problem = (value_problem(config.model)
+                   or unused_key_problem(config.own_code, config.model))
+        if problem:
             raise ConfigError(f"trial {spec.name}: {problem}")
-        config, mapped = resolve_systems(config, device=config.systems.device, resolve=resolve,
-                                         capability=capability)
-        notes.extend(f"{spec.name}: {note}" for note in mapped)
-        if counts is not None:
-            n_train = counts["train"]
-            if config.data.max_train_examples:
-                n_train = min(n_train, config.data.max_train_examples)
-            if config.optim.batch_size > n_train:
-                raise ConfigError(
-                    f"trial {spec.name}: batch_size={config.optim.batch_size} exceeds the "
-                    f"{n_train} training samples; lower batch_size"
-                )
-            if config.data.use_scalars and not data.scalar_names:
-                raise ConfigError(f"{config.data.data_dir}: table.parquet has no scalar_* columns; "
-                                  "set use_scalars=false")
-        runnable.append(dataclasses.replace(spec, config=config))
-    if not runnable:
-        raise ConfigError(f"no trial of space {space.name} can run here: "
-                          f"{skipped[0][1] if skipped else 'none selected'}")
-    return runnable, skipped, notes, "; ".join(summary) or None
+
+
+def _check_scalars(trial: str, config: TrialConfig, columns: Sequence[str], where: str) -> None:
+    """Refuse ``drop_scalars`` naming a column the data lacks, or leaving out every scalar
+    column of a trial that uses scalars."""
+    unknown = [name for name in config.data.dropped_scalars if name not in columns]
+    if unknown:
+        raise ConfigError(f"trial {trial}: drop_scalars: {where} has no scalar column "
+                          f"{unknown[0]!r}; its scalar columns: {', '.join(columns) or 'none'}")
+    if config.data.use_scalars and config.data.dropped_scalars and \
+            not set(columns) - set(config.data.dropped_scalars):
+        raise ConfigError(f"trial {trial}: drop_scalars={config.data.drop_scalars} leaves "
+                          "out "
+                          f"every scalar column of {where}; to train without scalars set "
+                          "use_scalars=false (components' no_scalars variant) instead")
+
+
+def _run_problem(space: Any, config: TrialConfig, frames: int, where: str,
+                 capability: Optional[tuple[int, int]]) -> Optional[str]:
+    """Why the trial cannot run here (more frames than the data has; in a space that skips
+    invalid cells, also what its device and switches rule out), else None."""
+    if config.data.temporal_frames > frames:
+        return (f"temporal_frames={config.data.temporal_frames} but {where} has {frames} "
+                "frames; lower temporal_frames")
+    if space.skip_invalid:
+        return skip_reason(config, config.systems.device, capability)
+    return None
+
+
+def _check_fits_data(trial: str, config: TrialConfig, counts: dict[str, int], data: Any) -> None:
+    """Refuse a batch larger than the training samples the trial uses, and scalars from a
+    table that has none."""
+    n_train = counts["train"]
+    if config.data.max_train_examples:
+        n_train = min(n_train, config.data.max_train_examples)
+    if config.optim.batch_size > n_train:
+        raise ConfigError(
+            f"trial {trial}: batch_size={config.optim.batch_size} exceeds the "
+            f"{n_train} training samples; lower batch_size"
+        )
+    if config.data.use_scalars and not data.scalar_names:
+        raise ConfigError(f"{config.data.data_dir}: table.parquet has no scalar_* columns; "
+                          "set use_scalars=false")

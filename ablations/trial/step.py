@@ -1,6 +1,7 @@
 """The training step and what keeps it alive on a GPU: precision, compile, the optimizer kernel,
 accumulation, out-of-memory recovery and memory measurement (a trial's resumable state and
-the OOM snapshot: :mod:`ablations.trial.state`).
+the OOM snapshot: :mod:`ablations.trial.state`; a trial's start on a reused worker, its share
+of the GPU's memory and TF32: :mod:`ablations.trial.worker_setup`).
 
 Plain PyTorch, no Ray; :func:`ablations.trial.loop.train` drives it. The rules it follows (which
 switches are safe together, how to recover from an OOM) are in ``docs/training-rules.md``.
@@ -27,6 +28,13 @@ import torch.nn.functional as F
 
 from ablations.config import CUDA_GRAPH_MODES, TrialConfig
 from ablations.config.safety import NO_CUDA_GRAPH_MODE
+from ablations.trial.worker_setup import (  # noqa: F401 (re-exported)
+    cap_gpu_memory,
+    compiled_graph_count,
+    cuda_capability,
+    set_float32_precision,
+    start_trial_on_worker,
+)
 
 
 class TrialOutOfMemory(RuntimeError):
@@ -124,73 +132,8 @@ def loss_fn(mean: torch.Tensor, variance: Optional[torch.Tensor],
 
 
 # --------------------------------------------------------------------------------------------
-# A trial's start on a reused worker
+# Precision, the optimizer and compile
 # --------------------------------------------------------------------------------------------
-
-
-def cuda_capability(device: torch.device) -> Optional[tuple[int, int]]:
-    """(major, minor) of the trial's GPU; None on CPU."""
-    if device.type != "cuda":
-        return None
-    return tuple(torch.cuda.get_device_capability(device))  # type: ignore[return-value]
-
-
-def compiled_graph_count() -> int:
-    """Graphs Dynamo has compiled in this process (its ``unique_graphs`` counter)."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["stats"]["unique_graphs"])
-
-
-def start_trial_on_worker(device: torch.device) -> None:
-    """Clean slate for a trial in a reused worker process (Tune reuses actors).
-
-    - Dynamo's compile caches are per process: every earlier trial's model counts against its
-      recompile limit (8), past which later compiled trials silently run eager. Reset them.
-    - The CUDA caching allocator keeps the previous trial's blocks: release them, so that this
-      trial's ``max_memory_reserved`` is its own, then start new peak statistics.
-    """
-    torch.compiler.reset()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-
-
-def cap_gpu_memory(device: torch.device, fraction: float) -> None:
-    """Hold this process to ``fraction`` of its GPU's memory when a trial gets a fraction of a
-    GPU (Ray's ``gpus_per_trial`` below 1: several trials share one GPU, and Ray only counts
-    GPUs, it does not enforce memory). Call it once per trial, before the trial allocates,
-    with the trial's GPU share: the trial config carries no GPU share, so the caller that
-    knows it (the experiment layer, with ``gpus_per_trial``) calls
-    ``cap_gpu_memory(resolve_device(config), gpus_per_trial)`` before ``train(config)``
-    (``ablations.trial.loop.resolve_device``). The cap holds for the process until set again.
-
-    - ``0 < fraction < 1``: ``torch.cuda.set_per_process_memory_fraction(fraction, device)``:
-      the caching allocator refuses allocations beyond ``fraction`` of the device's total
-      memory with ``torch.OutOfMemoryError``, which the trial's OOM recovery handles as any
-      other. (It limits this process's caching allocator only, not memory allocated outside
-      it, e.g. the CUDA context.)
-    - ``fraction >= 1`` (one or more whole GPUs): the limit is set back to 1.0, so that a cap
-      an earlier trial set in this reused worker process does not carry over.
-    - on a device other than CUDA: nothing (after the argument is checked).
-
-    Raises:
-        ValueError: ``fraction`` is not a positive finite number.
-    """
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
-            or not math.isfinite(fraction) or fraction <= 0:
-        raise ValueError(f"GPU memory fraction must be a positive number, got {fraction!r}")
-    if device.type != "cuda":
-        return
-    # float: torch raises TypeError for an int fraction
-    torch.cuda.set_per_process_memory_fraction(float(min(fraction, 1.0)), device)
-
-
-def set_float32_precision(precision: str, device: torch.device) -> None:
-    """TF32 on or off, set once before compiling (and reset: worker processes are reused)."""
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-        torch.backends.cudnn.allow_tf32 = precision == "tf32"
 
 
 def autocast_for(precision: str, device_type: str):

@@ -1,6 +1,7 @@
 """The columns of the three Parquet files, documented in one place.
 
-``results/README.md`` renders these tables; a test checks that the files written by a real run
+``results/README.md`` renders these tables (:func:`render_markdown`; its other parts are
+:mod:`ablations.results.io.readme_text`'s); a test checks that the files written by a real run
 have every column listed here, and that the README lists every column.
 """
 
@@ -10,7 +11,13 @@ import functools
 
 from ablations.config import TrialConfig
 from ablations.trial.divergence import EXPLOSION_FACTOR
-from ablations.results.io.table_columns import (  # noqa: F401 (VERDICT_COLUMNS: imported from here too)
+from ablations.results.io.readme_text import (
+    FOLDER_TEXT,
+    PROVENANCE_TEXT,
+    markdown_table,
+    returned_tables_text,
+)
+from ablations.results.io.table_columns import (  # noqa: F401 (imported from here too)
     ACROSS_COLUMNS,
     COMPARE_COLUMNS,
     SEQUENTIAL_COLUMNS,
@@ -215,51 +222,19 @@ def _directions() -> str:
     return "\n".join(f"- {words[d]}: {', '.join(names)}" for d, names in groups.items() if names)
 
 
-def _table(columns: list[tuple[str, str, str]]) -> str:
-    rows = ["| column | type | meaning |", "|---|---|---|"]
-    rows += [f"| `{name}` | {dtype} | {text} |" for name, dtype, text in columns]
-    return "\n".join(rows)
-
-
 def render_markdown() -> str:
     """The text of results/README.md (``python -m ablations.results.io.schema`` rewrites the file)."""
+    return "\n".join([FOLDER_TEXT, _trials_section(), _epochs_section(), _predictions_section(),
+                      PROVENANCE_TEXT, returned_tables_text()])
+
+
+def _trials_section() -> str:
+    """trials.parquet's columns, its config columns, seeds and compile modes, then its
+    statuses and its metrics' units and directions."""
     config = ", ".join(f"`{c}`" for c in config_columns())
-    return f"""# Results: the experiment folder and its Parquet schema
+    return "\n".join([f"""## trials.parquet
 
-Every run writes `<storage>/<experiment>/` (default storage: `./ablation_results`):
-
-| file | one row per |
-|---|---|
-| `trials.parquet` | trial (variant × seed), whatever its status |
-| `epochs.parquet` | trial × epoch: the learning curves |
-| `predictions.parquet` | test sample × ok trial |
-| `experiment.json` | (JSON) `schema_version` (1: the layout described here; another, or none, is refused when read), what was run: space, every trial's resolved config (and `trial_order`, the plan's order, which the tables keep after a resume), skipped cells, command, and `provenance` (below); `planned`: the reference, metric, margin and α the verdicts are decided on, recorded before the first trial, and for a fixed-seed ablation table the sequential design it is the pilot look of (`design`, and `seeds`: the seed order up to `--max-seeds`; results/stats/planned.py); for `--seeds auto`, `sequential`: the design (looks, α shares), the seed order, the metric, margin and α the rounds decided on, every cell up to `--max-seeds` (`plan`) and each round's trials and Tune folder (`rounds`); for `--tune-each`, `tuned`: the keys, their ranges, the budget per arm, the tuning seed, each arm's best values and best tuning trial, and the stages that ended with their trials (docs/tuned.md); timings of the last run: `driver_wall_s` (planning to the end of Tune), `fit_s` (Tune's `fit` alone), `collect_s` (the three tables read and written), and `cluster_cpus` |
-| `tune/` | Ray Tune's own state, each trial's final checkpoint, TensorBoard/CSV/JSON logs (`--seeds auto`: the pilot's; round k's in `tune-round<k>/`; `--tune-each`: the table at the configuration given; each arm's search in `tune-tuning-<arm>/`, the arms at their own best in `tune-tuned/`) |
-| `optuna.db` | the Optuna studies (SQLite) of a search space, or one per arm (`<experiment>-<arm>`) of `--tune-each` |
-| `baseline_check.json` | (JSON) the reference checked before the verdicts (`results/stats/baseline_check.py`, docs/verdicts.md "The baseline check"), written at the end of a run with verdicts: `reference`, `seeds`, its mean `test_mae`, `test_mae_mean_predictor`, `skill` (1 − their ratio), `epochs`, `last_epoch_fall` (median share by which the validation MAE fell in the last epoch), `learned` (skill ≥ `skill_floor`), `converged` (fall ≤ `still_falling_share`), `passed`, and the `line` printed above the verdicts |
-| `trial_state/` | each trial's resumable state after its last saved epoch (`state.pt`) and its per-epoch metrics (`history.json`), while the experiment can still be resumed (removed when every trial ended ok, diverged, stopped or skipped) |
-
-Files are written atomically (a temporary file in the same folder, fsync, rename): a crash
-leaves either the previous file or the new one, never half of one. `trials.parquet` is written
-last, so its presence means the other two are complete.
-
-Read them with pandas:
-
-```python
-import pandas as pd
-trials = pd.read_parquet("ablation_results/<experiment>/trials.parquet")
-ok = trials[trials.status == "ok"]
-ok.groupby("ablation")["test_mae"].agg(["mean", "std", "count"])
-```
-
-or `results.read_experiment(path)`, which returns the three tables and names a missing file.
-
-This file is `results/io/schema.py` rendered (`python -m ablations.results.io.schema`); a test checks that a
-real run writes every column and that this file is up to date.
-
-## trials.parquet
-
-{_table(TRIAL_COLUMNS)}
+{markdown_table(TRIAL_COLUMNS)}
 | `ablation`, `seed`, ... | | every config key (`TrialConfig.flat()`, `ablations/config/trial.py`) is a column too, with the value the trial ran with; `model` is the model plugin ("" = the built-in model) |
 
 Config columns: {config}. With a model plugin, its own switches stand in place of the built-in
@@ -274,8 +249,12 @@ from (docs/seed-sources.md).
 `precision_requested` what was asked for (the same values unless `--resolve-conflicts` mapped
 them); `compile_used` the mode that ran at the end (an out-of-memory recovery that needs
 gradient accumulation moves a CUDA-graph mode to its mode without graphs).
+""", _statuses_text(), _metrics_text()])
 
-Status: `ok` (trained all epochs, test metrics present); `failed` (raised; `error` holds the
+
+def _statuses_text() -> str:
+    """What each value of trials.parquet's ``status`` means."""
+    return f"""Status: `ok` (trained all epochs, test metrics present); `failed` (raised; `error` holds the
 last line of the exception, `failure_reason` is `oom` when it ran out of memory even at the
 smallest micro-batch, else `error`; `epochs_run` the epochs it finished); `diverged` (a
 failure that training causes, not retried: a non-finite training or validation loss, where the
@@ -297,8 +276,12 @@ ran at least one epoch; `epochs_run` says how many; `--resume` continues it from
 epoch) or `not_started` (no epoch ran; `--resume` starts it); neither is a failure (no
 `failure_reason`, no `error`), and the analysis excludes both, as it excludes every status but
 `ok`.
+"""
 
-Metrics are in target units (km) except the losses, which are in standardised units (the model
+
+def _metrics_text() -> str:
+    """The metrics' units, and which way is better for each numeric column."""
+    return f"""Metrics are in target units (km) except the losses, which are in standardised units (the model
 trains on a standardised target). NLL is the Gaussian negative log-likelihood per sample,
 `0.5·log(2π·σ²) + (y−μ)²/(2σ²)`, with μ and σ in km; it and the coverage are null for the
 `point` head (no variance is made up).
@@ -314,82 +297,26 @@ Own code's metrics have the direction and unit its code declared (experiment.jso
 (`ablations.contract.Metric`), or as a column's name, read as the built-in model's column
 above; `metric_of(name, declared)` (`results/io/directions.py`) gives a column's `Metric`
 from an experiment's declared metrics.
+"""
 
-## epochs.parquet
 
-{_table(EPOCH_COLUMNS)}
+def _epochs_section() -> str:
+    """epochs.parquet's columns."""
+    return f"""## epochs.parquet
 
-## predictions.parquet
+{markdown_table(EPOCH_COLUMNS)}
+"""
 
-{_table(PREDICTION_COLUMNS)}
+
+def _predictions_section() -> str:
+    """predictions.parquet's columns, the strata's among them."""
+    return f"""## predictions.parquet
+
+{markdown_table(PREDICTION_COLUMNS)}
 | `stratum_<column>` | as in the data | one column per stratum of the data: for the synthetic set `stratum_regime`, `stratum_speed_px_per_frame`, `stratum_blob_sigma_px`; for a file dataset every column of `table.parquet` other than `target`, `split` and `scalar_*` |
 
 `sample_index` is the row of the sample in the dataset, so a sample can be matched across trials
 (every trial of an experiment sees the same data and the same test split).
-
-## experiment.json: provenance
-
-`provenance` holds what is needed to trust and repeat the experiment (`ablations/experiment/provenance.py`);
-it is written when the experiment starts and replaced at every resume:
-
-| key | what |
-|---|---|
-| `code` | `sha256` of the source that runs: every `.py` file of `model/`, `ablations/`, `search_spaces/`, `results/` and `run_ablations.py`, by path and content (a git checkout or not) |
-| `own_code` | the researcher's code a command or training function runs (null for the built-in model): `root` (the folder), `files` (path -> 16 hex of its sha256: the `.py` files of the folder the experiment starts in, and the files the command line names; a function outside it: its package), `sha256`, `truncated`, `packages` (the installed packages those `.py` files import -> version: part of a trial's identity); a resume names the files that changed |
-| `git` | `commit`; `dirty` (tracked files differ from the commit); `diff_sha256` (sha256 of the bytes of `git diff HEAD --binary`, null when clean); `untracked` (names of untracked files git does not ignore, the first 100; their contents are not read: an untracked source file is covered by `code`); null outside a git checkout |
-| `packages` | versions of Python, torch, ray, numpy, pandas, pyarrow, optuna, scipy |
-| `environment` | every installed distribution and its version (a freeze) |
-| `device` | the driver's: CPU model, hostname, CUDA device names and compute capabilities (the device each trial ran on is `device_name` in trials.parquet) |
-| `data` | per data source (`data_source`): for a file dataset the files' sizes and mtimes, `images.npy`'s shape and dtype, the sha256 of `table.parquet` and of the bytes of 64 samples of `images.npy` picked with a fixed seed (at most 256 KiB of each; the file is never read whole); for the synthetic set its spec and cache key; for own code (`own code`) `files`, the files its trials name that are not code (a command line's words and a configuration's string values that are existing files) -> 16 hex of their sha256 (a file over 64 MiB: its start, middle and end), and `words`, each such word -> the file it names (a trial's `data_fingerprint` covers the files its own words name). `fingerprint`: a short hash of all but the mtimes |
-
-A resume (`--resume`, or the same `--name` with the same plan) compares the recorded `code` and
-`data` fingerprints with the current ones and refuses to continue when one changed, unless
-`--allow-changed`; mtimes and the commit as such are not compared (a copy of the same bytes is
-the same data; a commit that changes only docs or tests changes no code that runs).
-`resume_history` has one entry per resume that found a difference: when (`at`), `changed` (code
-or data: the resume had `--allow-changed`), `notes` (git commit or diff, package versions,
-device) and the `previous` provenance (without `environment`).
-`grown` has one entry per time a finished table took new variants under its name
-(docs/resume.md): when (`at`), the Tune folder of its new trials (`tune`), `variants_before`,
-`added`, the trials `kept` and `trials_added`, and the space's name before and after
-(`space_before`, `space`).
-
-## Verdict tables (returned, not written)
-
-The verdicts are computed from the files, not stored. `experiment_verdicts(directory)`
-(`results/stats/decisions.py`) gives an experiment's verdict table as its design decided it:
-the sequential table for a `--seeds auto` run and for a fixed run that is the pilot look of its
-planned design, else the fixed-design table, on the settings experiment.json recorded.
-`verdict_table(trials)` (`results/stats/verdicts.py`, also in `ablations.results.stats.analysis`) gives
-the fixed-design verdicts of a trials table: on a `--seeds auto` experiment's trials these are
-not the verdicts its rounds decided. `<metric>` is the metric's name (`test_mae_mean` for the
-default metric); Δ is variant − reference, paired by seed. The table's `.attrs` hold the metric, reference, margin
-(as given and as tested), `relative`, α, direction and the metric's unit.
-
-{_table(VERDICT_COLUMNS)}
-
-The sequential table (`sequential_verdict_table`, `results/stats/sequential_table.py`) reports
-each arm's columns from the look that decided it, else the last look it reached, and adds these
-columns (and `design`, `seeds`, `sequential` and `diff_ci` = `"repeated"` to `.attrs`):
-
-{_table(SEQUENTIAL_COLUMNS)}
-
-`compute_spent(trials, max_seeds)`, what the rounds of `--seeds auto` held against a fixed design:
-
-{_table(SPENT_COLUMNS)}
-
-`compare_experiments(a, b)` (`results/stats/compare.py`, the `compare` subcommand) has, per
-variant in both, these columns and `test` ... `margin`, `verdict`, `reason` as in the verdict
-table, with Δ = B − A and a percentage margin taken of the variant's own mean in A:
-
-{_table(COMPARE_COLUMNS)}
-
-An experiment over several datasets (docs/datasets.md): its verdict table is each dataset's,
-one below the other, with a `dataset` column first; `across_datasets.parquet` (written by the
-run and by `report`; `ablations.results.stats.decisions.across_datasets_of(trials, meta)` computes it)
-has one row per variant, its verdict across the datasets:
-
-{_table(ACROSS_COLUMNS)}
 """
 
 

@@ -23,27 +23,9 @@ import pandas as pd
 import pyarrow as pa
 
 from ablations.config.comparison import DEFAULT_METRIC, Decision
+from ablations.config.metrics import Metric
 from ablations.config.statuses import TrialStatus
-from ablations.results.report import plots
-from ablations.results.report.formatting import plain
-from ablations.results.stats.seed_ties import seed_tie_lines
-from ablations.results.stats.analyses import analysis_of
-from ablations.results.stats.analysis import (
-    calibration_curve,
-    dropped_note,
-    load_experiments,
-    seed_ensemble,
-    stratified_effects,
-    stratified_errors,
-    uncertainty_table,
-    short_verdict_note,
-    verdict_note,
-)
-from ablations.results.stats.baseline_check import baseline_check
-from ablations.results.stats.compare import compare_experiments, compare_note
-from ablations.results.stats.uncertainty import one_draw
-from ablations.results.stats.verdicts import margin_text
-from ablations.results.stats.undecided import undecided_lines
+from ablations.results.io.directions import metric_of
 from ablations.results.io.files import (
     TRIALS_FILE,
     atomic_write,
@@ -52,24 +34,38 @@ from ablations.results.io.files import (
     join,
     read_metadata,
 )
-from ablations.results.stats.phases import evaluation_rows
+from ablations.results.report import plots
 from ablations.results.report.designs import report_of
+from ablations.results.report.figure_files import FIGURES, figure_formats
 from ablations.results.report.folder import NotAnExperimentError, check_experiment
-from ablations.results.report.page import FIGURES_DIR, Section, html_page, markdown_page
-from ablations.results.report.tables import (
-    FLAG,
-    ablation_view,
-    declared_metrics_view,
-    comparison_view,
-    seed_variance_view,
-    strata_grids,
-    verdict_view,
-)
-from ablations.results.stats.seed_variance import seed_variance_note, seed_variance_table
-from ablations.results.stats.planned import exploratory_note
-from ablations.results.io.directions import metric_of
+from ablations.results.report.page import FIGURES_DIR, Section
+from ablations.results.report.page_files import write_pages
 from ablations.results.report.paper_files import write_paper_files
-
+from ablations.results.report.sections import (
+    Figures,
+    ablation_section,
+    figure_sections,
+    metrics_sections,
+    regression_sections,
+    seed_variance_sections,
+    stratum_sections,
+    stratum_tables,
+    verdict_sections,
+)
+from ablations.results.report.tables import comparison_view
+from ablations.results.stats.analyses import Analysis, analysis_of
+from ablations.results.stats.analysis import (
+    calibration_curve,
+    dropped_note,
+    load_experiments,
+    verdict_note,
+)
+from ablations.results.stats.baseline_check import baseline_check
+from ablations.results.stats.compare import compare_experiments, compare_note
+from ablations.results.stats.phases import evaluation_rows
+from ablations.results.stats.planned import exploratory_note
+from ablations.results.stats.seed_ties import seed_tie_lines
+from ablations.results.stats.verdicts import margin_text
 
 
 @dataclass
@@ -104,7 +100,7 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     as A). ``formats`` (``latex``, ``markdown``, ``csv``): the ablation table for a paper as
     table.tex, table.md or table.csv too (:mod:`ablations.results.report.paper`). ``figures``:
     ``all`` writes each figure's PNG with its PDFs and SVGs, ``png`` the PNGs alone
-    (:func:`ablations.results.report.plots.figure_formats`).
+    (:func:`ablations.results.report.figure_files.figure_formats`).
 
     ``margin`` and ``alpha`` are :func:`ablations.results.stats.analysis.verdict_table`'s. Each of
     ``reference``, ``metric``, ``margin`` and ``alpha`` left None is what the experiment
@@ -119,20 +115,43 @@ def write_report(directory: str | Path, *, reference: str | None = None,
         ValueError: no ok trial, a ``reference`` that is not a variant, a ``metric`` that is
             not a numeric column, a bad ``margin``, ``alpha`` or ``figures``.
     """
-    if figures not in plots.FIGURES:
-        raise ValueError(f"figures {figures!r}: one of {', '.join(plots.FIGURES)}")
+    if figures not in FIGURES:
+        raise ValueError(f"figures {figures!r}: one of {', '.join(FIGURES)}")
     check_experiment(directory)
     meta = read_metadata(directory) or {}  # a damaged one is refused, as --resume refuses it
     # each setting not given: the one fixed before the data (results/stats/planned.py)
     decision = analysis_of(meta).decision(Decision(reference=reference, metric=metric,
                                                    margin=margin, alpha=alpha))
-    reference, metric, margin, alpha = (decision.reference, decision.metric, decision.margin,
-                                        decision.alpha)
+    trials, epochs, predictions = _read_tables(directory)
+    _refuse_unusable(directory, trials, meta, decision)
+    design = report_of(analysis_of(meta, trials))  # over several datasets: each one's
+    design.refuse(directory, decision.margin, compare_with)
+    comparison = None if compare_with is None else _comparison(compare_with, trials, meta,
+                                                                decision)
+    with tempfile.TemporaryDirectory(prefix="report-") as scratch, \
+            figure_formats(figures):
+        return design.write(directory, trials, epochs, predictions, Path(scratch),
+                            write_one=_write_report, write_file=_write_file,
+                            report_type=Report, decision=decision, meta=meta,
+                            comparison=comparison, formats=formats)
+
+
+def _read_tables(directory: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The experiment's trials, epochs and predictions; a file that cannot be read is
+    :class:`NotAnExperimentError`."""
     try:
         tables = load_experiments(directory)
     except (OSError, pa.ArrowException) as exc:
         raise NotAnExperimentError(f"{directory}: cannot be read ({first_line(exc)})") from None
-    trials, epochs, predictions = tables["trials"], tables["epochs"], tables["predictions"]
+    return tables["trials"], tables["epochs"], tables["predictions"]
+
+
+def _refuse_unusable(directory: str | Path, trials: pd.DataFrame, meta: dict,
+                     decision: Decision) -> None:
+    """A ValueError where ``trials`` give no verdicts at ``decision``: no trials, a reference
+    that is not a variant, a metric no ok trial measured, no ok trial, or none of the
+    reference."""
+    reference, metric = decision.reference, decision.metric
     if not len(trials):
         raise ValueError(f"{join(directory, TRIALS_FILE)}: no trials")
     variants = list(dict.fromkeys(trials["ablation"].astype(str)))
@@ -140,19 +159,8 @@ def write_report(directory: str | Path, *, reference: str | None = None,
         raise ValueError(f"reference {reference!r} is not a variant of this experiment "
                          f"(variants: {', '.join(variants)}); pass --reference")
     ok = trials["status"] == TrialStatus.OK
-
-    def measured(column: str) -> bool:  # a number in some ok trial (own code's NaN built-ins)
-        return column in trials.columns and pd.api.types.is_numeric_dtype(trials[column]) \
-            and bool(trials.loc[ok, column].notna().any())
-
-    if ok.any() and not measured(metric):
-        # what to name instead: the metrics its own code declared, else the built-in model's
-        named = [*(meta.get("metrics") or {}), "test_mae", "test_rmse", "val_mae", "test_nll"]
-        usable = [column for column in dict.fromkeys(named) if measured(column)]
-        numeric = metric in trials.columns and pd.api.types.is_numeric_dtype(trials[metric])
-        problem = "has no value in any ok trial" if numeric else "is not a numeric column"
-        raise ValueError(f"metric {metric!r} {problem} of {TRIALS_FILE} "
-                         f"(e.g. {', '.join(usable[:4]) or DEFAULT_METRIC})")
+    if ok.any() and not _measured(trials, ok, metric):
+        raise ValueError(_unmeasured(trials, ok, meta, metric))
     if not ok.any():
         counts = trials["status"].value_counts().to_dict()
         raise ValueError(f"{directory}: no trial finished ok "
@@ -161,24 +169,39 @@ def write_report(directory: str | Path, *, reference: str | None = None,
     if not (ok & (trials["ablation"] == reference)).any():
         raise ValueError(f"reference {reference!r} has no ok trial; pass another --reference "
                          f"(variants: {', '.join(variants)})")
-    design = report_of(analysis_of(meta, trials))  # over several datasets: each one's
-    design.refuse(directory, margin, compare_with)
-    comparison = None
-    if compare_with is not None:
-        table = compare_experiments(compare_with, trials,
-                                    metric=metric_of(metric, meta.get("metrics")),
-                                    margin=margin, alpha=alpha, reference=reference)
-        other = Path(str(compare_with).rstrip("/")).name
-        comparison = (f"Compared with {other}", compare_note(
-            table, a=other, b=str(trials["experiment"].iloc[0])), table[[
-                "ablation", "n_a", "n_b", "n_pairs", "a_mean", "b_mean", "diff_mean",
-                "tost_ci_low", "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
-    with tempfile.TemporaryDirectory(prefix="report-") as scratch, \
-            plots.figure_formats(figures):
-        return design.write(directory, trials, epochs, predictions, Path(scratch),
-                            write_one=_write_report, write_file=_write_file,
-                            report_type=Report, decision=decision, meta=meta,
-                            comparison=comparison, formats=formats)
+
+
+def _measured(trials: pd.DataFrame, ok: pd.Series, column: str) -> bool:
+    """Whether ``column`` is a number in some ok trial (own code's trials hold the built-in
+    model's columns as NaN)."""
+    return column in trials.columns and pd.api.types.is_numeric_dtype(trials[column]) \
+        and bool(trials.loc[ok, column].notna().any())
+
+
+def _unmeasured(trials: pd.DataFrame, ok: pd.Series, meta: dict, metric: str) -> str:
+    """Why ``metric`` gives no verdicts, with the metrics to name instead: those its own code
+    declared, else the built-in model's."""
+    named = [*(meta.get("metrics") or {}), "test_mae", "test_rmse", "val_mae", "test_nll"]
+    usable = [column for column in dict.fromkeys(named) if _measured(trials, ok, column)]
+    numeric = metric in trials.columns and pd.api.types.is_numeric_dtype(trials[metric])
+    problem = "has no value in any ok trial" if numeric else "is not a numeric column"
+    return (f"metric {metric!r} {problem} of {TRIALS_FILE} "
+            f"(e.g. {', '.join(usable[:4]) or DEFAULT_METRIC})")
+
+
+def _comparison(compare_with: str | Path, trials: pd.DataFrame, meta: dict,
+                decision: Decision) -> tuple[str, str, pd.DataFrame]:
+    """The section comparing the experiment (B) with ``compare_with`` (A): its title, its
+    note and its table."""
+    table = compare_experiments(compare_with, trials,
+                                metric=metric_of(decision.metric, meta.get("metrics")),
+                                margin=decision.margin, alpha=decision.alpha,
+                                reference=decision.reference)
+    other = Path(str(compare_with).rstrip("/")).name
+    return (f"Compared with {other}", compare_note(
+        table, a=other, b=str(trials["experiment"].iloc[0])), table[[
+            "ablation", "n_a", "n_b", "n_pairs", "a_mean", "b_mean", "diff_mean",
+            "tost_ci_low", "tost_ci_high", "p_holm", "p_tost_holm", "verdict"]])
 
 
 def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFrame,
@@ -192,168 +215,119 @@ def _write_report(directory: str | Path, trials: pd.DataFrame, epochs: pd.DataFr
     designs.report_of`); settings that differ from those it recorded before the data label
     the table exploratory. A tuned ablation's tables other than its side-by-side section
     read its evaluation at the configuration given (results/stats/phases.py)."""
-    name = str(trials["experiment"].iloc[0])
-    all_trials = trials
-    trials = evaluation_rows(all_trials)
-    epochs = evaluation_rows(epochs, all_trials)
-    predictions = evaluation_rows(predictions, all_trials)
+    rows = _evaluation(trials, epochs, predictions)
+    analysis = analysis_of(meta)  # this dataset's
+    design = report_of(analysis)
+    reference, alpha = decision.reference, decision.alpha
+    ablation = analysis.verdicts(rows.all_trials, decision)
+    ties = seed_tie_lines(rows.trials, metric=str(ablation.attrs["metric"]),
+                          reference=str(ablation.attrs["reference"]), epochs=rows.epochs)
+    note = _decided_note(analysis, ablation, decision)
+    strata = stratum_tables(rows.predictions, reference=reference, alpha=alpha)
+    figures_dir = scratch / FIGURES_DIR
+    # own code's declared direction and unit, else the built-in model's
+    measure = metric_of(decision.metric, meta.get("metrics"))
+    figures = _draw_figures(rows, ablation, strata.errors, figures_dir, measure=measure,
+                            meta=meta, decision=decision)
+    sections = [
+        *verdict_sections(ablation, ties, note, figures.forest, design=design,
+                          looks=analysis.looks, measure=measure, alpha=alpha),
+        *design.outcome_sections(rows.all_trials, figures_dir, decision),
+        *([Section(comparison[0], comparison[1], comparison_view(
+            comparison[2], metric=measure, alpha=alpha))] if comparison else []),
+        *design.cost_sections(rows.trials),
+        *seed_variance_sections(rows.trials, decision=decision, measure=measure),
+        *stratum_sections(strata, ablation, reference=reference, alpha=alpha),
+        *metrics_sections(rows.trials, meta),
+        *figure_sections(figures),
+        ablation_section(ablation, measure=measure, decision=decision),
+        *(regression_sections(rows.predictions, rows.trials, strata, reference=reference,
+                              alpha=alpha)
+          if rows.regression else []),
+    ]
+    check = baseline_check(rows.trials, rows.epochs, reference=reference)
+    baseline = check.line() if check is not None else None
+    tables = write_paper_files(directory, _write_file, meta=meta, trials=rows.all_trials,
+                               ablation=ablation, formats=formats, baseline_line=baseline)
+    title = f"Ablation report: {str(trials['experiment'].iloc[0])}{title_suffix}"
+    markdown_path, html_path = write_pages(
+        directory, title, _summary(rows.trials, ablation, decision, measure.unit, baseline),
+        sections, _write_file)
+    return Report(markdown_path, html_path, ablation, "\n\n".join([*ties, note]), tables)
+
+
+@dataclass
+class _Rows:
+    """What one report reads: every trial (the verdicts' rows) and the evaluation's trials,
+    epochs and predictions (a tuned ablation's at the configuration given)."""
+    all_trials: pd.DataFrame
+    trials: pd.DataFrame
+    epochs: pd.DataFrame
+    predictions: pd.DataFrame  # a regression's, else none (the columns alone)
+    regression: bool  # the predictions have a regression's target and mean
+
+
+def _evaluation(trials: pd.DataFrame, epochs: pd.DataFrame,
+                predictions: pd.DataFrame) -> _Rows:
+    """The evaluation's rows of the three tables (results/stats/phases.py)."""
+    epochs = evaluation_rows(epochs, trials)
+    predictions = evaluation_rows(predictions, trials)
     # own code's predictions without a regression's target and mean (a classifier's) stay in
     # predictions.parquet; the per-sample sections here (uncertainty, strata) need the two
     regression = REGRESSION_COLUMNS <= set(predictions.columns) and len(predictions) > 0
     if not regression:
         predictions = pd.DataFrame(columns=["experiment", "trial_name", "ablation", "seed",
                                             "sample_index", "target", "pred_mean", "pred_std"])
-    analysis = analysis_of(meta)  # this dataset's
-    design = report_of(analysis)
-    reference, metric, alpha = decision.reference, decision.metric, decision.alpha
-    ablation = analysis.verdicts(all_trials, decision)
-    exploratory = ablation.attrs["exploratory"]
+    return _Rows(trials, evaluation_rows(trials), epochs, predictions, regression)
+
+
+def _decided_note(analysis: Analysis, ablation: pd.DataFrame, decision: Decision) -> str:
+    """What the verdicts mean, with the design's note and the trials left out for a NaN
+    metric; settings other than those recorded first, as exploratory."""
     note = verdict_note(ablation)
-    ties = seed_tie_lines(trials, metric=str(ablation.attrs["metric"]),
-                          reference=str(ablation.attrs["reference"]), epochs=epochs)
-    how = analysis.design_note(alpha)  # a pilot look's, the rounds' design
+    how = analysis.design_note(decision.alpha)  # a pilot look's, the rounds' design
     if how:
         note = f"{note} {how}"
-    dropped = dropped_note(ablation.attrs.get("dropped_nan", []), metric)
+    dropped = dropped_note(ablation.attrs.get("dropped_nan", []), decision.metric)
     if dropped:
         note += f"\n{dropped}"
+    exploratory = ablation.attrs["exploratory"]
     if exploratory:
         note = f"{exploratory_note(exploratory)}\n{note}"
-    uncertainty = uncertainty_table(predictions)
-    pooled, mixed = one_draw(predictions, trials)
-    ensemble = uncertainty_table(seed_ensemble(pooled)) if len(pooled) else pd.DataFrame()
-    ensemble_note = ("Each test sample's predictions across seeds as an ensemble: mean of the "
-                     "means, mixture variance.")
-    if mixed:
-        which = "any arm" if pooled.empty else ", ".join(mixed)
-        ensemble_note += (f" Not shown for {which}: each seed drew its own data "
-                          "(seed_sources has data), so a sample index names a different sample "
-                          "per seed; hold the draw (--seed-sources init,order) for ensembles.")
-    strata = stratified_errors(predictions, reference=reference) if len(predictions) \
-        else pd.DataFrame()
-    has_reference = len(predictions) and (predictions["ablation"] == reference).any()
-    effects = stratified_effects(predictions, reference=reference, alpha=alpha) \
-        if has_reference else pd.DataFrame(columns=["differs"])
-    hurts = effects[effects["differs"].astype(bool)].drop(columns=["differs", "interaction_p"],
-                                                          errors="ignore")
-    figures_dir = scratch / FIGURES_DIR
-    # own code's declared direction and unit, else the built-in model's
-    declared = meta.get("metrics")
-    measure = metric_of(metric, declared)
-    unit = measure.unit
-    forest = plots.forest_plot(ablation, figures_dir / "forest.png", metric=measure)
-    curves = plots.learning_curves(epochs, figures_dir / "learning_curves.png", metric=metric_of(
-        plots.curve_metric(epochs, metric), declared), reference=reference)
+    return note
+
+
+def _draw_figures(rows: _Rows, ablation: pd.DataFrame, strata: pd.DataFrame, folder: Path, *,
+                  measure: Metric, meta: dict, decision: Decision) -> Figures:
+    """The forest plot, the learning curves, the first stratum's heatmap and the
+    calibration, drawn into ``folder``."""
+    forest = plots.forest_plot(ablation, folder / "forest.png", metric=measure)
+    curves = plots.learning_curves(rows.epochs, folder / "learning_curves.png", metric=metric_of(
+        plots.curve_metric(rows.epochs, decision.metric), meta.get("metrics")),
+        reference=decision.reference)
     heatmap = calibration = None
     if len(strata):
         first = next(s for s in strata["stratum"].unique())
-        heatmap = (first, plots.stratum_heatmap(strata, figures_dir / "strata.png",
-                                                stratum=first))
-    curve = calibration_curve(predictions)
+        heatmap = (first, plots.stratum_heatmap(strata, folder / "strata.png", stratum=first))
+    curve = calibration_curve(rows.predictions)
     if len(curve):
-        calibration = plots.calibration_plot(curve, figures_dir / "calibration.png")
+        calibration = plots.calibration_plot(curve, folder / "calibration.png")
+    return Figures(forest, curves, heatmap, calibration)
 
-    variants = list(ablation["ablation"].astype(str))
-    undecided = undecided_lines(ablation)  # the appendix's lines, one per undecided variant
-    grids = strata_grids(effects, strata, reference=reference, variants=variants)
-    sections = [
-        Section("Verdicts (exploratory)" if exploratory else "Verdicts",
-                "\n\n".join([*([exploratory_note(exploratory)] if exploratory else []),
-                             *ties, short_verdict_note(ablation)]),
-                verdict_view(ablation, metric=measure, alpha=alpha,
-                             per_look=analysis.looks)),
-        Section("How the verdicts were decided",
-                f"{note} Seeds: the ok trials per variant. The interval of Δ is "
-                f"the {1 - 2 * alpha:.0%} interval TOST reads; 'equivalent within ±' is the "
-                "smallest margin at which the variant would be equivalent (Holm): it describes "
-                "the data; the verdict is at the margin fixed before them."
-                + design.verdicts_text()
-                + ("\n\n" + "\n".join(f"- {line}" for line in undecided)
-                   if undecided else ""), appendix=True),
-        Section("Differences to the reference", (
-            f"Each variant's mean over the reference's, minus 1 (%), with Fieller's "
-            f"{1 - 2 * alpha:.0%} interval (the one TOST reads); the shaded band is the margin."
-            if ablation.attrs.get("relative") else
-            f"Each variant's Δ with its {1 - alpha:.0%} interval (thin"
-            + ("; repeated over the looks, so it keeps its coverage where the variant stopped"
-               if ablation.attrs.get("diff_ci") == "repeated" else "")
-            + f") and {1 - 2 * alpha:.0%} interval (thick); the shaded band is the margin."),
-            figure=forest),
-        *design.outcome_sections(all_trials, figures_dir, decision),
-        *([Section(comparison[0], comparison[1], comparison_view(
-            comparison[2], metric=measure, alpha=alpha))] if comparison else []),
-        *design.cost_sections(trials),
-    ]
-    sources = seed_variance_table(trials, metric=metric, alpha=alpha)
-    if len(sources):  # only a run that crossed seed sources (--cross-seeds) has this table
-        sections.append(Section("Seed variance by source", seed_variance_note(
-            sources, metric=metric, alpha=alpha), seed_variance_view(
-                sources, metric=measure, alpha=alpha)))
-    if grids:
-        sections.append(Section(
-            "By stratum", f"Per stratum of the test data (numeric ones and the target in "
-            f"quartile bins): each variant's difference of the MAE to `{reference}` in that "
-            "stratum (km), with its "
-            f"{1 - alpha:.0%} interval over seeds where there are two or more. {FLAG}: the "
-            "effect in that cell differs from the variant's overall effect (Holm over the "
-            f"variant's cells, α = {alpha:g}; listed under 'Where it hurts' in the appendix)."))
-        for stratum, grid in grids.items():
-            title = "target (km), in quartile bins" if stratum == "target_bin" else stratum
-            sections.append(Section(title, table=grid, level=3))
-    regression_sections = [
-        Section("Uncertainty (single models)", "Gaussian NLL and CRPS (km), coverage of "
-                "central intervals, sharpness (mean predicted std), spread-skill (Spearman of "
-                "std with |error|). Models without a variance head have no row.",
-                plain(uncertainty), collapsed=True),
-        Section("Uncertainty (seed ensembles)", ensemble_note, plain(ensemble),
-                collapsed=True),
-        Section("Errors by stratum", "MAE, RMSE and bias (km) per stratum, and the MAE "
-                f"difference to `{reference}` in the same stratum.", plain(strata),
-                appendix=True),
-        Section("Where it hurts", "Cells (a stratum level or target bin) where an ablation's "
-                "effect on the absolute error differs from its overall effect: diff_mean, the "
-                f"seed-paired difference to `{reference}` in the cell (km) with its "
-                f"{1 - alpha:.0%} t interval; overall_diff, the same over all test samples; a "
-                "one-sample t-test over seeds of (cell − overall difference), Holm over every "
-                f"cell of that ablation, below {alpha:g}." + (
-                    "" if len(hurts) else " No cell differs."), plain(hurts), appendix=True),
-    ]
-    sections += [
-        *([Section("Metrics", "Each metric the code declares (its unit as declared): mean "
-                   "and standard deviation over the ok seeds of each variant.",
-                   declared_metrics_view(trials, meta["metrics"]))]
-          if meta.get("metrics") else []),
-        *([Section("Learning curves", figure=curves)] if curves is not None else []),
-        *([Section(f"MAE by {heatmap[0]}", figure=heatmap[1])] if heatmap else []),
-        *([Section("Calibration", "Observed coverage of central predictive intervals "
-                   "against their nominal level.", figure=calibration)] if calibration else []),
-        Section("Ablation table", f"{metric}: mean and {1 - alpha:.0%} t interval over seeds; "
-                f"the paired difference to `{reference}` over the seeds both ran (t interval, "
-                "paired t-test, Holm over the ablations, Cohen's d_z; a variant run under other "
-                "seeds than the reference: Welch's t-test and Cohen's d). Trials that are not "
-                "ok are excluded and counted.", ablation_view(ablation, metric=measure,
-                                                              alpha=alpha), collapsed=True),
-        *(regression_sections if regression else []),
-    ]
+
+def _summary(trials: pd.DataFrame, ablation: pd.DataFrame, decision: Decision, unit: str,
+             baseline: Optional[str]) -> str:
+    """The line under the title: the trials ok, the variants against the reference on the
+    metric, the margin and α, then the baseline check (above the verdicts, as the run's
+    summary prints it)."""
     counts = trials["status"].value_counts()
     summary = (f"{int(counts.get(TrialStatus.OK, 0))} of {len(trials)} trials ok; "
-               f"{len(variants)} variants against `{reference}` on {metric}"
+               f"{len(ablation)} variants against `{decision.reference}` on {decision.metric}"
                f"{f' ({unit})' if unit else ''}, margin {margin_text(ablation.attrs, unit)}, "
-               f"α = {alpha:g}.")
-    check = baseline_check(trials, epochs, reference=reference)
-    if check is not None:  # above the verdicts, as the run's summary prints it
-        summary += f" {check.line()}"
-    title = f"Ablation report: {name}{title_suffix}"
-    tables = write_paper_files(directory, _write_file, meta=meta, trials=all_trials,
-                               ablation=ablation, formats=formats,
-                               baseline_line=check.line() if check is not None else None)
-    plots.copy_figures([s.figure for s in sections if s.figure is not None],
-                       join(directory, FIGURES_DIR), _write_file)
-    markdown_path = _write_file(join(directory, "report.md"), markdown_page(
-        title, summary, sections, FIGURES_DIR).encode())
-    html_path = _write_file(join(directory, "report.html"),
-                            html_page(title, summary, sections).encode())
-    return Report(markdown_path, html_path, ablation, "\n\n".join([*ties, note]), tables)
+               f"α = {decision.alpha:g}.")
+    if baseline is not None:
+        summary += f" {baseline}"
+    return summary
 
 
 def _write_file(path: str, content: bytes) -> Path | str:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Literal, Optional
+from typing import Any, Callable, Literal, Optional
 
 import pandas as pd
 
 from ablations.results.io.directions import metric_of
 from ablations.results.report.formatting import tex
-from ablations.results.stats.analyses import analysis_of
+from ablations.results.stats.analyses import Analysis, analysis_of
 from ablations.results.stats.dataset_rows import DATASET, is_across_datasets
 from ablations.results.stats.shared_variance import SHARED_TEST
 from ablations.results.stats.verdicts import margin_text
@@ -111,13 +111,57 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     the metric's direction and unit are those ``meta`` declares (own code), else the built-in
     model's."""
     latex = style == "latex"
+    cite = _citer(latex)
+    reference = verdicts.attrs["reference"]
+    # the design's sentences and its settings fixed before (on each dataset, where several)
+    analysis = analysis_of(meta, trials)
+    parts = [_run_sentences(meta, trials, reference, cite),
+             _comparison_sentences(meta, trials, verdicts, analysis, cite)]
+    grown = grown_sentence(meta.get("grown") or [], reference, analysis.recorded_settings())
+    if grown:
+        parts.append(grown)
+    parts += analysis.methods_sentences(cite)
+    parts += _robustness_sentences(verdicts, cite, baseline_line)
+    text = " ".join(parts)
+    return _tex(text) if latex else text
 
+
+def _citer(latex: bool) -> Callable[..., str]:
+    """How the text cites keys of :data:`REFERENCES_BIB`: ``~\\cite{...}`` in LaTeX, the
+    authors and year (:data:`CITED`) in Markdown."""
     def cite(*keys: str) -> str:
         return (r"~\cite{" + ",".join(keys) + "}") if latex else \
             " (" + "; ".join(CITED[key] for key in keys) + ")"
 
-    a = verdicts.attrs
-    metric, reference, alpha = a["metric"], a["reference"], a["alpha"]
+    return cite
+
+
+def _run_sentences(meta: dict[str, Any], trials: pd.DataFrame, reference: str,
+                   cite: Callable[..., str]) -> str:
+    """What was run: the variants and their seeds, what the seeds set, the data, the epochs,
+    the hardware and software, and the trials that diverged or failed."""
+    first = trials.iloc[0]
+    model = str(first.get("model") or "") if "model" in trials else ""
+    run = _command_run(model)
+    code = ("the built-in multimodal model" if not model else
+            f"the program `{_program(run)}`" if run is not None else f"the code `{model}`")
+    epochs = first.get("epochs")
+    device = first.get("device_name") or first.get("device_used") or "CPU"
+    return (f"{_variants_sentence(trials, code, reference, cite)} "
+            f"{_seeding(meta, run, str(first.get('seed_sources', 'init,order,data')))}"
+            f"{cite('bouthillier2021')}."
+            + f" The data: {_data(trials)}."
+            + (f" Each trial trained {int(epochs)} epochs." if pd.notna(epochs) and epochs
+               else "")
+            + f" Trials ran on {device} ({meta.get('cpus_per_trial', 1):g} CPU"
+            + (f" and {meta['gpus_per_trial']:g} GPU" if meta.get("gpus_per_trial") else "")
+            + f" per trial) with {_software(meta, run)}."
+            + _outcomes(trials))
+
+
+def _variants_sentence(trials: pd.DataFrame, code: str, reference: str,
+                       cite: Callable[..., str]) -> str:
+    """The variants of ``code`` and the seeds each ran (on each dataset, where several)."""
     variants = list(dict.fromkeys(trials["ablation"].astype(str)))
     seeds = sorted(set(trials["seed"].astype(int)))
     several = is_across_datasets(trials)
@@ -126,55 +170,61 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
         [DATASET, "ablation"] if several else "ablation").size()
     counts = sorted(set(per_variant.astype(int)))
     spread = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
-    first = trials.iloc[0]
-    model = str(first.get("model") or "") if "model" in trials else ""
-    run = _command_run(model)
-    code = ("the built-in multimodal model" if not model else
-            f"the program `{_program(run)}`" if run is not None else f"the code `{model}`")
-    sources = str(first.get("seed_sources", "init,order,data"))
+    return (f"We ran {len(variants)} variants of {code} with ablation-runner {RUNNER_VERSION}"
+            f"{cite('ablationrunner')} (the reference, {reference}, and "
+            f"{len(variants) - 1} ablations), each over {spread} seeds"
+            f"{' on each dataset' if several else ''} "
+            f"({_seed_list(seeds)}), every variant's from the same list, so each comparison is "
+            f"paired by seed.")
+
+
+def _seeding(meta: dict[str, Any], run: Optional[str], sources: str) -> str:
+    """What a trial's seeds set: the sources ``sources`` names for the built-in loop (a model
+    plugin's too); for own code, how the runner passed them, what they set left to the
+    author."""
+    if run is not None or bool(meta.get("metrics")):  # a model plugin runs the built-in loop
+        return (f"A trial's seeds were passed to the code ({_passed(run, sources)}); "
+                + AUTHOR_NOTE.format("say what each seed sets in your code, e.g. the "
+                                     "initialisation and the order of the samples"))
     varied = [SOURCES[s] for s in sources.split(",") if s in SOURCES]
-    own = run is not None or bool(meta.get("metrics"))  # a model plugin runs the built-in loop
-    if own:  # own code: the runner passed the seeds; what they set is the code's
-        seeding = (f"A trial's seeds were passed to the code ({_passed(run, sources)}); "
-                   + AUTHOR_NOTE.format("say what each seed sets in your code, e.g. the "
-                                        "initialisation and the order of the samples"))
-    else:
-        seeding = ("A trial's seed set "
-                   + (", ".join(varied[:-1]) + " and " + varied[-1] if len(varied) > 1 else
-                      varied[0] if varied else "nothing"))
-    epochs = first.get("epochs")
-    device = first.get("device_name") or first.get("device_used") or "CPU"
+    return ("A trial's seed set "
+            + (", ".join(varied[:-1]) + " and " + varied[-1] if len(varied) > 1 else
+               varied[0] if varied else "nothing"))
+
+
+def _software(meta: dict[str, Any], run: Optional[str]) -> str:
+    """The versions the trials ran with; a program's own libraries left to the author."""
+    if run is not None:
+        return (f"Ray {meta.get('ray_version', '?')}; "
+                + AUTHOR_NOTE.format("name the program's own libraries and versions"))
+    return f"PyTorch {meta.get('torch_version', '?')} and Ray {meta.get('ray_version', '?')}"
+
+
+def _outcomes(trials: pd.DataFrame) -> str:
+    """The trials that diverged (outcomes) and those that failed (left out), a sentence
+    each; "" where there are none."""
     statuses = trials["status"].value_counts()
     diverged, failed = int(statuses.get("diverged", 0)), int(statuses.get("failed", 0))
+    return ((f" {diverged} trial{'s' if diverged != 1 else ''} diverged (a non-finite loss or "
+             "metric); they count as outcomes, ranked below every finished seed."
+             if diverged else "")
+            + (f" {failed} trial{'s' if failed != 1 else ''} failed "
+               f"({'they are' if failed > 1 else 'it is'} left out)." if failed else ""))
+
+
+def _comparison_sentences(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFrame,
+                          analysis: Analysis, cite: Callable[..., str]) -> str:
+    """How each variant was compared with the reference: the metric and its direction, the
+    tests, the margin and when it was fixed, α and Holm's correction."""
+    a = verdicts.attrs
+    metric, reference, alpha = a["metric"], a["reference"], a["alpha"]
+    variants = list(dict.fromkeys(trials["ablation"].astype(str)))
+    several = is_across_datasets(trials)
     measure = metric_of(metric, meta.get("metrics"))
     direction = {1: "higher is better", -1: "lower is better"}.get(measure.sign,
                                                                    "no better direction")
     unit = measure.unit
-    # the design's sentences and its settings fixed before (on each dataset, where several)
-    analysis = analysis_of(meta, trials)
-    software = (f"Ray {meta.get('ray_version', '?')}; "
-                + AUTHOR_NOTE.format("name the program's own libraries and versions")
-                if run is not None else
-                f"PyTorch {meta.get('torch_version', '?')} and Ray "
-                f"{meta.get('ray_version', '?')}")
-    parts = [
-        f"We ran {len(variants)} variants of {code} with ablation-runner {RUNNER_VERSION}"
-        f"{cite('ablationrunner')} (the reference, {reference}, and "
-        f"{len(variants) - 1} ablations), each over {spread} seeds"
-        f"{' on each dataset' if several else ''} "
-        f"({_seed_list(seeds)}), every variant's from the same list, so each comparison is "
-        f"paired by seed. {seeding}{cite('bouthillier2021')}."
-        + f" The data: {_data(trials)}."
-        + (f" Each trial trained {int(epochs)} epochs." if pd.notna(epochs) and epochs
-           else "")
-        + f" Trials ran on {device} ({meta.get('cpus_per_trial', 1):g} CPU"
-        + (f" and {meta['gpus_per_trial']:g} GPU" if meta.get("gpus_per_trial") else "")
-        + f" per trial) with {software}."
-        + (f" {diverged} trial{'s' if diverged != 1 else ''} diverged (a non-finite loss or "
-           "metric); they count as outcomes, ranked below every finished seed."
-           if diverged else "")
-        + (f" {failed} trial{'s' if failed != 1 else ''} failed "
-           f"({'they are' if failed > 1 else 'it is'} left out)." if failed else ""),
+    return (
         f"We compared each variant with {reference} on {metric}"
         f"{f' ({unit})' if unit else ''} ({direction}): "
         + (f"a two-sided t-test of the seed-paired difference whose run noise is estimated "
@@ -192,16 +242,18 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
         + (", fixed before the first trial" if analysis.recorded_settings() else "")
         + f". Each kind of verdict holds its family-wise error rate at α = {alpha:g} over the "
         f"{a.get('comparisons', len(variants) - 1)} comparisons with Holm's step-down "
-        f"correction{cite('holm1979')}.",
-    ]
-    grown = grown_sentence(meta.get("grown") or [], reference, analysis.recorded_settings())
-    if grown:
-        parts.append(grown)
-    parts += analysis.methods_sentences(cite)
-    parts.append("Equivalence was withheld from a variant with an outlying seed or with more "
-                 "diverged seeds than the reference (a worst-rank test), and a variant with "
-                 "more diverged seeds than the reference was never called better.")
-    bound = failure_sentence(verdicts, alpha, cite)
+        f"correction{cite('holm1979')}.")
+
+
+def _robustness_sentences(verdicts: pd.DataFrame, cite: Callable[..., str],
+                          baseline_line: Optional[str]) -> list[str]:
+    """What withheld a verdict (an outlying or diverged seed), the bound on the rate of
+    divergence and its tolerance, and the reference's baseline check."""
+    a = verdicts.attrs
+    parts = ["Equivalence was withheld from a variant with an outlying seed or with more "
+             "diverged seeds than the reference (a worst-rank test), and a variant with "
+             "more diverged seeds than the reference was never called better."]
+    bound = failure_sentence(verdicts, a["alpha"], cite)
     if bound:
         parts.append(bound)
     tolerance = a.get("max_failure_rate")
@@ -211,8 +263,7 @@ def methods_text(meta: dict[str, Any], trials: pd.DataFrame, verdicts: pd.DataFr
     if baseline_line:
         parts.append(f"Before the verdicts, the reference was checked to have learned: "
                      f"{baseline_line.removeprefix('Baseline check: ')}")
-    text = " ".join(parts)
-    return _tex(text) if latex else text
+    return parts
 
 
 def grown_sentence(grown: list[dict[str, Any]], reference: str, recorded: bool = True) -> str:

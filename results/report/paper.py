@@ -5,7 +5,8 @@ One row per variant, the reference first: the metric's mean over the ok seeds wi
 half-width of its t interval, the difference to the reference with the interval the
 equivalence test reads, and the verdict as a marker (:data:`MARKERS`). Bold: the best
 variant and every variant not distinguishable from it (:func:`not_distinguishable`). The
-caption says which intervals, how many seeds, which tests, α and the margin.
+caption says which intervals, how many seeds, which tests, α and the margin (the sentences that
+depend on its rows: :mod:`ablations.results.report.paper_captions`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ import pandas as pd
 
 from ablations.results.report.formatting import decimals_for, tex
 from ablations.results.report.page import markdown_cells
+from ablations.results.report.paper_captions import (
+    failure_caption,
+    tests_named,
+    undecided_caption,
+    unpaired_caption,
+)
 from ablations.results.stats.comparisons import holm, paired_p
 from ablations.results.stats.failures import failure_bound_text
 from ablations.results.stats.seed_tables import seed_table
@@ -56,83 +63,6 @@ def not_distinguishable(trials: pd.DataFrame, *, metric: str, direction: int,
     return {best, *(arm for arm, p in zip(others, adjusted) if not p < alpha)}
 
 
-def undecided_caption(rows: pd.DataFrame, attrs: dict) -> str:
-    """What would decide the inconclusive rows, in one sentence: equivalence needs the margins
-    their data support (their range, against the margin), a difference a smaller p
-    (results/stats/undecided.py words each row for the console and the report)."""
-    undecided = rows[rows["verdict"] == "inconclusive"]
-    if undecided.empty or "equivalence_bound_holm" not in undecided:
-        return ""
-    flags = [undecided[column].fillna(False).astype(bool) if column in undecided else
-             pd.Series(False, index=undecided.index) for column in ("outlier", "unstable")]
-    barred = flags[0] | flags[1]
-    tolerance = attrs.get("max_failure_rate")
-    if tolerance is not None and "failure_rate_upper" in undecided:  # the run's tolerance
-        barred |= undecided["failure_rate_upper"].astype(float) >= tolerance
-    bounds = undecided.loc[~barred, "equivalence_bound_holm"].astype(float)
-    bounds = bounds[np.isfinite(bounds)]
-    relative = bool(attrs.get("relative"))
-
-    def shown(value: float) -> str:
-        return f"{100 * value:.1f}%" if relative else f"{value:.3g}"
-
-    low, high = (shown(bounds.min()), shown(bounds.max())) if len(bounds) else ("", "")
-    need = ([] if bounds.empty else
-            [f"equivalent at a margin of ±{low}" + (f" to ±{high}" if high != low else "")])
-    if barred.any():
-        why = ("an outlying seed, more diverged seeds than the reference, or a failure-rate "
-               f"bound not below the tolerance {tolerance:.0%}" if tolerance is not None else
-               "an outlying seed, or more diverged seeds than the reference")
-        need.append(f"{'' if need else 'equivalent at '}no margin for {int(barred.sum())} "
-                    f"({why})")
-    return f" The ? rows would be {'; '.join(need)}." if need else ""
-
-
-def unpaired_caption(rows: pd.DataFrame, reference: str) -> str:
-    """Where an arm's Δ rests on fewer seeds than its mean or the reference's (a seed one of
-    them did not finish), the caption says so and names the arms: "... finished: 5 for no_x
-    (means over 10 and 5) ..." "" where every Δ uses every seed of the two."""
-    if "n_pairs" not in rows:
-        return ""
-    ran = rows["n_ok"].astype(float)
-    shared = rows["n_pairs"].astype(float)
-    base = int(ran.get(reference, 0))
-    fewer = [(arm, int(pairs), int(n)) for arm, pairs, n in zip(rows.index, shared, ran)
-             if arm != reference and pairs > 0 and pairs < max(n, base)]
-    if not fewer:
-        return ""
-    named = ", ".join(f"{pairs} for {arm} (means over {n} and {base})"
-                      for arm, pairs, n in fewer)
-    return (f" Δ is over the seeds both the variant and {reference} finished: {named}; each "
-            "mean is over every seed its variant finished.")
-
-
-def failure_caption(rows: pd.DataFrame, alpha: float) -> str:
-    """The caption's sentence on diverged runs: with none, the largest failure rate the seeds
-    leave possible; with some, what the Diverged column gives. "" for a table without the
-    bound."""
-    if "failure_rate_upper" not in rows or rows["n_outcomes"].fillna(0).eq(0).all():
-        return ""
-    level = f"one-sided {1 - alpha:.0%} Clopper-Pearson"
-    if rows["n_diverged"].fillna(0).gt(0).any():
-        return f"Diverged: runs diverged of those that ended, the failure rate's {level} bound."
-    worst = float(rows["failure_rate_upper"].max())
-    return f"No run diverged: each failure rate ≤ {worst:.0%} ({level})."
-
-
-def tests_named(rows: pd.DataFrame, reference: str, attrs: dict) -> str:
-    """The difference test the caption names: the experiment's (``attrs["verdict_test"]``),
-    and how many rows got another (an arm with a failed or outlying seed keeps its own)."""
-    test = str(attrs.get("verdict_test", "paired t"))
-    if "test" not in rows:
-        return f"{test} test"
-    others = rows.loc[[arm for arm in rows.index if arm != reference], "test"].dropna()
-    others = others[others != test]
-    rows_word = "row" if len(others) == 1 else "rows"
-    return f"{test} test" + (f" ({len(others)} {rows_word} by another: the report's Test "
-                             "column)" if len(others) else "")
-
-
 def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
                 width: Width = "column") -> str:
     """The table in ``fmt`` (LaTeX with its caption and booktabs rules, Markdown, or CSV of
@@ -141,76 +71,19 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
     two-column page's width)."""
     a = verdicts.attrs
     metric, alpha, reference = a["metric"], a["alpha"], a["reference"]
-    direction, unit = int(a.get("direction", 0)), a.get("unit", "")
     rows = verdicts.set_index("ablation")
     order = [reference, *(arm for arm in rows.index if arm != reference)]
     rows = rows.loc[order]
-    mean = rows[f"{metric}_mean"].astype(float)
-    half = (rows[f"{metric}_ci_high"].astype(float) - rows[f"{metric}_ci_low"].astype(float)) / 2
     if fmt == "csv":
-        return pd.DataFrame({
-            "variant": order, "seeds": rows["n_ok"].to_numpy(), "mean": mean.to_numpy(),
-            "ci_low": rows[f"{metric}_ci_low"].to_numpy(),
-            "ci_high": rows[f"{metric}_ci_high"].to_numpy(),
-            "diff": rows["diff_mean"].to_numpy(), "diff_ci_low": rows["tost_ci_low"].to_numpy(),
-            "diff_ci_high": rows["tost_ci_high"].to_numpy(),
-            **({"ratio_minus_1": rows["ratio"].to_numpy(),
-                "ratio_ci_low": rows["ratio_ci_low"].to_numpy(),
-                "ratio_ci_high": rows["ratio_ci_high"].to_numpy()} if "ratio" in rows else {}),
-            "verdict": rows["verdict"].to_numpy(),
-            **({"diverged": rows["n_diverged"].to_numpy(),
-                "outcomes": rows["n_outcomes"].to_numpy(),
-                "failure_rate_upper": rows["failure_rate_upper"].to_numpy()}
-               if "failure_rate_upper" in rows else {})}).to_csv(index=False)
-    decimals = decimals_for([*mean, *half])
+        return _csv_table(rows, order, metric)
     latex = fmt == "latex"
-    pm = tex("±") if latex else "±"
-    header = f"{metric}{f' ({unit})' if unit else ''} {ARROWS.get(direction, '')}".strip()
-    header = tex(header) if latex else header
-    cells = pd.DataFrame(index=pd.Index(order, name="Variant"))
-    counts = rows["n_ok"].astype("Int64")
-    if counts.dropna().nunique() > 1:  # the arms ran different numbers of seeds: each its own
-        cells["n"] = [str(n) if pd.notna(n) else "0" for n in counts]
-    cells[header] = [f"{m:.{decimals}f} {pm} {h:.{decimals}f}" if np.isfinite(h) else
-                     f"{m:.{decimals}f}" for m, h in zip(mean, half)]
     # the interval the equivalence test reads: the ratio's (in %) for a percentage margin
     relative = bool(a.get("relative")) and "ratio_ci_low" in rows
-    if relative:
-        delta, places, scale, title = "ratio", 1, 100.0, f"Δ vs {reference} (%)"
-        low, high = rows["ratio_ci_low"].astype(float), rows["ratio_ci_high"].astype(float)
-    else:
-        delta, places, scale, title = "diff_mean", decimals, 1.0, f"Δ vs {reference}"
-        low, high = rows["tost_ci_low"].astype(float), rows["tost_ci_high"].astype(float)
-    cells[tex(title) if latex else title] = [
-        "" if arm == reference or not np.isfinite(d) else
-        f"{scale * d:+.{places}f} [{scale * lo:+.{places}f}, {scale * hi:+.{places}f}]"
-        for arm, d, lo, hi in zip(order, rows[delta].astype(float), low, high)]
-    cells["Verdict"] = [MARKERS.get(v, ("", ""))[0 if latex else 1] for v in rows["verdict"]]
     failures = failure_caption(rows, alpha)
-    if failures and rows["n_diverged"].fillna(0).gt(0).any():  # each arm's own, beside it
-        shown = [failure_bound_text(int(k), int(n), float(b)) for k, n, b in zip(
-            rows["n_diverged"].fillna(0), rows["n_outcomes"].fillna(0),
-            rows["failure_rate_upper"].astype(float))]
-        cells.insert(len(cells.columns) - 1, "Diverged",
-                     [tex(text) if latex else text for text in shown])
-    bold = not_distinguishable(trials, metric=metric, direction=direction or -1, alpha=alpha)
-    seeds = sorted(set(rows["n_ok"].dropna().astype(int)))
-    used = [v for v in MEANINGS if (rows["verdict"] == v).any()]
-    markers = "; ".join(f"{MARKERS[v][1]} {MEANINGS[v]}" for v in used)
-    span = (f"{seeds[0]}-{seeds[-1]} (n)" if len(seeds) > 1 else f"{seeds[0]}")
-    margin = (f"±{100 * float(a['margin']):.3g}%" if a.get("relative") else
-              f"±{float(a['margin']):.3g}{f' {unit}' if unit else ''}")
-    delta_text = (f"mean over {reference}'s − 1 (%), with Fieller's" if relative else
-                  f"paired difference to {reference}, with the")
-    looks = " (each at its look)" if a.get("sequential") or a.get("pilot") else ""
-    caption = (  # plain text; tex() sets it for LaTeX
-        f"{metric}: mean ± half-width of its {1 - alpha:.0%} t interval, {span} seeds per "
-        f"variant. Δ: {delta_text} {1 - 2 * alpha:.0%} interval the equivalence test reads. "
-        f"Verdicts against {reference}{looks}: {tests_named(rows, reference, a)} and TOST, "
-        f"margin {margin}, α = {alpha:g}, Holm over {a.get('comparisons', len(order) - 1)}"
-        f"{'; ' + markers if markers else ''}. Bold: the best and every variant not "
-        "distinguishable from it (paired t, Holm)." + (f" {failures}" if failures else "")
-        + undecided_caption(rows, a) + unpaired_caption(rows, reference))
+    header, cells = _cells(rows, order, a, latex=latex, relative=relative, failures=failures)
+    bold = not_distinguishable(trials, metric=metric, direction=int(a.get("direction", 0)) or -1,
+                               alpha=alpha)
+    caption = _caption(rows, order, a, relative=relative, failures=failures)
     if not latex:
         marked = cells.copy()
         marked[header] = [f"**{v}**" if arm in bold else v
@@ -224,6 +97,97 @@ def paper_table(verdicts: pd.DataFrame, trials: pd.DataFrame, fmt: Format,
                            column_format="l" + "r" * (len(table.columns) - 2) + "c",
                            caption=tex(caption), label=f"tab:{_label(metric)}")
     return column_form(text) if width == "column" else page_form(text)
+
+
+def _csv_table(rows: pd.DataFrame, order: list[str], metric: str) -> str:
+    """The numbers of the table as CSV: each variant's mean with its interval, Δ with the
+    interval the equivalence test reads (and the ratio's), the verdict, the diverged runs."""
+    return pd.DataFrame({
+        "variant": order, "seeds": rows["n_ok"].to_numpy(),
+        "mean": rows[f"{metric}_mean"].astype(float).to_numpy(),
+        "ci_low": rows[f"{metric}_ci_low"].to_numpy(),
+        "ci_high": rows[f"{metric}_ci_high"].to_numpy(),
+        "diff": rows["diff_mean"].to_numpy(), "diff_ci_low": rows["tost_ci_low"].to_numpy(),
+        "diff_ci_high": rows["tost_ci_high"].to_numpy(),
+        **({"ratio_minus_1": rows["ratio"].to_numpy(),
+            "ratio_ci_low": rows["ratio_ci_low"].to_numpy(),
+            "ratio_ci_high": rows["ratio_ci_high"].to_numpy()} if "ratio" in rows else {}),
+        "verdict": rows["verdict"].to_numpy(),
+        **({"diverged": rows["n_diverged"].to_numpy(),
+            "outcomes": rows["n_outcomes"].to_numpy(),
+            "failure_rate_upper": rows["failure_rate_upper"].to_numpy()}
+           if "failure_rate_upper" in rows else {})}).to_csv(index=False)
+
+
+def _cells(rows: pd.DataFrame, order: list[str], a: dict, *, latex: bool, relative: bool,
+           failures: str) -> tuple[str, pd.DataFrame]:
+    """The mean column's header and the table's cells by variant: seeds (where the arms ran
+    different numbers), mean ± half-width, Δ with its interval, each arm's diverged runs
+    (where some diverged) and the verdict's marker."""
+    metric, direction, unit = a["metric"], int(a.get("direction", 0)), a.get("unit", "")
+    mean = rows[f"{metric}_mean"].astype(float)
+    half = (rows[f"{metric}_ci_high"].astype(float) - rows[f"{metric}_ci_low"].astype(float)) / 2
+    decimals = decimals_for([*mean, *half])
+    pm = tex("±") if latex else "±"
+    header = f"{metric}{f' ({unit})' if unit else ''} {ARROWS.get(direction, '')}".strip()
+    header = tex(header) if latex else header
+    cells = pd.DataFrame(index=pd.Index(order, name="Variant"))
+    counts = rows["n_ok"].astype("Int64")
+    if counts.dropna().nunique() > 1:  # the arms ran different numbers of seeds: each its own
+        cells["n"] = [str(n) if pd.notna(n) else "0" for n in counts]
+    cells[header] = [f"{m:.{decimals}f} {pm} {h:.{decimals}f}" if np.isfinite(h) else
+                     f"{m:.{decimals}f}" for m, h in zip(mean, half)]
+    title, deltas = _delta_column(rows, order, a["reference"], decimals, relative)
+    cells[tex(title) if latex else title] = deltas
+    cells["Verdict"] = [MARKERS.get(v, ("", ""))[0 if latex else 1] for v in rows["verdict"]]
+    if failures and rows["n_diverged"].fillna(0).gt(0).any():  # each arm's own, beside it
+        shown = [failure_bound_text(int(k), int(n), float(b)) for k, n, b in zip(
+            rows["n_diverged"].fillna(0), rows["n_outcomes"].fillna(0),
+            rows["failure_rate_upper"].astype(float))]
+        cells.insert(len(cells.columns) - 1, "Diverged",
+                     [tex(text) if latex else text for text in shown])
+    return header, cells
+
+
+def _delta_column(rows: pd.DataFrame, order: list[str], reference: str, decimals: int,
+                  relative: bool) -> tuple[str, list[str]]:
+    """The Δ column's title and cells: each variant's difference to the reference with the
+    interval the equivalence test reads (``relative``: the ratio's, in %); the reference's
+    cell empty."""
+    if relative:
+        delta, places, scale, title = "ratio", 1, 100.0, f"Δ vs {reference} (%)"
+        low, high = rows["ratio_ci_low"].astype(float), rows["ratio_ci_high"].astype(float)
+    else:
+        delta, places, scale, title = "diff_mean", decimals, 1.0, f"Δ vs {reference}"
+        low, high = rows["tost_ci_low"].astype(float), rows["tost_ci_high"].astype(float)
+    return title, [
+        "" if arm == reference or not np.isfinite(d) else
+        f"{scale * d:+.{places}f} [{scale * lo:+.{places}f}, {scale * hi:+.{places}f}]"
+        for arm, d, lo, hi in zip(order, rows[delta].astype(float), low, high)]
+
+
+def _caption(rows: pd.DataFrame, order: list[str], a: dict, *, relative: bool,
+             failures: str) -> str:
+    """The caption, in plain text (tex() sets it for LaTeX): the intervals, the seeds, the
+    tests, the margin and α, the markers, the bold rows, and what the verdicts leave open."""
+    metric, alpha, reference, unit = a["metric"], a["alpha"], a["reference"], a.get("unit", "")
+    seeds = sorted(set(rows["n_ok"].dropna().astype(int)))
+    used = [v for v in MEANINGS if (rows["verdict"] == v).any()]
+    markers = "; ".join(f"{MARKERS[v][1]} {MEANINGS[v]}" for v in used)
+    span = (f"{seeds[0]}-{seeds[-1]} (n)" if len(seeds) > 1 else f"{seeds[0]}")
+    margin = (f"±{100 * float(a['margin']):.3g}%" if a.get("relative") else
+              f"±{float(a['margin']):.3g}{f' {unit}' if unit else ''}")
+    delta_text = (f"mean over {reference}'s − 1 (%), with Fieller's" if relative else
+                  f"paired difference to {reference}, with the")
+    looks = " (each at its look)" if a.get("sequential") or a.get("pilot") else ""
+    return (
+        f"{metric}: mean ± half-width of its {1 - alpha:.0%} t interval, {span} seeds per "
+        f"variant. Δ: {delta_text} {1 - 2 * alpha:.0%} interval the equivalence test reads. "
+        f"Verdicts against {reference}{looks}: {tests_named(rows, reference, a)} and TOST, "
+        f"margin {margin}, α = {alpha:g}, Holm over {a.get('comparisons', len(order) - 1)}"
+        f"{'; ' + markers if markers else ''}. Bold: the best and every variant not "
+        "distinguishable from it (paired t, Holm)." + (f" {failures}" if failures else "")
+        + undecided_caption(rows, a) + unpaired_caption(rows, reference))
 
 
 def column_form(latex: str) -> str:

@@ -1,32 +1,32 @@
 """Figures for the report (matplotlib, Agg backend). Each takes analysis DataFrames and writes
 the figure three times beside its path: PNG for the report's pages, and PDF and SVG for a
-paper (:func:`save_figure`): TrueType fonts embedded in the PDF (Type 42, never Type 3, which
-journals refuse) and glyphs as paths in the SVG, so both look the same without the fonts
-installed. Colours are Okabe and Ito's palette, told apart with the common colour-vision
-deficiencies (:data:`PALETTE`). Inside ``figure_formats("png")`` the PNG alone is written (a
-quick look: embedding the PDFs' fonts is most of a report's time)."""
+paper (:func:`ablations.results.report.figure_files.save_figure`, with the formats' switch
+``figure_formats`` and ``copy_figures``, imported here too). Colours are Okabe and Ito's
+palette, told apart with the common colour-vision deficiencies (:data:`PALETTE`)."""
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import textwrap
-import warnings
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Optional
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.text  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC  # noqa: E402
+from ablations.config.metrics import Metric  # noqa: E402
 from ablations.results.io.directions import MetricLike, metric_of  # noqa: E402
-from ablations.results.io.files import join, list_dir, remove_file  # noqa: E402
+from ablations.results.report.figure_files import (  # noqa: E402, F401 (imported from here too)
+    FIGURES,
+    copy_figures,
+    figure_formats,
+    save_figure,
+    vector_files,
+)
 from ablations.results.report.formatting import with_unit  # noqa: E402
 
 
@@ -38,112 +38,6 @@ PALETTE = {"orange": "#E69F00", "sky_blue": "#56B4E9", "green": "#009E73",
 plt.rcParams["axes.prop_cycle"] = plt.cycler(color=[
     PALETTE[name] for name in ("blue", "orange", "green", "vermillion", "purple", "sky_blue",
                                "yellow", "black")])
-VECTOR_FORMATS = ("pdf", "svg")  # written beside each PNG
-# the PDF's fonts as TrueType (Type 42); the SVG's text as glyph outlines
-VECTOR_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "path"}
-# report --figures: all (each PNG with its PDFs and SVGs) or png (the PNGs alone)
-FIGURES = ("all", "png")
-_vector: contextvars.ContextVar[bool] = contextvars.ContextVar("vector_figures", default=True)
-
-
-@contextlib.contextmanager
-def figure_formats(figures: str) -> Iterator[None]:
-    """Inside, :func:`save_figure` writes the PDFs and SVGs too (``all``) or the PNG alone
-    (``png``), and :func:`copy_figures` copies them or removes their earlier copies. A context
-    variable: a thread started inside would not see it (the report draws its figures in the
-    caller's thread)."""
-    if figures not in FIGURES:
-        raise ValueError(f"figures {figures!r}: one of {', '.join(FIGURES)}")
-    token = _vector.set(figures == "all")
-    try:
-        yield
-    finally:
-        _vector.reset(token)
-
-
-# A paper's layouts: name -> (the figure's width in inches, the largest font in points): a
-# two-column journal's full text width (6.75 in, as ICML's and IEEE's) and its column
-# (3.25 in; :func:`_narrow`).
-LAYOUTS = {"page": (6.75, 8.0), "column": (3.25, 7.0)}  # widest first: fonts only shrink
-
-
-def save_figure(fig, path: str | Path) -> Path:
-    """Write ``fig`` as ``path`` (PNG, 110 dpi, the report's size) and as PDF and SVG beside
-    it, at the report's size and at each of :data:`LAYOUTS` (``forest-page.pdf``: 6.75 in
-    wide, the height scaled alike, no font above 8 pt; ``forest-column.pdf``: 3.25 in, no
-    font above 7 pt, :func:`_narrow`), unless :func:`figure_formats` says the PNG alone; the
-    PNG's path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    if not _vector.get():
-        plt.close(fig)
-        return path
-    width, height = fig.get_size_inches()
-    with plt.rc_context(VECTOR_RC), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # tight_layout on a crowded small figure
-        for suffix in VECTOR_FORMATS:
-            fig.savefig(path.with_suffix(f".{suffix}"))
-        for name, (target, points) in LAYOUTS.items():
-            fig.set_size_inches(target, height * target / width)
-            for text in fig.findobj(matplotlib.text.Text):
-                text.set_fontsize(min(text.get_fontsize(), points))
-            narrow = name == "column"
-            if narrow:
-                _narrow(fig, target, height * target / width, points)
-            fig.tight_layout()
-            for suffix in VECTOR_FORMATS:  # a column's legend below the axes: in the box
-                fig.savefig(path.with_name(f"{path.stem}-{name}.{suffix}"),
-                            **({"bbox_inches": "tight", "pad_inches": 0.02} if narrow else {}))
-    plt.close(fig)
-    return path
-
-
-def _narrow(fig, width: float, height: float, points: float) -> None:
-    """``fig`` for a journal's column: no titles (the caption says it), tick labels cut at
-    their first double space (the forest plot's bounds), axis labels wrapped, the legend
-    below the figure in two columns (the saved box takes it in), at least 2.4 in tall."""
-    if fig.get_suptitle():
-        fig.suptitle("")
-    for ax in fig.axes:
-        ax.set_title("")
-        labels = [label.get_text() for label in ax.get_yticklabels()]
-        if any("  " in label for label in labels):
-            ax.set_yticks(ax.get_yticks(), [label.split("  ")[0] for label in labels])
-        ax.set_xlabel(textwrap.fill(ax.get_xlabel(), 44))
-        ax.set_ylabel(textwrap.fill(ax.get_ylabel(), 26))
-        if ax.get_legend() is not None:  # below the figure: under every axis label
-            handles, names = ax.get_legend_handles_labels()
-            ax.get_legend().remove()
-            fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2,
-                       frameon=False, fontsize=points - 1.5, columnspacing=0.8,
-                       handlelength=1.5)
-    fig.set_size_inches(width, max(height, 2.4))
-
-
-def copy_figures(figures: list[Path], folder: str, write_file: Callable[[str, bytes], object]
-                 ) -> None:
-    """Each PNG in ``figures``, with the PDFs and SVGs :func:`save_figure` wrote beside it,
-    into ``folder`` (a path or a URI) through ``write_file``. Under ``figure_formats("png")``
-    the vector files of those figures already in ``folder`` are removed instead, so that no
-    PDF stays beside a PNG it no longer matches."""
-    vectors = _vector.get()
-    present = set() if vectors else set(list_dir(folder))
-    for path in figures:
-        write_file(join(folder, path.name), path.read_bytes())
-        for vector in vector_files(path):
-            if vectors:
-                write_file(join(folder, vector.name), vector.read_bytes())
-            elif vector.name in present:
-                remove_file(join(folder, vector.name))
-
-
-def vector_files(png: Path) -> list[Path]:
-    """The PDFs and SVGs :func:`save_figure` wrote beside ``png``: the report's size, then each
-    layout's."""
-    return [png.with_name(f"{png.stem}{size}.{suffix}") for size in
-            ("", *(f"-{name}" for name in LAYOUTS)) for suffix in VECTOR_FORMATS]
 
 
 VERDICT_COLORS = {"worse": PALETTE["vermillion"], "higher": PALETTE["vermillion"],
@@ -184,7 +78,6 @@ def forest_figure(table: pd.DataFrame, *, metric: MetricLike = DEFAULT_METRIC):
     p < 0.05.
     """
     measure = metric_of(metric)
-    metric = measure.name
     rows = table[table["diff_mean"].notna()].iloc[::-1]
     fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.4))
     y = np.arange(len(rows))
@@ -194,15 +87,30 @@ def forest_figure(table: pd.DataFrame, *, metric: MetricLike = DEFAULT_METRIC):
     ax.errorbar(mean, y, xerr=[lower, upper], fmt="none", ecolor="0.4", capsize=3, lw=1)
     ax.axvline(0, color="0.2", lw=0.8)
     if "verdict" not in rows:
-        significant = rows["p_holm"].to_numpy(dtype=float) < 0.05
-        ax.scatter(mean, y, c=np.where(significant, PALETTE["vermillion"], PALETTE["blue"]),
-                   zorder=3)
-        ax.set_yticks(y, [f"{a}  (Holm p={p:.3g})"
-                          for a, p in zip(rows["ablation"], rows["p_holm"])])
-        ax.set_xlabel(f"{with_unit(f'{metric}: difference to the reference', measure.unit)}"
-                      ", 95% CI")
-        ax.set_title("red: Holm-adjusted p < 0.05", fontsize=9)
-        return fig
+        _significance_marks(ax, rows, y, mean, measure)
+    else:
+        _verdict_marks(ax, table, rows, y, mean, [mean - lower, mean + upper], measure.name)
+    return fig
+
+
+def _significance_marks(ax, rows: pd.DataFrame, y: np.ndarray, mean: np.ndarray,
+                        measure: Metric) -> None:
+    """An ablation table's points, red where Holm's p < 0.05, each labelled with its p."""
+    significant = rows["p_holm"].to_numpy(dtype=float) < 0.05
+    ax.scatter(mean, y, c=np.where(significant, PALETTE["vermillion"], PALETTE["blue"]),
+               zorder=3)
+    ax.set_yticks(y, [f"{a}  (Holm p={p:.3g})"
+                      for a, p in zip(rows["ablation"], rows["p_holm"])])
+    ax.set_xlabel(f"{with_unit(f'{measure.name}: difference to the reference', measure.unit)}"
+                  ", 95% CI")
+    ax.set_title("red: Holm-adjusted p < 0.05", fontsize=9)
+
+
+def _verdict_marks(ax, table: pd.DataFrame, rows: pd.DataFrame, y: np.ndarray,
+                   mean: np.ndarray, whiskers: list[np.ndarray], metric: str) -> None:
+    """A verdict table's marks: the margin band, the interval TOST reads (thick; with a
+    percentage margin, the ratio − 1 in % alone, the axes cleared of Δ's ``whiskers``), each
+    point coloured by its verdict, the equivalence bounds reached, the labels."""
     alpha = table.attrs.get("alpha", DEFAULT_ALPHA)
     margin = float(table["margin"].iloc[0])
     relative = bool(table.attrs.get("relative")) and "ratio" in rows
@@ -213,6 +121,7 @@ def forest_figure(table: pd.DataFrame, *, metric: MetricLike = DEFAULT_METRIC):
                                                                     "ratio_ci_high"))
         margin *= 100
         ax.axvline(0, color="0.2", lw=0.8)
+        whiskers = []
     else:
         low, high = (rows[c].to_numpy(dtype=float) for c in ("tost_ci_low", "tost_ci_high"))
     ax.axvspan(-margin, margin, color=PALETTE["blue"], alpha=0.12, lw=0)
@@ -224,24 +133,10 @@ def forest_figure(table: pd.DataFrame, *, metric: MetricLike = DEFAULT_METRIC):
         ax.scatter(mean[mine], y[mine], color=VERDICT_COLORS.get(verdict, "0.55"), zorder=3,
                    label=verdict)
     bound = rows["equivalence_bound_holm"].to_numpy(dtype=float) * (100 if relative else 1)
-    open_question = rows["verdict"].isin(["equivalent", "negligible", "inconclusive"]).to_numpy()
-    whiskers = [] if relative else [mean - lower, mean + upper]  # the 1 − α interval, thin
+    # the x range: the 1 − α interval (thin) too, where it is drawn
     left, right = forest_limits(np.concatenate([low, high, mean, *whiskers]), margin)
     ax.set_xlim(left, right)
-    shown = open_question & np.isfinite(bound)
-    inside = shown & (bound < min(-left, right))
-    if inside.any():
-        ax.scatter(np.r_[-bound, bound][np.r_[inside, inside]],
-                   np.r_[y, y][np.r_[inside, inside]], marker="|", s=120, color="0.2",
-                   zorder=3, label="±bound reached (Holm)")
-    beyond = shown & ~inside  # a bound outside the axis: an arrow at its edge, with its value
-    if beyond.any():
-        ax.scatter(np.full(beyond.sum(), right), y[beyond], marker=">", s=30, color="0.2",
-                   zorder=3, clip_on=False, label="±bound beyond the axis")
-        for row, b in zip(y[beyond], bound[beyond]):
-            ax.annotate(f"±{b:.3g}{'%' if relative else ''}", (right, row),
-                        xytext=(-6, 5), textcoords="offset points", ha="right",
-                        fontsize=6, color="0.2")
+    _bound_marks(ax, rows, y, bound, right=right, inner=min(-left, right), relative=relative)
     unit = "%" if relative else ""
     ax.set_yticks(y, [f"{a}  (|{'ratio − 1' if relative else 'Δ'}| < {b:.3g}{unit})"
                       for a, b in zip(rows["ablation"], bound)])
@@ -254,7 +149,28 @@ def forest_figure(table: pd.DataFrame, *, metric: MetricLike = DEFAULT_METRIC):
     ax.set_title(f"shaded: the margin ±{margin:.3g}{unit}; colour: verdict (Holm over the "
                  "family)", fontsize=9)
     _legend_outside(ax, below=True)
-    return fig
+
+
+def _bound_marks(ax, rows: pd.DataFrame, y: np.ndarray, bound: np.ndarray, *, right: float,
+                 inner: float, relative: bool) -> None:
+    """Ticks at ± the equivalence bound reached on the rows `equivalent`, `negligible` or
+    `inconclusive`; a bound past ``inner`` (the axis' nearer edge) an arrow at the right edge
+    with its value."""
+    open_question = rows["verdict"].isin(["equivalent", "negligible", "inconclusive"]).to_numpy()
+    shown = open_question & np.isfinite(bound)
+    inside = shown & (bound < inner)
+    if inside.any():
+        ax.scatter(np.r_[-bound, bound][np.r_[inside, inside]],
+                   np.r_[y, y][np.r_[inside, inside]], marker="|", s=120, color="0.2",
+                   zorder=3, label="±bound reached (Holm)")
+    beyond = shown & ~inside  # a bound outside the axis: an arrow at its edge, with its value
+    if beyond.any():
+        ax.scatter(np.full(beyond.sum(), right), y[beyond], marker=">", s=30, color="0.2",
+                   zorder=3, clip_on=False, label="±bound beyond the axis")
+        for row, b in zip(y[beyond], bound[beyond]):
+            ax.annotate(f"±{b:.3g}{'%' if relative else ''}", (right, row),
+                        xytext=(-6, 5), textcoords="offset points", ha="right",
+                        fontsize=6, color="0.2")
 
 
 def _legend_outside(ax, *, below: bool) -> None:

@@ -72,64 +72,97 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     program that ignores its seed from a coarse metric (without them, the trials' metrics);
     ``decision``: the four settings as one :class:`~ablations.config.comparison.Decision`
     (those it leaves None: the keywords')."""
-    import pandas as pd
-
     from ablations.results.stats.analyses import analysis_of
-    from ablations.results.stats.analysis import dropped_note
-    from ablations.results.stats.verdicts import short_verdict_note
-    from ablations.results.stats.failures import failure_bound_text
     from ablations.results.stats.phases import evaluation_rows
-    from ablations.results.stats.planned import exploratory_note
 
     meta = meta or {}
     analysis = analysis_of(meta)  # one dataset's (datasets_summary: each in turn)
     decision = analysis.decision((decision or NOT_GIVEN).over(Decision(
         reference=reference, metric=metric, margin=margin, alpha=alpha)))
-    reference, metric, alpha = decision.reference, decision.metric, decision.alpha
     trials_df = evaluation_rows(trials_df)  # a tuned ablation's: beside it, summary_lines
-    known, verdicts, no_verdicts = verdicts, None, ""
-    ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == TrialStatus.OK)
-    if ok_reference.any() and trials_df["ablation"].nunique() > 1:
-        try:
-            verdicts = (known if known is not None else analysis_of(meta, trials_df).verdicts(
-                trials_df, decision)).set_index("ablation")
-        except (ValueError, KeyError) as exc:  # e.g. a relative margin of a mean of 0
-            no_verdicts = f"\n\nNo verdicts: {exc}"
-    elif (trials_df["ablation"] == reference).any() and trials_df["ablation"].nunique() > 1:
-        statuses = trials_df.loc[trials_df["ablation"] == reference, "status"].value_counts()
-        counted = ", ".join(f"{n} {status}" for status, n in statuses.items())
-        no_verdicts = (f"\n\nNo verdicts: the reference {reference} has no ok trial "
-                       f"({counted}); nothing to compare the variants with.")
-    rows = []
-    for ablation, group in trials_df.groupby("ablation", sort=False):
-        ok = group[group["status"] == TrialStatus.OK]
-        if meta.get("metrics"):  # own code: its declared metrics, the verdicts' first
-            rows.append({"ablation": ablation, "ok": f"{len(ok)}/{len(group)}",
-                         **declared_columns(ok, meta["metrics"], metric),
-                         "wall_s": f"{group['wall_s'].mean():.1f}",
-                         "cpu_h": f"{group['cpu_hours'].sum():.3f}"})
-        else:
-            rows.append(builtin_columns(ablation, ok, group))
-        if verdicts is not None:
-            bound = verdicts.loc[ablation, "equivalence_bound_holm"]
-            rows[-1]["verdict"] = verdicts.loc[ablation, "verdict"]
-            if "failure_rate_upper" in verdicts:  # its diverged runs, its rate's bound
-                rows[-1]["diverged"] = failure_bound_text(
-                    int(verdicts.loc[ablation, "n_diverged"]),
-                    int(verdicts.loc[ablation, "n_outcomes"]),
-                    float(verdicts.loc[ablation, "failure_rate_upper"])) or "-"
-            rows[-1]["equiv_bound"] = ("-" if pd.isna(bound) else f"{bound:.1%}"
-                                       if verdicts.attrs.get("relative") else f"{bound:.3f}")
-            if analysis.decided_at and "decided_at" in verdicts:
-                seeds_at = verdicts.loc[ablation, "decided_at"]
-                rows[-1]["decided_at"] = "-" if pd.isna(seeds_at) else f"{int(seeds_at)} seeds"
+    verdicts, no_verdicts = _verdicts_or_why(trials_df, meta, decision, known=verdicts)
+    rows = [_summary_row(ablation, group, meta, decision.metric, verdicts, analysis.decided_at)
+            for ablation, group in trials_df.groupby("ablation", sort=False)]
     table = pd.DataFrame(rows).to_string(index=False)
     if verdicts is None:
         return table + no_verdicts
-    from ablations.results.stats.seed_ties import seed_tie_lines
+    return _with_notes(table, trials_df, verdicts, analysis, decision, epochs)
 
+
+def _verdicts_or_why(trials_df: pd.DataFrame, meta: dict[str, Any], decision: Decision, *,
+                     known: Any) -> tuple[Optional[pd.DataFrame], str]:
+    """The verdict table by variant (``known``, where the caller has it), else None and the
+    lines that say why there is none ("" for a single variant, or without the reference)."""
+    from ablations.results.stats.analyses import analysis_of
+
+    reference = decision.reference
+    several = trials_df["ablation"].nunique() > 1
+    ok_reference = (trials_df["ablation"] == reference) & (trials_df["status"] == TrialStatus.OK)
+    if ok_reference.any() and several:
+        try:
+            return (known if known is not None else analysis_of(meta, trials_df).verdicts(
+                trials_df, decision)).set_index("ablation"), ""
+        except (ValueError, KeyError) as exc:  # e.g. a relative margin of a mean of 0
+            return None, f"\n\nNo verdicts: {exc}"
+    if (trials_df["ablation"] == reference).any() and several:
+        statuses = trials_df.loc[trials_df["ablation"] == reference, "status"].value_counts()
+        counted = ", ".join(f"{n} {status}" for status, n in statuses.items())
+        return None, (f"\n\nNo verdicts: the reference {reference} has no ok trial "
+                      f"({counted}); nothing to compare the variants with.")
+    return None, ""
+
+
+def _summary_row(ablation: str, group: pd.DataFrame, meta: dict[str, Any], metric: str,
+                 verdicts: Optional[pd.DataFrame], decided_at: bool) -> dict[str, str]:
+    """One variant's row: its seeds, its figures (own code's declared metrics, the verdicts'
+    first, else the built-in model's) and, with ``verdicts``, its verdict."""
+    ok = group[group["status"] == TrialStatus.OK]
+    if meta.get("metrics"):  # own code: its declared metrics, the verdicts' first
+        row = {"ablation": ablation, "ok": f"{len(ok)}/{len(group)}",
+               **declared_columns(ok, meta["metrics"], metric),
+               "wall_s": f"{group['wall_s'].mean():.1f}",
+               "cpu_h": f"{group['cpu_hours'].sum():.3f}"}
+    else:
+        row = builtin_columns(ablation, ok, group)
+    if verdicts is not None:
+        row.update(_verdict_columns(verdicts, ablation, decided_at))
+    return row
+
+
+def _verdict_columns(verdicts: pd.DataFrame, ablation: str,
+                     decided_at: bool) -> dict[str, str]:
+    """A variant's verdict, its diverged runs with their rate's bound, the equivalence bound
+    it reached and (a sequential design's) the seeds it was decided at."""
+    from ablations.results.stats.failures import failure_bound_text
+
+    bound = verdicts.loc[ablation, "equivalence_bound_holm"]
+    columns = {"verdict": verdicts.loc[ablation, "verdict"]}
+    if "failure_rate_upper" in verdicts:  # its diverged runs, its rate's bound
+        columns["diverged"] = failure_bound_text(
+            int(verdicts.loc[ablation, "n_diverged"]),
+            int(verdicts.loc[ablation, "n_outcomes"]),
+            float(verdicts.loc[ablation, "failure_rate_upper"])) or "-"
+    columns["equiv_bound"] = ("-" if pd.isna(bound) else f"{bound:.1%}"
+                              if verdicts.attrs.get("relative") else f"{bound:.3f}")
+    if decided_at and "decided_at" in verdicts:
+        seeds_at = verdicts.loc[ablation, "decided_at"]
+        columns["decided_at"] = "-" if pd.isna(seeds_at) else f"{int(seeds_at)} seeds"
+    return columns
+
+
+def _with_notes(table: str, trials_df: pd.DataFrame, verdicts: pd.DataFrame, analysis: Any,
+                decision: Decision, epochs: Any) -> str:
+    """``table`` with the notes under it: arms without seed variance first, then what the
+    verdicts mean, the trials left out, why each decided row reads as it does and how the
+    design decided."""
+    from ablations.results.stats.analysis import dropped_note
+    from ablations.results.stats.planned import exploratory_note
+    from ablations.results.stats.seed_ties import seed_tie_lines
+    from ablations.results.stats.verdicts import short_verdict_note
+
+    metric = decision.metric
     ties = seed_tie_lines(trials_df, metric=str(verdicts.attrs.get("metric", metric)),
-                          reference=reference, epochs=epochs)
+                          reference=decision.reference, epochs=epochs)
     if ties:  # first under the table: no verdict below means anything without seed variance
         table += "\n\n" + "\n".join(ties)
     exploratory = verdicts.attrs.get("exploratory")
@@ -144,7 +177,7 @@ def summary_table(trials_df: Any, meta: Optional[dict[str, Any]] = None, *,
     decided = verdicts["verdict"] != "inconclusive"
     for ablation, reason in reasons[(reasons.fillna("") != "") & decided].items():
         text += f"\n{ablation}: {verdicts.loc[ablation, 'verdict']}: {reason}"
-    for note in analysis.summary_notes(trials_df, alpha):  # how the design decided
+    for note in analysis.summary_notes(trials_df, decision.alpha):  # how the design decided
         text += f"\n{note}"
     return text
 

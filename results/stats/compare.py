@@ -15,6 +15,7 @@ the variant's mean in B over its mean in A inside 1 ± margin
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -110,14 +111,7 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
     measure = metric if isinstance(metric, Metric) else metric_of(metric, declared_in(a, b))
     metric = measure.name
-    # a tuned ablation's evaluation at the configuration given (results/stats/phases.py)
-    first, second = evaluation_rows(_trials(a)), evaluation_rows(_trials(b))
-    for name, table in (("A", first), ("B", second)):
-        if metric not in table:
-            raise ValueError(f"experiment {name} has no column {metric!r}")
-        # variant by variant would mix its datasets
-        require_one_dataset(table, f"experiment {name} ran on several datasets; compare takes "
-                            "experiments on one (each dataset's verdicts are in its report)")
+    first, second = _evaluations(a, b, metric)
     ok_a, dropped_a = usable_trials(first, metric)
     ok_b, dropped_b = usable_trials(second, metric)
     order_a = list(dict.fromkeys(first["ablation"]))
@@ -127,21 +121,98 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
         raise ValueError("the two experiments have no variant in common: nothing to compare")
     # a diverged trial is an outcome (results/stats/failures.py): a variant that diverged in B
     # where it finished in A is compared, never left out
-    finished_a, failed_a = outcome_tables(first, metric)
-    finished_b, failed_b = outcome_tables(second, metric)
-    finished = ({v for v in finished_a if finished_a[v].notna().any()}
-                | {v for v in finished_b if finished_b[v].notna().any()})
-    with_ok = ({v for v in finished_a if (finished_a[v].notna() | failed_a[v]).any()}
-               & {v for v in finished_b if (finished_b[v].notna() | failed_b[v]).any()}
-               & finished)  # a variant that diverged everywhere in both: nothing to compare
+    outcomes = (*outcome_tables(first, metric), *outcome_tables(second, metric))
+    with_ok = _with_outcomes(*outcomes)
     common = [v for v in shared if v in with_ok]
     if not common:
         raise ValueError("no variant has an ok trial in both experiments: nothing to compare")
     direction = measure.sign
+    value, relative = _margin_of(margin, ok_a, metric=metric, reference=reference)
+    compared = _compare_variants(common, ok_a, ok_b, first, metric=metric, alpha=alpha,
+                                 outcomes=outcomes, direction=direction)
+    table = _verdict_table(compared, margin=value, relative=relative, alpha=alpha,
+                           direction=direction)
+    table.attrs.update(metric=metric, margin=value, relative=relative, margin_given=str(margin),
+                       alpha=alpha, direction=direction, unit=measure.unit, reference=reference,
+                       no_ok=[v for v in shared if v not in with_ok],
+                       dropped_nan_a=dropped_a, dropped_nan_b=dropped_b,
+                       only_in_a=[v for v in order_a if v not in in_b],
+                       only_in_b=[v for v in dict.fromkeys(second["ablation"])
+                                  if v not in set(order_a)])
+    return table
+
+
+# the columns of compare_experiments' table, in order (results/README.md lists them)
+COLUMN_ORDER = ["ablation", "n_a", "n_b", "a_mean", "b_mean", "test", "n_pairs", "diff_mean",
+                "diff_ci_low", "diff_ci_high", "se", "df", "p_value", "p_holm", "tost_ci_low",
+                "tost_ci_high", "ratio_ci_low", "ratio_ci_high", "p_tost_holm",
+                "equivalence_bound_holm", "outlier", "unstable", "margin", "verdict",
+                "reason", "identical"]
+
+
+def _evaluations(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFrame, metric: str
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The evaluation rows of A's and of B's trials (a tuned ablation's evaluation at the
+    configuration given: results/stats/phases.py).
+
+    Raises:
+        ValueError: a table without ``metric``, or one on several datasets.
+    """
+    first, second = evaluation_rows(_trials(a)), evaluation_rows(_trials(b))
+    for name, table in (("A", first), ("B", second)):
+        if metric not in table:
+            raise ValueError(f"experiment {name} has no column {metric!r}")
+        # variant by variant would mix its datasets
+        require_one_dataset(table, f"experiment {name} ran on several datasets; compare takes "
+                            "experiments on one (each dataset's verdicts are in its report)")
+    return first, second
+
+
+def _margin_of(margin: str | float, ok_a: pd.DataFrame, *, metric: str, reference: str
+               ) -> tuple[float, bool]:
+    """The margin in the metric's units, and whether it is a percentage (of A's mean of
+    ``reference``, or of all A's usable trials where A has no such variant).
+
+    Raises:
+        ValueError: a bad margin, or a percentage of a mean not above 0.
+    """
     parse_margin(margin)
     base = ok_a.loc[ok_a["ablation"] == reference, metric]
-    value, relative = resolve_margin(margin, float((base if len(base) else ok_a[metric]).mean()))
-    rows, items, flagged, instability, crossed_rows = [], [], [], [], []
+    return resolve_margin(margin, float((base if len(base) else ok_a[metric]).mean()))
+
+
+def _with_outcomes(finished_a: pd.DataFrame, failed_a: pd.DataFrame,
+                   finished_b: pd.DataFrame, failed_b: pd.DataFrame) -> set[str]:
+    """The variants with an outcome (finished or diverged) in both experiments that finished
+    at least once in one of them: a variant that diverged everywhere in both has nothing to
+    compare."""
+    finished = ({v for v in finished_a if finished_a[v].notna().any()}
+                | {v for v in finished_b if finished_b[v].notna().any()})
+    return ({v for v in finished_a if (finished_a[v].notna() | failed_a[v]).any()}
+            & {v for v in finished_b if (finished_b[v].notna() | failed_b[v]).any()}
+            & finished)
+
+
+@dataclass
+class _Compared:
+    """The variants compared, one entry each in ``rows``' order: its row of the table, its
+    contrast of B against A, whether its seeds' differences hold an outlier and its training
+    failures (:func:`_instability`); ``crossed``: the entries of a crossed grid."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    items: list[Contrasts] = field(default_factory=list)
+    flagged: list[bool] = field(default_factory=list)
+    instability: list[tuple] = field(default_factory=list)
+    crossed: list[int] = field(default_factory=list)
+
+
+def _compare_variants(common: list[str], ok_a: pd.DataFrame, ok_b: pd.DataFrame,
+                      first: pd.DataFrame, *, metric: str, alpha: float,
+                      outcomes: tuple[pd.DataFrame, ...], direction: int) -> _Compared:
+    """Each variant of ``common`` in B against A, paired by seed (``first``: A's evaluation
+    rows; ``outcomes``: :func:`~ablations.results.stats.failures.outcome_tables`' of A, then
+    of B)."""
+    compared = _Compared()
     for variant in common:
         va = ok_a[ok_a["ablation"] == variant].groupby("seed")[metric].mean()
         vb = ok_b[ok_b["ablation"] == variant].groupby("seed")[metric].mean()
@@ -154,57 +225,61 @@ def compare_experiments(a: str | Path | pd.DataFrame, b: str | Path | pd.DataFra
                # bit for bit: the same machine and software stack rerunning the same trials
                "identical": bool(len(paired)) and bool((paired["a"] == paired["b"]).all())}
         row.update(compare_arms(vb.to_numpy(), va.to_numpy(), vb.index.to_numpy(),
-                            va.index.to_numpy(), by_seed, "b", "a", 1 - alpha))
-        rows.append(row)
+                                va.index.to_numpy(), by_seed, "b", "a", 1 - alpha))
+        compared.rows.append(row)
         contrast, differences = seed_contrast(vb, va)  # B against A: this variant's own ratio
         crossed = crossed_family(first[first["ablation"] == variant].assign(ablation="a"),
                                  by_seed, ["b"], reference="a")
         if crossed is not None:  # --cross-seeds grids: cells sharing a seed are not independent
             contrast = crossed.take(0)
-            crossed_rows.append(len(items))
-        items.append(contrast)
-        flagged.append(bool(robust_outliers(differences.to_numpy())) if len(differences)
-                       else False)
-        instability.append(_instability(variant, finished_a, failed_a, finished_b, failed_b,
-                                         direction))
-    table = pd.DataFrame(rows)
+            compared.crossed.append(len(compared.items))
+        compared.items.append(contrast)
+        compared.flagged.append(bool(robust_outliers(differences.to_numpy()))
+                                if len(differences) else False)
+        compared.instability.append(_instability(variant, *outcomes, direction))
+    return compared
+
+
+def _verdict_table(compared: _Compared, *, margin: float, relative: bool, alpha: float,
+                   direction: int) -> pd.DataFrame:
+    """The compared variants' table with their verdicts, one family (``margin``: in the
+    metric's units, or a share of A's mean with ``relative``)."""
+    table = pd.DataFrame(compared.rows)
     for column in ("n_pairs", "diff_mean", "diff_ci_low", "diff_ci_high", "p_value", "se",
                    "df"):
         if column not in table:
             table[column] = np.nan
-    failures = FailureTests(*(np.array([item[i] for item in instability], float)
-                              for i in range(7)),
-                            np.array([item[7] for item in instability], bool),
-                            tuple(item[8] for item in instability))
-    if crossed_rows:  # a crossed grid's cells are not exchangeable one by one: no sign flips
-        failures = failures.without_rank_test(np.isin(np.arange(len(items)), crossed_rows))
-    tests = equivalence_tests(Contrasts.stack(items), margin=value, relative=relative,
-                              alpha=alpha, direction=direction,
-                              outlier=np.array(flagged, dtype=bool), failures=failures)
+    failures = _failure_tests(compared)
+    tests = equivalence_tests(Contrasts.stack(compared.items), margin=margin,
+                              relative=relative, alpha=alpha, direction=direction,
+                              outlier=np.array(compared.flagged, dtype=bool), failures=failures)
     for column in ("p_value", "p_holm", "tost_ci_low", "tost_ci_high", "ratio_ci_low",
                    "ratio_ci_high", "p_tost_holm", "equivalence_bound_holm", "outlier",
                    "unstable", "verdict"):
         table[column] = tests[column]
     table["reason"] = verdict_reasons(failures.reason, tests["outlier"], tests["verdict"])
     table.loc[failures.composite, "test"] = "t + worst-rank"
-    if crossed_rows:
-        add_crossed_columns(table, table.index[crossed_rows],
-                            Contrasts.stack(items).take(np.array(crossed_rows)), alpha)
-    table["margin"] = value
-    table = table[["ablation", "n_a", "n_b", "a_mean", "b_mean", "test", "n_pairs",
-                   "diff_mean", "diff_ci_low", "diff_ci_high", "se", "df", "p_value", "p_holm",
-                   "tost_ci_low", "tost_ci_high", "ratio_ci_low", "ratio_ci_high",
-                   "p_tost_holm", "equivalence_bound_holm", "outlier", "unstable", "margin",
-                   "verdict", "reason", "identical"]]
-    table.attrs.update(metric=metric, margin=value, relative=relative,
-                       margin_given=str(margin), alpha=alpha,
-                       direction=direction, unit=measure.unit, reference=reference,
-                       no_ok=[v for v in shared if v not in with_ok],
-                       dropped_nan_a=dropped_a, dropped_nan_b=dropped_b,
-                       only_in_a=[v for v in order_a if v not in in_b],
-                       only_in_b=[v for v in dict.fromkeys(second["ablation"])
-                                  if v not in set(order_a)])
-    return table
+    if compared.crossed:
+        add_crossed_columns(table, table.index[compared.crossed],
+                            Contrasts.stack(compared.items).take(np.array(compared.crossed)),
+                            alpha)
+    table["margin"] = margin
+    return table[COLUMN_ORDER]
+
+
+def _failure_tests(compared: _Compared) -> FailureTests:
+    """The compared variants' training failures as one :class:`FailureTests`, without the
+    worst-rank test on a crossed grid (its cells are not exchangeable one by one: no sign
+    flips)."""
+    instability = compared.instability
+    failures = FailureTests(*(np.array([item[i] for item in instability], float)
+                              for i in range(7)),
+                            np.array([item[7] for item in instability], bool),
+                            tuple(item[8] for item in instability))
+    if compared.crossed:
+        failures = failures.without_rank_test(np.isin(np.arange(len(compared.items)),
+                                                      compared.crossed))
+    return failures
 
 
 def _instability(variant: str, finished_a: pd.DataFrame, failed_a: pd.DataFrame,

@@ -32,15 +32,15 @@ one row per ablation across them:
   median over seeds (a diverged seed counts as the worst value), Friedman's test, and the
   Nemenyi critical difference for the critical-difference diagram (Demšar 2006).
 
-docs/datasets.md has the error rates of these claims at 2, 3 and 5 datasets, simulated with
-these functions (tools/datasets_simulation.py).
+The pooling of one variant's log ratios, with its bound on τ, is
+:mod:`ablations.results.stats.dataset_pool`. docs/datasets.md has the error rates of these
+claims at 2, 3 and 5 datasets, simulated with these functions (tools/datasets_simulation.py).
 """
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,8 @@ from ablations.config.statuses import TrialStatus
 from ablations.results.io.directions import MetricLike, metric_of
 from ablations.results.io.table_columns import ACROSS_COLUMNS
 from ablations.results.stats.comparisons import holm
+from ablations.results.stats.dataset_pool import NEW_SHARE, pool, share_beyond
+from ablations.results.stats.dataset_pool import tau_upper_bound as tau_upper_bound
 from ablations.results.stats.dataset_rows import DATASET, by_dataset, dataset_names
 from ablations.results.stats.phases import evaluation_rows
 from ablations.results.stats.seed_tables import seed_table
@@ -102,105 +104,6 @@ def dataset_effects(trials: pd.DataFrame, *, reference: str, metric: str) -> pd.
                                        "reference_mean", "log_ratio", "variance"])
 
 
-@dataclass(frozen=True)
-class Pooled:
-    """One variant's per-dataset log ratios pooled: their mean, with datasets as the unit."""
-
-    k: int  # datasets pooled
-    mean: float  # pooled log ratio: the mean of the datasets' log ratios
-    sd: float  # the datasets' log ratios' standard deviation
-    se: float  # sd / sqrt(k)
-    df: int  # k - 1
-    tau2: float  # between-dataset variance of the log ratio (Paule-Mandel; descriptive)
-    i2: float  # share of the spread that is between datasets (descriptive)
-    tau_upper: float  # one-sided 1 − α upper bound on τ (Q-profile), at the level pooled with
-
-    def interval(self, level: float) -> tuple[float, float]:
-        half = stats.t.ppf(0.5 + level / 2, self.df) * self.se
-        return self.mean - half, self.mean + half
-
-    def prediction(self, level: float) -> tuple[float, float]:
-        """Where a new dataset's log ratio, measured as these were, lies with probability
-        ``level``: the normal sample's prediction interval, t on k − 1 df, s·√(1 + 1/k)."""
-        half = stats.t.ppf(0.5 + level / 2, self.df) * self.sd * np.sqrt(1 + 1 / self.k)
-        return self.mean - half, self.mean + half
-
-    def p_value(self) -> float:
-        return float(2 * stats.t.sf(abs(self.mean) / self.se, self.df))
-
-    def p_tost(self, log_low: float, log_high: float) -> float:
-        """The larger one-sided p of the log ratio above ``log_low`` and below ``log_high``."""
-        above = stats.t.sf((self.mean - log_low) / self.se, self.df)
-        below = stats.t.cdf((self.mean - log_high) / self.se, self.df)
-        return float(max(above, below))
-
-
-# an equivalence across datasets carries the 'on average' caveat unless, with τ at its upper
-# bound and the pooled mean at the worse end of its interval, at most this share of datasets
-# like these have a true ratio beyond the margin
-NEW_SHARE = 0.10
-
-
-def tau_upper_bound(effects: np.ndarray, variances: np.ndarray, level: float) -> float:
-    """A one-sided ``level`` upper confidence bound on the between-dataset s.d. τ of the log
-    ratio: the Q-profile bound (Viechtbauer 2007), the τ² at which the generalised Q statistic,
-    Σ wᵢ(yᵢ − ȳ_w)² with wᵢ = 1/(vᵢ + τ²), falls to the 1 − ``level`` quantile of χ² on k − 1
-    degrees of freedom. Q decreases in τ², so the bound is the one root; 0 where even τ = 0
-    gives a Q below that quantile (the datasets agree more closely than their seeds' noise
-    alone predicts). It holds the within-dataset noise apart from the spread between datasets,
-    unlike the prediction interval's s, which holds both."""
-    from scipy.optimize import brentq
-
-    effects = np.asarray(effects, float)
-    variances = np.maximum(np.asarray(variances, float), 1e-12)
-
-    def q(tau2: float) -> float:
-        weights = 1 / (variances + tau2)
-        centre = np.sum(weights * effects) / np.sum(weights)
-        return float(np.sum(weights * (effects - centre) ** 2))
-
-    target = stats.chi2.ppf(1 - level, len(effects) - 1)
-    if q(0.0) <= target:
-        return 0.0
-    high = max(float(np.var(effects, ddof=1)), float(variances.max()), 1e-12)
-    while q(high) > target:  # Q ~ Σ(y − ȳ)²/τ² for large τ²: the bracket is reached
-        high *= 4
-    return float(np.sqrt(brentq(lambda tau2: q(tau2) - target, 0.0, high, xtol=1e-14)))
-
-
-def share_beyond(log_mean: float, tau: float, log_low: float, log_high: float) -> float:
-    """The share of datasets whose true log ratio, normal around ``log_mean`` with s.d.
-    ``tau``, lies outside (``log_low``, ``log_high``)."""
-    if tau <= 0:
-        return float(not log_low < log_mean < log_high)
-    return float(stats.norm.cdf((log_low - log_mean) / tau)
-                 + stats.norm.sf((log_high - log_mean) / tau))
-
-
-def pool(log_ratios: np.ndarray, variances: np.ndarray, level: float = 0.95) -> Pooled:
-    """Two or more per-dataset log ratios pooled with the dataset as the unit: their mean and
-    a t test on k − 1 degrees of freedom from their spread, which holds the within-dataset
-    noise and the between-dataset spread alike. The datasets are not weighted by their
-    estimated variances: with a few seeds per dataset those estimates are too noisy to weight
-    by (inverse-variance weights, even with the Knapp-Hartung interval, called about 2α of
-    null variants `worse`/`better` at 5 datasets of 3 seeds; docs/datasets.md). ``variances``
-    (each dataset's delta-method variance) give the descriptive heterogeneity: statsmodels'
-    ``combine_effects`` Paule-Mandel τ² and I², and the ``level`` Q-profile bound on τ
-    (:func:`tau_upper_bound`) that the 'on average' caveat reads."""
-    from statsmodels.stats.meta_analysis import combine_effects
-
-    effects = np.asarray(log_ratios, float)
-    variances = np.maximum(np.asarray(variances, float), 1e-12)  # a seed-identical dataset
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # combine_effects warns about per-sample intervals
-        result = combine_effects(effects, variances, method_re="iterated")
-    k = len(effects)
-    sd = max(float(effects.std(ddof=1)), 1e-12)  # identical ratios: a degenerate spread
-    return Pooled(k=k, mean=float(effects.mean()), sd=sd, se=sd / np.sqrt(k), df=k - 1,
-                  tau2=float(max(result.tau2, 0.0)), i2=float(max(result.i2, 0.0)),
-                  tau_upper=tau_upper_bound(effects, variances, level))
-
-
 def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame], *,
                     reference: str, metric: MetricLike, margin: str | float,
                     alpha: float) -> pd.DataFrame:
@@ -228,70 +131,109 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
     metric, direction = measure.name, measure.sign
     effects = dataset_effects(trials, reference=reference, metric=metric)
     names = dataset_names(trials)  # every dataset, with verdicts or not
-    log_low, log_high = np.log1p(-value), np.log1p(value)
-    # the run's tolerance for divergence (each dataset's table records it): an arm whose
-    # failure-rate bound is not below it on some dataset is not equivalent across them either
-    tolerance = next((table.attrs["max_failure_rate"] for table in per_dataset.values()
-                      if table.attrs.get("max_failure_rate") is not None), None)
-    rows = []
-    for variant, frame in effects.groupby("ablation", sort=False):
-        usable = frame[np.isfinite(frame["log_ratio"]) & np.isfinite(frame["variance"])]
-        verdicts = {name: table.set_index("ablation").loc[variant]
-                    for name, table in per_dataset.items()
-                    if variant in set(table["ablation"])}
-        labels = [str(row["verdict"]) for row in verdicts.values()]
-        unstable = [name for name, row in verdicts.items()  # numpy's True is not `True`
-                    if pd.notna(row.get("unstable")) and bool(row.get("unstable"))]
-        over = [] if tolerance is None else [
-            name for name, row in verdicts.items()
-            if float(row.get("failure_rate_upper", np.nan)) >= tolerance]
-        row = {"ablation": variant, "n_datasets": len(usable), "ratio": np.nan,
-               "ratio_ci_low": np.nan, "ratio_ci_high": np.nan, "tost_ci_low": np.nan,
-               "tost_ci_high": np.nan, "pi_low": np.nan, "pi_high": np.nan, "tau": np.nan,
-               "tau_upper": np.nan, "new_beyond_upper": np.nan,
-               "i2": np.nan, "df": np.nan, "p_value": np.nan, "p_tost": np.nan,
-               "n_same_direction": 0,
-               "dataset_verdicts": ", ".join(f"{label} {labels.count(label)}"
-                                             for label in dict.fromkeys(labels)),
-               "on_every_dataset": labels[0] if labels and len(set(labels)) == 1
-               and len(labels) == len(names) and labels[0] in CLAIMS else "",
-               "unstable": bool(unstable), "over_tolerance": bool(over),
-               "reason": "" if len(usable) >= 2 else
-               f"a ratio on {len(usable)} of {len(names)} datasets (it needs two seed pairs "
-               "with means above 0 on each): nothing to pool"}
-        missing = [name for name in names if name not in verdicts]
-        if missing and len(usable) >= 2:
-            row["reason"] = "no verdicts on " + ", ".join(missing)
-        if unstable:
-            row["reason"] = ("unstable: more diverged seeds than the reference on "
-                             + ", ".join(unstable))
-        elif over:
-            row["reason"] = (f"failure rate not bounded below the tolerance {tolerance:.0%} on "
-                             + ", ".join(over) + ": no equivalence claim")
-        if len(usable) >= 2:
-            pooled = pool(usable["log_ratio"].to_numpy(), usable["variance"].to_numpy(),
-                          level=1 - alpha)
-            ci = pooled.interval(1 - alpha)
-            tost = pooled.interval(1 - 2 * alpha)
-            # two datasets give one degree of freedom for their spread: no claim about a
-            # third, whose ratio such an interval covers far less often than it says
-            pi = pooled.prediction(1 - alpha) if len(usable) >= 3 else (np.nan, np.nan)
-            row.update(ratio=np.expm1(pooled.mean), ratio_ci_low=np.expm1(ci[0]),
-                       ratio_ci_high=np.expm1(ci[1]), tost_ci_low=np.expm1(tost[0]),
-                       tost_ci_high=np.expm1(tost[1]), pi_low=np.expm1(pi[0]),
-                       pi_high=np.expm1(pi[1]), tau=np.sqrt(pooled.tau2), i2=pooled.i2,
-                       tau_upper=pooled.tau_upper,
-                       # the worse end of the mean's interval, with τ at its bound
-                       new_beyond_upper=max(share_beyond(end, pooled.tau_upper, log_low,
-                                                         log_high) for end in tost),
-                       df=pooled.df, p_value=pooled.p_value(),
-                       p_tost=pooled.p_tost(log_low, log_high),
-                       n_same_direction=int(np.count_nonzero(
-                           np.sign(usable["log_ratio"]) == np.sign(pooled.mean))))
-        rows.append(row)
-    table = pd.DataFrame(rows)
+    bounds = (np.log1p(-value), np.log1p(value))
+    tolerance = _tolerance(per_dataset)
+    table = pd.DataFrame([_variant_row(variant, frame, per_dataset, names=names,
+                                       tolerance=tolerance, alpha=alpha, bounds=bounds)
+                          for variant, frame in effects.groupby("ablation", sort=False)])
     if table.empty:
         return table
+    _decide(table, alpha, direction)
+    _add_caveats(table, alpha, value)
+    table["margin"] = value
+    table.attrs.update(metric=metric, reference=reference, margin=value, relative=True,
+                       margin_given=str(margin), alpha=alpha, direction=direction,
+                       unit=measure.unit, datasets=names)
+    return table[[name for name, _, _ in ACROSS_COLUMNS]]
+
+
+# a variant's pooled columns, NaN where fewer than two datasets give it a ratio
+POOLED_COLUMNS = ("ratio", "ratio_ci_low", "ratio_ci_high", "tost_ci_low", "tost_ci_high",
+                  "pi_low", "pi_high", "tau", "tau_upper", "new_beyond_upper", "i2", "df",
+                  "p_value", "p_tost")
+
+
+def _tolerance(per_dataset: Mapping[str, pd.DataFrame]) -> Optional[float]:
+    """The run's tolerance for divergence (each dataset's table records it): an arm whose
+    failure-rate bound is not below it on some dataset is not equivalent across them either;
+    None: none."""
+    return next((table.attrs["max_failure_rate"] for table in per_dataset.values()
+                 if table.attrs.get("max_failure_rate") is not None), None)
+
+
+def _variant_row(variant: str, frame: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame],
+                 *, names: list[str], tolerance: Optional[float], alpha: float,
+                 bounds: tuple[float, float]) -> dict[str, Any]:
+    """One variant's row across the datasets (``frame``: its rows of
+    :func:`dataset_effects`): the datasets' own verdicts, what bars a claim, and its pooled
+    ratio where two or more datasets give one (``bounds``: the margin's log ratios)."""
+    usable = frame[np.isfinite(frame["log_ratio"]) & np.isfinite(frame["variance"])]
+    verdicts = {name: table.set_index("ablation").loc[variant]
+                for name, table in per_dataset.items()
+                if variant in set(table["ablation"])}
+    labels = [str(row["verdict"]) for row in verdicts.values()]
+    unstable = [name for name, row in verdicts.items()  # numpy's True is not `True`
+                if pd.notna(row.get("unstable")) and bool(row.get("unstable"))]
+    over = [] if tolerance is None else [
+        name for name, row in verdicts.items()
+        if float(row.get("failure_rate_upper", np.nan)) >= tolerance]
+    row = {"ablation": variant, "n_datasets": len(usable),
+           **dict.fromkeys(POOLED_COLUMNS, np.nan), "n_same_direction": 0,
+           "dataset_verdicts": ", ".join(f"{label} {labels.count(label)}"
+                                         for label in dict.fromkeys(labels)),
+           "on_every_dataset": labels[0] if labels and len(set(labels)) == 1
+           and len(labels) == len(names) and labels[0] in CLAIMS else "",
+           "unstable": bool(unstable), "over_tolerance": bool(over),
+           "reason": _reason(len(usable), names, verdicts, unstable, over, tolerance)}
+    if len(usable) >= 2:
+        row.update(_pooled_columns(usable, alpha, *bounds))
+    return row
+
+
+def _reason(usable: int, names: list[str], verdicts: Mapping[str, pd.Series],
+            unstable: list[str], over: list[str], tolerance: Optional[float]) -> str:
+    """Why a variant's row across the datasets makes no claim, or a narrower one ("" for
+    none): instability, a failure rate over the tolerance, fewer than two ratios to pool, or
+    datasets without its verdicts (``usable``: the datasets with a ratio)."""
+    if unstable:
+        return "unstable: more diverged seeds than the reference on " + ", ".join(unstable)
+    if over:
+        return (f"failure rate not bounded below the tolerance {tolerance:.0%} on "
+                + ", ".join(over) + ": no equivalence claim")
+    if usable < 2:
+        return (f"a ratio on {usable} of {len(names)} datasets (it needs two seed pairs "
+                "with means above 0 on each): nothing to pool")
+    missing = [name for name in names if name not in verdicts]
+    return "no verdicts on " + ", ".join(missing) if missing else ""
+
+
+def _pooled_columns(usable: pd.DataFrame, alpha: float, log_low: float, log_high: float
+                    ) -> dict[str, Any]:
+    """The pooled columns of a variant's row from its datasets' log ratios (``usable``, two
+    or more), and how many of those point the pooled way."""
+    pooled = pool(usable["log_ratio"].to_numpy(), usable["variance"].to_numpy(),
+                  level=1 - alpha)
+    ci = pooled.interval(1 - alpha)
+    tost = pooled.interval(1 - 2 * alpha)
+    # two datasets give one degree of freedom for their spread: no claim about a
+    # third, whose ratio such an interval covers far less often than it says
+    pi = pooled.prediction(1 - alpha) if len(usable) >= 3 else (np.nan, np.nan)
+    return dict(ratio=np.expm1(pooled.mean), ratio_ci_low=np.expm1(ci[0]),
+                ratio_ci_high=np.expm1(ci[1]), tost_ci_low=np.expm1(tost[0]),
+                tost_ci_high=np.expm1(tost[1]), pi_low=np.expm1(pi[0]),
+                pi_high=np.expm1(pi[1]), tau=np.sqrt(pooled.tau2), i2=pooled.i2,
+                tau_upper=pooled.tau_upper,
+                # the worse end of the mean's interval, with τ at its bound
+                new_beyond_upper=max(share_beyond(end, pooled.tau_upper, log_low,
+                                                  log_high) for end in tost),
+                df=pooled.df, p_value=pooled.p_value(),
+                p_tost=pooled.p_tost(log_low, log_high),
+                n_same_direction=int(np.count_nonzero(
+                    np.sign(usable["log_ratio"]) == np.sign(pooled.mean))))
+
+
+def _decide(table: pd.DataFrame, alpha: float, direction: int) -> None:
+    """The verdicts across the datasets, Holm over the variants, added to ``table``."""
     table["p_holm"] = holm(table["p_value"].to_numpy(float))
     unstable = table["unstable"].to_numpy(bool)
     barred = unstable | table["over_tolerance"].to_numpy(bool)
@@ -309,6 +251,11 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
     better = "better" if direction else None
     favourable = unstable & (table["verdict"] == better).to_numpy()
     table.loc[favourable, "verdict"] = "inconclusive"
+
+
+def _add_caveats(table: pd.DataFrame, alpha: float, margin: float) -> None:
+    """The reasons that narrow a verdict across the datasets, added to ``table``'s: two
+    datasets only, and an equivalence that holds on average only."""
     # from two datasets a verdict is about those two: no estimate of how a new one varies
     two = (table["n_datasets"] == 2).to_numpy()
     note = "about these 2 datasets only: two give no prediction for a new dataset"
@@ -322,15 +269,9 @@ def across_datasets(trials: pd.DataFrame, per_dataset: Mapping[str, pd.DataFrame
     table.loc[on_average, "reason"] = [
         f"on average: the spread between datasets is bounded only by τ ≤ {tau:.3g} "
         f"({1 - alpha:.0%}), so up to {share:.0%} of new datasets may see a ratio beyond "
-        f"±{100 * value:.3g}%"
+        f"±{100 * margin:.3g}%"
         for tau, share in zip(table.loc[on_average, "tau_upper"],
                               table.loc[on_average, "new_beyond_upper"])]
-    table["margin"] = value
-    table.attrs.update(metric=metric, reference=reference, margin=value, relative=True,
-                       margin_given=str(margin), alpha=alpha, direction=direction,
-                       unit=measure.unit, datasets=names)
-    return table[[name for name, _, _ in ACROSS_COLUMNS]]
-
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ project's margin rules (:mod:`ablations.results.stats.verdicts`).
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,7 +21,7 @@ from ablations.results.stats.comparisons import usable_trials
 from ablations.results.stats.contrasts import OUTLIER_MIN_SEEDS, Contrasts, robust_outliers
 from ablations.results.io.directions import MetricLike, metric_of
 # FactorialDesign is exported here too (docs/factorial.md)
-from ablations.results.stats.factorial_design import FactorialDesign
+from ablations.results.stats.factorial_design import AliasChain, FactorialDesign
 from ablations.results.stats.verdicts import (
     equivalence_tests,
     margin_text,
@@ -41,6 +41,7 @@ def _model(design: FactorialDesign, cells: np.ndarray, seeds: np.ndarray, seed_l
 
 
 EFFECT_SCALE = {"main": 2.0, "interaction": 4.0}
+Effect = tuple[str, str, AliasChain]  # an effect reported: name, kind, alias chain
 
 
 def factorial_effects(trials: pd.DataFrame, design: FactorialDesign, *,
@@ -76,14 +77,49 @@ def factorial_effects(trials: pd.DataFrame, design: FactorialDesign, *,
         ValueError: no ok trial in some cell, fewer than two seeds (no residual), a bad margin
             or α, a relative margin with a reference mean not above 0.
     """
-    import statsmodels.api as sm
-
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha {alpha!r}: must lie in (0, 0.5), e.g. 0.05")
     parse_margin(margin)
     measure = metric_of(metric)
     metric = measure.name
     ok, dropped = usable_trials(trials, metric)
+    cells, seeds, y = _cell_rows(ok, design, metric)
+    seed_levels = sorted(set(seeds.tolist()))
+    x = _model(design, cells, seeds, seed_levels)
+    fit = _fit(y, x, design, seed_levels)
+    # the reference cell's fitted mean over the seeds run: its model row, averaged over seeds
+    reference_row = _model(design, np.zeros(len(seed_levels), int), np.array(seed_levels),
+                           seed_levels).mean(axis=0)
+    effects = design.effects()
+    first = 1 + len(seed_levels) - 1
+    weights = _effect_weights(design, effects, x.shape[1], first)
+    contrasts = _effect_contrasts(fit, weights, reference_row)
+    reference_mean = float(reference_row @ np.asarray(fit.params))
+    value, relative = resolve_margin(margin, reference_mean)
+    direction = measure.sign
+    outlier = robust_outliers(per_seed_effects(design, cells, seeds, y, seed_levels, weights,
+                                               first))
+    tests = equivalence_tests(contrasts, margin=value, relative=relative, alpha=alpha,
+                              direction=direction, outlier=outlier)
+    table = _effects_table(design, effects, contrasts, tests, alpha)
+    table["margin"] = value
+    table.attrs.update(metric=metric, reference=design.cells[0],
+                       reference_mean=reference_mean, margin=value,
+                       relative=relative, margin_given=str(margin), alpha=alpha,
+                       direction=direction, unit=measure.unit, design=design.label,
+                       seeds=len(seed_levels),
+                       cells=len(design.cells), df=float(fit.df_resid),
+                       comparisons=len(effects), dropped_nan=dropped)
+    return table
+
+
+def _cell_rows(ok: pd.DataFrame, design: FactorialDesign, metric: str
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ok trials of the design's cells as arrays: each one's cell index, seed and value.
+
+    Raises:
+        ValueError: a cell without an ok trial.
+    """
     index = {name: i for i, name in enumerate(design.cells)}
     ok = ok[ok["ablation"].astype(str).isin(index)]
     missing = [name for name in design.cells if name not in set(ok["ablation"].astype(str))]
@@ -91,38 +127,55 @@ def factorial_effects(trials: pd.DataFrame, design: FactorialDesign, *,
         raise ValueError(f"factorial cell {missing[0]} has no ok trial with a finite {metric}: "
                          "the effects cannot be estimated")
     cells = ok["ablation"].astype(str).map(index).to_numpy()
-    seeds = ok["seed"].to_numpy()
-    seed_levels = sorted(set(seeds.tolist()))
-    y = ok[metric].to_numpy(dtype=float)
-    x = _model(design, cells, seeds, seed_levels)
+    return cells, ok["seed"].to_numpy(), ok[metric].to_numpy(dtype=float)
+
+
+def _fit(y: np.ndarray, x: np.ndarray, design: FactorialDesign, seed_levels: Sequence[int]
+         ) -> Any:
+    """The OLS fit (statsmodels) of the values ``y`` on the model matrix ``x``.
+
+    Raises:
+        ValueError: no residual degree of freedom, or a model matrix short of full rank.
+    """
+    import statsmodels.api as sm
+
     fit = sm.OLS(y, x).fit()
     if fit.df_resid < 1 or np.linalg.matrix_rank(x) < x.shape[1]:
         raise ValueError("the factorial effects need every cell at two or more seeds "
                          f"(here {len(seed_levels)} seed(s), {len(y)} ok trials for "
                          f"{len(design.cells)} cells)")
-    beta, cov = np.asarray(fit.params), np.asarray(fit.cov_params())
-    # the reference cell's fitted mean over the seeds run: its model row, averaged over seeds
-    reference_row = _model(design, np.zeros(len(seed_levels), int), np.array(seed_levels),
-                           seed_levels).mean(axis=0)
-    effects = design.effects()
-    first = 1 + len(seed_levels) - 1
-    weights = np.zeros((len(effects), x.shape[1]))
+    return fit
+
+
+def _effect_weights(design: FactorialDesign, effects: list[Effect], columns: int,
+                    first: int) -> np.ndarray:
+    """Each effect as a row of weights on the fit's coefficients: its alias chain's column
+    (from ``first``, past the intercept and the seed blocks) times its scale."""
+    weights = np.zeros((len(effects), columns))
     for j, (_, kind, chain) in enumerate(effects):
         weights[j, first + design.chains.index(chain)] = EFFECT_SCALE[kind]
-    contrasts = Contrasts(
-        diff=weights @ beta, ref_mean=np.full(len(effects), reference_row @ beta),
+    return weights
+
+
+def _effect_contrasts(fit: Any, weights: np.ndarray, reference_row: np.ndarray) -> Contrasts:
+    """The effects and the reference cell's mean from the fit's coefficients and their
+    covariance, with the fit's residual degrees of freedom."""
+    beta, cov = np.asarray(fit.params), np.asarray(fit.cov_params())
+    count = len(weights)
+    return Contrasts(
+        diff=weights @ beta, ref_mean=np.full(count, reference_row @ beta),
         var_diff=np.einsum("ij,jk,ik->i", weights, cov, weights),
         cov=weights @ cov @ reference_row,
-        var_ref=np.full(len(effects), reference_row @ cov @ reference_row),
-        df=np.full(len(effects), float(fit.df_resid)))
-    value, relative = resolve_margin(margin, float(reference_row @ beta))
-    direction = measure.sign
-    outlier = robust_outliers(per_seed_effects(design, cells, seeds, y, seed_levels, weights,
-                                               first))
-    tests = equivalence_tests(contrasts, margin=value, relative=relative, alpha=alpha,
-                              direction=direction, outlier=outlier)
+        var_ref=np.full(count, reference_row @ cov @ reference_row),
+        df=np.full(count, float(fit.df_resid)))
+
+
+def _effects_table(design: FactorialDesign, effects: list[Effect], contrasts: Contrasts,
+                   tests: dict[str, np.ndarray], alpha: float) -> pd.DataFrame:
+    """One row per effect: its name, kind, factors and aliases, its estimate with the
+    1 − α two-sided t interval, and the columns of its tests."""
     low, high = contrasts.interval(alpha / 2, False)  # the 1 − α two-sided t interval
-    table = pd.DataFrame({
+    return pd.DataFrame({
         "effect": [name for name, _, _ in effects],
         "kind": [kind for _, kind, _ in effects],
         "factors": [" x ".join(design.factors[i] for i in chain.words[0])
@@ -135,15 +188,6 @@ def factorial_effects(trials: pd.DataFrame, design: FactorialDesign, *,
             "p_value", "p_holm", "p_tost", "p_tost_holm", "equivalence_bound_holm",
             "outlier", "verdict")},
     })
-    table["margin"] = value
-    table.attrs.update(metric=metric, reference=design.cells[0],
-                       reference_mean=float(reference_row @ beta), margin=value,
-                       relative=relative, margin_given=str(margin), alpha=alpha,
-                       direction=direction, unit=measure.unit, design=design.label,
-                       seeds=len(seed_levels),
-                       cells=len(design.cells), df=float(fit.df_resid),
-                       comparisons=len(effects), dropped_nan=dropped)
-    return table
 
 
 def per_seed_effects(design: FactorialDesign, cells: np.ndarray, seeds: np.ndarray,

@@ -1,5 +1,6 @@
 """Seeds where they decide something: the sequential design of ``--seeds auto`` and its
-procedure on arrays of contrasts (:class:`SeedDesign`, :func:`sequential_tests`);
+procedure on arrays of contrasts (:class:`SeedDesign`, :func:`sequential_tests`, whose steps
+are :mod:`ablations.results.stats.sequential_looks`');
 :mod:`ablations.results.stats.sequential_table` turns an experiment's trials into its verdict table.
 
 The procedure (docs/verdicts.md words it for citing):
@@ -43,7 +44,11 @@ import numpy as np
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_MAX_SEEDS  # noqa: F401 (re-exported)
 from ablations.results.stats.boundaries import nominal_levels
 from ablations.results.stats.contrasts import Contrasts
-from ablations.results.stats.verdicts import verdict_labels
+from ablations.results.stats.sequential_looks import (
+    decide_looks,
+    look_inputs,
+    reported_verdicts,
+)
 
 # Share of α for `worse`/`better` spent at the pilot; the rest goes to the later looks in
 # proportion to the seeds each adds. The pilot decides the large effects (3 seeds and df = 2
@@ -175,113 +180,28 @@ def sequential_tests(contrasts: Contrasts, *, design: SeedDesign, margin: float,
         each test had at that look; NaN for an arm never compared) and ``outlier`` (the rule's
         flag at that look).
     """
-    diff = np.asarray(contrasts.diff, float)
-    if diff.shape[-1] != len(design.looks):
-        raise ValueError(f"{diff.shape[-1]} looks given, the design plans {len(design.looks)}")
-    outlier = np.zeros(diff.shape, bool) if outlier is None else np.asarray(outlier, bool)
-    unstable = np.zeros(diff.shape, bool) if unstable is None else np.asarray(unstable, bool)
-    over = (np.zeros(diff.shape, bool) if over_tolerance is None
-            else np.asarray(over_tolerance, bool))
-    p_rank = np.full(diff.shape, np.nan) if worst_rank is None else np.asarray(worst_rank[0])
-    untested = (np.zeros(diff.shape, bool) if untested is None
-                else np.broadcast_to(np.asarray(untested, bool), diff.shape))
-    p_rank = np.where(untested, np.nan, p_rank)
-    composite = ~np.isnan(p_rank)
-    looked = (~np.isnan(diff) & ~np.isnan(contrasts.se)) | composite
-    arms, looks = diff.shape[-2], diff.shape[-1]
-    with np.errstate(invalid="ignore"):
-        p_t = np.where(looked, contrasts.p_value(), np.nan)  # NaN: fewer than 2 finished
-        p_t = np.where(untested & looked, 1.0, p_t)
-        raw_tost = np.where(untested, 1.0, contrasts.p_tost(margin, relative))
-        # a flagged or unstable arm stays in the family (in Holm's divisor), never rejected
-        p_tost = np.where(looked, np.where(outlier | unstable | over, 1.0, raw_tost), np.nan)
-    # an arm that failed more often than the reference by a look is not shown better there
-    # (its failed seeds are its worst outcomes): each part of its test counts only where it
-    # points worse
-    favourable = unstable & (diff * direction > 0)
-    if direction:  # nor by the worst-rank part where it ranks the arm better
-        with np.errstate(invalid="ignore"):
-            p_rank = np.where(unstable & (np.asarray(worst_rank[1] if worst_rank is not None
-                                                     else np.nan) < 0), 1.0, p_rank)
-    m = arms  # the family, fixed before any data: every arm
-    # thresholds[family][k, j]: look k's nominal level at Holm's level α/j (j = 1..arms)
+    if np.shape(contrasts.diff)[-1] != len(design.looks):
+        raise ValueError(f"{np.shape(contrasts.diff)[-1]} looks given, the design plans "
+                         f"{len(design.looks)}")
+    inputs = look_inputs(contrasts, margin=margin, relative=relative, direction=direction,
+                         outlier=outlier, worst_rank=worst_rank, unstable=unstable,
+                         over_tolerance=over_tolerance, untested=untested)
     family_alpha = {False: alpha if alpha_diff is None else alpha_diff, True: alpha}
-    thresholds = {
-        family: np.array([(0.0,) * looks, *(design.levels(family_alpha[family] / j,
-                                                          equivalence=family)
-                                            for j in range(1, arms + 1))]).T
-        for family in (False, True)}
-    # A look with a discordant seed splits its share of Holm's level α/r: half to the t test
-    # of the finished seeds, spent there, half banked for the worst-rank test. The bank is
-    # spent at a look whose seeds could reach it at α/m (an exact test of n seeds has no p
-    # below 2^(1-n)): fixed by the design and the family alone, so a larger Holm level only
-    # raises both parts, and the levels an arm spends add up to at most α/r (no correlation
-    # between looks used).
-    shares = np.asarray(design.diff_spend, float)
-    smallest_p = 2.0 ** (1 - np.asarray(design.looks, float))
-    holm_level = np.concatenate([[0.0], family_alpha[False] / np.arange(1, arms + 1)])
-    bank = np.zeros(diff.shape[:-1])
-    rank_decides = np.zeros(diff.shape, bool)
-    batch = diff.shape[:-1]
-    significant, equivalent = np.zeros(batch, bool), np.zeros(batch, bool)
-    decided = np.full(batch, -1)
-    last = np.zeros(batch, dtype=int)
-    level = {False: np.full(batch, np.nan), True: np.full(batch, np.nan)}
-    for k in range(looks):
-        active = (decided < 0) & looked[..., k]
-        # a look without a discordant seed spends its share on the t test (the bank with it)
-        bank = np.where(composite[..., k], bank + shares[k] / 2, 0.0)
-        spend = composite[..., k] & (smallest_p[k] <= holm_level[m] * bank)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # each part's p over its share of the level: the arm rejects at Holm's α/r when
-            # the smaller one is below it
-            ratio_t = np.where(np.isnan(p_t[..., k]) | favourable[..., k], np.inf,
-                               p_t[..., k] / (shares[k] / 2))
-            ratio_rank = np.where(spend, p_rank[..., k] / np.where(spend, bank, 1.0), np.inf)
-        scaled = np.minimum(ratio_t, ratio_rank)
-        rank_decides[..., k] = composite[..., k] & (ratio_rank < ratio_t)
-        values_diff = np.where(composite[..., k], scaled,
-                               np.where(favourable[..., k], np.inf, p_t[..., k]))
-        last = np.where(active, k, last)
-        new = {}
-        for family, values, rejected in ((False, values_diff, significant),
-                                         (True, p_tost[..., k], equivalent)):
-            fresh = np.zeros(batch, bool)
-            for _ in range(arms):  # Holm's steps within the look
-                remaining = np.maximum(m - rejected.sum(axis=-1), 1)  # (...)
-                threshold = thresholds[family][k][remaining][..., None]  # (..., 1)
-                if not family:
-                    threshold = np.where(composite[..., k], holm_level[remaining][..., None],
-                                         threshold)
-                level[family] = np.where(active & ~rejected, threshold, level[family])
-                step = active & ~rejected & (values < threshold)
-                if not step.any():
-                    break
-                rejected |= step
-                fresh |= step
-            new[family] = fresh
-        decided = np.where(new[False] | new[True], k, decided)
-        bank = np.where(spend, 0.0, bank)
-    index = last[..., None]
+    thresholds = _holm_thresholds(design, family_alpha, arms=inputs.diff.shape[-2])
+    decisions = decide_looks(inputs, thresholds, looks=design.looks,
+                             diff_spend=design.diff_spend, alpha_diff=family_alpha[False])
+    return reported_verdicts(inputs, decisions, worst_rank=worst_rank, direction=direction)
 
-    def at_last(values: np.ndarray) -> np.ndarray:
-        return np.take_along_axis(values, index, axis=-1)[..., 0]
 
-    # the direction of the part that decided: the rank statistic's, or the finished seeds' Δ
-    signed = diff if worst_rank is None else np.where(
-        rank_decides, np.asarray(worst_rank[1]) * (-direction or 1), diff)
-    deciding_diff = at_last(np.where(looked, signed, 0.0))
-    verdict = verdict_labels(significant, equivalent, deciding_diff, direction)
-    # an outlying seed bars a claim about the size, not the difference (as the fixed design)
-    with np.errstate(invalid="ignore"):
-        within = at_last(np.where(looked, raw_tost, np.nan)) < level[True]
-    verdict[significant & at_last(outlier) & ~at_last(unstable) & ~at_last(over)
-            & within] = "significant"
-    return {"verdict": verdict, "significant": significant, "equivalent": equivalent,
-            "decided": decided, "last": last, "looks": looked.sum(axis=-1),
-            "level_diff": level[False], "level_eq": level[True],
-            "outlier": at_last(outlier), "unstable": at_last(unstable),
-            "composite": at_last(composite)}
+def _holm_thresholds(design: SeedDesign, family_alpha: dict[bool, float], *, arms: int
+                     ) -> dict[bool, np.ndarray]:
+    """Per family (False: `worse`/`better`, True: `equivalent`), ``[k, j]``: look k's nominal
+    level at Holm's level α/j of the family's ``family_alpha`` (j = 1..arms; 0 at j = 0)."""
+    looks = len(design.looks)
+    return {family: np.array([(0.0,) * looks,
+                              *(design.levels(family_alpha[family] / j, equivalence=family)
+                                for j in range(1, arms + 1))]).T
+            for family in (False, True)}
 
 
 def design_note(design: SeedDesign, alpha: float = DEFAULT_ALPHA) -> str:

@@ -2,8 +2,9 @@
 at each look (:func:`look_contrasts`, :func:`look_failures`), the decisions of
 :func:`ablations.results.stats.sequential.sequential_tests` on them, and the table whose every row
 tells the look that decided it (:func:`sequential_verdict_table`, with the repeated confidence
-interval of :func:`repeated_interval`); and what the rounds spent (:func:`compute_spent`). Which
-table decides an experiment is :mod:`ablations.results.stats.decisions`'.
+interval of :func:`repeated_interval`); what the rounds spent (:func:`compute_spent`) is
+:mod:`ablations.results.stats.rounds_spent`' and re-exported here. Which table decides an
+experiment is :mod:`ablations.results.stats.decisions`'.
 
 :mod:`ablations.results.stats.sequential` holds the design and the procedure on arrays; this module
 reads trials tables.
@@ -12,7 +13,7 @@ reads trials tables.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import numpy as np
@@ -25,8 +26,9 @@ from ablations.config.comparison import (
     DEFAULT_METRIC,
     DEFAULT_REFERENCE,
 )
-from ablations.config.statuses import TrialStatus
+from ablations.results.stats.arm_contrasts import family_contrasts
 from ablations.results.stats.contrasts import Contrasts
+from ablations.results.stats.equivalence import comparison_columns
 from ablations.results.stats.shared_variance import (
     DEFAULT_TEST,
     PAIRED_TEST,
@@ -39,11 +41,14 @@ from ablations.results.stats.failures import (
     over_tolerance,
     verdict_reasons,
 )
+from ablations.results.stats.rounds_spent import (  # noqa: F401 (re-exported)
+    compute_note,
+    compute_spent,
+)
 from ablations.results.stats.sequential import SeedDesign, sequential_tests
 from ablations.results.stats.verdicts import (
+    Metric,
     MetricLike,
-    comparison_columns,
-    family_contrasts,
     mark_untested,
     metric_of,
     untested_arms,
@@ -185,38 +190,88 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     intervals its TOST reads."""
     seeds = list(seeds)
     measure = metric_of(metric)
-    metric = measure.name
     table = verdict_table(trials, reference=reference, metric=measure, margin=margin,
                           alpha=alpha, test=test)
     value, relative = table.attrs["margin"], table.attrs["relative"]
+    rounds = _rounds(trials, design, seeds, reference=reference, measure=measure, margin=value,
+                     relative=relative, alpha=alpha, max_failure_rate=max_failure_rate,
+                     test=test)
+    columns = _reported_columns(rounds, trials, design, seeds, reference=reference,
+                                measure=measure, margin=value, relative=relative, alpha=alpha)
+    position = {arm: i for i, arm in enumerate(rounds.arms)}
+    mapped = table["ablation"].map(position)
+    compared = mapped.notna().to_numpy()
+    index = mapped[compared].astype(int).to_numpy()
+    _write_rows(table, columns, compared, index)
+    if rounds.over is not None:  # the tolerance kept these from `equivalent` at their look
+        add_tolerance_reasons(table, table.index[compared][rounds.over_at_last()[index]],
+                              max_failure_rate, value)
+    mark_untested(table, table.index[compared], rounds.untested[index], trials, measure.name)
+    table.attrs.update(design=design.to_dict(), seeds=list(seeds), sequential=True,
+                       diff_ci="repeated", max_failure_rate=max_failure_rate)
+    return table
+
+
+@dataclass(frozen=True)
+class _Rounds:
+    """What the rounds tested, per arm (every variant but the reference) and look (arms,
+    looks): its contrasts, the seeds paired and the worst-rank test's p; the tolerance's flags
+    (None: no tolerance); the arms without seed variance; and :func:`sequential_tests`'
+    decisions on them."""
+
+    arms: list[str]
+    contrasts: Contrasts | SharedContrasts
+    pairs: np.ndarray
+    p_rank: np.ndarray
+    over: Optional[np.ndarray]
+    untested: np.ndarray
+    tests: dict[str, np.ndarray]
+
+    def over_at_last(self) -> np.ndarray:
+        """Per arm, whether the tolerance barred `equivalent` at the look its row reports."""
+        if self.over is None:
+            return np.zeros(len(self.arms), bool)
+        return self.over[np.arange(len(self.arms)), self.tests["last"]]
+
+
+def _rounds(trials: pd.DataFrame, design: SeedDesign, seeds: list[int], *, reference: str,
+            measure: Metric, margin: float, relative: bool, alpha: float,
+            max_failure_rate: Optional[float], test: str) -> _Rounds:
+    """Every arm's contrasts, failures and flags at each look, and the sequential design's
+    decisions on them."""
+    metric, direction = measure.name, measure.sign
     arms, contrasts, outlier, pairs = look_contrasts(trials, design, seeds,
                                                      reference=reference, metric=metric,
                                                      test=test, alpha=alpha)
-    direction = measure.sign
     p_rank, sign, unstable = look_failures(trials, design, seeds, arms, reference=reference,
                                            metric=metric, direction=direction)
     over = look_tolerance(trials, design, seeds, arms, max_failure_rate, alpha=alpha)
     untested = untested_arms(trials, arms, reference=reference, metric=metric)
-    tests = sequential_tests(contrasts, design=design, margin=value, relative=relative,
+    tests = sequential_tests(contrasts, design=design, margin=margin, relative=relative,
                              alpha=alpha, direction=direction, outlier=outlier,
                              worst_rank=(p_rank, sign), unstable=unstable, over_tolerance=over,
                              untested=untested[:, None])
-    over_at_last = (np.zeros(len(arms), bool) if over is None
-                    else over[np.arange(len(arms)), tests["last"]])
-    rows = np.arange(len(arms))
-    reported = contrasts.take((rows, tests["last"]))
-    reported_rank = p_rank[rows, tests["last"]]
+    return _Rounds(arms, contrasts, pairs, p_rank, over, untested, tests)
+
+
+def _reported_columns(rounds: _Rounds, trials: pd.DataFrame, design: SeedDesign,
+                      seeds: list[int], *, reference: str, measure: Metric, margin: float,
+                      relative: bool, alpha: float) -> dict[str, np.ndarray]:
+    """Per arm, the verdict table's columns from the look its row reports (the deciding one,
+    else the last it reached), in the table's column order."""
+    tests, rows = rounds.tests, np.arange(len(rounds.arms))
+    reported = rounds.contrasts.take((rows, tests["last"]))
     level_eq = tests["level_eq"]
     low, high = repeated_interval(reported, tests["last"], design=design, alpha=alpha)
     columns = {
         "diff_mean": reported.diff, "diff_ci_low": low,
         "diff_ci_high": high, "se": reported.se, "df": reported.df,
-        "n_pairs": pairs[rows, tests["last"]],
-        **comparison_columns(reported, margin=value, relative=relative, alpha=alpha),
-        "p_holm": np.full(len(arms), np.nan), "p_tost_holm": np.full(len(arms), np.nan),
+        "n_pairs": rounds.pairs[rows, tests["last"]],
+        **comparison_columns(reported, margin=margin, relative=relative, alpha=alpha),
+        "p_holm": np.full(len(rows), np.nan), "p_tost_holm": np.full(len(rows), np.nan),
         # no margin is supported where an outlying seed or more diverged seeds bar the claim
         "equivalence_bound_holm": np.where(
-            (level_eq > 0) & ~tests["unstable"] & ~tests["outlier"] & ~over_at_last,
+            (level_eq > 0) & ~tests["unstable"] & ~tests["outlier"] & ~rounds.over_at_last(),
             reported.bound(np.where(level_eq > 0, level_eq, 0.5), relative), np.nan),
         "outlier": tests["outlier"], "unstable": tests["unstable"],
         "significant": tests["significant"],
@@ -226,27 +281,47 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
         "looks": tests["looks"], "level_diff": tests["level_diff"],
         "level_eq": tests["level_eq"],
     }
-    position = {arm: i for i, arm in enumerate(arms)}
-    mapped = table["ablation"].map(position)
-    compared = mapped.notna().to_numpy()
-    index = mapped[compared].astype(int).to_numpy()
     # the worst-rank test's p where the reported look had a discordant seed (p_value: the t
     # test's of the finished seeds; the two split the look's level)
-    columns["p_worst_rank"] = reported_rank
-    # each arm's failures over the seeds of the look its row reports
-    reasons = [""] * len(arms)
-    for look in set(tests["last"].tolist()):
-        at_look = failure_tests(trials, arms, reference=reference, metric=metric,
-                                direction=direction, seeds=set(seeds[:design.looks[look]]))
-        for i in np.flatnonzero(tests["last"] == look):
-            reasons[i] = at_look.reason[i]
+    columns["p_worst_rank"] = rounds.p_rank[rows, tests["last"]]
+    reasons = _look_reasons(trials, rounds, design, seeds, reference=reference,
+                            metric=measure.name, direction=measure.sign)
     columns["reason"] = np.array(verdict_reasons(reasons, tests["outlier"], tests["verdict"]),
                                  dtype=object)
+    columns["test"] = _test_names(reported, rounds.pairs[rows, tests["last"]],
+                                  tests["composite"])
+    return columns
+
+
+def _look_reasons(trials: pd.DataFrame, rounds: _Rounds, design: SeedDesign,
+                  seeds: list[int], *, reference: str, metric: str, direction: int
+                  ) -> list[str]:
+    """Each arm's failures over the seeds of the look its row reports, as a reason."""
+    last = rounds.tests["last"]
+    reasons = [""] * len(rounds.arms)
+    for look in set(last.tolist()):
+        at_look = failure_tests(trials, rounds.arms, reference=reference, metric=metric,
+                                direction=direction, seeds=set(seeds[:design.looks[look]]))
+        for i in np.flatnonzero(last == look):
+            reasons[i] = at_look.reason[i]
+    return reasons
+
+
+def _test_names(reported: Contrasts | SharedContrasts, pairs: np.ndarray,
+                composite: np.ndarray) -> np.ndarray:
+    """Per arm, the test of Δ = 0 at its reported look, as the ``test`` column names it."""
     t_test = np.where(np.isnan(reported.diff), "none (fewer than 2 seeds)",
-                      np.where(pairs[rows, tests["last"]] > 0, "paired t", "Welch t"))
+                      np.where(pairs > 0, "paired t", "Welch t"))
     if isinstance(reported, SharedContrasts):
         t_test = np.where(reported.shared, SHARED_ROW, t_test)
-    columns["test"] = np.where(tests["composite"], "t + worst-rank", t_test).astype(object)
+    return np.where(composite, "t + worst-rank", t_test).astype(object)
+
+
+def _write_rows(table: pd.DataFrame, columns: dict[str, np.ndarray], compared: np.ndarray,
+                index: np.ndarray) -> None:
+    """``columns`` (per arm) onto the ``compared`` rows of ``table`` (arm ``index[i]`` on the
+    i-th of them), each decision column replaced whole; the reference's row keeps no
+    decision."""
     for column, values in columns.items():
         values = np.asarray(values)[index]
         if column not in table or column in ("significant", "equivalent", "outlier", "unstable",
@@ -258,64 +333,8 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
         table[column] = table[column].astype("boolean")
     table["verdict"] = table["verdict"].fillna("reference")
     table["reason"] = table["reason"].fillna("")
-    if over is not None:  # the tolerance kept these from `equivalent` at their look
-        add_tolerance_reasons(table, table.index[compared][over_at_last[index]],
-                              max_failure_rate, value)
-    mark_untested(table, table.index[compared], untested[index], trials, metric)
-    table.attrs.update(design=design.to_dict(), seeds=list(seeds), sequential=True,
-                       diff_ci="repeated", max_failure_rate=max_failure_rate)
-    return table
 
 
 def active_arms(table: pd.DataFrame) -> list[str]:
     """The arms of :func:`sequential_verdict_table` still without a verdict."""
     return table.loc[table["verdict"] == "inconclusive", "ablation"].tolist()
-
-
-def compute_spent(trials: pd.DataFrame, max_seeds: int) -> pd.DataFrame:
-    """Per variant: the trials it ran (skipped cells not counted), the rounds they took, the
-    CPU- and GPU-hours they held, and what a fixed design of ``max_seeds`` seeds for every
-    variant would have held (the variant's mean per trial times ``max_seeds``: an estimate
-    for the seeds it did not run)."""
-    rows = []
-    for arm, group in trials.groupby("ablation", sort=False):
-        ran = group[group["status"] != TrialStatus.SKIPPED]
-        n = len(ran)
-        mean = ran[["cpu_hours", "gpu_hours"]].mean() if n else pd.Series(
-            {"cpu_hours": 0.0, "gpu_hours": 0.0})
-        rows.append({
-            "ablation": arm, "trials": n,
-            "rounds": int(ran["round"].max()) if n and "round" in ran else 0,
-            "cpu_hours": float(ran["cpu_hours"].sum()),
-            "gpu_hours": float(ran["gpu_hours"].sum()),
-            "fixed_trials": max_seeds if n else 0,
-            "fixed_cpu_hours": float(mean["cpu_hours"]) * max_seeds if n else 0.0,
-            "fixed_gpu_hours": float(mean["gpu_hours"]) * max_seeds if n else 0.0,
-        })
-    return pd.DataFrame(rows)
-
-
-def compute_note(spent: pd.DataFrame, trials_table: Optional[pd.DataFrame] = None) -> str:
-    """One line: what :func:`compute_spent`'s table adds up to, against the fixed design;
-    with ``trials_table``, how many of them this experiment took from others (trial_store.py),
-    whose hours were spent there (the console's summary counts the hours trained here)."""
-    trials, fixed = int(spent["trials"].sum()), int(spent["fixed_trials"].sum())
-    cpu, fixed_cpu = spent["cpu_hours"].sum(), spent["fixed_cpu_hours"].sum()
-    gpu, fixed_gpu = spent["gpu_hours"].sum(), spent["fixed_gpu_hours"].sum()
-    hours = (f"{gpu:.3g} GPU-hours (fixed: ~{fixed_gpu:.3g})" if fixed_gpu > 0 else
-             f"{cpu:.3g} CPU-hours (fixed: ~{fixed_cpu:.3g})")
-    share = f"{trials / fixed:.0%} of the trials" if fixed else "no trials"
-    note = (f"Compute spent: {trials} trials, {hours}; a fixed design at "
-            f"{int(spent['fixed_trials'].max())} seeds for every variant: {fixed} trials "
-            f"({share}).")
-    if trials_table is not None and "reused_from" in trials_table:
-        ran = trials_table[trials_table["status"] != TrialStatus.SKIPPED]
-        reused = ran[ran["reused_from"].fillna("") != ""]
-        if len(reused):
-            gpu_used = fixed_gpu > 0
-            spent_there = reused["gpu_hours" if gpu_used else "cpu_hours"].sum()
-            note += (f" {len(reused)} of these trials were reused from other experiments; "
-                     f"their {spent_there:.3g} {'GPU' if gpu_used else 'CPU'}-hours were spent "
-                     "there, not here.")
-    return note
-

@@ -174,7 +174,26 @@ def stratified_effects(predictions: pd.DataFrame, *, reference: str = DEFAULT_RE
     if reference not in ablations:
         raise ValueError(f"reference {reference!r} has no predictions "
                          f"(ablations: {', '.join(ablations) or 'none'})")
-    binned = with_stratum_bins(predictions, bins=bins)
+    binned = _with_errors(with_stratum_bins(predictions, bins=bins), metric)
+    overall = seed_table(binned, metric)
+    matrix = _cell_matrix(binned, metric)
+    frames = [_ablation_cells(matrix, overall, ablation, reference=reference, alpha=alpha)
+              for ablation in ablations if ablation != reference]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    table = pd.concat(frames, ignore_index=True)
+    table["n_seeds"] = table["n_seeds"].astype("int64")
+    table["differs"] = (table["interaction_p_holm"] < alpha).to_numpy(dtype=bool)
+    return table[columns]
+
+
+def _with_errors(binned: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """``binned`` with every sample's error as ``metric`` (``abs_error``, ``squared_error``,
+    or a numeric column it has) and its ablations as strings.
+
+    Raises:
+        ValueError: any other ``metric``.
+    """
     residual = binned["pred_mean"] - binned["target"]
     if metric == "abs_error":
         binned[metric] = residual.abs()
@@ -184,7 +203,12 @@ def stratified_effects(predictions: pd.DataFrame, *, reference: str = DEFAULT_RE
         raise ValueError(f"metric {metric!r}: use abs_error, squared_error or a numeric "
                          "column of the predictions")
     binned["ablation"] = binned["ablation"].astype(str)
-    overall = seed_table(binned, metric)
+    return binned
+
+
+def _cell_matrix(binned: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The mean ``metric`` per cell (rows: stratum and level, the strata in their columns'
+    order, each one's levels by :func:`interval_order`) and per ablation and seed (columns)."""
     cells = []
     for column in stratum_columns(binned):
         cell = binned.groupby(["ablation", "seed", column], observed=True)[metric].mean()
@@ -197,26 +221,23 @@ def stratified_effects(predictions: pd.DataFrame, *, reference: str = DEFAULT_RE
                               values=metric, aggfunc="mean")
     order = sorted(matrix.index, key=lambda key: (
         list(dict.fromkeys(long["stratum"])).index(key[0]), interval_order(key[1])))
-    matrix = matrix.loc[order]
+    return matrix.loc[order]
+
+
+def _ablation_cells(matrix: pd.DataFrame, overall: pd.DataFrame, ablation: str, *,
+                    reference: str, alpha: float) -> pd.DataFrame:
+    """One ablation's rows: :func:`cell_tests` of its cells against ``reference`` over the
+    seeds both have (``overall``: the mean error per seed and ablation), and its overall
+    difference."""
     ref_seeds = overall[reference].dropna().index
-    frames = []
-    for ablation in ablations:
-        if ablation == reference:
-            continue
-        seeds = overall[ablation].dropna().index.intersection(ref_seeds)
-        cell_diff = (matrix[ablation].reindex(columns=seeds)
-                     - matrix[reference].reindex(columns=seeds)).to_numpy(dtype=float)
-        overall_diff = (overall.loc[seeds, ablation] - overall.loc[seeds, reference]
-                        ).to_numpy(dtype=float)
-        tests = cell_tests(cell_diff.reshape(len(matrix), len(seeds)), overall_diff, alpha)
-        frame = pd.DataFrame({"ablation": ablation,
-                              "stratum": matrix.index.get_level_values("stratum"),
-                              "level": matrix.index.get_level_values("level"), **tests})
-        frame["overall_diff"] = overall_diff.mean() if len(seeds) else np.nan
-        frames.append(frame)
-    if not frames:
-        return pd.DataFrame(columns=columns)
-    table = pd.concat(frames, ignore_index=True)
-    table["n_seeds"] = table["n_seeds"].astype("int64")
-    table["differs"] = (table["interaction_p_holm"] < alpha).to_numpy(dtype=bool)
-    return table[columns]
+    seeds = overall[ablation].dropna().index.intersection(ref_seeds)
+    cell_diff = (matrix[ablation].reindex(columns=seeds)
+                 - matrix[reference].reindex(columns=seeds)).to_numpy(dtype=float)
+    overall_diff = (overall.loc[seeds, ablation] - overall.loc[seeds, reference]
+                    ).to_numpy(dtype=float)
+    tests = cell_tests(cell_diff.reshape(len(matrix), len(seeds)), overall_diff, alpha)
+    frame = pd.DataFrame({"ablation": ablation,
+                          "stratum": matrix.index.get_level_values("stratum"),
+                          "level": matrix.index.get_level_values("level"), **tests})
+    frame["overall_diff"] = overall_diff.mean() if len(seeds) else np.nan
+    return frame

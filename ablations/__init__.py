@@ -5,7 +5,7 @@
 
 - the experiment: :class:`Experiment` (with :class:`Decision`, :class:`Seeds`,
   :class:`Resources`, and a built-in design's options: :class:`Factorial`, :class:`Tuned`,
-  :class:`Search`), what it returns (:class:`Results`), what it says while it runs
+  :class:`Search`, :class:`Rounds`), what it returns (:class:`Results`), what it says while it runs
   (:class:`Event`; its progress: :class:`TrialEnded`, :class:`EpochEnded`, :class:`Status`,
   :class:`FitEnded`), a stop before its results (:class:`Interrupted`);
 - own code (docs/own-code.md): :class:`TrainingFunction`, :class:`Command`, :class:`Metric`,
@@ -71,7 +71,8 @@ from ablations.config import ConfigError, TrialConfig, parse_bool  # noqa: E402,
 LAZY = {
     **dict.fromkeys(("Experiment", "Decision", "Seeds", "Resources", "Results", "Console",
                      "Interrupted"), "ablations.experiment.api"),
-    **dict.fromkeys(("Factorial", "Tuned", "Search"), "ablations.experiment.designs.options"),
+    **dict.fromkeys(("Factorial", "Tuned", "Search", "Rounds"),
+                    "ablations.experiment.designs.options"),
     **dict.fromkeys(("Event", "TrialEnded", "EpochEnded", "Status", "FitEnded"),
                     "ablations.experiment.events"),
     "UsageError": "ablations.experiment.request",
@@ -85,6 +86,7 @@ LAZY = {
     "experiment_verdicts": "ablations.results.stats.decisions",
     # a design of one's own (docs/architecture.md, "Adding a design")
     "Design": "ablations.experiment.designs.base",
+    **dict.fromkeys(("DesignOptions", "Flag"), "ablations.experiment.designs.options"),
     "Grid": "ablations.experiment.designs.grid",
     "register_design": "ablations.experiment.designs.registry",
     **dict.fromkeys(("Analysis", "register_analysis"), "ablations.results.stats.analyses"),

@@ -1,10 +1,14 @@
-"""A design of one's own, whole, in one file: ``--design tests.design_long:Long`` (or
-``Experiment(design="tests.design_long:Long")``) runs an ablation table's variants with every
-trial trained for ``FACTOR`` times the epochs asked. docs/architecture.md's "Adding a design"
-walks through it; tests/test_design_plugin.py plans, runs, resumes and reports with it.
+"""A design of one's own, whole, in one file: ``--design tests.design_long:Long --long-factor 3``
+(or ``Experiment(design=LongOptions(factor=3))``, or ``design="tests.design_long:Long"`` for
+its defaults) runs an ablation table's variants with every trial trained for ``factor`` times
+the epochs asked. docs/architecture.md's "Adding a design" walks through it;
+tests/test_design_plugin.py plans, runs, resumes and reports with it.
 
 What a design provides, each part here:
 
+- its options (:class:`LongOptions`): its argument ``factor``, which it checks itself, and
+  its command-line flag ``--long-factor``, which ``run --design tests.design_long:Long --help``
+  lists;
 - the run side (:class:`Long`, registered by name): what it refuses (a table at fixed seeds
   only: the base's :meth:`~ablations.experiment.designs.base.Design.check_request`), its plan
   (:meth:`Long.plan`: the table's trials with their epochs multiplied), how it runs (a grid's
@@ -19,19 +23,42 @@ What a design provides, each part here:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Optional, Sequence
 
 from ablations import (
     Analysis,
+    DesignOptions,
     DesignReport,
+    Flag,
     Grid,
     register_analysis,
     register_design,
     register_report,
 )
 
-FACTOR = 2
 RECORD_KEY = "long"
+
+
+@dataclass(frozen=True)
+class LongOptions(DesignOptions):
+    """The long design's options: every trial trained for ``factor`` times its epochs."""
+
+    factor: int = 2
+    kind: ClassVar[str] = "long"  # the design's registered name
+    flags: ClassVar[tuple[Flag, ...]] = (
+        Flag("long_factor", field="factor", metavar="N", at_least=1, default=2,
+             help="with --design tests.design_long:Long: train every trial for N times "
+             "its epochs"),
+    )
+
+    def problems(self) -> dict[str, Optional[str]]:
+        ok = isinstance(self.factor, int) and not isinstance(self.factor, bool) \
+            and self.factor >= 1
+        return {"long_factor": None if ok else f"{self.factor!r} must be an integer >= 1"}
+
+    def given(self) -> set[str]:
+        return {"design", "long_factor"}
 
 
 def factor_of(meta: dict[str, Any]) -> int:
@@ -46,14 +73,15 @@ class Long(Grid):
     name = "long"
     record_key = RECORD_KEY
     asked_by = "--design long"
+    options = LongOptions
     continues_into_rounds = False  # its seeds are fixed; rounds would be a grid's design
 
-    def __init__(self, factor: int = FACTOR) -> None:
+    def __init__(self, factor: int = LongOptions.factor) -> None:
         self.factor = factor
 
     @classmethod
     def plan(cls, request: Any, space: Any, trials: list[Any]) -> tuple[Long, list[Any]]:
-        design = cls()
+        design = cls(cls.options_of(request).factor)
         return design, [type(spec)(spec.name, spec.variant, spec.seed, spec.config.replace(
             epochs=spec.config.flat()["epochs"] * design.factor)) for spec in trials]
 

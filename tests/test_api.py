@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from ablations import Decision, Experiment, Resources, Seeds
+from ablations import Decision, Experiment, Resources, Rounds, Seeds
 from ablations.config import ConfigError
 from ablations.experiment.request import UsageError
 from tests.conftest import REPO
@@ -31,7 +31,7 @@ def test_plan_validates_and_starts_nothing(tmp_path):
 
 def test_plan_of_a_space_file_with_a_plugin_and_seeds_auto():
     trials = Experiment(str(REPO / "examples" / "conv3d_ablations.yaml"),
-                        seeds=Seeds("auto", max_seeds=6)).plan()
+                        seeds=Seeds("auto"), design=Rounds(max_seeds=6)).plan()
     assert {t.seed for t in trials} == {0, 1, 2}  # the pilot
     shallow = next(t for t in trials if t.variant == "shallow")
     assert shallow.config.plugin == "examples.conv3d:PLUGIN" and shallow.config.model.depth == 1
@@ -42,7 +42,8 @@ def test_plan_of_a_space_file_with_a_plugin_and_seeds_auto():
     [
         ({"overrides": {"epoch": 2}}, ConfigError, "unknown key 'epoch'; did you mean 'epochs'"),
         ({"only": ["no_such"]}, ConfigError, "unknown variant"),
-        ({"seeds": Seeds("auto", pilot=4, max_seeds=3)}, UsageError, "below the pilot's"),
+        ({"seeds": "auto", "design": Rounds(pilot=4, max_seeds=3)}, UsageError,
+         "below the pilot's"),
     ],
 )
 def test_plan_raises_the_command_lines_errors(kwargs, error, pattern):
@@ -62,7 +63,7 @@ def test_run_returns_the_tables_and_resume_continues_it_into_rounds(tmp_path, ca
 
     assert not ray.is_initialized()
     capfd.readouterr()
-    result = Experiment("components", seeds=Seeds(2, max_seeds=3), only=["no_images"],
+    result = Experiment("components", seeds=2, design=Rounds(max_seeds=3), only=["no_images"],
                         overrides=TINY, storage=tmp_path, name="api", progress=True,
                         resources=Resources(num_cpus=1)).run()
     assert capfd.readouterr() == ("", "")
@@ -110,15 +111,15 @@ def test_the_request_has_the_command_lines_defaults_and_knows_what_was_given():
     # a flag given at its default value is given; an unambiguous prefix is argparse's too
     argv = ["--metric", "test_mae", "--max-se", "6", "--only", "baseline, no_images"]
     request = request_from(run.parse_args(argv))
-    assert request.given == {"metric", "max_seeds", "only"}
-    assert request.only == ["baseline", "no_images"] and request.max_seeds == 6
+    assert request.given == {"metric", "design", "max_seeds", "only"}
+    assert request.only == ["baseline", "no_images"] and request.design == Rounds(max_seeds=6)
 
 
 def test_the_library_names_arguments_and_the_command_line_names_flags():
     from ablations.cli.console import error_text
 
     with pytest.raises(UsageError) as caught:
-        Experiment("components", seeds=Seeds("auto", pilot=4, max_seeds=3)).plan()
+        Experiment("components", seeds="auto", design=Rounds(pilot=4, max_seeds=3)).plan()
     assert str(caught.value) == ("max_seeds 3 is below the pilot's 4 seeds; raise max_seeds "
                                  "or lower pilot")
     assert error_text(caught.value) == ("--max-seeds 3 is below the pilot's 4 seeds; raise "
@@ -129,7 +130,7 @@ def test_the_library_names_arguments_and_the_command_line_names_flags():
     ({"decision": Decision(metric="nope")}, "metric: 'nope' is not a metric column"),
     ({"decision": Decision(alpha=0.9)}, "alpha: 0.9: must be a number in"),
     ({"decision": Decision(margin="abc")}, "margin: "),
-    ({"seeds": Seeds("auto", pilot=1)}, "pilot: 1 must be an integer >= 2"),
+    ({"seeds": "auto", "design": Rounds(pilot=1)}, "pilot: 1 must be an integer >= 2"),
     ({"resources": Resources(cpus_per_trial=-1)}, "cpus_per_trial: -1 must be a finite number"),
 ])
 def test_the_library_checks_the_values_the_flags_check(kwargs, pattern):

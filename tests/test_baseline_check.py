@@ -152,3 +152,21 @@ def test_the_report_states_the_check_above_the_verdicts(tmp_path):
     line = baseline_check(trials, reference="baseline").line()
     assert line.startswith("Baseline check failed") and line in markdown
     assert markdown.index(line) < markdown.index("## Verdicts")
+
+
+def test_a_search_records_no_check_and_a_table_s_analysis_does(tmp_path):
+    """The check follows the experiment's analysis: a search has no reference to check, a
+    table's analysis checks its reference (the run records whichever its analysis gives)."""
+    from ablations.results.stats.analysis_search import SearchAnalysis
+    from ablations.results.stats.analysis_table import Analysis
+
+    trials = _trials({"baseline": [1.5, 1.5], "v": [1.0, 1.0]}, trivial=1.4)
+    searched = tmp_path / "search"
+    assert record_baseline_check(searched, trials, None, reference="baseline",
+                                 analysis=SearchAnalysis({})) is None
+    assert not searched.exists()
+    tabled = tmp_path / "table"
+    tabled.mkdir()
+    assert record_baseline_check(tabled, trials, None, reference="baseline",
+                                 analysis=Analysis({})) is not None
+    assert (tabled / bc.BASELINE_CHECK_FILE).is_file()

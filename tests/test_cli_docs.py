@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from ablations.cli.commands import COMMANDS, build_parser, parse_command, parser_of
+from ablations.cli.commands import (
+    COMMANDS,
+    build_parser,
+    parse_command,
+    parser_of,
+    with_own_design_flags,
+)
 from ablations.cli.flags import help_with_default
 from tests.conftest import REPO
 from tests.test_cli import assert_one_line_error, in_process
@@ -33,9 +39,13 @@ RUN_GROUPS = ("what to run", "seeds and decisions", "configuration", "resources 
               "output and tracking", "resume")
 
 
-def options_of(command: str) -> set[str]:
-    return {option for action in parser_of(command)._actions
-            for option in action.option_strings}
+def options_of(command: str, tokens: list[str] = ()) -> set[str]:
+    """The flags of ``command``; of ``run``, with those of the design of one's own that the
+    command line ``tokens`` names with ``--design``."""
+    parser = parser_of(command)
+    if command == "run":
+        with_own_design_flags(parser, tokens)
+    return {option for action in parser._actions for option in action.option_strings}
 
 
 def snippets(path: Path) -> list[str]:
@@ -87,7 +97,7 @@ def test_every_command_line_in_the_docs_names_a_subcommand_and_its_flags(path):
             command = tokens[0]
             assert command in COMMANDS, (f"{name}: run_ablations.py {' '.join(tokens)}: no "
                                          f"subcommand {command!r} (--help lists them)")
-        unknown = set(flags_in(tokens)) - options_of(command)
+        unknown = set(flags_in(tokens)) - options_of(command, tokens)
         assert not unknown, (f"{name}: run_ablations.py {' '.join(tokens)}: "
                              f"`run_ablations.py {command} --help` has no {sorted(unknown)}")
 
@@ -194,7 +204,7 @@ def test_the_run_flags_keep_their_dest_names():
     assert args.overrides == [("lr", "0.1")] and args.dashboard is False
     # a field of the library's Request is in the namespace only where the command gave it
     assert not hasattr(args, "space") and request_from(args).given == {"overrides"}
-    for dest in ("space", "seeds", "max_seeds", "design", "log_to", "cpus_per_trial",
+    for dest in ("space", "seeds", "cross_seeds", "design", "log_to", "cpus_per_trial",
                  "retry_failed", "allow_changed", "dry_run", "resume", "storage", "name"):
         assert hasattr(args, dest), dest  # request_from filled in the rest
 

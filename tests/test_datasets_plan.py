@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from ablations.experiment.designs.options import Factorial
+from ablations.experiment.designs.options import Factorial, Rounds
 from ablations.cli.flags import add_run_flags
 from ablations.cli.requests import request_from
 from ablations.experiment.planning import prepare
@@ -83,7 +83,7 @@ def test_repeated_data_flags_are_the_datasets():
 @pytest.mark.parametrize("fields, says", [
     ({"seeds": "auto"}, "--seeds auto with several datasets"),
     ({"margin": "0.02"}, "give a percentage"),
-    ({"max_seeds": 8}, "max_seeds"),
+    ({"design": Rounds(max_seeds=8)}, "max_seeds"),
     ({"design": Factorial(factors=["use_images"])}, "factorial"),
     ({"cross_seeds": True}, "cross_seeds"),
     ({"auto_batch": True}, "auto_batch"),

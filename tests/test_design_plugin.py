@@ -1,11 +1,13 @@
-"""A design of one's own (tests/design_long.py, one file) from a project folder: it plans (the
-dry run and the run's first line say so) and runs (every trial at twice the epochs asked: a
+"""A design of one's own (tests/design_long.py, one file) with an option of its own
+(``--long-factor``, ``LongOptions(factor=...)``), from a project folder: it plans (the dry run
+and the run's first line say so) and runs (every trial at three times the epochs asked: a
 trial set to fail at epoch 2 fails), both through the command line in this process
 (run_here); then the installed command line, in processes of their own, imports it again from
-what the run recorded: it resumes (the failed trials continue from their saved epoch to 2, not
-to 4: the recorded plan is not multiplied again), and `report` writes its sentence under the
-verdicts and in the methods paragraph. The refusals are one line each, before anything is
-planned."""
+what the run recorded: it resumes (the failed trials continue from their saved epoch to 3, not
+to 9: the recorded plan is not multiplied again), and `report` writes its sentence under the
+verdicts and in the methods paragraph. Its flag is in ``run --help`` once ``--design`` names
+it; the library takes its options as an object. The refusals are one line each, before
+anything is planned."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from ablations import DesignOptions, Flag, Grid, register_design
 from tests.conftest import REPO, run_here
 from tests.test_cli import assert_one_line_error, in_process
 
@@ -52,7 +55,7 @@ def project(tmp_path_factory) -> Path:
 def plan_args(name: str) -> list[str]:
     sets = [part for key in TINY for part in ("--set", key)]
     return ["--space", "long.yaml", "--model", "tests.faulty:FAULTY", "--design", SPEC,
-            "--seeds", "2", *sets, "--name", name, "--no-dashboard"]
+            "--long-factor", "3", "--seeds", "2", *sets, "--name", name, "--no-dashboard"]
 
 
 @pytest.mark.slow
@@ -60,21 +63,21 @@ def test_a_design_of_ones_own_plans_runs_resumes_and_reports(project):
     dry = run_here(*plan_args("long"), "--dry-run", cwd=project)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     listed = [line for line in dry.stdout.splitlines() if "-seed" in line]
-    assert len(listed) == 4 and all(re.search(r"\bepochs=2\b", line) for line in listed), \
+    assert len(listed) == 4 and all(re.search(r"\bepochs=3\b", line) for line in listed), \
         dry.stdout
     assert not (project / "ablation_results" / "long").exists()
 
     first = run_here(*plan_args("long"), cwd=project)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert "each trained for 2x the epochs asked" in first.stdout
-    assert "Long design: every trial trained for 2x the epochs asked." in first.stdout
+    assert "each trained for 3x the epochs asked" in first.stdout
+    assert "Long design: every trial trained for 3x the epochs asked." in first.stdout
     root = project / "ablation_results" / "long"
     meta = json.loads((root / "experiment.json").read_text())
-    assert meta["design_plugin"] == SPEC and meta["long"] == {"factor": 2}
+    assert meta["design_plugin"] == SPEC and meta["long"] == {"factor": 3}
     trials = pd.read_parquet(root / "trials.parquet").set_index("trial_name")
-    assert (trials["epochs"] == 2).all()
+    assert (trials["epochs"] == 3).all()
     ran = trials.loc[["baseline-seed0", "baseline-seed1"]]
-    assert (ran["status"] == "ok").all() and (ran["epochs_run"] == 2).all()
+    assert (ran["status"] == "ok").all() and (ran["epochs_run"] == 3).all()
     flaky = trials.loc[["flaky-seed0", "flaky-seed1"]]
     assert (flaky["status"] == "failed").all() and (flaky["epochs_run"] == 1).all()
 
@@ -83,16 +86,63 @@ def test_a_design_of_ones_own_plans_runs_resumes_and_reports(project):
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     trials = pd.read_parquet(root / "trials.parquet").set_index("trial_name")
     assert (trials["status"] == "ok").all(), trials["status"]
-    assert (trials["epochs"] == 2).all() and (trials["epochs_run"] == 2).all()
+    assert (trials["epochs"] == 3).all() and (trials["epochs_run"] == 3).all()
     assert trials.loc["flaky-seed0", "resumed_from_epoch"] == 1
-    assert "Long design: every trial trained for 2x the epochs asked." in resumed.stdout
+    assert "Long design: every trial trained for 3x the epochs asked." in resumed.stdout
 
     report = run_cli(project, "report", str(root), "--figures", "png")
     assert report.returncode == 0, report.stdout + report.stderr
     page = (root / "report.md").read_text()
-    assert "Every trial trained for 2x the epochs asked (a long design)." in page
+    assert "Every trial trained for 3x the epochs asked (a long design)." in page
     methods = (root / "methods.md").read_text()
-    assert "Every trial trained for 2 times the configured number of epochs" in methods
+    assert "Every trial trained for 3 times the configured number of epochs" in methods
+
+
+def test_its_flag_is_in_run_help_once_design_names_it(capsys):
+    code, out, _ = in_process(capsys, "run", "--design", SPEC, "--help")
+    assert code == 0
+    assert re.search(r"design long:\n\s+--long-factor N\s+with --design "
+                     r"tests.design_long:Long: train every\s+trial for N", out), out
+    code, out, _ = in_process(capsys, "run", "--help")
+    assert code == 0 and "--long-factor" not in out
+
+
+@pytest.mark.parametrize("design, epochs", [(SPEC, 8), ("LongOptions(factor=5)", 20)])
+def test_the_library_asks_for_it_by_name_or_with_its_options(design, epochs):
+    from ablations import Experiment
+    from tests.design_long import LongOptions
+
+    asked = LongOptions(factor=5) if design.startswith("LongOptions") else design
+    trials = Experiment("components", design=asked, only=["no_temporal_attention"],
+                        overrides={"epochs": 4}).plan()
+    assert {spec.config.flat()["epochs"] for spec in trials} == {epochs}
+
+
+class ClashingOptions(DesignOptions):
+    kind = "clashing"
+    flags = (Flag("epochs", help="a flag that takes run's own --epochs"),)
+
+
+@register_design
+class Clashing(Grid):
+    name = record_key = "clashing"
+    options = ClashingOptions
+
+
+def test_its_options_are_refused_in_one_line(capsys, monkeypatch, tmp_path):
+    from ablations import Experiment, UsageError
+    from tests.design_long import LongOptions
+
+    with pytest.raises(UsageError, match=r"^long_factor: 0 must be an integer >= 1$"):
+        Experiment("components", design=LongOptions(factor=0)).plan()
+    monkeypatch.chdir(tmp_path)
+    for args, expected in (
+            (["--design", SPEC, "--long-factor", "0"], "argument --long-factor: '0' must be >= 1"),
+            (["--long-factor", "3"], "unrecognized arguments: --long-factor 3"),
+            (["--design", "clashing"], "--design clashing: argument --epochs: conflicting "
+             "option string: --epochs; give the design's flags names of their own")):
+        code, _, err = in_process(capsys, *args, "--dry-run")
+        assert_one_line_error(code, err, expected)
 
 
 def test_a_design_that_does_not_import_or_refuses_is_one_line(capsys, monkeypatch, tmp_path):

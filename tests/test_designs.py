@@ -190,8 +190,12 @@ def test_the_dry_run_lists_only_what_differs_and_a_mapped_setting_with_what_was_
     assert not any("requested:" in line for line in lines)  # not in the base's listing
 
 
-# the built-in designs' options (designs/options.py), kept off the request and the experiment
-DESIGN_OPTIONS = {"factors", "tune_each", "tune_budget", "num_samples", "scheduler"}
+# the built-in designs' options (designs/options.py) and the designs' capabilities, kept off the
+# request, its groups and the experiment
+DESIGN_OPTIONS = {"factors", "tune_each", "tune_budget", "num_samples", "scheduler", "pilot",
+                  "max_seeds"}
+CAPABILITIES = {"takes_factors", "takes_scheduler", "crosses_seeds", "continues_into_rounds",
+                "has_verdicts", "grows"}
 
 
 def test_neither_the_request_nor_the_experiment_holds_a_design_option():
@@ -199,9 +203,14 @@ def test_neither_the_request_nor_the_experiment_holds_a_design_option():
     from ablations.experiment.api import Experiment
     from ablations.experiment.request import Request
 
+    from ablations.config.comparison import Decision
+    from ablations.experiment import groups
+
     fields = {field.name for field in dataclasses.fields(Request)}
     arguments = set(inspect.signature(Experiment).parameters)
-    assert not (fields | arguments) & DESIGN_OPTIONS
+    grouped = {field.name for group in (groups.Seeds, Decision, groups.Resources)
+               for field in dataclasses.fields(group)}
+    assert not (fields | arguments | grouped) & (DESIGN_OPTIONS | CAPABILITIES)
     assert {"design"} <= fields & arguments
 
 

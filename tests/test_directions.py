@@ -160,11 +160,12 @@ def test_compare_reads_the_declared_direction_from_the_folders(tmp_path):
 
 
 def test_the_rounds_of_seeds_auto_decide_on_the_plans_declared_direction():
+    from ablations import Rounds
     from ablations.experiment.planning import prepare
     from ablations.experiment.request import Request
 
     run = prepare(Request(space="examples/digits/ablations.yaml", seeds="auto",
-                          max_seeds=5)).design.run
+                          design=Rounds(max_seeds=5))).design.run
     assert run.metric == "test_acc"  # the code's first declared metric
     trials = own_code_trials().replace({"ablation": {"no_smoothing": "no_label_smoothing"}})
     table = run.verdicts(trials)

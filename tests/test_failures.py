@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from ablations.experiment.designs.options import Rounds
 from ablations.experiment.designs.seeds_auto import next_arms
 from ablations.results.stats.compare import compare_experiments
 from tools.failure_simulation import bound_coverage, case_rate
@@ -327,7 +328,8 @@ def test_the_tolerance_is_recorded_before_the_data_and_an_unreachable_one_refuse
     with pytest.raises(UsageError, match=r"max_failure_rate 20%: 10 seeds per variant bound "
                                          r"the rate of divergence at 26% at best"):
         prepare(Request(max_failure_rate=0.2, seeds="auto"))
-    assert prepare(Request(max_failure_rate=0.2, seeds="auto", max_seeds=14)).design.run \
+    rounds = Rounds(max_seeds=14)
+    assert prepare(Request(max_failure_rate=0.2, seeds="auto", design=rounds)).design.run \
         .design.max_seeds == 14
 
 

@@ -6,8 +6,13 @@ sequential, plug-in or several-dataset run (names in :data:`KIND_NAMES`), or com
 design or the seeds with a design's name (``args.design == "factorial"``, ``seeds == "auto"``).
 
 None remains outside the designs (:data:`REMAINING` is empty): this test fails on any new one.
-What is not a branch on the kind: a function that parses a field's value (:data:`PARSERS`),
-and a design's capability read as its flag (``kind.crosses_seeds``)."""
+What is not a branch on the kind: a function that parses a field's value (:data:`PARSERS`).
+
+Outside the designs, no code reads a design's capability flag either (``kind.crosses_seeds``,
+``design.has_verdicts``: :data:`CAPABILITIES`; the design refuses or does what its flag said,
+behind its own methods), and none silences a design's errors (``contextlib.suppress`` or an
+``except`` around a call on a design, an analysis or a design's report: a design that cannot
+make a table says so itself)."""
 
 from __future__ import annotations
 
@@ -16,7 +21,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("ablations", "results")
-DESIGNS = ("ablations/experiment/designs/", "results/stats/analyses.py")
+# the designs' code: the run side, the results side (each design's analysis) and the report's
+DESIGNS = ("ablations/experiment/designs/", "results/stats/analyses.py", "results/stats/analysis_",
+           "results/report/designs.py")
+# what a design declares it can do, read by the code around it to choose what to do
+CAPABILITIES = frozenset({"has_verdicts", "crosses_seeds", "continues_into_rounds", "grows",
+                          "takes_factors", "takes_scheduler"})
+# the objects whose methods are a design's: a design, its class, its analysis, its report
+DESIGN_OBJECTS = frozenset({"design", "kind", "analysis", "report"})
 KIND_NAMES = frozenset({"tune_each", "factorial", "is_across_datasets", "hpo", "sequential",
                         "tuned", "is_plugin", "is_search"})
 DESIGN_WORDS = frozenset({"factorial", "auto", "table", "tuned", "search"})
@@ -83,3 +95,73 @@ def test_no_new_branch_on_the_run_kind_outside_the_designs():
                        f"design, ablations/experiment/designs/): {grown}")
     # a site moved into a design leaves the list too: the list is what the source holds
     assert {name: len(lines) for name, lines in found.items()} == REMAINING
+
+
+def capability_reads(source: str) -> list[int]:
+    """The lines of ``source`` that read a design's capability flag (an attribute named in
+    :data:`CAPABILITIES`)."""
+    return sorted(node.lineno for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Attribute) and node.attr in CAPABILITIES)
+
+
+def _calls_a_design(nodes: list[ast.stmt]) -> bool:
+    """Whether ``nodes`` call a method of a design, an analysis or a report
+    (``design.tables(...)``, ``report_of(analysis).summary(...)``)."""
+    for node in (sub for stmt in nodes for sub in ast.walk(stmt)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and _names(node.func.value) & DESIGN_OBJECTS:
+            return True
+    return False
+
+
+def silenced_design_calls(source: str) -> list[int]:
+    """The lines of ``source``'s ``with contextlib.suppress(...)`` blocks, and ``try`` blocks
+    with an ``except`` that raises nothing, whose body calls a design's method."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        suppressing = isinstance(node, ast.With) and any(
+            isinstance(item.context_expr, ast.Call) and "suppress" in _names(item.context_expr.func)
+            for item in node.items)
+        swallowing = isinstance(node, ast.Try) and any(
+            not any(isinstance(sub, ast.Raise) for stmt in handler.body for sub in ast.walk(stmt))
+            for handler in node.handlers)
+        if (suppressing or swallowing) and _calls_a_design(node.body):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def outside_the_designs(scan) -> dict[str, list[int]]:
+    """``scan``'s lines in each product file outside the designs' code."""
+    found = {}
+    for folder in SCANNED:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            name = path.relative_to(ROOT).as_posix()
+            if not name.startswith(DESIGNS) and (lines := scan(path.read_text())):
+                found[name] = lines
+    return found
+
+
+def test_the_scans_find_a_capability_read_and_a_silenced_design_call():
+    assert capability_reads("if kind.crosses_seeds:\n    pass\nx = design.has_verdicts\n") \
+        == [1, 3]
+    assert capability_reads("x = design.tables(trials)\n") == []
+    silenced = ("with contextlib.suppress(ValueError, KeyError):\n"
+                "    effects = design.tables(trials, meta, decision)\n")
+    assert silenced_design_calls(silenced) == [1]
+    caught = ("try:\n    text = report_of(analysis).summary(trials)\n"
+              "except ValueError:\n    text = ''\n")
+    assert silenced_design_calls(caught) == [1]
+    ordinary = ("with contextlib.suppress(ValueError):\n    sys.path.remove(folder)\n"
+                "try:\n    value = float(text)\nexcept ValueError:\n    value = 0.0\n")
+    assert silenced_design_calls(ordinary) == []
+    reraised = ("try:\n    design.execute(trials)\n"
+                "except KeyboardInterrupt:\n    raise Interrupted() from None\n")
+    assert silenced_design_calls(reraised) == []
+
+
+def test_no_capability_flag_is_read_outside_the_designs():
+    assert outside_the_designs(capability_reads) == {}
+
+
+def test_no_design_call_is_silenced_outside_the_designs():
+    assert outside_the_designs(silenced_design_calls) == {}

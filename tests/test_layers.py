@@ -501,6 +501,7 @@ def test_pyproject_installs_every_package_under_the_one_import_root():
 # branch on the run kind that a new design would have to add to.
 DESIGN_SIDES = (ROOT / "ablations" / "experiment" / "designs",
                 ROOT / "results" / "stats" / "analyses.py",
+                *sorted((ROOT / "results" / "stats").glob("analysis_*.py")),  # each design's
                 ROOT / "results" / "report" / "designs.py")
 # The same words in other roles: the verdict table's attrs (a table decided at looks), a
 # tuned ablation's two evaluations' labels.

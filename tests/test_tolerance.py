@@ -106,7 +106,8 @@ def test_planning_refuses_in_the_words_of_the_design_asked_for():
     with pytest.raises(UsageError, match="design factorial: space hpo is a search"):
         prepare(Request(space="hpo", design=Factorial(factors=["a", "b"]), seeds=[0, 1]))
     # a search has no `equivalent` to withhold: no tolerance refusal there
-    assert prepare(Request(space="hpo", max_failure_rate=0.2)).design.has_verdicts is False
+    searched = prepare(Request(space="hpo", max_failure_rate=0.2)).design
+    assert searched.plan_spec["decision"].max_failure_rate == 0.2
     with pytest.raises(UsageError, match=r"give 14 seeds or more \(seeds 14\)"):
         prepare(Request(design=Factorial(factors=["temporal_attention", "spatial_attention"]),
                         seeds=[0, 1],

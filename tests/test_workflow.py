@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from ablations.cli.main import main
+from ablations.experiment.designs.options import Rounds
 from ablations.experiment.planning import prepare
 from ablations.experiment.request import Request
 from ablations.results.stats.analysis import verdict_table
@@ -58,7 +59,7 @@ def test_a_default_run_records_the_design_it_is_the_pilot_of_before_the_data():
     assert SeedDesign.from_dict(planned["design"]).looks == (3, 5, 7, 10)
     assert planned["seeds"] == list(range(10))
     # --max-seeds 3: one look, the fixed design at full alpha
-    final = prepare(Request(max_seeds=3)).design.planned
+    final = prepare(Request(design=Rounds(max_seeds=3))).design.planned
     assert SeedDesign.from_dict(final["design"]) == SeedDesign.fixed(3)
     # crossed seeds keep the fixed design: settings only
     crossed = prepare(Request(cross_seeds=True)).design.planned

@@ -12,13 +12,11 @@ import textwrap
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ablations.cli.flags import (
-    PROG,
-    OneLineParser,
-    add_run_flags,
-    alpha_flag,
-    margin_flag,
-)
+from ablations.cli.console import error_text
+from ablations.cli.flag_types import alpha_flag, margin_flag
+from ablations.cli.flags import PROG, OneLineParser, add_design_flags, add_run_flags, given_only
+from ablations.experiment.designs.options import DesignOptions, names_own_design
+from ablations.experiment.request import UsageError
 
 DEFAULT_COMMAND = "run"
 HELP = ("-h", "--help")
@@ -176,8 +174,40 @@ def parse_command(argv: Sequence[str]) -> tuple[str, argparse.Namespace]:
     if argv and argv[0] in HELP:
         build_parser().parse_args(argv[:1])
     if argv and argv[0] in COMMANDS:
-        return argv[0], parser_of(argv[0]).parse_args(argv[1:])
-    if argv and not argv[0].startswith("-"):  # run takes no positional argument
+        command, argv = argv[0], argv[1:]
+    elif argv and not argv[0].startswith("-"):  # run takes no positional argument
         build_parser().error(f"unknown command {argv[0]!r}; choose one of "
                              f"{', '.join(COMMANDS)}")
-    return DEFAULT_COMMAND, parser_of(DEFAULT_COMMAND).parse_args(argv)
+    else:
+        command = DEFAULT_COMMAND
+    parser = parser_of(command)
+    if command == "run":
+        with_own_design_flags(parser, argv)
+    return command, parser.parse_args(argv)
+
+
+def with_own_design_flags(parser: OneLineParser, argv: Sequence[str]) -> None:
+    """``run``'s ``parser`` with the flags of the design of one's own that ``argv``'s
+    ``--design`` names, where its options declare some (the design imported, as planning
+    would import it, so that ``--help`` lists them and the command line reads them back as
+    its options: ``own_options`` in the namespace). A design that does not import, or flags
+    that take run's own, are one line (exit code 2)."""
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.add_argument("--design", default="table")
+    design = probe.parse_known_args(argv)[0].design
+    if not names_own_design(design):
+        return
+    from ablations.experiment.designs.registry import design_named
+
+    try:
+        own: type[DesignOptions] | None = design_named(design).options
+    except UsageError as exc:
+        parser.error(error_text(exc))
+    if own is None:
+        return
+    try:
+        add_design_flags(parser.add_argument_group(own.title()), own)
+    except argparse.ArgumentError as exc:
+        parser.error(f"--design {design}: {exc}; give the design's flags names of their own")
+    given_only(parser, {flag.dest for flag in own.flags})
+    parser.set_defaults(own_options=own)

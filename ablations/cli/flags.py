@@ -1,29 +1,42 @@
-"""The command line's flags: the run command's flags in groups, the value types that refuse a
-bad value in one line (exit code 2) before anything runs, and the parser and help layout every
-subcommand shares (the subcommands themselves: commands.py)."""
+"""The command line's flags: the run command's flags in groups (a design's own flags as its
+options declare them, designs/options.py), and the parser and help layout every subcommand
+shares (the subcommands themselves: commands.py; the flags' value types: flag_types.py)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
-import re
 import shlex
 import sys
 from typing import Any, NoReturn, Optional
 
-from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
-from ablations.config import ConfigError, parse_bool, parse_seed_sources
-from ablations.cli.requests import DESIGN_FLAGS
-from ablations.experiment.request import (
-    DEFAULT_STORAGE,
-    Request,
-    alpha_problem,
-    rate_of,
-    rate_problem,
-    margin_problem,
+from ablations.cli.flag_types import (
+    alpha_flag,
+    bool_flag,
+    duration,
+    int_at_least,
+    key_value,
+    log_to_flag,
+    margin_flag,
+    metric_flag,
+    non_negative_int,
+    positive_int,
+    rate_flag,
+    resource,
+    seed_sources_flag,
+    seeds_flag,
 )
+from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
+from ablations.experiment.designs.options import (
+    BUILT_IN_OPTIONS,
+    DesignOptions,
+    Factorial,
+    Rounds,
+    Search,
+    Tuned,
+)
+from ablations.experiment.request import DEFAULT_STORAGE, Request
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
@@ -92,136 +105,6 @@ def given_only(parser: argparse.ArgumentParser, dests: set[str]) -> None:
             action.default = argparse.SUPPRESS
 
 
-def _int_at_least(minimum: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{text!r} must be >= {minimum}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
-
-
-def _resource(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
-    return value
-
-
-def _duration(text: str) -> float:
-    """A time limit: seconds, or ``90s``, ``15m``, ``2h`` (ablations/trial/time_limit.py)."""
-    from ablations.trial.time_limit import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _seeds(text: str) -> list[int] | str:
-    """``3`` means seeds 0,1,2; ``0,5,7`` is an explicit list; ``auto``: in rounds."""
-    text = text.strip()
-    if text == "auto":
-        return text
-    try:
-        if "," in text:
-            seeds = [int(part) for part in text.split(",") if part.strip()]
-        else:
-            count = int(text)
-            if count < 1:
-                raise argparse.ArgumentTypeError(f"{text!r}: the number of seeds must be >= 1")
-            seeds = list(range(count))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a count (3), a list of seeds (0,1,2) or auto"
-        ) from None
-    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: seeds must be distinct integers >= 0")
-    return seeds
-
-
-def _seed_sources(text: str) -> str:
-    """The sources of randomness that vary with the seed: init, order, data, or none."""
-    try:
-        return parse_seed_sources(text, name="--seed-sources")
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--seed-sources: ")) from None
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
-    return key.strip(), value
-
-
-def _bool_flag(text: str) -> bool:
-    try:
-        return parse_bool(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def margin_flag(text: str) -> str:
-    """An equivalence margin flag: ``0.02`` (metric units) or ``5%`` (of the reference's mean)."""
-    return _checked(text, margin_problem(text))
-
-
-def _metric(text: str) -> str:
-    """A metric's name; planning checks it against the model's metrics (the built-in
-    model's columns, or the metrics own code declares)."""
-    return _checked(text, None if re.fullmatch(r"[A-Za-z_]\w*", text) else
-                    f"{text!r} is not a metric name")
-
-
-def rate_flag(text: str) -> float:
-    """A rate in (0, 1): ``0.1`` or ``10%``."""
-    value = rate_of(text)
-    _checked(text, None if rate_problem(value) is None else f"{text!r}: must be a rate in (0, "
-             "1), e.g. 0.1 or 10%")
-    return value
-
-
-def alpha_flag(text: str) -> float:
-    """A family-wise error rate in (0, 0.5)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    _checked(text, None if alpha_problem(value) is None else alpha_problem(text))
-    return value
-
-
-def _checked(text: str, problem: Optional[str]) -> str:
-    """``text``, or argparse's error with ``problem`` (the library's check, request.py)."""
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return text
-
-
-def _log_to(text: str):
-    """A tracker, ``mlflow[:TRACKING_URI]`` or ``wandb[:PROJECT]``
-    (ablations/experiment/trackers/specs.py)."""
-    from ablations.experiment.trackers.specs import parse_log_to
-
-    try:
-        return parse_log_to(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of ``run``, in groups; their dest names are the fields of
     :class:`~ablations.experiment.request.Request` and of the run's options."""
@@ -231,7 +114,18 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     add_resource_flags(parser)
     add_output_flags(parser)
     add_resume_flags(parser)
-    given_only(parser, {field.name for field in dataclasses.fields(Request)} | set(DESIGN_FLAGS))
+    given_only(parser, {field.name for field in dataclasses.fields(Request)}
+               | {flag.dest for options in BUILT_IN_OPTIONS for flag in options.flags})
+
+
+def add_design_flags(group: Any, options: type[DesignOptions]) -> None:
+    """The flags ``options`` declares (designs/options.py's Flag), as flags of ``group``:
+    ``--dest-with-dashes``, an integer >= its minimum, one of its choices, or text."""
+    for flag in options.flags:
+        kind = ({"type": int_at_least(flag.at_least)} if flag.at_least is not None else
+                {"choices": list(flag.choices)} if flag.choices else {})
+        group.add_argument("--" + flag.dest.replace("_", "-"), default=flag.default,
+                           metavar=flag.metavar, help=flag.help, **kind)
 
 
 def add_what_flags(parser: argparse.ArgumentParser) -> None:
@@ -264,24 +158,8 @@ def add_what_flags(parser: argparse.ArgumentParser) -> None:
                       "cell, every cell at every seed, main effects and two-factor "
                       "interactions at the end (docs/factorial.md); or a design of your own, "
                       "package.module:Class (docs/architecture.md)")
-    what.add_argument("--factors", default=None, metavar="KEY,KEY,...",
-                      help="with --design factorial (required there): 2 to 8 boolean config "
-                      "keys (e.g. temporal_attention,spatial_attention,use_scalars); each "
-                      "factor's other level is the negation of its value in the reference "
-                      "cell; every cell up to 4 factors, a 16-cell resolution IV (or V) "
-                      "fraction for 5 to 8 (default: none)")
-    what.add_argument("--tune-each", default=None, metavar="KEY,KEY,...",
-                      help="tuned ablations: tune every arm's KEYs (e.g. lr,weight_decay; the "
-                      "hpo space's ranges) with the same Optuna budget on a tuning seed, then "
-                      "evaluate each at its own best beside the table at the configuration "
-                      "given (docs/tuned.md; default: none, no tuning)")
-    what.add_argument("--tune-budget", type=_positive_int, default=8, metavar="N",
-                      help="with --tune-each: search trials per arm")
-    what.add_argument("--num-samples", type=_positive_int, default=16, metavar="N",
-                      help="trials to sample in a search space such as hpo")
-    what.add_argument("--scheduler", choices=["asha", "fifo"], default=None,
-                      help="trial scheduler of a search space; ablation spaces run every trial "
-                      "to the same budget and refuse one (default: asha for hpo)")
+    for options in (Factorial, Tuned, Search):
+        add_design_flags(what, options)
     what.add_argument("--null-control", action="store_true",
                       help="add <reference>_repeat: the reference under other seeds (training "
                       "seed + 1000, paired by seed), a variant whose true effect is 0")
@@ -292,19 +170,13 @@ def add_what_flags(parser: argparse.ArgumentParser) -> None:
 def add_seed_flags(parser: argparse.ArgumentParser) -> None:
     """``run``'s flags of the seeds and how the verdicts are decided."""
     seeds = parser.add_argument_group("seeds and decisions")
-    seeds.add_argument("--seeds", type=_seeds, default=[0, 1, 2], metavar="N|S1,S2,...|auto",
+    seeds.add_argument("--seeds", type=seeds_flag, default=[0, 1, 2], metavar="N|S1,S2,...|auto",
                        help="number of seeds (3 = seeds 0,1,2) or an explicit list; the same "
                        "seeds run for every variant (default: 3). auto: a pilot of --pilot "
                        "seeds, then more seeds in rounds only for variants without a verdict, "
                        "up to --max-seeds (docs/verdicts.md)")
-    seeds.add_argument("--pilot", type=_int_at_least(2), default=None, metavar="N",
-                       help="with --seeds auto: seeds of the first round (default: 3)")
-    seeds.add_argument("--max-seeds", type=_int_at_least(2), default=None, metavar="N",
-                       help="at most N seeds per variant (default: 10): with --seeds auto "
-                       "the last look; with fixed seeds (a plain table) the last look of the "
-                       "design whose pilot they are (--seeds 3 --max-seeds 3: final verdicts "
-                       "at full alpha; docs/verdicts.md)")
-    seeds.add_argument("--seed-sources", type=_seed_sources, default=None,
+    add_design_flags(seeds, Rounds)
+    seeds.add_argument("--seed-sources", type=seed_sources_flag, default=None,
                        metavar="init,order,data|none",
                        help="the sources of randomness that vary with the trial's seed: init "
                        "(weight initialisation and dropout), order (each epoch's sample "
@@ -316,7 +188,7 @@ def add_seed_flags(parser: argparse.ArgumentParser) -> None:
                        "(--seeds 3: 3 x 3 trials, every init seed with every order seed, each "
                        "cell its own pairing seed), so the report splits the seed variance by "
                        "source (docs/seed-sources.md)")
-    seeds.add_argument("--metric", type=_metric, default=DEFAULT_METRIC,
+    seeds.add_argument("--metric", type=metric_flag, default=DEFAULT_METRIC,
                        help="the metric of the verdicts (and of --seeds auto's decisions), a "
                        "numeric column of trials.parquet such as test_rmse, test_nll, val_mae "
                        "(default: test_mae for the built-in model; own code's first declared "
@@ -339,21 +211,21 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
                         help="base configuration: a YAML mapping of config keys, or a preset "
                         "name: full_optimized, full_stable, memory_optimized (default: the "
                         "built-in defaults)")
-    config.add_argument("--set", dest="overrides", type=_key_value, action="append",
+    config.add_argument("--set", dest="overrides", type=key_value, action="append",
                         default=[], metavar="KEY=VALUE",
                         help="override one config key, after --config and the other flags "
                         "(repeatable; default: none)")
-    config.add_argument("--epochs", type=_positive_int, default=None, metavar="N",
+    config.add_argument("--epochs", type=positive_int, default=None, metavar="N",
                         help="epochs per trial (default: the configuration's, 4 built in)")
     config.add_argument("--data", default=None, action="append", metavar="[NAME=]DIR",
                         help="directory with images.npy and table.parquet, or 'synthetic' "
                         "(default: the embedded synthetic data); repeat it to ablate on "
                         "several datasets, each named NAME or by its directory "
                         "(docs/datasets.md)")
-    config.add_argument("--max-train-examples", type=_non_negative_int, default=None,
+    config.add_argument("--max-train-examples", type=non_negative_int, default=None,
                         metavar="N", help="use at most N training samples (0: all; default: "
                         "the configuration's, all)")
-    config.add_argument("--max-eval-examples", type=_non_negative_int, default=None,
+    config.add_argument("--max-eval-examples", type=non_negative_int, default=None,
                         metavar="N", help="use at most N validation and N test samples (0: "
                         "all; default: the configuration's, all)")
     config.add_argument("--resolve-conflicts", action="store_true",
@@ -370,20 +242,20 @@ def add_resource_flags(parser: argparse.ArgumentParser) -> None:
     where = parser.add_argument_group("resources and cluster")
     where.add_argument("--address", default=None, metavar="auto|HOST:PORT|ray://HOST:PORT",
                        help="an existing Ray cluster (default: start a local Ray)")
-    where.add_argument("--cpus-per-trial", type=_resource, default=1.0, metavar="N",
+    where.add_argument("--cpus-per-trial", type=resource, default=1.0, metavar="N",
                        help="CPUs per trial; the trial uses that many threads (default: 1)")
-    where.add_argument("--gpus-per-trial", type=_resource, default=0.0, metavar="N",
+    where.add_argument("--gpus-per-trial", type=resource, default=0.0, metavar="N",
                        help="GPUs per trial, fractions allowed, e.g. 0.5 (default: 0)")
-    where.add_argument("--max-concurrent", type=_non_negative_int, default=0, metavar="N",
+    where.add_argument("--max-concurrent", type=non_negative_int, default=0, metavar="N",
                        help="at most N trials at once (default: 0, as resources allow)")
-    where.add_argument("--time-limit", type=_duration, default=None, metavar="DURATION",
+    where.add_argument("--time-limit", type=duration, default=None, metavar="DURATION",
                        help="end each run of a trial past this time, as status 'timeout' "
                        "with its last output: seconds, or e.g. 90s, 15m, 2h (default: the "
                        "space file's time_limit, else none)")
-    where.add_argument("--max-failures", type=_non_negative_int, default=0, metavar="N",
+    where.add_argument("--max-failures", type=non_negative_int, default=0, metavar="N",
                        help="retry a failed trial up to N times, from its last checkpoint "
                        "(default: 0)")
-    where.add_argument("--dashboard", type=_bool_flag, default=True, metavar="BOOL",
+    where.add_argument("--dashboard", type=bool_flag, default=True, metavar="BOOL",
                        help="start the Ray dashboard on 127.0.0.1 with a local Ray "
                        "(default: true)")
     where.add_argument("--no-dashboard", dest="dashboard", action="store_false",
@@ -404,7 +276,7 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--progress", choices=("trials", "epochs"), default="trials",
                         help="trials: a line per finished trial and a status line with an ETA "
                         "every 30 s; epochs: also a line per trial per epoch")
-    output.add_argument("--log-to", type=_log_to, action="append", default=[],
+    output.add_argument("--log-to", type=log_to_flag, action="append", default=[],
                         metavar="mlflow[:URI]|wandb[:PROJECT]",
                         help="also log every trial (its config, per-epoch metrics, tags) and "
                         "the verdicts to a tracker, through Ray Tune's callbacks (repeatable; "

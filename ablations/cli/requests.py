@@ -8,11 +8,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from ablations.experiment.designs.options import BUILT_IN_OPTIONS, options_from
 from ablations.experiment.request import Request, given_names
 
 LISTS = ("only",)  # Request fields whose flags take NAME,NAME,... (a design's: options_from)
-# the flags of the built-in designs' options (ablations/experiment/designs/options.py)
-DESIGN_FLAGS = ("factors", "tune_each", "tune_budget", "num_samples", "scheduler")
 
 
 def comma_list(text: str | None) -> list[str] | None:
@@ -46,12 +45,14 @@ def request_from(args: argparse.Namespace) -> Request:
     return request
 
 
-
 def design_from(args: argparse.Namespace) -> object:
     """The design the flags ask for (:func:`~ablations.experiment.designs.options.
-    options_from` of ``--design`` and the designs' option flags given)."""
-    from ablations.experiment.designs.options import options_from
-
+    options_from` of ``--design`` and the designs' option flags given; a design of one's own
+    with options: ``args.own_options``, its options class, which the parser's flags came
+    from)."""
+    own = getattr(args, "own_options", None)
+    flags = {flag.dest for options in (*BUILT_IN_OPTIONS, *([own] if own else []))
+             for flag in options.flags}
     return options_from(getattr(args, "design", "table"),
-                        {name: getattr(args, name) for name in DESIGN_FLAGS
-                         if hasattr(args, name)}, split=comma_list)
+                        {name: getattr(args, name) for name in flags if hasattr(args, name)},
+                        split=comma_list, own=own)

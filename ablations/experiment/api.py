@@ -27,7 +27,7 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 from ablations.config.comparison import Decision
 from ablations.config.values import arg
 from ablations.experiment import events
-from ablations.experiment.designs.options import DesignOptions
+from ablations.experiment.designs.options import DesignOptions, Rounds
 from ablations.experiment.events import Listener, listening
 from ablations.experiment.execute import Run, execute
 from ablations.experiment.groups import (
@@ -96,7 +96,7 @@ def request_of(space: Optional[str], seeds: Seeds, decision: Decision, resources
     rate = rate_of(decision.max_failure_rate)  # NaN (no rate) is not equal to itself
     values.update(
         seeds=None if seeds.seeds is None else Request.seeds_from(seeds.seeds),
-        pilot=seeds.pilot, max_seeds=seeds.max_seeds, cross_seeds=seeds.cross,
+        cross_seeds=seeds.cross,
         null_control=seeds.null_control, seed_sources=seeds.sources,
         metric=decision.metric, alpha=decision.alpha,
         # "10%" as the flag takes it; what is no rate reaches the check as given
@@ -133,7 +133,9 @@ class Experiment:
             ``"synthetic"`` or the keys that select it (docs/datasets.md).
         design: a built-in design with its options (``Factorial(factors=[...])``,
             docs/factorial.md; ``Tuned(each=[...], budget=8)``, docs/tuned.md; a search
-            space's ``Search(num_samples=16, scheduler="asha")``), or a design of one's own
+            space's ``Search(num_samples=16, scheduler="asha")``; ``Rounds(pilot=3,
+            max_seeds=10)``, docs/verdicts.md: the rounds of ``seeds="auto"``, or with fixed
+            seeds the rounds a table plans to be continued into), or a design of one's own
             (a registered name or ``"package.module:Class"``, docs/architecture.md); None: a
             table, rounds with ``seeds="auto"``, a search space's search.
         resolve_conflicts: map unsafe switch combinations.
@@ -231,7 +233,7 @@ class Experiment:
 
     @staticmethod
     def resume(name: Optional[str] = None, *, storage: str | Path = DEFAULT_STORAGE,
-               seeds: Optional[Literal["auto"]] = None, max_seeds: Optional[int] = None,
+               seeds: Optional[Literal["auto"]] = None, design: Optional[Rounds] = None,
                decision: Optional[Decision] = None, retry_failed: bool = False,
                allow_changed: bool = False, resources: Optional[Resources] = None,
                log_to: Sequence[str] = (), progress: bool = False,
@@ -242,11 +244,11 @@ class Experiment:
         are kept, unfinished ones continue from their saved state, failed ones are retried
         with ``retry_failed``; code or data changed since it started are refused unless
         ``allow_changed``. ``seeds="auto"`` continues a fixed-seed experiment into rounds
-        (its seeds the pilot, up to ``max_seeds``; ``decision`` only where its planned
-        design has none). Returns the whole experiment's tables."""
+        (its seeds the pilot, up to ``design``'s ``Rounds(max_seeds=...)``; ``decision``
+        only where its planned design has none). Returns the whole experiment's tables."""
         resources = resources or Resources()
-        request = request_of(None, Seeds(seeds=seeds, max_seeds=max_seeds),
-                             decision or Decision(), resources, storage=storage).check()
+        request = request_of(None, Seeds(seeds=seeds), decision or Decision(), resources,
+                             storage=storage, design=design).check()
         return resume_request(name, request, resources=resources, retry_failed=retry_failed,
                               allow_changed=allow_changed, log_to=tracker_specs(log_to),
                               progress=progress, on_event=on_event, console=console)

@@ -29,6 +29,7 @@ from ablations.config.comparison import DEFAULT_MARGIN, DEFAULT_REFERENCE
 from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.config.values import command
 from ablations.experiment.continuation_hint import default_max_seeds, sequential_seeds
+from ablations.experiment.designs.options import rounds_of
 from ablations.experiment.continuation_hint import (  # noqa: F401 (re-exported)
     continuation_hint,
     estimate_continuation,
@@ -142,7 +143,7 @@ def _sequential_design(args: Request, name: str, planned: Optional[dict[str, Any
         metric, margin, alpha = planned["metric"], planned["margin"], float(planned["alpha"])
         return design, [int(s) for s in planned["seeds"]], metric, margin, alpha
     # no design recorded in experiment.json: planned here, on its seeds
-    max_seeds = args.max_seeds or default_max_seeds(len(fixed))
+    max_seeds = rounds_of(args.design).max_seeds or default_max_seeds(len(fixed))
     if max_seeds <= len(fixed):
         raise UsageError(f"{arg('max_seeds')} {max_seeds}: {name} already ran {len(fixed)} "
                          f"seeds; raise {arg('max_seeds')}")
@@ -195,8 +196,10 @@ def check_planned(args: Request, name: str, planned: dict[str, Any], design: Any
     recorded_values = {"max_seeds": design.max_seeds, "metric": planned["metric"],
                        "margin": planned["margin"], "alpha": float(planned["alpha"]),
                        "max_failure_rate": planned.get("max_failure_rate")}
+    values = {**{key: getattr(args, key) for key in recorded_values if key != "max_seeds"},
+              "max_seeds": rounds_of(args.design).max_seeds}
     for key, recorded in recorded_values.items():
-        value = getattr(args, key)
+        value = values[key]
         if key not in args.given or value is None:
             continue
         same = same_margin(value, recorded) if key == "margin" else value == recorded

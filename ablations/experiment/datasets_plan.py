@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ablations.experiment.designs.options import Factorial, Tuned
+from ablations.experiment.designs.options import Factorial, Tuned, rounds_of
 from ablations.config import TrialConfig, apply_overrides
 from ablations.config.values import expanded_path
 from ablations.experiment.request import Request, UsageError, arg
@@ -117,7 +117,7 @@ def refuse_across(args: Request, space: Any) -> None:
         (isinstance(args.design, Tuned), arg("tune_each"),
          "run the tuned ablation on each dataset"),
         (space.is_search, f"space {space.name} (a search)", "give an ablation table"),
-        (args.max_seeds is not None, arg("max_seeds"),
+        (rounds_of(args.design).max_seeds is not None, arg("max_seeds"),
          "across datasets the seeds are fixed; drop it"),
         (args.cross_seeds, arg("cross_seeds"), "cross the seed sources on each dataset"),
         (args.auto_batch, arg("auto_batch"),

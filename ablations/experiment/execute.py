@@ -155,16 +155,14 @@ def results_of(result: Any, run: Run, request: Request, options: Any,
     decision = decision_of(meta, Decision(reference=run.reference, **given))
     # the design's analysis: over several datasets each one's verdicts, then across them
     analysis = analysis_of(meta, df)
-    summary, verdicts, across = report_of(analysis).summary(
-        df, decision, with_verdicts=design.has_verdicts)
+    summary, verdicts, across = report_of(analysis).summary(df, decision)
     if across is not None:  # beside trials.parquet, as the report writes it too
         from ablations.results.report.datasets_report import write_across
 
         write_across(str(result.directory), across)
-    check = None
-    if design.has_verdicts:  # one line above the verdicts; baseline_check.json in the folder
-        check = record_baseline_check(result.directory, df, result.epochs,
-                                      reference=decision.reference, analysis=analysis)
+    # one line above the verdicts, baseline_check.json in the folder (None for a search)
+    check = record_baseline_check(result.directory, df, result.epochs,
+                                  reference=decision.reference, analysis=analysis)
     tables = {**design.tables(df, meta, decision),
               **({"across": across} if across is not None else {})}
     results = Results(
@@ -178,7 +176,7 @@ def results_of(result: Any, run: Run, request: Request, options: Any,
         from ablations.experiment.trackers.specs import publish_summary
 
         publish_summary(options.trackers, named(summary), verdicts, across)
-    if not results.unfinished and design.continues_into_rounds:
+    if not results.unfinished:
         results.continuation = continuation_of(results, meta, options, slots)
     return results
 
@@ -186,7 +184,9 @@ def results_of(result: Any, run: Run, request: Request, options: Any,
 def continuation_of(results: Results, meta: dict[str, Any], options: Any,
                   slots: Optional[int]) -> Optional[str]:
     """A fixed run's inconclusive variants and the one command that decides them; None for a
-    run planned at one look (its seeds reached its last: final verdicts) or crossed."""
+    run whose planned record holds no rounds to continue into (planned at one look, crossed,
+    across datasets, or a design of its own seeds: the record its design planned,
+    :meth:`Design.planned_settings`)."""
     from ablations.experiment.continuing import continuation_hint
     from ablations.results.stats.decisions import with_declared_metric
     from ablations.results.stats.planned import pilot_design

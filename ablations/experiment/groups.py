@@ -19,11 +19,10 @@ from ablations.results.stats.baseline_check import BaselineCheck, DatasetChecks
 
 @dataclass(frozen=True)
 class Seeds:
-    """Which seeds every variant runs. None: not given."""
+    """Which seeds every variant runs. None: not given. The rounds' pilot and most seeds are
+    their design's options (``design=Rounds(pilot=..., max_seeds=...)``)."""
 
     seeds: int | Sequence[int] | Literal["auto"] | None = None  # 3: seeds 0, 1, 2; "auto": rounds
-    pilot: Optional[int] = None  # seeds="auto": the first round's seeds
-    max_seeds: Optional[int] = None  # the last look of the sequential design
     cross: Optional[bool] = None  # every init seed with every order seed (docs/seed-sources.md)
     null_control: Optional[bool] = None  # the reference again at other seeds, a null arm
     sources: Optional[str] = None  # which sources vary with the seed: "init,order,data"

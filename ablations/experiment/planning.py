@@ -128,13 +128,9 @@ def prepare(args: Request) -> Prepared:
     else:  # one dataset: its name on every trial, the trials' names as they are
         base = on_dataset(base, *next(iter(datasets.items())))
     kind.check_base(args, space, base)
-    if args.cross_seeds and not kind.crosses_seeds:
-        raise UsageError(f"{arg('cross_seeds')} runs a fixed grid of seeds per variant of an "
-                         f"ablation table; it does not combine with {arg('seeds')} auto or a "
-                         "search space")
     seeds = kind.seed_list(args)
     only = list(args.only) if args.only else None
-    added_reference = bool(only) and kind.has_verdicts and space.reference not in only
+    added_reference = bool(only) and space.reference not in only
     if added_reference:  # every variant is compared with it: without it, no verdicts
         only = [space.reference, *only]
     # A local run knows the GPUs its trials get; a cluster's are checked in each trial.
@@ -142,8 +138,6 @@ def prepare(args: Request) -> Prepared:
                       added_reference=added_reference,
                       capability=local_cuda_capability() if args.address is None else None)
     design = kind.prepare(state)
-    if state.across:  # fixed seeds at full α on each dataset: no rounds follow
-        design.continues_into_rounds = False
     design.plan_spec = design.planned_settings(args, space, seeds)
     return Prepared(space, state.base, state.trials, state.skipped, state.notes,
                     state.data_summary, seeds=seeds, design=design, datasets=list(datasets))

@@ -40,11 +40,13 @@ class UsageError(NamesArguments, Exception):
 class Request:
     """An experiment to plan: the space, its seeds, the configuration and how to decide.
 
-    The command line's flags are these fields (``--max-seeds`` is ``max_seeds``,
-    ``--set KEY=VALUE`` pairs are ``overrides`` in order), with the same defaults.
-    ``seeds``: the seeds every variant runs, or ``"auto"`` (rounds, ``pilot`` seeds first, up
-    to ``max_seeds``). ``given``: the fields the caller set explicitly (a continuation refuses
-    those that would change the recorded plan); the defaults are not "given".
+    The command line's flags are these fields (``--max-train-examples`` is
+    ``max_train_examples``, ``--set KEY=VALUE`` pairs are ``overrides`` in order), with the
+    same defaults, and a design's options (``--max-seeds`` is ``Rounds.max_seeds``,
+    designs/options.py). ``seeds``: the seeds every variant runs, or ``"auto"`` (rounds: their
+    pilot and most seeds a ``Rounds`` design's). ``given``: the fields the caller set
+    explicitly (a continuation refuses those that would change the recorded plan); the
+    defaults are not "given".
     """
 
     space: str = "components"
@@ -66,13 +68,12 @@ class Request:
     max_train_examples: Optional[int] = None
     max_eval_examples: Optional[int] = None
     seed_sources: Optional[str] = None
-    pilot: Optional[int] = None
-    max_seeds: Optional[int] = None
     null_control: bool = False
     cross_seeds: bool = False
     auto_batch: bool = False
     resolve_conflicts: bool = False
-    # a built-in design with its options (designs/options.py: Factorial, Tuned, Search), or
+    # a built-in design with its options (designs/options.py: Factorial, Tuned, Search,
+    # Rounds: the pilot and most seeds of rounds, or of those a fixed table plans), or
     # a design of one's own by its registered name or package.module:Class
     # (designs/registry.py); None: a table, or rounds (seeds "auto"), or a space's search
     design: Any = None
@@ -115,8 +116,6 @@ class Request:
             "alpha": alpha_problem(self.alpha),
             "max_failure_rate": rate_problem(self.max_failure_rate),
             "margin": None if self.margin is None else margin_problem(str(self.margin)),
-            "pilot": at_least_problem(self.pilot, 2),
-            "max_seeds": at_least_problem(self.max_seeds, 2),
             "epochs": at_least_problem(self.epochs, 1),
             "only": names_problem(self.only),
             "design": design_problem(self.design),

@@ -19,6 +19,7 @@ from ablations.config import TrialConfig
 from ablations.experiment import events
 from ablations.experiment.continuing import PLAN_FIELDS, continue_plan
 from ablations.experiment.designs.records import design_from_record
+from ablations.experiment.designs.options import rounds_of
 from ablations.experiment.designs.seeds_auto import Rounds
 from ablations.experiment.options import TUNE_SUBDIR
 from ablations.experiment.plans import plan_from_metadata, skipped_plan
@@ -88,7 +89,7 @@ def resume_plan(storage: str, name: Optional[str], request: Request, *,
         UsageError: one line, for every experiment that cannot be resumed so.
     """
     continuing = request.seeds == "auto"
-    if not continuing and (request.pilot is not None or request.max_seeds is not None):
+    if not continuing and rounds_of(request.design).given():
         raise UsageError(f"{arg('resume')} keeps the experiment's seeds: {arg('pilot')} and "
                          f"{arg('max_seeds')} apply only when continuing a fixed-seed "
                          f"experiment with {arg('seeds')} auto")

@@ -62,16 +62,16 @@ class DesignReport:
         drawing in ``scratch``; ``options``: its settings, meta, comparison and formats."""
         return write_one(directory, trials, epochs, predictions, scratch, **options)
 
-    def summary(self, trials: pd.DataFrame, decision: Decision, *, with_verdicts: bool
+    def summary(self, trials: pd.DataFrame, decision: Decision
                 ) -> tuple[str, Optional[pd.DataFrame], Optional[pd.DataFrame]]:
         """The end-of-run summary at ``decision``: (its text, the verdicts, the verdicts
-        across datasets: None here). ``with_verdicts``: the design's trials form an ablation
-        table (a search's do not); verdicts that are not possible are None, and the text says
-        why."""
+        across datasets: None here). Verdicts where the analysis has them (an ablation
+        table's; a search's trials have none); verdicts that are not possible are None, and
+        the text says why."""
         from ablations.results.report.summary import summary_table
 
         verdicts = None
-        if with_verdicts:
+        if self.analysis.has_verdicts:
             try:  # once, for the summary, the trackers and the continuation hint
                 verdicts = self.analysis.verdicts(trials, decision)
             except (ValueError, KeyError):  # no verdicts: the summary says why
@@ -215,7 +215,7 @@ class DatasetsReport(DesignReport):
             raise ValueError(f"margin {margin!r}: {directory} ran on several datasets, where "
                              "the effect is a ratio; give a percentage (e.g. 5%)")
 
-    def summary(self, trials: pd.DataFrame, decision: Decision, *, with_verdicts: bool
+    def summary(self, trials: pd.DataFrame, decision: Decision
                 ) -> tuple[str, Optional[pd.DataFrame], Optional[pd.DataFrame]]:
         """Each dataset's summary, then the verdicts across them and the ranks."""
         from ablations.results.report.summary import datasets_summary

@@ -3,6 +3,10 @@ no variants to give verdicts on."""
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
+import pandas as pd
+
 from ablations.results.stats.analysis_table import Analysis
 
 
@@ -12,3 +16,8 @@ class SearchAnalysis(Analysis):
     name = "search"
     record_key = "hpo"
     has_verdicts = False
+
+    def baseline_check(self, trials: pd.DataFrame, epochs: Optional[pd.DataFrame], *,
+                       reference: str) -> Any:
+        """None: a search has no reference to check."""
+        return None

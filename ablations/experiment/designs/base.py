@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_MARGIN, DEFAULT_MAX_SEEDS, Decision
+from ablations.experiment.designs.options import rounds_of
 from ablations.experiment.options import TUNE_SUBDIR
 from ablations.experiment.plans import trial_plan
 
@@ -56,15 +57,52 @@ def planned_decision(request: Request, space: Space) -> Decision:
                     max_failure_rate=request.max_failure_rate)
 
 
+def spec_of(design: object, chosen: type) -> str:
+    """What experiment.json records of a plug-in design, so that a resume imports it again:
+    the name or spec it was asked for by, or (asked for with its options) its
+    ``package.module:Class``."""
+    return design if isinstance(design, str) else f"{chosen.__module__}:{chosen.__qualname__}"
+
+
+def refuse_max_seeds(request: Request, asked_by: str) -> None:
+    """Refuse ``max_seeds`` (given) where no rounds follow the fixed design: ``cross_seeds``,
+    or the design ``asked_by`` names.
+
+    Raises:
+        UsageError: always.
+    """
+    from ablations.experiment.request import UsageError, arg
+
+    by = arg("cross_seeds") if request.cross_seeds else asked_by
+    raise UsageError(f"{arg('max_seeds')} plans the rounds a fixed ablation table can be "
+                     f"continued into; {by} keeps the fixed design: drop {arg('max_seeds')}")
+
+
+def refuse_crossed(request: Request) -> None:
+    """Refuse ``cross_seeds`` for a design whose seeds are no fixed grid per variant (rounds,
+    a search).
+
+    Raises:
+        UsageError: ``cross_seeds`` given.
+    """
+    from ablations.experiment.request import UsageError, arg
+
+    if request.cross_seeds:
+        raise UsageError(f"{arg('cross_seeds')} runs a fixed grid of seeds per variant of an "
+                         f"ablation table; it does not combine with {arg('seeds')} auto or a "
+                         "search space")
+
+
 class Design:
     """A run kind. The attributes are data the callers read; the methods are the interface."""
 
     name: Optional[str] = None  # a plug-in design's --design name (designs/registry.py)
     record_key: Optional[str] = None  # experiment.json's key of this design's record
     spec: Optional[str] = None  # the --design a plug-in design was chosen by (recorded)
+    # a plug-in design's options (a designs/options.py DesignOptions subclass whose kind is
+    # the design's name): its arguments and command-line flags
+    options: Optional[type] = None
     asked_by = "fixed seeds"  # what asks for this design, as an error message names it
-    has_verdicts = True  # its trials form an ablation table with verdicts
-    crosses_seeds = True  # --cross-seeds: a fixed grid of seeds per variant
     continues_into_rounds = False  # inconclusive arms can be continued with --seeds auto
     # a finished experiment of this design takes more variants under its name (its verdicts
     # read the whole table): :meth:`added_variants`
@@ -103,8 +141,8 @@ class Design:
         what = (f"space {space.name} is a search" if space.is_search else
                 f"{arg('seeds')} auto runs rounds" if request.seeds == "auto" else None)
         if what:
-            raise UsageError(f"{arg('design')} {request.design}: {what}; this design runs an "
-                             "ablation table's variants at fixed seeds")
+            raise UsageError(f"{arg('design')} {spec_of(request.design, cls)}: {what}; this design "
+                             "runs an ablation table's variants at fixed seeds")
 
     @classmethod
     def check_base(cls, request: Request, space: Space, base: TrialConfig) -> None:
@@ -120,7 +158,7 @@ class Design:
         """
         from ablations.experiment.request import UsageError, arg
 
-        if request.pilot is not None:
+        if rounds_of(request.design).pilot is not None:
             raise UsageError(f"{arg('pilot')} applies with {arg('seeds')} auto only (fixed "
                              f"seeds: the pilot is {arg('seeds')})")
         return list(request.seeds)
@@ -133,9 +171,20 @@ class Design:
         otherwise (a search, a factorial design, rounds, stages) overrides it."""
         state.plan_table()
         design, state.trials = cls.plan(state.request, state.space, state.trials)
+        if state.across:  # fixed seeds at full α on each dataset: no rounds follow
+            design.continues_into_rounds = False
         if cls.name:  # a plug-in: its --design is recorded, so a resume imports it again
-            design.spec = state.request.design
+            design.spec = spec_of(state.request.design, cls)
         return design
+
+    @classmethod
+    def options_of(cls, request: Request) -> Any:
+        """A plug-in design's options (its :attr:`options` class): those the request was
+        given, else the class's defaults (the design asked for by its name); None for a
+        design without options."""
+        if cls.options is None:
+            return None
+        return request.design if isinstance(request.design, cls.options) else cls.options()
 
     def planned_settings(self, request: Request, space: Space,
                          seeds: Sequence[int]) -> dict[str, Any]:
@@ -154,22 +203,19 @@ class Design:
 
         spec: dict[str, Any] = {"decision": planned_decision(request, space)}
         pilot = self.continues_into_rounds and not request.cross_seeds
-        most = max(len(seeds), request.max_seeds or DEFAULT_MAX_SEEDS) if pilot else len(seeds)
-        if self.has_verdicts:  # a search has no `equivalent` to withhold
-            refuse_unreachable_tolerance(request, most, rounds=pilot)
-        if request.max_seeds is not None:
+        max_seeds = rounds_of(request.design).max_seeds
+        most = max(len(seeds), max_seeds or DEFAULT_MAX_SEEDS) if pilot else len(seeds)
+        refuse_unreachable_tolerance(request, most, rounds=pilot)
+        if max_seeds is not None:
             if not pilot:
-                by = arg("cross_seeds") if request.cross_seeds else self.asked_by
-                raise UsageError(f"{arg('max_seeds')} plans the rounds a fixed ablation table "
-                                 f"can be continued into; {by} keeps the fixed design: drop "
-                                 f"{arg('max_seeds')}")
-            if request.max_seeds < len(seeds):
-                raise UsageError(f"{arg('max_seeds')} {request.max_seeds} is below the "
+                refuse_max_seeds(request, self.asked_by)
+            if max_seeds < len(seeds):
+                raise UsageError(f"{arg('max_seeds')} {max_seeds} is below the "
                                  f"{len(seeds)} seeds run; give {arg('max_seeds')} {len(seeds)} "
                                  "for the fixed design at full alpha, or more to plan rounds")
         if not pilot:
             return spec
-        return {**spec, "seeds": list(seeds), "max_seeds": request.max_seeds}
+        return {**spec, "seeds": list(seeds), "max_seeds": max_seeds}
 
     @classmethod
     def plan(cls, request: Request, space: Space,

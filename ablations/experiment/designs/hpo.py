@@ -22,8 +22,14 @@ from ablations.config.statuses import TrialStatus
 from ablations.config import TrialConfig, apply_overrides
 from ablations.config.values import arg, command, named
 from ablations.experiment.request import UsageError
-from ablations.experiment.designs.base import Design
+from ablations.experiment.designs.base import (
+    Design,
+    planned_decision,
+    refuse_crossed,
+    refuse_max_seeds,
+)
 from ablations.experiment.designs.options import Search as SearchOptions
+from ablations.experiment.designs.options import rounds_of
 from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.tune_setup import Part, TuneSetup
 from ablations.experiment.options import experiment_dir
@@ -221,11 +227,21 @@ class Search(Design):
 
     record_key = "hpo"
     asked_by = "a search"
-    has_verdicts = False
-    crosses_seeds = False
 
     def __init__(self, search: HpoSearch) -> None:
         self.search = search
+
+    @classmethod
+    def seed_list(cls, request: Request) -> list[int]:
+        refuse_crossed(request)
+        return super().seed_list(request)
+
+    def planned_settings(self, request: Request, space: Space,
+                         seeds: Sequence[int]) -> dict[str, Any]:
+        """The decision alone: a search has no `equivalent` to withhold, nor rounds to plan."""
+        if rounds_of(request.design).max_seeds is not None:
+            refuse_max_seeds(request, self.asked_by)
+        return {"decision": planned_decision(request, space)}
 
     @classmethod
     def check_request(cls, request: Request, space: Space) -> None:
@@ -263,7 +279,8 @@ class Search(Design):
                                            capability=state.capability)
         state.base = planned[0].config
         state.notes += notes
-        options = request.design or SearchOptions()  # a search space's defaults
+        options = request.design if isinstance(request.design, SearchOptions) \
+            else SearchOptions()  # a search space's defaults
         return cls(HpoSearch(base=state.base, space=dict(space.search),
                              num_samples=options.num_samples,
                              scheduler=options.scheduler or "asha"))

@@ -59,21 +59,30 @@ def register_design(design: type[Design]) -> type[Design]:
 
 
 def is_plugin(design: object) -> bool:
-    """Whether ``design`` (a Request's) names a plug-in design rather than a built-in."""
-    return isinstance(design, str)
+    """Whether ``design`` (a Request's) asks for a plug-in design rather than a built-in: by
+    its name, or with its options (a DesignOptions whose kind is no built-in's)."""
+    return isinstance(design, str) or (design is not None
+                                       and getattr(design, "kind", None) not in BUILT_IN)
+
+
+def plugin_named(design: object) -> type[Design]:
+    """The plug-in design a Request's ``design`` asks for (:func:`is_plugin`): by its name or
+    spec, or the registered design its options' kind names."""
+    return design_named(design if isinstance(design, str) else design.kind)  # type: ignore[attr-defined]
 
 
 def design_class(request: Request, space: Space) -> type[Design]:
     """The design ``request`` asks for on ``space``: a plug-in (``--design NAME``), a
     built-in with its options (designs/options.py: a factorial design, tuned ablations, a
-    search's trials), a search (a search space), rounds (``--seeds auto``), else a grid of
-    fixed seeds. Each refuses the rest of the request it cannot run
+    search's trials), a search (a search space), rounds (``--seeds auto``, with the rounds'
+    options or without), else a grid of fixed seeds (with the rounds' options: the rounds it
+    plans to be continued into). Each refuses the rest of the request it cannot run
     (:meth:`Design.check_request`)."""
     if is_plugin(request.design):
-        return design_named(request.design)
-    kind = (request.design.kind if request.design is not None else
-            "search" if space.is_search else
-            "auto" if request.seeds == "auto" else "table")
+        return plugin_named(request.design)
+    kind = request.design.kind if request.design is not None else None
+    if kind in (None, "auto"):  # the rounds' options leave it to the space and the seeds
+        kind = "search" if space.is_search else "auto" if request.seeds == "auto" else "table"
     module, _, name = BUILT_IN[kind].partition(":")
     return getattr(importlib.import_module(module), name)
 

@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any, Optional
 import pandas as pd
 
 from ablations.experiment import events
+from ablations.experiment.designs.options import rounds_of
 from ablations.experiment.designs.base import (
     Design,
     planned_decision,
+    refuse_crossed,
     refuse_unreachable_tolerance,
 )
 from ablations.experiment.designs.resume_text import counts_line
@@ -61,8 +63,9 @@ def _looks(request: Request) -> tuple[int, int]:
     Raises:
         UsageError: ``max_seeds`` below the pilot's.
     """
-    pilot = request.pilot or 3
-    max_seeds = request.max_seeds or max(DEFAULT_MAX_SEEDS, pilot)
+    rounds = rounds_of(request.design)
+    pilot = rounds.pilot or 3
+    max_seeds = rounds.max_seeds or max(DEFAULT_MAX_SEEDS, pilot)
     if max_seeds < pilot:
         raise UsageError(f"{arg('max_seeds')} {max_seeds} is below the pilot's {pilot} seeds; "
                          f"raise {arg('max_seeds')} or lower {arg('pilot')}")
@@ -236,7 +239,6 @@ class Rounds(Design):
     record_key = "sequential"
     asked_by = f"{arg('seeds')} auto"
     tensorboard_dir = ""  # the experiment's folder: every round's Tune folder
-    crosses_seeds = False  # its seeds come in rounds, each variant's own
 
     def __init__(self, run: SequentialRun, root: str = "",
                  finished: Optional[ExperimentResult] = None) -> None:
@@ -265,7 +267,9 @@ class Rounds(Design):
 
     @classmethod
     def seed_list(cls, request: Request) -> list[int]:
-        """Every seed the rounds may run: ``range(max_seeds)``."""
+        """Every seed the rounds may run: ``range(max_seeds)``; its seeds come in rounds,
+        each variant's own, not crossed."""
+        refuse_crossed(request)
         return list(range(_looks(request)[1]))
 
     @classmethod

@@ -87,7 +87,7 @@ LAZY = {
     # a design of one's own (docs/architecture.md, "Adding a design")
     "Design": "ablations.experiment.designs.base",
     **dict.fromkeys(("DesignOptions", "Flag"), "ablations.experiment.designs.options"),
-    "Grid": "ablations.experiment.designs.grid",
+    "Table": "ablations.experiment.designs.table",
     "register_design": "ablations.experiment.designs.registry",
     **dict.fromkeys(("Analysis", "register_analysis"), "ablations.results.stats.analyses"),
     **dict.fromkeys(("DesignReport", "register_report"), "ablations.results.report.designs"),

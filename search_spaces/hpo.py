@@ -12,7 +12,7 @@ HPO_SEARCH: dict[str, tuple[str, Any]] = {
     "embed_dim": ("choice", (64, 128)),
     "batch_size": ("choice", (16, 32, 64)),
 }
-# What the search optimises (HpoSearch's defaults, ablations/experiment/designs/hpo.py):
+# What the search optimises (SearchRun's defaults, ablations/experiment/designs/search.py):
 # reported every epoch, so ASHA can stop early; the best trial's config is written to
 # best_config.yaml.
 HPO_METRIC = "val_mae"

@@ -31,7 +31,7 @@ from ablations import (
     DesignOptions,
     DesignReport,
     Flag,
-    Grid,
+    Table,
     register_analysis,
     register_design,
     register_report,
@@ -67,7 +67,7 @@ def factor_of(meta: dict[str, Any]) -> int:
 
 
 @register_design
-class Long(Grid):
+class Long(Table):
     """The table's trials, each trained for ``factor`` times its epochs, run once."""
 
     name = "long"

@@ -87,7 +87,7 @@ def test_run_returns_the_tables_and_resume_continues_it_into_rounds(tmp_path, ca
     assert again.verdicts["verdict"].tolist() == result.verdicts["verdict"].tolist()
     continued = Experiment.resume(storage=tmp_path, seeds="auto",  # the latest
                                   resources=Resources(num_cpus=1))
-    record = read_metadata(str(tmp_path / "api"))["sequential"]
+    record = read_metadata(str(tmp_path / "api"))["rounds"]
     assert record["continued"]["seeds"] == [0, 1] and record["design"]["looks"] == [2, 3]
     assert "decided_at" in continued.verdicts
     undecided = set(result.verdicts.loc[result.verdicts["verdict"] == "inconclusive",

@@ -502,7 +502,7 @@ def test_a_damaged_experiment_record_is_one_line_and_nothing_is_touched(capsys, 
 
 @pytest.mark.parametrize(("record", "found"), [
     ({"space": "components"}, "has no schema_version"),
-    ({"schema_version": 2, "space": "components"}, "has schema_version 2"),
+    ({"schema_version": 99, "space": "components"}, "has schema_version 99"),
 ])
 def test_a_record_of_another_schema_version_is_refused_in_one_line(tmp_path, record, found):
     from ablations.results.io.files import SCHEMA_VERSION, MetadataError, read_metadata
@@ -512,7 +512,20 @@ def test_a_record_of_another_schema_version_is_refused_in_one_line(tmp_path, rec
         read_metadata(tmp_path)
     message = str(refused.value)
     assert len(message.splitlines()) == 1 and found in message
-    assert f"reads schema_version {SCHEMA_VERSION} only" in message
+    assert f"reads schema_version 1 or {SCHEMA_VERSION} only" in message
     (tmp_path / "experiment.json").write_text(json.dumps({**record,
                                                           "schema_version": SCHEMA_VERSION}))
     assert read_metadata(tmp_path)["space"] == "components"
+
+
+def test_a_record_of_schema_version_1_reads_with_the_designs_names(tmp_path):
+    from ablations.results.io.files import SCHEMA_VERSION, read_metadata
+
+    older = {"schema_version": 1, "space": "components", "hpo": None,
+             "sequential": {"rounds": [{"round": 1}]}, "tuned": None}
+    (tmp_path / "experiment.json").write_text(json.dumps(older))
+    meta = read_metadata(tmp_path)
+    assert meta == {"schema_version": SCHEMA_VERSION, "space": "components", "search": None,
+                    "rounds": {"rounds": [{"round": 1}]}, "tuned": None}
+    assert list(meta) == ["schema_version", "space", "search", "rounds", "tuned"]
+    assert json.loads((tmp_path / "experiment.json").read_text()) == older  # read, not written

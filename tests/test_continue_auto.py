@@ -22,7 +22,7 @@ from ablations.experiment.continuing import (
     sequential_seeds,
     trial_slots,
 )
-from ablations.experiment.designs.seeds_auto import SequentialRun, next_arms
+from ablations.experiment.designs.rounds import RoundsRun, next_arms
 from ablations.results.stats.analysis import verdict_table
 from ablations.results.stats.sequential import SeedDesign
 from ablations.results.io.files import SCHEMA_VERSION
@@ -118,7 +118,7 @@ def test_the_fixed_trials_are_round_1_as_they_were_not_run_again(continued):
 @pytest.mark.slow
 def test_later_rounds_run_only_the_undecided_variants_and_the_reference(continued):
     trials, meta = continued["trials"], continued["meta"]
-    run = SequentialRun.from_record(meta["sequential"])
+    run = RoundsRun.from_record(meta["rounds"])
     assert run.design == SeedDesign.plan(3, MAX_SEEDS)
     assert run.seeds[:3] == [0, 1, 2] and len(run.seeds) == MAX_SEEDS
     assert run.continued["seeds"] == [0, 1, 2] and run.continued["trials"] == 9
@@ -136,7 +136,7 @@ def test_later_rounds_run_only_the_undecided_variants_and_the_reference(continue
     for arm, row in final.drop(index="baseline").iterrows():
         assert row["verdict"] != "inconclusive" or seeds[arm] == MAX_SEEDS, (arm, row)
     # experiment.json: what plain --resume continues from now on, the fixed run's start kept
-    assert {r["round"]: set(r["trials"]) for r in meta["sequential"]["rounds"]} == \
+    assert {r["round"]: set(r["trials"]) for r in meta["rounds"]["rounds"]} == \
         {n: set(trials.loc[trials["round"] == n, "trial_name"]) for n in rounds}
     assert meta["started_at"] == continued["before"]["meta"]["started_at"]
     assert set(meta["trials"]) == set(trials["trial_name"])
@@ -152,14 +152,14 @@ def test_the_summary_says_the_verdicts_are_the_sequential_designs_and_the_comput
     first = first_look(continued["before"]["trials"], [0, 1, 2], MAX_SEEDS,
                        reference="baseline", metric="test_mae", margin="1%", alpha=0.05)
     decided = first[~first["verdict"].isin(["inconclusive", "reference"])]
-    final = SequentialRun.from_record(continued["meta"]["sequential"]).verdicts(trials)
+    final = RoundsRun.from_record(continued["meta"]["rounds"]).verdicts(trials)
     assert final.set_index("ablation").loc[decided["ablation"], "verdict"].tolist() == \
         decided["verdict"].tolist()
     added = trials[trials["round"] > 1]
     assert f"The continuation added {len(added)} trials, {added['cpu_hours'].sum():.3g} " \
            f"CPU-hours; total {len(trials)} trials, {trials['cpu_hours'].sum():.3g} " \
            "CPU-hours." in out
-    run = SequentialRun.from_record(continued["meta"]["sequential"])
+    run = RoundsRun.from_record(continued["meta"]["rounds"])
     table = out[out.index("ablation"):]
     for arm, verdict in run.verdicts(trials).set_index("ablation")["verdict"].items():
         assert re.search(rf"\b{arm}\s+\d+/\d+ .*\b{verdict}\b", table), (arm, verdict, table)
@@ -192,7 +192,7 @@ def _experiment(root: Path, *, seeds=(0, 1, 2), status="ok", **meta) -> Path:
                                                                    seed=seed).to_dict()
     record = {"schema_version": SCHEMA_VERSION, "experiment": root.name, "space": "components",
               "reference": "baseline",
-              "seeds": list(seeds), "trials": names, "skipped": {}, "hpo": None,
+              "seeds": list(seeds), "trials": names, "skipped": {}, "search": None,
               "command": ["run_ablations.py"], **meta}
     (root / "experiment.json").write_text(json.dumps(record))
     pd.DataFrame([{"trial_name": name, "ablation": config["ablation"],
@@ -207,8 +207,8 @@ def _experiment(root: Path, *, seeds=(0, 1, 2), status="ok", **meta) -> Path:
 @pytest.mark.parametrize(
     ("extra", "experiment", "pattern"),
     [
-        ([], {"hpo": {"num_samples": 4}}, "--seeds auto: exp is a search (space components)"),
-        ([], {"sequential": {"rounds": []}},
+        ([], {"search": {"num_samples": 4}}, "--seeds auto: exp is a search (space components)"),
+        ([], {"rounds": {"rounds": []}},
          "exp already runs with --seeds auto; continue it with plain --resume"),
         (["--only", "no_images"], {}, "--only would change them"),
         (["--space", "hpo"], {}, "--space would change them"),

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ablations import DesignOptions, Flag, Grid, register_design
+from ablations import DesignOptions, Flag, Table, register_design
 from tests.conftest import REPO, run_here
 from tests.test_cli import assert_one_line_error, in_process
 
@@ -124,7 +124,7 @@ class ClashingOptions(DesignOptions):
 
 
 @register_design
-class Clashing(Grid):
+class Clashing(Table):
     name = record_key = "clashing"
     options = ClashingOptions
 

@@ -17,20 +17,20 @@ from ablations.config import TrialConfig
 from ablations.experiment.designs.base import Design
 from ablations.experiment.request import UsageError
 from ablations.experiment.designs.factorial import Factorial
-from ablations.experiment.designs.grid import Grid
-from ablations.experiment.designs.hpo import HpoSearch, Search, SearchTune
+from ablations.experiment.designs.table import Table
+from ablations.experiment.designs.search import SearchRun, Search, SearchTune
 from ablations.experiment.designs.parts import Parts, stopped
 from ablations.experiment.designs.records import RECORDED, design_from_record
-from ablations.experiment.designs.seeds_auto import Rounds, SequentialRun
-from ablations.experiment.designs.tune_setup import GridTune, TuneSetup
-from ablations.experiment.designs.tuned import Stages, TunedRun
+from ablations.experiment.designs.rounds import Rounds, RoundsRun
+from ablations.experiment.designs.tune_setup import TableTune, TuneSetup
+from ablations.experiment.designs.tuned import Tuned, TunedRun
 from ablations.experiment.options import ExperimentResult, RunOptions
 from ablations.results.stats.factorial_design import FactorialDesign
 from ablations.results.stats.sequential import SeedDesign
 from ablations.search_spaces import TrialSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-DESIGNS = [Grid, Factorial, Search, Rounds, Stages]
+DESIGNS = [Table, Factorial, Search, Rounds, Tuned]
 
 
 def documented(interface: str) -> dict[str, list[str]]:
@@ -51,21 +51,21 @@ def spec(variant: str, seed: int, **overrides) -> TrialSpec:
 def examples() -> list[Design]:
     plan = {s.name: s for s in (spec(v, seed) for v in ("baseline", "no_images")
                                 for seed in range(4))}
-    rounds = SequentialRun(SeedDesign.plan(2, 4), [0, 1, 2, 3], "baseline", "test_mae", "5%",
+    rounds = RoundsRun(SeedDesign.plan(2, 4), [0, 1, 2, 3], "baseline", "test_mae", "5%",
                            0.05, plan)
     rounds.rounds = [{"round": 1, "tune": "tune",
                       "trials": [n for n, s in plan.items() if s.seed < 2]}]
-    return [Grid(), Factorial(FactorialDesign.plan(["temporal_attention", "spatial_attention"],
+    return [Table(), Factorial(FactorialDesign.plan(["temporal_attention", "spatial_attention"],
                                                    [True, True], "baseline")),
-            Search(HpoSearch(base=TrialConfig.of(epochs=2), space={"lr": ("loguniform",
+            Search(SearchRun(base=TrialConfig.of(epochs=2), space={"lr": ("loguniform",
                                                                           (1e-4, 1e-2))},
                              num_samples=3)),
             Rounds(rounds, "/tmp/x"),
-            Stages(TunedRun(["lr"], 3, 1000, "baseline", plan), "/tmp/x")]
+            Tuned(TunedRun(["lr"], 3, 1000, "baseline", plan), "/tmp/x")]
 
 
 @pytest.mark.parametrize("interface, classes", [("Design", DESIGNS),
-                                                ("TuneSetup", [GridTune, SearchTune])])
+                                                ("TuneSetup", [TableTune, SearchTune])])
 def test_every_design_and_tune_setup_has_the_documented_methods(interface, classes):
     methods = documented(interface)
     assert len(methods) >= 5, methods
@@ -85,11 +85,11 @@ def test_every_design_and_tune_setup_has_the_documented_methods(interface, class
 def test_a_design_is_rebuilt_from_the_record_it_writes(design):
     design.planned = {"reference": "baseline", "metric": "test_mae", "margin": "5%",
                       "alpha": 0.05}
-    meta: dict = {"trials": {}, "hpo": None, "planned": design.planned}  # the runner's fields
+    meta: dict = {"trials": {}, "search": None, "planned": design.planned}  # the runner's fields
     design.record(meta)
     again = design_from_record(meta, "/tmp/x")
     assert type(again) is type(design) and again.planned == design.planned
-    rebuilt: dict = {"trials": {}, "hpo": None, "planned": design.planned}
+    rebuilt: dict = {"trials": {}, "search": None, "planned": design.planned}
     again.record(rebuilt)
     assert rebuilt == meta
     assert again.same_plan_as(design, [], [], "/tmp/x")
@@ -97,7 +97,7 @@ def test_a_design_is_rebuilt_from_the_record_it_writes(design):
 
 def test_every_recorded_design_has_its_own_key():
     keys = [design.record_key for design in RECORDED]
-    assert all(keys) and len(set(keys)) == len(keys) and Grid.record_key is None
+    assert all(keys) and len(set(keys)) == len(keys) and Table.record_key is None
 
 
 @pytest.mark.parametrize("design", examples(), ids=lambda d: type(d).__name__)
@@ -120,7 +120,8 @@ def test_a_designs_count_is_its_own():
 
 
 def test_parts_sum_the_drivers_time_and_know_a_stop(tmp_path):
-    parts = Parts(Grid(), RunOptions(storage=tmp_path, name="x", space="components"), str(tmp_path))
+    options = RunOptions(storage=tmp_path, name="x", space="components")
+    parts = Parts(Table(), options, str(tmp_path))
     frame = pd.DataFrame({"status": ["ok", "ok"]})
     first = parts.add(ExperimentResult(tmp_path, frame, frame, frame, wall_s=2.0))
     second = parts.add(ExperimentResult(tmp_path, frame, frame, frame, wall_s=3.0))
@@ -217,7 +218,7 @@ def test_neither_the_request_nor_the_experiment_holds_a_design_option():
 def test_a_design_asked_for_with_its_options_plans_from_them():
     from ablations import Experiment, Factorial, Search, Tuned
     from ablations.experiment.designs.factorial import Factorial as FactorialDesign
-    from ablations.experiment.designs.hpo import Search as SearchDesign
+    from ablations.experiment.designs.search import Search as SearchDesign
 
     factors = ("temporal_attention", "spatial_attention")
     prepared = Experiment(design=Factorial(factors=list(factors)), seeds=2).prepared()

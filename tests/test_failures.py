@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from ablations.experiment.designs.options import Rounds
-from ablations.experiment.designs.seeds_auto import next_arms
+from ablations.experiment.designs.rounds import next_arms
 from ablations.results.stats.compare import compare_experiments
 from tools.failure_simulation import bound_coverage, case_rate
 from ablations.results.stats.failures import signed_rank_p

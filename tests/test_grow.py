@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from ablations.experiment.designs.factorial import Factorial
-from ablations.experiment.designs.grid import Grid
+from ablations.experiment.designs.table import Table
 from ablations.experiment.request import UsageError
 from ablations.experiment.resuming import growth
 from ablations.search_spaces import TrialSpec
@@ -21,15 +21,15 @@ def table(variants, seeds=(0, 1), **changes):
 
 def test_a_grid_grows_by_whole_new_variants_at_the_recorded_seeds():
     was = table(["baseline", "no_images"])
-    assert Grid().added_variants(table(["baseline", "no_images", "no_x", "no_y"]), was) == \
+    assert Table().added_variants(table(["baseline", "no_images", "no_x", "no_y"]), was) == \
         ["no_x", "no_y"]
-    assert Grid().added_variants(was, was) == []  # the same table: a resume, not a growth
+    assert Table().added_variants(was, was) == []  # the same table: a resume, not a growth
     # a new variant at other seeds, a recorded trial changed, a recorded variant dropped
-    assert Grid().added_variants(was + table(["no_x"], seeds=(0,)), was) == []
-    assert Grid().added_variants(table(["baseline", "no_images", "no_x"], epochs=3), was) == []
-    assert Grid().added_variants(table(["baseline", "no_x"]), was) == []
+    assert Table().added_variants(was + table(["no_x"], seeds=(0,)), was) == []
+    assert Table().added_variants(table(["baseline", "no_images", "no_x"], epochs=3), was) == []
+    assert Table().added_variants(table(["baseline", "no_x"]), was) == []
     # more seeds for a recorded variant is not a new variant
-    assert Grid().added_variants(table(["baseline", "no_images"], seeds=(0, 1, 2)), was) == []
+    assert Table().added_variants(table(["baseline", "no_images"], seeds=(0, 1, 2)), was) == []
 
 
 def test_a_new_variant_counts_its_skipped_cells_among_the_recorded_datasets():
@@ -42,9 +42,9 @@ def test_a_new_variant_counts_its_skipped_cells_among_the_recorded_datasets():
 
     was = on(["baseline", "no_images"], "a") + on(["baseline", "no_images"], "b")
     runs_on_a = was + on(["frames8"], "a")
-    assert Grid().added_variants(runs_on_a, was, on(["frames8"], "b")) == ["frames8"]
-    assert Grid().added_variants(runs_on_a, was) == []
-    assert Grid().added_variants(runs_on_a, was, on(["frames8"], "b", seeds=(0,))) == []
+    assert Table().added_variants(runs_on_a, was, on(["frames8"], "b")) == ["frames8"]
+    assert Table().added_variants(runs_on_a, was) == []
+    assert Table().added_variants(runs_on_a, was, on(["frames8"], "b", seeds=(0,))) == []
 
 
 def test_a_design_that_does_not_grow_adds_nothing():

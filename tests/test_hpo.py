@@ -7,7 +7,7 @@ import optuna
 import pytest
 
 from ablations.config import config_from_sources
-from ablations.experiment.designs.hpo import HpoSearch, Search
+from ablations.experiment.designs.search import SearchRun, Search
 from ablations.experiment.options import RunOptions
 from ablations.search_spaces.hpo import HPO_SEARCH
 from tests.conftest import tiny_config
@@ -19,7 +19,7 @@ def test_hpo_with_asha_writes_optuna_storage_and_best_config(ray_local, tmp_path
     # a wide lr range, so some samples are clearly worse and ASHA has something to stop
     space = {"lr": ("loguniform", (1e-5, 3e-2)),
              **{k: HPO_SEARCH[k] for k in ("weight_decay", "dropout")}}
-    hpo = HpoSearch(base=tiny_config(epochs=4, ablation="hpo"), space=space, num_samples=6)
+    hpo = SearchRun(base=tiny_config(epochs=4, ablation="hpo"), space=space, num_samples=6)
     options = RunOptions(storage=tmp_path, name="search", space="hpo", progress=False,
                          max_concurrent=1)
     result = Search(hpo).execute([], options)

@@ -12,7 +12,13 @@ Outside the designs, no code reads a design's capability flag either (``kind.cro
 ``design.has_verdicts``: :data:`CAPABILITIES`; the design refuses or does what its flag said,
 behind its own methods), and none silences a design's errors (``contextlib.suppress`` or an
 ``except`` around a call on a design, an analysis or a design's report: a design that cannot
-make a table says so itself)."""
+make a table says so itself).
+
+Each built-in design has one name, with no alias: its key in ``registry.BUILT_IN`` is its
+module's under designs/, its class's (capitalised), its record key in experiment.json, its
+options' ``kind``, its analysis's name and module (``results/stats/analysis_<name>.py``) and
+the first word of every class those modules define (``RoundsRun``, ``RoundsAnalysis``,
+``RoundsReport``)."""
 
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ CAPABILITIES = frozenset({"has_verdicts", "crosses_seeds", "continues_into_round
 DESIGN_OBJECTS = frozenset({"design", "kind", "analysis", "report"})
 KIND_NAMES = frozenset({"tune_each", "factorial", "is_across_datasets", "hpo", "sequential",
                         "tuned", "is_plugin", "is_search"})
-DESIGN_WORDS = frozenset({"factorial", "auto", "table", "tuned", "search"})
+DESIGN_WORDS = frozenset({"factorial", "auto", "table", "tuned", "search", "rounds"})
 COMPARED = frozenset({"design", "seeds", "kind"})
 # functions that parse a field's value, not the kind of a run: the seeds field's value "auto"
 PARSERS = {("ablations/experiment/request.py", "seeds_from")}
@@ -165,3 +171,73 @@ def test_no_capability_flag_is_read_outside_the_designs():
 
 def test_no_design_call_is_silenced_outside_the_designs():
     assert outside_the_designs(silenced_design_calls) == {}
+
+
+def _defined_classes(module) -> list[type]:
+    return [value for value in vars(module).values()
+            if isinstance(value, type) and value.__module__ == module.__name__]
+
+
+def design_aliases(built_in: dict[str, str]) -> list[str]:
+    """Where a built-in design (``built_in``: name -> ``module:Class``) goes by another name:
+    its module, its class, its record key, its options' kind, its analysis (name, record key,
+    module, class), its report, or a class its modules define."""
+    import importlib
+
+    from ablations.experiment.designs.options import BUILT_IN_OPTIONS
+    from ablations.results.report.designs import REPORTS
+    from ablations.results.stats.analyses import ANALYSES
+    from ablations.results.stats.analysis_table import Analysis
+
+    found = [f"options {options.__name__}: kind {options.kind!r}" for options in BUILT_IN_OPTIONS
+             if options.kind not in built_in or options.__name__ != options.kind.capitalize()]
+    for name, spec in built_in.items():
+        title, (path, _, cls) = name.capitalize(), spec.partition(":")
+        module = importlib.import_module(path)
+        design = getattr(module, cls)
+        # the analysis experiment.json's record picks (analyses.analysis_of; none: the base's)
+        analysis = next((known for known in ANALYSES.values()
+                         if known.record_key == design.record_key),
+                        Analysis if design.record_key is None else None)
+        found += [f"{name}: {what}" for what, same in [
+            (f"module {path}", path.rpartition(".")[2] == name),
+            (f"class {cls}", cls == title),
+            (f"record key {design.record_key!r}", design.record_key in (name, None)),
+            ("no analysis of its record", analysis is not None),
+        ] if not same]
+        if analysis is None:
+            continue
+        analysis_module = importlib.import_module(analysis.__module__)
+        report = REPORTS.get(analysis)
+        found += [f"{name}: {what}" for what, same in [
+            (f"analysis name {analysis.name!r}", analysis.name == name),
+            (f"analysis module {analysis.__module__}",
+             analysis.__module__.rpartition(".")[2] == f"analysis_{name}"),
+            (f"analysis {analysis.__name__}",
+             analysis.__name__ == f"{title}Analysis" or analysis is Analysis),
+            (f"report {getattr(report, '__name__', None)}",
+             report is None or report.__name__ in (f"{title}Report", "DesignReport")),
+        ] if not same]
+        found += [f"{name}: class {defined.__name__} in {defined.__module__}"
+                  for defined in _defined_classes(module) + _defined_classes(analysis_module)
+                  if not defined.__name__.startswith(title) and defined is not Analysis]
+    return found
+
+
+def test_each_built_in_design_goes_by_one_name():
+    from ablations.experiment.designs.registry import BUILT_IN
+
+    assert set(BUILT_IN) == {"table", "factorial", "tuned", "search", "rounds"}
+    assert design_aliases(BUILT_IN) == []
+
+
+def test_the_alias_scan_finds_a_design_under_another_name():
+    from ablations.experiment.designs.registry import BUILT_IN
+
+    renamed = {**BUILT_IN, "rounds": "ablations.experiment.designs.tuned:Tuned"}
+    found = design_aliases(renamed)
+    assert "rounds: module ablations.experiment.designs.tuned" in found
+    assert "rounds: class Tuned" in found and "rounds: record key 'tuned'" in found
+    assert "rounds: class TunedRun in ablations.experiment.designs.tuned" in found
+    assert any(line.startswith("options Rounds") for line in
+               design_aliases({k: v for k, v in BUILT_IN.items() if k != "rounds"}))

@@ -545,13 +545,13 @@ def design_record_reads(files: list[Path], keys: set[str]) -> list[str]:
 
 def test_only_the_designs_read_their_records_in_experiment_json():
     keys = record_keys()
-    assert {"sequential", "factorial", "tuned", "hpo", "design_plugin"} <= keys
+    assert {"rounds", "factorial", "tuned", "search", "design_plugin"} <= keys
     assert design_record_reads(sources(), keys) == []
 
 
 @pytest.mark.parametrize("text", [
-    "def f(meta):\n    return meta.get('factorial')\n", "def f(meta):\n    return meta['hpo']\n",
-    "def f(meta):\n    return 'sequential' in meta\n",
+    "def f(meta):\n    return meta.get('factorial')\n", "def f(meta):\n    return meta['search']\n",
+    "def f(meta):\n    return 'rounds' in meta\n",
 ])
 def test_the_design_record_check_sees_each_form(monkeypatch, text):
     probe = ROOT / "ablations" / "experiment" / "_probe.py"

@@ -333,7 +333,7 @@ def test_hpo_study_lands_in_the_bucket(s3, tmp_path, monkeypatch):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     storage = f"s3://{BUCKET}/search"
-    from ablations.experiment.designs.hpo import optuna_file
+    from ablations.experiment.designs.search import optuna_file
 
     # an earlier search of the same name left its local copy: not to be picked up
     optuna_file(f"{storage}/study", "study").write_bytes(b"an earlier search's study")
@@ -356,7 +356,7 @@ def test_optuna_study_uploaded_as_trials_start_and_end(s3, monkeypatch):
     """The callback the runner adds for a URI root: the bucket's study is the local one as
     soon as a trial starts or ends (not only at the end of the search); a failed upload is a
     warning; a resume keeps the local copy or fetches the bucket's, a new search starts empty."""
-    from ablations.experiment.designs.hpo import (
+    from ablations.experiment.designs.search import (
         OPTUNA_FILE,
         fetch_optuna,
         optuna_file,

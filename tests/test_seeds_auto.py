@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ablations.experiment.designs.seeds_auto import SequentialRun, next_arms
+from ablations.experiment.designs.rounds import RoundsRun, next_arms
 from ablations.results.report.build import write_report
 from ablations.results.io.files import SCHEMA_VERSION
 from tests.conftest import run_here
@@ -97,7 +97,7 @@ def test_dry_run_shows_the_design_and_the_pilot(capsys):
 @pytest.mark.slow
 def test_each_round_runs_exactly_the_variants_left_without_a_verdict(stopped_and_resumed):
     trials, meta = stopped_and_resumed["trials"], stopped_and_resumed["meta"]
-    run = SequentialRun.from_record(meta["sequential"])
+    run = RoundsRun.from_record(meta["rounds"])
     assert run.design.looks == (3, 5)
     assert set(trials["ablation"]) == VARIANTS
     assert (trials["status"] == "ok").all(), trials[["trial_name", "status", "error"]]
@@ -120,15 +120,15 @@ def test_each_round_runs_exactly_the_variants_left_without_a_verdict(stopped_and
         assert set(ran["ablation"]) == expected, number
         assert set(ran["seed"]) == set(run.look_seeds(number)) == {3, 4}
     # experiment.json records the same rounds, each in its own Tune folder
-    recorded = {r["round"]: set(r["trials"]) for r in meta["sequential"]["rounds"]}
+    recorded = {r["round"]: set(r["trials"]) for r in meta["rounds"]["rounds"]}
     assert recorded == {n: set(trials.loc[trials["round"] == n, "trial_name"]) for n in rounds}
-    for record in meta["sequential"]["rounds"]:
+    for record in meta["rounds"]["rounds"]:
         assert (stopped_and_resumed["root"] / record["tune"]).is_dir()
     assert set(meta["trials"]) == set(trials["trial_name"])
     # the pilot's start, kept by round 2 and by the resume
     assert meta["started_at"] == stopped_and_resumed["stopped"]["meta"]["started_at"]
-    assert meta["sequential"]["rounds"][0]["trials"] == \
-        stopped_and_resumed["stopped"]["meta"]["sequential"]["rounds"][0]["trials"]
+    assert meta["rounds"]["rounds"][0]["trials"] == \
+        stopped_and_resumed["stopped"]["meta"]["rounds"]["rounds"][0]["trials"]
     # the epochs and predictions of every round are kept, not only the last round's
     epochs = pd.read_parquet(stopped_and_resumed["root"] / "epochs.parquet")
     assert set(epochs["trial_name"]) == set(trials["trial_name"])
@@ -156,7 +156,7 @@ def test_the_report_reads_the_rounds(stopped_and_resumed):
     report = write_report(stopped_and_resumed["root"], figures="png")
     text = Path(report.markdown).read_text()
     assert "## Compute spent" in text and "looks at 3, 5 seeds" in text
-    run = SequentialRun.from_record(stopped_and_resumed["meta"]["sequential"])
+    run = RoundsRun.from_record(stopped_and_resumed["meta"]["rounds"])
     expected = run.verdicts(stopped_and_resumed["trials"]).set_index("ablation")["verdict"]
     got = report.ablation.set_index("ablation")["verdict"]
     assert got.to_dict() == expected.to_dict()
@@ -172,6 +172,34 @@ def test_the_report_reads_the_rounds(stopped_and_resumed):
         assert got[arm] == printed.get(arm, "inconclusive"), (arm, printed, got.to_dict())
         decided = report.ablation.set_index("ablation").loc[arm, "decided_at"]
         assert (decided > 0) if arm in printed else pd.isna(decided), (arm, decided)
+
+
+@pytest.mark.slow
+def test_a_record_of_schema_version_1_reports_and_plans_its_rounds_alike(stopped_and_resumed,
+                                                                        tmp_path):
+    """experiment.json written before the rounds' record had the design's name (schema_version
+    1: under "sequential") reports the same verdicts and rebuilds the same design."""
+    import shutil
+
+    from ablations.experiment.designs.records import design_from_record
+    from ablations.experiment.designs.rounds import Rounds
+    from ablations.results.io.files import read_metadata
+
+    older = tmp_path / "older"
+    shutil.copytree(stopped_and_resumed["root"], older)
+    meta = json.loads((older / "experiment.json").read_text())
+    assert meta["schema_version"] == SCHEMA_VERSION and "rounds" in meta
+    renamed = {"rounds": "sequential", "search": "hpo"}
+    (older / "experiment.json").write_text(json.dumps(
+        {**{renamed.get(key, key): value for key, value in meta.items()}, "schema_version": 1}))
+    report = write_report(older, figures="png")
+    got = report.ablation.set_index("ablation")["verdict"].to_dict()
+    run = RoundsRun.from_record(stopped_and_resumed["meta"]["rounds"])
+    assert got == run.verdicts(stopped_and_resumed["trials"]).set_index("ablation")[
+        "verdict"].to_dict()
+    assert "looks at 3, 5 seeds" in Path(report.markdown).read_text()
+    design = design_from_record(read_metadata(older), str(older))
+    assert isinstance(design, Rounds) and design.run.record() == run.record()
 
 
 @pytest.mark.slow
@@ -245,7 +273,7 @@ def test_the_report_and_the_notebook_function_use_what_the_run_decided_on(tmp_pa
               "reference": "baseline", "metric": "test_rmse", "margin": "0.5", "alpha": 0.1,
               "plan": {}, "rounds": []}
     (tmp_path / "experiment.json").write_text(json.dumps({
-        "schema_version": SCHEMA_VERSION, "sequential": record, "reference": "baseline"}))
+        "schema_version": SCHEMA_VERSION, "rounds": record, "reference": "baseline"}))
     table = experiment_verdicts(str(tmp_path), trials)
     assert table.attrs["metric"] == "test_rmse" and table.attrs["margin"] == 0.5
     assert table.attrs["alpha"] == 0.1 and "looks" in table

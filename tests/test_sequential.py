@@ -222,7 +222,7 @@ def _rows(arm: str, values, seeds) -> list[dict]:
 
 def _run_rounds(columns: dict[str, np.ndarray], design: SeedDesign, margin="5%"
                 ) -> tuple[list[pd.DataFrame], pd.DataFrame]:
-    """What ablations/experiment/designs/seeds_auto.py does with a trials table: the pilot for
+    """What ablations/experiment/designs/rounds.py does with a trials table: the pilot for
     every arm, then the next look's seeds for the reference and the arms still without a
     verdict. Returns the verdict table after each round and the trials."""
     seeds = list(range(design.max_seeds))

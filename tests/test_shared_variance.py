@@ -180,13 +180,13 @@ def test_an_experiment_keeps_the_test_it_was_planned_with():
     assert verdict_test(record) == SHARED_TEST
     before = {k: v for k, v in record.items() if k != "test"}  # recorded before the test was
     assert verdict_test(before) == PAIRED_TEST and verdict_test(None) == PAIRED_TEST
-    from ablations.experiment.designs.seeds_auto import SequentialRun
+    from ablations.experiment.designs.rounds import RoundsRun
 
-    run = SequentialRun(SeedDesign.plan(3, 10), list(range(10)), "baseline", "test_mae", "5%",
+    run = RoundsRun(SeedDesign.plan(3, 10), list(range(10)), "baseline", "test_mae", "5%",
                         0.05, {})
     assert run.record()["test"] == {"name": SHARED_TEST, "version": 1}
     old = {k: v for k, v in run.record().items() if k != "test"}
-    assert SequentialRun.from_record(old).test == PAIRED_TEST
+    assert RoundsRun.from_record(old).test == PAIRED_TEST
 
 
 # ---------------------------------------------------------------------- error rates, power
@@ -263,7 +263,7 @@ def test_a_program_that_ignores_its_seed_is_told_where_the_fix_is():
 
 
 def test_seeds_auto_adds_no_seeds_to_an_arm_without_seed_variance():
-    from ablations.experiment.designs.seeds_auto import next_arms
+    from ablations.experiment.designs.rounds import next_arms
 
     base = [0.50, 0.52, 0.48]
     trials = _trials({"baseline": base, "coarse": [0.6, 0.6, 0.6],

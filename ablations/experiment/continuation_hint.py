@@ -161,7 +161,7 @@ def continuation_hint(trials: pd.DataFrame, verdicts: pd.DataFrame, *, storage: 
     seeds = sorted(int(s) for s in trials.loc[ran, "seed"].unique())
     if not undecided or len(seeds) < 2:
         return None
-    from ablations.experiment.designs.seeds_auto import next_arms
+    from ablations.experiment.designs.rounds import next_arms
 
     max_seeds = max_seeds or default_max_seeds(len(seeds))
     look = first_look(trials, seeds, max_seeds, reference=reference, metric=metric,

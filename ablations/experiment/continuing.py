@@ -8,7 +8,7 @@ turns the experiment's record into a sequential one: the design is the one exper
 count>, max_seeds)``, results/stats/planned.py), whose pilot look the fixed run's verdicts already
 were, so nothing they decided changes; its seed order starts with the fixed run's seeds, and
 the fixed run's trials are round 1 as they are (read from trials.parquet, not run again).
-Rounds 2.. are ablations/experiment/designs/seeds_auto.py's. A run whose design has one
+Rounds 2.. are ablations/experiment/designs/rounds.py's. A run whose design has one
 look (``--seeds`` at least ``--max-seeds``) has final verdicts and is not continued. An
 experiment whose experiment.json records no design is planned here, on its seeds; its fixed
 table decided at full α, so the design's first look may leave a variant it decided undecided.
@@ -56,7 +56,7 @@ PLAN_FIELDS = ("model", "only", "null_control", "epochs", "config", "overrides",
 
 def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], *,
                   retry_failed: bool = False) -> Any:
-    """The :class:`ablations.experiment.designs.seeds_auto.SequentialRun` that continues the
+    """The :class:`ablations.experiment.designs.rounds.RoundsRun` that continues the
     fixed experiment
     ``name`` (``meta``: its experiment.json) with ``--seeds auto``, its round 1 the fixed
     run's trials. ``args.given``: the fields the caller set, refused where they would change
@@ -66,7 +66,7 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     Raises:
         UsageError: one line, for every use that cannot continue it.
     """
-    from ablations.experiment.designs.seeds_auto import SequentialRun
+    from ablations.experiment.designs.rounds import RoundsRun
 
     target = join(storage, name)
     resume = command("--resume", "--name", name, "--storage", storage)
@@ -81,7 +81,7 @@ def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], 
     from ablations.results.stats.planned import verdict_test
 
     # the test the fixed run's verdicts were decided with (one procedure for the experiment)
-    run = SequentialRun(design, seeds, reference, metric, margin, alpha, plan,
+    run = RoundsRun(design, seeds, reference, metric, margin, alpha, plan,
                         max_failure_rate=tolerance, test=verdict_test(planned))
     run.rounds = [{"round": 1, "tune": "tune", "trials": list(meta["trials"])}]
     run.continued = _continued_record(meta, trials, fixed, planned)

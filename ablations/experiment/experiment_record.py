@@ -102,7 +102,7 @@ def experiment_metadata(trials: Sequence[TrialSpec], options: RunOptions,
         # the plan's order (JSON keeps "trials" sorted by name): the tables' order on a resume
         "trial_order": [spec.name for spec in trials],
         "skipped": skipped_plan(skipped),
-        "hpo": None,  # a search's: designs/hpo.py
+        "search": None,  # a search's: designs/search.py
         "max_concurrent": options.max_concurrent,
         "max_failures": options.max_failures,
         "seeds": sorted({spec.seed for spec in trials}),

@@ -20,7 +20,7 @@ from ablations.experiment import events
 from ablations.experiment.continuing import PLAN_FIELDS, continue_plan
 from ablations.experiment.designs.records import design_from_record
 from ablations.experiment.designs.options import rounds_of
-from ablations.experiment.designs.seeds_auto import Rounds
+from ablations.experiment.designs.rounds import Rounds
 from ablations.experiment.options import TUNE_SUBDIR
 from ablations.experiment.plans import plan_from_metadata, skipped_plan
 from ablations.experiment.provenance import changes, collect
@@ -285,7 +285,7 @@ def growth(previous: dict[str, Any], target: str, recorded_trials: Sequence[Tria
     kept = [spec.name for spec in recorded_trials]
     recorded = set(kept)
     # each growth's new trials are a Tune run in a folder of their own, which a resume of
-    # the grown table continues (Grid.from_record)
+    # the grown table continues (Table.from_record)
     tune = f"{TUNE_SUBDIR}-grown-{len(previous.get('grown') or []) + 1}"
     return {"at": dt.datetime.now(dt.timezone.utc).isoformat(), "tune": tune,
             "added": list(added),

@@ -36,7 +36,7 @@ from ablations.experiment.cluster import (
     runtime_env_for_cluster,
     settle_job_working_dir,
 )
-from ablations.experiment.designs.tune_setup import GridTune, TuneSetup
+from ablations.experiment.designs.tune_setup import TableTune, TuneSetup
 from ablations.experiment.interrupt import quiet_tune_logs
 from ablations.experiment.tune_console import tune_lines
 from ablations.experiment.tune_usage import no_unsent_callback_tag, tensorboardx_without_torch
@@ -131,7 +131,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                    skipped: Sequence[tuple[TrialSpec, str]] = (), *,
                    design: Optional[Design] = None, setup: Optional[TuneSetup] = None,
                    resume: bool = False) -> ExperimentResult:
-    """Run ``trials`` in one Tune experiment as ``setup`` says (default: :class:`GridTune`,
+    """Run ``trials`` in one Tune experiment as ``setup`` says (default: :class:`TableTune`,
     each trial once) and write the experiment folder; ``design`` adds its record to
     experiment.json (default: none, nothing planned).
 
@@ -152,7 +152,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
 
     from ablations.experiment.trainable import STATE_SUBDIR
 
-    setup = setup or GridTune()
+    setup = setup or TableTune()
     part = setup.part
     plan = setup.trainable_plan(trials)
     root, metadata = start_record(trials, options, skipped, list(plan.values()),

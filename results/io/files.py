@@ -31,8 +31,11 @@ METADATA_FILE = "experiment.json"
 DESIGN_PLUGIN_KEY = "design_plugin"
 # The layout of experiment.json (results/io/schema.py describes it): written into every record,
 # and a record of another version is refused (read_metadata). Raise it when a key's meaning
-# changes or a key the readers need is added.
-SCHEMA_VERSION = 1
+# changes or a key the readers need is added, and say in UPGRADES how an older record reads.
+SCHEMA_VERSION = 2
+# What each older version's record needs to read as this version's: version 1 kept the search's
+# record under "hpo" and the rounds' under "sequential", the designs' names since version 2
+UPGRADES: dict[int, dict[str, str]] = {1: {"hpo": "search", "sequential": "rounds"}}
 
 
 def first_line(exc: BaseException) -> str:
@@ -223,9 +226,9 @@ def read_metadata(directory: str | Path) -> dict[str, Any] | None:
 
     Raises:
         MetadataError: the file is there but is not a JSON object (damaged by hand or a tool),
-            its ``schema_version`` is not :data:`SCHEMA_VERSION` (none: a record written
-            before the versions were kept), or a key the runner reads back has another shape
-            (ablations/results/io/record.py).
+            its ``schema_version`` is neither :data:`SCHEMA_VERSION` nor one of
+            :data:`UPGRADES` (none: a record written before the versions were kept), or a key
+            the runner reads back has another shape (ablations/results/io/record.py).
     """
     path = join(directory, METADATA_FILE)
     if not is_file(path):
@@ -240,9 +243,12 @@ def read_metadata(directory: str | Path) -> dict[str, Any] | None:
         raise MetadataError(f"{path}: not a JSON object; the experiment's record is damaged: "
                             "restore it or use another --name")
     version = meta.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version in UPGRADES:
+        meta = upgraded(meta, UPGRADES[version])
+    elif version != SCHEMA_VERSION:
         found = "has no schema_version" if version is None else f"has schema_version {version!r}"
-        raise MetadataError(f"{path} {found}; this runner reads schema_version {SCHEMA_VERSION} "
+        readable = " or ".join(str(known) for known in (*UPGRADES, SCHEMA_VERSION))
+        raise MetadataError(f"{path} {found}; this runner reads schema_version {readable} "
                             "only: run the experiment again with this runner (another --name)")
     from ablations.results.io.record import record_problem
 
@@ -251,6 +257,14 @@ def read_metadata(directory: str | Path) -> dict[str, Any] | None:
         raise MetadataError(f"{path}: {problem}; the experiment's record is damaged: restore "
                             "it or use another --name")
     return meta
+
+
+def upgraded(meta: dict[str, Any], renamed: dict[str, str]) -> dict[str, Any]:
+    """An older record ``meta`` in this version's layout: its keys ``renamed``, in their order,
+    and this version's number (the next write of the record keeps it so)."""
+    out = {renamed.get(key, key): value for key, value in meta.items()}
+    out["schema_version"] = SCHEMA_VERSION
+    return out
 
 
 def remove_stale_temp_files(directory: str | Path) -> list[str]:

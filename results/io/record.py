@@ -5,7 +5,7 @@ refused in one line by every reader alike, instead of failing deep inside one of
 read with a metric's direction or unit silently dropped.
 
 Only the keys' types and the values the readers branch on are checked; a design's own record
-(``hpo``, ``sequential``, ``factorial``, ...) is its design's to read.
+(``search``, ``rounds``, ``factorial``, ...) is its design's to read.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ TRIAL_COLUMNS: list[tuple[str, str, str]] = [
      "`data_seed`, plus `seed` when `seed_sources` has data"),
     ("round", "int64",
      "round of a `--seeds auto` experiment the trial ran in: 1 = the pilot (every trial of a "
-     "fixed-seed experiment), k = the seeds look k added (experiment.json `sequential`)"),
+     "fixed-seed experiment), k = the seeds look k added (experiment.json `rounds`)"),
     ("seed_tied", "boolean",
      "every ok seed of this trial's arm (two or more) gave the same value of the verdicts' "
      "metric: no seed variance was measured, so the arm gets no verdict (a program that sets "

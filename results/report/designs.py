@@ -25,10 +25,10 @@ from ablations.results.report.formatting import plain
 from ablations.results.report.page import Section
 from ablations.results.report.paper import effects_paper_table, tuned_paper_table
 from ablations.results.stats.analyses import (
-    AcrossDatasets,
+    DatasetsAnalysis,
     Analysis,
     FactorialAnalysis,
-    SequentialAnalysis,
+    RoundsAnalysis,
     TunedAnalysis,
 )
 from ablations.results.stats.factorial import effects_view, factorial_note, interaction_means
@@ -109,7 +109,7 @@ class RoundsReport(DesignReport):
     """``--seeds auto``: each verdict frozen at its look, and the compute the rounds spent
     against a fixed design at the last look's seeds."""
 
-    analysis: SequentialAnalysis
+    analysis: RoundsAnalysis
 
     def verdicts_text(self) -> str:
         return (" With --seeds auto each verdict was decided at a look and frozen there: "
@@ -237,9 +237,9 @@ class DatasetsReport(DesignReport):
 
 # Each analysis class's report side; a class not here reads as its nearest base's.
 REPORTS: dict[type[Analysis], type[DesignReport]] = {
-    Analysis: DesignReport, SequentialAnalysis: RoundsReport,
+    Analysis: DesignReport, RoundsAnalysis: RoundsReport,
     FactorialAnalysis: FactorialReport, TunedAnalysis: TunedReport,
-    AcrossDatasets: DatasetsReport}
+    DatasetsAnalysis: DatasetsReport}
 
 
 def register_report(analysis: type[Analysis], report: type[DesignReport]) -> None:

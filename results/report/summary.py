@@ -192,14 +192,14 @@ def datasets_summary(trials_df: pd.DataFrame, meta: dict[str, Any], decision: De
     from ablations.results.stats.dataset_rows import by_dataset
     from ablations.results.stats.datasets import FULL_ALPHA_NOTE, across_note, rank_comparison
     from ablations.results.stats.analyses import (
-        AcrossDatasets,
+        DatasetsAnalysis,
         analysis_of,
         one_below_the_other,
     )
     from ablations.results.io.directions import metric_of
     from ablations.results.stats.phases import evaluation_rows
 
-    per_dataset = AcrossDatasets(analysis_of(meta)).per_dataset(trials_df, decision)
+    per_dataset = DatasetsAnalysis(analysis_of(meta)).per_dataset(trials_df, decision)
     blocks = []
     for name, rows in by_dataset(trials_df).items():
         known = per_dataset[name] if len(per_dataset[name]) else None  # else it says why

@@ -14,7 +14,7 @@ are :mod:`ablations.results.report.designs`'.
 :func:`analysis_of` is the one place that reads which design an experiment.json records
 (the ``report`` and ``compare`` commands and the notebook read a folder without the
 experiment layer): the first registered analysis whose record it holds, else a table at
-fixed seeds; an experiment over several datasets is :class:`AcrossDatasets`, one analysis per
+fixed seeds; an experiment over several datasets is :class:`DatasetsAnalysis`, one analysis per
 dataset and the verdicts across them. :func:`register_analysis` adds a design's analysis.
 
 Each built-in design's analysis is a module of its own, imported here: a table at fixed seeds
@@ -22,7 +22,7 @@ and the base class (:mod:`~ablations.results.stats.analysis_table`), factorial
 (:mod:`~ablations.results.stats.analysis_factorial`), tuned
 (:mod:`~ablations.results.stats.analysis_tuned`), search
 (:mod:`~ablations.results.stats.analysis_search`), the rounds of ``--seeds auto``
-(:mod:`~ablations.results.stats.analysis_sequential`) and several datasets
+(:mod:`~ablations.results.stats.analysis_rounds`) and several datasets
 (:mod:`~ablations.results.stats.analysis_datasets`).
 """
 
@@ -33,11 +33,11 @@ from typing import Any, Optional
 import pandas as pd
 
 from ablations.results.io.files import DESIGN_PLUGIN_KEY
-from ablations.results.stats.analysis_datasets import AcrossDatasets
+from ablations.results.stats.analysis_datasets import DatasetsAnalysis
 from ablations.results.stats.analysis_datasets import one_below_the_other as one_below_the_other
 from ablations.results.stats.analysis_factorial import FactorialAnalysis
 from ablations.results.stats.analysis_search import SearchAnalysis
-from ablations.results.stats.analysis_sequential import SequentialAnalysis
+from ablations.results.stats.analysis_rounds import RoundsAnalysis
 from ablations.results.stats.analysis_table import Analysis
 from ablations.results.stats.analysis_tuned import TunedAnalysis
 from ablations.results.stats.dataset_rows import dataset_names
@@ -45,7 +45,7 @@ from ablations.results.stats.dataset_rows import dataset_names
 # The designs' analyses by name, each found by its record in experiment.json (a table at
 # fixed seeds has none: the default).
 ANALYSES: dict[str, type[Analysis]] = {
-    cls.name: cls for cls in (TunedAnalysis, SequentialAnalysis, FactorialAnalysis,
+    cls.name: cls for cls in (TunedAnalysis, RoundsAnalysis, FactorialAnalysis,
                               SearchAnalysis)}
 
 
@@ -71,7 +71,7 @@ def analysis_of(meta: dict[str, Any], trials: Optional[pd.DataFrame] = None) -> 
     """The analysis of the experiment whose experiment.json is ``meta``: the registered one
     whose record it holds (a plug-in design's module imported first: it registers its
     analysis), else a table at fixed seeds; with ``trials`` (its rows) covering several
-    datasets, that analysis on each dataset (:class:`AcrossDatasets`).
+    datasets, that analysis on each dataset (:class:`DatasetsAnalysis`).
 
     Raises:
         ValueError: a plug-in design's module does not import here (one line).
@@ -82,7 +82,7 @@ def analysis_of(meta: dict[str, Any], trials: Optional[pd.DataFrame] = None) -> 
     analysis = next((cls(meta) for cls in ANALYSES.values() if cls.recorded_in(meta)), None)
     analysis = analysis or Analysis(meta)
     if trials is not None and len(dataset_names(trials)) > 1:
-        return AcrossDatasets(analysis, tuple(dataset_names(trials)))
+        return DatasetsAnalysis(analysis, tuple(dataset_names(trials)))
     return analysis
 
 

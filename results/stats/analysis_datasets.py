@@ -14,7 +14,7 @@ from ablations.results.stats.dataset_rows import DATASET, by_dataset
 from ablations.results.stats.datasets import MIN_RANK_DATASETS, across_datasets
 
 
-class AcrossDatasets(Analysis):
+class DatasetsAnalysis(Analysis):
     """An experiment over several datasets (docs/datasets.md): the design's analysis on each
     dataset's rows (``inner``), one verdict table below the other, and each variant's verdict
     across the datasets (:meth:`across`)."""

@@ -14,7 +14,7 @@ class SearchAnalysis(Analysis):
     """A search space's trials: sampled configurations, no variants and no verdicts."""
 
     name = "search"
-    record_key = "hpo"
+    record_key = "search"
     has_verdicts = False
 
     def baseline_check(self, trials: pd.DataFrame, epochs: Optional[pd.DataFrame], *,

@@ -4,7 +4,7 @@ answers and finds the one of an experiment).
 
 Its verdicts are decided at full α, or, for a table planned as the pilot look of a sequential
 design, at that look's levels; :func:`looks_sentence` is the methods' sentence on a sequential
-design, the pilot's and the rounds' (:mod:`ablations.results.stats.analysis_sequential`).
+design, the pilot's and the rounds' (:mod:`ablations.results.stats.analysis_rounds`).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ class Analysis:
                per_dataset: Optional[dict[str, pd.DataFrame]] = None,
                given: Decision = NOT_GIVEN) -> Optional[pd.DataFrame]:
         """Each variant's verdict across the datasets; None for an experiment on one
-        (:class:`~ablations.results.stats.analysis_datasets.AcrossDatasets` has them)."""
+        (:class:`~ablations.results.stats.analysis_datasets.DatasetsAnalysis` has them)."""
         return None
 
     def design_note(self, alpha: float) -> Optional[str]:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ablations.config.comparison import NOT_GIVEN, Decision
 from ablations.results.io.files import read_experiment, read_metadata
-from ablations.results.stats.analyses import AcrossDatasets, Analysis, analysis_of
+from ablations.results.stats.analyses import DatasetsAnalysis, Analysis, analysis_of
 from ablations.results.stats.analyses import one_below_the_other as one_below_the_other
 
 
@@ -113,7 +113,7 @@ def dataset_verdicts_of(trials: pd.DataFrame, meta: dict[str, Any], *,
     one entry for an experiment on one dataset). A dataset whose verdicts are not possible
     (no ok trial of its reference) maps to an empty table whose ``attrs["error"]`` says why.
     """
-    return AcrossDatasets(analysis_of(meta)).per_dataset(trials, Decision(
+    return DatasetsAnalysis(analysis_of(meta)).per_dataset(trials, Decision(
         reference=reference, metric=metric, margin=margin, alpha=alpha))
 
 

@@ -1,7 +1,7 @@
 """The interface of a design: how an experiment's trials are planned, run and recorded.
 
-A design (``grid.Grid``, ``factorial.Factorial``, ``hpo.Search``, ``seeds_auto.Rounds``,
-``tuned.Stages``) runs its trials (:meth:`Design.execute`), writes what defines it into
+A design (``table.Table``, ``factorial.Factorial``, ``search.Search``, ``rounds.Rounds``,
+``tuned.Tuned``) runs its trials (:meth:`Design.execute`), writes what defines it into
 experiment.json (:meth:`Design.record`) and is rebuilt from it (:meth:`Design.from_record`),
 says whether a folder's design is its own plan (:meth:`Design.same_plan_as`) and which
 configurations its trials start from (:meth:`Design.configs`). The designs that run one Tune

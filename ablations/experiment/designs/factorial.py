@@ -1,5 +1,5 @@
 """A two-level factorial design of boolean switches (``--design factorial --factors A,B,...``;
-docs/factorial.md): every cell of the design at every seed, run as a grid (:class:`Grid`),
+docs/factorial.md): every cell of the design at every seed, run as a grid (:class:`Table`),
 the design recorded in experiment.json; the run's summary ends with its main effects and
 two-factor interactions (results/stats/factorial.py; :meth:`Factorial.summary_lines`).
 
@@ -13,7 +13,7 @@ import difflib
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ablations.config import ALIASES, TrialConfig, apply_overrides
-from ablations.experiment.designs.grid import Grid
+from ablations.experiment.designs.table import Table
 from ablations.experiment.request import Request, UsageError, arg
 from ablations.results.stats.factorial_design import MAX_FACTORS, MIN_FACTORS, FactorialDesign
 from ablations.search_spaces import TrialSpec
@@ -99,7 +99,7 @@ def factorial_trials(args: Request, space: Space, base: TrialConfig, seeds: Sequ
     return trials, design
 
 
-class Factorial(Grid):
+class Factorial(Table):
     """Every cell of a two-level factorial design at every seed (a grid); the summary adds its
     effects (:meth:`summary_lines`)."""
 

@@ -184,7 +184,7 @@ class Rounds(DesignOptions):
 
     pilot: Optional[int] = None
     max_seeds: Optional[int] = None
-    kind: ClassVar[str] = "auto"
+    kind: ClassVar[str] = "rounds"
     asked_text: ClassVar[str] = f"{arg('pilot')} or {arg('max_seeds')} (rounds of seeds)"
     flags: ClassVar[tuple[Flag, ...]] = (
         Flag("pilot", metavar="N", at_least=2,

@@ -1,6 +1,6 @@
 """Ray Tune's side of the Optuna search: the searcher, made to survive a driver killed at the
 wrong moment, and the callback that uploads a URI root's study. Both subclass Ray Tune's
-classes, so this module loads Ray Tune and Optuna; ``designs/hpo.py`` imports it only when a
+classes, so this module loads Ray Tune and Optuna; ``designs/search.py`` imports it only when a
 search is set up.
 
 Optuna writes a trial's end to its SQLite study at once; Tune saves its own state (the trials,

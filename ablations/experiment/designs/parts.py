@@ -1,5 +1,5 @@
 """What the designs with several Tune runs share: the rounds of ``--seeds auto``
-(seeds_auto.py) and the stages of tuned ablations (tuned.py) run one part after another in
+(rounds.py) and the stages of tuned ablations (tuned.py) run one part after another in
 one experiment folder, each part its own Tune folder, the earlier parts' rows kept before its
 own, experiment.json updated as a part ends, and the driver's time summed over the parts.
 """

@@ -9,14 +9,14 @@ from typing import Any
 
 from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.factorial import Factorial
-from ablations.experiment.designs.grid import Grid
-from ablations.experiment.designs.hpo import Search
+from ablations.experiment.designs.table import Table
+from ablations.experiment.designs.search import Search
 from ablations.experiment.designs.registry import PLUGIN_KEY, design_named
-from ablations.experiment.designs.seeds_auto import Rounds
-from ablations.experiment.designs.tuned import Stages
+from ablations.experiment.designs.rounds import Rounds
+from ablations.experiment.designs.tuned import Tuned
 
 # Each design's record is under its ``record_key``; a grid has none.
-RECORDED: tuple[type[Design], ...] = (Stages, Rounds, Factorial, Search)
+RECORDED: tuple[type[Design], ...] = (Tuned, Rounds, Factorial, Search)
 
 
 def design_from_record(meta: dict[str, Any], root: str) -> Design:
@@ -42,4 +42,4 @@ def design_class(meta: dict[str, Any]) -> type[Design]:
     spec = meta.get(PLUGIN_KEY)
     if spec:
         return design_named(spec)
-    return next((design for design in RECORDED if meta.get(design.record_key)), Grid)
+    return next((design for design in RECORDED if meta.get(design.record_key)), Table)

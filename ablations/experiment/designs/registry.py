@@ -29,10 +29,10 @@ if TYPE_CHECKING:
 # only the chosen one's module is imported (the rounds and the stages load scipy, which
 # planning a grid does not need)
 BUILT_IN = {"factorial": "ablations.experiment.designs.factorial:Factorial",
-            "tuned": "ablations.experiment.designs.tuned:Stages",
-            "search": "ablations.experiment.designs.hpo:Search",
-            "auto": "ablations.experiment.designs.seeds_auto:Rounds",
-            "table": "ablations.experiment.designs.grid:Grid"}
+            "tuned": "ablations.experiment.designs.tuned:Tuned",
+            "search": "ablations.experiment.designs.search:Search",
+            "rounds": "ablations.experiment.designs.rounds:Rounds",
+            "table": "ablations.experiment.designs.table:Table"}
 
 SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
@@ -81,8 +81,8 @@ def design_class(request: Request, space: Space) -> type[Design]:
     if is_plugin(request.design):
         return plugin_named(request.design)
     kind = request.design.kind if request.design is not None else None
-    if kind in (None, "auto"):  # the rounds' options leave it to the space and the seeds
-        kind = "search" if space.is_search else "auto" if request.seeds == "auto" else "table"
+    if kind in (None, "rounds"):  # the rounds' options leave it to the space and the seeds
+        kind = "search" if space.is_search else "rounds" if request.seeds == "auto" else "table"
     module, _, name = BUILT_IN[kind].partition(":")
     return getattr(importlib.import_module(module), name)
 

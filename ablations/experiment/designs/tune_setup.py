@@ -3,9 +3,9 @@
 
 :class:`Part` says which part of the experiment a Tune run is (its folder, its rows' round and
 phase, the rows kept from the parts before it). :class:`TuneSetup` says what the trainable gets
-and how Tune searches and schedules it; :class:`GridTune` is the one for a list of fixed trials
+and how Tune searches and schedules it; :class:`TableTune` is the one for a list of fixed trials
 (a grid, a factorial design, a round, an evaluation stage). A search's is
-``designs.hpo.SearchTune``.
+``designs.search.SearchTune``.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class TuneSetup:
         return list(trials)
 
 
-class GridTune(TuneSetup):
+class TableTune(TuneSetup):
     """Every trial once, the longest first: Tune's BasicVariantGenerator over the trial names
     (their configurations go to the trainable)."""
 

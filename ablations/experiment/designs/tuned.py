@@ -36,9 +36,9 @@ from ablations.config import TrialConfig, apply_overrides
 from ablations.experiment import events
 from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.resume_text import counts_line
-from ablations.experiment.designs.hpo import HpoSearch, SearchTune, publish_optuna
+from ablations.experiment.designs.search import SearchRun, SearchTune, publish_optuna
 from ablations.experiment.designs.parts import Parts, stopped
-from ablations.experiment.designs.tune_setup import GridTune, Part
+from ablations.experiment.designs.tune_setup import TableTune, Part
 from ablations.experiment.options import (
     TUNE_SUBDIR,
     ExperimentResult,
@@ -182,7 +182,7 @@ def arm_search(run: TunedRun, arm: str, *, fresh: bool, earlier_rows: Optional[t
                study: str) -> SearchTune:
     """Stage 2 for one arm: the search, FIFO, its trials named ``tuning-<arm>-<trial id>``,
     their ablation the arm's, in Optuna's study ``study``."""
-    search = HpoSearch(base=run.arm_base(arm), space=run.space, num_samples=run.budget,
+    search = SearchRun(base=run.arm_base(arm), space=run.space, num_samples=run.budget,
                        metric=run.metric, mode=HPO_MODE, scheduler="fifo")
     stage = stage_names(arm)
     return SearchTune(search, part=Part(run.tune_subdir(stage), phase="tuning",
@@ -197,7 +197,7 @@ def run_stages(run: TunedRun, options: RunOptions, skipped: Sequence[tuple[Trial
     """Run the stages not yet recorded as ended (a resume continues the one a stop cut
     short). Returns the experiment's result with every stage's rows; a stop returns at once,
     its unfinished trials in the table."""
-    design = Stages(run, root)  # its record: the tuned one, no planned record beside it
+    design = Tuned(run, root)  # its record: the tuned one, no planned record beside it
     parts = Parts(design, options, root)
     result: Optional[ExperimentResult] = None
     steps = run.steps()
@@ -207,7 +207,7 @@ def run_stages(run: TunedRun, options: RunOptions, skipped: Sequence[tuple[Trial
         earlier = parts.earlier_rows([name for names in run.stages.values() for name in names])
         started = bool(run.stages) or resume  # a later stage, or the first one resumed
         if stage == "evaluation":
-            setup = GridTune(Part(TUNE_SUBDIR, phase="evaluation", earlier_rows=earlier))
+            setup = TableTune(Part(TUNE_SUBDIR, phase="evaluation", earlier_rows=earlier))
             trials = list(run.plan.values())
             events.info(f"Stage {number} of {len(steps)}: the table at the configuration given, "
                 f"{len(trials)} trials")
@@ -219,7 +219,7 @@ def run_stages(run: TunedRun, options: RunOptions, skipped: Sequence[tuple[Trial
             events.info(f"Stage {number} of {len(steps)}: tuning {arm}, {run.budget} trials over "
                 f"{', '.join(run.keys)} at seed {run.seed}")
         else:
-            setup = GridTune(Part(run.tune_subdir(stage), phase="tuned", earlier_rows=earlier))
+            setup = TableTune(Part(run.tune_subdir(stage), phase="tuned", earlier_rows=earlier))
             trials = run.tuned_trials()
             events.info(f"Stage {number} of {len(steps)}: each arm at its own best, {len(trials)} "
                 "trials")
@@ -250,7 +250,7 @@ def run_stages(run: TunedRun, options: RunOptions, skipped: Sequence[tuple[Trial
     return result if result is not None else parts.tables()  # every stage had ended
 
 
-class Stages(Design):
+class Tuned(Design):
     """Tuned ablations: the stages of :func:`run_stages` (the evaluation, one search per arm,
     each arm at its own best), each its own Tune run; the summary sets the verdicts at each
     arm's own best beside those at the configuration given (:meth:`summary_lines`)."""
@@ -277,7 +277,7 @@ class Stages(Design):
                                  f"fixed seeds; it does not combine with {what} (yet)")
 
     @classmethod
-    def prepare(cls, state: PlanState) -> Stages:
+    def prepare(cls, state: PlanState) -> Tuned:
         """The table's evaluation trials, and one search per arm to run before them.
 
         Raises:
@@ -311,7 +311,7 @@ class Stages(Design):
         metadata["seeds"] = sorted({spec.seed for spec in run.plan.values()})
 
     @classmethod
-    def from_record(cls, meta: dict[str, Any], root: str) -> Stages:
+    def from_record(cls, meta: dict[str, Any], root: str) -> Tuned:
         design = cls(TunedRun.from_record(meta[cls.record_key]), root)
         design.planned = meta.get("planned")
         return design

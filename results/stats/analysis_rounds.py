@@ -20,12 +20,12 @@ from ablations.results.stats.sequential_table import (
 )
 
 
-class SequentialAnalysis(Analysis):
+class RoundsAnalysis(Analysis):
     """``--seeds auto``: the sequential design's verdicts, each at the look that decided it
     (experiment.json's ``sequential``: the design, its seed order and the rounds)."""
 
     name = "rounds"
-    record_key = "sequential"
+    record_key = "rounds"
 
     def __init__(self, meta: dict[str, Any]) -> None:
         super().__init__(meta)

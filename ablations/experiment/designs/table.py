@@ -1,5 +1,5 @@
 """A grid of fixed seeds: every planned trial runs once, the longest first, in one Tune
-experiment (:class:`~ablations.experiment.designs.tune_setup.GridTune`)."""
+experiment (:class:`~ablations.experiment.designs.tune_setup.TableTune`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ablations.config.values import arg
 from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.resume_text import counts_line
-from ablations.experiment.designs.tune_setup import GridTune, Part
+from ablations.experiment.designs.tune_setup import TableTune, Part
 from ablations.experiment.options import TUNE_SUBDIR
 from ablations.experiment.runner import run_experiment
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ablations.search_spaces import TrialSpec
 
 
-class Grid(Design):
+class Table(Design):
     """The planned trials, each run once (an ablation table at fixed seeds)."""
 
     continues_into_rounds = True
@@ -30,10 +30,10 @@ class Grid(Design):
         # a growth's new trials are a Tune run of their own (resuming.growth names its folder)
         subdir = options.grown["tune"] if options.grown else self.tune_subdir
         return run_experiment(trials, options, skipped, design=self,
-                              setup=GridTune(Part(subdir)), resume=resume)
+                              setup=TableTune(Part(subdir)), resume=resume)
 
     @classmethod
-    def from_record(cls, meta: dict[str, Any], root: str) -> Grid:
+    def from_record(cls, meta: dict[str, Any], root: str) -> Table:
         design = super().from_record(meta, root)
         grown = meta.get("grown") or []
         if grown and cls.grows:

@@ -1,7 +1,7 @@
-"""A search (``hpo.Search``): Optuna (TPE) through Ray Tune's OptunaSearch, with an ASHA
+"""A search (``search.Search``): Optuna (TPE) through Ray Tune's OptunaSearch, with an ASHA
 scheduler, in one Tune experiment.
 
-``HpoSearch`` says what to search; :class:`SearchTune` builds Tune's search and scheduler for
+``SearchRun`` says what to search; :class:`SearchTune` builds Tune's search and scheduler for
 ``run_experiment``, keeps the Optuna study (a URI root's copy uploaded as trials start and end);
 :class:`Search`, the design, writes the best trial's configuration as YAML
 (``write_best_config``) when the search ends.
@@ -51,7 +51,7 @@ OPTUNA_FILE = "optuna.db"
 
 
 @dataclass
-class HpoSearch:
+class SearchRun:
     """An Optuna (TPE) search through Ray Tune's OptunaSearch, with an ASHA scheduler."""
 
     base: TrialConfig  # the configuration every sampled trial starts from
@@ -108,32 +108,32 @@ def optuna_upload(root: str, name: str) -> list[Any]:
     return [OptunaUpload(functools.partial(publish_optuna, root, name))]
 
 
-def sampled_spec(result: Any, hpo: HpoSearch) -> TrialSpec:
+def sampled_spec(result: Any, run: SearchRun) -> TrialSpec:
     name = result_name(result)
     params = (result.config or {}).get("params", {})  # None: a trial that never started
-    config = apply_overrides(hpo.base, {**params, "ablation": HPO_TRIAL}, source="hpo sample")
+    config = apply_overrides(run.base, {**params, "ablation": HPO_TRIAL}, source="hpo sample")
     return TrialSpec(name, HPO_TRIAL, config.seed, config)
 
 
-def write_best_config(trials_df: pd.DataFrame, hpo: HpoSearch, root: str) -> Optional[str]:
+def write_best_config(trials_df: pd.DataFrame, run: SearchRun, root: str) -> Optional[str]:
     """The best trial's configuration as a YAML file that ``--config`` accepts."""
     import yaml
 
     done = trials_df[trials_df["status"] == TrialStatus.OK]
     if done.empty:
         return None
-    best = done.sort_values(hpo.metric, ascending=hpo.mode == "min").iloc[0]
-    default = TrialConfig.of(model=hpo.base.plugin).flat()  # that model's defaults
+    best = done.sort_values(run.metric, ascending=run.mode == "min").iloc[0]
+    default = TrialConfig.of(model=run.base.plugin).flat()  # that model's defaults
     keys = [k for k in default
             if k not in ("ablation", "dataset", "seed", "seed_offset", "model", "data_dir",
                          "num_threads",
                          "device", "compile_requested", "precision_requested") and k in best]
     values = {k: plain_value(best[k]) for k in keys
-              if k in hpo.space or plain_value(best[k]) != default[k]}
-    if hpo.base.plugin:
-        values["model"] = hpo.base.plugin
-    header = (f"# Best of {len(trials_df)} trials of {hpo.num_samples} ({hpo.metric} "
-              f"{plain_value(best[hpo.metric]):.4f}, trial {best['trial_name']}).\n"
+              if k in run.space or plain_value(best[k]) != default[k]}
+    if run.base.plugin:
+        values["model"] = run.base.plugin
+    header = (f"# Best of {len(trials_df)} trials of {run.num_samples} ({run.metric} "
+              f"{plain_value(best[run.metric]):.4f}, trial {best['trial_name']}).\n"
               f"# {named(command('--space', 'components', '--config', BEST_CONFIG_FILE))}\n")
     text = header + yaml.safe_dump(values, sort_keys=True)
     return atomic_write(join(root, BEST_CONFIG_FILE), lambda handle: handle.write(text.encode()))
@@ -147,13 +147,13 @@ class SearchTune(TuneSetup):
     (None: Optuna's default, 10). ``sampled``: a finished trial's TrialSpec from its result
     (default: :func:`sampled_spec`)."""
 
-    def __init__(self, search: HpoSearch, *, part: Part = Part(phase="search"),
+    def __init__(self, search: SearchRun, *, part: Part = Part(phase="search"),
                  plan_key: str = HPO_TRIAL, study: Optional[str] = None, fresh: bool = True,
                  startup_trials: Optional[int] = None,
                  sampled: Optional[Callable[[Any], TrialSpec]] = None) -> None:
         self.search, self.part, self.plan_key, self.study = search, part, plan_key, study
         self.fresh, self.startup_trials = fresh, startup_trials
-        self.sampled = sampled or functools.partial(sampled_spec, hpo=search)
+        self.sampled = sampled or functools.partial(sampled_spec, run=search)
 
     def trainable_plan(self, trials: Sequence[TrialSpec]) -> dict[str, TrialConfig]:
         return {self.plan_key: self.search.base}  # every sample starts from the base
@@ -176,9 +176,9 @@ class SearchTune(TuneSetup):
         from ablations.experiment.designs.optuna_search import ResumableOptunaSearch
         from ablations.experiment.trainable import trial_name
 
-        hpo = self.search
+        run = self.search
         params = {}
-        for name, (kind, args) in hpo.space.items():
+        for name, (kind, args) in run.space.items():
             if kind == "loguniform":
                 params[name] = tune.loguniform(*args)
             elif kind == "uniform":
@@ -193,20 +193,20 @@ class SearchTune(TuneSetup):
         study = self.study or options.name
         if self.startup_trials is None:
             searcher = ResumableOptunaSearch(study_name=study, storage=storage,
-                                             seed=hpo.base.seed)
+                                             seed=run.base.seed)
         else:
             sampler = optuna.samplers.TPESampler(n_startup_trials=self.startup_trials,
-                                                 seed=hpo.base.seed)
+                                                 seed=run.base.seed)
             searcher = ResumableOptunaSearch(study_name=study, storage=storage,
                                              sampler=sampler)
         scheduler = (
-            ASHAScheduler(time_attr="training_iteration", max_t=hpo.base.optim.epochs,
+            ASHAScheduler(time_attr="training_iteration", max_t=run.base.optim.epochs,
                           grace_period=1, reduction_factor=2)
-            if hpo.scheduler == "asha" else FIFOScheduler()
+            if run.scheduler == "asha" else FIFOScheduler()
         )
         tune_config = tune.TuneConfig(
-            metric=hpo.metric, mode=hpo.mode, search_alg=searcher, scheduler=scheduler,
-            num_samples=hpo.num_samples, max_concurrent_trials=options.max_concurrent or None,
+            metric=run.metric, mode=run.mode, search_alg=searcher, scheduler=scheduler,
+            num_samples=run.num_samples, max_concurrent_trials=options.max_concurrent or None,
             reuse_actors=True, trial_name_creator=trial_name, trial_dirname_creator=trial_name,
         )
         return {"trial": self.plan_key, "params": params}, tune_config
@@ -225,10 +225,10 @@ class Search(Design):
     """A search: ``search.num_samples`` trials sampled by Optuna, scheduled by ASHA (or FIFO);
     no verdicts (no variants), the best configuration written at the end."""
 
-    record_key = "hpo"
+    record_key = "search"
     asked_by = "a search"
 
-    def __init__(self, search: HpoSearch) -> None:
+    def __init__(self, search: SearchRun) -> None:
         self.search = search
 
     @classmethod
@@ -281,7 +281,7 @@ class Search(Design):
         state.notes += notes
         options = request.design if isinstance(request.design, SearchOptions) \
             else SearchOptions()  # a search space's defaults
-        return cls(HpoSearch(base=state.base, space=dict(space.search),
+        return cls(SearchRun(base=state.base, space=dict(space.search),
                              num_samples=options.num_samples,
                              scheduler=options.scheduler or "asha"))
 
@@ -296,18 +296,18 @@ class Search(Design):
         return result
 
     def record(self, metadata: dict[str, Any]) -> None:
-        hpo = self.search
+        run = self.search
         metadata[self.record_key] = {
-            "base": hpo.base.to_dict(), "space": {k: [kind, list(args) if isinstance(
-                args, tuple) else args] for k, (kind, args) in hpo.space.items()},
-            "num_samples": hpo.num_samples, "metric": hpo.metric, "mode": hpo.mode,
-            "scheduler": hpo.scheduler,
+            "base": run.base.to_dict(), "space": {k: [kind, list(args) if isinstance(
+                args, tuple) else args] for k, (kind, args) in run.space.items()},
+            "num_samples": run.num_samples, "metric": run.metric, "mode": run.mode,
+            "scheduler": run.scheduler,
         }
 
     @classmethod
     def from_record(cls, meta: dict[str, Any], root: str) -> Search:
         h = meta[cls.record_key]
-        design = cls(HpoSearch(base=TrialConfig.from_dict(h["base"]),
+        design = cls(SearchRun(base=TrialConfig.from_dict(h["base"]),
                                space={k: (kind, tuple(v) if isinstance(v, list) else v)
                                       for k, (kind, v) in h["space"].items()},
                                num_samples=h["num_samples"], metric=h["metric"],
@@ -326,9 +326,9 @@ class Search(Design):
                  skipped: Sequence[tuple[TrialSpec, str]]) -> list[str]:
         from ablations.experiment.designs.text import describe_trials
 
-        hpo = self.search
-        lines = [f"{hpo.num_samples} sampled trials ({hpo.scheduler} scheduler) over:"]
-        lines += [f"  {field}: {kind} {values}" for field, (kind, values) in hpo.space.items()]
+        run = self.search
+        lines = [f"{run.num_samples} sampled trials ({run.scheduler} scheduler) over:"]
+        lines += [f"  {field}: {kind} {values}" for field, (kind, values) in run.space.items()]
         return [*lines, describe_trials([], base)]
 
     def closing_lines(self, directory: Any) -> list[str]:

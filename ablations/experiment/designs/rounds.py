@@ -29,7 +29,7 @@ from ablations.experiment.designs.base import (
 )
 from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.parts import Parts, stopped
-from ablations.experiment.designs.tune_setup import GridTune, Part
+from ablations.experiment.designs.tune_setup import TableTune, Part
 from ablations.experiment.options import (
     TUNE_SUBDIR,
     ExperimentResult,
@@ -73,7 +73,7 @@ def _looks(request: Request) -> tuple[int, int]:
 
 
 @dataclass
-class SequentialRun:
+class RoundsRun:
     """What experiment.json's ``sequential`` records: the design and the rounds so far."""
 
     design: SeedDesign
@@ -106,7 +106,7 @@ class SequentialRun:
         return record
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> SequentialRun:
+    def from_record(cls, record: dict[str, Any]) -> RoundsRun:
         trials, _ = plan_from_metadata({"trials": record["plan"]})
         return cls(SeedDesign.from_dict(record["design"]), list(record["seeds"]),
                    record["reference"], record["metric"], record["margin"],
@@ -159,7 +159,7 @@ def next_arms(table: pd.DataFrame, ran: Sequence[str]) -> list[str]:
             if arm in set(ran) and outcomes[arm] >= 2 and not flat[arm]]
 
 
-def run_rounds(run: SequentialRun, options: RunOptions,
+def run_rounds(run: RoundsRun, options: RunOptions,
                skipped: Sequence[tuple[TrialSpec, str]] = (), *, resume: bool = False,
                root: str, finished: Optional[ExperimentResult] = None
                ) -> tuple[ExperimentResult, Optional[pd.DataFrame]]:
@@ -180,7 +180,7 @@ def run_rounds(run: SequentialRun, options: RunOptions,
         # made sequential before any round runs: a stop from here on is continued by plain
         # --resume, and a run whose first look decides every variant still reads as the
         # sequential experiment it became
-        parts.write_record({"sequential": run.record()}, stamp="resumed_at", append=True)
+        parts.write_record({"rounds": run.record()}, stamp="resumed_at", append=True)
     elif resume and run.rounds:
         number = len(run.rounds)
         current = [run.plan[name] for name in run.rounds[-1]["trials"]]
@@ -201,7 +201,7 @@ def run_rounds(run: SequentialRun, options: RunOptions,
             result = parts.add(result)
         else:
             part = Part(run.rounds[-1]["tune"], number, earlier_rows=parts.earlier_rows(earlier))
-            result = parts.run(current, GridTune(part), skipped, resume=resume)
+            result = parts.run(current, TableTune(part), skipped, resume=resume)
         if stopped(result.trials):
             return result, None  # stopped: --resume continues this round
         try:
@@ -236,16 +236,16 @@ class Rounds(Design):
     metric, margin and alpha). ``finished``: a fixed run continued into rounds (its rows are
     round 1)."""
 
-    record_key = "sequential"
+    record_key = "rounds"
     asked_by = f"{arg('seeds')} auto"
     tensorboard_dir = ""  # the experiment's folder: every round's Tune folder
 
-    def __init__(self, run: SequentialRun, root: str = "",
+    def __init__(self, run: RoundsRun, root: str = "",
                  finished: Optional[ExperimentResult] = None) -> None:
         self.run, self.root, self.finished = run, root, finished
 
     @classmethod
-    def continuing(cls, run: SequentialRun, root: str, meta: dict[str, Any]) -> Rounds:
+    def continuing(cls, run: RoundsRun, root: str, meta: dict[str, Any]) -> Rounds:
         """The rounds that continue the fixed experiment in ``root`` (``meta``: its
         experiment.json; ``run``: ablations/experiment/continuing.py's plan): its finished
         tables are round 1 as they are; its settings are those recorded before its first
@@ -278,7 +278,7 @@ class Rounds(Design):
         state.plan_table()
         space, request, seeds = state.space, state.request, state.seeds
         seed_design = SeedDesign.plan(*_looks(request))
-        run = SequentialRun(seed_design, list(seeds), space.reference, request.metric,
+        run = RoundsRun(seed_design, list(seeds), space.reference, request.metric,
                             request.margin or DEFAULT_MARGIN, request.alpha,
                             {s.name: s for s in state.trials},
                             max_failure_rate=request.max_failure_rate)
@@ -316,7 +316,7 @@ class Rounds(Design):
 
     @classmethod
     def from_record(cls, meta: dict[str, Any], root: str) -> Rounds:
-        design = cls(SequentialRun.from_record(meta[cls.record_key]), root)
+        design = cls(RoundsRun.from_record(meta[cls.record_key]), root)
         design.planned = meta.get("planned")
         return design
 

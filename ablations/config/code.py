@@ -1,4 +1,5 @@
-"""Own training code as a model the runner ablates: a training function or a command.
+"""Own training code as a model the runner ablates: a training function, a command, or a
+kind of one's own (:class:`OwnCode`, its contract in ablations/trial/contracts.py).
 
 ``--model package.module:NAME`` names a :class:`ModelPlugin` (ablations/config/plugins.py), or
 one of these:
@@ -118,26 +119,26 @@ def check_names(name: str, keys: Mapping[str, Any], metrics: Mapping[str, Any], 
             raise ConfigError(f"{name}: metric {metric!r} is {what}; rename it")
 
 
-@dataclass(frozen=True)
-class TrainingFunction:
-    """A training function the runner ablates; see the module docstring.
-
-    Args:
-        name: what the console and trials.parquet's ``model`` column call it.
-        config: a frozen dataclass of the function's keys with their defaults; a space's
-            variants are diffs of these keys. Booleans, integers, floats and strings.
-        fit: ``fit(config, trial)``; returns the final metrics (name -> number).
-        metrics: name -> direction (``"higher"`` / ``"lower"``, ``"lower nats"``, a
-            :class:`Metric` of that name or ``{direction:, unit:}``), or a list of
-            :class:`Metric` values. The first is the verdicts' default metric.
-    """
+class OwnCode:
+    """What every kind of own code declares, whatever trains its trials: ``name`` (the
+    console's and trials.parquet's ``model``), ``config`` (a frozen dataclass of its keys with
+    their defaults: a space's variants are diffs of these keys) and ``metrics`` (name ->
+    :class:`Metric`, the first the verdicts' default). A kind of own code is a frozen dataclass
+    subclassing this one; its contract (ablations/trial/contracts.py) says how a trial of it
+    trains. :class:`TrainingFunction` and :class:`Command` are the built-in kinds."""
 
     name: str
     config: type
-    fit: Callable[[Any, Any], Mapping[str, Any]]
-    metrics: Mapping[str, Any] | Sequence[Metric]
+    metrics: Mapping[str, Metric]
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
+        """Parse the declared metrics (in place) and refuse, in one line each, a config that
+        is no dataclass, a key without a default and a key or metric the runner's names take:
+        a dataclass kind calls it from its ``__post_init__``.
+
+        Raises:
+            ConfigError: naming the model and the key or metric.
+        """
         object.__setattr__(self, "metrics", parse_metrics(self.metrics,
                                                           source=f"model {self.name}: metrics"))
         if not dataclasses.is_dataclass(self.config):
@@ -156,7 +157,30 @@ class TrainingFunction:
 
 
 @dataclass(frozen=True)
-class Command:
+class TrainingFunction(OwnCode):
+    """A training function the runner ablates; see the module docstring.
+
+    Args:
+        name: what the console and trials.parquet's ``model`` column call it.
+        config: a frozen dataclass of the function's keys with their defaults; a space's
+            variants are diffs of these keys. Booleans, integers, floats and strings.
+        fit: ``fit(config, trial)``; returns the final metrics (name -> number).
+        metrics: name -> direction (``"higher"`` / ``"lower"``, ``"lower nats"``, a
+            :class:`Metric` of that name or ``{direction:, unit:}``), or a list of
+            :class:`Metric` values. The first is the verdicts' default metric.
+    """
+
+    name: str
+    config: type
+    fit: Callable[[Any, Any], Mapping[str, Any]]
+    metrics: Mapping[str, Any] | Sequence[Metric]
+
+    def __post_init__(self) -> None:
+        self.check()
+
+
+@dataclass(frozen=True)
+class Command(OwnCode):
     """A program the runner ablates: ``run`` is its command line with ``{key}`` fields (the
     user's keys in ``defaults``, and the runner's: :data:`COMMAND_FIELDS`)."""
 
@@ -172,10 +196,6 @@ class Command:
     # metric -> the log file it is read from once the program ends, {"kind", "path", "key"}
     # (ablations/config/metric_files.py)
     files: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
-
-    @property
-    def primary_metric(self) -> str:
-        return next(iter(self.metrics))
 
     @property
     def config(self) -> type:
@@ -309,11 +329,12 @@ def _default(value: Any) -> Any:
 
 
 def is_own_code(model: Any) -> bool:
-    """True for a training function or a command (not a model plugin)."""
-    return isinstance(model, (TrainingFunction, Command))
+    """True for own code of any kind (a training function, a command, a kind of one's own),
+    not a model plugin."""
+    return isinstance(model, OwnCode)
 
 
 __all__ = ["COMMAND_FIELDS", "FIELD", "FLAG", "OWN_CODE_RUNNER_KEYS", "OWN_CODE_SWITCHES",
            "RESERVED",
-           "Command", "Metric", "TrainingFunction", "command_from",
+           "Command", "Metric", "OwnCode", "TrainingFunction", "command_from",
            "command_of", "command_spec", "field_default", "is_own_code", "key_value"]

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
-from ablations.config.code import COMMAND_PREFIX, TrainingFunction, command_of
+from ablations.config.code import COMMAND_PREFIX, OwnCode, command_of
 from ablations.config.values import ConfigError, parse_bool
 from ablations.model.config import MultimodalSwitches
 
@@ -138,11 +138,11 @@ def load_plugin(spec: str) -> Any:
     plugin = getattr(module, attribute, None)
     if plugin is None:
         raise PluginError(f"model {spec!r}: {module_name} has no {attribute!r}")
-    if not isinstance(plugin, (ModelPlugin, TrainingFunction)) or \
+    if not isinstance(plugin, (ModelPlugin, OwnCode)) or \
             not dataclasses.is_dataclass(plugin.config):
         raise PluginError(f"model {spec!r}: {attribute} is not an ablations.config.plugins."
-                          "ModelPlugin or an ablations.contract.TrainingFunction with a "
-                          "dataclass config")
+                          "ModelPlugin or own code (an ablations.contract.TrainingFunction, "
+                          "or another OwnCode) with a dataclass config")
     _CACHE[spec] = plugin
     return plugin
 

@@ -11,12 +11,16 @@
   finite.
 - ``ablations.contract.lightning.fit_lightning``: a LightningModule and DataModule trained
   as one trial (the ``lightning`` extra).
+- :class:`OwnCode`, :class:`Contract` and :func:`register_contract`: a kind of own code of
+  one's own and how a trial of it trains (docs/architecture.md, "Adding a contract").
 """
 
 from __future__ import annotations
 
-from ablations.config.code import Command, TrainingFunction
+from ablations.config.code import Command, OwnCode, TrainingFunction
 from ablations.config.metrics import Metric
+from ablations.trial.contracts import Contract, register_contract
 from ablations.trial.own_code import Diverged, Trial
 
-__all__ = ["Command", "Diverged", "Metric", "Trial", "TrainingFunction"]
+__all__ = ["Command", "Contract", "Diverged", "Metric", "OwnCode", "Trial", "TrainingFunction",
+           "register_contract"]

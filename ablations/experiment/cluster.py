@@ -83,13 +83,15 @@ def own_code_env(code: Any, spec: str = "") -> dict[str, Any]:
     own module, as ``py_modules`` entries, found where this process imports them from."""
     import importlib.util
 
-    fit = getattr(code, "fit", None)
+    from ablations.trial.contracts import contract_of
+
+    contract = contract_of(code)
     here = Path.cwd().resolve()
     working_dir = {"working_dir": str(here), "excludes": WORKING_DIR_EXCLUDES}
-    if fit is None:  # a command
+    if contract.program:
         return working_dir
     modules = []
-    for name in dict.fromkeys([spec.partition(":")[0], fit.__module__]):
+    for name in dict.fromkeys([spec.partition(":")[0], *contract.modules(code)]):
         top = name.split(".")[0]
         found = importlib.util.find_spec(top) if top else None
         if found is None or top == "ablations":

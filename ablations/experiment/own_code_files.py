@@ -161,13 +161,15 @@ def own_code_sources(configs: Iterable[Any], folder: Optional[Path] = None
         if not module_name or module_name.split(".")[0] == "ablations":
             return None
         return _module_sources(module_name, here)
-    fit = getattr(code, "fit", None)
-    while isinstance(fit, functools.partial):  # partial(train, ...): train's module ran
-        fit = fit.func
-    if fit is None:  # a command: it runs in the starting folder
+    from ablations.trial.contracts import contract_of
+
+    contract = contract_of(code)
+    if contract.program:  # it runs in the starting folder
         files, truncated = _python_files(here)
-        return here, sorted(set(files + _named_files(code.run, here))), truncated
-    return _module_sources(fit.__module__, here)
+        return here, sorted(set(files + _named_files(contract.text(code), here))), truncated
+    spec = next((config.plugin for config in configs if config.own_code is code), "")
+    module_name = next(iter(contract.modules(code)), spec.partition(":")[0])
+    return _module_sources(module_name, here) if module_name else None
 
 
 def _module_sources(module_name: str, here: Path) -> Optional[tuple[Path, list[Path], bool]]:

@@ -11,14 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from ablations.config import ConfigError, TrialConfig
-from ablations.config.code import Command
 from ablations.config.safety import resolve_systems, skip_reason
 from ablations.experiment.cells import crossed_seeds, with_null_control
 from ablations.experiment.datasets_plan import check_named, named_trials, on_dataset
 from ablations.experiment.request import Request, arg
 from ablations.model.data import MAX_SYNTHETIC_FRAMES, load_directory
 from ablations.trial.loading import scalar_columns
-from ablations.trial.command_fields import unused_key_problem, value_problem
+from ablations.trial.contracts import contract_of
 
 # a design's table on one dataset: (request, space, base, seeds, scalar names, only) -> trials
 Table = Callable[[Request, Any, TrialConfig, Sequence[int], Optional[Sequence[str]],
@@ -154,12 +153,11 @@ def _data_facts(trials: Sequence[Any]) -> tuple[DataFacts, dict[str, list[str]],
 
 
 def _check_command_values(spec: Any) -> None:
-    """Refuse a command's trial with a value its program cannot receive, or with a key
-    changed that its command line never names."""
+    """Refuse own code's trial with values its contract says cannot run (a command's: a value
+    its program cannot receive, a key changed that its command line never names)."""
     config = spec.config
-    if isinstance(config.own_code, Command):  # values a program cannot receive
-        problem = (value_problem(config.model)
-                   or unused_key_problem(config.own_code, config.model))
+    if config.own_code is not None:
+        problem = contract_of(config.own_code).problem(config.own_code, config.model)
         if problem:
             raise ConfigError(f"trial {spec.name}: {problem}")
 

@@ -18,7 +18,7 @@ import torch
 from ablations.config import TrialConfig
 from ablations.config.statuses import TrialStatus
 from ablations.trial.builtin_fit import builtin_fit
-from ablations.trial.command import run_command
+from ablations.trial.contracts import contract_of
 from ablations.trial.host import cpu_model
 from ablations.trial.time_limit import Deadline, TrialTimeout
 from ablations.trial.own_code import (
@@ -39,10 +39,8 @@ def fit_of(config: TrialConfig) -> Callable[[Trial], Mapping[str, Any]]:
     code = config.own_code
     if code is None:
         return lambda trial: builtin_fit(config, trial)
-    fit = getattr(code, "fit", None)
-    if fit is not None:
-        return lambda trial: fit(config.model, trial)
-    return lambda trial: run_command(code, config.model, trial)
+    fit = contract_of(code).fit
+    return lambda trial: fit(code, config.model, trial)
 
 
 def run_trial(config: TrialConfig, *, name: str, send: Send, store: Store,
@@ -71,8 +69,8 @@ def run_trial(config: TrialConfig, *, name: str, send: Send, store: Store,
                   outputs=outputs)
     diverged: Optional[str] = None
     returned: Any = {}
-    # a command's poll loop ends its program at the limit itself, with its last output
-    in_process = code is None or getattr(code, "fit", None) is not None
+    # a program's poll loop ends it at the limit itself, with its last output
+    in_process = code is None or not contract_of(code).program
     try:
         with (deadline.watchdog(lambda: last_words(trial)) if in_process
               else contextlib.nullcontext()):

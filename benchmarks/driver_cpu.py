@@ -1,6 +1,7 @@
 """The CPU seconds a CLI run's driver process spends (its own user + system time: not Ray's
 daemons', nor the trials'), and its peak memory, as the runner runs it and with either of two
-things Tune's driver does by itself put back (ablations/experiment/tune_usage.py): the usage
+things Tune's driver does by itself put back (ablations/experiment/execution/tune_usage.py): the
+usage
 tag of the run's callbacks, which the runner leaves out while Ray's usage statistics are off,
 and torch, which Tune's TensorBoard logger imports through tensorboardX.
 
@@ -33,7 +34,7 @@ from common import machine, markdown, run_python
 # torch as JSON on stdout's last line.
 PROBE = """
 import contextlib, json, resource, sys
-import ablations.experiment.runner as runner
+import ablations.experiment.execution.runner as runner
 if sys.argv[1] == "tag":
     runner.no_unsent_callback_tag = contextlib.nullcontext
 if sys.argv[1] == "torch":

@@ -30,7 +30,7 @@ from common import key_value, machine, markdown, run_cli, run_plain, run_python
 RAY_START = """
 import json, sys, time
 t0 = time.perf_counter()
-from ablations.experiment.runner import RunOptions, init_ray
+from ablations.experiment.execution.runner import RunOptions, init_ray
 init_ray(RunOptions(storage="/tmp", name="x", space="components", dashboard=sys.argv[1] == "on"))
 print(json.dumps({"seconds": time.perf_counter() - t0}))
 import ray; ray.shutdown()

@@ -4,7 +4,8 @@ worker's shared Ray), as Ray Tune's own tests stop a run in their process and re
 
 Ctrl-C is SIGINT to the driver: inside ``Tuner.fit`` Tune's stop handler
 (``signal_interrupt_tune_run``) stops the trials, saves the experiment's state and returns, and
-the runner writes the stopped run's tables (ablations/experiment/interrupt.py). What a signal
+the runner writes the stopped run's tables (ablations/experiment/execution/interrupt.py). What a
+signal
 does to a process of its own (SIGINT to a process group as a terminal sends it, SIGTERM to the
 driver alone, Ray's native stack dump) is tests/test_interrupt.py's, with real processes.
 """

@@ -11,7 +11,7 @@ import pytest
 
 from ablations import Decision, Experiment, Resources, Rounds, Seeds
 from ablations.config import ConfigError
-from ablations.experiment.request import UsageError
+from ablations.experiment.core.request import UsageError
 from tests.conftest import REPO
 
 TINY = {"epochs": 2, "synthetic_train": 64, "synthetic_val": 16, "synthetic_test": 32,
@@ -104,7 +104,7 @@ def test_resume_names_its_arguments_when_there_is_nothing_to_resume(tmp_path):
 def test_the_request_has_the_command_lines_defaults_and_knows_what_was_given():
     from ablations.cli.commands import parser_of
     from ablations.cli.requests import request_from
-    from ablations.experiment.request import Request
+    from ablations.experiment.core.request import Request
 
     run = parser_of("run")
     assert request_from(run.parse_args([])) == Request()

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ablations.experiment.tables import trial_status
+from ablations.experiment.execution.tables import trial_status
 from ablations.trial.metrics import mean_predictor_metrics
 from ablations.results.stats import baseline_check as bc
 from ablations.trial.divergence import EXPLOSION_FACTOR, explosion_error

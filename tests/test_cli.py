@@ -142,8 +142,8 @@ def test_a_resume_refuses_flags_that_would_plan_other_trials(capsys, tmp_path):
     import json
 
     from ablations.experiment.api import Experiment
-    from ablations.experiment.plans import trial_plan
-    from ablations.experiment.request import Request
+    from ablations.experiment.core.plans import trial_plan
+    from ablations.experiment.core.request import Request
     from ablations.experiment.resuming import refuse_plan_changes
 
     planned = Experiment("components", seeds=2, only=["no_images"], overrides={"epochs": 4}
@@ -245,7 +245,7 @@ def test_a_dry_run_plans_every_trial_without_importing_torch(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0 and "27 trials" in proc.stdout, proc.stderr[-2000:]
     imported = re.findall(r"^import '([\w.]+)'", proc.stderr, flags=re.MULTILINE)
-    assert "ablations.experiment.planning" in imported and "pandas" in imported
+    assert "ablations.experiment.prepare" in imported and "pandas" in imported
     assert "torch" not in imported
 
 

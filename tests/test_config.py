@@ -121,7 +121,7 @@ def test_only_without_the_reference_adds_it_and_says_so():
     one planning note says so; with the reference named, no note."""
     from ablations.config.values import flag_of, named
     from ablations import Experiment, Seeds
-    from ablations.experiment.planning import prepare
+    from ablations.experiment.prepare import prepare
 
     prepared = prepare(Experiment("components", seeds=2, only=["no_images"]).request)
     assert {t.variant for t in prepared.trials} == {"baseline", "no_images"}

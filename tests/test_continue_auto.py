@@ -268,7 +268,7 @@ def test_the_continuation_runs_the_design_recorded_before_the_first_trial(tmp_pa
     """Not one planned at the continuation: the recorded looks, seed order, margin and alpha,
     whatever the defaults would plan now."""
     from ablations.experiment.continuing import continue_plan
-    from ablations.experiment.request import Request
+    from ablations.experiment.core.request import Request
 
     planned = {**PLANNED, "margin": "1%", "alpha": 0.1,
                "design": SeedDesign.plan(3, 6).to_dict(), "seeds": [0, 1, 2, 7, 8, 9]}

@@ -16,9 +16,9 @@ import torch
 
 from ablations.config import ConfigError, TrialConfig
 from ablations.contract import Contract, OwnCode, register_contract
-from ablations.experiment.own_code_files import own_code_sources
-from ablations.experiment.planning import prepare
-from ablations.experiment.request import Request
+from ablations.experiment.provenance.own_code_files import own_code_sources
+from ablations.experiment.prepare import prepare
+from ablations.experiment.core.request import Request
 from ablations.trial.contracts import contract_of
 from ablations.trial.own_code import OwnCodeError
 from ablations.trial.run import run_trial

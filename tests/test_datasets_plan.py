@@ -8,11 +8,11 @@ import argparse
 
 import pytest
 
-from ablations.experiment.designs.options import Factorial, Rounds
+from ablations.experiment.core.design_options import Factorial, Rounds
 from ablations.cli.flags import add_run_flags
 from ablations.cli.requests import request_from
-from ablations.experiment.planning import prepare
-from ablations.experiment.request import Request, UsageError
+from ablations.experiment.prepare import prepare
+from ablations.experiment.core.request import Request, UsageError
 from tests.conftest import write_data_dir
 
 SMALL = [("epochs", 1), ("max_train_examples", 32), ("max_eval_examples", 16), ("batch_size", 8)]

@@ -10,7 +10,7 @@ import pytest
 
 from ablations.config.comparison import DEFAULT_DECISION, Decision
 from ablations.experiment.api import Experiment
-from ablations.experiment.request import UsageError
+from ablations.experiment.core.request import UsageError
 from ablations.results.stats.analyses import Analysis
 from tests.test_sizes import product_files
 

@@ -15,16 +15,16 @@ import pytest
 from ablations.experiment.designs.text import describe_trials
 from ablations.config import TrialConfig
 from ablations.experiment.designs.base import Design
-from ablations.experiment.request import UsageError
+from ablations.experiment.core.request import UsageError
 from ablations.experiment.designs.factorial import Factorial
 from ablations.experiment.designs.table import Table
 from ablations.experiment.designs.search import SearchRun, Search, SearchTune
 from ablations.experiment.designs.parts import Parts, stopped
 from ablations.experiment.designs.records import RECORDED, design_from_record
 from ablations.experiment.designs.rounds import Rounds, RoundsRun
-from ablations.experiment.designs.tune_setup import TableTune, TuneSetup
+from ablations.experiment.execution.tune_setup import TableTune, TuneSetup
 from ablations.experiment.designs.tuned import Tuned, TunedRun
-from ablations.experiment.options import ExperimentResult, RunOptions
+from ablations.experiment.core.options import ExperimentResult, RunOptions
 from ablations.results.stats.factorial_design import FactorialDesign
 from ablations.results.stats.sequential import SeedDesign
 from ablations.search_spaces import TrialSpec
@@ -158,11 +158,12 @@ def test_no_kind_checks_in_the_command_line_the_runner_or_planning():
     line's run and resume rebuild and compare designs, not experiment.json's records by key
     (the summary's verdicts read the record they decide with: results/stats/decisions.py)."""
     experiment = ROOT / "ablations" / "experiment"
-    files = [*sorted((ROOT / "ablations" / "cli").glob("*.py")), experiment / "runner.py",
-             experiment / "planning.py", experiment / "api.py"]
+    runner = experiment / "execution" / "runner.py"
+    files = [*sorted((ROOT / "ablations" / "cli").glob("*.py")), runner,
+             experiment / "prepare.py", experiment / "api.py"]
     assert [found for path in files for found in kind_checks(path, records=False)] == []
     cli = ROOT / "ablations" / "cli"
-    runs = [cli / "main.py", cli / "run.py", experiment / "api.py", experiment / "runner.py"]
+    runs = [cli / "main.py", cli / "run.py", experiment / "api.py", runner]
     assert [found for path in runs for found in kind_checks(path)] == []
 
 
@@ -202,10 +203,10 @@ CAPABILITIES = {"takes_factors", "takes_scheduler", "crosses_seeds", "continues_
 def test_neither_the_request_nor_the_experiment_holds_a_design_option():
     import dataclasses
     from ablations.experiment.api import Experiment
-    from ablations.experiment.request import Request
+    from ablations.experiment.core.request import Request
 
     from ablations.config.comparison import Decision
-    from ablations.experiment import groups
+    from ablations.experiment.core import groups
 
     fields = {field.name for field in dataclasses.fields(Request)}
     arguments = set(inspect.signature(Experiment).parameters)
@@ -239,7 +240,7 @@ def test_a_design_asked_for_with_its_options_plans_from_them():
     ({"tune_each": "lr", "scheduler": "asha"}, "tune_each and num_samples or scheduler"),
 ])
 def test_the_flags_of_two_designs_or_of_none_are_refused(given, error):
-    from ablations.experiment.designs.options import options_from
+    from ablations.experiment.core.design_options import options_from
 
     with pytest.raises(UsageError, match=error):
         options_from("table", given)

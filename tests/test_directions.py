@@ -161,8 +161,8 @@ def test_compare_reads_the_declared_direction_from_the_folders(tmp_path):
 
 def test_the_rounds_of_seeds_auto_decide_on_the_plans_declared_direction():
     from ablations import Rounds
-    from ablations.experiment.planning import prepare
-    from ablations.experiment.request import Request
+    from ablations.experiment.prepare import prepare
+    from ablations.experiment.core.request import Request
 
     run = prepare(Request(space="examples/digits/ablations.yaml", seeds="auto",
                           design=Rounds(max_seeds=5))).design.run

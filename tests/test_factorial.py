@@ -363,11 +363,11 @@ def test_dry_run_prints_the_design_generators_and_aliases(capsys, tmp_path):
 
 
 def test_planning_gives_the_factorial_design_and_paired_cells():
-    from ablations.experiment.planning import prepare
-    from ablations.experiment.request import Request
+    from ablations.experiment.prepare import prepare
+    from ablations.experiment.core.request import Request
     from ablations.experiment.designs.factorial import Factorial
 
-    from ablations.experiment.designs.options import Factorial as FactorialOptions
+    from ablations.experiment.core.design_options import Factorial as FactorialOptions
 
     prepared = prepare(Request(design=FactorialOptions(
         factors=["temporal_attention", "spatial_attention"]), seeds=[0, 1, 2]))

@@ -1,4 +1,5 @@
-"""Trials failing alike stop the run (ablations/experiment/fail_fast.py), whichever end first: the
+"""Trials failing alike stop the run (ablations/experiment/execution/fail_fast.py), whichever end
+first: the
 rules on stand-in trials, then a program that always fails, stopped after its first failures
 with one message, and resumed with --retry-failed once it is fixed."""
 
@@ -11,7 +12,7 @@ import textwrap
 import pandas as pd
 import pytest
 
-from ablations.experiment.fail_fast import MIN_VARIANTS, FailAlike
+from ablations.experiment.execution.fail_fast import MIN_VARIANTS, FailAlike
 from tests.conftest import run_here
 
 
@@ -124,9 +125,9 @@ def test_a_failed_trial_is_one_line_on_the_console_its_traceback_left_to_its_fil
     import logging
 
     from ablations.cli.progress import ConsoleView
-    from ablations.experiment.events import listening
-    from ablations.experiment.interrupt import quiet_tune_logs
-    from ablations.experiment.progress import TrialProgress
+    from ablations.experiment.core.events import listening
+    from ablations.experiment.execution.interrupt import quiet_tune_logs
+    from ablations.experiment.execution.progress import TrialProgress
 
     progress = TrialProgress(2, clock=lambda: 0.0)
     trial = Trial("high-seed0", "command exited with code 2: --bias: invalid choice", tmp_path)

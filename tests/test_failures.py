@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from ablations.experiment.designs.options import Rounds
+from ablations.experiment.core.design_options import Rounds
 from ablations.experiment.designs.rounds import next_arms
 from ablations.results.stats.compare import compare_experiments
 from tools.failure_simulation import bound_coverage, case_rate
@@ -318,8 +318,8 @@ def test_a_tolerance_keeps_equivalent_until_the_seeds_bound_the_failure_rate_bel
 
 
 def test_the_tolerance_is_recorded_before_the_data_and_an_unreachable_one_refused():
-    from ablations.experiment.planning import prepare
-    from ablations.experiment.request import Request, UsageError
+    from ablations.experiment.prepare import prepare
+    from ablations.experiment.core.request import Request, UsageError
 
     assert prepare(Request(max_failure_rate=0.3)).design.planned["max_failure_rate"] == 0.3
     rounds = prepare(Request(max_failure_rate=0.3, seeds="auto")).design

@@ -34,7 +34,7 @@ from ablations.trial.step import (
 )
 from ablations.trial.state import cpu_copy, restart_epoch
 from ablations.config.safety import find_conflicts, resolve_systems
-from ablations.experiment.trainable import (
+from ablations.experiment.execution.trainable import (
     HISTORY_FILE,
     STATE_FILE,
     load_state,
@@ -44,7 +44,7 @@ from ablations.experiment.trainable import (
 )
 from ablations.trial.loop import train
 from ablations.model.model import build_model
-from ablations.experiment import preflight
+from ablations.experiment.planning import preflight
 from tests.conftest import REPO, run_here, tiny_config
 from tests.faulty import InjectedFailure, hooks, oom_probe
 
@@ -54,7 +54,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 @pytest.fixture
 def worker_heap():
     """The heap as a reused Ray worker's is when a trial starts: what came before survives
-    frozen (ablations.experiment.trainable.return_memory_after_trial), so that the
+    frozen (ablations.experiment.execution.trainable.return_memory_after_trial), so that the
     ``gc.collect()`` of each OOM recovery walks what this trial made, not every object the
     earlier tests of this test worker left behind (up to a second each, late in a run)."""
     gc.collect()

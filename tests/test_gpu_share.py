@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import ablations.trial.memory as memory
-from ablations.experiment.trainable import trial_gpu_share
+from ablations.experiment.execution.trainable import trial_gpu_share
 from tests.conftest import tiny_config
 
 

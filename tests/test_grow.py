@@ -8,7 +8,7 @@ import pytest
 
 from ablations.experiment.designs.factorial import Factorial
 from ablations.experiment.designs.table import Table
-from ablations.experiment.request import UsageError
+from ablations.experiment.core.request import UsageError
 from ablations.experiment.resuming import growth
 from ablations.search_spaces import TrialSpec
 from tests.conftest import tiny_config
@@ -77,7 +77,7 @@ def test_a_grown_tables_kept_trials_are_taken_by_name_and_lend_no_key(tmp_path):
     package versions or CPUs per trial change the key); another planned trial with the key
     of a row trained here (a variant that computes the same) is not labelled as trained
     here: it trains."""
-    from ablations.experiment.trial_store import find_reusable
+    from ablations.experiment.provenance.trial_store import find_reusable
 
     folder = tmp_path / "first"
     folder.mkdir()

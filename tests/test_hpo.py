@@ -8,7 +8,7 @@ import pytest
 
 from ablations.config import config_from_sources
 from ablations.experiment.designs.search import SearchRun, Search
-from ablations.experiment.options import RunOptions
+from ablations.experiment.core.options import RunOptions
 from ablations.search_spaces.hpo import HPO_SEARCH
 from tests.conftest import tiny_config
 

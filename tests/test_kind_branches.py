@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("ablations", "results")
 # the designs' code: the run side, the results side (each design's analysis) and the report's
-DESIGNS = ("ablations/experiment/designs/", "results/stats/analyses.py", "results/stats/analysis_",
-           "results/report/designs.py")
+DESIGNS = ("ablations/experiment/designs/", "ablations/experiment/core/design_options.py",
+           "results/stats/analyses.py", "results/stats/analysis_", "results/report/designs.py")
 # what a design declares it can do, read by the code around it to choose what to do
 CAPABILITIES = frozenset({"has_verdicts", "crosses_seeds", "continues_into_rounds", "grows",
                           "takes_factors", "takes_scheduler"})
@@ -40,7 +40,7 @@ KIND_NAMES = frozenset({"tune_each", "factorial", "is_across_datasets", "hpo", "
 DESIGN_WORDS = frozenset({"factorial", "auto", "table", "tuned", "search", "rounds"})
 COMPARED = frozenset({"design", "seeds", "kind"})
 # functions that parse a field's value, not the kind of a run: the seeds field's value "auto"
-PARSERS = {("ablations/experiment/request.py", "seeds_from")}
+PARSERS = {("ablations/experiment/core/request.py", "seeds_from")}
 # file -> branches on the run kind it holds outside the designs: none
 REMAINING: dict[str, int] = {}
 
@@ -184,7 +184,7 @@ def design_aliases(built_in: dict[str, str]) -> list[str]:
     module, class), its report, or a class its modules define."""
     import importlib
 
-    from ablations.experiment.designs.options import BUILT_IN_OPTIONS
+    from ablations.experiment.core.design_options import BUILT_IN_OPTIONS
     from ablations.results.report.designs import REPORTS
     from ablations.results.stats.analyses import ANALYSES
     from ablations.results.stats.analysis_table import Analysis

@@ -22,7 +22,14 @@ LAYERS = [
     ("ablations.results", "ablations.results.io", "ablations.search_spaces"),  # results' package
     ("ablations.results.stats",),                                            # imports only io
     ("ablations.results.report",),
-    ("ablations.experiment",),
+    # the experiment, by what each part does (docs/architecture.md, "The experiment's parts")
+    ("ablations.experiment.core",),  # the request, its groups, the events, the run's options
+    ("ablations.experiment.provenance",),  # fingerprints, the trial store, experiment.json
+    ("ablations.experiment.planning",),  # a table's cells and trials on each dataset, checks
+    ("ablations.experiment.execution",),  # Ray Tune: the runner, the trainable, the tables
+    ("ablations.experiment.designs",),  # the run kinds
+    ("ablations.experiment.trackers",),  # MLflow, W&B, a tracker of one's own
+    ("ablations.experiment",),  # the library: Experiment, prepare, execute, resume, continue
     ("ablations.cli",),
 ]
 
@@ -33,11 +40,12 @@ def layer_of(module: str) -> int | None:
     lazy = ablations.LAZY  # ablations.Experiment & co: their own module's layer
     if module.startswith("ablations.") and module.split(".")[1] in lazy:
         module = lazy[module.split(".")[1]]
-    best = None
+    best, longest = None, -1
     for rank, packages in enumerate(LAYERS):
         for package in packages:
-            if module == package or module.startswith(package + "."):
-                best = rank  # the longest prefix wins: ablations.config before ablations
+            if (module == package or module.startswith(package + ".")) \
+                    and len(package) > longest:  # ablations.experiment.core, not .experiment
+                best, longest = rank, len(package)
     return best
 
 
@@ -137,16 +145,17 @@ def test_results_are_three_layers_storage_statistics_rendering():
     assert layer_of("ablations.trial.loop") < layer_of("ablations.results.io.schema")
     assert layer_of("ablations.results.io.schema") < layer_of("ablations.results.stats.verdicts")
     assert layer_of("ablations.results.stats.verdicts") < layer_of("ablations.results.report.build")
-    assert layer_of("ablations.results.report.build") < layer_of("ablations.experiment.runner")
+    assert layer_of("ablations.results.report.build") < \
+        layer_of("ablations.experiment.execution.runner")
 
 
 def test_the_walk_sees_an_upward_import_even_inside_a_function(tmp_path, monkeypatch):
     fake = ROOT / "ablations" / "trial" / "_upward_probe.py"
     assert not fake.exists()
-    tree_text = "def f():\n    from ablations.experiment.runner import run_experiment\n"
+    tree_text = "def f():\n    from ablations.experiment.execution.runner import run_experiment\n"
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: tree_text)
     found = violations([fake])
-    assert found and "imports ablations.experiment.runner" in found[0]
+    assert found and "imports ablations.experiment.execution.runner" in found[0]
 
 
 @pytest.mark.slow
@@ -315,8 +324,8 @@ def test_the_packages_public_names_load_their_layer_and_no_other_path_resolves()
 
 @pytest.mark.slow
 def test_planning_a_grid_loads_no_ray_and_no_design_analysis():
-    code = ("import sys\nfrom ablations.experiment.planning import prepare\n"
-            "from ablations.experiment.request import Request\n"
+    code = ("import sys\nfrom ablations.experiment.prepare import prepare\n"
+            "from ablations.experiment.core.request import Request\n"
             "prepare(Request(only=['baseline', 'no_images']))\n"
             "print(sorted(m for m in ('ray', 'ray.tune', 'ablations.results.stats.factorial',\n"
             "                         'scipy.stats') if m in sys.modules))\n")
@@ -325,9 +334,9 @@ def test_planning_a_grid_loads_no_ray_and_no_design_analysis():
 
 @pytest.mark.slow
 def test_planning_a_factorial_loads_its_design_not_its_analysis():
-    code = ("import sys\nfrom ablations.experiment.planning import prepare\n"
-            "from ablations.experiment.request import Request\n"
-            "from ablations.experiment.designs.options import Factorial\n"
+    code = ("import sys\nfrom ablations.experiment.prepare import prepare\n"
+            "from ablations.experiment.core.request import Request\n"
+            "from ablations.experiment.core.design_options import Factorial\n"
             "prepare(Request(design=Factorial("
             "factors=['temporal_attention', 'spatial_attention']),"
             " seeds=[0, 1]))\n"
@@ -424,14 +433,15 @@ def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import(monkeypat
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}) == [
         ["a", "b", "c"]]
     modules = project_modules()
-    text = {"ablations.trial.loop": "import ablations.experiment.runner.run_experiment\n",
-            "ablations.experiment.runner": "def f():\n    from ablations.trial import loop\n"}
+    text = {"ablations.trial.loop": "import ablations.experiment.execution.runner.run_experiment\n",
+            "ablations.experiment.execution.runner":
+                "def f():\n    from ablations.trial import loop\n"}
     by_path = {modules[name]: source for name, source in text.items()}
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: by_path[self])
     graph = import_graph({name: modules[name] for name in text})
-    assert graph == {"ablations.trial.loop": {"ablations.experiment.runner"},
-                     "ablations.experiment.runner": {"ablations.trial.loop"}}
-    assert cycles(graph) == [["ablations.experiment.runner", "ablations.trial.loop"]]
+    assert graph == {"ablations.trial.loop": {"ablations.experiment.execution.runner"},
+                     "ablations.experiment.execution.runner": {"ablations.trial.loop"}}
+    assert cycles(graph) == [["ablations.experiment.execution.runner", "ablations.trial.loop"]]
 
 
 def test_no_import_cycles_between_modules():
@@ -472,15 +482,15 @@ def test_no_function_level_import_of_a_module_the_file_imports_at_its_top():
 
 def test_the_repeat_check_sees_a_function_level_import_of_a_top_level_module(monkeypatch):
     modules = project_modules()
-    probe = modules["ablations.experiment.runner"]
+    probe = modules["ablations.experiment.execution.runner"]
     text = ("from ablations.results.io.files import TRIALS_FILE\n"
             "if TYPE_CHECKING:\n    import ablations.results.stats.verdicts\n"
             "def f():\n    from ablations.results.io.files import read_experiment\n"
             "    import ablations.results.stats.verdicts\n")
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text if self == probe else "")
     assert function_level_repeats(modules) == [
-        "ablations/experiment/runner.py:5 imports ablations.results.io.files inside a function, "
-        "and at the top"]
+        "ablations/experiment/execution/runner.py:5 imports ablations.results.io.files inside a "
+        "function, and at the top"]
 
 
 def test_pyproject_installs_every_package_under_the_one_import_root():
@@ -557,3 +567,19 @@ def test_the_design_record_check_sees_each_form(monkeypatch, text):
     probe = ROOT / "ablations" / "experiment" / "_probe.py"
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text)
     assert design_record_reads([probe], record_keys()), text
+
+
+# The library's modules at the experiment's root, above its parts: a module that is none of
+# them belongs in the part that does what it does
+EXPERIMENT_ROOT = {"api", "execute", "prepare", "resuming", "continuing", "continuation_hint"}
+
+
+def test_the_experiment_is_in_parts_each_a_layer_and_its_root_the_library():
+    parts = ["core.request", "provenance.trial_store", "planning.table_plan", "execution.runner",
+             "designs.base", "trackers.specs", "api"]
+    ranks = [layer_of(f"ablations.experiment.{part}") for part in parts]
+    assert ranks == sorted(set(ranks)), dict(zip(parts, ranks))
+    assert layer_of("ablations.results.report.build") < ranks[0] < ranks[-1] \
+        < layer_of("ablations.cli.main")
+    root = ROOT / "ablations" / "experiment"
+    assert {path.stem for path in root.glob("*.py")} - {"__init__"} == EXPERIMENT_ROOT

@@ -17,8 +17,8 @@ from ablations.config import ConfigError, TrialConfig
 from ablations.config.code import TrainingFunction, command_from, command_spec
 from ablations.config.metrics import Metric, parse_metrics
 from ablations.config.plugins import held_like
-from ablations.experiment.planning import prepare
-from ablations.experiment.request import Request, UsageError
+from ablations.experiment.prepare import prepare
+from ablations.experiment.core.request import Request, UsageError
 from ablations.trial.own_code import OwnCodeError, Trial
 from ablations.trial.run import run_trial
 from ablations.results.io.directions import metric_direction, metric_of

@@ -4,6 +4,7 @@ own_code_files.py): a resume on edited code is refused in one line naming the fi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,13 +14,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from ablations.config.code import command_from
 from ablations.config.trial import TrialConfig
-from ablations.experiment.own_code_files import (
+from ablations.experiment.provenance.own_code_files import (
     combined_fingerprint,
     own_code_change,
     own_code_record,
 )
-from ablations.experiment.provenance import changes
+from ablations.experiment.provenance.provenance import changes
 from tests.conftest import run_here
 
 SPACE = """\
@@ -115,7 +117,7 @@ def test_the_record_names_the_installed_packages_the_code_imports_with_their_ver
     (a `yaml.py` of theirs shadows PyYAML), a relative import or the runner."""
     import importlib.metadata
 
-    from ablations.experiment.own_code_files import imported_packages
+    from ablations.experiment.provenance.own_code_files import imported_packages
 
     (tmp_path / "train.py").write_text(
         "import os, json\nimport utils\nfrom . import sibling\nimport ablations.contract\n"
@@ -143,9 +145,9 @@ def test_the_files_trials_name_are_their_data_and_a_script_outside_the_folder_th
     another trial names changes), and a resume after a change of one is refused naming it; a
     file that appears (an output, a new variant's) is no change. A script named outside the
     folder: code, by its path."""
-    from ablations.experiment import own_code_files
-    from ablations.experiment.own_code_files import file_fingerprint, named_data
-    from ablations.experiment.provenance import data_fingerprints, trial_columns
+    from ablations.experiment.provenance import own_code_files
+    from ablations.experiment.provenance.own_code_files import file_fingerprint, named_data
+    from ablations.experiment.provenance.provenance import data_fingerprints, trial_columns
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -203,7 +205,7 @@ def test_a_project_under_the_system_pythons_prefix_keeps_its_named_files(tmp_pat
     import sys
     import types
 
-    from ablations.experiment import own_code_files
+    from ablations.experiment.provenance import own_code_files
 
     folder = tmp_path / "src" / "app"
     folder.mkdir(parents=True)
@@ -212,7 +214,8 @@ def test_a_project_under_the_system_pythons_prefix_keeps_its_named_files(tmp_pat
     monkeypatch.setattr(sys, "base_exec_prefix", str(tmp_path))
     own_code_files.environment_folders.cache_clear()
     try:
-        command = types.SimpleNamespace(run=f"{sys.executable} train.py --config cfg.yaml")
+        command = command_from(f"{sys.executable} train.py --config cfg.yaml", {},
+                               {"acc": "higher"})
         _, named, _ = own_code_files.own_code_sources(
             [types.SimpleNamespace(own_code=command)], folder)
     finally:
@@ -224,11 +227,11 @@ def test_a_partial_of_a_training_function_is_fingerprinted_by_the_functions_file
     import functools
     import types
 
-    from ablations.experiment.own_code_files import own_code_sources
+    from ablations.experiment.provenance.own_code_files import own_code_sources
 
     from tests import faulty
 
-    wrapped = types.SimpleNamespace(fit=functools.partial(faulty.FAULTY.fit))
+    wrapped = dataclasses.replace(faulty.FAULTY, fit=functools.partial(faulty.FAULTY.fit))
     config = types.SimpleNamespace(own_code=wrapped)
     root, files, _ = own_code_sources([config], tmp_path)
     assert Path(faulty.__file__).resolve() in files  # the files of its top-level package
@@ -260,7 +263,7 @@ def test_a_model_plugins_module_is_fingerprinted_and_an_edit_blocks_a_resume(tmp
 
 def test_a_command_names_scripts_and_configs_not_data_and_storage_is_not_walked(
         tmp_path, monkeypatch):
-    import ablations.experiment.own_code_files as own
+    import ablations.experiment.provenance.own_code_files as own
 
     folder = project(tmp_path / "proj")
     (folder / "cfg.yaml").write_text("lr: 0.1\n")

@@ -33,7 +33,7 @@ import time
 import pandas as pd
 import pytest
 
-from ablations.experiment.trainable import load_state
+from ablations.experiment.execution.trainable import load_state
 from tests.conftest import REPO, run_here
 from tests.digits_faults import FAIL_AFTER_EPOCH, FAILING, SPEC_OF
 

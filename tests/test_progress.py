@@ -1,4 +1,5 @@
-"""The live progress (ablations/experiment/progress.py) driven through Tune's callback hooks with
+"""The live progress (ablations/experiment/execution/progress.py) driven through Tune's callback
+hooks with
 stand-in trials and a fake clock: the events it emits, and the command line's view of them
 (ablations/cli/progress.py: lines, a status line every 30 s, a bar on a terminal); a real run's
 lines are checked in tests/test_cli.py."""
@@ -12,7 +13,7 @@ import re
 import pytest
 
 from ablations.cli.progress import ConsoleView
-from ablations.experiment.events import (
+from ablations.experiment.core.events import (
     EpochEnded,
     FitEnded,
     Status,
@@ -20,7 +21,7 @@ from ablations.experiment.events import (
     emit,
     listening,
 )
-from ablations.experiment.progress import Planned, TrialProgress, format_duration
+from ablations.experiment.execution.progress import Planned, TrialProgress, format_duration
 
 
 @pytest.fixture
@@ -217,7 +218,8 @@ def test_on_a_terminal_a_bar_redrawn_in_place_with_the_lines_above_it():
 
 def test_the_views_lines_reach_the_console_it_started_on_while_tune_holds_stdout():
     """While Tune runs, sys.stdout is the filter that keeps Tune's own lines in a log
-    (ablations/experiment/tune_console.py): the view writes to the stdout it was made on."""
+    (ablations/experiment/execution/tune_console.py): the view writes to the stdout it was made
+    on."""
     console, elsewhere = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(console):
         view = ConsoleView(live=False)

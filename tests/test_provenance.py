@@ -1,5 +1,6 @@
 """Provenance: fingerprints of code, git state and data; a resume refuses changed code or data
-unless --allow-changed (ablations/experiment/provenance.py, the CLI's check_unchanged)."""
+unless --allow-changed (ablations/experiment/provenance/provenance.py, the CLI's
+check_unchanged)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pandas as pd
 import pytest
 
 import ablations.cli.main as cli
-from ablations.experiment import provenance as prov
+from ablations.experiment.provenance import provenance as prov
 from ablations.config import TrialConfig
 from tests.conftest import REPO, write_data_dir
 
@@ -250,10 +251,10 @@ ARGS = ["--space", "components", "--only", "baseline", "--seeds", "1", "--epochs
 def write_experiment(storage: Path, name: str, argv: list[str]) -> Path:
     """experiment.json exactly as a run of ``argv`` writes it when it starts (no Ray)."""
     from ablations.cli.commands import parser_of
-    from ablations.experiment.options import RunOptions
-    from ablations.experiment.planning import prepare
+    from ablations.experiment.core.options import RunOptions
+    from ablations.experiment.prepare import prepare
     from ablations.cli.requests import request_from
-    from ablations.experiment.experiment_record import experiment_metadata
+    from ablations.experiment.provenance.experiment_record import experiment_metadata
     from ablations.results.io.files import METADATA_FILE, write_json_atomic
 
     run = parser_of("run")

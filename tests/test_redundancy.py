@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
-from ablations.experiment.designs.options import Factorial
-from ablations.experiment.planning import prepare
-from ablations.experiment.request import Request
+from ablations.experiment.core.design_options import Factorial
+from ablations.experiment.prepare import prepare
+from ablations.experiment.core.request import Request
 from ablations.trial.run import run_trial
 from ablations.results.io.directions import metric_of
 from ablations.results.stats.factorial import factorial_effects

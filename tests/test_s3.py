@@ -27,7 +27,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from ablations.experiment.trainable import load_state
+from ablations.experiment.execution.trainable import load_state
 from ablations.results.io.files import read_bytes
 from tests.conftest import REPO, run_here, start_until
 
@@ -391,7 +391,7 @@ def test_optuna_study_uploaded_as_trials_start_and_end(s3, monkeypatch):
     # an upload that fails (the endpoint gone) is a warning, not the end of the search
     local.write_bytes(b"trial 4")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
-    from ablations.experiment.events import listening
+    from ablations.experiment.core.events import listening
 
     heard = []
     with listening(heard.append):
@@ -404,8 +404,9 @@ def test_optuna_study_uploaded_as_trials_start_and_end(s3, monkeypatch):
 def test_a_store_that_stops_answering_after_its_check_is_one_usage_error(monkeypatch):
     """The bucket's check passes (the store answered it) and the store is gone when the
     experiment's folder is read: a UsageError naming the storage, not pyarrow's OSError."""
-    from ablations.experiment import api, request
-    from ablations.experiment.request import UsageError
+    from ablations.experiment import api
+    from ablations.experiment.core import request
+    from ablations.experiment.core.request import UsageError
 
     monkeypatch.setattr(request, "check_bucket", lambda location: None)
     with socket.socket() as held:  # bound, never listening: every connection is refused

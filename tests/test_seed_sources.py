@@ -16,7 +16,7 @@ from scipy import optimize
 from ablations import Experiment, Seeds
 from ablations.trial.loading import load_data
 from ablations.trial.host import cpu_model
-from ablations.experiment.tables import trial_row
+from ablations.experiment.execution.tables import trial_row
 from ablations.trial.loop import TrialRun, train
 from ablations.results.stats.seed_variance import (
     crossed_sources,
@@ -58,7 +58,7 @@ def test_varying_data_adds_the_seed_to_data_seed_but_not_the_null_controls_offse
 def test_each_trial_row_records_the_seed_each_source_drew_from():
     config = tiny_config(seed=2, seed_offset=1000, seed_sources="order,data")
     spec = SimpleNamespace(name="baseline-seed2", variant="baseline", seed=2, config=config)
-    from ablations.experiment.options import RunOptions
+    from ablations.experiment.core.options import RunOptions
 
     options = RunOptions(storage="unused", name="exp", space="components")
     metadata = dict.fromkeys(("torch_version", "ray_version", "python_version", "git_commit"))

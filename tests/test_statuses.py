@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ablations.config.statuses import UNFINISHED, TrialStatus
-from ablations.experiment.tables import trial_status
+from ablations.experiment.execution.tables import trial_status
 from ablations.results.io.schema import TRIAL_COLUMNS
 
 

@@ -20,8 +20,8 @@ import torch
 from ablations.config import TrialConfig
 from ablations.config.code import TrainingFunction, command_from, command_spec
 from ablations.experiment.api import Resources, time_limit_of
-from ablations.experiment.request import UsageError
-from ablations.experiment.tables import trial_status
+from ablations.experiment.core.request import UsageError
+from ablations.experiment.execution.tables import trial_status
 from ablations.trial import time_limit
 from ablations.trial.run import run_trial
 from ablations.trial.time_limit import Deadline, TrialTimeout, parse_duration, spoken_duration

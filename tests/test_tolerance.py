@@ -8,9 +8,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from ablations.experiment.designs.options import Factorial, Tuned
+from ablations.experiment.core.design_options import Factorial, Tuned
 from ablations.config.comparison import Decision
-from ablations.experiment.request import Request, UsageError
+from ablations.experiment.core.request import Request, UsageError
 from ablations.results.stats.sequential import SeedDesign
 from ablations.results.stats.sequential_table import sequential_verdict_table
 from ablations.results.stats.verdicts import verdict_table
@@ -99,7 +99,7 @@ def test_the_tuned_table_and_the_paper_caption_carry_the_tolerance():
 
 
 def test_planning_refuses_in_the_words_of_the_design_asked_for():
-    from ablations.experiment.planning import prepare
+    from ablations.experiment.prepare import prepare
 
     with pytest.raises(UsageError, match="does not combine with a search space"):
         prepare(Request(space="hpo", design=Tuned(each=["lr"])))

@@ -150,7 +150,7 @@ def test_a_resume_logs_the_verdicts_to_the_trackers_the_experiment_started_with(
     store = f"sqlite:///{tmp_path}/m.db"
     (root / "experiment.json").write_text(json.dumps(
         {"schema_version": SCHEMA_VERSION, "log_to": [{"kind": "mlflow", "target": store}]}))
-    from ablations.experiment.events import listening
+    from ablations.experiment.core.events import listening
 
     said = []
     with listening(said.append):

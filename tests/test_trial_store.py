@@ -1,4 +1,5 @@
-"""The trial store (ablations/experiment/trial_store.py): an experiment under the same storage
+"""The trial store (ablations/experiment/provenance/trial_store.py): an experiment under the same
+storage
 as a finished one trains only the trials whose identity no earlier experiment finished, and
 its verdicts equal those of a fresh run of its whole table."""
 
@@ -12,7 +13,7 @@ import pytest
 from ablations import Experiment
 from ablations.experiment.api import Resources
 from ablations.config import TrialConfig
-from ablations.experiment.trial_store import trial_key
+from ablations.experiment.provenance.trial_store import trial_key
 from tests.conftest import tiny_config, write_data_dir
 
 TINY = {"epochs": 2, "batch_size": 16, "synthetic_train": 96, "synthetic_val": 32,
@@ -85,7 +86,7 @@ def test_the_key_changes_with_what_the_trial_computes():
         assert other != key
     from types import SimpleNamespace
 
-    from ablations.experiment.trial_store import conditions_of
+    from ablations.experiment.provenance.trial_store import conditions_of
 
     # 1 CPU is 1 CPU, from the library's int or the command line's float
     written = [conditions_of(SimpleNamespace(cpus_per_trial=cpus, gpus_per_trial=gpus,
@@ -100,7 +101,7 @@ def test_a_rows_identity_takes_the_packages_and_data_its_trial_was_trained_with(
     key is that of what it computed, not of what the resuming driver has."""
     from types import SimpleNamespace
 
-    from ablations.experiment.trial_store import row_key, run_labels, trained_packages
+    from ablations.experiment.provenance.trial_store import row_key, run_labels, trained_packages
 
     config = tiny_config()
     options = SimpleNamespace(cpus_per_trial=1, gpus_per_trial=0, reuse_workers=True)
@@ -124,7 +125,7 @@ def test_a_rows_identity_takes_the_packages_and_data_its_trial_was_trained_with(
 
 
 def test_the_summary_counts_a_grown_tables_own_trials_as_kept_also_those_it_once_reused():
-    from ablations.experiment.trial_store import Reused
+    from ablations.experiment.provenance.trial_store import Reused
 
     taken = {"a-seed0": ["h", "a-seed0", "g/a-seed0"],  # h reused it from g, h keeps it
              "b-seed0": ["h", "b-seed0", ""],  # trained in h
@@ -138,8 +139,8 @@ def test_the_summary_counts_a_grown_tables_own_trials_as_kept_also_those_it_once
 def test_a_model_plugin_or_a_notebook_function_gives_its_trials_no_identity():
     """Code outside the fingerprint (a model plugin's module, a function defined in a
     notebook) could change unseen: such trials are never reused."""
-    from ablations.experiment.options import RunOptions
-    from ablations.experiment.trial_store import planned_key
+    from ablations.experiment.core.options import RunOptions
+    from ablations.experiment.provenance.trial_store import planned_key
 
     options = RunOptions(storage="/tmp", name="x", space="s")
     metadata = {"provenance": {"code": {"sha256": "c"}, "own_code": None, "packages": {}}}
@@ -159,9 +160,9 @@ def test_own_codes_identity_takes_the_versions_of_what_it_imports():
     """A scikit-learn or Lightning upgrade changes what own code computes: its planned key
     changes, the key its finished row gets from what the trainable sent (run_labels) is the
     planned one, and the built-in model's key ignores what own code imports."""
-    from ablations.experiment.options import RunOptions
-    from ablations.experiment.provenance import trial_columns
-    from ablations.experiment.trial_store import planned_key, row_key, run_labels, \
+    from ablations.experiment.core.options import RunOptions
+    from ablations.experiment.provenance.provenance import trial_columns
+    from ablations.experiment.provenance.trial_store import planned_key, row_key, run_labels, \
         trained_packages
 
     options = RunOptions(storage="/tmp", name="x", space="s")
@@ -335,7 +336,7 @@ def test_a_variant_that_skips_its_cell_on_one_of_two_datasets_grows_the_table(ra
 def test_a_table_that_changes_a_finished_variant_is_refused_under_its_name(runs, tmp_path):
     import shutil
 
-    from ablations.experiment.request import UsageError
+    from ablations.experiment.core.request import UsageError
 
     first = runs[0]
     storage = tmp_path / "refuse"
@@ -421,7 +422,7 @@ def test_a_trial_continued_from_its_saved_epoch_on_changed_code_is_told_apart(tm
     """A resume with --allow-changed continues an unfinished trial on the new code from an
     epoch the old code trained: such a trial's result is neither code's, and its final
     result says so (tables.py gives it no identity)."""
-    from ablations.experiment.trainable import LABELS_FILE, trained_across_a_change
+    from ablations.experiment.execution.trainable import LABELS_FILE, trained_across_a_change
 
     first = {"code_fingerprint": "a", "trained_packages": '{"torch": "2.13.0"}'}
     folder = str(tmp_path / "baseline-seed0")
@@ -443,8 +444,8 @@ def test_a_row_keeps_the_python_its_trial_ran_on_after_a_resume_under_another():
     3.12 writes the tables (experiment.json's python_version is then the resuming one's)."""
     from types import SimpleNamespace
 
-    from ablations.experiment.provenance import trial_columns
-    from ablations.experiment.trial_store import planned_key, row_key, run_labels, \
+    from ablations.experiment.provenance.provenance import trial_columns
+    from ablations.experiment.provenance.trial_store import planned_key, row_key, run_labels, \
         trained_packages
 
     config = tiny_config()

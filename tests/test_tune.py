@@ -11,8 +11,8 @@ import pytest
 import ray
 
 from ablations.config import TrialConfig
-from ablations.experiment.options import RunOptions
-from ablations.experiment.runner import run_experiment
+from ablations.experiment.core.options import RunOptions
+from ablations.experiment.execution.runner import run_experiment
 from ablations.results import read_experiment
 from ablations.results.io.schema import (
     config_columns,
@@ -67,7 +67,7 @@ def test_final_figures_reach_tune_as_one_string_and_the_tables_in_full(experimen
     driver's growth with the trial count): only the live numbers go to it as numbers."""
     from ray.tune.result import AUTO_RESULT_KEYS
 
-    from ablations.experiment.reported import LIVE, PACKED, unpacked
+    from ablations.experiment.execution.reported import LIVE, PACKED, unpacked
 
     result, _ = experiment
     trials_df = result.trials.set_index("trial_name")

@@ -1,4 +1,5 @@
-"""What reaches the console while Tune runs (ablations/experiment/tune_console.py TuneLines):
+"""What reaches the console while Tune runs (ablations/experiment/execution/tune_console.py
+TuneLines):
 Tune's own start-up lines (its box, its folder, its TensorBoard command) go to the experiment's
 tune_console.log; a trial's error and anything else reach the command line's console, or the
 log too for the library, which prints nothing."""
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import io
 
-from ablations.experiment.tune_console import TuneLines
+from ablations.experiment.execution.tune_console import TuneLines
 
 TUNE_START = """\
 \u256d\u2500\u2500\u2500\u2500\u256e

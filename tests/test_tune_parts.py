@@ -24,7 +24,7 @@ from tests.conftest import REPO
 def test_packed_results_round_trip():
     import numpy as np
 
-    from ablations.experiment.reported import PACKED, packed, unpacked
+    from ablations.experiment.execution.reported import PACKED, packed, unpacked
 
     metrics = {"epoch": 3, "val_mae": 0.5, "train_loss": 0.1, "status": "ok", "device": "cpu",
                "test_mae": np.float32(0.25), "test_nll": float("nan"), "oom_retries": 0,
@@ -41,7 +41,7 @@ def test_packed_results_round_trip():
 def test_tunes_table_of_reports_reads_back_unpacked():
     """The epochs' fallback (a trial that saved no history file) reads Tune's table of
     reports: each row's packed per-epoch figures come back as columns."""
-    from ablations.experiment.reported import packed, unpacked_frame
+    from ablations.experiment.execution.reported import packed, unpacked_frame
 
     reports = [packed({"epoch": e, "val_mae": 1.0 / e, "train_samples_per_s": 100.0 * e,
                        "micro_batch": 16}) for e in (1, 2)]
@@ -55,7 +55,7 @@ def test_tunes_table_of_reports_reads_back_unpacked():
 def test_a_trial_resumed_with_verbose_reads_back_both_kinds_of_report():
     """A run started without --verbose (reports packed) and resumed with it (reports as they
     are), or the reverse: one trial's table of reports holds both, and reads back whole."""
-    from ablations.experiment.reported import packed, unpacked_frame
+    from ablations.experiment.execution.reported import packed, unpacked_frame
 
     first = packed({"epoch": 1, "val_mae": 1.0, "train_samples_per_s": 100.0})
     later = {"epoch": 2, "val_mae": 0.5, "train_samples_per_s": 200.0}
@@ -76,7 +76,7 @@ def test_after_a_trial_its_survivors_are_frozen_and_the_next_trials_cycles_still
     The test process's own freeze (tests/conftest.py: the collection's imports) stays in
     place, so that each collection here walks only what came after it, as do the later
     tests' collections."""
-    from ablations.experiment.trainable import return_memory_after_trial
+    from ablations.experiment.execution.trainable import return_memory_after_trial
 
     frozen = gc.get_freeze_count()
     survivor = [object()]
@@ -114,7 +114,7 @@ def test_a_trial_runs_in_the_drivers_folder_first_on_its_path_where_it_is_there(
                                                                                 monkeypatch):
     import sys
 
-    from ablations.experiment.trainable import trial_cwd
+    from ablations.experiment.execution.trainable import trial_cwd
 
     monkeypatch.setattr(sys, "path", [str(REPO), str(tmp_path), "/elsewhere"])
     monkeypatch.setenv("TUNE_ORIG_WORKING_DIR", "/where/the/worker/started")

@@ -1,11 +1,12 @@
-"""Ray Tune's usage tag of the callbacks (ablations/experiment/tune_usage.py): left out while
+"""Ray Tune's usage tag of the callbacks (ablations/experiment/execution/tune_usage.py): left out
+while
 Ray's usage statistics are off, taken as Tune takes it while they are on."""
 
 from __future__ import annotations
 
 import pytest
 
-from ablations.experiment.tune_usage import no_unsent_callback_tag
+from ablations.experiment.execution.tune_usage import no_unsent_callback_tag
 
 
 @pytest.fixture

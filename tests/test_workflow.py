@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from ablations.cli.main import main
-from ablations.experiment.designs.options import Rounds
-from ablations.experiment.planning import prepare
-from ablations.experiment.request import Request
+from ablations.experiment.core.design_options import Rounds
+from ablations.experiment.prepare import prepare
+from ablations.experiment.core.request import Request
 from ablations.results.stats.analysis import verdict_table
 from ablations.config.comparison import Decision
 from ablations.results.stats.planned import planned_record

@@ -15,8 +15,8 @@ from typing import Callable, Sequence
 from ablations.cli.console import error_text
 from ablations.cli.flag_types import alpha_flag, margin_flag
 from ablations.cli.flags import PROG, OneLineParser, add_design_flags, add_run_flags, given_only
-from ablations.experiment.designs.options import DesignOptions, names_own_design
-from ablations.experiment.request import UsageError
+from ablations.experiment.core.design_options import DesignOptions, names_own_design
+from ablations.experiment.core.request import UsageError
 
 DEFAULT_COMMAND = "run"
 HELP = ("-h", "--help")

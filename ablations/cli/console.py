@@ -9,7 +9,7 @@ from typing import Optional, Sequence, TextIO
 
 from ablations.cli.flags import PROGRAM
 from ablations.config.values import NamesArguments, flag_of, named
-from ablations.experiment.events import Event
+from ablations.experiment.core.events import Event
 
 
 def spoken(text: str) -> str:

@@ -15,7 +15,7 @@ def diagnose_main(address: Optional[str]) -> int:
     import ray
 
     from ablations.trial.host import diagnose
-    from ablations.experiment.cluster import check_cluster_address
+    from ablations.experiment.execution.cluster import check_cluster_address
 
     info = diagnose()
     print(f"python {info['python']}, torch {info['torch']}")
@@ -37,7 +37,7 @@ def diagnose_main(address: Optional[str]) -> int:
         if address:
             check_cluster_address(address)
             ray.init(address=address, logging_level=logging.WARNING)
-        else:  # a private local Ray, as a run starts (ablations/experiment/runner.py init_ray)
+        else:  # a private local Ray, as a run starts (execution/runner.py's init_ray)
             ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
         resources = ray.cluster_resources()
         print("Ray resources: " + ", ".join(f"{k} {v:g}" for k, v in sorted(resources.items())

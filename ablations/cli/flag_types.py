@@ -1,6 +1,6 @@
 """The value types of the command line's flags: each parses one flag's text or refuses a bad
 value in one line (argparse's error, exit code 2) before anything runs, with the library's
-checks (ablations/experiment/request.py) where the library takes the same value."""
+checks (ablations/experiment/core/request.py) where the library takes the same value."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 from typing import Optional
 
 from ablations.config import ConfigError, parse_bool, parse_seed_sources
-from ablations.experiment.request import alpha_problem, margin_problem, rate_of, rate_problem
+from ablations.experiment.core.request import alpha_problem, margin_problem, rate_of, rate_problem
 
 
 def int_at_least(minimum: int):

@@ -28,7 +28,7 @@ from ablations.cli.flag_types import (
     seeds_flag,
 )
 from ablations.config.comparison import DEFAULT_ALPHA, DEFAULT_METRIC
-from ablations.experiment.designs.options import (
+from ablations.experiment.core.design_options import (
     BUILT_IN_OPTIONS,
     DesignOptions,
     Factorial,
@@ -36,7 +36,7 @@ from ablations.experiment.designs.options import (
     Search,
     Tuned,
 )
-from ablations.experiment.request import DEFAULT_STORAGE, Request
+from ablations.experiment.core.request import DEFAULT_STORAGE, Request
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
@@ -98,7 +98,7 @@ def given_only(parser: argparse.ArgumentParser, dests: set[str]) -> None:
     """The flags of ``dests`` leave no value in the parsed namespace unless the command line
     gives them (``argparse.SUPPRESS``), so that the namespace says what was given; their
     defaults stay the help's (``shown_default``) and the library's (the fields of
-    :class:`~ablations.experiment.request.Request`)."""
+    :class:`~ablations.experiment.core.request.Request`)."""
     for action in parser._actions:  # argparse keeps no public list of its actions
         if action.dest in dests and action.option_strings:
             action.shown_default = action.default  # type: ignore[attr-defined]
@@ -107,7 +107,7 @@ def given_only(parser: argparse.ArgumentParser, dests: set[str]) -> None:
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of ``run``, in groups; their dest names are the fields of
-    :class:`~ablations.experiment.request.Request` and of the run's options."""
+    :class:`~ablations.experiment.core.request.Request` and of the run's options."""
     add_what_flags(parser)
     add_seed_flags(parser)
     add_config_flags(parser)

@@ -17,8 +17,8 @@ from ablations.cli.commands import parse_command
 from ablations.cli.console import error_text, print_event
 from ablations.cli.flags import EXIT_BAD_INPUT, EXIT_INTERRUPTED, PROG
 from ablations.config import ConfigError
-from ablations.experiment.events import listening
-from ablations.experiment.request import UsageError
+from ablations.experiment.core.events import listening
+from ablations.experiment.core.request import UsageError
 from ablations.results.io.files import MetadataError
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

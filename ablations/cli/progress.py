@@ -1,4 +1,4 @@
-"""The command line's view of a run: the library's events (ablations/experiment/events.py) as
+"""The command line's view of a run: the library's events (ablations/experiment/core/events.py) as
 lines, and its progress as a tqdm bar at the bottom of a terminal (epochs done of the total,
 redrawn with each status, about once a second, with the trials, the best and worst running
 trial and the ETA) with the lines scrolling above it; piped to a file or in CI, a status line
@@ -10,7 +10,7 @@ import sys
 from typing import Any, Optional, TextIO
 
 from ablations.cli.console import print_event
-from ablations.experiment.events import Event, FitEnded, Status
+from ablations.experiment.core.events import Event, FitEnded, Status
 
 LINE_EVERY_S = 30.0  # a status line this often where there is no bar
 

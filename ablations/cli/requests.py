@@ -1,4 +1,4 @@
-"""The command line's flags as the library's :class:`~ablations.experiment.request.Request`:
+"""The command line's flags as the library's :class:`~ablations.experiment.core.request.Request`:
 comma-separated lists split, and the fields the command gave (``Request.given``): the run
 flags that are Request fields leave nothing in the parsed namespace unless given
 (``flags.given_only``), so what is there is what the command said."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from ablations.experiment.designs.options import BUILT_IN_OPTIONS, options_from
-from ablations.experiment.request import Request, given_names
+from ablations.experiment.core.design_options import BUILT_IN_OPTIONS, options_from
+from ablations.experiment.core.request import Request, given_names
 
 LISTS = ("only",)  # Request fields whose flags take NAME,NAME,... (a design's: options_from)
 
@@ -46,7 +46,7 @@ def request_from(args: argparse.Namespace) -> Request:
 
 
 def design_from(args: argparse.Namespace) -> object:
-    """The design the flags ask for (:func:`~ablations.experiment.designs.options.
+    """The design the flags ask for (:func:`~ablations.experiment.core.design_options.
     options_from` of ``--design`` and the designs' option flags given; a design of one's own
     with options: ``args.own_options``, its options class, which the parser's flags came
     from)."""

@@ -1,5 +1,5 @@
 """The ``run`` command: start, resume or plan (``--dry-run``) an experiment, a thin shell over
-the library: its flags become a :class:`~ablations.experiment.request.Request`, the request an
+the library: its flags become a :class:`~ablations.experiment.core.request.Request`, the request an
 :class:`~ablations.experiment.api.Experiment` (or :meth:`~ablations.experiment.api.
 Experiment.resume`), which runs with the command line's event printer and returns its
 :class:`~ablations.experiment.api.Results`, which this prints. Loaded by main.py once the
@@ -37,8 +37,8 @@ from ablations.experiment.api import (
     resume_preview,
     resume_request,
 )
-from ablations.experiment.interrupt import resume_command
-from ablations.experiment.request import (
+from ablations.experiment.execution.interrupt import resume_command
+from ablations.experiment.core.request import (
     UsageError,
     check_name,
     check_project_folder,
@@ -257,7 +257,8 @@ def enter_again(path: Optional[str]) -> bool:
     dir; a node that shares that temp dir (a worker node started on the head's machine without
     ``--temp-dir``) deletes the folder and unpacks it again when it sets up the job's runtime
     environment. ``init_ray`` waits until every node has done so
-    (``ablations/experiment/cluster.py``, ``settle_job_working_dir``); the folder at the same
+    (``ablations/experiment/execution/cluster.py``, ``settle_job_working_dir``); the folder at the
+    same
     path then holds the same files, so relative paths keep their meaning. Without this, the
     driver's ``os.getcwd()`` raises FileNotFoundError, and Ray Tune needs it (restoring an
     experiment and listing its results). A working directory is the whole process's: the

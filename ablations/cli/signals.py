@@ -13,8 +13,8 @@ import threading
 from typing import Any, Iterator
 
 from ablations.cli.console import spoken
-from ablations.experiment.interrupt import resume_command
-from ablations.experiment.options import RunOptions
+from ablations.experiment.execution.interrupt import resume_command
+from ablations.experiment.core.options import RunOptions
 
 # After SIGTERM, how long Tune may take to stop the trials and save its state (3-5 s measured
 # on 2 busy cores) before the driver gives up on a Ray that the same signal stopped.
@@ -44,7 +44,7 @@ def sigterm_as_sigint(options: RunOptions) -> Iterator[None]:
     def give_up() -> None:
         if not finished.wait(grace_s):
             try:  # what the runner does when fit returns: the trials' programs ended
-                from ablations.experiment.runner import end_local_programs
+                from ablations.experiment.execution.runner import end_local_programs
 
                 end_local_programs(options)
             except Exception:  # noqa: BLE001 - nothing may keep the driver from exiting

@@ -1,7 +1,8 @@
 """How a trial ended: the values of trials.parquet's ``status`` column (results/io/schema.py).
 
 The trial layer writes ``ok`` and ``diverged`` into a trial's last result; the experiment layer
-adds the others when it collects the results (ablations/experiment/tables.py). A member is its
+adds the others when it collects the results (ablations/experiment/execution/tables.py). A member
+is its
 string (``TrialStatus.OK == "ok"``, the same hash, ``f"{status}"`` gives ``ok``), so a column
 read back from Parquet, which holds plain strings, compares with the members as it is.
 """

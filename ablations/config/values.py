@@ -140,7 +140,8 @@ def parse_widths(value: Any, *, name: str = "cnn_widths") -> str:
 def parse_scalar_names(value: Any, *, name: str = "drop_scalars") -> str:
     """Scalar column names as a YAML list, 'scalar_a,scalar_b' or '' -> the canonical
     'scalar_a,scalar_b' (sorted, each once; '' = none). Whether the data has them is checked
-    against the data before any trial starts (``ablations.experiment.table_plan.plan_trials``)."""
+    against the data before any trial starts
+    (``ablations.experiment.planning.table_plan.plan_trials``)."""
     if isinstance(value, (list, tuple)):
         items = [str(v).strip() for v in value]
         if any("," in item for item in items):

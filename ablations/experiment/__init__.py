@@ -1,7 +1,9 @@
-"""An experiment on Ray Tune: the typed request and its planning (``request``, ``planning``),
-the runner (``runner``: Ray, the Tuner, experiment.json), the run kinds as designs
-(``designs/``: a grid, a factorial design, the ``hpo`` search, ``--seeds auto`` rounds, the
-stages of tuned ablations), the Tune trainable, the result tables (``tables``), progress,
-interrupt, provenance, cluster checks, the pre-flight checks and the trackers
-(``trackers/``). ``api.Experiment`` is the library's entry point.
+"""An experiment on Ray Tune, in parts by what each does (each a layer, lowest first:
+tests/test_layers.py): ``core/`` (the request, its groups, the events, the run's options),
+``provenance/`` (fingerprints, the trial store, experiment.json), ``planning/`` (a table's
+cells and trials on each dataset), ``execution/`` (Ray Tune: the runner, the trainable, the
+tables), ``designs/`` (the run kinds: a table, a factorial design, a search, rounds, tuned
+ablations) and ``trackers/``. Here, above them, the library: ``api.Experiment`` (its entry
+point), ``prepare`` (the request to a design and its trials), ``execute``, ``resuming`` and
+``continuing`` (a stopped or undecided experiment taken further).
 """

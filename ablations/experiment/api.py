@@ -10,10 +10,10 @@ path the command line uses too.
     print(results.summary)       # the table the command line prints
 
 Arguments left out (None) are "not given": the defaults, or for a resumed experiment what it
-recorded. The same planning as the command line (``ablations.experiment.planning.prepare``):
+recorded. The same planning as the command line (``ablations.experiment.prepare.prepare``):
 a bad value raises the same one-line ``ConfigError``/``UsageError`` before anything runs,
 naming the argument (``max_seeds``) where the command line names its flag (``--max-seeds``).
-While it runs, an experiment emits events (ablations/experiment/events.py) and prints
+While it runs, an experiment emits events (ablations/experiment/core/events.py) and prints
 nothing; :meth:`Experiment.run`'s ``on_event`` receives them.
 """
 
@@ -26,11 +26,11 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 
 from ablations.config.comparison import Decision
 from ablations.config.values import arg
-from ablations.experiment import events
-from ablations.experiment.designs.options import DesignOptions, Rounds
-from ablations.experiment.events import Listener, listening
+from ablations.experiment.core import events
+from ablations.experiment.core.design_options import DesignOptions, Rounds
+from ablations.experiment.core.events import Listener, listening
 from ablations.experiment.execute import Run, execute
-from ablations.experiment.groups import (
+from ablations.experiment.core.groups import (
     Console,
     Interrupted,
     Preview,
@@ -38,7 +38,7 @@ from ablations.experiment.groups import (
     Results,
     Seeds,
 )
-from ablations.experiment.request import (
+from ablations.experiment.core.request import (
     DEFAULT_STORAGE,
     Request,
     UsageError,
@@ -143,7 +143,7 @@ class Experiment:
             plan is resumed, with ``allow_changed`` even where the code or data changed.
         log_to: trackers, e.g. ``["mlflow", "wandb:project"]`` (docs/trackers.md).
         progress: the run's progress as events to ``run``'s ``on_event``: each trial's end,
-            a status about once a second (ablations/experiment/events.py).
+            a status about once a second (ablations/experiment/core/events.py).
     """
 
     def __init__(self, space: str | Path = "components", *,
@@ -192,7 +192,7 @@ class Experiment:
         return list(self.prepared().trials)
 
     def prepared(self) -> Any:
-        """Planning's ``Prepared`` (ablations/experiment/planning.py): the space, the base
+        """Planning's ``Prepared`` (ablations/experiment/prepare.py): the space, the base
         configuration, the trials, the skipped cells, the seeds and the design; its notes
         (e.g. the reference added to ``only``) as warning events."""
         prepared = self._prepare()
@@ -201,7 +201,7 @@ class Experiment:
         return prepared
 
     def _prepare(self) -> Any:
-        from ablations.experiment.planning import prepare
+        from ablations.experiment.prepare import prepare
 
         return prepare(self.request)
 
@@ -259,7 +259,7 @@ class Experiment:
         the plan resumes or grows it (the same events and one-line refusals as :meth:`run`)
         and which of its trials that experiment finished ok or diverged. Without a name
         (a new, timestamped one) the storage is not read."""
-        from ablations.experiment.trial_store import finished_trials
+        from ablations.experiment.provenance.trial_store import finished_trials
 
         with listening(on_event):
             prepared = self._prepare()

@@ -29,14 +29,14 @@ from ablations.config.comparison import DEFAULT_MARGIN, DEFAULT_REFERENCE
 from ablations.config.statuses import UNFINISHED, TrialStatus
 from ablations.config.values import command
 from ablations.experiment.continuation_hint import default_max_seeds, sequential_seeds
-from ablations.experiment.designs.options import rounds_of
+from ablations.experiment.core.design_options import rounds_of
 from ablations.experiment.continuation_hint import (  # noqa: F401 (re-exported)
     continuation_hint,
     estimate_continuation,
     first_look,
     trial_slots,
 )
-from ablations.experiment.request import Request, UsageError, arg
+from ablations.experiment.core.request import Request, UsageError, arg
 from ablations.search_spaces import TrialSpec
 from ablations.results.io.files import (
     EPOCHS_FILE,

@@ -1,5 +1,5 @@
 """The one run path of an experiment, new or resumed (:func:`execute`): its options, Ray, the
-checks that need it, the design's trials, then its :class:`~ablations.experiment.groups.
+checks that need it, the design's trials, then its :class:`~ablations.experiment.core.groups.
 Results` (:func:`results_of`): the verdicts, the summary, the design's own tables, the
 trackers' verdicts and the command that continues it."""
 
@@ -11,9 +11,9 @@ from typing import Any, Optional, Sequence
 
 from ablations.config.comparison import Decision
 from ablations.config.values import arg, named
-from ablations.experiment import events
-from ablations.experiment.groups import Console, Interrupted, Resources, Results
-from ablations.experiment.request import Request, UsageError
+from ablations.experiment.core import events
+from ablations.experiment.core.groups import Console, Interrupted, Resources, Results
+from ablations.experiment.core.request import Request, UsageError
 from ablations.results.io.files import first_line, join, read_metadata
 from ablations.results.stats.baseline_check import record_baseline_check
 
@@ -47,12 +47,12 @@ def execute(run: Run, request: Request, resources: Resources, log_to: Sequence[A
     import ray
 
     from ablations.experiment.continuing import trial_slots
-    from ablations.experiment.preflight import auto_batch, check_data_on_workers
-    from ablations.experiment.runner import estimating_costs, init_ray
+    from ablations.experiment.planning.preflight import auto_batch, check_data_on_workers
+    from ablations.experiment.execution.runner import estimating_costs, init_ray
 
     root = join(run.storage, run.name)
     options = run_options(run, resources, log_to, progress, console)
-    from ablations.experiment.cluster import ClusterUnreachable, job_runtime_env
+    from ablations.experiment.execution.cluster import ClusterUnreachable, job_runtime_env
 
     if not resources.address and job_runtime_env() is not None:
         raise UsageError(f"running as a Ray job without {arg('address')}: this would start "
@@ -107,10 +107,10 @@ def execute(run: Run, request: Request, resources: Resources, log_to: Sequence[A
 
 def run_options(run: Run, resources: Resources, log_to: Sequence[Any], progress: bool,
                 console: Console) -> Any:
-    """The runner's :class:`~ablations.experiment.options.RunOptions` of a run: where, how
+    """The runner's :class:`~ablations.experiment.core.options.RunOptions` of a run: where, how
     wide, what the front end puts around it, and the trackers' callbacks (``log_to``; a
     resume's too: those it recorded)."""
-    from ablations.experiment.options import RunOptions
+    from ablations.experiment.core.options import RunOptions
 
     root = join(run.storage, run.name)
     options = RunOptions(

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.config import TrialConfig
-from ablations.experiment import events
+from ablations.experiment.core import events
 from ablations.experiment.continuing import PLAN_FIELDS, continue_plan
 from ablations.experiment.designs.records import design_from_record
-from ablations.experiment.designs.options import rounds_of
+from ablations.experiment.core.design_options import rounds_of
 from ablations.experiment.designs.rounds import Rounds
-from ablations.experiment.options import TUNE_SUBDIR
-from ablations.experiment.plans import plan_from_metadata, skipped_plan
-from ablations.experiment.provenance import changes, collect
-from ablations.experiment.request import Request, UsageError, arg
+from ablations.experiment.core.options import TUNE_SUBDIR
+from ablations.experiment.core.plans import plan_from_metadata, skipped_plan
+from ablations.experiment.provenance.provenance import changes, collect
+from ablations.experiment.core.request import Request, UsageError, arg
 from ablations.results.io.files import (
     METADATA_FILE,
     TRIALS_FILE,
@@ -271,7 +271,7 @@ def growth(previous: dict[str, Any], target: str, recorded_trials: Sequence[Tria
     """
     import datetime as dt
 
-    from ablations.experiment.trial_store import REUSABLE, read_table
+    from ablations.experiment.provenance.trial_store import REUSABLE, read_table
 
     table = read_table(join(target, TRIALS_FILE))
     ended = {} if table is None else dict(zip(table["trial_name"].astype(str),

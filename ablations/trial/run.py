@@ -3,7 +3,8 @@
 runner's results. The ``fit`` is the built-in model's or a plugin's
 (:func:`ablations.trial.builtin_fit.builtin_fit`), a training function's, or a command's
 (:func:`ablations.trial.command.run_command`). Plain PyTorch, no Ray: the trainable
-(ablations/experiment/trainable.py) passes ``send`` (to Tune) and ``store`` (the state file).
+(ablations/experiment/execution/trainable.py) passes ``send`` (to Tune) and ``store`` (the state
+file).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ places enforce it:
   when it returns to Python; a command's program has no such gap).
 
 The trial layer raises :class:`TrialTimeout`; the experiment layer records the trial as
-``timeout`` (ablations/experiment/tables.py) from the exception's name in Tune's error, as it
+``timeout`` (ablations/experiment/execution/tables.py) from the exception's name in Tune's error,
+as it
 does for out-of-memory.
 """
 

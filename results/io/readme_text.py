@@ -54,7 +54,7 @@ real run writes every column and that this file is up to date.
 # experiment.json's provenance, resume history and growth
 PROVENANCE_TEXT = """## experiment.json: provenance
 
-`provenance` holds what is needed to trust and repeat the experiment (`ablations/experiment/provenance.py`);
+`provenance` holds what is needed to trust and repeat the experiment (`ablations/experiment/provenance/provenance.py`);
 it is written when the experiment starts and replaced at every resume:
 
 | key | what |

@@ -5,8 +5,8 @@ A design (``table.Table``, ``factorial.Factorial``, ``search.Search``, ``rounds.
 experiment.json (:meth:`Design.record`) and is rebuilt from it (:meth:`Design.from_record`),
 says whether a folder's design is its own plan (:meth:`Design.same_plan_as`) and which
 configurations its trials start from (:meth:`Design.configs`). The designs that run one Tune
-experiment hand :func:`ablations.experiment.runner.run_experiment` a
-:class:`~ablations.experiment.designs.tune_setup.TuneSetup`; rounds and stages run several.
+experiment hand :func:`ablations.experiment.execution.runner.run_experiment` a
+:class:`~ablations.experiment.execution.tune_setup.TuneSetup`; rounds and stages run several.
 A design describes itself in the words a reader sees: the run's count, the dry run, the lines
 after the summary, what a resume will do (the methods under "how it describes itself"; the
 text may name arguments with :func:`~ablations.config.values.arg`, which the command line
@@ -18,15 +18,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ablations.config.comparison import DEFAULT_MARGIN, DEFAULT_MAX_SEEDS, Decision
-from ablations.experiment.designs.options import rounds_of
-from ablations.experiment.options import TUNE_SUBDIR
-from ablations.experiment.plans import trial_plan
+from ablations.experiment.core.design_options import rounds_of
+from ablations.experiment.core.options import TUNE_SUBDIR
+from ablations.experiment.core.plans import trial_plan
 
 if TYPE_CHECKING:
     from ablations.config import TrialConfig
-    from ablations.experiment.options import ExperimentResult, RunOptions
-    from ablations.experiment.request import Request
-    from ablations.experiment.table_plan import PlanState
+    from ablations.experiment.core.options import ExperimentResult, RunOptions
+    from ablations.experiment.core.request import Request
+    from ablations.experiment.planning.table_plan import PlanState
     from ablations.search_spaces import Space, TrialSpec
 
 
@@ -36,7 +36,7 @@ def refuse_unreachable_tolerance(request: Request, most: int, *, rounds: bool) -
     seeds it needs (``rounds``: the design reaches its seeds in rounds, up to ``max_seeds``)."""
     if request.max_failure_rate is None:
         return
-    from ablations.experiment.request import UsageError, arg
+    from ablations.experiment.core.request import UsageError, arg
     from ablations.results.stats.failures import failure_rate_upper, seeds_for_tolerance
 
     needed = seeds_for_tolerance(request.max_failure_rate, request.alpha)
@@ -71,7 +71,7 @@ def refuse_max_seeds(request: Request, asked_by: str) -> None:
     Raises:
         UsageError: always.
     """
-    from ablations.experiment.request import UsageError, arg
+    from ablations.experiment.core.request import UsageError, arg
 
     by = arg("cross_seeds") if request.cross_seeds else asked_by
     raise UsageError(f"{arg('max_seeds')} plans the rounds a fixed ablation table can be "
@@ -85,7 +85,7 @@ def refuse_crossed(request: Request) -> None:
     Raises:
         UsageError: ``cross_seeds`` given.
     """
-    from ablations.experiment.request import UsageError, arg
+    from ablations.experiment.core.request import UsageError, arg
 
     if request.cross_seeds:
         raise UsageError(f"{arg('cross_seeds')} runs a fixed grid of seeds per variant of an "
@@ -136,7 +136,7 @@ class Design:
         """Refuse what this design cannot run (one UsageError each, naming the argument and
         the fix), before anything is planned. A plug-in design runs a table's variants at
         fixed seeds; override to accept more or refuse more."""
-        from ablations.experiment.request import UsageError, arg
+        from ablations.experiment.core.request import UsageError, arg
 
         what = (f"space {space.name} is a search" if space.is_search else
                 f"{arg('seeds')} auto runs rounds" if request.seeds == "auto" else None)
@@ -156,7 +156,7 @@ class Design:
         Raises:
             UsageError: ``pilot`` given with fixed seeds.
         """
-        from ablations.experiment.request import UsageError, arg
+        from ablations.experiment.core.request import UsageError, arg
 
         if rounds_of(request.design).pilot is not None:
             raise UsageError(f"{arg('pilot')} applies with {arg('seeds')} auto only (fixed "
@@ -199,7 +199,7 @@ class Design:
         Raises:
             UsageError: ``max_seeds`` where no rounds can follow, or below the seeds run.
         """
-        from ablations.experiment.request import UsageError, arg
+        from ablations.experiment.core.request import UsageError, arg
 
         spec: dict[str, Any] = {"decision": planned_decision(request, space)}
         pilot = self.continues_into_rounds and not request.cross_seeds
@@ -230,7 +230,7 @@ class Design:
                 ) -> ExperimentResult:
         """Run the experiment (or continue it with ``resume``) and return its tables; what a
         design with several Tune runs reports between them goes out as events
-        (ablations/experiment/events.py)."""
+        (ablations/experiment/core/events.py)."""
         raise NotImplementedError
 
     def record(self, metadata: dict[str, Any]) -> None:
@@ -294,7 +294,7 @@ class Design:
         can."""
         if cls.continues_into_rounds:
             return None
-        from ablations.experiment.request import arg
+        from ablations.experiment.core.request import arg
 
         return (f"{arg('seeds')} auto: {name} holds an experiment run with {cls.asked_by}, "
                 f"which runs at fixed seeds; resume it without {arg('seeds')} auto")

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ablations.config import ALIASES, TrialConfig, apply_overrides
 from ablations.experiment.designs.table import Table
-from ablations.experiment.request import Request, UsageError, arg
+from ablations.experiment.core.request import Request, UsageError, arg
 from ablations.results.stats.factorial_design import MAX_FACTORS, MIN_FACTORS, FactorialDesign
 from ablations.search_spaces import TrialSpec
 
 if TYPE_CHECKING:
     from ablations.config.comparison import Decision
-    from ablations.experiment.table_plan import PlanState
+    from ablations.experiment.planning.table_plan import PlanState
     from ablations.search_spaces import Space
 
 

@@ -20,7 +20,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from ray.tune import Callback
 from ray.tune.search.optuna import OptunaSearch
 
-from ablations.experiment import events
+from ablations.experiment.core import events
 from ablations.results.io.files import first_line
 
 logger = logging.getLogger(__name__)

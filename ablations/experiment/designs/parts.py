@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Optional
 import pandas as pd
 
 from ablations.config.statuses import UNFINISHED
-from ablations.experiment.designs.tune_setup import TuneSetup
-from ablations.experiment.options import ExperimentResult, RunOptions
-from ablations.experiment.runner import run_experiment
+from ablations.experiment.execution.tune_setup import TuneSetup
+from ablations.experiment.core.options import ExperimentResult, RunOptions
+from ablations.experiment.execution.runner import run_experiment
 from ablations.results.io.files import (
     METADATA_FILE,
     TRIALS_FILE,

@@ -18,7 +18,7 @@ import importlib
 import re
 from typing import TYPE_CHECKING
 
-from ablations.experiment.request import Request, UsageError, arg
+from ablations.experiment.core.request import Request, UsageError, arg
 from ablations.results.io.files import DESIGN_PLUGIN_KEY as PLUGIN_KEY  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """What a resume will do, in words: how many trials it keeps, continues and starts, from
-Tune's saved state (:func:`~ablations.experiment.tune_state.resume_counts`). The designs'
+Tune's saved state (:func:`~ablations.experiment.execution.tune_state.resume_counts`). The designs'
 :meth:`~ablations.experiment.designs.base.Design.resume_line` say it."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from ablations.config.values import arg
-from ablations.experiment.options import TUNE_SUBDIR
-from ablations.experiment.tune_state import resume_counts
+from ablations.experiment.core.options import TUNE_SUBDIR
+from ablations.experiment.execution.tune_state import resume_counts
 
 
 def counts_line(target: str, trials: Sequence[Any], num_samples: Optional[int],

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import pandas as pd
 
-from ablations.experiment import events
-from ablations.experiment.designs.options import rounds_of
+from ablations.experiment.core import events
+from ablations.experiment.core.design_options import rounds_of
 from ablations.experiment.designs.base import (
     Design,
     planned_decision,
@@ -29,17 +29,17 @@ from ablations.experiment.designs.base import (
 )
 from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.parts import Parts, stopped
-from ablations.experiment.designs.tune_setup import TableTune, Part
-from ablations.experiment.options import (
+from ablations.experiment.execution.tune_setup import TableTune, Part
+from ablations.experiment.core.options import (
     TUNE_SUBDIR,
     ExperimentResult,
     RunOptions,
     experiment_dir,
 )
-from ablations.experiment.plans import plan_from_metadata, trial_plan
+from ablations.experiment.core.plans import plan_from_metadata, trial_plan
 from ablations.config.comparison import DEFAULT_MARGIN
-from ablations.experiment.request import Request, UsageError, arg
-from ablations.experiment.experiment_record import declared_metrics_of
+from ablations.experiment.core.request import Request, UsageError, arg
+from ablations.experiment.provenance.experiment_record import declared_metrics_of
 from ablations.results.io.directions import metric_of
 from ablations.results.stats.sequential import (
     DEFAULT_MAX_SEEDS,
@@ -53,7 +53,7 @@ from ablations.results.stats.shared_variance import DEFAULT_TEST, TEST_VERSIONS
 from ablations.search_spaces import TrialSpec
 
 if TYPE_CHECKING:
-    from ablations.experiment.table_plan import PlanState
+    from ablations.experiment.planning.table_plan import PlanState
     from ablations.search_spaces import Space
 
 

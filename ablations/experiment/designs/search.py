@@ -21,29 +21,29 @@ import pandas as pd
 from ablations.config.statuses import TrialStatus
 from ablations.config import TrialConfig, apply_overrides
 from ablations.config.values import arg, command, named
-from ablations.experiment.request import UsageError
+from ablations.experiment.core.request import UsageError
 from ablations.experiment.designs.base import (
     Design,
     planned_decision,
     refuse_crossed,
     refuse_max_seeds,
 )
-from ablations.experiment.designs.options import Search as SearchOptions
-from ablations.experiment.designs.options import rounds_of
+from ablations.experiment.core.design_options import Search as SearchOptions
+from ablations.experiment.core.design_options import rounds_of
 from ablations.experiment.designs.resume_text import counts_line
-from ablations.experiment.designs.tune_setup import Part, TuneSetup
-from ablations.experiment.options import experiment_dir
-from ablations.experiment.runner import run_experiment
-from ablations.experiment.tables import HPO_TRIAL, plain_value, result_name
+from ablations.experiment.execution.tune_setup import Part, TuneSetup
+from ablations.experiment.core.options import experiment_dir
+from ablations.experiment.execution.runner import run_experiment
+from ablations.experiment.execution.tables import HPO_TRIAL, plain_value, result_name
 from ablations.results.io.files import atomic_write, is_file, is_uri, join, read_bytes
 from ablations.search_spaces.hpo import HPO_METRIC, HPO_MODE
 from ablations.search_spaces.spaces import TrialSpec
 
 if TYPE_CHECKING:
-    from ablations.experiment.options import ExperimentResult, RunOptions
-    from ablations.experiment.progress import Planned
-    from ablations.experiment.request import Request
-    from ablations.experiment.table_plan import PlanState
+    from ablations.experiment.core.options import ExperimentResult, RunOptions
+    from ablations.experiment.execution.progress import Planned
+    from ablations.experiment.core.request import Request
+    from ablations.experiment.planning.table_plan import PlanState
     from ablations.search_spaces import Space
 
 BEST_CONFIG_FILE = "best_config.yaml"
@@ -160,7 +160,7 @@ class SearchTune(TuneSetup):
 
     def progress_plan(self, trials: Sequence[TrialSpec]
                       ) -> tuple[int, dict[str, Planned], Optional[Planned]]:
-        from ablations.experiment.progress import Planned  # loads Ray Tune
+        from ablations.experiment.execution.progress import Planned  # loads Ray Tune
         from ablations.trial.cost import estimated_cost  # torch only to count FLOPs not kept yet
 
         base = self.search.base
@@ -174,7 +174,7 @@ class SearchTune(TuneSetup):
 
         # Ray Tune's subclasses: this module leaves Ray and Optuna unloaded until a search runs
         from ablations.experiment.designs.optuna_search import ResumableOptunaSearch
-        from ablations.experiment.trainable import trial_name
+        from ablations.experiment.execution.trainable import trial_name
 
         run = self.search
         params = {}
@@ -269,8 +269,8 @@ class Search(Design):
     def prepare(cls, state: PlanState) -> Search:
         """The search's base (the first seed; what ``resolve_conflicts`` maps is what every
         sample starts from), validated like a table's trial; no trials planned ahead."""
-        from ablations.experiment.cells import spec_for
-        from ablations.experiment.table_plan import plan_trials
+        from ablations.experiment.planning.cells import spec_for
+        from ablations.experiment.planning.table_plan import plan_trials
 
         space, request = state.space, state.request
         base = state.base.replace(ablation=space.name, seed=state.seeds[0])

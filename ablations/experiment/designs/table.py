@@ -1,5 +1,5 @@
 """A grid of fixed seeds: every planned trial runs once, the longest first, in one Tune
-experiment (:class:`~ablations.experiment.designs.tune_setup.TableTune`)."""
+experiment (:class:`~ablations.experiment.execution.tune_setup.TableTune`)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ablations.config.values import arg
 from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.resume_text import counts_line
-from ablations.experiment.designs.tune_setup import TableTune, Part
-from ablations.experiment.options import TUNE_SUBDIR
-from ablations.experiment.runner import run_experiment
+from ablations.experiment.execution.tune_setup import TableTune, Part
+from ablations.experiment.core.options import TUNE_SUBDIR
+from ablations.experiment.execution.runner import run_experiment
 
 if TYPE_CHECKING:
-    from ablations.experiment.options import ExperimentResult, RunOptions
+    from ablations.experiment.core.options import ExperimentResult, RunOptions
     from ablations.search_spaces import TrialSpec
 
 

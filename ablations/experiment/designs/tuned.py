@@ -33,27 +33,27 @@ import pandas as pd
 
 from ablations.config.statuses import TrialStatus
 from ablations.config import TrialConfig, apply_overrides
-from ablations.experiment import events
+from ablations.experiment.core import events
 from ablations.experiment.designs.base import Design
 from ablations.experiment.designs.resume_text import counts_line
 from ablations.experiment.designs.search import SearchRun, SearchTune, publish_optuna
 from ablations.experiment.designs.parts import Parts, stopped
-from ablations.experiment.designs.tune_setup import TableTune, Part
-from ablations.experiment.options import (
+from ablations.experiment.execution.tune_setup import TableTune, Part
+from ablations.experiment.core.options import (
     TUNE_SUBDIR,
     ExperimentResult,
     RunOptions,
     experiment_dir,
 )
-from ablations.experiment.plans import plan_from_metadata, trial_plan
-from ablations.experiment.request import Request, UsageError, arg
-from ablations.experiment.tables import plain_value, result_name
+from ablations.experiment.core.plans import plan_from_metadata, trial_plan
+from ablations.experiment.core.request import Request, UsageError, arg
+from ablations.experiment.execution.tables import plain_value, result_name
 from ablations.search_spaces import TrialSpec
 from ablations.search_spaces.hpo import HPO_METRIC, HPO_MODE, HPO_SEARCH
 
 if TYPE_CHECKING:
     from ablations.config.comparison import Decision
-    from ablations.experiment.table_plan import PlanState
+    from ablations.experiment.planning.table_plan import PlanState
     from ablations.search_spaces import Space
 
 FIRST_TUNING_SEED = 1000  # the tuning seed: the first from here that no evaluation seed is

@@ -21,7 +21,7 @@ from ray.air.integrations.mlflow import MLflowLoggerCallback
 from ray.air.integrations.wandb import WandbLoggerCallback, _WandbLoggingActor
 
 from ablations.config.statuses import TrialStatus
-from ablations.experiment.reported import unpacked
+from ablations.experiment.execution.reported import unpacked
 from ablations.experiment.trackers.trials import (
     TrackerSpec,
     tracked_metrics,

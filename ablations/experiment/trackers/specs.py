@@ -32,9 +32,9 @@ from urllib.parse import urlparse
 
 import pandas as pd
 
-from ablations.experiment import events
+from ablations.experiment.core import events
 from ablations.config.values import expanded_path
-from ablations.experiment.request import UsageError, arg
+from ablations.experiment.core.request import UsageError, arg
 from ablations.experiment.trackers.registry import TrackerKind, register_tracker, tracker_kind
 from ablations.experiment.trackers.runs import (
     MLflowTracker,

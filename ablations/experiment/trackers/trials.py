@@ -13,7 +13,7 @@ from ray.tune.logger import LoggerCallback
 from ray.tune.result import AUTO_RESULT_KEYS
 
 from ablations.config.statuses import TrialStatus
-from ablations.experiment.reported import unpacked
+from ablations.experiment.execution.reported import unpacked
 from ablations.results.io.files import read_metadata
 
 # Keys of a result that are not the trial's metrics: Tune's bookkeeping, wall-clock stamps.
@@ -55,7 +55,7 @@ def trial_plan(root: str) -> dict[str, dict[str, Any]]:
 
 def trial_params(trial: Any, plan: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """A Tune trial's ``TrialConfig.flat()``: what trials.parquet has for it."""
-    from ablations.experiment.trainable import trial_config
+    from ablations.experiment.execution.trainable import trial_config
 
     return trial_config(trial.config, plan).flat()
 

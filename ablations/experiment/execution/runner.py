@@ -2,10 +2,11 @@
 
 This module runs one Tune experiment: the options, Ray, the Tuner, resume and experiment.json.
 What differs between designs comes in as a
-:class:`~ablations.experiment.designs.tune_setup.TuneSetup` (the trainable's plan, Tune's search
+:class:`~ablations.experiment.execution.tune_setup.TuneSetup` (the trainable's plan, Tune's search
 and scheduler, callbacks) and the design's record (ablations/experiment/designs/). Turning
-Tune's results into the three tables is ablations/experiment/tables.py; SIGTERM during
-``Tuner.fit``, the resume command and Tune's log filter are ablations/experiment/interrupt.py.
+Tune's results into the three tables is ablations/experiment/execution/tables.py; SIGTERM during
+``Tuner.fit``, the resume command and Tune's log filter are
+ablations/experiment/execution/interrupt.py.
 
 Layout of an experiment folder ``<storage>/<name>/``::
 
@@ -27,32 +28,36 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from ablations.config import TrialConfig
-from ablations.experiment import events
-from ablations.experiment.cluster import (
+from ablations.experiment.core import events
+from ablations.experiment.execution.cluster import (
     check_cluster_address,
     runtime_env_for_cluster,
     settle_job_working_dir,
 )
-from ablations.experiment.designs.tune_setup import TableTune, TuneSetup
-from ablations.experiment.interrupt import quiet_tune_logs
-from ablations.experiment.tune_console import tune_lines
-from ablations.experiment.tune_usage import no_unsent_callback_tag, tensorboardx_without_torch
-from ablations.experiment.options import (
+from ablations.experiment.execution.tune_setup import TableTune, TuneSetup
+from ablations.experiment.execution.interrupt import quiet_tune_logs
+from ablations.experiment.execution.tune_console import tune_lines
+from ablations.experiment.execution.tune_usage import (
+    no_unsent_callback_tag,
+    tensorboardx_without_torch,
+)
+from ablations.experiment.core.options import (
     ExperimentResult,
+    Recorded,
     RunOptions,
     experiment_dir,
 )
 from ablations.trial.supervise import end_programs_under
-from ablations.experiment.tables import (
+from ablations.experiment.execution.tables import (
     RESUMABLE_STATUSES,
     collect_results,
     tune_state_file,
 )
-from ablations.experiment.experiment_record import start_record
-from ablations.experiment.trial_store import (
+from ablations.experiment.provenance.experiment_record import start_record
+from ablations.experiment.provenance.trial_store import (
     Reused,
     find_reusable,
     record_reused,
@@ -60,7 +65,7 @@ from ablations.experiment.trial_store import (
     reusable_keys,
     run_labels,
 )
-from ablations.experiment.tune_state import results_despite
+from ablations.experiment.execution.tune_state import results_despite
 from ablations.results.io.files import (
     METADATA_FILE,
     delete_dir,
@@ -71,8 +76,6 @@ from ablations.results.io.files import (
 )
 from ablations.search_spaces.spaces import TrialSpec
 
-if TYPE_CHECKING:
-    from ablations.experiment.designs.base import Design
 
 
 @contextlib.contextmanager
@@ -129,7 +132,7 @@ def init_ray(options: RunOptions, trials: Sequence[TrialSpec] = (),
 
 def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
                    skipped: Sequence[tuple[TrialSpec, str]] = (), *,
-                   design: Optional[Design] = None, setup: Optional[TuneSetup] = None,
+                   design: Optional[Recorded] = None, setup: Optional[TuneSetup] = None,
                    resume: bool = False) -> ExperimentResult:
     """Run ``trials`` in one Tune experiment as ``setup`` says (default: :class:`TableTune`,
     each trial once) and write the experiment folder; ``design`` adds its record to
@@ -150,7 +153,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
     """
     from ray import tune
 
-    from ablations.experiment.trainable import STATE_SUBDIR
+    from ablations.experiment.execution.trainable import STATE_SUBDIR
 
     setup = setup or TableTune()
     part = setup.part
@@ -198,7 +201,7 @@ def trainable_of(plan: dict[str, TrialConfig], metadata: dict[str, Any], options
     its time limit and labels, and the resources each trial takes."""
     from ray import tune
 
-    from ablations.experiment.trainable import tune_trainable
+    from ablations.experiment.execution.trainable import tune_trainable
 
     resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
     return tune.with_resources(tune.with_parameters(
@@ -239,9 +242,9 @@ def reused_trials(trials: Sequence[TrialSpec], options: RunOptions, setup: TuneS
 
 def progress_of(setup: TuneSetup, to_train: Sequence[TrialSpec], options: RunOptions,
                 metadata: dict[str, Any]) -> tuple[Any, Any]:
-    """The run's progress callback (events: ablations/experiment/progress.py), and the
+    """The run's progress callback (events: ablations/experiment/execution/progress.py), and the
     setup's plan of the trials' epochs it was made from."""
-    from ablations.experiment.progress import TrialProgress
+    from ablations.experiment.execution.progress import TrialProgress
 
     total, planned, default = setup.progress_plan(to_train)
     progress = TrialProgress(total, plan=planned, epochs=options.progress_epochs,
@@ -257,7 +260,7 @@ def fail_alike_of(trials: Sequence[TrialSpec], to_train: Sequence[TrialSpec],
     """The callback that stops a run whose trials fail alike; the reference's rule only where
     this run trains every trial of it (a pilot's or a resumed run's reference has rows from
     before)."""
-    from ablations.experiment.fail_fast import FailAlike
+    from ablations.experiment.execution.fail_fast import FailAlike
 
     reference_trials = {spec.name for spec in trials
                         if spec.name.rsplit("-seed", 1)[0] == options.reference}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Optional, Sequence
 
-from ablations.experiment import events
-from ablations.experiment.request import Request, UsageError, arg
+from ablations.experiment.core import events
+from ablations.experiment.core.request import Request, UsageError, arg
 
 
 def check_data_on_workers(configs: Sequence[Any], args: Request) -> None:

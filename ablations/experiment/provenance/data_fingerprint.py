@@ -1,12 +1,12 @@
 """The data an experiment's trials train on, fingerprinted for the ``data`` block of
-experiment.json's provenance (:func:`ablations.experiment.provenance.collect`): one
+experiment.json's provenance (:func:`ablations.experiment.provenance.provenance.collect`): one
 fingerprint per data source (:func:`data_source`). A file dataset: the files' sizes and
 mtimes, the header of ``images.npy`` (shape, dtype), ``sha256`` of ``table.parquet`` and of
 the bytes of :data:`IMAGE_SAMPLES` samples of ``images.npy`` picked with a fixed seed (plain
 file reads of at most :data:`IMAGE_SAMPLE_MAX_BYTES` per sample, never the whole file). The
 synthetic set: its spec and cache key (the generator's source and constants are part of the
 key). Own code: the files its trials name that are not code
-(:func:`~ablations.experiment.own_code_files.named_data`).
+(:func:`~ablations.experiment.provenance.own_code_files.named_data`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
-from ablations.experiment.own_code_files import code_paths, named_data
+from ablations.experiment.provenance.own_code_files import code_paths, named_data
 from ablations.trial.loading import synthetic_spec
 
 IMAGE_SAMPLES = 64  # samples of images.npy whose bytes are hashed

@@ -1,7 +1,7 @@
 """The table an experiment runs, planned before anything starts: the space's trials on each
 dataset (:class:`PlanState`; a design's :meth:`~ablations.experiment.designs.base.Design.
 prepare` calls :meth:`PlanState.plan_table` with its own table), every trial validated against
-its device and data (:func:`plan_trials`). Planning (ablations/experiment/planning.py) fills
+its device and data (:func:`plan_trials`). Planning (ablations/experiment/prepare.py) fills
 the state a design plans from; it prints nothing."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any, Callable, Optional, Sequence
 
 from ablations.config import ConfigError, TrialConfig
 from ablations.config.safety import resolve_systems, skip_reason
-from ablations.experiment.cells import crossed_seeds, with_null_control
-from ablations.experiment.datasets_plan import check_named, named_trials, on_dataset
-from ablations.experiment.request import Request, arg
+from ablations.experiment.planning.cells import crossed_seeds, with_null_control
+from ablations.experiment.planning.datasets_plan import check_named, named_trials, on_dataset
+from ablations.experiment.core.request import Request, arg
 from ablations.model.data import MAX_SYNTHETIC_FRAMES, load_directory
 from ablations.trial.loading import scalar_columns
 from ablations.trial.contracts import contract_of

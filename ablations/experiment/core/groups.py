@@ -98,7 +98,7 @@ class Results:
     closing_lines: list[str] = field(default_factory=list)
     continuation: Optional[str] = None
     # why the run stopped launching trials (its first trials failed alike,
-    # ablations/experiment/fail_fast.py); None when it did not
+    # ablations/experiment/execution/fail_fast.py); None when it did not
     stopped_early: Optional[str] = None
 
     @property

@@ -8,11 +8,16 @@ import logging
 from typing import Any, Optional, Sequence
 
 from ablations.config.statuses import UNFINISHED, TrialStatus
-from ablations.experiment.interrupt import quiet_tune_logs
-from ablations.experiment.options import TUNE_SUBDIR
-from ablations.experiment.reported import unpacked
-from ablations.experiment.tables import result_name, saved_results, trial_status, tune_state_file
-from ablations.experiment.trial_store import REUSABLE, read_table, recorded_reused
+from ablations.experiment.execution.interrupt import quiet_tune_logs
+from ablations.experiment.core.options import TUNE_SUBDIR
+from ablations.experiment.execution.reported import unpacked
+from ablations.experiment.execution.tables import (
+    result_name,
+    saved_results,
+    trial_status,
+    tune_state_file,
+)
+from ablations.experiment.provenance.trial_store import REUSABLE, read_table, recorded_reused
 from ablations.results.io.files import TRIALS_FILE, first_line, is_file, join
 from ablations.search_spaces.spaces import TrialSpec
 
@@ -59,7 +64,7 @@ def resume_counts(root: str, trials: Sequence[TrialSpec], *, retry_failed: bool 
     ``num_samples`` trials)."""
     from ray.tune import Tuner
 
-    from ablations.experiment.trainable import STATE_FILE, STATE_SUBDIR
+    from ablations.experiment.execution.trainable import STATE_FILE, STATE_SUBDIR
 
     def saved(name: str) -> bool:  # the trainable resumes from this even if Tune never saw it
         return is_file(join(root, STATE_SUBDIR, name, STATE_FILE))

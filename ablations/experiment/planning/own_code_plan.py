@@ -1,6 +1,6 @@
 """Planning own code (docs/own-code.md): the model spec of ``--command`` with its keys'
 defaults and metrics, the runner's flags own code does not take, and the verdicts' metric
-among those the code declares. :mod:`ablations.experiment.planning` calls these before it
+among those the code declares. :mod:`ablations.experiment.prepare` calls these before it
 expands the space."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import dataclasses
 import re
 from typing import Mapping, Optional
 
-from ablations.experiment.designs.options import Tuned
+from ablations.experiment.core.design_options import Tuned
 from ablations.config import ConfigError, TrialConfig
 from ablations.config.code import (
     COMMAND_PREFIX,
@@ -20,7 +20,7 @@ from ablations.config.code import (
 )
 from ablations.config.metrics import parse_metrics
 from ablations.config.plugins import load_plugin
-from ablations.experiment.request import Request, UsageError, arg, metric_problem
+from ablations.experiment.core.request import Request, UsageError, arg, metric_problem
 from ablations.search_spaces.files import typed
 
 

@@ -3,7 +3,7 @@
 its flags (ablations/cli/requests.py), and the checks both need (the experiment's name, its
 storage, a folder that already exists).
 
-Planning (ablations/experiment/planning.py) takes a Request and never changes it. Every check
+Planning (ablations/experiment/prepare.py) takes a Request and never changes it. Every check
 raises :class:`UsageError` (one line, the problem and the fix) naming the Request's fields with
 :func:`arg`: the library's message says ``max_seeds``, the command line's ``--max-seeds``.
 """

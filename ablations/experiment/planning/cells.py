@@ -1,6 +1,6 @@
 """The cells a plan adds to a space's table: ``--cross-seeds``' grid of two seed sources per
 variant (:func:`crossed_seeds`), the null control (:func:`with_null_control`), and the one
-cell of a search's base (:func:`spec_for`). Planning (ablations/experiment/planning.py) calls
+cell of a search's base (:func:`spec_for`). Planning (ablations/experiment/prepare.py) calls
 them before it validates the trials."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any, Sequence
 
 from ablations.config import SEED_SOURCES, TrialConfig, parse_seed_sources
-from ablations.experiment.request import UsageError, arg
+from ablations.experiment.core.request import UsageError, arg
 from ablations.search_spaces import TrialSpec
 
 

@@ -21,10 +21,10 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ablations.experiment.designs.options import Factorial, Tuned, rounds_of
+from ablations.experiment.core.design_options import Factorial, Tuned, rounds_of
 from ablations.config import TrialConfig, apply_overrides
 from ablations.config.values import expanded_path
-from ablations.experiment.request import Request, UsageError, arg
+from ablations.experiment.core.request import Request, UsageError, arg
 
 SYNTHETIC = "synthetic"
 DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")  # no dot: trial names split on it

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Optional
+from typing import Any, Callable, ContextManager, Optional, Protocol
 
 import pandas as pd
 
@@ -14,6 +14,16 @@ from ablations.config.comparison import DEFAULT_REFERENCE
 from ablations.results.io.files import is_uri, join
 
 TUNE_SUBDIR = "tune"
+
+
+class Recorded(Protocol):
+    """What the runner and experiment.json take of a design (designs/base.py's ``Design``):
+    its record, a plug-in's spec, and the settings it fixed before the data."""
+
+    spec: Optional[str]
+    planned: Optional[dict[str, Any]]
+
+    def record(self, metadata: dict[str, Any]) -> None: ...
 
 
 @dataclass

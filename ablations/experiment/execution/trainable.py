@@ -40,8 +40,8 @@ import ray
 from ray import tune
 
 from ablations.config import TrialConfig
-from ablations.experiment.reported import json_value, packed
-from ablations.experiment.trial_store import MIXED
+from ablations.experiment.execution.reported import json_value, packed
+from ablations.experiment.provenance.trial_store import MIXED
 from ablations.trial.own_code import resolved_device, trial_folder
 from ablations.results.io.files import PREDICTIONS_FILE, atomic_write, is_file, join, read_bytes
 
@@ -152,7 +152,8 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
     (a ``TrialConfig.to_dict()``), with the sampled ``config["params"]`` (flat keys) in a search.
     The runner passes ``plan``, ``state_root`` and ``pack`` with ``tune.with_parameters``;
     ``pack=False`` (``--verbose``) reports every figure to Tune as a number, so that Tune's own
-    result tables show them (ablations/experiment/reported.py). ``time_limit_s``: each run of
+    result tables show them (ablations/experiment/execution/reported.py). ``time_limit_s``: each
+    run of
     a trial ends past it, as ``timeout`` (ablations/trial/time_limit.py). ``labels``
     (trial_store.run_labels: plan key -> the fingerprints of the code and data this run of the
     experiment trains with, and its package versions) are sent with the trial's final result,

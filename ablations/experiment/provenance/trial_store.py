@@ -38,7 +38,7 @@ from typing import Any, Collection, Mapping, Optional, Sequence
 import pandas as pd
 
 from ablations.config.statuses import TrialStatus
-from ablations.experiment.provenance import run_code_label, trial_columns
+from ablations.experiment.provenance.provenance import run_code_label, trial_columns
 from ablations.results.io.files import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,

@@ -1,5 +1,6 @@
 """What one Tune experiment needs from a design: the narrow object that
-:func:`ablations.experiment.runner.run_experiment` calls, and never asks which design it serves.
+:func:`ablations.experiment.execution.runner.run_experiment` calls, and never asks which design it
+serves.
 
 :class:`Part` says which part of the experiment a Tune run is (its folder, its rows' round and
 phase, the rows kept from the parts before it). :class:`TuneSetup` says what the trainable gets
@@ -13,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ablations.experiment.options import TUNE_SUBDIR
+from ablations.experiment.core.options import TUNE_SUBDIR
 
 if TYPE_CHECKING:
     from ablations.config import TrialConfig
-    from ablations.experiment.options import RunOptions
-    from ablations.experiment.progress import Planned
+    from ablations.experiment.core.options import RunOptions
+    from ablations.experiment.execution.progress import Planned
     from ablations.search_spaces import TrialSpec
 
 
@@ -48,7 +49,7 @@ class TuneSetup:
     def progress_plan(self, trials: Sequence[TrialSpec]
                       ) -> tuple[int, dict[str, Planned], Optional[Planned]]:
         """(trials expected, name -> Planned, the Planned of a trial not named in advance)."""
-        from ablations.experiment.progress import Planned  # loads Ray Tune
+        from ablations.experiment.execution.progress import Planned  # loads Ray Tune
         # torch only to count FLOPs not kept yet
         from ablations.trial.cost import estimated_cost, planned_epochs
 
@@ -88,7 +89,7 @@ class TableTune(TuneSetup):
                     planned: dict[str, Planned]) -> tuple[dict[str, Any], Any]:
         from ray import tune
 
-        from ablations.experiment.trainable import trial_name  # loads Ray Tune
+        from ablations.experiment.execution.trainable import trial_name  # loads Ray Tune
         from ablations.trial.cost import longest_first  # torch only to count FLOPs not kept yet
 
         # The grid holds names (readable in the progress table); configs go in the plan.

@@ -167,8 +167,10 @@ def own_code_sources(configs: Iterable[Any], folder: Optional[Path] = None
     if contract.program:  # it runs in the starting folder
         files, truncated = _python_files(here)
         return here, sorted(set(files + _named_files(contract.text(code), here))), truncated
-    spec = next((config.plugin for config in configs if config.own_code is code), "")
-    module_name = next(iter(contract.modules(code)), spec.partition(":")[0])
+    module_name = next(iter(contract.modules(code)), None)
+    if module_name is None:  # the module --model names
+        spec = next((config.plugin for config in configs if config.own_code is code), "")
+        module_name = spec.partition(":")[0]
     return _module_sources(module_name, here) if module_name else None
 
 

@@ -19,9 +19,9 @@ import pandas as pd
 
 from ablations.config.comparison import DEFAULT_METRIC
 from ablations.config.statuses import TrialStatus
-from ablations.experiment.provenance import trial_columns
-from ablations.experiment.reported import unpacked, unpacked_frame
-from ablations.experiment.trial_store import MIXED, Reused, row_key, trained_packages
+from ablations.experiment.provenance.provenance import trial_columns
+from ablations.experiment.execution.reported import unpacked, unpacked_frame
+from ablations.experiment.provenance.trial_store import MIXED, Reused, row_key, trained_packages
 from ablations.results.io.files import (
     EPOCHS_FILE,
     PREDICTIONS_FILE,
@@ -35,7 +35,7 @@ from ablations.results.io.schema import EPOCH_COLUMNS, TRIAL_COLUMNS, column_nam
 from ablations.results.stats.seed_ties import seed_tied_column
 from ablations.search_spaces.spaces import TrialSpec
 
-from ablations.experiment.options import ExperimentResult, RunOptions, experiment_dir
+from ablations.experiment.core.options import ExperimentResult, RunOptions, experiment_dir
 
 HPO_TRIAL = "hpo"  # the ablation (and trainable plan key) of a search's sampled trials
 # In a trial's rows of Tune's result log beside what own code reported: Tune's own keys
@@ -278,7 +278,7 @@ def outputs_dir(root: str, trial_name: str) -> Optional[str]:
     """The working folder a command's trial ran in and what its program wrote there
     (ablations/trial/work_folder.py), where the experiment's storage is local and it exists;
     else None."""
-    from ablations.experiment.trainable import OUTPUTS_SUBDIR
+    from ablations.experiment.execution.trainable import OUTPUTS_SUBDIR
 
     if is_uri(root):
         return None
@@ -290,7 +290,7 @@ def _history(result: Any, state_root: Optional[str]) -> Optional[pd.DataFrame]:
     """The trial's per-epoch metrics. From the trainable's history file, which keeps every
     epoch across restarts and is read without loading weights (a GPU trial's state needs no
     CUDA on the driver); else Tune's result log, which a restarted trial begins anew."""
-    from ablations.experiment.trainable import read_history
+    from ablations.experiment.execution.trainable import read_history
 
     state_dir = join(state_root, result_name(result)) if state_root else None
     history = read_history(state_dir, result.checkpoint)

@@ -6,7 +6,7 @@ mix two different experiments. Pure functions over the file system and git; no R
 - ``code``: ``sha256`` of the runner's source (every ``.py`` file of its packages,
   :func:`runner_source`, by import path and content), the same in a git checkout or not;
 - ``own_code``: the researcher's code a command or a training function runs, file by file
-  (:mod:`ablations.experiment.own_code_files`); null for the built-in model and plugins;
+  (:mod:`ablations.experiment.provenance.own_code_files`); null for the built-in model and plugins;
 - ``git``: ``commit``, ``dirty`` (tracked files differ from the commit, staged or not),
   ``diff_sha256`` (of the bytes of ``git diff HEAD --binary``; null when clean) and
   ``untracked`` (names of untracked files git does not ignore; their contents are not read,
@@ -16,9 +16,9 @@ mix two different experiments. Pure functions over the file system and git; no R
 - ``device``: the driver's: CUDA device name and compute capability when CUDA is available, else
   the CPU model (the trials report their own in ``device_name``);
 - ``data``: one fingerprint per data source
-  (:func:`~ablations.experiment.data_fingerprint.data_source`): a file dataset's sizes,
+  (:func:`~ablations.experiment.provenance.data_fingerprint.data_source`): a file dataset's sizes,
   header and sampled bytes, the synthetic set's spec and cache key, own code's named files
-  (:mod:`ablations.experiment.data_fingerprint`).
+  (:mod:`ablations.experiment.provenance.data_fingerprint`).
 
 :func:`changes` compares a recorded block with the current one: a change of the code (the
 runner's or the researcher's, naming the files) or of the data blocks a resume
@@ -39,18 +39,18 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ablations.config.safety import cpu_only_torch
-from ablations.experiment.data_fingerprint import (
+from ablations.experiment.provenance.data_fingerprint import (
     OWN_CODE_SOURCE,
     data_fingerprints,
     data_source,
     short_hash,
 )
-from ablations.experiment.data_fingerprint import (  # noqa: F401 (re-exported)
+from ablations.experiment.provenance.data_fingerprint import (  # noqa: F401 (re-exported)
     IMAGE_SAMPLES,
     file_data_fingerprint,
     sampled_indices,
 )
-from ablations.experiment.own_code_files import (
+from ablations.experiment.provenance.own_code_files import (
     combined_fingerprint,
     config_words,
     named_data_change,
@@ -237,7 +237,7 @@ def trial_columns(provenance: Optional[dict[str, Any]], config: Any) -> dict[str
 def run_code_label(provenance: Optional[dict[str, Any]]) -> Optional[str]:
     """The code a run of the experiment trains with, as trials.parquet's ``code_fingerprint``:
     the runner's source and the researcher's own code together
-    (:func:`~ablations.experiment.own_code_files.combined_fingerprint`)."""
+    (:func:`~ablations.experiment.provenance.own_code_files.combined_fingerprint`)."""
     provenance = provenance or {}
     return combined_fingerprint((provenance.get("code") or {}).get("sha256"),
                                 (provenance.get("own_code") or {}).get("sha256"))

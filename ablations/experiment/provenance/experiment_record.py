@@ -8,13 +8,13 @@ from __future__ import annotations
 import datetime as dt
 import platform
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ablations.config import TrialConfig
 from ablations.config.safety import installed_torch
-from ablations.experiment.options import RunOptions, experiment_dir
-from ablations.experiment.plans import skipped_plan, trial_plan
-from ablations.experiment.provenance import changes, collect, git_commit_label
+from ablations.experiment.core.options import Recorded, RunOptions, experiment_dir
+from ablations.experiment.core.plans import skipped_plan, trial_plan
+from ablations.experiment.provenance.provenance import changes, collect, git_commit_label
 from ablations.results.io.files import (
     DESIGN_PLUGIN_KEY,
     METADATA_FILE,
@@ -27,13 +27,11 @@ from ablations.results.io.files import (
 )
 from ablations.search_spaces.spaces import TrialSpec
 
-if TYPE_CHECKING:
-    from ablations.experiment.designs.base import Design
 
 
 def start_record(trials: Sequence[TrialSpec], options: RunOptions,
                  skipped: Sequence[tuple[TrialSpec, str]], configs: Sequence[TrialConfig], *,
-                 design: Optional[Design], part: Any, resume: bool) -> tuple[str, dict[str, Any]]:
+                 design: Optional[Recorded], part: Any, resume: bool) -> tuple[str, dict[str, Any]]:
     """Make the experiment's folder and write its experiment.json before the fit: the fields
     every design has, the design's record (a plug-in's spec, so that a resume and ``report``
     import it again), the settings fixed before the first trial (a resume or a later round

@@ -1,7 +1,7 @@
-"""Live progress while trials run, as events (ablations/experiment/events.py): a
-:class:`~ablations.experiment.events.TrialEnded` per finished trial, a
-:class:`~ablations.experiment.events.Status` about once a second with the ETA, and
-(``--progress epochs``) an :class:`~ablations.experiment.events.EpochEnded` per epoch. This
+"""Live progress while trials run, as events (ablations/experiment/core/events.py): a
+:class:`~ablations.experiment.core.events.TrialEnded` per finished trial, a
+:class:`~ablations.experiment.core.events.Status` about once a second with the ETA, and
+(``--progress epochs``) an :class:`~ablations.experiment.core.events.EpochEnded` per epoch. This
 Tune callback prints nothing: the command line draws the events (ablations/cli/progress.py:
 a bar on a terminal, a status line every ~30 s in a log). Ray's own table: ``--verbose``.
 
@@ -24,9 +24,9 @@ from typing import Any, Callable, Mapping, Optional
 from ray import tune
 
 from ablations.config.statuses import TrialStatus
-from ablations.experiment.events import LOGGER, EpochEnded, Status, TrialEnded, emit
-from ablations.experiment.fail_fast import error_line, error_text
-from ablations.experiment.reported import unpacked
+from ablations.experiment.core.events import LOGGER, EpochEnded, Status, TrialEnded, emit
+from ablations.experiment.execution.fail_fast import error_line, error_text
+from ablations.experiment.execution.reported import unpacked
 
 STATUS_EVERY_S = 1.0  # a Status at most this often (a terminal's bar is redrawn with each)
 

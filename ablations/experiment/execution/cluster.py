@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ablations.config.values import arg
-from ablations.experiment.provenance import checkout_root, code_fingerprint, runner_source
+from ablations.experiment.provenance.provenance import (
+    checkout_root,
+    code_fingerprint,
+    runner_source,
+)
 
 
 def runtime_env_for_cluster(code: Any = None, spec: str = "") -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Planning an experiment before anything runs: the base configuration from the flags, the
 model, the datasets and the variants asked for; the design the request asks for plans the rest
 (ablations/experiment/designs/: its refusals, its seeds, its trials, validated against the
-device and the data by ablations/experiment/table_plan.py). The command line
+device and the data by ablations/experiment/planning/table_plan.py). The command line
 (ablations/cli/main.py) and the library (ablations/experiment/api.py) share it; it prints
 nothing."""
 
@@ -13,17 +13,21 @@ from typing import Any, Optional
 
 from ablations.config import ConfigError, TrialConfig, apply_overrides, config_from_sources
 from ablations.config.safety import local_cuda_capability
-from ablations.experiment.datasets_plan import (
+from ablations.experiment.planning.datasets_plan import (
     on_dataset,
     refuse_across,
     requested_datasets,
     single_dataset_name,
 )
 from ablations.experiment.designs.registry import design_class
-from ablations.experiment.own_code_plan import command_model, refuse_runner_flags, with_metric
+from ablations.experiment.planning.own_code_plan import (
+    command_model,
+    refuse_runner_flags,
+    with_metric,
+)
 from ablations.config.values import expanded_path
-from ablations.experiment.request import Request, UsageError, arg
-from ablations.experiment.table_plan import PlanState, plan_trials  # noqa: F401 (re-exported)
+from ablations.experiment.core.request import Request, UsageError, arg
+from ablations.experiment.planning.table_plan import PlanState, plan_trials  # noqa: F401 (re-exported)
 from ablations.search_spaces.presets import PRESETS
 
 
@@ -92,7 +96,8 @@ def prepare(args: Request) -> Prepared:
 
     The design the request asks for (:func:`~ablations.experiment.designs.registry.
     design_class`) refuses what it cannot run, gives the seeds and plans its trials from a
-    :class:`~ablations.experiment.table_plan.PlanState`; what every design shares (the model,
+    :class:`~ablations.experiment.planning.table_plan.PlanState`; what every design shares (the
+    model,
     the base configuration, the datasets, the variants asked for) is planned here."""
     from ablations.search_spaces import get_space
 

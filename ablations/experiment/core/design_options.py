@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Literal, Optional, Sequence
 
-from ablations.experiment.request import (
+from ablations.experiment.core.request import (
     SCHEDULERS,
     UsageError,
     arg,

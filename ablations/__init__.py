@@ -97,9 +97,20 @@ LAZY = {
 }
 
 
+# Names a public class had in an earlier release -> its name: a plug-in written against one
+# keeps working, with a DeprecationWarning that names the class to use
+RENAMED = {"Grid": "Table"}
+
+
 def __getattr__(name: str) -> Any:
     if name in LAZY:
         return getattr(importlib.import_module(LAZY[name]), name)
+    if name in RENAMED:
+        import warnings
+
+        warnings.warn(f"ablations.{name} is ablations.{RENAMED[name]}; use that name",
+                      DeprecationWarning, stacklevel=2)
+        return __getattr__(RENAMED[name])
     raise AttributeError(f"module 'ablations' has no attribute {name!r}")
 
 

@@ -1,8 +1,7 @@
 """The CPU seconds a CLI run's driver process spends (its own user + system time: not Ray's
 daemons', nor the trials'), and its peak memory, as the runner runs it and with either of two
 things Tune's driver does by itself put back (ablations/experiment/execution/tune_usage.py): the
-usage
-tag of the run's callbacks, which the runner leaves out while Ray's usage statistics are off,
+usage tag of the run's callbacks, which the runner leaves out while Ray's usage statistics are off,
 and torch, which Tune's TensorBoard logger imports through tensorboardX.
 
     python benchmarks/driver_cpu.py --repeats 5

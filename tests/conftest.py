@@ -268,17 +268,16 @@ def forget_own_modules(cwd: Optional[Path], imported: set[str]) -> None:
 
 
 def run_here(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
-    """``run_ablations.py ARGS`` run in this process (``ablations.cli.main``), in ``cwd``, as
-    a CompletedProcess: its exit code, stdout and stderr. Its runs use the test worker's shared
-    Ray (``shared_ray``; in an ``own_ray`` test, one of the module's own, the machine's CPUs and
-    no dashboard, as the command line starts one): a run saves Ray's start and the driver's
-    imports, about 17 of a tiny run's 31 CPU-s. For runs that are not about the process (a
-    signal, the process's own Ray or dashboard): the trials run in ``cwd`` and import their own
-    code from it first (ablations/experiment/execution/trainable.py, ``trial_cwd``), and the
-    modules the
-    run imported from ``cwd`` are forgotten afterwards, so that another folder's ``model.py``
-    is its own; but the shared Ray's workers keep the environment they started with, so a
-    run whose trials must see a variable the test sets is an ``own_ray`` test's."""
+    """``run_ablations.py ARGS`` run in this process (``ablations.cli.main``), in ``cwd``, as a
+    CompletedProcess: its exit code, stdout and stderr. Its runs use the test worker's shared Ray
+    (``shared_ray``; in an ``own_ray`` test, one of the module's own, the machine's CPUs and no
+    dashboard, as the command line starts one): a run saves Ray's start and the driver's imports,
+    about 17 of a tiny run's 31 CPU-s. For runs that are not about the process (a signal, the
+    process's own Ray or dashboard): the trials run in ``cwd`` and import their own code from it
+    first (ablations/experiment/execution/trainable.py, ``trial_cwd``), and the modules the run
+    imported from ``cwd`` are forgotten afterwards, so that another folder's ``model.py`` is its
+    own; but the shared Ray's workers keep the environment they started with, so a run whose trials
+    must see a variable the test sets is an ``own_ray`` test's."""
     import contextlib
     import io
 

@@ -3,9 +3,8 @@ and how ``--resume`` continues it (runs through ``run_here`` or ``Experiment``, 
 worker's shared Ray), as Ray Tune's own tests stop a run in their process and restore it there.
 
 Ctrl-C is SIGINT to the driver: inside ``Tuner.fit`` Tune's stop handler
-(``signal_interrupt_tune_run``) stops the trials, saves the experiment's state and returns, and
-the runner writes the stopped run's tables (ablations/experiment/execution/interrupt.py). What a
-signal
+(``signal_interrupt_tune_run``) stops the trials, saves the experiment's state and returns, and the
+runner writes the stopped run's tables (ablations/experiment/execution/interrupt.py). What a signal
 does to a process of its own (SIGINT to a process group as a terminal sends it, SIGTERM to the
 driver alone, Ray's native stack dump) is tests/test_interrupt.py's, with real processes.
 """

@@ -159,6 +159,9 @@ def test_the_summary_says_the_verdicts_are_the_sequential_designs_and_the_comput
     assert f"The continuation added {len(added)} trials, {added['cpu_hours'].sum():.3g} " \
            f"CPU-hours; total {len(trials)} trials, {trials['cpu_hours'].sum():.3g} " \
            "CPU-hours." in out
+    # the rounds' own verdicts are final: no command to continue them again
+    assert "--seeds auto" in continued["command"]
+    assert not re.search(r"--resume [^\n]*--seeds auto", out), out[-2000:]
     run = RoundsRun.from_record(continued["meta"]["rounds"])
     table = out[out.index("ablation"):]
     for arm, verdict in run.verdicts(trials).set_index("ablation")["verdict"].items():

@@ -20,12 +20,26 @@ from ablations.experiment.provenance.own_code_files import own_code_sources
 from ablations.experiment.prepare import prepare
 from ablations.experiment.core.request import Request
 from ablations.trial.contracts import contract_of
-from ablations.trial.own_code import OwnCodeError
 from ablations.trial.run import run_trial
 from tests import contract_epochs
 from tests.test_flat_project import ok_trials, run_from
 
 SPEC = "tests.contract_epochs:TOY"
+
+
+@dataclasses.dataclass(frozen=True)
+class Unregistered(OwnCode):
+    """A kind of own code whose module registers no contract."""
+
+    name: str = "orphan"
+    config: type = contract_epochs.Toy
+    metrics: object = dataclasses.field(default_factory=lambda: {"val_loss": "lower"})
+
+    def __post_init__(self) -> None:
+        self.check()
+
+
+ORPHAN = Unregistered()
 
 
 def run(config: TrialConfig, folder: Path):
@@ -72,16 +86,17 @@ def test_its_sources_are_its_modules_package(tmp_path):
     assert all(path.is_relative_to(module.parent) for path in files)
 
 
-def test_a_kind_without_a_contract_is_refused_in_one_line():
-    @dataclasses.dataclass(frozen=True)
-    class Unregistered(OwnCode):
-        name: str = "orphan"
-        config: type = contract_epochs.Toy
-        metrics: object = dataclasses.field(default_factory=lambda: {"val_loss": "lower"})
+def test_a_kind_without_a_contract_is_refused_in_one_line_before_any_trial(tmp_path, capsys):
+    from tests.test_cli import assert_one_line_error, in_process
 
-    with pytest.raises(OwnCodeError, match="no contract is registered for Unregistered") as e:
-        contract_of(Unregistered())
-    assert len(str(e.value).splitlines()) == 1
+    with pytest.raises(ConfigError, match="no contract is registered for Unregistered"):
+        contract_of(ORPHAN)
+    space = tmp_path / "table.yaml"
+    space.write_text(f"model: {__name__}:ORPHAN\nvariants:\n  baseline: {{}}\n"
+                     "  narrow: {width: 2}\n")
+    code, _, err = in_process(capsys, "--space", str(space), "--storage", str(tmp_path / "r"))
+    assert_one_line_error(code, err, "model orphan: no contract is registered for Unregistered")
+    assert not (tmp_path / "r").exists()  # refused before anything was written
     with pytest.raises(TypeError, match="subclass of ablations.contract.OwnCode"):
         register_contract(dict, Contract(fit=contract_epochs.fit_epochs))
 

@@ -156,3 +156,22 @@ def test_a_design_that_does_not_import_or_refuses_is_one_line(capsys, monkeypatc
         assert_one_line_error(code, err, expected)
     code, _, err = in_process(capsys, "--design", SPEC, "--seeds", "auto", "--dry-run")
     assert_one_line_error(code, err, f"--design {SPEC}: --seeds auto runs rounds")
+
+
+def test_a_design_cannot_take_a_built_in_designs_name_or_record_key():
+    from ablations import Table
+    from ablations.experiment.designs.registry import REGISTERED, register_design
+
+    for name, key in (("search", "mine"), ("mine", "rounds"), ("mine", "search")):
+        kind = type("Mine", (Table,), {"name": name, "record_key": key})
+        with pytest.raises(ValueError, match="is a built-in design's"):
+            register_design(kind)
+        assert REGISTERED.get(name) is not kind
+
+
+def test_the_table_designs_earlier_name_still_imports_with_a_warning():
+    import ablations
+    from ablations import Table
+
+    with pytest.warns(DeprecationWarning, match="ablations.Grid is ablations.Table"):
+        assert ablations.Grid is Table

@@ -192,7 +192,7 @@ def test_the_dry_run_lists_only_what_differs_and_a_mapped_setting_with_what_was_
     assert not any("requested:" in line for line in lines)  # not in the base's listing
 
 
-# the built-in designs' options (designs/options.py) and the designs' capabilities, kept off the
+# the built-in designs' options (core/design_options.py) and the designs' capabilities, kept off the
 # request, its groups and the experiment
 DESIGN_OPTIONS = {"factors", "tune_each", "tune_budget", "num_samples", "scheduler", "pilot",
                   "max_seeds"}

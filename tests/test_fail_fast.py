@@ -1,7 +1,6 @@
 """Trials failing alike stop the run (ablations/experiment/execution/fail_fast.py), whichever end
-first: the
-rules on stand-in trials, then a program that always fails, stopped after its first failures
-with one message, and resumed with --retry-failed once it is fixed."""
+first: the rules on stand-in trials, then a program that always fails, stopped after its first
+failures with one message, and resumed with --retry-failed once it is fixed."""
 
 from __future__ import annotations
 

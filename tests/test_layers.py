@@ -22,7 +22,7 @@ LAYERS = [
     ("ablations.results", "ablations.results.io", "ablations.search_spaces"),  # results' package
     ("ablations.results.stats",),                                            # imports only io
     ("ablations.results.report",),
-    # the experiment, by what each part does (docs/architecture.md, "The experiment's parts")
+    # the experiment, by what each part does (docs/architecture.md's layer table, rows 6.0-6.6)
     ("ablations.experiment.core",),  # the request, its groups, the events, the run's options
     ("ablations.experiment.provenance",),  # fingerprints, the trial store, experiment.json
     ("ablations.experiment.planning",),  # a table's cells and trials on each dataset, checks

@@ -1,7 +1,6 @@
 """The live progress (ablations/experiment/execution/progress.py) driven through Tune's callback
-hooks with
-stand-in trials and a fake clock: the events it emits, and the command line's view of them
-(ablations/cli/progress.py: lines, a status line every 30 s, a bar on a terminal); a real run's
+hooks with stand-in trials and a fake clock: the events it emits, and the command line's view of
+them (ablations/cli/progress.py: lines, a status line every 30 s, a bar on a terminal); a real run's
 lines are checked in tests/test_cli.py."""
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Trials of a researcher's flat project (tests/flat_project.py: its own ``model.py`` and
 ``results.py``, names the checkout's packages also have) run through the command line in this
-process (``run_here``) on the test worker's shared Ray, which started from the checkout: the
-trials run in the driver's folder and import the project's modules first on their path
+process (``run_here``) on the test worker's shared Ray, which started from the checkout: the trials
+run in the driver's folder and import the project's modules first on their path
 (ablations/experiment/execution/trainable.py, ``trial_cwd``), whatever folder and path the Ray's
-workers
-started with; a second project with modules of the same names gets its own, not the first's."""
+workers started with; a second project with modules of the same names gets its own, not the
+first's."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The trial store (ablations/experiment/provenance/trial_store.py): an experiment under the same
-storage
-as a finished one trains only the trials whose identity no earlier experiment finished, and
+storage as a finished one trains only the trials whose identity no earlier experiment finished, and
 its verdicts equal those of a fresh run of its whole table."""
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What reaches the console while Tune runs (ablations/experiment/execution/tune_console.py
-TuneLines):
-Tune's own start-up lines (its box, its folder, its TensorBoard command) go to the experiment's
-tune_console.log; a trial's error and anything else reach the command line's console, or the
-log too for the library, which prints nothing."""
+TuneLines): Tune's own start-up lines (its box, its folder, its TensorBoard command) go to the
+experiment's tune_console.log; a trial's error and anything else reach the command line's console,
+or the log too for the library, which prints nothing."""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import gc
 import re
 import weakref
+
+import pytest
 from pathlib import Path
 
 import pandas as pd
@@ -125,3 +127,28 @@ def test_a_trial_runs_in_the_drivers_folder_first_on_its_path_where_it_is_there(
     for folder in (None, str(tmp_path / "not-on-this-node")):
         assert trial_cwd(folder) == Path("/where/the/worker/started")
     assert sys.path == [str(tmp_path), str(REPO), "/elsewhere"]
+
+
+def test_tunes_state_naming_a_module_of_an_earlier_release_restores():
+    """A callback's function pickled under its module's earlier name (protocol 0 spells the
+    module as text) loads while a restore runs, and only then."""
+    import functools
+    import pickle
+    import sys
+
+    from ablations.experiment.designs.search import publish_optuna
+    from ablations.experiment.execution.moved_modules import MOVED_MODULES, moved_modules
+    from ablations.experiment.execution.trainable import trial_name
+
+    saved = pickle.dumps([trial_name, functools.partial(publish_optuna, "root", "name")], 0)
+    for new, old in (("execution.trainable", "trainable"), ("designs.search", "designs.hpo")):
+        saved = saved.replace(f"ablations.experiment.{new}\n".encode(),
+                              f"ablations.experiment.{old}\n".encode())
+    assert b"ablations.experiment.designs.hpo\n" in saved
+    with pytest.raises(ModuleNotFoundError):
+        pickle.loads(saved)
+    with moved_modules():
+        function, upload = pickle.loads(saved)
+    assert function is trial_name and upload.func is publish_optuna
+    assert upload.args == ("root", "name")
+    assert sorted(set(MOVED_MODULES) & set(sys.modules)) == []  # the earlier names leave again

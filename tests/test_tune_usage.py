@@ -1,6 +1,5 @@
 """Ray Tune's usage tag of the callbacks (ablations/experiment/execution/tune_usage.py): left out
-while
-Ray's usage statistics are off, taken as Tune takes it while they are on."""
+while Ray's usage statistics are off, taken as Tune takes it while they are on."""
 
 from __future__ import annotations
 

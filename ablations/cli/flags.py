@@ -1,5 +1,5 @@
 """The command line's flags: the run command's flags in groups (a design's own flags as its
-options declare them, designs/options.py), and the parser and help layout every subcommand
+options declare them, core/design_options.py), and the parser and help layout every subcommand
 shares (the subcommands themselves: commands.py; the flags' value types: flag_types.py)."""
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_design_flags(group: Any, options: type[DesignOptions]) -> None:
-    """The flags ``options`` declares (designs/options.py's Flag), as flags of ``group``:
+    """The flags ``options`` declares (core/design_options.py's Flag), as flags of ``group``:
     ``--dest-with-dashes``, an integer >= its minimum, one of its choices, or text."""
     for flag in options.flags:
         kind = ({"type": int_at_least(flag.at_least)} if flag.at_least is not None else

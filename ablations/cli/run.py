@@ -258,8 +258,7 @@ def enter_again(path: Optional[str]) -> bool:
     ``--temp-dir``) deletes the folder and unpacks it again when it sets up the job's runtime
     environment. ``init_ray`` waits until every node has done so
     (``ablations/experiment/execution/cluster.py``, ``settle_job_working_dir``); the folder at the
-    same
-    path then holds the same files, so relative paths keep their meaning. Without this, the
+    same path then holds the same files, so relative paths keep their meaning. Without this, the
     driver's ``os.getcwd()`` raises FileNotFoundError, and Ray Tune needs it (restoring an
     experiment and listing its results). A working directory is the whole process's: the
     command line changes it, not the library."""

@@ -2,8 +2,7 @@
 
 The trial layer writes ``ok`` and ``diverged`` into a trial's last result; the experiment layer
 adds the others when it collects the results (ablations/experiment/execution/tables.py). A member
-is its
-string (``TrialStatus.OK == "ok"``, the same hash, ``f"{status}"`` gives ``ok``), so a column
+is its string (``TrialStatus.OK == "ok"``, the same hash, ``f"{status}"`` gives ``ok``), so a column
 read back from Parquet, which holds plain strings, compares with the members as it is.
 """
 

@@ -56,9 +56,8 @@ PLAN_FIELDS = ("model", "only", "null_control", "epochs", "config", "overrides",
 
 def continue_plan(args: Request, storage: str, name: str, meta: dict[str, Any], *,
                   retry_failed: bool = False) -> Any:
-    """The :class:`ablations.experiment.designs.rounds.RoundsRun` that continues the
-    fixed experiment
-    ``name`` (``meta``: its experiment.json) with ``--seeds auto``, its round 1 the fixed
+    """The :class:`ablations.experiment.designs.rounds.RoundsRun` that continues the fixed
+    experiment ``name`` (``meta``: its experiment.json) with ``--seeds auto``, its round 1 the fixed
     run's trials. ``args.given``: the fields the caller set, refused where they would change
     the recorded plan.
     Writes nothing.

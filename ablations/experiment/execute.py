@@ -176,24 +176,22 @@ def results_of(result: Any, run: Run, request: Request, options: Any,
         from ablations.experiment.trackers.specs import publish_summary
 
         publish_summary(options.trackers, named(summary), verdicts, across)
-    if not results.unfinished:
+    if not results.unfinished and design.may_continue(meta):
         results.continuation = continuation_of(results, meta, options, slots)
     return results
 
 
 def continuation_of(results: Results, meta: dict[str, Any], options: Any,
                   slots: Optional[int]) -> Optional[str]:
-    """A fixed run's inconclusive variants and the one command that decides them; None for a
-    run whose planned record holds no rounds to continue into (planned at one look, crossed,
-    across datasets, or a design of its own seeds: the record its design planned,
-    :meth:`Design.planned_settings`)."""
+    """A fixed run's inconclusive variants and the one command that decides them, up to the
+    most seeds its planned record holds (:meth:`Design.may_continue` says whether there is
+    one); None where no verdict is possible."""
     from ablations.experiment.continuing import continuation_hint
     from ablations.results.stats.decisions import with_declared_metric
     from ablations.results.stats.planned import pilot_design
 
-    planned = meta.get("planned")
-    design = pilot_design(planned)
-    if results.verdicts is None or (planned is not None and design is None):
+    design = pilot_design(meta.get("planned"))
+    if results.verdicts is None:
         return None
     try:
         return continuation_hint(results.trials, results.verdicts, storage=results.storage,

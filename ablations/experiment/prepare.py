@@ -96,9 +96,9 @@ def prepare(args: Request) -> Prepared:
 
     The design the request asks for (:func:`~ablations.experiment.designs.registry.
     design_class`) refuses what it cannot run, gives the seeds and plans its trials from a
-    :class:`~ablations.experiment.planning.table_plan.PlanState`; what every design shares (the
-    model,
-    the base configuration, the datasets, the variants asked for) is planned here."""
+    :class:`~ablations.experiment.planning.table_plan.PlanState`; what every design shares
+    (the model, the base configuration, the datasets, the variants asked for) is planned
+    here."""
     from ablations.search_spaces import get_space
 
     args.check()

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ablations.config.code import Command, OwnCode, TrainingFunction
+from ablations.config.values import ConfigError
 from ablations.trial.command import run_command
 from ablations.trial.command_fields import unused_key_problem, value_problem
-from ablations.trial.own_code import OwnCodeError, Trial
+from ablations.trial.own_code import Trial
 
 
 def _no_text(code: Any) -> str:
@@ -80,12 +81,13 @@ def contract_of(code: OwnCode) -> Contract:
     """The contract registered for ``code``'s class or its nearest base.
 
     Raises:
-        OwnCodeError: none is (a kind whose module registers no contract).
+        ConfigError: none is (a kind whose module registers no contract): one line, before
+            any trial starts (the plan's checks ask first).
     """
     for cls in type(code).__mro__:
         if cls in CONTRACTS:
             return CONTRACTS[cls]
-    raise OwnCodeError(f"model {code.name}: no contract is registered for "
+    raise ConfigError(f"model {code.name}: no contract is registered for "
                        f"{type(code).__name__}; register one beside it "
                        "(ablations.contract.register_contract)")
 

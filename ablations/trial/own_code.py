@@ -1,8 +1,7 @@
 """The :class:`Trial` a training function gets: the contract between any training code and the
 runner (:func:`ablations.trial.run.run_trial` runs the code with it). Plain PyTorch, no Ray:
 the trainable (ablations/experiment/execution/trainable.py) passes ``send``, which reports to Tune,
-and
-``store``, which writes the resumable state.
+and ``store``, which writes the resumable state.
 
 The contract (docs/own-code.md):
 

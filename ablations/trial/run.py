@@ -1,6 +1,6 @@
 """One trial of any code through one path: :func:`run_trial` gives the trial's ``fit`` a
-:class:`~ablations.trial.own_code.Trial` and turns what it reports and returns into the
-runner's results. The ``fit`` is the built-in model's or a plugin's
+:class:`~ablations.trial.own_code.Trial` and turns what it reports and returns into the runner's
+results. The ``fit`` is the built-in model's or a plugin's
 (:func:`ablations.trial.builtin_fit.builtin_fit`), a training function's, or a command's
 (:func:`ablations.trial.command.run_command`). Plain PyTorch, no Ray: the trainable
 (ablations/experiment/execution/trainable.py) passes ``send`` (to Tune) and ``store`` (the state

@@ -14,8 +14,7 @@ places enforce it:
 
 The trial layer raises :class:`TrialTimeout`; the experiment layer records the trial as
 ``timeout`` (ablations/experiment/execution/tables.py) from the exception's name in Tune's error,
-as it
-does for out-of-memory.
+as it does for out-of-memory.
 """
 
 from __future__ import annotations

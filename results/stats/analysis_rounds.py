@@ -22,7 +22,7 @@ from ablations.results.stats.sequential_table import (
 
 class RoundsAnalysis(Analysis):
     """``--seeds auto``: the sequential design's verdicts, each at the look that decided it
-    (experiment.json's ``sequential``: the design, its seed order and the rounds)."""
+    (experiment.json's ``rounds``: the design, its seed order and the rounds)."""
 
     name = "rounds"
     record_key = "rounds"

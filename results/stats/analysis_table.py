@@ -192,9 +192,12 @@ class Analysis:
     def baseline_check(self, trials: pd.DataFrame, epochs: Optional[pd.DataFrame], *,
                        reference: str) -> Any:
         """Whether the reference learned (:func:`ablations.results.stats.baseline_check.
-        baseline_check` on the evaluation rows ``trials``)."""
+        baseline_check` on the evaluation rows ``trials``); None for a design without
+        verdicts, whose reference nothing is compared with."""
         from ablations.results.stats.baseline_check import baseline_check
 
+        if not self.has_verdicts:
+            return None
         return baseline_check(trials, epochs, reference=reference)
 
 

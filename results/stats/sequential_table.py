@@ -181,7 +181,7 @@ def sequential_verdict_table(trials: pd.DataFrame, design: SeedDesign, seeds: Se
     ``p_holm``/``p_tost_holm`` have no sequential counterpart and are left empty;
     ``level_diff``/``level_eq`` give the nominal levels the arm's tests had at its reported
     look, ``looks`` how many looks it reached. ``seeds``: the experiment's seed order
-    (experiment.json's ``sequential.seeds``).
+    (experiment.json's ``rounds.seeds``).
 
     ``diff_ci_low``/``diff_ci_high`` are the repeated confidence interval at the reported look
     (``attrs["diff_ci"] == "repeated"``): 1 − α coverage of Δ whichever look stopped the arm

@@ -27,7 +27,7 @@ DEFAULT_SEEDS = (0, 1, 2)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 # a registered design's name or package.module:Class (designs/registry.py)
 DESIGN_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?")
-SCHEDULERS = ("asha", "fifo")  # designs/options.py's Search.scheduler
+SCHEDULERS = ("asha", "fifo")  # core/design_options.py's Search.scheduler
 
 
 class UsageError(NamesArguments, Exception):
@@ -43,7 +43,7 @@ class Request:
     The command line's flags are these fields (``--max-train-examples`` is
     ``max_train_examples``, ``--set KEY=VALUE`` pairs are ``overrides`` in order), with the
     same defaults, and a design's options (``--max-seeds`` is ``Rounds.max_seeds``,
-    designs/options.py). ``seeds``: the seeds every variant runs, or ``"auto"`` (rounds: their
+    core/design_options.py). ``seeds``: the seeds every variant runs, or ``"auto"`` (rounds: their
     pilot and most seeds a ``Rounds`` design's). ``given``: the fields the caller set
     explicitly (a continuation refuses those that would change the recorded plan); the
     defaults are not "given".
@@ -72,7 +72,7 @@ class Request:
     cross_seeds: bool = False
     auto_batch: bool = False
     resolve_conflicts: bool = False
-    # a built-in design with its options (designs/options.py: Factorial, Tuned, Search,
+    # a built-in design with its options (core/design_options.py: Factorial, Tuned, Search,
     # Rounds: the pilot and most seeds of rounds, or of those a fixed table plans), or
     # a design of one's own by its registered name or package.module:Class
     # (designs/registry.py); None: a table, or rounds (seeds "auto"), or a space's search
@@ -138,7 +138,7 @@ class Request:
 
 def given_names(fields: Iterable[str], design: Any = None) -> frozenset[str]:
     """``Request.given``: the fields given, and the argument names of the options a built-in
-    design was given with (designs/options.py: a resume refuses those that would change the
+    design was given with (core/design_options.py: a resume refuses those that would change the
     recorded plan)."""
     return frozenset(fields) | (design.given() if hasattr(design, "given") else set())
 
@@ -167,14 +167,14 @@ def names_problem(names: Optional[Sequence[str]]) -> Optional[str]:
 
 
 def design_problem(design: Any) -> Optional[str]:
-    """Why ``design`` asks for no design: a built-in's options (designs/options.py), a
+    """Why ``design`` asks for no design: a built-in's options (core/design_options.py), a
     registered design's name or ``package.module:Class`` (designs/registry.py finds it)."""
     if design is None or hasattr(design, "problems"):
         return None
     if isinstance(design, str) and DESIGN_NAME.fullmatch(design):
         return None
-    return (f"{design!r}: give a design's options (Factorial, Tuned, Search) or name a design "
-            "of your own as package.module:Class")
+    return (f"{design!r}: give a design's options (Factorial, Tuned, Search, Rounds) or name a "
+            "design of your own as package.module:Class")
 
 
 def choice_problem(value: Any, choices: Sequence[str]) -> Optional[str]:

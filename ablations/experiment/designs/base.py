@@ -99,7 +99,7 @@ class Design:
     name: Optional[str] = None  # a plug-in design's --design name (designs/registry.py)
     record_key: Optional[str] = None  # experiment.json's key of this design's record
     spec: Optional[str] = None  # the --design a plug-in design was chosen by (recorded)
-    # a plug-in design's options (a designs/options.py DesignOptions subclass whose kind is
+    # a plug-in design's options (a core/design_options.py DesignOptions subclass whose kind is
     # the design's name): its arguments and command-line flags
     options: Optional[type] = None
     asked_by = "fixed seeds"  # what asks for this design, as an error message names it
@@ -281,6 +281,17 @@ class Design:
                     if spec.variant == variant} != cells:
                 return []
         return added
+
+    def may_continue(self, meta: dict[str, Any]) -> bool:
+        """Whether this finished run's inconclusive variants may be continued with ``--seeds
+        auto`` (``meta``: its experiment.json): a table that planned the rounds it is the pilot
+        look of, or was recorded before runs planned them; not rounds, a search, tuned
+        ablations, a factorial design's cells or a design of its own seeds."""
+        from ablations.results.stats.planned import pilot_design
+
+        planned = meta.get("planned")
+        return self.continues_into_rounds and (planned is None
+                                               or pilot_design(planned) is not None)
 
     def recorded_plan(self, meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """Tune's trial name -> ``TrialConfig.to_dict()`` of each trial this design runs, from

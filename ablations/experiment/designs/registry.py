@@ -48,8 +48,9 @@ def register_design(design: type[Design]) -> type[Design]:
     if not design.name or not design.record_key:
         raise ValueError(f"{design.__name__}: a registered design needs a name and a "
                          "record_key (experiment.json's key of its record)")
-    if design.name in BUILT_IN:
-        raise ValueError(f"{design.__name__}: {design.name!r} is a built-in design's name")
+    if design.name in BUILT_IN or design.record_key in BUILT_IN:
+        raise ValueError(f"{design.__name__}: {design.name!r} or its record key "
+                         f"{design.record_key!r} is a built-in design's")
     for name, known in REGISTERED.items():
         if known is not design and (name == design.name or known.record_key == design.record_key):
             raise ValueError(f"{design.__name__}: {known.__name__} has the name "
@@ -73,7 +74,7 @@ def plugin_named(design: object) -> type[Design]:
 
 def design_class(request: Request, space: Space) -> type[Design]:
     """The design ``request`` asks for on ``space``: a plug-in (``--design NAME``), a
-    built-in with its options (designs/options.py: a factorial design, tuned ablations, a
+    built-in with its options (core/design_options.py: a factorial design, tuned ablations, a
     search's trials), a search (a search space), rounds (``--seeds auto``, with the rounds'
     options or without), else a grid of fixed seeds (with the rounds' options: the rounds it
     plans to be continued into). Each refuses the rest of the request it cannot run

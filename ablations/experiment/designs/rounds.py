@@ -5,7 +5,7 @@ Round 1 (the pilot) runs every variant at the design's first ``n_1`` seeds. Afte
 verdict so far; the variants still ``inconclusive`` (with at least two ok or diverged trials) and
 the reference run the next look's seeds as the next round; a variant with a verdict stops. The
 design (looks, α shares) is fixed before the pilot and recorded in experiment.json
-(``sequential``), with each round's trials and Tune folder (``tune`` for the pilot,
+(``rounds``), with each round's trials and Tune folder (``tune`` for the pilot,
 ``tune-round<k>`` after), so ``--resume`` continues the round a stop cut short and then decides
 exactly as an uninterrupted run would: the decisions are a function of the trials' results
 only.
@@ -74,7 +74,7 @@ def _looks(request: Request) -> tuple[int, int]:
 
 @dataclass
 class RoundsRun:
-    """What experiment.json's ``sequential`` records: the design and the rounds so far."""
+    """What experiment.json's ``rounds`` records: the design and the rounds so far."""
 
     design: SeedDesign
     seeds: list[int]  # the seed order: look k runs seeds[:looks[k]]
@@ -84,9 +84,9 @@ class RoundsRun:
     alpha: float
     plan: dict[str, TrialSpec]  # every cell up to max_seeds, by trial name
     rounds: list[dict[str, Any]] = field(default_factory=list)  # round, tune, trials, active
-    # A fixed-seed experiment continued with --seeds auto (ablations/experiment/continuing.py): its
-    # seeds,
-    # trials, CPU/GPU-hours and command before the continuation; None for one started auto.
+    # A fixed-seed experiment continued with --seeds auto (ablations/experiment/continuing.py):
+    # its seeds, trials, CPU/GPU-hours and command before the continuation; None for one
+    # started auto.
     continued: Optional[dict[str, Any]] = None
     # equivalent only with the failure-rate bound below it (None: no tolerance)
     max_failure_rate: Optional[float] = None
@@ -171,7 +171,7 @@ def run_rounds(run: RoundsRun, options: RunOptions,
     ``finished``: the rows of the last recorded round, complete (a fixed-seed experiment
     continued with --seeds auto: its trials are round 1); they are decided on as they are,
     not run through Tune again, and ``run``'s record is written to experiment.json first."""
-    # experiment.json's sequential record is the plan fixed before the data: no planned record
+    # experiment.json's rounds record is the plan fixed before the data: no planned record
     parts = Parts(Rounds(run, root), options, root)
     arms = list(dict.fromkeys(s.variant for s in run.plan.values() if s.variant != run.reference))
     if finished is not None:
@@ -296,7 +296,7 @@ class Rounds(Design):
 
     def planned_settings(self, request: Request, space: Space,
                          seeds: Sequence[int]) -> dict[str, Any]:
-        """The decision alone: the design is the sequential record's."""
+        """The decision alone: the design is the rounds record's."""
         refuse_unreachable_tolerance(request, self.run.design.max_seeds, rounds=True)
         return {"decision": planned_decision(request, space)}
 

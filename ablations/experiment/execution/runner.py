@@ -39,6 +39,7 @@ from ablations.experiment.execution.cluster import (
 )
 from ablations.experiment.execution.tune_setup import TableTune, TuneSetup
 from ablations.experiment.execution.interrupt import quiet_tune_logs
+from ablations.experiment.execution.moved_modules import moved_modules
 from ablations.experiment.execution.tune_console import tune_lines
 from ablations.experiment.execution.tune_usage import (
     no_unsent_callback_tag,
@@ -176,7 +177,7 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         tuner = None
     elif restoring:
         setup.before_restore(root, options)
-        with quiet_tune_logs():
+        with quiet_tune_logs(), moved_modules():
             tuner = tune.Tuner.restore(tune_dir, trainable=trainable, resume_unfinished=True,
                                        resume_errored=options.retry_failed,
                                        restart_errored=False)
@@ -185,7 +186,8 @@ def run_experiment(trials: Sequence[TrialSpec], options: RunOptions,
         tuner = tuner_of(trainable, setup, to_train, options, root, planned,
                          [*([progress] if options.progress else []), *options.trackers,
                           *setup.callbacks(root, options), fail_alike])
-    grid = fit(tuner, options, root, tune_dir, metadata)
+    with moved_modules() if restoring else contextlib.nullcontext():  # the searcher's state
+        grid = fit(tuner, options, root, tune_dir, metadata)
     if fail_alike is not None and fail_alike.reason:
         events.warning(fail_alike.reason)
         metadata["stopped_early"] = fail_alike.reason

@@ -153,8 +153,7 @@ def tune_trainable(config: dict[str, Any], plan: dict[str, dict[str, Any]],
     The runner passes ``plan``, ``state_root`` and ``pack`` with ``tune.with_parameters``;
     ``pack=False`` (``--verbose``) reports every figure to Tune as a number, so that Tune's own
     result tables show them (ablations/experiment/execution/reported.py). ``time_limit_s``: each
-    run of
-    a trial ends past it, as ``timeout`` (ablations/trial/time_limit.py). ``labels``
+    run of a trial ends past it, as ``timeout`` (ablations/trial/time_limit.py). ``labels``
     (trial_store.run_labels: plan key -> the fingerprints of the code and data this run of the
     experiment trains with, and its package versions) are sent with the trial's final result,
     so that a trial finished before a resume on changed code, data or packages keeps those it

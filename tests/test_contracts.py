@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -65,7 +66,9 @@ def test_a_trial_of_the_new_kind_reports_each_epoch_and_ends_with_the_last(tmp_p
     assert other["val_loss"] != result["val_loss"]  # the trial's seed reaches the code
 
 
-def test_its_keys_and_metrics_are_checked_and_plan_a_table(tmp_path):
+def test_its_keys_and_metrics_are_checked_and_plan_a_table(tmp_path, capsys):
+    from tests.test_cli import in_process
+
     with pytest.raises(ConfigError, match="widht"):
         TrialConfig.of(model=SPEC, widht=3)
     with pytest.raises(ConfigError, match="'up'"):
@@ -76,6 +79,9 @@ def test_its_keys_and_metrics_are_checked_and_plan_a_table(tmp_path):
     prepared = prepare(Request(space=str(space), seeds=[0, 1]))
     assert [spec.config.model.width for spec in prepared.trials] == [4, 4, 2, 2]
     assert prepared.design.plan_spec["decision"].metric == "val_loss"
+    code, out, err = in_process(capsys, "--space", str(space), "--seeds", "2", "--dry-run")
+    assert code == 0, err
+    assert re.search(r"narrow-seed1\s+width=2\n", out), out
 
 
 def test_its_sources_are_its_modules_package(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ablations.config import TrialConfig
+from ablations.config.code import Command
 
 # what planning records of a systems setting it mapped (ablations/config/safety.py): the
 # setting asked for, beside the one it runs with
@@ -20,8 +21,7 @@ def describe_trials(trials: Sequence[Any], base: TrialConfig,
     reasons."""
     from ablations.trial.command import planned_command_line
 
-    code = base.own_code
-    command = code if code is not None and not hasattr(code, "fit") else None
+    command = base.own_code if isinstance(base.own_code, Command) else None
     if command is not None:  # a program: its line, keys and metrics, not the runner's config
         lines = [f"{len(trials)} trials" + (f" ({len(skipped)} more skipped)" if skipped
                                             else "") + ". The program:",

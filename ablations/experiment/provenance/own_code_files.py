@@ -271,9 +271,11 @@ def config_words(config: Any) -> list[str]:
     ``{field}``) and its configuration's string values."""
     import dataclasses
 
+    from ablations.trial.contracts import contract_of
+
     if config.own_code is None:
         return []
-    words = _words(getattr(config.own_code, "run", None) or "")
+    words = _words(contract_of(config.own_code).text(config.own_code))
     words += [value for value in dataclasses.asdict(config.model).values()
               if isinstance(value, str) and value]
     return sorted(set(words))

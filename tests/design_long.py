@@ -9,7 +9,7 @@ What a design provides, each part here:
 - its options (:class:`LongOptions`): its argument ``factor``, which it checks itself, and
   its command-line flag ``--long-factor``, which ``run --design tests.design_long:Long --help``
   lists;
-- the run side (:class:`Long`, registered by name): what it refuses (a table at fixed seeds
+- the run side (:class:`Long`): what it refuses (a table at fixed seeds
   only: the base's :meth:`~ablations.experiment.designs.base.Design.check_request`), its plan
   (:meth:`Long.plan`: the table's trials with their epochs multiplied), how it runs (a grid's
   single Tune experiment), its record in experiment.json and how a resume rebuilds it
@@ -18,7 +18,8 @@ What a design provides, each part here:
   console (the run's first line, the lines after the summary);
 - the results side (:class:`LongAnalysis`): found by its record in experiment.json, its
   verdicts a table's at full alpha, its sentence of the methods paragraph;
-- the report's side (:class:`LongReport`): a sentence under the report's verdicts.
+- the report's side (:class:`LongReport`): a sentence under the report's verdicts;
+- one registration of the three under the design's name (``register_design`` at the end).
 """
 
 from __future__ import annotations
@@ -32,9 +33,7 @@ from ablations import (
     DesignReport,
     Flag,
     Table,
-    register_analysis,
     register_design,
-    register_report,
 )
 
 RECORD_KEY = "long"
@@ -66,7 +65,6 @@ def factor_of(meta: dict[str, Any]) -> int:
     return int(meta[RECORD_KEY]["factor"])
 
 
-@register_design
 class Long(Table):
     """The table's trials, each trained for ``factor`` times its epochs, run once."""
 
@@ -122,5 +120,4 @@ class LongReport(DesignReport):
                 "(a long design).")
 
 
-register_analysis(LongAnalysis)
-register_report(LongAnalysis, LongReport)
+register_design(Long, analysis=LongAnalysis, report=LongReport)

@@ -175,3 +175,22 @@ def test_the_table_designs_earlier_name_still_imports_with_a_warning():
 
     with pytest.warns(DeprecationWarning, match="ablations.Grid is ablations.Table"):
         assert ablations.Grid is Table
+
+
+def test_one_registration_takes_the_designs_analysis_and_report_under_its_name():
+    from ablations import Analysis, DesignReport, Table
+    from ablations.experiment.designs.registry import REGISTERED, register_design
+    from ablations.results.report.designs import REPORTS
+    from ablations.results.stats.analyses import ANALYSES
+
+    from tests.design_long import Long, LongAnalysis, LongReport
+
+    assert REGISTERED["long"] is Long and ANALYSES["long"] is LongAnalysis
+    assert REPORTS[LongAnalysis] is LongReport
+    short = type("Short", (Table,), {"name": "short", "record_key": "short"})
+    other = type("OtherAnalysis", (Analysis,), {"name": "other", "record_key": "short"})
+    with pytest.raises(ValueError, match=r"its name and record key \('short', 'short'\)"):
+        register_design(short, analysis=other)
+    with pytest.raises(ValueError, match="registered with its analysis"):
+        register_design(short, report=type("ShortReport", (DesignReport,), {}))
+    assert "short" not in REGISTERED and "other" not in ANALYSES

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from ablations.experiment.core.request import Request, UsageError, arg
 from ablations.results.io.files import DESIGN_PLUGIN_KEY as PLUGIN_KEY  # noqa: F401 (re-exported)
@@ -39,11 +39,18 @@ SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 REGISTERED: dict[str, type[Design]] = {}
 
 
-def register_design(design: type[Design]) -> type[Design]:
-    """Make ``design`` choosable as ``--design`` its ``name`` (usable as a class decorator).
+def register_design(design: type[Design], *, analysis: Optional[type] = None,
+                    report: Optional[type] = None) -> type[Design]:
+    """Make ``design`` choosable as ``--design`` its ``name`` (usable as a class decorator),
+    with its results side and its report's: ``analysis`` (an
+    :class:`~ablations.results.stats.analysis_table.Analysis` subclass of the same name and
+    record key, which ``report`` and ``compare`` read its experiments with) and ``report``
+    (a :class:`~ablations.results.report.designs.DesignReport` subclass), one registration for
+    the three.
 
     Raises:
-        ValueError: it has no name or record key, or takes a built-in's or another's.
+        ValueError: it has no name or record key, or takes a built-in's or another's; an
+            ``analysis`` under another name or record key; a ``report`` without an analysis.
     """
     if not design.name or not design.record_key:
         raise ValueError(f"{design.__name__}: a registered design needs a name and a "
@@ -55,7 +62,20 @@ def register_design(design: type[Design]) -> type[Design]:
         if known is not design and (name == design.name or known.record_key == design.record_key):
             raise ValueError(f"{design.__name__}: {known.__name__} has the name "
                              f"{design.name!r} or the record key {design.record_key!r}")
+    if analysis is not None and (analysis.name, analysis.record_key) != (design.name,
+                                                                          design.record_key):
+        raise ValueError(f"{analysis.__name__}: a design's analysis has its name and record key "
+                         f"({design.name!r}, {design.record_key!r})")
+    if report is not None and analysis is None:
+        raise ValueError(f"{report.__name__}: a design's report is registered with its analysis")
     REGISTERED[design.name] = design
+    if analysis is not None:
+        from ablations.results.report.designs import register_report
+        from ablations.results.stats.analyses import register_analysis
+
+        register_analysis(analysis)
+        if report is not None:
+            register_report(analysis, report)
     return design
 
 

@@ -165,6 +165,13 @@ def test_a_search_records_no_check_and_a_table_s_analysis_does(tmp_path):
     assert record_baseline_check(searched, trials, None, reference="baseline",
                                  analysis=SearchAnalysis({})) is None
     assert not searched.exists()
+    # a design of one's own without verdicts has none either, by its analysis' has_verdicts
+    unchecked = type("Unchecked", (Analysis,), {"name": "u", "record_key": "u",
+                                                "has_verdicts": False})
+    own = tmp_path / "own"
+    assert record_baseline_check(own, trials, None, reference="baseline",
+                                 analysis=unchecked({})) is None
+    assert not own.exists()
     tabled = tmp_path / "table"
     tabled.mkdir()
     assert record_baseline_check(tabled, trials, None, reference="baseline",
